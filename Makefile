@@ -1,0 +1,57 @@
+# sluice — top-level entry points. See README.md.
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+JOBS       ?= $(shell nproc)
+PY         ?= /usr/bin/python3
+CC         ?= cc
+FUZZ_SECONDS ?= 20
+RUN_ARGS   ?=
+
+.PHONY: all deps build build-asan build-clang test unit-test unit-test-asan system-test run bench fuzz plots clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+$(BUILD)/Makefile: CMakeLists.txt
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+
+build: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+build-asan: deps
+	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang -DSLUICE_SANITIZE=ON >/dev/null
+	@cmake --build $(ASAN_BUILD) -j $(JOBS)
+
+# The project also builds warning-free with clang (the ASan build uses clang, the default build gcc).
+unit-test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+unit-test-asan: build-asan
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --output-on-failure -j $(JOBS)
+
+system-test: build
+	$(PY) -m pytest -q -p no:cacheprovider tests/system
+
+test: unit-test unit-test-asan system-test
+
+run: build
+	@bash scripts/run.sh $(RUN_ARGS)
+
+bench: build
+	@bash bench/run.sh
+
+fuzz: deps
+	@cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DSLUICE_FUZZ=ON >/dev/null
+	@cmake --build $(FUZZ_BUILD) -j $(JOBS)
+	@bash tests/fuzz/run.sh $(FUZZ_BUILD)/bin $(FUZZ_SECONDS)
+
+plots: build
+	@bash scripts/plots.sh
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -1,0 +1,141 @@
+/*
+ * libsluice engine: "may this key take N hits now?"
+ *
+ * The engine is pure computation over an in-memory, sharded key store. It does no I/O, starts no
+ * threads, and never reads the clock itself: every call takes `now` (epoch milliseconds) from the
+ * caller, so tests and the simulator drive it on a virtual clock (see sluice/clock.h).
+ *
+ * Thread safety: any number of threads may call sl_engine_decide*() on one engine concurrently.
+ * Decisions on one key are linearizable (the key's shard is locked for the decision); decisions on
+ * keys in different shards proceed in parallel.
+ *
+ * Errors: functions that can fail return 0 or a negative errno value. A request that is invalid gets
+ * a per-item error (sl_response.error, a static string) and never changes state.
+ */
+#ifndef SLUICE_ENGINE_H
+#define SLUICE_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Algorithm numbers are the Gubernator wire values: TOKEN_BUCKET 0 and LEAKY_BUCKET 1 as in
+ * pb.gubernator.Algorithm; sluice's additions take the next numbers (docs/api.md). */
+typedef enum sl_algorithm {
+    SL_TOKEN_BUCKET = 0,
+    SL_LEAKY_BUCKET = 1,
+    SL_GCRA = 2,
+    SL_FIXED_WINDOW = 3,
+    SL_SLIDING_WINDOW = 4,
+    SL_SLIDING_LOG = 5,
+    SL_CONCURRENCY = 6,
+    SL_ALGORITHM_COUNT
+} sl_algorithm;
+
+/* Behaviour flags: a bit set, with pb.gubernator.Behavior's values. */
+enum sl_behavior {
+    SL_BATCHING = 0,
+    SL_NO_BATCHING = 1,
+    SL_GLOBAL = 2,
+    SL_DURATION_IS_GREGORIAN = 4,
+    SL_RESET_REMAINING = 8,
+    SL_MULTI_REGION = 16,
+    SL_DRAIN_OVER_LIMIT = 32,
+};
+
+typedef enum sl_status { SL_UNDER_LIMIT = 0, SL_OVER_LIMIT = 1 } sl_status;
+
+/* Gregorian interval numbers carried in `duration` with SL_DURATION_IS_GREGORIAN (Gubernator's). */
+enum sl_gregorian {
+    SL_GREGORIAN_MINUTES = 0,
+    SL_GREGORIAN_HOURS = 1,
+    SL_GREGORIAN_DAYS = 2,
+    SL_GREGORIAN_WEEKS = 3, /* rejected, as Gubernator does */
+    SL_GREGORIAN_MONTHS = 4,
+    SL_GREGORIAN_YEARS = 5,
+};
+
+/* Longest name and unique_key the engine accepts (bytes each); longer gets a per-item error. */
+#define SL_MAX_NAME_LEN 1024
+#define SL_MAX_KEY_LEN 4096
+
+typedef struct sl_request {
+    const char *name;        /* limit name (Gubernator "name"), not NUL-terminated necessarily */
+    size_t name_len;
+    const char *unique_key;  /* e.g. account id */
+    size_t unique_key_len;
+    int64_t hits;            /* 0 peeks; negative gives back (buckets) */
+    int64_t limit;
+    int64_t duration;        /* milliseconds, or a sl_gregorian value with DURATION_IS_GREGORIAN */
+    int64_t burst;           /* leaky bucket / GCRA burst; 0 = limit */
+    int64_t created_at;      /* epoch ms the request was made; 0 = now */
+    int32_t algorithm;       /* sl_algorithm */
+    int32_t behavior;        /* OR of sl_behavior */
+    int32_t sub_windows;     /* SLIDING_WINDOW: number of sub-windows per window; 0 or 1 = classic */
+} sl_request;
+
+typedef struct sl_response {
+    int32_t status;          /* sl_status */
+    int64_t limit;
+    int64_t remaining;
+    int64_t reset_time;      /* epoch ms when the limit is fully available again */
+    int64_t retry_after;     /* ms until this request could pass; 0 when admitted */
+    const char *error;       /* NULL, or a static message: the item failed and changed nothing */
+} sl_response;
+
+typedef struct sl_engine_config {
+    size_t max_keys;         /* hard cap on keys held (gc-max-keys); LRU idle keys are evicted */
+    unsigned shards;         /* power of two; 0 = default (64) */
+    int64_t max_log_limit;   /* SLIDING_LOG: largest limit accepted (memory is O(limit) per key) */
+    int32_t max_sub_windows; /* SLIDING_WINDOW: most sub-windows accepted */
+    uint64_t hash_seed;      /* 0 = random per engine (hash flooding resistance) */
+} sl_engine_config;
+
+typedef struct sl_engine_stats {
+    uint64_t keys;                               /* keys held now */
+    uint64_t capacity;                           /* slots allocated */
+    uint64_t bytes;                              /* bytes held by the store (tables + side buffers) */
+    uint64_t evictions;                          /* keys evicted because the store was full */
+    uint64_t expirations;                        /* keys removed because they expired */
+    uint64_t errors;                             /* requests answered with a per-item error */
+    uint64_t decisions[SL_ALGORITHM_COUNT][2];   /* by algorithm and sl_status */
+} sl_engine_stats;
+
+typedef struct sl_engine sl_engine;
+
+void sl_engine_config_default(sl_engine_config *cfg);
+int sl_engine_new(const sl_engine_config *cfg, sl_engine **out);
+void sl_engine_free(sl_engine *e);
+
+/* Decide one request at `now_ms`. Always fills *resp. */
+void sl_engine_decide(sl_engine *e, const sl_request *req, sl_response *resp, int64_t now_ms);
+
+/* Decide n requests in order (same answers as n calls to sl_engine_decide, faster: hashes and
+ * prefetches ahead). */
+void sl_engine_decide_batch(sl_engine *e, const sl_request *reqs, sl_response *resps, size_t n,
+                            int64_t now_ms);
+
+/* Active expiry: examine at most max_work slots across shards, removing expired keys. Returns the
+ * number removed. Call periodically (bounded work per tick). */
+size_t sl_engine_expire(sl_engine *e, int64_t now_ms, size_t max_work);
+
+/* Remove one key (name, unique_key). Returns true if it was held. */
+bool sl_engine_remove(sl_engine *e, const char *name, size_t name_len, const char *key,
+                      size_t key_len);
+
+void sl_engine_stats_get(sl_engine *e, sl_engine_stats *out);
+
+/* Validate a request without deciding it: NULL if valid, else the static error message. */
+const char *sl_request_validate(const sl_request *req, const sl_engine_config *cfg);
+
+const char *sl_algorithm_name(int32_t algorithm);   /* "TOKEN_BUCKET", ... or NULL */
+int sl_algorithm_from_name(const char *s, size_t n); /* -1 if unknown; accepts any case */
+
+#ifdef __cplusplus
+}
+#endif
+#endif
