@@ -7,7 +7,7 @@ PKGS=(
   libuv1-dev node-llhttp libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler
   libcurl4-openssl-dev libyaml-dev libjansson-dev libxxhash-dev libcmocka-dev
   etcd-server etcd-client
-  python3 python3-pytest python3-grpcio python3-protobuf
+  python3 python3-pytest python3-grpcio python3-protobuf protobuf-compiler
   prometheus nginx-light wrk nghttp2-client gnuplot-nox curl iproute2 procps
 )
 missing=()

@@ -54,6 +54,10 @@ typedef struct sl_alg_config {
 void sl_alg_decide(sl_state *st, int64_t *expire_at, const sl_request *req, int64_t now,
                    const sl_alg_config *cfg, sl_response *resp);
 
+/* True when a key whose expiry is `expire_at` no longer exists at `now` (the store's lazy expiry
+ * uses this, so that the algorithms decide the boundary, as Gubernator's cache does). */
+bool sl_alg_expired(int64_t expire_at, int64_t now);
+
 /* Free any side buffer the state owns and mark it SL_ALG_NONE. */
 void sl_alg_release(sl_state *st);
 

@@ -1,0 +1,284 @@
+#!/usr/bin/python3
+"""sluice benchmarks (make bench).
+
+Each server benchmark runs sluiced and a reference nginx (`return 200;`) under the same load
+generator in the same run, and prints the ratio sluiced/nginx with p50/p99 latencies. Absolute
+numbers drift on shared machines; the ratios are what we track (docs/performance.md).
+
+  a. gRPC GetRateLimits, 1 item per call (h2load, application/grpc body) vs nginx h2c return 200
+  b. gRPC GetRateLimits, 1000 items per call: decisions/s
+  c. HTTP/1.1 POST /v1/GetRateLimits (wrk) vs nginx HTTP/1.1 return 200
+  d. Levee POST /attempt across 10,000 resources (wrk + Lua) vs nginx with the same script
+  e. the engine in-process: sluice bench engine, 1 and 2 threads over 1,000,000 keys
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+BUILD = os.environ.get("SLUICE_BUILD", os.path.join(ROOT, "build"))
+BIN = os.path.join(BUILD, "bin")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, timeout=10):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("port %d never opened" % port)
+
+
+def percentile(values, p):
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    k = min(len(values) - 1, max(0, int(round(p / 100.0 * (len(values) - 1)))))
+    return values[k]
+
+
+class Nginx:
+    def __init__(self, tmp):
+        self.dir = tempfile.mkdtemp(prefix="nginx-", dir=tmp)
+        self.h1 = free_port()
+        self.h2 = free_port()
+        conf = os.path.join(self.dir, "nginx.conf")
+        user = "user root;\n" if os.geteuid() == 0 else ""
+        with open(conf, "w") as f:
+            f.write(f"""{user}worker_processes 2;
+daemon off;
+pid {self.dir}/nginx.pid;
+error_log {self.dir}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+  access_log off;
+  client_body_temp_path {self.dir}/body;
+  proxy_temp_path {self.dir}/proxy;
+  fastcgi_temp_path {self.dir}/fastcgi;
+  uwsgi_temp_path {self.dir}/uwsgi;
+  scgi_temp_path {self.dir}/scgi;
+  keepalive_requests 1000000;
+  http2_max_requests 1000000;
+  server {{
+    listen 127.0.0.1:{self.h1};
+    location / {{ return 200 ""; }}
+  }}
+  server {{
+    listen 127.0.0.1:{self.h2} http2;
+    location / {{ return 200 ""; }}
+  }}
+}}
+""")
+        self.proc = subprocess.Popen(["nginx", "-c", conf], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        wait_port(self.h1)
+        wait_port(self.h2)
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGQUIT)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+class Sluiced:
+    def __init__(self, tmp, workers, extra=()):
+        self.port = free_port()
+        self.log = open(os.path.join(tmp, "sluiced-%d.log" % self.port), "w")
+        self.proc = subprocess.Popen([os.path.join(BIN, "sluiced"), "--listen-addr",
+                                      "127.0.0.1:%d" % self.port, "--workers", str(workers)]
+                                     + list(extra), stdout=self.log, stderr=subprocess.STDOUT)
+        wait_port(self.port)
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def h2load(url, seconds, data=None, headers=(), conns=64, streams=10, tmp="/tmp"):
+    log = tempfile.mktemp(prefix="h2load-", dir=tmp)
+    cmd = ["h2load", "-t1", "-c%d" % conns, "-m%d" % streams, "-D", str(seconds),
+           "--warm-up-time=1", "--log-file=" + log]
+    for h in headers:
+        cmd += ["-H", h]
+    if data:
+        cmd += ["-d", data]
+    cmd.append(url)
+    out = subprocess.run(cmd, capture_output=True, text=True).stdout
+    m = re.search(r"finished in [\d.]+\w*, ([\d.]+) req/s", out)
+    rps = float(m.group(1)) if m else 0.0
+    m = re.search(r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, (\d+) failed", out)
+    failed = int(m.group(5)) if m else -1
+    lat = []
+    statuses = {}
+    if os.path.exists(log):
+        with open(log) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 3:
+                    statuses[parts[1]] = statuses.get(parts[1], 0) + 1
+                    lat.append(int(parts[2]))
+        os.unlink(log)
+    return {"rps": rps, "failed": failed, "p50_us": percentile(lat, 50), "p99_us": percentile(lat, 99),
+            "statuses": statuses, "cmd": " ".join(cmd)}
+
+
+def wrk(url, seconds, script=None, conns=64, threads=2):
+    cmd = ["wrk", "-t%d" % threads, "-c%d" % conns, "-d%ds" % seconds, "--latency"]
+    if script:
+        cmd += ["-s", script]
+    cmd.append(url)
+    out = subprocess.run(cmd, capture_output=True, text=True).stdout
+    m = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    rps = float(m.group(1)) if m else 0.0
+
+    def lat(p):
+        m = re.search(r"^\s+%d%%\s+([\d.]+)(us|ms|s)" % p, out, re.M)
+        if not m:
+            return float("nan")
+        v = float(m.group(1))
+        return v * {"us": 1, "ms": 1000, "s": 1000000}[m.group(2)]
+
+    m = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    non2xx = int(m.group(1)) if m else 0
+    return {"rps": rps, "p50_us": lat(50), "p99_us": lat(99), "non2xx": non2xx, "cmd": " ".join(cmd)}
+
+
+def grpc_bodies(tmp):
+    """gRPC-framed GetRateLimitsReq bodies with 1 and 1000 items (Python modules from protoc)."""
+    pb_dir = os.path.join(tmp, "pb")
+    os.makedirs(pb_dir, exist_ok=True)
+    protos = [f for f in os.listdir(os.path.join(ROOT, "proto")) if f.endswith(".proto")]
+    subprocess.check_call(["protoc", "--proto_path=" + os.path.join(ROOT, "proto"),
+                           "--python_out=" + pb_dir] + protos)
+    sys.path.insert(0, pb_dir)
+    import gubernator_pb2 as g
+    paths = {}
+    for n in (1, 1000):
+        req = g.GetRateLimitsReq()
+        for i in range(n):
+            r = req.requests.add()
+            r.name = "bench"
+            r.unique_key = "key%d" % i
+            r.hits = 1
+            r.limit = 1000000000
+            r.duration = 60000
+        msg = req.SerializeToString()
+        p = os.path.join(tmp, "grpc%d.bin" % n)
+        with open(p, "wb") as f:
+            f.write(struct.pack(">BI", 0, len(msg)) + msg)
+        paths[n] = p
+    return paths
+
+
+def engine_bench(seconds):
+    res = {}
+    for t in (1, 2):
+        out = subprocess.run([os.path.join(BIN, "sluice"), "bench", "engine", "--algorithm",
+                              "token_bucket", "--keys", "1000000", "--threads", str(t),
+                              "--seconds", str(seconds)], capture_output=True, text=True).stdout
+        lines = [l for l in out.strip().splitlines() if l.startswith("{")]
+        res[t] = json.loads(lines[-1]) if lines else {}
+    one, two = res.get(1, {}), res.get(2, {})
+    return {"threads1": one, "threads2": two,
+            "scaling_2_over_1": (two.get("decisions_per_sec", 0) / one["decisions_per_sec"])
+            if one.get("decisions_per_sec") else 0}
+
+
+def fmt_lat(r):
+    return "p50 %7.0f us  p99 %7.0f us" % (r["p50_us"], r["p99_us"])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=int, default=5, help="duration of each load run")
+    ap.add_argument("--only", default="a,b,c,d,e", help="comma list of benchmarks to run")
+    ap.add_argument("--workers", type=int, default=2, help="sluiced and nginx worker count")
+    args = ap.parse_args()
+    only = set(args.only.split(","))
+    tmp = tempfile.mkdtemp(prefix="sluice-bench-")
+    results = {"cpus": os.cpu_count(), "workers": args.workers, "seconds": args.seconds}
+    nginx = sl = None
+    try:
+        if only & {"a", "b", "c", "d"}:
+            nginx = Nginx(tmp)
+            quota = os.path.join(tmp, "quota.yaml")
+            with open(quota, "w") as f:
+                f.write("limit:\n  key_default: {rate: 1000000000, burst: 1000}\nfactor:\n  default: 1\n")
+            sl = Sluiced(tmp, args.workers, ["--standalone", "--quota-file", quota])
+            base = "http://127.0.0.1:%d" % sl.port
+        grpc_hdr = ["content-type: application/grpc", "te: trailers"]
+        if only & {"a", "b"}:
+            bodies = grpc_bodies(tmp)
+        if "a" in only:
+            ref = h2load("http://127.0.0.1:%d/" % nginx.h2, args.seconds, bodies[1], tmp=tmp)
+            got = h2load(base + "/pb.gubernator.V1/GetRateLimits", args.seconds, bodies[1], grpc_hdr, tmp=tmp)
+            results["a_grpc_1item"] = {"sluiced": got, "nginx_h2c": ref,
+                                       "ratio": got["rps"] / ref["rps"] if ref["rps"] else 0}
+            print("a. gRPC 1 item/call   sluiced %9.0f calls/s (%s)  nginx h2c %9.0f req/s (%s)  ratio %.2f"
+                  % (got["rps"], fmt_lat(got), ref["rps"], fmt_lat(ref), results["a_grpc_1item"]["ratio"]))
+        if "b" in only:
+            got = h2load(base + "/pb.gubernator.V1/GetRateLimits", args.seconds, bodies[1000], grpc_hdr,
+                         conns=8, streams=4, tmp=tmp)
+            results["b_grpc_1000items"] = {"sluiced": got, "decisions_per_sec": got["rps"] * 1000}
+            print("b. gRPC 1000 items/call sluiced %9.0f calls/s = %.2fM decisions/s (%s)"
+                  % (got["rps"], got["rps"] * 1000 / 1e6, fmt_lat(got)))
+        if "c" in only:
+            script = os.path.join(ROOT, "bench", "lua", "post_json.lua")
+            ref = wrk("http://127.0.0.1:%d/v1/GetRateLimits" % nginx.h1, args.seconds, script)
+            got = wrk(base + "/v1/GetRateLimits", args.seconds, script)
+            results["c_http_json"] = {"sluiced": got, "nginx": ref,
+                                      "ratio": got["rps"] / ref["rps"] if ref["rps"] else 0}
+            print("c. HTTP/1.1 JSON       sluiced %9.0f req/s (%s)  nginx %9.0f req/s (%s)  ratio %.2f"
+                  % (got["rps"], fmt_lat(got), ref["rps"], fmt_lat(ref), results["c_http_json"]["ratio"]))
+        if "d" in only:
+            script = os.path.join(ROOT, "bench", "lua", "attempt.lua")
+            ref = wrk("http://127.0.0.1:%d/attempt" % nginx.h1, args.seconds, script)
+            got = wrk(base + "/attempt", args.seconds, script)
+            results["d_levee_attempt"] = {"sluiced": got, "nginx": ref,
+                                          "ratio": got["rps"] / ref["rps"] if ref["rps"] else 0}
+            print("d. Levee /attempt      sluiced %9.0f req/s (%s)  nginx %9.0f req/s (%s)  ratio %.2f"
+                  % (got["rps"], fmt_lat(got), ref["rps"], fmt_lat(ref), results["d_levee_attempt"]["ratio"]))
+    finally:
+        if sl:
+            sl.stop()
+        if nginx:
+            nginx.stop()
+    if "e" in only:
+        e = engine_bench(min(args.seconds, 3))
+        results["e_engine"] = e
+        t1, t2 = e["threads1"], e["threads2"]
+        print("e. engine token bucket, 1M keys: 1 thread %.1f ns/decision, 2 threads %.2fx, %s bytes/key"
+              % (t1.get("ns_per_decision", float("nan")), e["scaling_2_over_1"], t1.get("bytes_per_key")))
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(os.path.join(ROOT, "bench", "out"), exist_ok=True)
+    with open(os.path.join(ROOT, "bench", "out", "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    print(json.dumps({k: v.get("ratio", v.get("decisions_per_sec", v.get("scaling_2_over_1")))
+                      if isinstance(v, dict) else v for k, v in results.items()}))
+
+
+if __name__ == "__main__":
+    main()
