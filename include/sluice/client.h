@@ -1,0 +1,226 @@
+/*
+ * libsluice client: ask a sluiced (or any Gubernator v2 / Levee-compatible server) for decisions.
+ *
+ * One sl_client talks to one address over cleartext HTTP/2 (prior knowledge):
+ *   - sl_client_check()   gRPC /pb.gubernator.V1/GetRateLimits, one or many items per call;
+ *   - sl_client_health()  gRPC /pb.gubernator.V1/HealthCheck (and sl_client_live(): LiveCheck);
+ *   - sl_client_attempt() Levee's POST /attempt (X-Resource, X-Prefix, X-Method, X-Req-Id);
+ *   - sl_client_acquire() / sl_client_release()  concurrency leases (POST /attempt with
+ *     X-Concurrency: acquire -> X-Lease-Id; POST /release with X-Lease-Id).
+ * Over gRPC a lease is an item with algorithm SL_CONCURRENCY: hits 1 acquires (the answer's
+ * metadata "lease_id" names the lease), hits -1 with item metadata "lease_id" releases. Priority is
+ * the X-Priority header for Levee calls and item metadata "priority" over gRPC.
+ *
+ * Failure policy. A rate limiter must not take its callers down with it: when a call fails (connect
+ * refused or in backoff, timeout, reset, malformed answer, server error status), the client by
+ * default FAILS OPEN: it answers "allowed" (UNDER_LIMIT items, an accepted attempt) with
+ * `failed_open` set and the cause in `err`, returns 0, and counts it (sl_client_stats.failed_open).
+ * With sl_client_options.fail_closed it answers "denied" (OVER_LIMIT items with an error, a
+ * rejected attempt), returns the negative errno, and counts failed_closed. Either way the answer is
+ * usable as is: code that ignores the return value still does the configured thing.
+ *
+ * Every call has a timeout (timeout_ms <= 0 takes the client's default). Each call either gets an
+ * answer or fails at its deadline; nothing is retried behind the caller's back.
+ *
+ * Synchronous calls do their I/O on the calling thread over a connection taken from a small pool
+ * (one caller per connection at a time, so concurrent callers never queue behind each other's
+ * round trip). Asynchronous calls (*_async) return at once; their callback runs later, exactly once,
+ * on the client's own I/O thread (started by the first async call), which multiplexes every async
+ * call onto one HTTP/2 connection. A callback must not block for long (it delays the other async
+ * calls) and must not call sl_client_free(); it may start further calls.
+ *
+ * Thread safety: every function may be called from any number of threads on one client, except
+ * sl_client_free(), which must be the last call and not run concurrently with any other.
+ *
+ * Errors are negative errno values: -EINVAL (bad argument), -E2BIG (too many items), -ENOMEM,
+ * -ETIMEDOUT, -ECONNREFUSED / -ECONNRESET / -EPIPE / ... (transport), -EPROTO (malformed answer or an
+ * unexpected status), -EAGAIN (async queue full: the callback will not be called), -ECANCELED (the
+ * client was freed while the call was pending).
+ */
+#ifndef SLUICE_CLIENT_H
+#define SLUICE_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sluice/engine.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SL_CLIENT_DEFAULT_PORT 5454
+#define SL_CLIENT_MAX_ITEMS 1000   /* items per check call (Gubernator's batch limit) */
+
+typedef struct sl_client sl_client;
+
+typedef struct sl_client_options {
+    int timeout_ms;             /* default per-call timeout (200) */
+    int connect_timeout_ms;     /* a TCP connect taking longer fails (1000) */
+    int reconnect_backoff_ms;   /* after a failed connect, calls fail at once for this long (100) */
+    bool fail_closed;           /* false (default): fail open; true: fail closed */
+    unsigned max_sync_conns;    /* connections for synchronous calls (8); more callers wait */
+    unsigned max_async_pending; /* async calls queued or in flight (4096); more get -EAGAIN */
+    size_t max_response_bytes;  /* bigger answers fail the call with -EMSGSIZE (4 MiB) */
+} sl_client_options;
+
+void sl_client_options_default(sl_client_options *o);
+
+/* addr: "host:port", "[v6]:port", "host" (port 5454) or "http://host:port". The name is resolved
+ * here, once. Does not connect: the first call does. Returns 0, -EINVAL, -EHOSTUNREACH, -ENOMEM. */
+int sl_client_new(const char *addr, const sl_client_options *opt, sl_client **out);
+/* Pending async calls complete with -ECANCELED (under the failure policy) before this returns. */
+void sl_client_free(sl_client *c);
+
+/* ------------------------------------------------------------------ gRPC GetRateLimits */
+
+typedef struct sl_client_kv {
+    const char *key;
+    const char *value;
+} sl_client_kv;
+
+typedef struct sl_client_item {
+    /* name, unique_key, hits, limit, duration, algorithm, behavior, burst, created_at as on the wire;
+     * sub_windows > 1 is sent as metadata "sub_windows". */
+    sl_request req;
+    const sl_client_kv *metadata; /* extra RateLimitReq.metadata entries (e.g. priority, lease_id) */
+    size_t metadata_count;
+} sl_client_item;
+
+typedef struct sl_client_result {
+    /* status, limit, remaining, reset_time (epoch ms) and error as the server sent them.
+     * retry_after is 0: Gubernator's answer has none (reset_time says when). error points into the
+     * reply and lives as long as it does. */
+    sl_response resp;
+    const sl_client_kv *metadata; /* RateLimitResp.metadata, e.g. "owner", "lease_id" */
+    size_t metadata_count;
+} sl_client_result;
+
+typedef struct sl_client_check_reply {
+    int err;              /* 0, or why the call failed (the items below are then synthesized) */
+    bool failed_open;     /* the call failed and the items say UNDER_LIMIT because of the policy */
+    int http_status;      /* :status of the answer, 0 if none */
+    int grpc_status;      /* grpc-status, -1 if none arrived */
+    const char *grpc_message; /* grpc-message (percent-decoded), or NULL */
+    size_t count;         /* == the number of items asked */
+    sl_client_result *items;
+    void *priv_;          /* storage: release with sl_client_check_reply_free() */
+} sl_client_check_reply;
+
+void sl_client_check_reply_free(sl_client_check_reply *r);
+
+/* Decide n items (1..SL_CLIENT_MAX_ITEMS) in one GetRateLimits call. Fills *out in every case but
+ * argument errors (-EINVAL, -E2BIG, -ENOMEM: *out is then empty); free it with
+ * sl_client_check_reply_free(). Returns 0 with answers (real, or failed open) or, failing closed,
+ * the negative errno with OVER_LIMIT items. */
+int sl_client_check(sl_client *c, const sl_client_item *items, size_t n, int timeout_ms,
+                    sl_client_check_reply *out);
+
+/* `reply` belongs to the client and is freed when the callback returns; to keep it, copy the struct
+ * and zero *reply (sl_client_check_reply_free() on a zeroed reply does nothing). */
+typedef void (*sl_client_check_cb)(void *ud, int rc, sl_client_check_reply *reply);
+/* 0: cb will be called exactly once with what sl_client_check() would return. Negative: it won't. */
+int sl_client_check_async(sl_client *c, const sl_client_item *items, size_t n, int timeout_ms,
+                          sl_client_check_cb cb, void *ud);
+
+/* ------------------------------------------------------------------ gRPC HealthCheck / LiveCheck */
+
+typedef struct sl_health_reply {
+    int err;            /* 0 or the transport/protocol failure */
+    bool healthy;       /* status == "healthy" and gRPC OK */
+    int grpc_status;    /* -1 if none */
+    char status[32];    /* "healthy" / "unhealthy" */
+    char message[512];  /* why (HealthCheckResp.message or grpc-message), truncated */
+    int32_t peer_count;
+    char advertise_address[128];
+} sl_health_reply;
+
+/* Health has no failure policy: it reports. 0 when the server answered (healthy or not; see
+ * out->healthy), negative errno when it could not be asked (out->err says the same). */
+int sl_client_health(sl_client *c, int timeout_ms, sl_health_reply *out);
+typedef void (*sl_client_health_cb)(void *ud, int rc, const sl_health_reply *reply);
+int sl_client_health_async(sl_client *c, int timeout_ms, sl_client_health_cb cb, void *ud);
+/* LiveCheck: 0 when the process answered, else negative errno. */
+int sl_client_live(sl_client *c, int timeout_ms);
+
+/* ------------------------------------------------------------------ Levee /attempt, leases */
+
+typedef struct sl_attempt {
+    const char *resource; /* X-Resource, required */
+    const char *prefix;   /* X-Prefix, optional */
+    const char *method;   /* X-Method, optional */
+    const char *req_id;   /* X-Req-Id, optional */
+    const char *priority; /* X-Priority: "critical" | "post" | "get" | "test", optional */
+} sl_attempt;
+
+typedef enum sl_attempt_outcome {
+    SL_ATTEMPT_ACCEPTED = 0, /* 200 */
+    SL_ATTEMPT_REJECTED = 1, /* 429 */
+    SL_ATTEMPT_FAILED = 2,   /* anything else: 500, 400, no answer */
+} sl_attempt_outcome;
+
+typedef struct sl_attempt_reply {
+    sl_attempt_outcome outcome; /* what the server said (FAILED if it said nothing useful) */
+    bool allowed;               /* the decision to act on, after the failure policy */
+    bool failed_open;           /* outcome FAILED and allowed because of the policy */
+    int err;                    /* 0, or the failure (-ETIMEDOUT, -ECONNREFUSED, -EPROTO, ...) */
+    int http_status;            /* 0 if no answer */
+    int64_t retry_after_ms;     /* Retry-After, -1 if absent */
+    /* IETF RateLimit / RateLimit-Policy fields (either draft syntax: "limit=10, remaining=3,
+     * reset=5" or "\"p\";r=3;t=5" with policy "\"p\";q=10;w=1"), or the older RateLimit-Limit /
+     * -Remaining / -Reset headers; -1 when absent. */
+    int64_t rl_limit, rl_remaining, rl_reset_s, rl_window_s;
+    char ratelimit[256];        /* raw RateLimit header (truncated), "" if absent */
+    char ratelimit_policy[256]; /* raw RateLimit-Policy header */
+    char lease_id[128];         /* X-Lease-Id (acquire) */
+    char message[256];          /* response body on FAILED (an error text), truncated */
+} sl_attempt_reply;
+
+/* POST /attempt. Returns 0 with a decision in out->allowed, or, failing closed, the negative errno
+ * with allowed = false; -EINVAL for a missing resource or a header value with control bytes. */
+int sl_client_attempt(sl_client *c, const sl_attempt *a, int timeout_ms, sl_attempt_reply *out);
+/* Like attempt, with X-Concurrency: acquire; when allowed, out->lease_id names the lease (empty if
+ * the call failed open: there is nothing to release). */
+int sl_client_acquire(sl_client *c, const sl_attempt *a, int timeout_ms, sl_attempt_reply *out);
+/* POST /release with X-Lease-Id (a: optional resource headers). No failure policy: 0 when the server
+ * took it (2xx), -ENOENT for 404, else negative errno. An empty lease id returns 0 at once. */
+int sl_client_release(sl_client *c, const sl_attempt *a, const char *lease_id, int timeout_ms,
+                      sl_attempt_reply *out);
+
+typedef void (*sl_client_attempt_cb)(void *ud, int rc, const sl_attempt_reply *reply);
+int sl_client_attempt_async(sl_client *c, const sl_attempt *a, int timeout_ms,
+                            sl_client_attempt_cb cb, void *ud);
+int sl_client_acquire_async(sl_client *c, const sl_attempt *a, int timeout_ms,
+                            sl_client_attempt_cb cb, void *ud);
+int sl_client_release_async(sl_client *c, const sl_attempt *a, const char *lease_id,
+                            int timeout_ms, sl_client_attempt_cb cb, void *ud);
+
+/* ------------------------------------------------------------------ stats */
+
+typedef struct sl_client_stats {
+    uint64_t calls;            /* calls started (sync + async) */
+    uint64_t failed_open;      /* calls that failed and were answered "allowed" */
+    uint64_t failed_closed;    /* calls that failed and were answered "denied" */
+    uint64_t timeouts;         /* calls that failed at their deadline */
+    uint64_t transport_errors; /* calls that failed otherwise (connect, reset, protocol, status) */
+    uint64_t connects;         /* TCP connections established */
+    uint64_t connect_failures; /* TCP connects that failed or timed out */
+    uint64_t async_pending;    /* async calls queued or in flight now */
+    uint64_t async_rejected;   /* async calls refused with -EAGAIN */
+} sl_client_stats;
+
+void sl_client_stats_get(sl_client *c, sl_client_stats *out);
+
+/* Parse one response header into an attempt reply (used by the client and by the CLI's HTTP/1.1
+ * path): Retry-After, RateLimit, RateLimit-Policy, RateLimit-Limit/-Remaining/-Reset, X-Lease-Id.
+ * Names compare case-insensitively; other headers are ignored. */
+void sl_attempt_reply_header(sl_attempt_reply *r, const char *name, size_t name_len,
+                             const char *value, size_t value_len);
+/* Reset *r to "no answer yet" (all header fields absent). */
+void sl_attempt_reply_init(sl_attempt_reply *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

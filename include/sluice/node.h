@@ -1,0 +1,58 @@
+/*
+ * An embeddable sluice node: everything sluiced runs (engine, router, listener with its worker
+ * threads, metrics, quota source), inside the caller's process, as Gubernator's "use it as a
+ * library" allows. The node is configured with exactly sluiced's options (see `sluiced --help`);
+ * several nodes can run in one process.
+ *
+ *   sl_node *n;
+ *   char err[256];
+ *   char *args[] = {"--listen-addr", "127.0.0.1:0", "--workers", "1"};
+ *   if (sl_node_start(4, args, &n, err, sizeof err)) { fprintf(stderr, "%s\n", err); ... }
+ *   sl_response resp;
+ *   sl_node_decide(n, &req, &resp, 1);       // direct call, same answer a client would get
+ *   ... clients reach it on 127.0.0.1:sl_node_port(n) ...
+ *   sl_node_shutdown(n, 5000); sl_node_wait(n); sl_node_free(n);
+ */
+#ifndef SLUICE_NODE_H
+#define SLUICE_NODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sluice/engine.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sl_node sl_node;
+
+/* Start a node from sluiced-style arguments (no program name in args). Listening has begun when it
+ * returns 0. On failure returns a negative errno and writes the reason into err. */
+int sl_node_start(int argc, char *const *args, sl_node **out, char *err, size_t errlen);
+
+/* The port the node listens on (useful with port 0). */
+uint16_t sl_node_port(const sl_node *n);
+
+/* Decide n requests through the node's router (the owner decides in a cluster), waiting for the
+ * answers. Thread-safe; must not be called from the node's own worker threads. 0 or -errno. */
+int sl_node_decide(sl_node *n, const sl_request *reqs, sl_response *resps, size_t count);
+
+/* The node's engine, for in-process decisions that bypass the cluster. */
+sl_engine *sl_node_engine(sl_node *n);
+
+/* Reload what can change at run time (the quota file), as SIGHUP does for sluiced. */
+void sl_node_reload(sl_node *n);
+
+/* Graceful stop: stop accepting, finish in-flight calls, close within grace_ms (0: the node's
+ * --shutdown-timeout). Thread-safe; not async-signal-safe (call it from a normal thread, e.g.
+ * after sigwait). */
+void sl_node_shutdown(sl_node *n, uint32_t grace_ms);
+/* Wait until the node has stopped; 0 on a clean stop. */
+int sl_node_wait(sl_node *n);
+void sl_node_free(sl_node *n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

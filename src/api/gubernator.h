@@ -1,0 +1,148 @@
+/*
+ * The Gubernator v2 dialect: pb.gubernator.V1 (GetRateLimits, HealthCheck, LiveCheck) and
+ * pb.gubernator.PeersV1 (GetPeerRateLimits, UpdatePeerGlobals) messages <-> sl_batch.
+ *
+ * Decoding checks what Gubernator checks before deciding, with its codes and wording:
+ *   more than max_items (1000) requests  -> OUT_OF_RANGE
+ *       "Requests.RateLimits list too large; max size is '1000'"            (V1)
+ *       "'PeerRequest.rate_limits' list too large; max size is '1000'"     (PeersV1)
+ *   a message larger than max_msg         -> RESOURCE_EXHAUSTED (grpc-go's wording)
+ *   bad protobuf                          -> INTERNAL "grpc: error unmarshalling request: ..."
+ *   bad JSON body                         -> INVALID_ARGUMENT with the parser's message
+ *   per item (answered at once, the item is not decided):
+ *       empty unique_key  "field 'unique_key' cannot be empty"
+ *       empty name        "field 'namespace' cannot be empty"
+ * Everything else about a request (algorithm range, limits, Gregorian durations) is the engine's
+ * to judge. Algorithm and Behavior numbers are sl_algorithm / sl_behavior unchanged. sluice's
+ * extension parameters travel in the request metadata map:
+ *   "sub_windows"   SLIDING_WINDOW: sub-windows per window (decimal, 0..2^31-1)
+ *
+ * Encoding writes one response per item in request order, each with its error (when set, the
+ * other fields are zero, as Gubernator answers) and its resp_meta entries as `metadata`.
+ *
+ * One code path for both transports: JSON is parsed into the same protobuf-c struct the protobuf
+ * decoder produces (wire/gubjson.h), and responses are built as the protobuf-c struct and then
+ * either packed or printed. No I/O and no engine calls here: the daemon runs
+ * decode -> engine/router -> encode. Over HTTP, an error becomes `st->http_status` with the body
+ * from sl_gub_encode_error_json() (grpc-gateway's {"code","message","details"}).
+ */
+#ifndef SLUICE_API_GUBERNATOR_H
+#define SLUICE_API_GUBERNATOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "api/batch.h"
+#include "wire/buf.h"
+#include "wire/gubjson.h"
+
+/* gRPC method paths and the HTTP gateway's routes. */
+#define SL_GUB_PATH_GET_RATE_LIMITS "/pb.gubernator.V1/GetRateLimits"
+#define SL_GUB_PATH_HEALTH_CHECK "/pb.gubernator.V1/HealthCheck"
+#define SL_GUB_PATH_LIVE_CHECK "/pb.gubernator.V1/LiveCheck"
+#define SL_GUB_PATH_GET_PEER_RATE_LIMITS "/pb.gubernator.PeersV1/GetPeerRateLimits"
+#define SL_GUB_PATH_UPDATE_PEER_GLOBALS "/pb.gubernator.PeersV1/UpdatePeerGlobals"
+#define SL_GUB_HTTP_GET_RATE_LIMITS "/v1/GetRateLimits" /* POST */
+#define SL_GUB_HTTP_HEALTH_CHECK "/v1/HealthCheck"      /* GET */
+#define SL_GUB_HTTP_LIVE_CHECK "/v1/LiveCheck"          /* GET */
+
+/* Gubernator's maxBatchSize. */
+#define SL_GUB_MAX_ITEMS 1000
+/* The metadata key carrying SLIDING_WINDOW's sub-window count. */
+#define SL_GUB_META_SUB_WINDOWS "sub_windows"
+
+typedef struct sl_gub_config {
+    size_t max_msg;          /* largest protobuf message accepted (bytes); default 1 MiB */
+    size_t max_items;        /* most requests in one call; default 1000 */
+    sl_gubjson_limits json;  /* JSON body limits; default max_body 1 MiB */
+} sl_gub_config;
+
+void sl_gub_config_default(sl_gub_config *c);
+
+/* Why a whole call failed. */
+typedef struct sl_gub_status {
+    int code;          /* sl_grpc_code */
+    int http_status;   /* what the HTTP gateway answers with it */
+    char message[256];
+} sl_gub_status;
+
+/* Fill *st (printf-style message); http_status from grpc-gateway's mapping of the code. */
+void sl_gub_status_set(sl_gub_status *st, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- V1 GetRateLimits ---------------------------------------------------------------------- */
+
+/*
+ * Decode a GetRateLimitsReq into b (which is reset first). 0 on success - per-item errors are
+ * already in b->resps with b->answered[i] set - or a negative errno with *st filled:
+ * -EMSGSIZE too large, -E2BIG too many items, -EINVAL malformed, -ENOMEM over the arena cap.
+ */
+int sl_gub_decode_pb(const sl_gub_config *c, const uint8_t *msg, size_t len, sl_batch *b,
+                     sl_gub_status *st);
+int sl_gub_decode_json(const sl_gub_config *c, const char *body, size_t len, sl_batch *b,
+                       sl_gub_status *st);
+
+/* Append a GetRateLimitsResp for b's responses. 0 or -ENOMEM / -EMSGSIZE. Temporary structs are
+ * taken from b's arena. */
+int sl_gub_encode_pb(sl_batch *b, sl_buf *out);
+int sl_gub_encode_json(sl_batch *b, sl_buf *out);
+
+/* grpc-gateway's error body for st. */
+int sl_gub_encode_error_json(const sl_gub_status *st, sl_buf *out);
+
+/* ---- V1 HealthCheck / LiveCheck -------------------------------------------------------------- */
+
+typedef struct sl_gub_health {
+    bool healthy;
+    const char *message;           /* why not, when unhealthy (Gubernator joins reasons with '|') */
+    int32_t peer_count;
+    const char *advertise_address; /* this node's address if it is in the peer list, else NULL */
+} sl_gub_health;
+
+/* Gubernator answers an unhealthy HealthCheck with gRPC UNAVAILABLE (HTTP 503) carrying the
+ * message, not with a HealthCheckResp. True when healthy; otherwise fills *st. */
+bool sl_gub_health_ok(const sl_gub_health *h, sl_gub_status *st);
+/* HealthCheckResp: status "healthy"/"unhealthy", message, peer_count, advertise_address. */
+int sl_gub_encode_health_pb(const sl_gub_health *h, sl_buf *out);
+int sl_gub_encode_health_json(const sl_gub_health *h, sl_buf *out);
+/* LiveCheckResp, an empty message: no bytes in protobuf, "{}" in JSON. */
+int sl_gub_encode_live_pb(sl_buf *out);
+int sl_gub_encode_live_json(sl_buf *out);
+
+/* ---- PeersV1 --------------------------------------------------------------------------------- */
+
+/* Server side of GetPeerRateLimits: like sl_gub_decode_pb, with the peer wording for too many
+ * items, and - as Gubernator's owner does - DRAIN_OVER_LIMIT added to GLOBAL requests (peers
+ * accumulate hits, so an owner drains rather than refuses a batch larger than what remains). */
+int sl_gub_decode_peer_pb(const sl_gub_config *c, const uint8_t *msg, size_t len, sl_batch *b,
+                          sl_gub_status *st);
+/* GetPeerRateLimitsResp for b's responses. */
+int sl_gub_encode_peer_resp_pb(sl_batch *b, sl_buf *out);
+
+/* Client side: a GetPeerRateLimitsReq carrying items idx[0..n) of b (idx NULL = all of b, n
+ * ignored), with their request metadata (plus "sub_windows" if the request has some and the
+ * metadata does not). */
+int sl_gub_encode_peer_req_pb(sl_batch *b, const size_t *idx, size_t n, sl_buf *out);
+/* Put a peer's GetPeerRateLimitsResp into b->resps[idx[k]] (and its metadata into resp_meta),
+ * for the same idx as the request. The response is unpacked into b's arena. -EPROTO if the peer
+ * answered a different number of items. */
+int sl_gub_decode_peer_resp_pb(const sl_gub_config *c, const uint8_t *msg, size_t len,
+                               sl_batch *b, const size_t *idx, size_t n, sl_gub_status *st);
+
+/* One UpdatePeerGlobal: the owner's state for a GLOBAL key. */
+typedef struct sl_gub_global {
+    const char *key;     /* Gubernator's hash key: name + "_" + unique_key */
+    size_t key_len;
+    sl_response resp;    /* status, limit, remaining, reset_time */
+    int32_t algorithm;
+    int64_t duration;
+    int64_t created_at;
+} sl_gub_global;
+
+int sl_gub_encode_globals_pb(const sl_gub_global *g, size_t n, sl_buf *out);
+/* Decode an UpdatePeerGlobalsReq into an array in b's arena (b is reset first). */
+int sl_gub_decode_globals_pb(const sl_gub_config *c, const uint8_t *msg, size_t len, sl_batch *b,
+                             sl_gub_global **out, size_t *n_out, sl_gub_status *st);
+
+#endif

@@ -1,0 +1,462 @@
+/*
+ * Levee's /attempt decision (see levee.h for the contract and docs/levee.md for the model): the
+ * quota lookup, the engine calls with their give-back on a later rejection, and the answer with
+ * its Retry-After and RateLimit header fields.
+ */
+#include "api/levee.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#define CT_TEXT "text/plain; charset=utf-8"
+
+void sl_levee_config_default(sl_levee_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->no_quota = SL_LEVEE_NO_QUOTA_ERROR;
+    cfg->blocked_retry_after_s = 1;
+}
+
+int sl_levee_no_quota_from_name(const char *s)
+{
+    if (!s)
+        return -EINVAL;
+    if (!strcasecmp(s, "allow"))
+        return SL_LEVEE_NO_QUOTA_ALLOW;
+    if (!strcasecmp(s, "deny"))
+        return SL_LEVEE_NO_QUOTA_DENY;
+    if (!strcasecmp(s, "error"))
+        return SL_LEVEE_NO_QUOTA_ERROR;
+    return -EINVAL;
+}
+
+const char *sl_levee_no_quota_name(sl_levee_no_quota m)
+{
+    switch (m) {
+    case SL_LEVEE_NO_QUOTA_DENY: return "deny";
+    case SL_LEVEE_NO_QUOTA_ERROR: return "error";
+    default: return "allow";
+    }
+}
+
+const char *sl_levee_outcome_name(sl_levee_outcome o)
+{
+    switch (o) {
+    case SL_LEVEE_ACCEPTED: return "accepted";
+    case SL_LEVEE_REJECTED: return "rejected";
+    case SL_LEVEE_FAILED: return "failed";
+    case SL_LEVEE_MALFORMED: return "malformed";
+    default: return "unknown";
+    }
+}
+
+/* Is v a whole number, up to the rounding of a decimal rate read from JSON? */
+static bool near_integer(double v)
+{
+    double r = nearbyint(v);
+    return fabs(v - r) <= 1e-9 * (r > 1 ? r : 1);
+}
+
+void sl_levee_gcra_params(const sl_quota *q, int64_t *limit, int64_t *duration)
+{
+    double r = q->rate;
+    if (!(r > 0)) {
+        *limit = 0;
+        *duration = 1000;
+        return;
+    }
+    /* limit / duration(ms) = rate / 1000: scale both by the power of ten that makes the limit
+     * whole, so that T = duration / limit is exact in the engine's integer arithmetic. */
+    int64_t scale = 1;
+    for (; scale < 1000000; scale *= 10)
+        if (r * (double)scale >= 1 && near_integer(r * (double)scale))
+            break;
+    double l = nearbyint(r * (double)scale);
+    *limit = l < 1 ? 1 : (int64_t)l;
+    *duration = 1000 * scale;
+}
+
+void sl_levee_policy_window(double rate, int64_t *q, int64_t *w)
+{
+    if (!(rate > 0)) {
+        *q = 0;
+        *w = 1;
+        return;
+    }
+    for (int64_t win = 1; win <= 1000; win++) {
+        double v = rate * (double)win;
+        if (v >= 1 && near_integer(v)) {
+            *q = (int64_t)nearbyint(v);
+            *w = win;
+            return;
+        }
+    }
+    if (rate >= 1) {
+        *q = (int64_t)nearbyint(rate);
+        *w = 1;
+    } else {
+        double win = nearbyint(1 / rate);
+        *q = 1;
+        *w = win > 2147483647.0 ? 2147483647 : (int64_t)win;
+    }
+}
+
+/* ---------------------------------------------------------------- response building */
+
+typedef struct hbuild {
+    sl_levee_response *r;
+    size_t used;
+    bool overflow;
+} hbuild;
+
+static char *hb_cur(hbuild *h)
+{
+    return h->r->buf + h->used;
+}
+
+/* Appending pieces by hand: printf would be half the cost of a rejection. */
+static void hb_lit(hbuild *h, const char *lit)
+{
+    size_t n = strlen(lit);
+    if (sizeof h->r->buf - h->used < n) {
+        h->overflow = true;
+        return;
+    }
+    memcpy(hb_cur(h), lit, n);
+    h->used += n;
+}
+
+static void hb_int(hbuild *h, int64_t v)
+{
+    char tmp[24];
+    size_t n = 0;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        tmp[n++] = '-';
+    if (sizeof h->r->buf - h->used < n) {
+        h->overflow = true;
+        return;
+    }
+    char *o = hb_cur(h);
+    for (size_t i = 0; i < n; i++)
+        o[i] = tmp[n - 1 - i];
+    h->used += n;
+}
+
+/* An sf-string: printable ASCII with '"' and '\' escaped, other bytes as '?', cut at
+ * SL_LEVEE_HEADER_NAME_MAX output bytes. */
+static void hb_sf_string(hbuild *h, const char *s, size_t len)
+{
+    size_t room = sizeof h->r->buf - h->used;
+    if (room < SL_LEVEE_HEADER_NAME_MAX + 3) {
+        h->overflow = true;
+        return;
+    }
+    char *o = hb_cur(h);
+    size_t n = 0;
+    o[n++] = '"';
+    for (size_t i = 0; i < len && n + 2 <= SL_LEVEE_HEADER_NAME_MAX; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') {
+            o[n++] = '\\';
+            o[n++] = (char)c;
+        } else {
+            o[n++] = c >= 0x20 && c <= 0x7e ? (char)c : '?';
+        }
+    }
+    o[n++] = '"';
+    h->used += n;
+}
+
+/* Keep the deciding quota's name (for logs) in the response's own buffer: the lookup it came
+ * from lives on this function's stack. */
+static void set_quota_name(hbuild *h, const char *name, size_t len)
+{
+    if (len > SL_LEVEE_HEADER_NAME_MAX)
+        len = SL_LEVEE_HEADER_NAME_MAX;
+    if (sizeof h->r->buf - h->used < len) {
+        h->r->quota = NULL;
+        h->r->quota_len = 0;
+        return;
+    }
+    char *o = hb_cur(h);
+    memcpy(o, name, len);
+    h->used += len;
+    h->r->quota = o;
+    h->r->quota_len = len;
+}
+
+static void add_header(sl_levee_response *r, const char *name, const char *value, size_t len)
+{
+    if (r->n_headers == SL_LEVEE_MAX_HEADERS)
+        return;
+    sl_levee_header *hd = &r->headers[r->n_headers++];
+    hd->name = name;
+    hd->name_len = strlen(name);
+    hd->value = value;
+    hd->value_len = len;
+}
+
+static void retry_after_header(hbuild *h, int64_t seconds)
+{
+    char *start = hb_cur(h);
+    size_t before = h->used;
+    hb_int(h, seconds);
+    if (!h->overflow)
+        add_header(h->r, "Retry-After", start, h->used - before);
+}
+
+/* One quota as decided (or not) for this request. */
+typedef struct decided {
+    const sl_quota_match *m;
+    bool have;          /* resp is meaningful */
+    bool rejected;
+    sl_response resp;
+} decided;
+
+static int64_t ceil_s(int64_t ms)
+{
+    return ms <= 0 ? 0 : (ms + 999) / 1000;
+}
+
+static void rate_headers(hbuild *h, const decided *d, size_t n, int64_t now_ms,
+                         int64_t retry_after_s)
+{
+    sl_levee_response *r = h->r;
+    /* RateLimit-Policy: every quota that applies */
+    char *start = hb_cur(h);
+    size_t before = h->used;
+    for (size_t i = 0; i < n; i++) {
+        int64_t q, w;
+        sl_levee_policy_window(d[i].m->quota.rate, &q, &w);
+        if (i)
+            hb_lit(h, ", ");
+        hb_sf_string(h, d[i].m->name, d[i].m->name_len);
+        hb_lit(h, ";q=");
+        hb_int(h, q);
+        hb_lit(h, ";w=");
+        hb_int(h, w);
+        hb_lit(h, ";sluice-burst=");
+        hb_int(h, d[i].m->quota.burst);
+    }
+    if (h->overflow)
+        return;
+    add_header(r, "RateLimit-Policy", start, h->used - before);
+    /* RateLimit: the quotas whose state this request saw */
+    start = hb_cur(h);
+    before = h->used;
+    bool any = false;
+    for (size_t i = 0; i < n; i++) {
+        if (!d[i].have)
+            continue;
+        int64_t rem, t;
+        if (d[i].rejected) {
+            rem = 0;
+            t = retry_after_s; /* the same moment as Retry-After, as the draft asks */
+        } else {
+            rem = d[i].resp.remaining < 0 ? 0 : d[i].resp.remaining;
+            t = ceil_s(d[i].resp.reset_time - now_ms);
+        }
+        if (any)
+            hb_lit(h, ", ");
+        hb_sf_string(h, d[i].m->name, d[i].m->name_len);
+        hb_lit(h, ";r=");
+        hb_int(h, rem);
+        hb_lit(h, ";t=");
+        hb_int(h, t);
+        any = true;
+    }
+    if (any && !h->overflow)
+        add_header(r, "RateLimit", start, h->used - before);
+}
+
+static void finish(sl_levee_response *r, int status, sl_levee_outcome o, const char *body)
+{
+    r->status = status;
+    r->outcome = o;
+    r->body = body;
+    r->body_len = body ? strlen(body) : 0;
+    r->content_type = body ? CT_TEXT : NULL;
+}
+
+static void log_decision(const sl_levee_config *cfg, const sl_levee_request *q,
+                         const sl_levee_response *r)
+{
+    sl_log_level lvl = r->outcome == SL_LEVEE_FAILED ? SL_LOG_WARN : SL_LOG_DEBUG;
+    if (!cfg->log || !sl_log_enabled(cfg->log, lvl))
+        return;
+    sl_log_write(cfg->log, lvl,
+                 "attempt req_id=%.*s resource=%.*s prefix=%.*s method=%.*s status=%d outcome=%s "
+                 "quota=%.*s level=%d retry_after_ms=%lld%s%.*s%s%s",
+                 (int)(q->req_id_len > 128 ? 128 : q->req_id_len), q->req_id ? q->req_id : "",
+                 (int)(q->resource_len > 256 ? 256 : q->resource_len),
+                 q->resource ? q->resource : "",
+                 (int)(q->prefix_len > 256 ? 256 : q->prefix_len), q->prefix ? q->prefix : "",
+                 (int)(q->method_len > 64 ? 64 : q->method_len), q->method ? q->method : "",
+                 r->status, sl_levee_outcome_name(r->outcome),
+                 (int)(r->quota_len > 256 ? 256 : r->quota_len), r->quota ? r->quota : "",
+                 r->level, (long long)r->retry_after_ms, r->body ? " reason=" : "",
+                 (int)(r->body_len ? r->body_len - 1 : 0), r->body ? r->body : "",
+                 r->error ? " error=" : "", r->error ? r->error : "");
+}
+
+static void fill_request(sl_request *rq, const char *name, size_t name_len,
+                         const sl_quota_match *m, int64_t hits)
+{
+    memset(rq, 0, sizeof *rq);
+    rq->name = name;
+    rq->name_len = name_len;
+    rq->unique_key = m->bucket;
+    rq->unique_key_len = m->bucket_len;
+    rq->hits = hits;
+    sl_levee_gcra_params(&m->quota, &rq->limit, &rq->duration);
+    rq->burst = m->quota.burst;
+    rq->algorithm = SL_GCRA;
+}
+
+void sl_levee_attempt(const sl_levee_config *cfg, const sl_quota_snap *snap, sl_engine *e,
+                      const sl_levee_request *req, int64_t now_ms, sl_levee_response *out)
+{
+    sl_levee_response *r = out;
+    r->n_headers = 0;
+    r->quota = NULL;
+    r->quota_len = 0;
+    r->level = 0;
+    r->n_quotas = 0;
+    r->retry_after_ms = 0;
+    r->error = NULL;
+    hbuild h = {.r = r};
+
+    if (req->req_id && req->req_id_len)
+        add_header(r, "X-Req-Id", req->req_id, req->req_id_len);
+    if (!req->resource || req->resource_len == 0) {
+        finish(r, 400, SL_LEVEE_MALFORMED, "missing X-Resource header\n");
+        goto done;
+    }
+    if (!snap || !snap->loaded) {
+        finish(r, 500, SL_LEVEE_FAILED, "quotas not loaded yet\n");
+        goto done;
+    }
+
+    sl_quota_lookup lk;
+    int rc = sl_quota_lookup_request(snap->tree, req->resource, req->resource_len, req->prefix,
+                                     req->prefix_len, req->method, req->method_len,
+                                     cfg->group_size, &lk);
+    if (rc) {
+        finish(r, 400, SL_LEVEE_MALFORMED, "X-Resource, X-Prefix and X-Method are too long\n");
+        goto done;
+    }
+    int64_t blocked_s = cfg->blocked_retry_after_s > 0 ? cfg->blocked_retry_after_s : 1;
+    r->n_quotas = lk.n;
+    if (lk.n == 0) {
+        switch (cfg->no_quota) {
+        case SL_LEVEE_NO_QUOTA_DENY:
+            r->retry_after_ms = blocked_s * 1000;
+            retry_after_header(&h, blocked_s);
+            finish(r, 429, SL_LEVEE_REJECTED, NULL);
+            break;
+        case SL_LEVEE_NO_QUOTA_ERROR:
+            finish(r, 500, SL_LEVEE_FAILED, "no quota for resource\n");
+            break;
+        default:
+            finish(r, 200, SL_LEVEE_ACCEPTED, NULL);
+        }
+        goto done;
+    }
+    if (lk.has_main)
+        r->level = lk.m[0].level;
+
+    const char *base = cfg->name && cfg->name[0] ? cfg->name : "levee";
+    char subname[SL_MAX_NAME_LEN];
+    size_t base_len = strlen(base);
+    if (base_len > sizeof subname - 4)
+        base_len = sizeof subname - 4;
+    memcpy(subname, base, base_len);
+    memcpy(subname + base_len, ".sub", 4);
+    size_t subname_len = base_len + 4;
+
+    decided d[2];
+    size_t taken = 0; /* quotas whose hit was taken (in order) */
+    int rejected = -1;
+    const char *fail = NULL;
+    for (size_t i = 0; i < lk.n; i++) {
+        const sl_quota_match *m = &lk.m[i];
+        bool is_sub = m->source == SL_QUOTA_FROM_SUBLIMIT || m->source == SL_QUOTA_FROM_SUBKEY_DEFAULT;
+        d[i].m = m;
+        d[i].have = false;
+        d[i].rejected = false;
+        if (rejected >= 0 || fail)
+            continue;
+        if (!(m->quota.rate > 0)) {
+            /* rate 0 blocks the bucket: no state to ask the engine about */
+            d[i].rejected = true;
+            d[i].have = true;
+            d[i].resp.retry_after = blocked_s * 1000;
+            rejected = (int)i;
+            continue;
+        }
+        sl_request rq;
+        if (is_sub)
+            fill_request(&rq, subname, subname_len, m, 1);
+        else
+            fill_request(&rq, base, strlen(base), m, 1);
+        sl_engine_decide(e, &rq, &d[i].resp, now_ms);
+        if (d[i].resp.error) {
+            fail = d[i].resp.error;
+            continue;
+        }
+        d[i].have = true;
+        if (d[i].resp.status == SL_OVER_LIMIT) {
+            d[i].rejected = true;
+            rejected = (int)i;
+        } else {
+            taken = i + 1;
+        }
+    }
+    if (rejected >= 0 || fail) {
+        /* Give back what was taken, so that a request that does not pass costs nothing. */
+        for (size_t i = 0; i < taken; i++) {
+            const sl_quota_match *m = d[i].m;
+            bool is_sub = m->source == SL_QUOTA_FROM_SUBLIMIT ||
+                          m->source == SL_QUOTA_FROM_SUBKEY_DEFAULT;
+            sl_request rq;
+            if (is_sub)
+                fill_request(&rq, subname, subname_len, m, -1);
+            else
+                fill_request(&rq, base, strlen(base), m, -1);
+            sl_response back;
+            sl_engine_decide(e, &rq, &back, now_ms);
+            if (!back.error)
+                d[i].resp = back;
+        }
+    }
+    if (fail) {
+        set_quota_name(&h, lk.m[0].name, lk.m[0].name_len);
+        r->error = fail;
+        finish(r, 500, SL_LEVEE_FAILED, "rate limiter error\n");
+        goto done;
+    }
+    if (rejected >= 0) {
+        const decided *rj = &d[rejected];
+        r->retry_after_ms = rj->resp.retry_after > 0 ? rj->resp.retry_after : 1;
+        int64_t ra = ceil_s(r->retry_after_ms);
+        retry_after_header(&h, ra);
+        rate_headers(&h, d, lk.n, now_ms, ra);
+        set_quota_name(&h, rj->m->name, rj->m->name_len);
+        finish(r, 429, SL_LEVEE_REJECTED, NULL);
+        goto done;
+    }
+    if (cfg->headers_on_accept)
+        rate_headers(&h, d, lk.n, now_ms, 0);
+    set_quota_name(&h, lk.m[0].name, lk.m[0].name_len);
+    finish(r, 200, SL_LEVEE_ACCEPTED, NULL);
+done:
+    log_decision(cfg, req, r);
+}

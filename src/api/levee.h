@@ -1,0 +1,129 @@
+/*
+ * Levee's POST /attempt, independent of the network layer: header values in, an HTTP answer out
+ * (status, headers, body) that the daemon copies into its response.
+ *
+ *   request headers  X-Resource (required), X-Prefix, X-Method, X-Req-Id (echoed)
+ *   answers          200 accepted · 429 rejected · 500 failed (plain-text reason) · 400 malformed
+ *   a 429 carries    Retry-After: <seconds>
+ *                    RateLimit-Policy: "<quota>";q=<n>;w=<seconds>;sluice-burst=<b>, ...
+ *                    RateLimit: "<quota>";r=<remaining>;t=<seconds>, ...
+ *                    (draft-ietf-httpapi-ratelimit-headers, Structured Fields lists)
+ *
+ * The quotas that apply come from the snapshot (config/quota.h: lookup order, sublimits, group
+ * size); each is decided by the engine with SL_GCRA, one engine key per quota bucket. A request
+ * passes only if every quota that applies accepts it, and a rejected request consumes nothing:
+ * the main quota is decided first (hits=1); if it rejects, the sub quota is never touched; if it
+ * accepts and the sub quota then rejects, the main quota's hit is given back (hits=-1, which
+ * moves GCRA's TAT back by exactly one emission interval). The end state is exactly that of a
+ * request that was never made; the one imprecision is transient: between the take and the give
+ * back (nanoseconds, same `now`) a concurrent request on the main bucket sees one hit more. A
+ * peek-first scheme (hits=0 on both, then take) would cost a third engine call on every accepted
+ * request and still need the give-back for races, so it buys nothing.
+ *
+ * docs/levee.md describes the model with worked examples.
+ */
+#ifndef SLUICE_API_LEVEE_H
+#define SLUICE_API_LEVEE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config/quota.h"
+#include "core/log.h"
+#include "sluice/engine.h"
+
+/* What happens to a request for which no quota applies (no key, no key_default, no subkey
+ * quota). The values are those of sl_no_quota in config/config.h (--no-quota). */
+typedef enum sl_levee_no_quota {
+    SL_LEVEE_NO_QUOTA_ALLOW = 0, /* 200: fail open */
+    SL_LEVEE_NO_QUOTA_DENY = 1,  /* 429 */
+    SL_LEVEE_NO_QUOTA_ERROR = 2, /* 500 "no quota for resource" (default, as sluiced's --no-quota) */
+} sl_levee_no_quota;
+
+typedef struct sl_levee_config {
+    sl_levee_no_quota no_quota;
+    bool headers_on_accept;        /* also send RateLimit-Policy / RateLimit on 200 */
+    uint32_t group_size;           /* 0: DF from the tree (Levee); N > 0: use N for every key */
+    int64_t blocked_retry_after_s; /* Retry-After for rate-0 quotas and no-quota deny; 0 = 1 */
+    const char *name;              /* engine namespace of Levee buckets; NULL = "levee" */
+    sl_logger *log;                /* decisions at debug, failures at warn; may be NULL */
+} sl_levee_config;
+
+void sl_levee_config_default(sl_levee_config *cfg);
+/* "allow", "deny", "error" -> mode, or -EINVAL. */
+int sl_levee_no_quota_from_name(const char *s);
+const char *sl_levee_no_quota_name(sl_levee_no_quota m);
+
+/* Header values; NULL (or length 0) = absent. Values are not copied. */
+typedef struct sl_levee_request {
+    const char *resource;
+    size_t resource_len;
+    const char *prefix;
+    size_t prefix_len;
+    const char *method;
+    size_t method_len;
+    const char *req_id;
+    size_t req_id_len;
+} sl_levee_request;
+
+typedef enum sl_levee_outcome {
+    SL_LEVEE_ACCEPTED = 0,
+    SL_LEVEE_REJECTED = 1,
+    SL_LEVEE_FAILED = 2,
+    SL_LEVEE_MALFORMED = 3,
+    SL_LEVEE_OUTCOME_COUNT
+} sl_levee_outcome;
+
+const char *sl_levee_outcome_name(sl_levee_outcome o); /* "accepted", ... */
+
+typedef struct sl_levee_header {
+    const char *name;
+    size_t name_len;
+    const char *value; /* into the response's buffer, the request (X-Req-Id), or static */
+    size_t value_len;
+} sl_levee_header;
+
+#define SL_LEVEE_MAX_HEADERS 5
+/* Longest quota name written into a header (longer names are cut): the headers are informative
+ * and a resource name is client-controlled. */
+#define SL_LEVEE_HEADER_NAME_MAX 200
+
+typedef struct sl_levee_response {
+    int status;                 /* 200, 429, 500, 400 */
+    sl_levee_outcome outcome;
+    const char *body;           /* NULL, or a static plain-text reason ending in '\n' */
+    size_t body_len;
+    const char *content_type;   /* "text/plain; charset=utf-8" with a body, else NULL */
+    size_t n_headers;
+    sl_levee_header headers[SL_LEVEE_MAX_HEADERS];
+    /* for logs and metrics */
+    const char *quota;          /* name of the quota that decided (rejected, or the main one) */
+    size_t quota_len;
+    int level;                  /* lookup level of the main quota (1..4), 0 without one */
+    size_t n_quotas;            /* quotas that applied */
+    int64_t retry_after_ms;     /* with 429 */
+    const char *error;          /* with 500 from the engine: its static message */
+    char buf[1536];             /* storage for header values */
+} sl_levee_response;
+
+/*
+ * Decide one /attempt at `now_ms` and fill *out (always). `snap` is the current quota snapshot
+ * (from sl_quotasrc_read); NULL or not loaded yet gives 500. The response may point into `req`
+ * (X-Req-Id), so use it before the request's memory goes away.
+ */
+void sl_levee_attempt(const sl_levee_config *cfg, const sl_quota_snap *snap, sl_engine *e,
+                      const sl_levee_request *req, int64_t now_ms, sl_levee_response *out);
+
+/*
+ * The engine's GCRA parameters for a normalised quota: limit per duration (ms) with
+ * duration / limit = 1000 / rate exactly where the rate has up to six decimals (limit 0 for rate
+ * 0), burst unchanged.
+ */
+void sl_levee_gcra_params(const sl_quota *q, int64_t *limit, int64_t *duration);
+
+/* The RateLimit-Policy quota and window for a rate: q requests per w seconds, q / w = rate where
+ * a window up to 1000 s makes that exact, else the nearest. */
+void sl_levee_policy_window(double rate, int64_t *q, int64_t *w);
+
+#endif

@@ -1,0 +1,870 @@
+/*
+ * `sluice check`, `sluice health`, `sluice attempt`: one request to a running sluiced, printed for
+ * a person (or as one JSON object with --json), with an exit code a script can branch on:
+ *
+ *   0  under the limit / healthy / accepted (or released)
+ *   1  over the limit (or the server refused the item with an error) / unhealthy / rejected
+ *      (or, for --release, an unknown lease)
+ *   2  usage error
+ *   3  no usable answer: connect failure, timeout, reset, a gRPC error status, HTTP 500/400
+ *
+ * check and health speak gRPC over h2c through the client library; attempt speaks HTTP/1.1 through
+ * libcurl by default (what most Levee callers use), or h2c through the library with --http2.
+ * The CLI never fails open: a failure the library would have answered "allowed" is reported as
+ * such and exits 3.
+ */
+#include <curl/curl.h>
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "cli/commands.h"
+#include "sluice/client.h"
+#include "sluice/clock.h"
+
+#define EXIT_UNDER 0
+#define EXIT_OVER 1
+#define EXIT_USAGE 2
+#define EXIT_TRANSPORT 3
+#define DEFAULT_ADDR "127.0.0.1:5454"
+#define DEFAULT_TIMEOUT_MS 1000
+#define MAX_METADATA 16
+
+enum { OPT_ADDR = 256, OPT_NAME, OPT_KEY, OPT_HITS, OPT_LIMIT, OPT_DURATION, OPT_ALGORITHM,
+       OPT_BEHAVIOR, OPT_BURST, OPT_SUB_WINDOWS, OPT_METADATA, OPT_CREATED_AT, OPT_JSON,
+       OPT_TIMEOUT, OPT_HELP, OPT_RESOURCE, OPT_PREFIX, OPT_METHOD, OPT_REQ_ID, OPT_PRIORITY,
+       OPT_ACQUIRE, OPT_RELEASE, OPT_HTTP2 };
+
+/* ------------------------------------------------------------------ parsing helpers */
+
+static bool parse_i64(const char *s, int64_t *out)
+{
+    char *e;
+    errno = 0;
+    long long v = strtoll(s, &e, 10);
+    if (!*s || *e || errno)
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_timeout(const char *s, int *out)
+{
+    int64_t v;
+    if (!parse_i64(s, &v) || v <= 0 || v > 3600000)
+        return false;
+    *out = (int)v;
+    return true;
+}
+
+/* "1500", "1500ms", "2s", "5m", "1h" -> milliseconds. */
+static bool parse_duration_ms(const char *s, int64_t *out)
+{
+    char *e;
+    errno = 0;
+    long long v = strtoll(s, &e, 10);
+    if (e == s || errno || v < 0)
+        return false;
+    int64_t mul;
+    if (!*e || !strcmp(e, "ms"))
+        mul = 1;
+    else if (!strcmp(e, "s"))
+        mul = 1000;
+    else if (!strcmp(e, "m"))
+        mul = 60000;
+    else if (!strcmp(e, "h"))
+        mul = 3600000;
+    else
+        return false;
+    if (v > INT64_MAX / mul)
+        return false;
+    *out = v * mul;
+    return true;
+}
+
+static int gregorian_from_name(const char *s)
+{
+    static const char *const names[] = {"minutes", "hours", "days", "weeks", "months", "years"};
+    for (int i = 0; i < 6; i++)
+        if (!strcasecmp(s, names[i]))
+            return i;
+    return -1;
+}
+
+static bool parse_behavior(const char *s, int32_t *out)
+{
+    static const struct {
+        const char *name;
+        int32_t bit;
+    } names[] = {
+        {"batching", SL_BATCHING}, {"no_batching", SL_NO_BATCHING}, {"global", SL_GLOBAL},
+        {"duration_is_gregorian", SL_DURATION_IS_GREGORIAN},
+        {"reset_remaining", SL_RESET_REMAINING}, {"multi_region", SL_MULTI_REGION},
+        {"drain_over_limit", SL_DRAIN_OVER_LIMIT},
+    };
+    int32_t b = 0;
+    const char *p = s;
+    while (*p) {
+        size_t n = strcspn(p, ",|");
+        int64_t num;
+        char tok[32];
+        if (n == 0 || n >= sizeof tok)
+            return false;
+        memcpy(tok, p, n);
+        tok[n] = 0;
+        bool found = false;
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+            if (!strcasecmp(tok, names[i].name)) {
+                b |= names[i].bit;
+                found = true;
+            }
+        }
+        if (!found) {
+            if (!parse_i64(tok, &num) || num < 0 || num > 0xffff)
+                return false;
+            b |= (int32_t)num;
+        }
+        p += n;
+        if (*p)
+            p++;
+    }
+    *out = b;
+    return true;
+}
+
+static void iso_time(int64_t epoch_ms, char *buf, size_t cap)
+{
+    time_t secs = (time_t)(epoch_ms / 1000);
+    struct tm tm;
+    if (epoch_ms <= 0 || !gmtime_r(&secs, &tm)) {
+        snprintf(buf, cap, "-");
+        return;
+    }
+    char base[32];
+    strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf, cap, "%s.%03dZ", base, (int)(epoch_ms % 1000));
+}
+
+static void print_json(json_t *o)
+{
+    char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    if (s)
+        printf("%s\n", s);
+    free(s);
+    json_decref(o);
+}
+
+static const char *err_text(int err)
+{
+    return err == -EPROTO ? "bad or unexpected answer" : strerror(-err);
+}
+
+static sl_client *open_client(const char *addr, int timeout_ms)
+{
+    sl_client_options o;
+    sl_client_options_default(&o);
+    o.timeout_ms = timeout_ms;
+    o.connect_timeout_ms = timeout_ms;
+    o.reconnect_backoff_ms = 0;
+    o.max_sync_conns = 1;
+    sl_client *c = NULL;
+    int rc = sl_client_new(addr, &o, &c);
+    if (rc < 0) {
+        fprintf(stderr, "sluice: cannot use address '%s': %s\n", addr,
+                rc == -EHOSTUNREACH ? "name does not resolve" : strerror(-rc));
+        return NULL;
+    }
+    return c;
+}
+
+/* ------------------------------------------------------------------ sluice check */
+
+static void check_usage(FILE *f)
+{
+    fprintf(f,
+        "usage: sluice check --name N --key K --limit L --duration D [options]\n"
+        "\n"
+        "Ask a sluiced (or any Gubernator v2 server) for one rate-limit decision over gRPC\n"
+        "(/pb.gubernator.V1/GetRateLimits) and print the answer.\n"
+        "\n"
+        "  --addr A          server address host:port (default " DEFAULT_ADDR ")\n"
+        "  --name N          limit name (required)\n"
+        "  --key K           unique key, e.g. account:42 (required)\n"
+        "  --hits H          hits to take (default 1; 0 only looks; negative gives back)\n"
+        "  --limit L         the limit (required)\n"
+        "  --duration D      window: milliseconds or with a unit, 1500 / 1500ms / 2s / 5m / 1h\n"
+        "                    (required); with --behavior duration_is_gregorian: minutes, hours,\n"
+        "                    days, months or years\n"
+        "  --algorithm A     token_bucket (default), leaky_bucket, gcra, fixed_window,\n"
+        "                    sliding_window, sliding_log, concurrency\n"
+        "  --behavior B      comma-separated: batching, no_batching, global,\n"
+        "                    duration_is_gregorian, reset_remaining, multi_region,\n"
+        "                    drain_over_limit (or a number)\n"
+        "  --burst B         burst for leaky_bucket / gcra (default 0 = limit)\n"
+        "  --sub-windows N   sliding_window sub-windows (sent as metadata sub_windows)\n"
+        "  --metadata K=V    request metadata entry, repeatable (e.g. priority=critical)\n"
+        "  --created-at MS   request time, epoch ms (default: when the server receives it)\n"
+        "  --timeout MS      give up after MS milliseconds (default %d)\n"
+        "  --json            print one JSON object\n"
+        "  --help            this text\n"
+        "\n"
+        "exit: 0 under limit, 1 over limit or refused with an error, 2 usage, 3 no answer\n"
+        "(connect failure, timeout, gRPC error status)\n",
+        DEFAULT_TIMEOUT_MS);
+}
+
+int sl_cmd_check(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"addr", required_argument, NULL, OPT_ADDR},
+        {"name", required_argument, NULL, OPT_NAME},
+        {"key", required_argument, NULL, OPT_KEY},
+        {"hits", required_argument, NULL, OPT_HITS},
+        {"limit", required_argument, NULL, OPT_LIMIT},
+        {"duration", required_argument, NULL, OPT_DURATION},
+        {"algorithm", required_argument, NULL, OPT_ALGORITHM},
+        {"behavior", required_argument, NULL, OPT_BEHAVIOR},
+        {"burst", required_argument, NULL, OPT_BURST},
+        {"sub-windows", required_argument, NULL, OPT_SUB_WINDOWS},
+        {"metadata", required_argument, NULL, OPT_METADATA},
+        {"created-at", required_argument, NULL, OPT_CREATED_AT},
+        {"timeout", required_argument, NULL, OPT_TIMEOUT},
+        {"json", no_argument, NULL, OPT_JSON},
+        {"help", no_argument, NULL, OPT_HELP},
+        {NULL, 0, NULL, 0},
+    };
+    const char *addr = DEFAULT_ADDR, *name = NULL, *key = NULL, *duration = NULL;
+    int64_t hits = 1, limit = -1, burst = 0, sub_windows = 0, created_at = 0;
+    int algorithm = SL_TOKEN_BUCKET;
+    int32_t behavior = 0;
+    int timeout_ms = DEFAULT_TIMEOUT_MS;
+    bool json = false;
+    sl_client_kv md[MAX_METADATA];
+    char *md_store[MAX_METADATA];
+    size_t nmd = 0;
+    int rc = EXIT_USAGE;
+
+    optind = 0;
+    opterr = 0;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (ch) {
+        case OPT_ADDR: addr = optarg; break;
+        case OPT_NAME: name = optarg; break;
+        case OPT_KEY: key = optarg; break;
+        case OPT_DURATION: duration = optarg; break;
+        case OPT_JSON: json = true; break;
+        case OPT_HELP:
+            check_usage(stdout);
+            rc = 0;
+            goto out;
+        case OPT_HITS:
+            if (!parse_i64(optarg, &hits))
+                goto bad;
+            break;
+        case OPT_LIMIT:
+            if (!parse_i64(optarg, &limit) || limit < 0)
+                goto bad;
+            break;
+        case OPT_BURST:
+            if (!parse_i64(optarg, &burst) || burst < 0)
+                goto bad;
+            break;
+        case OPT_SUB_WINDOWS:
+            if (!parse_i64(optarg, &sub_windows) || sub_windows < 0 || sub_windows > 1000000)
+                goto bad;
+            break;
+        case OPT_CREATED_AT:
+            if (!parse_i64(optarg, &created_at) || created_at < 0)
+                goto bad;
+            break;
+        case OPT_TIMEOUT:
+            if (!parse_timeout(optarg, &timeout_ms))
+                goto bad;
+            break;
+        case OPT_ALGORITHM:
+            algorithm = sl_algorithm_from_name(optarg, strlen(optarg));
+            if (algorithm < 0)
+                goto bad;
+            break;
+        case OPT_BEHAVIOR:
+            if (!parse_behavior(optarg, &behavior))
+                goto bad;
+            break;
+        case OPT_METADATA: {
+            char *eq = strchr(optarg, '=');
+            if (!eq || eq == optarg || nmd == MAX_METADATA)
+                goto bad;
+            md_store[nmd] = strdup(optarg);
+            if (!md_store[nmd])
+                goto bad;
+            md_store[nmd][eq - optarg] = 0;
+            md[nmd].key = md_store[nmd];
+            md[nmd].value = md_store[nmd] + (eq - optarg) + 1;
+            nmd++;
+            break;
+        }
+        default:
+            fprintf(stderr, "sluice check: unknown option or missing value: %s\n",
+                    argv[optind - 1]);
+            check_usage(stderr);
+            goto out;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "sluice check: unexpected argument '%s'\n", argv[optind]);
+        goto out;
+    }
+    if (!name || !key || limit < 0 || !duration) {
+        fprintf(stderr, "sluice check: --name, --key, --limit and --duration are required "
+                        "(see --help)\n");
+        goto out;
+    }
+    int64_t dur;
+    if (behavior & SL_DURATION_IS_GREGORIAN) {
+        int g = gregorian_from_name(duration);
+        if (g >= 0)
+            dur = g;
+        else if (!parse_i64(duration, &dur))
+            goto bad_duration;
+    } else if (!parse_duration_ms(duration, &dur)) {
+        goto bad_duration;
+    }
+
+    sl_client_item it;
+    memset(&it, 0, sizeof it);
+    it.req = (sl_request){.name = name, .name_len = strlen(name), .unique_key = key,
+                          .unique_key_len = strlen(key), .hits = hits, .limit = limit,
+                          .duration = dur, .burst = burst, .created_at = created_at,
+                          .algorithm = algorithm, .behavior = behavior,
+                          .sub_windows = (int32_t)sub_windows};
+    it.metadata = md;
+    it.metadata_count = nmd;
+
+    sl_client *c = open_client(addr, timeout_ms);
+    if (!c)
+        goto out;
+    sl_client_check_reply r;
+    int crc = sl_client_check(c, &it, 1, timeout_ms, &r);
+    sl_client_free(c);
+    if (crc < 0 && !r.items) {
+        fprintf(stderr, "sluice check: %s\n", strerror(-crc));
+        goto out;
+    }
+
+    if (r.err) {
+        rc = EXIT_TRANSPORT;
+        const char *why = r.grpc_message ? r.grpc_message : err_text(r.err);
+        if (json) {
+            json_t *o = json_object();
+            json_object_set_new(o, "error", json_string(why));
+            json_object_set_new(o, "errno", json_integer(r.err));
+            if (r.grpc_status >= 0)
+                json_object_set_new(o, "grpc_status", json_integer(r.grpc_status));
+            if (r.http_status)
+                json_object_set_new(o, "http_status", json_integer(r.http_status));
+            print_json(o);
+        } else {
+            fprintf(stderr, "sluice check: no answer from %s: %s", addr, why);
+            if (r.grpc_status > 0)
+                fprintf(stderr, " (grpc-status %d)", r.grpc_status);
+            fprintf(stderr, "\n");
+        }
+        sl_client_check_reply_free(&r);
+        goto out;
+    }
+
+    const sl_client_result *x = &r.items[0];
+    bool over = x->resp.status == SL_OVER_LIMIT;
+    rc = over || x->resp.error ? EXIT_OVER : EXIT_UNDER;
+    char iso[48];
+    iso_time(x->resp.reset_time, iso, sizeof iso);
+    int64_t now = sl_wall_ms();
+    if (json) {
+        json_t *o = json_object();
+        json_object_set_new(o, "status", json_string(over ? "OVER_LIMIT" : "UNDER_LIMIT"));
+        json_object_set_new(o, "limit", json_integer(x->resp.limit));
+        json_object_set_new(o, "remaining", json_integer(x->resp.remaining));
+        json_object_set_new(o, "reset_time", json_integer(x->resp.reset_time));
+        json_object_set_new(o, "reset_time_iso", json_string(iso));
+        json_object_set_new(o, "error", json_string(x->resp.error ? x->resp.error : ""));
+        json_t *m = json_object();
+        for (size_t i = 0; i < x->metadata_count; i++)
+            json_object_set_new(m, x->metadata[i].key, json_string(x->metadata[i].value));
+        json_object_set_new(o, "metadata", m);
+        print_json(o);
+    } else {
+        printf("status:     %s\n", over ? "OVER_LIMIT" : "UNDER_LIMIT");
+        printf("limit:      %lld\n", (long long)x->resp.limit);
+        printf("remaining:  %lld\n", (long long)x->resp.remaining);
+        if (x->resp.reset_time > 0)
+            printf("reset_time: %s (%lld ms, in %lld ms)\n", iso, (long long)x->resp.reset_time,
+                   (long long)(x->resp.reset_time > now ? x->resp.reset_time - now : 0));
+        else
+            printf("reset_time: - (0)\n");
+        if (x->resp.error)
+            printf("error:      %s\n", x->resp.error);
+        for (size_t i = 0; i < x->metadata_count; i++)
+            printf("%-11s %s=%s\n", i ? "" : "metadata:", x->metadata[i].key,
+                   x->metadata[i].value);
+    }
+    sl_client_check_reply_free(&r);
+    goto out;
+
+bad_duration:
+    fprintf(stderr, "sluice check: bad --duration '%s'\n", duration);
+    goto out;
+bad:
+    fprintf(stderr, "sluice check: bad value for %s: '%s'\n", argv[optind - 1], optarg);
+out:
+    for (size_t i = 0; i < nmd; i++)
+        free(md_store[i]);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ sluice health */
+
+static void health_usage(FILE *f)
+{
+    fprintf(f,
+        "usage: sluice health [--addr A] [--json] [--timeout MS]\n"
+        "\n"
+        "Ask a sluiced for its health (gRPC /pb.gubernator.V1/HealthCheck).\n"
+        "\n"
+        "  --addr A       server address host:port (default " DEFAULT_ADDR ")\n"
+        "  --timeout MS   give up after MS milliseconds (default %d)\n"
+        "  --json         print one JSON object\n"
+        "  --help         this text\n"
+        "\n"
+        "exit: 0 healthy, 1 unhealthy, 2 usage, 3 no answer\n",
+        DEFAULT_TIMEOUT_MS);
+}
+
+int sl_cmd_health(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"addr", required_argument, NULL, OPT_ADDR},
+        {"timeout", required_argument, NULL, OPT_TIMEOUT},
+        {"json", no_argument, NULL, OPT_JSON},
+        {"help", no_argument, NULL, OPT_HELP},
+        {NULL, 0, NULL, 0},
+    };
+    const char *addr = DEFAULT_ADDR;
+    int timeout_ms = DEFAULT_TIMEOUT_MS;
+    bool json = false;
+    optind = 0;
+    opterr = 0;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (ch) {
+        case OPT_ADDR: addr = optarg; break;
+        case OPT_JSON: json = true; break;
+        case OPT_HELP: health_usage(stdout); return 0;
+        case OPT_TIMEOUT:
+            if (!parse_timeout(optarg, &timeout_ms)) {
+                fprintf(stderr, "sluice health: bad --timeout '%s'\n", optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        default:
+            fprintf(stderr, "sluice health: unknown option or missing value: %s\n",
+                    argv[optind - 1]);
+            health_usage(stderr);
+            return EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "sluice health: unexpected argument '%s'\n", argv[optind]);
+        return EXIT_USAGE;
+    }
+    sl_client *c = open_client(addr, timeout_ms);
+    if (!c)
+        return EXIT_USAGE;
+    sl_health_reply h;
+    int rc = sl_client_health(c, timeout_ms, &h);
+    sl_client_free(c);
+    if (rc < 0) {
+        if (json) {
+            json_t *o = json_object();
+            json_object_set_new(o, "error", json_string(err_text(rc)));
+            json_object_set_new(o, "errno", json_integer(rc));
+            print_json(o);
+        } else {
+            fprintf(stderr, "sluice health: no answer from %s: %s\n", addr, err_text(rc));
+        }
+        return EXIT_TRANSPORT;
+    }
+    if (json) {
+        json_t *o = json_object();
+        json_object_set_new(o, "status", json_string(h.status));
+        json_object_set_new(o, "message", json_string(h.message));
+        json_object_set_new(o, "peer_count", json_integer(h.peer_count));
+        json_object_set_new(o, "advertise_address", json_string(h.advertise_address));
+        if (h.grpc_status > 0)
+            json_object_set_new(o, "grpc_status", json_integer(h.grpc_status));
+        print_json(o);
+    } else {
+        printf("status:     %s\n", h.status[0] ? h.status : "-");
+        if (h.message[0])
+            printf("message:    %s\n", h.message);
+        printf("peer_count: %d\n", (int)h.peer_count);
+        if (h.advertise_address[0])
+            printf("advertise:  %s\n", h.advertise_address);
+        if (h.grpc_status > 0)
+            printf("grpc:       status %d\n", h.grpc_status);
+    }
+    return h.healthy ? EXIT_UNDER : EXIT_OVER;
+}
+
+/* ------------------------------------------------------------------ sluice attempt */
+
+static void attempt_usage(FILE *f)
+{
+    fprintf(f,
+        "usage: sluice attempt --resource R [options]\n"
+        "       sluice attempt --release LEASE [options]\n"
+        "\n"
+        "Levee's POST /attempt against a sluiced: may this request for the resource go ahead?\n"
+        "\n"
+        "  --addr A          server address host:port (default " DEFAULT_ADDR ")\n"
+        "  --resource R      X-Resource: the resource key (required for an attempt)\n"
+        "  --prefix P        X-Prefix: path within the resource\n"
+        "  --method M        X-Method: sub-resource, e.g. the HTTP method\n"
+        "  --req-id ID       X-Req-Id: trace id, echoed by the server\n"
+        "  --priority P      X-Priority: critical, post, get or test\n"
+        "  --acquire         take a concurrency lease (X-Concurrency: acquire); prints its id\n"
+        "  --release LEASE   give a lease back (POST /release with X-Lease-Id)\n"
+        "  --http2           speak HTTP/2 without TLS (prior knowledge) through libsluice's\n"
+        "                    client instead of HTTP/1.1 (libcurl)\n"
+        "  --timeout MS      give up after MS milliseconds (default %d)\n"
+        "  --json            print one JSON object\n"
+        "  --help            this text\n"
+        "\n"
+        "exit: 0 accepted (or released), 1 rejected (429; or, releasing, an unknown lease),\n"
+        "2 usage, 3 failed (500, 400) or no answer\n",
+        DEFAULT_TIMEOUT_MS);
+}
+
+typedef struct curl_ctx {
+    sl_attempt_reply *r;
+    char body[256];
+    size_t blen;
+} curl_ctx;
+
+static size_t curl_on_header(char *buf, size_t size, size_t n, void *ud)
+{
+    curl_ctx *cx = ud;
+    size_t len = size * n;
+    char *colon = memchr(buf, ':', len);
+    if (colon && colon != buf) {
+        size_t nl = (size_t)(colon - buf);
+        sl_attempt_reply_header(cx->r, buf, nl, colon + 1, len - nl - 1);
+    }
+    return len;
+}
+
+static size_t curl_on_body(char *buf, size_t size, size_t n, void *ud)
+{
+    curl_ctx *cx = ud;
+    size_t len = size * n, room = sizeof cx->body - 1 - cx->blen;
+    size_t take = len < room ? len : room;
+    memcpy(cx->body + cx->blen, buf, take);
+    cx->blen += take;
+    return len;
+}
+
+static bool add_curl_header(struct curl_slist **l, const char *name, const char *value)
+{
+    if (!value || !value[0])
+        return true;
+    char line[4200];
+    if ((size_t)snprintf(line, sizeof line, "%s: %s", name, value) >= sizeof line)
+        return false;
+    struct curl_slist *n = curl_slist_append(*l, line);
+    if (!n)
+        return false;
+    *l = n;
+    return true;
+}
+
+/* Header values must not carry CR/LF (HTTP/1.1 header injection) or other control bytes. */
+static bool value_ok(const char *v)
+{
+    if (!v)
+        return true;
+    if (strlen(v) > 4096)
+        return false;
+    for (const unsigned char *p = (const unsigned char *)v; *p; p++)
+        if ((*p < 0x20 && *p != '\t') || *p == 0x7f)
+            return false;
+    return true;
+}
+
+/* The attempt (or acquire / release) over HTTP/1.1 with libcurl. 0 when the server answered (the
+ * reply says what), else the negative errno with r->err set. */
+static int attempt_http1(const char *addr, const sl_attempt *a, bool acquire, const char *lease,
+                         int timeout_ms, sl_attempt_reply *r)
+{
+    sl_attempt_reply_init(r);
+    const char *host = strncmp(addr, "http://", 7) == 0 ? addr + 7 : addr;
+    size_t hl = strcspn(host, "/");
+    bool has_port;
+    if (host[0] == '[') {
+        const char *end = memchr(host, ']', hl);
+        has_port = end && end + 1 < host + hl && end[1] == ':';
+    } else {
+        has_port = memchr(host, ':', hl) != NULL;
+    }
+    char url[600];
+    int n = snprintf(url, sizeof url, "http://%.*s%s%s", (int)hl, host,
+                     has_port ? "" : ":5454", lease ? "/release" : "/attempt");
+    if (hl == 0 || n < 0 || (size_t)n >= sizeof url)
+        return r->err = -EINVAL;
+
+    CURL *h = curl_easy_init();
+    if (!h)
+        return r->err = -ENOMEM;
+    struct curl_slist *hdrs = NULL;
+    bool ok = add_curl_header(&hdrs, "X-Resource", a->resource) &&
+              add_curl_header(&hdrs, "X-Prefix", a->prefix) &&
+              add_curl_header(&hdrs, "X-Method", a->method) &&
+              add_curl_header(&hdrs, "X-Req-Id", a->req_id) &&
+              add_curl_header(&hdrs, "X-Priority", a->priority) &&
+              add_curl_header(&hdrs, "X-Concurrency", acquire ? "acquire" : NULL) &&
+              add_curl_header(&hdrs, "X-Lease-Id", lease);
+    /* no body: drop curl's form content-type and Expect */
+    struct curl_slist *t1 = ok ? curl_slist_append(hdrs, "Content-Type:") : NULL;
+    if (t1)
+        hdrs = t1;
+    struct curl_slist *t2 = t1 ? curl_slist_append(hdrs, "Expect:") : NULL;
+    if (t2)
+        hdrs = t2;
+    if (!ok || !t1 || !t2) {
+        curl_slist_free_all(hdrs);
+        curl_easy_cleanup(h);
+        return r->err = -ENOMEM;
+    }
+    curl_ctx cx = {.r = r};
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_POST, 1L);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, 0L);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, curl_on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, &cx);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, curl_on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &cx);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, "sluice-cli");
+    CURLcode cc = curl_easy_perform(h);
+    long status = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(h);
+    if (cc != CURLE_OK) {
+        r->err = cc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT
+                 : cc == CURLE_COULDNT_CONNECT  ? -ECONNREFUSED
+                                                : -EIO;
+        snprintf(r->message, sizeof r->message, "%s", curl_easy_strerror(cc));
+        return r->err;
+    }
+    r->http_status = (int)status;
+    if (status == 200 || (lease && status / 100 == 2)) {
+        r->outcome = SL_ATTEMPT_ACCEPTED;
+        r->allowed = true;
+    } else if (status == 429 && !lease) {
+        r->outcome = SL_ATTEMPT_REJECTED;
+    } else {
+        r->err = lease && status == 404 ? -ENOENT : -EPROTO;
+        while (cx.blen && (cx.body[cx.blen - 1] == '\n' || cx.body[cx.blen - 1] == '\r'))
+            cx.blen--;
+        cx.body[cx.blen] = 0;
+        snprintf(r->message, sizeof r->message, "%s", cx.body);
+    }
+    return 0;
+}
+
+/* The same through libsluice over h2c. */
+static int attempt_http2(const char *addr, const sl_attempt *a, bool acquire, const char *lease,
+                         int timeout_ms, sl_attempt_reply *r)
+{
+    sl_attempt_reply_init(r);
+    sl_client *c = open_client(addr, timeout_ms);
+    if (!c)
+        return r->err = -EINVAL;
+    int rc;
+    if (lease)
+        rc = sl_client_release(c, a, lease, timeout_ms, r);
+    else if (acquire)
+        rc = sl_client_acquire(c, a, timeout_ms, r);
+    else
+        rc = sl_client_attempt(c, a, timeout_ms, r);
+    sl_client_free(c);
+    if (rc == -EINVAL)
+        return rc;
+    /* the library failed open; for the CLI no answer is no answer */
+    return r->http_status == 0 && r->err ? r->err : 0;
+}
+
+static const char *outcome_name(const sl_attempt_reply *r, bool release)
+{
+    if (release)
+        return r->outcome == SL_ATTEMPT_ACCEPTED ? "released"
+               : r->err == -ENOENT              ? "unknown lease"
+                                                 : "failed";
+    switch (r->outcome) {
+    case SL_ATTEMPT_ACCEPTED: return "accepted";
+    case SL_ATTEMPT_REJECTED: return "rejected";
+    default: return "failed";
+    }
+}
+
+static void json_int_opt(json_t *o, const char *k, int64_t v)
+{
+    if (v >= 0)
+        json_object_set_new(o, k, json_integer(v));
+}
+
+int sl_cmd_attempt(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"addr", required_argument, NULL, OPT_ADDR},
+        {"resource", required_argument, NULL, OPT_RESOURCE},
+        {"prefix", required_argument, NULL, OPT_PREFIX},
+        {"method", required_argument, NULL, OPT_METHOD},
+        {"req-id", required_argument, NULL, OPT_REQ_ID},
+        {"priority", required_argument, NULL, OPT_PRIORITY},
+        {"acquire", no_argument, NULL, OPT_ACQUIRE},
+        {"release", required_argument, NULL, OPT_RELEASE},
+        {"http2", no_argument, NULL, OPT_HTTP2},
+        {"timeout", required_argument, NULL, OPT_TIMEOUT},
+        {"json", no_argument, NULL, OPT_JSON},
+        {"help", no_argument, NULL, OPT_HELP},
+        {NULL, 0, NULL, 0},
+    };
+    const char *addr = DEFAULT_ADDR, *lease = NULL;
+    sl_attempt a = {0};
+    bool acquire = false, http2 = false, json = false;
+    int timeout_ms = DEFAULT_TIMEOUT_MS;
+    optind = 0;
+    opterr = 0;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (ch) {
+        case OPT_ADDR: addr = optarg; break;
+        case OPT_RESOURCE: a.resource = optarg; break;
+        case OPT_PREFIX: a.prefix = optarg; break;
+        case OPT_METHOD: a.method = optarg; break;
+        case OPT_REQ_ID: a.req_id = optarg; break;
+        case OPT_PRIORITY: a.priority = optarg; break;
+        case OPT_ACQUIRE: acquire = true; break;
+        case OPT_RELEASE: lease = optarg; break;
+        case OPT_HTTP2: http2 = true; break;
+        case OPT_JSON: json = true; break;
+        case OPT_HELP: attempt_usage(stdout); return 0;
+        case OPT_TIMEOUT:
+            if (!parse_timeout(optarg, &timeout_ms)) {
+                fprintf(stderr, "sluice attempt: bad --timeout '%s'\n", optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        default:
+            fprintf(stderr, "sluice attempt: unknown option or missing value: %s\n",
+                    argv[optind - 1]);
+            attempt_usage(stderr);
+            return EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "sluice attempt: unexpected argument '%s'\n", argv[optind]);
+        return EXIT_USAGE;
+    }
+    if (lease && (acquire || !lease[0])) {
+        fprintf(stderr, "sluice attempt: --release takes a lease id and excludes --acquire\n");
+        return EXIT_USAGE;
+    }
+    if (!lease && (!a.resource || !a.resource[0])) {
+        fprintf(stderr, "sluice attempt: --resource is required (see --help)\n");
+        return EXIT_USAGE;
+    }
+    if (!value_ok(a.resource) || !value_ok(a.prefix) || !value_ok(a.method) ||
+        !value_ok(a.req_id) || !value_ok(a.priority) || !value_ok(lease)) {
+        fprintf(stderr, "sluice attempt: header values must not contain control characters\n");
+        return EXIT_USAGE;
+    }
+
+    sl_attempt_reply r;
+    int rc;
+    if (http2) {
+        rc = attempt_http2(addr, &a, acquire, lease, timeout_ms, &r);
+    } else {
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        rc = attempt_http1(addr, &a, acquire, lease, timeout_ms, &r);
+        curl_global_cleanup();
+    }
+    if (rc == -EINVAL)
+        return EXIT_USAGE;
+    if (rc < 0) {
+        const char *why = r.message[0] ? r.message : err_text(rc);
+        if (json) {
+            json_t *o = json_object();
+            json_object_set_new(o, "outcome", json_string("failed"));
+            json_object_set_new(o, "error", json_string(why));
+            json_object_set_new(o, "errno", json_integer(rc));
+            print_json(o);
+        } else {
+            fprintf(stderr, "sluice attempt: no answer from %s: %s\n", addr, why);
+        }
+        return EXIT_TRANSPORT;
+    }
+
+    bool release = lease != NULL;
+    const char *outcome = outcome_name(&r, release);
+    if (json) {
+        json_t *o = json_object();
+        json_object_set_new(o, "outcome", json_string(outcome));
+        json_object_set_new(o, "http_status", json_integer(r.http_status));
+        json_int_opt(o, "retry_after_ms", r.retry_after_ms);
+        if (r.ratelimit[0])
+            json_object_set_new(o, "ratelimit", json_string(r.ratelimit));
+        if (r.ratelimit_policy[0])
+            json_object_set_new(o, "ratelimit_policy", json_string(r.ratelimit_policy));
+        json_int_opt(o, "limit", r.rl_limit);
+        json_int_opt(o, "remaining", r.rl_remaining);
+        json_int_opt(o, "reset_s", r.rl_reset_s);
+        json_int_opt(o, "window_s", r.rl_window_s);
+        if (r.lease_id[0])
+            json_object_set_new(o, "lease_id", json_string(r.lease_id));
+        if (r.message[0])
+            json_object_set_new(o, "message", json_string(r.message));
+        print_json(o);
+    } else {
+        printf("outcome:     %s (%d)\n", outcome, r.http_status);
+        if (r.lease_id[0])
+            printf("lease_id:    %s\n", r.lease_id);
+        if (r.retry_after_ms >= 0)
+            printf("retry_after: %lld ms\n", (long long)r.retry_after_ms);
+        if (r.ratelimit[0])
+            printf("ratelimit:   %s\n", r.ratelimit);
+        if (r.ratelimit_policy[0])
+            printf("policy:      %s\n", r.ratelimit_policy);
+        if (r.rl_limit >= 0 || r.rl_remaining >= 0)
+            printf("parsed:      limit %lld, remaining %lld, reset %lld s, window %lld s\n",
+                   (long long)r.rl_limit, (long long)r.rl_remaining, (long long)r.rl_reset_s,
+                   (long long)r.rl_window_s);
+        if (r.message[0])
+            printf("message:     %s\n", r.message);
+    }
+    if (r.outcome == SL_ATTEMPT_ACCEPTED)
+        return EXIT_UNDER;
+    if (r.outcome == SL_ATTEMPT_REJECTED || (release && r.err == -ENOENT))
+        return EXIT_OVER;
+    return EXIT_TRANSPORT;
+}

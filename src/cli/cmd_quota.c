@@ -1,0 +1,376 @@
+/*
+ * sluice quota: read and write Levee quotas and group sizes in etcd (the tree described in
+ * docs/levee.md), so that operators need neither etcdctl nor base64. The key a command touches is
+ * chosen with a resource KEY, --sub, --default and --factor; values are checked with the same
+ * parser the daemon uses before anything is written.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "config/etcd.h"
+#include "config/quota.h"
+
+int sl_cmd_quota(int argc, char **argv);
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: sluice quota [options] <command> [KEY] [selectors] [value]\n"
+            "\n"
+            "commands:\n"
+            "  set KEY --rate R [--burst B]      limit/key/KEY/quota = {\"rate\":R,\"burst\":B}\n"
+            "  set KEY --rps N [--group-size DF] rate = N * 1.1, burst = rate / DF * 0.1\n"
+            "  get KEY                           print a value (exit 1 if absent)\n"
+            "  rm KEY                            delete a value\n"
+            "  list                              every quota and group size under the root\n"
+            "\n"
+            "selectors (with set, get, rm):\n"
+            "  KEY --sub SUBKEY                  limit/key/KEY/sublimit/SUBKEY\n"
+            "  --default                         limit/key_default\n"
+            "  --default --sub SUBKEY            limit/subkey_default/SUBKEY\n"
+            "  KEY --factor [DF]                 factor/key/KEY (DF: the group size to set)\n"
+            "  --default --factor [DF]           factor/default\n"
+            "\n"
+            "options:\n"
+            "  --storage-addrs URL[,URL...]      etcd endpoints (env SLUICE_STORAGE_ADDRS;\n"
+            "                                    default http://127.0.0.1:2379)\n"
+            "  --storage-prefix ROOT             root of the tree (env SLUICE_STORAGE_PREFIX;\n"
+            "                                    default /sluice, as sluiced)\n"
+            "  --timeout MS                      per-request timeout (default 5000)\n"
+            "  -h, --help                        this text\n");
+}
+
+typedef struct quota_args {
+    const char *cmd, *key, *sub;
+    bool dflt, factor;
+    const char *factor_value;
+    const char *rate, *burst, *rps, *group_size;
+} quota_args;
+
+static int parse_double(const char *s, const char *what, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || v < 0) {
+        fprintf(stderr, "sluice quota: %s must be a non-negative number: '%s'\n", what, s);
+        return -EINVAL;
+    }
+    *out = v;
+    return 0;
+}
+
+/* The path (relative to the root) the selectors name. */
+static int selected_path(const quota_args *a, sl_quota_path *p)
+{
+    memset(p, 0, sizeof *p);
+    if (a->dflt && a->key) {
+        fprintf(stderr, "sluice quota: give a KEY or --default, not both\n");
+        return -EINVAL;
+    }
+    if (!a->dflt && !a->key) {
+        fprintf(stderr, "sluice quota: give a KEY or --default\n");
+        return -EINVAL;
+    }
+    if (a->factor && a->sub) {
+        fprintf(stderr, "sluice quota: --factor and --sub do not go together\n");
+        return -EINVAL;
+    }
+    if (a->factor) {
+        p->kind = a->dflt ? SL_QUOTA_FACTOR_DEFAULT : SL_QUOTA_FACTOR_KEY;
+    } else if (a->sub) {
+        p->kind = a->dflt ? SL_QUOTA_SUBKEY_DEFAULT : SL_QUOTA_SUBLIMIT;
+        p->sub = a->sub;
+        p->sub_len = strlen(a->sub);
+        if (p->sub_len == 0 || strchr(a->sub, '/')) {
+            fprintf(stderr, "sluice quota: SUBKEY must be non-empty and without '/'\n");
+            return -EINVAL;
+        }
+    } else {
+        p->kind = a->dflt ? SL_QUOTA_KEY_DEFAULT : SL_QUOTA_KEY;
+    }
+    if (a->key) {
+        p->key = a->key;
+        p->key_len = strlen(a->key);
+        if (p->key_len == 0 || p->key_len > SL_QUOTA_MAX_KEY) {
+            fprintf(stderr, "sluice quota: KEY must be 1..%d bytes\n", SL_QUOTA_MAX_KEY);
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
+static int full_key(const char *root, const sl_quota_path *p, char *buf, size_t size)
+{
+    size_t rl = strlen(root);
+    while (rl && root[rl - 1] == '/')
+        rl--;
+    if (rl + 2 > size)
+        return -ENAMETOOLONG;
+    memcpy(buf, root, rl);
+    buf[rl] = '/';
+    int n = sl_quota_path_format(p, buf + rl + 1, size - rl - 1);
+    return n < 0 ? n : (int)rl + 1 + n;
+}
+
+/* The value to write for `set`, checked with the daemon's parsers. */
+static int set_value(const quota_args *a, const sl_quota_path *p, char *buf, size_t size)
+{
+    const char *err = NULL;
+    if (a->factor) {
+        if (!a->factor_value) {
+            fprintf(stderr, "sluice quota: set --factor needs the group size: --factor DF\n");
+            return -EINVAL;
+        }
+        uint32_t f;
+        if (sl_quota_parse_factor(a->factor_value, strlen(a->factor_value), &f, &err)) {
+            fprintf(stderr, "sluice quota: %s\n", err);
+            return -EINVAL;
+        }
+        return snprintf(buf, size, "%u", f);
+    }
+    sl_quota q = {0};
+    if (a->rps) {
+        if (a->rate || a->burst) {
+            fprintf(stderr, "sluice quota: --rps computes rate and burst; drop --rate/--burst\n");
+            return -EINVAL;
+        }
+        double rps, df = 1;
+        if (parse_double(a->rps, "--rps", &rps) ||
+            (a->group_size && parse_double(a->group_size, "--group-size", &df)))
+            return -EINVAL;
+        if (df < 1 || df != floor(df)) {
+            fprintf(stderr, "sluice quota: --group-size must be a whole number >= 1\n");
+            return -EINVAL;
+        }
+        /* Levee's sizing rule: 10% headroom on the rate, a burst of 100 ms of one limiter's
+         * share (the tiny epsilon keeps 27.5000000001 from binary noise at 27) */
+        q.rate = rps * 1.1;
+        q.burst = (int64_t)floor(q.rate / df * 0.1 + 1e-9);
+    } else if (a->rate) {
+        double rate, burst = 0;
+        if (parse_double(a->rate, "--rate", &rate) ||
+            (a->burst && parse_double(a->burst, "--burst", &burst)))
+            return -EINVAL;
+        q.rate = rate;
+        q.burst = (int64_t)floor(burst);
+    } else {
+        fprintf(stderr, "sluice quota: set needs --rate R [--burst B] or --rps N\n");
+        return -EINVAL;
+    }
+    int n = sl_quota_format_json(&q, buf, size);
+    if (n < 0)
+        return n;
+    sl_quota check;
+    if (sl_quota_parse_json(buf, (size_t)n, &check, &err)) {
+        fprintf(stderr, "sluice quota: %s\n", err);
+        return -EINVAL;
+    }
+    (void)p;
+    return n;
+}
+
+static int cmd_list(sl_etcd *e, const char *root)
+{
+    size_t rl = strlen(root);
+    while (rl && root[rl - 1] == '/')
+        rl--;
+    char *prefix = malloc(rl + 2);
+    if (!prefix)
+        return 1;
+    memcpy(prefix, root, rl);
+    prefix[rl] = '/';
+    prefix[rl + 1] = 0;
+    sl_etcd_kvs r;
+    int rc = sl_etcd_range(e, prefix, rl + 1, true, 0, false, &r);
+    if (rc) {
+        char err[256];
+        fprintf(stderr, "sluice quota: etcd: %s\n", sl_etcd_last_error(e, err, sizeof err));
+        free(prefix);
+        return 1;
+    }
+    for (size_t i = 0; i < r.n; i++) {
+        const sl_etcd_kv *kv = &r.kvs[i];
+        const char *rel = kv->key + rl + 1;
+        size_t rel_len = kv->key_len - rl - 1;
+        sl_quota_path p;
+        int prc = sl_quota_path_parse(rel, rel_len, &p);
+        if (prc == -ENOENT)
+            continue; /* observer/ and other subtrees */
+        const char *err = NULL;
+        if (prc == 0) {
+            if (p.kind == SL_QUOTA_FACTOR_DEFAULT || p.kind == SL_QUOTA_FACTOR_KEY) {
+                uint32_t f;
+                if (sl_quota_parse_factor(kv->value, kv->value_len, &f, &err))
+                    prc = -EINVAL;
+            } else {
+                sl_quota q;
+                if (sl_quota_parse_json(kv->value, kv->value_len, &q, &err))
+                    prc = -EINVAL;
+            }
+        } else {
+            err = "malformed key";
+        }
+        printf("%-40.*s %.*s%s%s%s\n", (int)rel_len, rel, (int)kv->value_len, kv->value,
+               prc ? "  (ignored: " : "", prc ? err : "", prc ? ")" : "");
+    }
+    sl_etcd_kvs_free(&r);
+    free(prefix);
+    return 0;
+}
+
+int sl_cmd_quota(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"storage-addrs", required_argument, NULL, 'a'},
+        {"storage-prefix", required_argument, NULL, 'p'},
+        {"timeout", required_argument, NULL, 't'},
+        {"sub", required_argument, NULL, 's'},
+        {"default", no_argument, NULL, 'd'},
+        {"factor", optional_argument, NULL, 'f'},
+        {"rate", required_argument, NULL, 'r'},
+        {"burst", required_argument, NULL, 'b'},
+        {"rps", required_argument, NULL, 'R'},
+        {"group-size", required_argument, NULL, 'g'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    quota_args a = {0};
+    const char *addrs = getenv("SLUICE_STORAGE_ADDRS");
+    const char *root = getenv("SLUICE_STORAGE_PREFIX");
+    long timeout = 5000;
+    if (!addrs || !*addrs)
+        addrs = "http://127.0.0.1:2379";
+    if (!root || !*root)
+        root = "/sluice";
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'a': addrs = optarg; break;
+        case 'p': root = optarg; break;
+        case 't': timeout = strtol(optarg, NULL, 10); break;
+        case 's': a.sub = optarg; break;
+        case 'd': a.dflt = true; break;
+        case 'f':
+            a.factor = true;
+            /* "--factor 4" as well as "--factor=4" */
+            if (!optarg && optind < argc && argv[optind][0] >= '0' && argv[optind][0] <= '9')
+                optarg = argv[optind++];
+            a.factor_value = optarg;
+            break;
+        case 'r': a.rate = optarg; break;
+        case 'b': a.burst = optarg; break;
+        case 'R': a.rps = optarg; break;
+        case 'g': a.group_size = optarg; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind >= argc) {
+        usage(stderr);
+        return 2;
+    }
+    a.cmd = argv[optind++];
+    if (optind < argc)
+        a.key = argv[optind++];
+    if (optind < argc) {
+        fprintf(stderr, "sluice quota: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    bool is_set = !strcmp(a.cmd, "set"), is_get = !strcmp(a.cmd, "get");
+    bool is_rm = !strcmp(a.cmd, "rm") || !strcmp(a.cmd, "delete");
+    bool is_list = !strcmp(a.cmd, "list") || !strcmp(a.cmd, "ls");
+    if (!is_set && !is_get && !is_rm && !is_list) {
+        fprintf(stderr, "sluice quota: unknown command '%s'\n", a.cmd);
+        usage(stderr);
+        return 2;
+    }
+
+    char *list = strdup(addrs);
+    const char *eps[SL_ETCD_MAX_ENDPOINTS];
+    int n = list ? sl_etcd_split_endpoints(list, eps, SL_ETCD_MAX_ENDPOINTS) : -ENOMEM;
+    if (n <= 0) {
+        fprintf(stderr, "sluice quota: bad --storage-addrs '%s'\n", addrs);
+        free(list);
+        return 2;
+    }
+    sl_etcd_config ec = {.endpoints = eps, .n_endpoints = (size_t)n,
+                         .request_timeout_ms = timeout > 0 ? timeout : 5000};
+    sl_etcd *e = NULL;
+    if (sl_etcd_new(&ec, &e)) {
+        fprintf(stderr, "sluice quota: cannot create the etcd client\n");
+        free(list);
+        return 1;
+    }
+    int ret = 0;
+    if (is_list) {
+        if (a.key) {
+            fprintf(stderr, "sluice quota: list takes no KEY\n");
+            ret = 2;
+        } else {
+            ret = cmd_list(e, root);
+        }
+        goto out;
+    }
+
+    sl_quota_path p;
+    char key[SL_QUOTA_MAX_KEY * 2 + 512];
+    int kl;
+    if (selected_path(&a, &p) || (kl = full_key(root, &p, key, sizeof key)) < 0) {
+        ret = 2;
+        goto out;
+    }
+    char err[256];
+    if (is_set) {
+        char val[128];
+        int vl = set_value(&a, &p, val, sizeof val);
+        if (vl < 0) {
+            ret = 2;
+            goto out;
+        }
+        int64_t rev = 0;
+        if (sl_etcd_put(e, key, (size_t)kl, val, (size_t)vl, 0, &rev)) {
+            fprintf(stderr, "sluice quota: etcd: %s\n", sl_etcd_last_error(e, err, sizeof err));
+            ret = 1;
+            goto out;
+        }
+        printf("%s %s (revision %lld)\n", key, val, (long long)rev);
+    } else if (is_get) {
+        sl_etcd_kvs r;
+        if (sl_etcd_range(e, key, (size_t)kl, false, 0, false, &r)) {
+            fprintf(stderr, "sluice quota: etcd: %s\n", sl_etcd_last_error(e, err, sizeof err));
+            ret = 1;
+            goto out;
+        }
+        if (r.n == 0) {
+            fprintf(stderr, "sluice quota: %s is not set\n", key);
+            ret = 1;
+        } else {
+            printf("%.*s\n", (int)r.kvs[0].value_len, r.kvs[0].value);
+        }
+        sl_etcd_kvs_free(&r);
+    } else {
+        int64_t deleted = 0;
+        if (sl_etcd_delete(e, key, (size_t)kl, false, &deleted, NULL)) {
+            fprintf(stderr, "sluice quota: etcd: %s\n", sl_etcd_last_error(e, err, sizeof err));
+            ret = 1;
+            goto out;
+        }
+        if (deleted == 0) {
+            fprintf(stderr, "sluice quota: %s was not set\n", key);
+            ret = 1;
+        } else {
+            printf("deleted %s\n", key);
+        }
+    }
+out:
+    sl_etcd_free(e);
+    free(list);
+    return ret;
+}

@@ -1,0 +1,162 @@
+/*
+ * SLIDING_LOG: one timestamp per admitted hit, in a ring of exactly `limit` slots.
+ *
+ * Why a ring of `limit` is enough: entries at or before t - duration are dead and are dropped
+ * before deciding, and n hits are admitted only if live + n <= limit, so live entries never exceed
+ * the ring. Timestamps are appended in order (a request dated before the newest entry is counted at
+ * the newest entry's time: created_at comes from clients and the ring must stay sorted), so the
+ * oldest entry is at `head` and pruning is a pop from the front.
+ *
+ * A limit change resizes the ring, keeping the newest min(live, new limit) entries. Dropping the
+ * oldest ones changes no decision: while more than `limit` live entries would exist, the key is full
+ * either way, and once fewer remain they are exactly the kept ones. Negative hits remove the newest
+ * entries (the most recent admissions are given back). Work per request is O(hits + expired
+ * entries), amortised O(1) per admitted hit.
+ */
+#include "core/slidelog.h"
+
+#include <stdlib.h>
+
+#include "core/satmath.h"
+
+typedef struct ring {
+    int64_t *ts;
+    int64_t cap, head, len;
+} ring;
+
+static int64_t *at(const ring *r, int64_t i) /* i-th oldest live entry */
+{
+    int64_t j = r->head + i;
+    if (j >= r->cap)
+        j -= r->cap;
+    return &r->ts[j];
+}
+
+static void prune(ring *r, int64_t horizon) /* drop entries <= horizon */
+{
+    while (r->len > 0 && r->ts[r->head] <= horizon) {
+        r->head = r->head + 1 == r->cap ? 0 : r->head + 1;
+        r->len--;
+    }
+}
+
+static void push(ring *r, int64_t t, int64_t n) /* caller guarantees len + n <= cap */
+{
+    for (int64_t i = 0; i < n; i++) {
+        r->len++;
+        *at(r, r->len - 1) = t;
+    }
+}
+
+uint64_t sl_log_side_bytes(const sl_state *st)
+{
+    if (st->algorithm == SL_SLIDING_LOG && st->u.log.ring)
+        return (uint64_t)st->u.log.limit * sizeof(int64_t);
+    return 0;
+}
+
+void sl_log_release(sl_state *st)
+{
+    if (st->algorithm == SL_SLIDING_LOG)
+        free(st->u.log.ring);
+    st->u.log.ring = NULL;
+}
+
+void sl_log_decide(sl_state *st, int64_t *expire_at, const sl_request *req, int64_t t,
+                   sl_response *resp)
+{
+    const int64_t L = req->limit, D = req->duration, n = req->hits;
+    bool same = st->algorithm == SL_SLIDING_LOG && !(req->behavior & SL_RESET_REMAINING);
+    ring r = {0};
+    if (same) {
+        r.ts = st->u.log.ring;
+        r.cap = st->u.log.limit;
+        r.head = st->u.log.head;
+        r.len = st->u.log.len;
+        if (r.len > 0 && t < *at(&r, r.len - 1))
+            t = *at(&r, r.len - 1);
+    }
+    const int64_t horizon = sl_sat_sub(t, D);
+    prune(&r, horizon);
+
+    /* What the key holds after this decision, before touching memory: live count and newest. */
+    int64_t live = r.len;
+    bool over = false;
+    int64_t add = 0, drop = 0;
+    if (n > 0) {
+        if (n <= L - live) {
+            add = n;
+        } else {
+            over = true;
+            if (req->behavior & SL_DRAIN_OVER_LIMIT)
+                add = L - live > 0 ? L - live : 0;
+        }
+    } else if (n < 0) {
+        drop = n == INT64_MIN || -n > live ? live : -n;
+    }
+    int64_t final_len = live + add - drop;
+    if (final_len > L) {
+        /* The limit shrank below what is live: the oldest entries go (see the file comment). */
+        int64_t excess = final_len - L;
+        r.head = (r.head + excess) % (r.cap ? r.cap : 1);
+        r.len -= excess;
+        live -= excess;
+        final_len = L;
+    }
+
+    /* Resize or create the ring before changing anything, so that a failed allocation is a no-op. */
+    if (final_len > 0 && (!same || r.cap != L)) {
+        int64_t *ts = malloc((size_t)L * sizeof(int64_t));
+        if (!ts) {
+            sl_response err = {.error = sl_alg_err_nomem};
+            *resp = err;
+            return;
+        }
+        for (int64_t i = 0; i < r.len - drop; i++)
+            ts[i] = *at(&r, i);
+        int64_t kept = r.len - drop;
+        if (!same)
+            sl_alg_release(st); /* another algorithm's state, or a reset */
+        else
+            free(st->u.log.ring);
+        r.ts = ts;
+        r.cap = L;
+        r.head = 0;
+        r.len = kept;
+        drop = 0;
+    }
+    r.len -= drop;
+    push(&r, t, add);
+
+    resp->status = over ? SL_OVER_LIMIT : SL_UNDER_LIMIT;
+    resp->limit = L;
+    resp->remaining = L - r.len > 0 ? L - r.len : 0;
+    int64_t newest_end = r.len > 0 ? sl_sat_add(*at(&r, r.len - 1), D) : t;
+    resp->reset_time = newest_end;
+    if (over) {
+        int64_t when;
+        if (n > L) {
+            when = newest_end; /* never fits: time until empty */
+        } else {
+            /* n fit once len - (L - n) of the oldest entries have aged out. */
+            int64_t i = r.len - (L - n) - 1;
+            when = i < 0 ? t : sl_sat_add(*at(&r, i), D);
+        }
+        resp->retry_after = sl_max64(0, sl_sat_sub(when, t));
+    }
+
+    if (r.len == 0) {
+        sl_alg_release(st);
+        return;
+    }
+    st->algorithm = SL_SLIDING_LOG;
+    st->status = 0;
+    st->aux16 = 0;
+    st->aux32 = 0;
+    st->u.log.limit = r.cap;
+    st->u.log.duration = D;
+    st->u.log.ring = r.ts;
+    st->u.log.head = r.head;
+    st->u.log.len = r.len;
+    *expire_at = newest_end == INT64_MAX ? newest_end : newest_end - 1;
+}

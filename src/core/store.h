@@ -1,0 +1,96 @@
+/*
+ * The engine's key store: a fixed number of shards, each an open-addressing hash table of 64-byte
+ * slots (key hash, expiry + LRU stamp, algorithm state) behind its own lock. The store never sees
+ * key strings: callers hash (name, unique_key) with a per-engine seed and pass the 64-bit hash
+ * (engine.c). The store runs the algorithm (core/alg.h) on a key's state with the key's shard
+ * locked, so decisions on one key are linearizable and decisions on other shards run in parallel.
+ *
+ * Bounded memory: at most `max_keys` keys in total; a table grows x2 up to a per-shard maximum
+ * derived from max_keys; a full shard evicts an approximately least recently used key.
+ * The layout and its reasons are described at the top of store.c.
+ */
+#ifndef SLUICE_CORE_STORE_H
+#define SLUICE_CORE_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/alg.h"
+#include "sluice/engine.h"
+
+typedef struct sl_store sl_store;
+
+typedef struct sl_store_config {
+    size_t max_keys;        /* > 0: hard cap on keys held */
+    unsigned shards;        /* power of two, >= 1; reduced when max_keys is too small for it */
+    sl_alg_config alg;      /* passed to sl_alg_decide() */
+} sl_store_config;
+
+/* Most shards a store accepts (a shard costs a few hundred bytes plus its table). */
+#define SL_STORE_MAX_SHARDS 65536u
+
+/* 0, -EINVAL (max_keys 0, shards not a power of two or too many) or -ENOMEM. */
+int sl_store_new(const sl_store_config *cfg, sl_store **out);
+/* Frees every table and every side buffer (sl_alg_release). NULL is ignored. */
+void sl_store_free(sl_store *s);
+
+/* Shards actually used (cfg->shards, or fewer for a small max_keys). */
+unsigned sl_store_shards(const sl_store *s);
+
+/*
+ * Decide `req` for the key with `hash`, at `now` (epoch ms): find the key (a key found expired by
+ * sl_alg_expired() is reset, counting an expiration), run sl_alg_decide(), and keep, create or
+ * remove the key according to the state it leaves (SL_ALG_NONE = no key). A new key is decided on a
+ * scratch state first and only inserted when the algorithm kept state, so an error on a new key
+ * evicts nothing and leaves nothing behind. Fills *resp. The request must have passed
+ * sl_request_validate(). Never allocates for an existing key.
+ */
+void sl_store_decide(sl_store *s, uint64_t hash, const sl_request *req, int64_t now,
+                     sl_response *resp);
+
+/* Hint that `hash` will be decided soon: prefetches its shard header and home slot. Takes no lock
+ * (a stale table pointer only makes the prefetch useless, never unsafe). */
+void sl_store_prefetch(const sl_store *s, uint64_t hash);
+
+/*
+ * Run fn on the key's state with its shard locked, as sl_store_decide() does with the algorithm:
+ * the state is SL_ALG_NONE for a key that is absent or expired; fn may change the state and
+ * *expire_at; leaving SL_ALG_NONE removes the key (side buffers must then already be released).
+ * For state that arrives from elsewhere (peers, tests). Returns true if the key is held afterwards.
+ * Decision counters are not touched.
+ */
+typedef void (*sl_store_fn)(sl_state *st, int64_t *expire_at, void *ctx);
+bool sl_store_update(sl_store *s, uint64_t hash, int64_t now, sl_store_fn fn, void *ctx);
+
+/* Copy a held, unexpired key's state and expiry without touching its LRU stamp. */
+bool sl_store_get(sl_store *s, uint64_t hash, int64_t now, sl_state *st, int64_t *expire_at);
+
+/* Remove a key (releasing its side buffer). True if it was held (expired or not). */
+bool sl_store_remove(sl_store *s, uint64_t hash);
+
+/* Active expiry: examine at most max_work slots (spread over the shards from a rotating start,
+ * each shard resuming where its cursor stopped) and remove the expired keys. Returns the number
+ * removed. */
+size_t sl_store_expire(sl_store *s, int64_t now, size_t max_work);
+
+/* Fill keys, capacity, bytes, evictions, expirations, errors (from sl_alg_decide) and decisions;
+ * every field is overwritten. Locks each shard briefly, one at a time. */
+void sl_store_stats(sl_store *s, sl_engine_stats *out);
+
+/* --- introspection for tests ------------------------------------------------------------------ */
+
+/* Position of the key in its shard's table, or -1. */
+long sl_store_position(sl_store *s, uint64_t hash);
+/* Home slot the key probes from in its shard's table. */
+long sl_store_home(sl_store *s, uint64_t hash);
+/* Shard index of a hash. */
+unsigned sl_store_shard_of(const sl_store *s, uint64_t hash);
+/* Per-shard key limit and current table capacity. */
+void sl_store_shard_info(sl_store *s, unsigned shard, size_t *keys, size_t *capacity,
+                         size_t *key_limit, size_t *max_capacity);
+/* Verify the table invariants (every key reachable from its home without crossing an empty slot,
+ * counts, load <= 0.8, total <= max_keys): 0 or -EINVAL. */
+int sl_store_check(sl_store *s);
+
+#endif

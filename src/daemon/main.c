@@ -1,0 +1,59 @@
+/*
+ * sluiced: the sluice daemon. A thin main over the embeddable node (include/sluice/node.h):
+ * parse options (file < environment < flags), start the node, then wait for signals on this
+ * thread — SIGHUP reloads, SIGINT/SIGTERM drain gracefully (stop accepting, finish in-flight
+ * calls) within --shutdown-timeout and exit 0.
+ *
+ * Signals are blocked before any thread starts, so every worker inherits the mask and only this
+ * thread's sigwait() receives them: no async-signal-safety concerns in the handlers.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config/config.h"
+#include "sluice/node.h"
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            sl_config_help(stdout);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--version")) {
+            printf("sluiced 0.1.0\n");
+            return 0;
+        }
+    }
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    sl_node *node;
+    char err[512];
+    int rc = sl_node_start(argc - 1, argv + 1, &node, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "sluiced: %s\n", err);
+        return 2;
+    }
+    for (;;) {
+        int sig = 0;
+        if (sigwait(&set, &sig))
+            continue;
+        if (sig == SIGHUP) {
+            sl_node_reload(node);
+            continue;
+        }
+        sl_node_shutdown(node, 0); /* 0: the configured --shutdown-timeout */
+        break;
+    }
+    rc = sl_node_wait(node);
+    sl_node_free(node);
+    return rc ? 1 : 0;
+}

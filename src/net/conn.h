@@ -1,0 +1,90 @@
+/*
+ * One client connection, sans I/O: bytes in (sl_conn_feed), handler calls, bytes out (the `out`
+ * buffer). It sniffs the protocol from the first bytes — the HTTP/2 client preface
+ * "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" means HTTP/2 with prior knowledge, anything else HTTP/1.1 —
+ * and owns the protocol state (h1.c or h2.c) from then on. Nothing here knows about sockets, so
+ * the same code runs under libuv (server.c), in unit tests and under libFuzzer; a future TLS
+ * layer sits between the socket and sl_conn_feed without touching it.
+ *
+ * The driver's loop:
+ *   feed what was read -> write sl_conn_out() -> consume what was written;
+ *   when the wake callback fires (an answer arrived outside feed): sl_conn_pump(), then write;
+ *   stop reading while !sl_conn_wants_read(); once sl_conn_done() and out is empty, close.
+ */
+#ifndef SLUICE_NET_CONN_H
+#define SLUICE_NET_CONN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "net/exchange.h"
+#include "wire/buf.h"
+
+typedef struct sl_h1 sl_h1;
+typedef struct sl_h2 sl_h2;
+
+/* What the connection is doing, for the driver's timeouts. */
+typedef enum sl_conn_phase {
+    SL_CONN_IDLE,    /* between requests, nothing owed: idle timeout */
+    SL_CONN_READING, /* part of a request received: read timeout */
+    SL_CONN_BUSY,    /* waiting for handlers to answer: no timeout of ours */
+} sl_conn_phase;
+
+typedef void (*sl_conn_wake_cb)(void *ud);
+
+typedef struct sl_conn {
+    sl_http_ctx *ctx;
+    sl_buf out;                 /* bytes for the socket; the driver consumes from the front */
+    sl_conn_wake_cb wake;
+    void *wake_ud;
+    struct sockaddr_storage peer;
+    bool has_peer;
+    uint8_t proto;              /* 0 while sniffing, then SL_HTTP_1 / SL_HTTP_2 */
+    bool in_feed;               /* inside feed/pump: answers need no wake */
+    bool woken;                 /* wake already requested, not yet pumped */
+    bool draining;
+    bool fatal;                 /* close without further output handling */
+    uint8_t sniff_len;
+    char sniff[24];
+    uint64_t completed;         /* requests completed (progress marker for timeouts) */
+    union {
+        sl_h1 *h1;
+        sl_h2 *h2;
+    } p;
+} sl_conn;
+
+/* peer may be NULL. wake may be NULL (then the driver must pump after every answer). */
+sl_conn *sl_conn_new(sl_http_ctx *ctx, const struct sockaddr *peer, sl_conn_wake_cb wake,
+                     void *wake_ud);
+/* Frees; exchanges still owed by handlers are detached (their answers become no-ops). */
+void sl_conn_free(sl_conn *c);
+
+/* Process bytes from the client. Returns 0, or a negative errno when the connection must close
+ * at once (out of memory); protocol errors are answered in `out` and end with sl_conn_done(). */
+int sl_conn_feed(sl_conn *c, const void *data, size_t len);
+/* The client closed its sending side. */
+void sl_conn_eof(sl_conn *c);
+/* Continue work deferred by backpressure or produced by answers outside feed. */
+void sl_conn_pump(sl_conn *c);
+/* Graceful drain: GOAWAY on HTTP/2, Connection: close on the last HTTP/1.1 answer; the
+ * connection ends once what was already received is answered. */
+void sl_conn_shutdown(sl_conn *c);
+
+static inline sl_buf *sl_conn_out(sl_conn *c)
+{
+    return &c->out;
+}
+/* False while the connection holds enough unanswered input or unwritten output. */
+bool sl_conn_wants_read(const sl_conn *c);
+/* Nothing more will be produced: close once `out` is written. */
+bool sl_conn_done(const sl_conn *c);
+sl_conn_phase sl_conn_phase_get(const sl_conn *c);
+/* 0 while sniffing, else SL_HTTP_1 / SL_HTTP_2. */
+int sl_conn_proto(const sl_conn *c);
+
+/* For h1.c/h2.c: ask the driver to pump soon (no-op inside feed/pump). */
+void sl_conn_request_wake(sl_conn *c);
+
+#endif

@@ -1,0 +1,571 @@
+/*
+ * Exchanges and the per-loop context (see exchange.h): the pool that recycles exchanges with their
+ * buffers so a warm connection serves requests without malloc, the reference counting that makes
+ * a late answer a no-op, the gRPC answer helpers, and the cached clock and Date line.
+ */
+#include "net/exchange.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sluice/clock.h"
+
+/* Exchanges kept for reuse per loop, and the largest buffers kept with them: a burst of big
+ * requests must not pin its memory forever. */
+#define POOL_MAX 1024
+#define KEEP_BUF_BYTES (64 * 1024)
+
+void sl_http_limits_defaults(sl_http_limits *l)
+{
+    l->max_header_bytes = 16 * 1024;
+    l->max_headers = 100;
+    l->max_body_bytes = (1u << 20) + 64;
+    l->h1_max_pipeline = 64;
+    l->h2_max_streams = 256;
+    l->h2_window = 1u << 20;
+    l->conn_buffer_bytes = 8u << 20;
+    l->out_high_water = 1u << 20;
+}
+
+static void fill_limits(sl_http_limits *dst, const sl_http_limits *src)
+{
+    sl_http_limits d;
+    sl_http_limits_defaults(&d);
+    if (!src) {
+        *dst = d;
+        return;
+    }
+    *dst = *src;
+#define DEF(f) if (!dst->f) dst->f = d.f
+    DEF(max_header_bytes);
+    DEF(max_headers);
+    DEF(max_body_bytes);
+    DEF(h1_max_pipeline);
+    DEF(h2_max_streams);
+    DEF(h2_window);
+    DEF(conn_buffer_bytes);
+    DEF(out_high_water);
+#undef DEF
+    /* HTTP/2 caps the window at 2^31-1 and forbids less than the 65535 default being useful. */
+    if (dst->h2_window < 65535)
+        dst->h2_window = 65535;
+    if (dst->h2_window > 0x7fffffff)
+        dst->h2_window = 0x7fffffff;
+    /* Offsets into an exchange arena are 32-bit. */
+    if (dst->max_body_bytes > (1u << 30))
+        dst->max_body_bytes = 1u << 30;
+    if (dst->max_header_bytes > (1u << 24))
+        dst->max_header_bytes = 1u << 24;
+}
+
+sl_http_ctx *sl_http_ctx_new(const sl_http_limits *limits, sl_http_handler handler, void *ud)
+{
+    sl_http_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        return NULL;
+    fill_limits(&ctx->lim, limits);
+    ctx->handler = handler;
+    ctx->handler_ud = ud;
+    ctx->date_sec = -1;
+    ctx->now_ms = sl_wall_ms();
+    return ctx;
+}
+
+static void exchange_destroy(sl_exchange *ex)
+{
+    sl_buf_free(&ex->arena);
+    sl_buf_free(&ex->resp);
+    free(ex->hoff);
+    free(ex->hview);
+    free(ex);
+}
+
+static void ctx_destroy(sl_http_ctx *ctx)
+{
+    sl_exchange *ex = ctx->free_list;
+    while (ex) {
+        sl_exchange *n = ex->next;
+        exchange_destroy(ex);
+        ex = n;
+    }
+    free(ctx);
+}
+
+void sl_http_ctx_free(sl_http_ctx *ctx)
+{
+    if (!ctx)
+        return;
+    ctx->dying = true;
+    if (ctx->outstanding == 0)
+        ctx_destroy(ctx);
+}
+
+void sl_http_ctx_attach_loop(sl_http_ctx *ctx, uv_loop_t *loop, int worker)
+{
+    ctx->loop = loop;
+    ctx->worker = worker;
+    ctx->wall_offset = loop ? sl_wall_ms() - (int64_t)uv_now(loop) : 0;
+}
+
+void sl_http_ctx_resync_clock(sl_http_ctx *ctx)
+{
+    if (!ctx->loop)
+        return;
+    /* uv_now is a coarse monotonic clock: re-deriving the offset each time would make `now`
+     * jitter by a few ms and even step back. Only follow real wall-clock steps. */
+    int64_t off = sl_wall_ms() - (int64_t)uv_now(ctx->loop);
+    int64_t d = off - ctx->wall_offset;
+    if (d > 50 || d < -50)
+        ctx->wall_offset = off;
+}
+
+void sl_http_ctx_set_now(sl_http_ctx *ctx, int64_t now_ms)
+{
+    ctx->now_ms = now_ms;
+}
+
+int64_t sl_http_ctx_now_ms(const sl_http_ctx *ctx)
+{
+    if (ctx->loop)
+        return (int64_t)uv_now(ctx->loop) + ctx->wall_offset;
+    return ctx->now_ms;
+}
+
+const sl_http_limits *sl_http_ctx_limits(const sl_http_ctx *ctx)
+{
+    return &ctx->lim;
+}
+
+void sl_http_ctx_stats(const sl_http_ctx *ctx, sl_net_stats *s)
+{
+    uint64_t v[SL_NET_STAT_COUNT];
+    for (int i = 0; i < SL_NET_STAT_COUNT; i++)
+        v[i] = atomic_load_explicit(&ctx->stat[i], memory_order_relaxed);
+    s->conns_open += v[SL_NET_CONNS_OPEN];
+    s->conns_accepted += v[SL_NET_CONNS_ACCEPTED];
+    s->conns_refused += v[SL_NET_CONNS_REFUSED];
+    s->conns_timed_out += v[SL_NET_CONNS_TIMED_OUT];
+    s->requests_h1 += v[SL_NET_REQUESTS_H1];
+    s->requests_h2 += v[SL_NET_REQUESTS_H2];
+    s->requests_grpc += v[SL_NET_REQUESTS_GRPC];
+    s->protocol_errors += v[SL_NET_PROTOCOL_ERRORS];
+    s->bytes_in += v[SL_NET_BYTES_IN];
+    s->bytes_out += v[SL_NET_BYTES_OUT];
+}
+
+size_t sl_http_ctx_pending(const sl_http_ctx *ctx)
+{
+    return ctx->pending;
+}
+
+const char *sl_http_ctx_date_line(sl_http_ctx *ctx, size_t *len)
+{
+    static const char days[7][4] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+    static const char mons[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                     "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+    int64_t sec = sl_http_ctx_now_ms(ctx) / 1000;
+    if (sec != ctx->date_sec) {
+        time_t t = (time_t)sec;
+        struct tm tm;
+        gmtime_r(&t, &tm);
+        int n = snprintf(ctx->date_line, sizeof ctx->date_line,
+                         "Date: %s, %02d %s %04d %02d:%02d:%02d GMT\r\n", days[tm.tm_wday % 7],
+                         tm.tm_mday, mons[tm.tm_mon % 12], tm.tm_year + 1900, tm.tm_hour,
+                         tm.tm_min, tm.tm_sec);
+        ctx->date_len = n > 0 && (size_t)n < sizeof ctx->date_line ? (size_t)n : 0;
+        ctx->date_sec = sec;
+    }
+    *len = ctx->date_len;
+    return ctx->date_line;
+}
+
+/* ---- exchange lifecycle ---- */
+
+sl_exchange *sl_exchange_new(sl_http_ctx *ctx, const sl_exchange_ops *ops, void *owner)
+{
+    sl_exchange *ex = ctx->free_list;
+    if (ex) {
+        ctx->free_list = ex->next;
+        ctx->nfree--;
+    } else {
+        ex = calloc(1, sizeof *ex);
+        if (!ex)
+            return NULL;
+    }
+    /* Keep the buffers, clear the rest. */
+    sl_buf arena = ex->arena, resp = ex->resp;
+    sl_hdr_off *hoff = ex->hoff;
+    sl_http_header *hview = ex->hview;
+    uint32_t hcap = ex->hcap;
+    memset(ex, 0, offsetof(sl_exchange, peer));
+    ex->has_peer = false;
+    ex->arena = arena;
+    ex->resp = resp;
+    ex->hoff = hoff;
+    ex->hview = hview;
+    ex->hcap = hcap;
+    sl_buf_reset(&ex->arena);
+    sl_buf_reset(&ex->resp);
+    ex->arena.cap = ctx->lim.max_header_bytes + ctx->lim.max_body_bytes + 64 * 1024;
+    ex->resp.cap = SL_BUF_DEFAULT_CAP;
+    ex->ctx = ctx;
+    ex->ops = ops;
+    ex->owner = owner;
+    ex->refs = 1;
+    ex->state = SL_EX_RECV;
+    ex->keepalive = true;
+    ctx->outstanding++;
+    return ex;
+}
+
+void sl_exchange_unref(sl_exchange *ex)
+{
+    if (--ex->refs)
+        return;
+    sl_http_ctx *ctx = ex->ctx;
+    ctx->outstanding--;
+    if (ctx->dying || ctx->nfree >= POOL_MAX) {
+        exchange_destroy(ex);
+        if (ctx->dying && ctx->outstanding == 0)
+            ctx_destroy(ctx);
+        return;
+    }
+    if (ex->arena.alloc > KEEP_BUF_BYTES)
+        sl_buf_free(&ex->arena);
+    if (ex->resp.alloc > KEEP_BUF_BYTES)
+        sl_buf_free(&ex->resp);
+    ex->owner = NULL;
+    ex->ops = NULL;
+    ex->next = ctx->free_list;
+    ctx->free_list = ex;
+    ctx->nfree++;
+}
+
+void sl_exchange_detach(sl_exchange *ex)
+{
+    if (!ex->owner)
+        return;
+    ex->owner = NULL;
+    ex->ops = NULL;
+    if (ex->state == SL_EX_DISPATCHED && ex->cancel_cb) {
+        sl_exchange_cancel_cb cb = ex->cancel_cb;
+        ex->cancel_cb = NULL;
+        cb(ex->cancel_ud, ex);
+    }
+}
+
+int64_t sl_exchange_put(sl_exchange *ex, const void *p, size_t n)
+{
+    size_t off = ex->arena.len;
+    int rc = sl_buf_append(&ex->arena, p, n);
+    if (rc)
+        return rc;
+    return (int64_t)off;
+}
+
+int sl_exchange_add_header(sl_exchange *ex, uint32_t name, uint32_t name_len, uint32_t value,
+                           uint32_t value_len)
+{
+    if (ex->nh >= ex->ctx->lim.max_headers)
+        return -E2BIG;
+    if (ex->nh == ex->hcap) {
+        uint32_t n = ex->hcap ? ex->hcap * 2 : 16;
+        if (n > ex->ctx->lim.max_headers)
+            n = ex->ctx->lim.max_headers;
+        sl_hdr_off *ho = realloc(ex->hoff, n * sizeof *ho);
+        if (!ho)
+            return -ENOMEM;
+        ex->hoff = ho;
+        sl_http_header *hv = realloc(ex->hview, n * sizeof *hv);
+        if (!hv)
+            return -ENOMEM;
+        ex->hview = hv;
+        ex->hcap = n;
+    }
+    ex->hoff[ex->nh++] = (sl_hdr_off){name, name_len, value, value_len};
+    return 0;
+}
+
+void sl_exchange_finish_request(sl_exchange *ex, sl_http_proto proto)
+{
+    /* The body gets a NUL past its end so text parsers can take it as a C string. */
+    if (ex->body_len && sl_buf_append(&ex->arena, "", 1) != 0)
+        ex->body_len = 0; /* cannot happen: the arena cap leaves room */
+    const char *a = (const char *)ex->arena.data;
+    sl_http_request *r = &ex->req;
+    if (!a) { /* nothing was stored (a request refused at its first bytes) */
+        a = "";
+        ex->method_len = ex->path_len = 0;
+        ex->nh = 0;
+        ex->body_len = 0;
+    }
+    if (ex->method_static) {
+        r->method = ex->method_static;
+        r->method_len = strlen(ex->method_static);
+    } else if (ex->method_len) {
+        r->method = a + ex->method_off;
+        r->method_len = ex->method_len;
+    } else {
+        r->method = "";
+        r->method_len = 0;
+    }
+    if (ex->path_len) {
+        r->path = a + ex->path_off;
+        r->path_len = ex->path_len;
+    } else {
+        r->path = "";
+        r->path_len = 0;
+    }
+    for (uint32_t i = 0; i < ex->nh; i++) {
+        const sl_hdr_off *o = &ex->hoff[i];
+        ex->hview[i] = (sl_http_header){a + o->name, o->name_len, a + o->value, o->value_len};
+    }
+    r->headers = ex->hview;
+    r->nheaders = ex->nh;
+    r->body = ex->body_len ? (const uint8_t *)a + ex->body_off : (const uint8_t *)"";
+    r->body_len = ex->body_len;
+    r->proto = proto;
+    r->peer = ex->has_peer ? (const struct sockaddr *)&ex->peer : NULL;
+}
+
+void sl_exchange_dispatch(sl_exchange *ex)
+{
+    sl_http_ctx *ctx = ex->ctx;
+    ex->state = SL_EX_DISPATCHED;
+    ex->refs++;
+    ctx->pending++;
+    ctx->handler(ctx->handler_ud, ex);
+}
+
+void sl_exchange_respond_error(sl_exchange *ex, int status, const char *text)
+{
+    ex->state = SL_EX_DISPATCHED;
+    ex->refs++;
+    ex->ctx->pending++;
+    if (ex->req.grpc) {
+        /* gRPC clients read grpc-status, not the HTTP status (which must be 200). */
+        sl_exchange_respond_grpc_status(ex, 8 /* RESOURCE_EXHAUSTED */, text);
+        return;
+    }
+    sl_exchange_respond_simple(ex, status, "text/plain", text, strlen(text));
+}
+
+/* ---- handler side ---- */
+
+const sl_http_request *sl_exchange_request(const sl_exchange *ex)
+{
+    return &ex->req;
+}
+
+bool sl_http_name_eq(const char *name, size_t len, const char *lower)
+{
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)name[i];
+        if (c >= 'A' && c <= 'Z')
+            c += 32;
+        if (c != (unsigned char)lower[i] || !lower[i])
+            return false;
+    }
+    return lower[len] == '\0';
+}
+
+const sl_http_header *sl_http_header_find(const sl_http_request *r, const char *name)
+{
+    size_t n = strlen(name);
+    char low[256];
+    if (n >= sizeof low)
+        return NULL;
+    for (size_t i = 0; i <= n; i++)
+        low[i] = (name[i] >= 'A' && name[i] <= 'Z') ? (char)(name[i] + 32) : name[i];
+    for (size_t i = 0; i < r->nheaders; i++)
+        if (r->headers[i].name_len == n && sl_http_name_eq(r->headers[i].name, n, low))
+            return &r->headers[i];
+    return NULL;
+}
+
+bool sl_http_hop_header(const char *name, size_t len)
+{
+    switch (len) {
+    case 2:
+        return sl_http_name_eq(name, len, "te");
+    case 7:
+        return sl_http_name_eq(name, len, "upgrade");
+    case 10:
+        return sl_http_name_eq(name, len, "connection") || sl_http_name_eq(name, len, "keep-alive");
+    case 14:
+        return sl_http_name_eq(name, len, "content-length");
+    case 16:
+        return sl_http_name_eq(name, len, "proxy-connection");
+    case 17:
+        return sl_http_name_eq(name, len, "transfer-encoding");
+    default:
+        return false;
+    }
+}
+
+const char *sl_http_reason(int status)
+{
+    switch (status) {
+    case 100: return "Continue";
+    case 200: return "OK";
+    case 201: return "Created";
+    case 202: return "Accepted";
+    case 204: return "No Content";
+    case 206: return "Partial Content";
+    case 301: return "Moved Permanently";
+    case 302: return "Found";
+    case 304: return "Not Modified";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 409: return "Conflict";
+    case 411: return "Length Required";
+    case 413: return "Content Too Large";
+    case 414: return "URI Too Long";
+    case 415: return "Unsupported Media Type";
+    case 422: return "Unprocessable Content";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    case 505: return "HTTP Version Not Supported";
+    default: return "Unknown";
+    }
+}
+
+int sl_exchange_respond(sl_exchange *ex, const sl_http_response *r)
+{
+    if (ex->state != SL_EX_DISPATCHED)
+        return -EINVAL; /* answered twice: a handler bug, refused rather than corrupting */
+    ex->state = SL_EX_RESPONDED;
+    ex->ctx->pending--;
+    int rc;
+    if (!ex->owner) {
+        rc = -ENOTCONN;
+    } else if (r->status < 200 || r->status > 599 || r->ntrailers > SL_HTTP_MAX_TRAILERS) {
+        static const char msg[] = "bad response from handler\n";
+        sl_http_header ct = SL_HTTP_HEADER("content-type", "text/plain");
+        sl_http_response e = {.status = 500, .headers = &ct, .nheaders = 1, .body = msg,
+                              .body_len = sizeof msg - 1};
+        ex->ops->respond(ex->owner, ex, &e);
+        rc = -EINVAL;
+    } else {
+        rc = ex->ops->respond(ex->owner, ex, r);
+    }
+    sl_exchange_unref(ex);
+    return rc;
+}
+
+int sl_exchange_respond_simple(sl_exchange *ex, int status, const char *content_type,
+                               const void *body, size_t body_len)
+{
+    sl_http_header h;
+    sl_http_response r = {.status = status, .body = body, .body_len = body_len};
+    if (content_type) {
+        h = (sl_http_header){"content-type", 12, content_type, strlen(content_type)};
+        r.headers = &h;
+        r.nheaders = 1;
+    }
+    return sl_exchange_respond(ex, &r);
+}
+
+/* gRPC's grpc-message is percent-encoded: bytes outside printable ASCII and '%' itself. */
+static size_t grpc_percent_encode(char *dst, size_t cap, const char *msg)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)msg; *p; p++) {
+        if (*p >= 0x20 && *p <= 0x7e && *p != '%') {
+            if (o + 1 >= cap)
+                break;
+            dst[o++] = (char)*p;
+        } else {
+            if (o + 3 >= cap)
+                break;
+            dst[o++] = '%';
+            dst[o++] = hex[*p >> 4];
+            dst[o++] = hex[*p & 15];
+        }
+    }
+    dst[o] = '\0';
+    return o;
+}
+
+static int grpc_status_fields(sl_http_header *out, char *num, char *enc, size_t enc_cap,
+                              int grpc_status, const char *grpc_message)
+{
+    int n = snprintf(num, 12, "%d", grpc_status);
+    out[0] = (sl_http_header){"grpc-status", 11, num, (size_t)(n > 0 ? n : 0)};
+    if (!grpc_message || !*grpc_message)
+        return 1;
+    size_t len = grpc_percent_encode(enc, enc_cap, grpc_message);
+    out[1] = (sl_http_header){"grpc-message", 12, enc, len};
+    return 2;
+}
+
+int sl_exchange_respond_grpc(sl_exchange *ex, const void *msg, size_t msg_len, int grpc_status,
+                             const char *grpc_message)
+{
+    char num[12], enc[1024];
+    sl_http_header ct = SL_HTTP_HEADER("content-type", "application/grpc");
+    sl_http_header tr[2];
+    int nt = grpc_status_fields(tr, num, enc, sizeof enc, grpc_status, grpc_message);
+    sl_http_response r = {.status = 200, .headers = &ct, .nheaders = 1, .body = msg,
+                          .body_len = msg_len, .trailers = tr, .ntrailers = (size_t)nt};
+    return sl_exchange_respond(ex, &r);
+}
+
+int sl_exchange_respond_grpc_status(sl_exchange *ex, int grpc_status, const char *grpc_message)
+{
+    char num[12], enc[1024];
+    sl_http_header h[3];
+    h[0] = SL_HTTP_HEADER("content-type", "application/grpc");
+    int nt = grpc_status_fields(h + 1, num, enc, sizeof enc, grpc_status, grpc_message);
+    sl_http_response r = {.status = 200, .headers = h, .nheaders = 1 + (size_t)nt};
+    return sl_exchange_respond(ex, &r);
+}
+
+void sl_exchange_set_cancel(sl_exchange *ex, sl_exchange_cancel_cb cb, void *ud)
+{
+    ex->cancel_cb = cb;
+    ex->cancel_ud = ud;
+}
+
+bool sl_exchange_alive(const sl_exchange *ex)
+{
+    return ex->owner != NULL;
+}
+
+uv_loop_t *sl_exchange_loop(const sl_exchange *ex)
+{
+    return ex->ctx->loop;
+}
+
+int sl_exchange_worker(const sl_exchange *ex)
+{
+    return ex->ctx->worker;
+}
+
+int64_t sl_exchange_now_ms(const sl_exchange *ex)
+{
+    return sl_http_ctx_now_ms(ex->ctx);
+}
+
+void sl_exchange_set_user(sl_exchange *ex, void *user)
+{
+    ex->user = user;
+}
+
+void *sl_exchange_user(const sl_exchange *ex)
+{
+    return ex->user;
+}

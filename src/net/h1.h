@@ -1,0 +1,29 @@
+/*
+ * HTTP/1.1 server connection state over llhttp, sans I/O (driven by conn.c).
+ *
+ * Requests are parsed one message at a time (the parser pauses after each), dispatched to the
+ * handler, and kept in arrival order; answers are written to the connection's output in that
+ * order even when handlers answer out of order (pipelining), the early ones waiting serialized in
+ * their exchange. Parsing stops — the rest of the input is kept — while too many answers are owed,
+ * too much output is unwritten or too many request bytes are held (backpressure, not an error).
+ * Malformed or oversized requests get 400/413/431 with Connection: close and end the connection.
+ */
+#ifndef SLUICE_NET_H1_H
+#define SLUICE_NET_H1_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "net/conn.h"
+
+sl_h1 *sl_h1_new(sl_conn *c);
+void sl_h1_free(sl_h1 *h);
+void sl_h1_feed(sl_h1 *h, const char *p, size_t n);
+void sl_h1_eof(sl_h1 *h);
+void sl_h1_pump(sl_h1 *h);
+void sl_h1_shutdown(sl_h1 *h);
+bool sl_h1_wants_read(const sl_h1 *h);
+bool sl_h1_done(const sl_h1 *h);
+sl_conn_phase sl_h1_phase(const sl_h1 *h);
+
+#endif

@@ -1,0 +1,545 @@
+/*
+ * HTTP/2 over nghttp2 (see h2.h). Stream user data is the exchange; the exchange holds the
+ * connection's reference until nghttp2 closes the stream, so an answer's body (kept in the
+ * exchange and read by nghttp2's data provider) lives exactly as long as nghttp2 may read it.
+ */
+#include "net/h2.h"
+
+#include <errno.h>
+#include <nghttp2/nghttp2.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "net/exchange.h"
+
+struct sl_h2 {
+    nghttp2_session *ss;
+    sl_conn *c;
+    sl_exchange *rq_head, *rq_tail; /* complete requests waiting for dispatch after mem_recv */
+    sl_exchange *all;               /* every exchange attached to an open stream */
+    uint32_t receiving;             /* streams whose request is incomplete */
+    size_t held;                    /* request bytes held by attached exchanges */
+    bool broken;                    /* session failed: flush what is queued, then close */
+    bool goaway;
+};
+
+static int h2_respond(void *owner, sl_exchange *ex, const sl_http_response *r);
+static const sl_exchange_ops h2_ops = {h2_respond};
+
+/* Header entries a HEADERS frame may carry in our answers (plus :status, content-length). */
+#define MAX_RESP_HEADERS 64
+
+static void link_all(sl_h2 *h, sl_exchange *ex)
+{
+    ex->prev = NULL;
+    ex->next = h->all;
+    if (h->all)
+        h->all->prev = ex;
+    h->all = ex;
+}
+
+static void unlink_all(sl_h2 *h, sl_exchange *ex)
+{
+    if (ex->prev)
+        ex->prev->next = ex->next;
+    else
+        h->all = ex->next;
+    if (ex->next)
+        ex->next->prev = ex->prev;
+    ex->next = ex->prev = NULL;
+}
+
+static void stop_receiving(sl_h2 *h, sl_exchange *ex)
+{
+    if (ex->counted) {
+        ex->counted = false;
+        h->receiving--;
+    }
+}
+
+static void release_held(sl_h2 *h, sl_exchange *ex)
+{
+    h->held -= ex->held;
+    ex->held = 0;
+}
+
+/* Answer a request the net layer refuses (too large). */
+static void refuse(sl_h2 *h, sl_exchange *ex, int status)
+{
+    if (ex->state != SL_EX_RECV)
+        return;
+    ex->reject = (uint16_t)status;
+    if (!ex->headers_done)
+        return; /* answered when the header block ends */
+    stop_receiving(h, ex);
+    sl_net_stat_add(h->c->ctx, SL_NET_PROTOCOL_ERRORS, 1);
+    sl_exchange_finish_request(ex, SL_HTTP_2);
+    sl_exchange_respond_error(ex, status,
+                              status == 413 ? "request body too large\n"
+                                            : "request header fields too large\n");
+}
+
+static void make_ready(sl_h2 *h, sl_exchange *ex)
+{
+    if (ex->state != SL_EX_RECV || ex->queued)
+        return;
+    if (ex->reject) {
+        refuse(h, ex, ex->reject);
+        return;
+    }
+    stop_receiving(h, ex);
+    ex->queued = true;
+    ex->qnext = NULL;
+    if (h->rq_tail)
+        h->rq_tail->qnext = ex;
+    else
+        h->rq_head = ex;
+    h->rq_tail = ex;
+}
+
+/* ---- nghttp2 callbacks ---- */
+
+static int on_begin_headers(nghttp2_session *ss, const nghttp2_frame *frame, void *ud)
+{
+    sl_h2 *h = ud;
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0;
+    sl_exchange *ex = sl_exchange_new(h->c->ctx, &h2_ops, h);
+    if (!ex)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    ex->stream_id = frame->hd.stream_id;
+    if (h->c->has_peer) {
+        ex->peer = h->c->peer;
+        ex->has_peer = true;
+    }
+    ex->counted = true;
+    h->receiving++;
+    link_all(h, ex);
+    nghttp2_session_set_stream_user_data(ss, frame->hd.stream_id, ex);
+    return 0;
+}
+
+static int put_str(sl_exchange *ex, const uint8_t *s, size_t n, uint32_t *off)
+{
+    int64_t o = sl_exchange_put(ex, s, n + 1); /* nghttp2 NUL-terminates name and value */
+    if (o < 0)
+        return -1;
+    *off = (uint32_t)o;
+    return 0;
+}
+
+static int on_header(nghttp2_session *ss, const nghttp2_frame *frame, const uint8_t *name,
+                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
+                     void *ud)
+{
+    sl_h2 *h = ud;
+    sl_exchange *ex = nghttp2_session_get_stream_user_data(ss, frame->hd.stream_id);
+    if (!ex || ex->headers_done || ex->reject || ex->state != SL_EX_RECV)
+        return 0; /* request trailers and fields of refused requests are dropped */
+    const sl_http_limits *lim = &h->c->ctx->lim;
+    /* HPACK's accounting: 32 bytes of overhead per field. */
+    ex->hdr_bytes += namelen + valuelen + 32;
+    if (ex->hdr_bytes > lim->max_header_bytes + 32 * (size_t)lim->max_headers) {
+        ex->reject = 431;
+        return 0;
+    }
+    uint32_t noff, voff;
+    if (name[0] == ':') {
+        if (namelen == 7 && !memcmp(name, ":method", 7)) {
+            if (put_str(ex, value, valuelen, &voff))
+                goto big;
+            ex->method_off = voff;
+            ex->method_len = (uint32_t)valuelen;
+        } else if (namelen == 5 && !memcmp(name, ":path", 5)) {
+            if (put_str(ex, value, valuelen, &voff))
+                goto big;
+            ex->path_off = voff;
+            ex->path_len = (uint32_t)valuelen;
+        } else if (namelen == 10 && !memcmp(name, ":authority", 10)) {
+            if (put_str(ex, (const uint8_t *)"host", 4, &noff) ||
+                put_str(ex, value, valuelen, &voff))
+                goto big;
+            if (sl_exchange_add_header(ex, noff, 4, voff, (uint32_t)valuelen))
+                goto big;
+        }
+        return 0;
+    }
+    if (namelen == 12 && !memcmp(name, "content-type", 12) && valuelen >= 16 &&
+        !memcmp(value, "application/grpc", 16))
+        ex->req.grpc = true; /* confirmed against the method when the block ends */
+    if (put_str(ex, name, namelen, &noff) || put_str(ex, value, valuelen, &voff))
+        goto big;
+    if (sl_exchange_add_header(ex, noff, (uint32_t)namelen, voff, (uint32_t)valuelen))
+        goto big;
+    return 0;
+big:
+    ex->reject = 431;
+    return 0;
+}
+
+static int on_data_chunk(nghttp2_session *ss, uint8_t flags, int32_t stream_id,
+                         const uint8_t *data, size_t len, void *ud)
+{
+    sl_h2 *h = ud;
+    sl_exchange *ex = nghttp2_session_get_stream_user_data(ss, stream_id);
+    if (!ex || ex->state != SL_EX_RECV || ex->reject)
+        return 0;
+    const sl_http_limits *lim = &h->c->ctx->lim;
+    if (ex->body_len + len > lim->max_body_bytes) {
+        refuse(h, ex, 413);
+        return 0;
+    }
+    if (h->held + len > lim->conn_buffer_bytes) {
+        /* Too much held on this connection: refuse the stream so the client may retry. */
+        ex->reject = 503;
+        sl_net_stat_add(h->c->ctx, SL_NET_PROTOCOL_ERRORS, 1);
+        nghttp2_submit_rst_stream(ss, NGHTTP2_FLAG_NONE, stream_id, NGHTTP2_REFUSED_STREAM);
+        return 0;
+    }
+    if (!ex->body_len)
+        ex->body_off = (uint32_t)ex->arena.len;
+    if (sl_exchange_put(ex, data, len) < 0) {
+        refuse(h, ex, 413);
+        return 0;
+    }
+    ex->body_len += len;
+    ex->held += len;
+    h->held += len;
+    return 0;
+}
+
+static int on_frame_recv(nghttp2_session *ss, const nghttp2_frame *frame, void *ud)
+{
+    sl_h2 *h = ud;
+    if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA)
+        return 0;
+    sl_exchange *ex = nghttp2_session_get_stream_user_data(ss, frame->hd.stream_id);
+    if (!ex)
+        return 0;
+    if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+        ex->headers_done = true;
+        ex->is_head = ex->method_len == 4 && !memcmp(ex->arena.data + ex->method_off, "HEAD", 4);
+        ex->req.grpc = ex->req.grpc && ex->method_len == 4 &&
+                       !memcmp(ex->arena.data + ex->method_off, "POST", 4);
+        if (ex->reject && !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+            refuse(h, ex, ex->reject);
+    }
+    if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
+        make_ready(h, ex);
+    return 0;
+}
+
+static int on_stream_close(nghttp2_session *ss, int32_t stream_id, uint32_t error_code, void *ud)
+{
+    sl_h2 *h = ud;
+    sl_exchange *ex = nghttp2_session_get_stream_user_data(ss, stream_id);
+    if (!ex)
+        return 0;
+    nghttp2_session_set_stream_user_data(ss, stream_id, NULL);
+    unlink_all(h, ex);
+    stop_receiving(h, ex);
+    release_held(h, ex);
+    ex->stream_id = 0;
+    if (ex->queued)
+        return 0; /* the dispatch loop sees stream_id 0 and drops it */
+    sl_exchange_detach(ex);
+    sl_exchange_unref(ex);
+    return 0;
+}
+
+static int on_invalid_frame(nghttp2_session *ss, const nghttp2_frame *frame, int lib_error,
+                            void *ud)
+{
+    sl_h2 *h = ud;
+    sl_net_stat_add(h->c->ctx, SL_NET_PROTOCOL_ERRORS, 1);
+    return 0;
+}
+
+/* ---- answers ---- */
+
+static ssize_t read_body(nghttp2_session *ss, int32_t stream_id, uint8_t *buf, size_t length,
+                         uint32_t *data_flags, nghttp2_data_source *source, void *ud)
+{
+    sl_exchange *ex = source->ptr;
+    size_t left = ex->resp_body_len - ex->resp_off;
+    size_t n = left < length ? left : length;
+    if (n)
+        memcpy(buf, ex->resp.data + ex->resp_off, n);
+    ex->resp_off += n;
+    if (ex->resp_off == ex->resp_body_len) {
+        *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+        if (ex->ntrailers) {
+            nghttp2_nv nv[SL_HTTP_MAX_TRAILERS];
+            const uint8_t *b = ex->resp.data;
+            for (uint32_t i = 0; i < ex->ntrailers; i++) {
+                const sl_hdr_off *o = &ex->trailers[i];
+                nv[i] = (nghttp2_nv){(uint8_t *)b + o->name, (uint8_t *)b + o->value,
+                                     o->name_len, o->value_len, NGHTTP2_NV_FLAG_NONE};
+            }
+            *data_flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+            if (nghttp2_submit_trailer(ss, stream_id, nv, ex->ntrailers) != 0)
+                return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+        }
+    }
+    return (ssize_t)n;
+}
+
+static bool bad_field(const sl_http_header *hd)
+{
+    return hd->name_len == 0 || sl_http_hop_header(hd->name, hd->name_len) ||
+           hd->name[0] == ':';
+}
+
+static int h2_respond(void *owner, sl_exchange *ex, const sl_http_response *r)
+{
+    sl_h2 *h = owner;
+    nghttp2_nv nv[MAX_RESP_HEADERS + 2];
+    size_t n = 0;
+    char status[4] = {(char)('0' + r->status / 100), (char)('0' + r->status / 10 % 10),
+                      (char)('0' + r->status % 10), 0};
+    nv[n++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)status, 7, 3,
+                           NGHTTP2_NV_FLAG_NO_COPY_NAME};
+    for (size_t i = 0; i < r->nheaders && n < MAX_RESP_HEADERS; i++) {
+        const sl_http_header *hd = &r->headers[i];
+        if (bad_field(hd))
+            continue;
+        nv[n++] = (nghttp2_nv){(uint8_t *)hd->name, (uint8_t *)hd->value, hd->name_len,
+                               hd->value_len, NGHTTP2_NV_FLAG_NONE};
+    }
+    bool no_body = ex->is_head || r->status == 204 || r->status == 304;
+    size_t body_len = no_body ? 0 : r->body_len;
+    char lenbuf[24];
+    if (!r->ntrailers && r->status != 204) {
+        int k = 0;
+        char tmp[24];
+        size_t v = r->body_len;
+        do {
+            tmp[k++] = (char)('0' + v % 10);
+            v /= 10;
+        } while (v);
+        for (int i = 0; i < k; i++)
+            lenbuf[i] = tmp[k - 1 - i];
+        nv[n++] = (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)lenbuf, 14, (size_t)k,
+                               NGHTTP2_NV_FLAG_NO_COPY_NAME};
+    }
+
+    nghttp2_data_provider prd, *pp = NULL;
+    ex->ntrailers = 0;
+    if (body_len || r->ntrailers) {
+        sl_buf_reset(&ex->resp);
+        if (sl_buf_append(&ex->resp, r->body, body_len))
+            goto nomem;
+        for (size_t i = 0; i < r->ntrailers; i++) {
+            const sl_http_header *t = &r->trailers[i];
+            if (bad_field(t))
+                continue;
+            sl_hdr_off *o = &ex->trailers[ex->ntrailers];
+            o->name = (uint32_t)ex->resp.len;
+            o->name_len = (uint32_t)t->name_len;
+            if (sl_buf_append(&ex->resp, t->name, t->name_len))
+                goto nomem;
+            o->value = (uint32_t)ex->resp.len;
+            o->value_len = (uint32_t)t->value_len;
+            if (sl_buf_append(&ex->resp, t->value, t->value_len))
+                goto nomem;
+            ex->ntrailers++;
+        }
+        ex->resp_off = 0;
+        ex->resp_body_len = body_len;
+        prd.source.ptr = ex;
+        prd.read_callback = read_body;
+        pp = &prd;
+    }
+    /* The request is no longer needed: stop charging it to the connection. */
+    stop_receiving(h, ex);
+    release_held(h, ex);
+    if (nghttp2_submit_response(h->ss, ex->stream_id, nv, n, pp) != 0)
+        goto nomem;
+    sl_conn_request_wake(h->c);
+    return 0;
+nomem:
+    nghttp2_submit_rst_stream(h->ss, NGHTTP2_FLAG_NONE, ex->stream_id, NGHTTP2_INTERNAL_ERROR);
+    sl_conn_request_wake(h->c);
+    return -ENOMEM;
+}
+
+/* ---- driving ---- */
+
+static void dispatch_ready(sl_h2 *h)
+{
+    sl_conn *c = h->c;
+    while (h->rq_head) {
+        sl_exchange *ex = h->rq_head;
+        h->rq_head = ex->qnext;
+        if (!h->rq_head)
+            h->rq_tail = NULL;
+        ex->queued = false;
+        ex->qnext = NULL;
+        if (ex->stream_id == 0) {
+            /* The stream closed (RST_STREAM) before we got to it. */
+            sl_exchange_detach(ex);
+            sl_exchange_unref(ex);
+            continue;
+        }
+        c->completed++;
+        sl_net_stat_add(c->ctx, SL_NET_REQUESTS_H2, 1);
+        if (ex->req.grpc)
+            sl_net_stat_add(c->ctx, SL_NET_REQUESTS_GRPC, 1);
+        sl_exchange_finish_request(ex, SL_HTTP_2);
+        sl_exchange_dispatch(ex);
+    }
+}
+
+/* Move nghttp2's pending frames into the output, up to the high-water mark (the rest waits in
+ * nghttp2 until the socket drains). */
+static void send_out(sl_h2 *h)
+{
+    sl_conn *c = h->c;
+    while (c->out.len < c->ctx->lim.out_high_water) {
+        const uint8_t *p;
+        ssize_t n = nghttp2_session_mem_send(h->ss, &p);
+        if (n < 0) {
+            h->broken = true;
+            return;
+        }
+        if (n == 0)
+            return;
+        if (sl_buf_append(&c->out, p, (size_t)n)) {
+            c->fatal = true;
+            return;
+        }
+    }
+}
+
+sl_h2 *sl_h2_new(sl_conn *c)
+{
+    sl_h2 *h = calloc(1, sizeof *h);
+    if (!h)
+        return NULL;
+    h->c = c;
+    const sl_http_limits *lim = &c->ctx->lim;
+
+    nghttp2_session_callbacks *cbs;
+    if (nghttp2_session_callbacks_new(&cbs)) {
+        free(h);
+        return NULL;
+    }
+    nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, on_begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
+    nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(cbs, on_invalid_frame);
+
+    nghttp2_option *opt;
+    if (nghttp2_option_new(&opt)) {
+        nghttp2_session_callbacks_del(cbs);
+        free(h);
+        return NULL;
+    }
+    /* Closed streams kept for the RFC 7540 priority tree cost memory and time for nothing. */
+    nghttp2_option_set_no_closed_streams(opt, 1);
+    int rv = nghttp2_session_server_new2(&h->ss, cbs, h, opt);
+    nghttp2_option_del(opt);
+    nghttp2_session_callbacks_del(cbs);
+    if (rv) {
+        free(h);
+        return NULL;
+    }
+    nghttp2_settings_entry iv[] = {
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, lim->h2_max_streams},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, lim->h2_window},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE,
+         (uint32_t)(lim->max_header_bytes + 32 * (size_t)lim->max_headers)},
+        {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
+    };
+    if (nghttp2_submit_settings(h->ss, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]) ||
+        nghttp2_session_set_local_window_size(h->ss, NGHTTP2_FLAG_NONE, 0,
+                                              (int32_t)lim->h2_window)) {
+        nghttp2_session_del(h->ss);
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+void sl_h2_free(sl_h2 *h)
+{
+    if (!h)
+        return;
+    while (h->rq_head) { /* only if freed from inside a feed, which drivers do not do */
+        sl_exchange *ex = h->rq_head;
+        h->rq_head = ex->qnext;
+        ex->queued = false;
+        if (ex->stream_id == 0) {
+            sl_exchange_detach(ex);
+            sl_exchange_unref(ex);
+        }
+    }
+    while (h->all) {
+        sl_exchange *ex = h->all;
+        unlink_all(h, ex);
+        sl_exchange_detach(ex);
+        sl_exchange_unref(ex);
+    }
+    nghttp2_session_del(h->ss);
+    free(h);
+}
+
+void sl_h2_feed(sl_h2 *h, const char *p, size_t n)
+{
+    if (h->broken)
+        return;
+    ssize_t rv = nghttp2_session_mem_recv(h->ss, (const uint8_t *)p, n);
+    if (rv < 0) {
+        /* Bad preface, flood, or a callback failure: nghttp2 may still have a GOAWAY queued. */
+        sl_net_stat_add(h->c->ctx, SL_NET_PROTOCOL_ERRORS, 1);
+        h->broken = true;
+    }
+    dispatch_ready(h);
+    send_out(h);
+}
+
+void sl_h2_pump(sl_h2 *h)
+{
+    send_out(h);
+}
+
+void sl_h2_shutdown(sl_h2 *h)
+{
+    if (h->goaway || h->broken)
+        return;
+    h->goaway = true;
+    /* Streams up to the last one processed still get their answers; later ones are refused and
+     * the client may retry them elsewhere. */
+    nghttp2_submit_goaway(h->ss, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(h->ss),
+                          NGHTTP2_NO_ERROR, NULL, 0);
+    send_out(h);
+}
+
+void sl_h2_eof(sl_h2 *h)
+{
+    sl_h2_shutdown(h);
+}
+
+bool sl_h2_wants_read(const sl_h2 *h)
+{
+    return !h->broken && h->c->out.len < h->c->ctx->lim.out_high_water &&
+           nghttp2_session_want_read(h->ss);
+}
+
+bool sl_h2_done(const sl_h2 *h)
+{
+    if (h->broken)
+        return true;
+    return !nghttp2_session_want_read(h->ss) && !nghttp2_session_want_write(h->ss);
+}
+
+sl_conn_phase sl_h2_phase(const sl_h2 *h)
+{
+    if (h->receiving)
+        return SL_CONN_READING;
+    if (h->all)
+        return SL_CONN_BUSY;
+    return SL_CONN_IDLE;
+}

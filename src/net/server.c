@@ -1,0 +1,843 @@
+/*
+ * The libuv shell around the sans-I/O connections (see server.h).
+ *
+ * Per worker: a loop, a listening socket of the SO_REUSEPORT group (made here, then handed to
+ * uv_tcp_open: libuv 1.44 has no UV_TCP_REUSEPORT), one 64 KiB read buffer (a read is processed
+ * before the next one is allocated), a prepare handle that flushes connections whose answers
+ * arrived outside a read callback, and one ticking timer that walks per-phase timeout lists.
+ * Every connection sits in exactly one list (idle, reading, writing, lingering, busy); within a
+ * list all entries share one timeout and are appended when they enter, so the list is in deadline
+ * order and the tick only looks at heads.
+ *
+ * The async handle (shutdown requests and posted closures) is unreferenced, so the loop ends when
+ * everything else is closed; it is closed only in sl_server_free, after the threads are joined,
+ * which makes uv_async_send from a signal handler safe at any time before free.
+ */
+#include "net/server.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "net/conn.h"
+
+enum { TL_IDLE, TL_READING, TL_WRITING, TL_LINGER, TL_BUSY, TL_COUNT };
+
+#define READ_BUF_SIZE (64 * 1024)
+/* Output buffers above this are released once written, so one large answer does not pin
+ * memory for the connection's lifetime. */
+#define KEEP_OUT_BYTES (256 * 1024)
+#define WBUF_CAP ((size_t)64 << 20)
+
+typedef struct worker worker;
+typedef struct sconn sconn;
+
+struct sconn {
+    uv_tcp_t tcp;
+    worker *w;
+    sl_conn *c;
+    sl_buf wbuf;        /* bytes of the uv_write in flight */
+    size_t woff;        /* part of wbuf the socket took before uv_write */
+    uv_write_t wreq;
+    uv_shutdown_t sreq;
+    sconn *tprev, *tnext;
+    int tl;
+    uint64_t tstamp;
+    uint64_t tprog;
+    sconn *dnext;
+    uint64_t nwrites;
+    bool dirty, writing, reading, closing, shut, eof, counted;
+};
+
+typedef struct post_item {
+    struct post_item *next;
+    void (*fn)(void *ud);
+    void *ud;
+} post_item;
+
+typedef struct tlist {
+    sconn *head, *tail;
+} tlist;
+
+struct worker {
+    sl_server *srv;
+    int idx;
+    uv_loop_t loop;
+    uv_tcp_t listener;
+    uv_async_t async;
+    uv_prepare_t prepare;
+    uv_timer_t tick;
+    uv_timer_t drain_timer;
+    uv_thread_t thread;
+    bool loop_init, handles_init, thread_started;
+    bool draining, finished;
+    int listen_fd;
+    sl_http_ctx *ctx;
+    tlist lists[TL_COUNT];
+    uint32_t timeout[TL_COUNT];
+    sconn *dirty;
+    uint32_t nconns;
+    uv_mutex_t post_mu;
+    post_item *post_head, *post_tail;
+    bool post_closed;
+    char rbuf[READ_BUF_SIZE];
+};
+
+struct sl_server {
+    sl_server_config cfg;
+    int nworkers;
+    worker *workers;
+    uint16_t port;
+    _Atomic uint32_t open;
+    _Atomic int shutdown_req;
+    _Atomic uint32_t grace_ms;
+};
+
+void sl_server_config_defaults(sl_server_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->host = "0.0.0.0";
+    cfg->workers = 1;
+    cfg->backlog = 1024;
+    cfg->max_conns = 10000;
+    cfg->idle_timeout_ms = 60000;
+    cfg->read_timeout_ms = 30000;
+    cfg->write_timeout_ms = 30000;
+    cfg->linger_ms = 2000;
+    sl_http_limits_defaults(&cfg->limits);
+}
+
+/* ---- timeout lists ---- */
+
+static void tl_remove(worker *w, sconn *sc)
+{
+    if (sc->tl < 0)
+        return;
+    tlist *l = &w->lists[sc->tl];
+    if (sc->tprev)
+        sc->tprev->tnext = sc->tnext;
+    else
+        l->head = sc->tnext;
+    if (sc->tnext)
+        sc->tnext->tprev = sc->tprev;
+    else
+        l->tail = sc->tprev;
+    sc->tprev = sc->tnext = NULL;
+    sc->tl = -1;
+}
+
+static void tl_append(worker *w, sconn *sc, int which)
+{
+    tlist *l = &w->lists[which];
+    sc->tl = which;
+    sc->tstamp = uv_now(&w->loop);
+    sc->tnext = NULL;
+    sc->tprev = l->tail;
+    if (l->tail)
+        l->tail->tnext = sc;
+    else
+        l->head = sc;
+    l->tail = sc;
+}
+
+/* ---- connections ---- */
+
+static void maybe_finish(worker *w);
+
+static void on_closed(uv_handle_t *h)
+{
+    sconn *sc = h->data;
+    worker *w = sc->w;
+    if (sc->counted) {
+        atomic_fetch_sub(&w->srv->open, 1);
+        sl_net_stat_add(w->ctx, SL_NET_CONNS_OPEN, (uint64_t)-1);
+        w->nconns--;
+    }
+    sl_buf_free(&sc->wbuf);
+    free(sc);
+    maybe_finish(w);
+}
+
+static void close_now(sconn *sc)
+{
+    if (sc->closing)
+        return;
+    worker *w = sc->w;
+    sc->closing = true;
+    if (sc->dirty) {
+        for (sconn **pp = &w->dirty; *pp; pp = &(*pp)->dnext)
+            if (*pp == sc) {
+                *pp = sc->dnext;
+                break;
+            }
+        sc->dirty = false;
+    }
+    tl_remove(w, sc);
+    /* Detach the exchanges now, so handlers learn at once that the client is gone. */
+    sl_conn_free(sc->c);
+    sc->c = NULL;
+    uv_close((uv_handle_t *)&sc->tcp, on_closed);
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    sconn *sc = h->data;
+    buf->base = sc->w->rbuf;
+    buf->len = READ_BUF_SIZE;
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+static void conn_progress(sconn *sc);
+
+static void set_reading(sconn *sc, bool want)
+{
+    if (want == sc->reading)
+        return;
+    if (want) {
+        if (uv_read_start((uv_stream_t *)&sc->tcp, on_alloc, on_read) == 0)
+            sc->reading = true;
+    } else {
+        uv_read_stop((uv_stream_t *)&sc->tcp);
+        sc->reading = false;
+    }
+}
+
+static void on_shutdown(uv_shutdown_t *req, int status)
+{
+    sconn *sc = req->data;
+    if (sc->closing)
+        return;
+    if (status < 0 || sc->eof)
+        close_now(sc);
+}
+
+/* Everything is answered and written: send FIN, then read and drop until the client closes (or
+ * the linger timeout), so unread input does not turn our close into a reset that could destroy
+ * the last answer on its way. */
+static void begin_shut(sconn *sc)
+{
+    worker *w = sc->w;
+    if (sc->shut)
+        return;
+    sc->shut = true;
+    tl_remove(w, sc);
+    tl_append(w, sc, TL_LINGER);
+    sc->sreq.data = sc;
+    if (uv_shutdown(&sc->sreq, (uv_stream_t *)&sc->tcp, on_shutdown) != 0) {
+        close_now(sc);
+        return;
+    }
+    if (!sc->eof)
+        set_reading(sc, true);
+}
+
+static void on_write(uv_write_t *req, int status)
+{
+    sconn *sc = req->data;
+    worker *w = sc->w;
+    sc->writing = false;
+    sc->nwrites++;
+    if (sc->closing)
+        return;
+    if (status < 0) {
+        close_now(sc);
+        return;
+    }
+    sl_net_stat_add(w->ctx, SL_NET_BYTES_OUT, sc->wbuf.len - sc->woff);
+    if (sc->wbuf.alloc > KEEP_OUT_BYTES)
+        sl_buf_free(&sc->wbuf);
+    else
+        sl_buf_reset(&sc->wbuf);
+    sl_conn_pump(sc->c);
+    conn_progress(sc);
+}
+
+/* Write what the connection produced: straight to the socket when it takes it all (the common
+ * case), otherwise the rest goes to a queued uv_write and output keeps accumulating meanwhile. */
+static void flush(sconn *sc)
+{
+    if (sc->writing)
+        return;
+    sl_buf *out = sl_conn_out(sc->c);
+    if (!out->len)
+        return;
+    uv_buf_t b = uv_buf_init((char *)out->data, (unsigned)out->len);
+    int n = uv_try_write((uv_stream_t *)&sc->tcp, &b, 1);
+    if (n == UV_EAGAIN)
+        n = 0;
+    if (n < 0) {
+        close_now(sc);
+        return;
+    }
+    if ((size_t)n == out->len) {
+        sl_net_stat_add(sc->w->ctx, SL_NET_BYTES_OUT, (uint64_t)n);
+        if (out->alloc > KEEP_OUT_BYTES)
+            sl_buf_free(out);
+        else
+            sl_buf_reset(out);
+        return;
+    }
+    sl_net_stat_add(sc->w->ctx, SL_NET_BYTES_OUT, (uint64_t)n);
+    sl_buf tmp = sc->wbuf;
+    sc->wbuf = *out;
+    *out = tmp;
+    sl_buf_reset(out);
+    sc->woff = (size_t)n;
+    uv_buf_t rest = uv_buf_init((char *)sc->wbuf.data + n, (unsigned)(sc->wbuf.len - (size_t)n));
+    sc->wreq.data = sc;
+    if (uv_write(&sc->wreq, (uv_stream_t *)&sc->tcp, &rest, 1, on_write) != 0) {
+        close_now(sc);
+        return;
+    }
+    sc->writing = true;
+}
+
+static void timer_update(sconn *sc)
+{
+    worker *w = sc->w;
+    int want;
+    uint64_t prog;
+    if (sc->shut)
+        return; /* stays in LINGER */
+    if (sc->writing) {
+        want = TL_WRITING;
+        prog = sc->nwrites;
+    } else {
+        sl_conn_phase ph = sl_conn_phase_get(sc->c);
+        want = ph == SL_CONN_IDLE ? TL_IDLE : ph == SL_CONN_READING ? TL_READING : TL_BUSY;
+        prog = sc->c->completed;
+    }
+    if (want != sc->tl || prog != sc->tprog) {
+        tl_remove(w, sc);
+        tl_append(w, sc, want);
+        sc->tprog = prog;
+    }
+}
+
+/* After any event on a connection: write, decide on reading, closing and its timeout. */
+static void conn_progress(sconn *sc)
+{
+    if (sc->closing)
+        return;
+    flush(sc);
+    if (sc->closing)
+        return;
+    sl_conn *c = sc->c;
+    if (sc->shut)
+        return;
+    if (c->fatal) {
+        close_now(sc);
+        return;
+    }
+    if (sl_conn_done(c)) {
+        if (!sc->writing && !sl_conn_out(c)->len)
+            begin_shut(sc);
+        else
+            set_reading(sc, false);
+        return;
+    }
+    set_reading(sc, !sc->eof && sl_conn_wants_read(c));
+    timer_update(sc);
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    sconn *sc = s->data;
+    if (sc->closing)
+        return;
+    if (nread > 0) {
+        sl_net_stat_add(sc->w->ctx, SL_NET_BYTES_IN, (uint64_t)nread);
+        if (sc->shut)
+            return; /* lingering: dropped */
+        sl_conn_feed(sc->c, buf->base, (size_t)nread);
+        conn_progress(sc);
+        return;
+    }
+    if (nread == 0)
+        return;
+    if (nread == UV_EOF && !sc->shut) {
+        sc->eof = true;
+        set_reading(sc, false);
+        sl_conn_eof(sc->c);
+        conn_progress(sc);
+        return;
+    }
+    close_now(sc);
+}
+
+static void on_wake(void *ud)
+{
+    sconn *sc = ud;
+    if (sc->dirty || sc->closing)
+        return;
+    sc->dirty = true;
+    sc->dnext = sc->w->dirty;
+    sc->w->dirty = sc;
+}
+
+static void on_prepare(uv_prepare_t *p)
+{
+    worker *w = p->data;
+    while (w->dirty) {
+        sconn *sc = w->dirty;
+        w->dirty = sc->dnext;
+        sc->dirty = false;
+        sc->dnext = NULL;
+        if (sc->closing)
+            continue;
+        sl_conn_pump(sc->c);
+        conn_progress(sc);
+    }
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    worker *w = server->data;
+    sl_server *srv = w->srv;
+    if (status < 0)
+        return;
+    sconn *sc = calloc(1, sizeof *sc);
+    if (!sc)
+        return;
+    sc->w = w;
+    sc->tl = -1;
+    sl_buf_init(&sc->wbuf, WBUF_CAP);
+    uv_tcp_init(&w->loop, &sc->tcp);
+    sc->tcp.data = sc;
+    if (uv_accept(server, (uv_stream_t *)&sc->tcp) != 0 || w->draining) {
+        sc->closing = true;
+        uv_close((uv_handle_t *)&sc->tcp, on_closed);
+        return;
+    }
+    if (atomic_fetch_add(&srv->open, 1) >= srv->cfg.max_conns) {
+        atomic_fetch_sub(&srv->open, 1);
+        sl_net_stat_add(w->ctx, SL_NET_CONNS_REFUSED, 1);
+        sc->closing = true;
+        uv_close((uv_handle_t *)&sc->tcp, on_closed);
+        return;
+    }
+    sc->counted = true;
+    w->nconns++;
+    sl_net_stat_add(w->ctx, SL_NET_CONNS_ACCEPTED, 1);
+    sl_net_stat_add(w->ctx, SL_NET_CONNS_OPEN, 1);
+    uv_tcp_nodelay(&sc->tcp, 1);
+    struct sockaddr_storage peer;
+    int plen = sizeof peer;
+    bool have = uv_tcp_getpeername(&sc->tcp, (struct sockaddr *)&peer, &plen) == 0;
+    sc->c = sl_conn_new(w->ctx, have ? (struct sockaddr *)&peer : NULL, on_wake, sc);
+    if (!sc->c) {
+        sc->closing = true;
+        uv_close((uv_handle_t *)&sc->tcp, on_closed);
+        return;
+    }
+    tl_append(w, sc, TL_READING);
+    set_reading(sc, true);
+    if (!sc->reading)
+        close_now(sc);
+}
+
+/* ---- worker ---- */
+
+static void on_tick(uv_timer_t *t)
+{
+    worker *w = t->data;
+    uint64_t now = uv_now(&w->loop);
+    sl_http_ctx_resync_clock(w->ctx);
+    for (int l = 0; l < TL_COUNT; l++) {
+        uint32_t to = w->timeout[l];
+        if (!to)
+            continue;
+        sconn *sc;
+        while ((sc = w->lists[l].head) && sc->tstamp + to <= now) {
+            sl_net_stat_add(w->ctx, SL_NET_CONNS_TIMED_OUT, 1);
+            if (l == TL_IDLE) {
+                /* Politely: GOAWAY on HTTP/2, then the usual FIN and linger. */
+                sl_conn_shutdown(sc->c);
+                conn_progress(sc);
+            }
+            if (!sc->closing && sc->tl == l && w->lists[l].head == sc)
+                close_now(sc);
+        }
+    }
+}
+
+static void for_each_conn(worker *w, void (*fn)(sconn *sc))
+{
+    size_t n = 0;
+    for (int l = 0; l < TL_COUNT; l++)
+        for (sconn *sc = w->lists[l].head; sc; sc = sc->tnext)
+            n++;
+    if (!n)
+        return;
+    sconn **all = malloc(n * sizeof *all);
+    if (!all) {
+        /* Out of memory while draining: close as we walk (close_now unlinks the head). */
+        for (int l = 0; l < TL_COUNT; l++)
+            while (w->lists[l].head)
+                close_now(w->lists[l].head);
+        return;
+    }
+    size_t i = 0;
+    for (int l = 0; l < TL_COUNT; l++)
+        for (sconn *sc = w->lists[l].head; sc; sc = sc->tnext)
+            all[i++] = sc;
+    for (i = 0; i < n; i++)
+        fn(all[i]);
+    free(all);
+}
+
+static void drain_one(sconn *sc)
+{
+    if (sc->closing)
+        return;
+    sl_conn_shutdown(sc->c);
+    conn_progress(sc);
+}
+
+static void on_drain_timeout(uv_timer_t *t)
+{
+    worker *w = t->data;
+    for_each_conn(w, close_now);
+}
+
+static void run_posts(worker *w, bool close)
+{
+    uv_mutex_lock(&w->post_mu);
+    post_item *p = w->post_head;
+    w->post_head = w->post_tail = NULL;
+    if (close)
+        w->post_closed = true;
+    uv_mutex_unlock(&w->post_mu);
+    while (p) {
+        post_item *n = p->next;
+        p->fn(p->ud);
+        free(p);
+        p = n;
+    }
+}
+
+static void maybe_finish(worker *w)
+{
+    if (!w->draining || w->finished || w->nconns)
+        return;
+    w->finished = true;
+    uv_close((uv_handle_t *)&w->tick, NULL);
+    uv_close((uv_handle_t *)&w->drain_timer, NULL);
+    uv_close((uv_handle_t *)&w->prepare, NULL);
+    run_posts(w, true);
+    if (w->srv->cfg.on_worker_stop)
+        w->srv->cfg.on_worker_stop(w->srv->cfg.hooks_ud, w->idx, &w->loop);
+}
+
+static void start_drain(worker *w)
+{
+    w->draining = true;
+    uv_close((uv_handle_t *)&w->listener, NULL);
+    uv_timer_start(&w->drain_timer, on_drain_timeout, atomic_load(&w->srv->grace_ms), 0);
+    for_each_conn(w, drain_one);
+    maybe_finish(w);
+}
+
+static void on_async(uv_async_t *a)
+{
+    worker *w = a->data;
+    /* Drain first: a closure posted after sl_server_shutdown must see the draining state. */
+    if (atomic_load(&w->srv->shutdown_req) && !w->draining)
+        start_drain(w);
+    if (!w->finished)
+        run_posts(w, false);
+}
+
+static void worker_main(void *arg)
+{
+    worker *w = arg;
+    sl_server *srv = w->srv;
+    if (srv->cfg.on_worker_start)
+        srv->cfg.on_worker_start(srv->cfg.hooks_ud, w->idx, &w->loop);
+    uv_run(&w->loop, UV_RUN_DEFAULT);
+}
+
+/* ---- setup ---- */
+
+static int make_listener(const struct sockaddr *sa, socklen_t len, int backlog)
+{
+    int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    int one = 1;
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) ||
+        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) || bind(fd, sa, len) ||
+        listen(fd, backlog)) {
+        int e = -errno;
+        close(fd);
+        return e;
+    }
+    return fd;
+}
+
+/* SO_REUSEPORT lets any socket of the same user join the port, so a second server started on a
+ * taken port would silently share it. A plain bind first tells whether the port is free. */
+static int probe_free(const struct sockaddr *sa, socklen_t len)
+{
+    int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    int one = 1, rc = 0;
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) || bind(fd, sa, len))
+        rc = -errno;
+    close(fd);
+    return rc;
+}
+
+static int worker_init(worker *w)
+{
+    sl_server *srv = w->srv;
+    const sl_server_config *cfg = &srv->cfg;
+    int rc = uv_loop_init(&w->loop);
+    if (rc)
+        return rc;
+    w->loop_init = true;
+    w->ctx = sl_http_ctx_new(&cfg->limits, cfg->handler, cfg->handler_ud);
+    if (!w->ctx)
+        return -ENOMEM;
+    sl_http_ctx_attach_loop(w->ctx, &w->loop, w->idx);
+    if ((rc = uv_mutex_init(&w->post_mu)))
+        return rc;
+    w->timeout[TL_IDLE] = cfg->idle_timeout_ms;
+    w->timeout[TL_READING] = cfg->read_timeout_ms;
+    w->timeout[TL_WRITING] = cfg->write_timeout_ms;
+    w->timeout[TL_LINGER] = cfg->linger_ms;
+    w->timeout[TL_BUSY] = 0;
+    uint32_t tick = 1000;
+    for (int l = 0; l < TL_COUNT; l++)
+        if (w->timeout[l] && w->timeout[l] / 4 < tick)
+            tick = w->timeout[l] / 4;
+    if (tick < 5)
+        tick = 5;
+
+    uv_tcp_init(&w->loop, &w->listener);
+    w->listener.data = w;
+    uv_async_init(&w->loop, &w->async, on_async);
+    w->async.data = w;
+    uv_unref((uv_handle_t *)&w->async);
+    uv_prepare_init(&w->loop, &w->prepare);
+    w->prepare.data = w;
+    uv_prepare_start(&w->prepare, on_prepare);
+    uv_unref((uv_handle_t *)&w->prepare);
+    uv_timer_init(&w->loop, &w->tick);
+    w->tick.data = w;
+    uv_timer_start(&w->tick, on_tick, tick, tick);
+    uv_timer_init(&w->loop, &w->drain_timer);
+    w->drain_timer.data = w;
+    w->handles_init = true;
+
+    if ((rc = uv_tcp_open(&w->listener, w->listen_fd)))
+        return rc;
+    w->listen_fd = -1; /* owned by the handle now */
+    return uv_listen((uv_stream_t *)&w->listener, cfg->backlog, on_connection);
+}
+
+/* Close whatever a worker has and release it (the loop is not running). */
+static void worker_teardown(worker *w)
+{
+    if (w->listen_fd >= 0)
+        close(w->listen_fd);
+    if (w->handles_init) {
+        uv_handle_t *hs[] = {(uv_handle_t *)&w->listener, (uv_handle_t *)&w->async,
+                             (uv_handle_t *)&w->prepare, (uv_handle_t *)&w->tick,
+                             (uv_handle_t *)&w->drain_timer};
+        for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
+            if (!uv_is_closing(hs[i]))
+                uv_close(hs[i], NULL);
+        uv_run(&w->loop, UV_RUN_DEFAULT);
+        uv_mutex_destroy(&w->post_mu);
+    }
+    if (w->loop_init)
+        uv_loop_close(&w->loop);
+    sl_http_ctx_free(w->ctx);
+    post_item *p = w->post_head;
+    while (p) {
+        post_item *n = p->next;
+        free(p);
+        p = n;
+    }
+}
+
+int sl_server_start(sl_server **out, const sl_server_config *cfg_in)
+{
+    *out = NULL;
+    if (!cfg_in || !cfg_in->handler)
+        return -EINVAL;
+    sl_server_config d;
+    sl_server_config_defaults(&d);
+    sl_server *srv = calloc(1, sizeof *srv);
+    if (!srv)
+        return -ENOMEM;
+    srv->cfg = *cfg_in;
+    sl_server_config *cfg = &srv->cfg;
+    if (!cfg->host)
+        cfg->host = d.host;
+    if (cfg->workers <= 0)
+        cfg->workers = 1;
+    if (cfg->backlog <= 0)
+        cfg->backlog = d.backlog;
+    if (!cfg->max_conns)
+        cfg->max_conns = d.max_conns;
+
+    struct sockaddr_storage ss;
+    socklen_t slen;
+    if (uv_ip4_addr(cfg->host, cfg->port, (struct sockaddr_in *)&ss) == 0) {
+        slen = sizeof(struct sockaddr_in);
+    } else if (uv_ip6_addr(cfg->host, cfg->port, (struct sockaddr_in6 *)&ss) == 0) {
+        slen = sizeof(struct sockaddr_in6);
+    } else {
+        free(srv);
+        return -EINVAL;
+    }
+
+    srv->nworkers = cfg->workers;
+    srv->workers = calloc((size_t)srv->nworkers, sizeof *srv->workers);
+    if (!srv->workers) {
+        free(srv);
+        return -ENOMEM;
+    }
+    int rc = cfg->port ? probe_free((struct sockaddr *)&ss, slen) : 0;
+    for (int i = 0; i < srv->nworkers; i++) {
+        worker *w = &srv->workers[i];
+        w->srv = srv;
+        w->idx = i;
+        w->listen_fd = -1;
+    }
+    for (int i = 0; i < srv->nworkers && !rc; i++) {
+        int fd = make_listener((struct sockaddr *)&ss, slen, cfg->backlog);
+        if (fd < 0) {
+            rc = fd;
+            break;
+        }
+        srv->workers[i].listen_fd = fd;
+        if (i == 0) {
+            /* With port 0 the kernel picked one: the other workers join that port. */
+            struct sockaddr_storage b;
+            socklen_t bl = sizeof b;
+            if (getsockname(fd, (struct sockaddr *)&b, &bl)) {
+                rc = -errno;
+                break;
+            }
+            uint16_t port = b.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&b)->sin6_port
+                                                    : ((struct sockaddr_in *)&b)->sin_port;
+            if (ss.ss_family == AF_INET6)
+                ((struct sockaddr_in6 *)&ss)->sin6_port = port;
+            else
+                ((struct sockaddr_in *)&ss)->sin_port = port;
+            srv->port = ntohs(port);
+        }
+    }
+    for (int i = 0; i < srv->nworkers && !rc; i++)
+        rc = worker_init(&srv->workers[i]);
+    for (int i = 0; i < srv->nworkers && !rc; i++) {
+        worker *w = &srv->workers[i];
+        rc = uv_thread_create(&w->thread, worker_main, w);
+        if (!rc)
+            w->thread_started = true;
+    }
+    if (rc) {
+        sl_server_shutdown(srv, 0);
+        sl_server_wait(srv);
+        sl_server_free(srv);
+        return rc;
+    }
+    *out = srv;
+    return 0;
+}
+
+uint16_t sl_server_port(const sl_server *srv)
+{
+    return srv->port;
+}
+
+int sl_server_workers(const sl_server *srv)
+{
+    return srv->nworkers;
+}
+
+uv_loop_t *sl_server_loop(sl_server *srv, int worker)
+{
+    if (worker < 0 || worker >= srv->nworkers)
+        return NULL;
+    return &srv->workers[worker].loop;
+}
+
+void sl_server_shutdown(sl_server *srv, uint32_t grace_ms)
+{
+    int expected = 0;
+    if (atomic_compare_exchange_strong(&srv->shutdown_req, &expected, 1))
+        atomic_store(&srv->grace_ms, grace_ms);
+    else
+        return;
+    for (int i = 0; i < srv->nworkers; i++)
+        if (srv->workers[i].handles_init)
+            uv_async_send(&srv->workers[i].async);
+}
+
+int sl_server_wait(sl_server *srv)
+{
+    int rc = 0;
+    for (int i = 0; i < srv->nworkers; i++) {
+        worker *w = &srv->workers[i];
+        if (w->thread_started) {
+            int r = uv_thread_join(&w->thread);
+            if (r && !rc)
+                rc = r;
+            w->thread_started = false;
+        }
+    }
+    return rc;
+}
+
+void sl_server_free(sl_server *srv)
+{
+    if (!srv)
+        return;
+    for (int i = 0; i < srv->nworkers; i++)
+        worker_teardown(&srv->workers[i]);
+    free(srv->workers);
+    free(srv);
+}
+
+int sl_server_post(sl_server *srv, int worker_idx, void (*fn)(void *ud), void *ud)
+{
+    if (!fn || worker_idx < 0 || worker_idx >= srv->nworkers)
+        return -EINVAL;
+    worker *w = &srv->workers[worker_idx];
+    post_item *p = malloc(sizeof *p);
+    if (!p)
+        return -ENOMEM;
+    p->next = NULL;
+    p->fn = fn;
+    p->ud = ud;
+    uv_mutex_lock(&w->post_mu);
+    if (w->post_closed) {
+        uv_mutex_unlock(&w->post_mu);
+        free(p);
+        return -ESHUTDOWN;
+    }
+    if (w->post_tail)
+        w->post_tail->next = p;
+    else
+        w->post_head = p;
+    w->post_tail = p;
+    uv_mutex_unlock(&w->post_mu);
+    uv_async_send(&w->async);
+    return 0;
+}
+
+void sl_server_stats(const sl_server *srv, sl_net_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < srv->nworkers; i++)
+        if (srv->workers[i].ctx)
+            sl_http_ctx_stats(srv->workers[i].ctx, out);
+}

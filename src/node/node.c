@@ -1,0 +1,566 @@
+/*
+ * A sluice node (include/sluice/node.h): builds the parts from sl_options and owns their lives.
+ *
+ *   options -> logger, metrics, engine, router, service, server (worker loops)
+ *
+ * Worker 0's loop also runs the engine's active expiry (bounded work per tick). The node's own
+ * metrics (keys held, decisions, connections) are collectors that read the engine's and the
+ * server's counters at render time, so the hot paths keep no extra counters for them.
+ */
+#include "sluice/node.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster/router.h"
+#include "config/config.h"
+#include "config/quotasrc.h"
+#include "core/log.h"
+#include "core/metrics.h"
+#include "net/server.h"
+#include "node/service.h"
+#include "sluice/clock.h"
+
+/* How often worker 0 runs active expiry; each run examines at most gc-max-work slots. */
+#define EXPIRY_TICK_MS 100
+
+struct sl_node {
+    sl_options opts;
+    sl_logger log;
+    sl_metrics *metrics;
+    sl_engine *engine;
+    sl_router *router;
+    sl_service *service;
+    sl_server *server;
+    sl_quotasrc *quotas;   /* Levee quotas (file or etcd); NULL when neither is configured */
+    uv_timer_t expiry_timer;
+    bool expiry_started;
+};
+
+/* ---- address parsing ----------------------------------------------------------------------- */
+
+/* "host:port" or "[v6]:port" into host (numeric) and port. */
+static int split_addr(const char *addr, char *host, size_t hostlen, uint16_t *port)
+{
+    const char *colon;
+    const char *h = addr;
+    size_t hl;
+    if (addr[0] == '[') {
+        const char *end = strchr(addr, ']');
+        if (!end || end[1] != ':')
+            return -EINVAL;
+        h = addr + 1;
+        hl = (size_t)(end - h);
+        colon = end + 1;
+    } else {
+        colon = strrchr(addr, ':');
+        if (!colon)
+            return -EINVAL;
+        hl = (size_t)(colon - addr);
+    }
+    if (hl == 0 || hl >= hostlen)
+        return -EINVAL;
+    char *endp;
+    long p = strtol(colon + 1, &endp, 10);
+    if (*endp || p < 0 || p > 65535 || endp == colon + 1)
+        return -EINVAL;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    if (!strcmp(host, "localhost"))
+        snprintf(host, hostlen, "127.0.0.1");
+    *port = (uint16_t)p;
+    return 0;
+}
+
+/* ---- metrics collectors -------------------------------------------------------------------- */
+
+static void collect_engine_gauges(void *arg, sl_metrics_sink *sink)
+{
+    sl_engine_stats st;
+    sl_engine_stats_get(arg, &st);
+    const char *v[1];
+    v[0] = "keys";
+    sl_metrics_sink_emit(sink, v, 1, (double)st.keys);
+    v[0] = "capacity";
+    sl_metrics_sink_emit(sink, v, 1, (double)st.capacity);
+}
+
+static void collect_engine_bytes(void *arg, sl_metrics_sink *sink)
+{
+    sl_engine_stats st;
+    sl_engine_stats_get(arg, &st);
+    sl_metrics_sink_emit(sink, NULL, 0, (double)st.bytes);
+}
+
+static void collect_engine_removals(void *arg, sl_metrics_sink *sink)
+{
+    sl_engine_stats st;
+    sl_engine_stats_get(arg, &st);
+    const char *v[1] = {"evicted"};
+    sl_metrics_sink_emit(sink, v, 1, (double)st.evictions);
+    v[0] = "expired";
+    sl_metrics_sink_emit(sink, v, 1, (double)st.expirations);
+}
+
+static void collect_item_errors(void *arg, sl_metrics_sink *sink)
+{
+    sl_engine_stats st;
+    sl_engine_stats_get(arg, &st);
+    sl_metrics_sink_emit(sink, NULL, 0, (double)st.errors);
+}
+
+static void collect_decisions(void *arg, sl_metrics_sink *sink)
+{
+    sl_engine_stats st;
+    sl_engine_stats_get(arg, &st);
+    static const char *const status[2] = {"UNDER_LIMIT", "OVER_LIMIT"};
+    for (int a = 0; a < SL_ALGORITHM_COUNT; a++) {
+        const char *name = sl_algorithm_name(a);
+        for (int s = 0; s < 2; s++) {
+            const char *v[2] = {name ? name : "unknown", status[s]};
+            sl_metrics_sink_emit(sink, v, 2, (double)st.decisions[a][s]);
+        }
+    }
+}
+
+static void collect_conns_open(void *arg, sl_metrics_sink *sink)
+{
+    sl_net_stats st;
+    sl_server_stats(arg, &st);
+    sl_metrics_sink_emit(sink, NULL, 0, (double)st.conns_open);
+}
+
+static void collect_conns(void *arg, sl_metrics_sink *sink)
+{
+    sl_net_stats st;
+    sl_server_stats(arg, &st);
+    const char *v[1] = {"accepted"};
+    sl_metrics_sink_emit(sink, v, 1, (double)st.conns_accepted);
+    v[0] = "refused";
+    sl_metrics_sink_emit(sink, v, 1, (double)st.conns_refused);
+    v[0] = "timed_out";
+    sl_metrics_sink_emit(sink, v, 1, (double)st.conns_timed_out);
+}
+
+static void collect_requests(void *arg, sl_metrics_sink *sink)
+{
+    sl_net_stats st;
+    sl_server_stats(arg, &st);
+    const char *v[1] = {"http1"};
+    sl_metrics_sink_emit(sink, v, 1, (double)st.requests_h1);
+    v[0] = "http2";
+    sl_metrics_sink_emit(sink, v, 1, (double)st.requests_h2);
+}
+
+static void collect_protocol_errors(void *arg, sl_metrics_sink *sink)
+{
+    sl_net_stats st;
+    sl_server_stats(arg, &st);
+    sl_metrics_sink_emit(sink, NULL, 0, (double)st.protocol_errors);
+}
+
+static void collect_bytes(void *arg, sl_metrics_sink *sink)
+{
+    sl_net_stats st;
+    sl_server_stats(arg, &st);
+    const char *v[1] = {"in"};
+    sl_metrics_sink_emit(sink, v, 1, (double)st.bytes_in);
+    v[0] = "out";
+    sl_metrics_sink_emit(sink, v, 1, (double)st.bytes_out);
+}
+
+static int register_engine_metrics(sl_node *n)
+{
+    struct {
+        sl_metrics_type type;
+        const char *name, *help, *labels;
+        sl_metrics_collect_fn fn;
+    } c[] = {
+        {SL_METRICS_GAUGE, "sluice_keys", "Keys held by the engine (kind=keys) and slots allocated "
+                                          "(kind=capacity).", "kind", collect_engine_gauges},
+        {SL_METRICS_GAUGE, "sluice_store_bytes", "Bytes held by the key store.", NULL,
+         collect_engine_bytes},
+        {SL_METRICS_COUNTER, "sluice_keys_removed_total",
+         "Keys removed: evicted because the store was full, or expired.", "reason",
+         collect_engine_removals},
+        {SL_METRICS_COUNTER, "sluice_item_errors_total",
+         "Rate-limit items answered with a per-item error (bad input).", NULL,
+         collect_item_errors},
+        {SL_METRICS_COUNTER, "sluice_decisions_total", "Decisions by algorithm and status.",
+         "algorithm,status", collect_decisions},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        int rc = sl_metrics_collector(n->metrics, c[i].type, c[i].name, c[i].help, c[i].labels,
+                                      c[i].fn, n->engine);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static int register_server_metrics(sl_node *n)
+{
+    struct {
+        sl_metrics_type type;
+        const char *name, *help, *labels;
+        sl_metrics_collect_fn fn;
+    } c[] = {
+        {SL_METRICS_GAUGE, "sluice_connections_open", "Client connections open now.", NULL,
+         collect_conns_open},
+        {SL_METRICS_COUNTER, "sluice_connections_total",
+         "Connections accepted, refused (over --max-conns) and closed for a timeout.", "event",
+         collect_conns},
+        {SL_METRICS_COUNTER, "sluice_http_requests_total", "Requests by HTTP version.",
+         "protocol", collect_requests},
+        {SL_METRICS_COUNTER, "sluice_protocol_errors_total",
+         "Malformed HTTP/1.1, HTTP/2 protocol errors and limit violations.", NULL,
+         collect_protocol_errors},
+        {SL_METRICS_COUNTER, "sluice_network_bytes_total", "Bytes received and sent.",
+         "direction", collect_bytes},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        int rc = sl_metrics_collector(n->metrics, c[i].type, c[i].name, c[i].help, c[i].labels,
+                                      c[i].fn, n->server);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* ---- Levee quotas -------------------------------------------------------------------------- */
+
+/* HealthCheck: unhealthy until the quotas have been read once; once loaded, a lost etcd only
+ * degrades (the node keeps deciding on the last known quotas), which the message says. */
+static bool quota_health(void *ud, char *why, size_t why_len)
+{
+    sl_quotasrc_status st;
+    sl_quotasrc_status_get(ud, &st);
+    if (!st.loaded) {
+        snprintf(why, why_len, "quotas not loaded from %s%s%s", st.endpoint,
+                 st.last_error[0] ? ": " : "", st.last_error);
+        return false;
+    }
+    return true;
+}
+
+static int start_quotas(sl_node *n, char *err, size_t errlen)
+{
+    sl_options *o = &n->opts;
+    if (o->storage_addrs.n == 0 && !(o->quota_file && o->quota_file[0]))
+        return 0;
+    const char *eps[64];
+    size_t neps = o->storage_addrs.n < 64 ? o->storage_addrs.n : 64;
+    for (size_t i = 0; i < neps; i++)
+        eps[i] = o->storage_addrs.items[i];
+    sl_quotasrc_config qc = {
+        .etcd_endpoints = eps,
+        .n_endpoints = neps,
+        .prefix = o->storage_prefix,
+        .quota_file = o->quota_file,
+        .request_timeout_ms = o->storage_timeout_ns / 1000000,
+        .log = &n->log,
+    };
+    int rc = sl_quotasrc_new(&qc, &n->quotas);
+    if (rc) {
+        snprintf(err, errlen, "quotas: %s", strerror(-rc));
+        return rc;
+    }
+    if (neps && sl_quotasrc_wait_loaded(n->quotas, 2000) == -ETIMEDOUT)
+        sl_log_warn(&n->log, "etcd not reached yet; /attempt answers 500 until quotas load");
+    return sl_quotasrc_register_metrics(n->quotas, n->metrics);
+}
+
+/* ---- worker hooks -------------------------------------------------------------------------- */
+
+static void expiry_tick(uv_timer_t *t)
+{
+    sl_node *n = t->data;
+    sl_engine_expire(n->engine, sl_wall_ms(), (size_t)n->opts.gc_max_work);
+}
+
+static void on_worker_start(void *ud, int worker, uv_loop_t *loop)
+{
+    sl_node *n = ud;
+    sl_metrics_bind_thread((unsigned)worker);
+    if (worker == 0) {
+        uv_timer_init(loop, &n->expiry_timer);
+        n->expiry_timer.data = n;
+        uv_timer_start(&n->expiry_timer, expiry_tick, EXPIRY_TICK_MS, EXPIRY_TICK_MS);
+        n->expiry_started = true;
+    }
+}
+
+static void on_worker_stop(void *ud, int worker, uv_loop_t *loop)
+{
+    sl_node *n = ud;
+    (void)loop;
+    sl_service_worker_stop(n->service, worker);
+    if (worker == 0 && n->expiry_started) {
+        uv_timer_stop(&n->expiry_timer);
+        uv_close((uv_handle_t *)&n->expiry_timer, NULL);
+    }
+}
+
+/* ---- lifecycle ----------------------------------------------------------------------------- */
+
+static int build(sl_node *n, char *err, size_t errlen)
+{
+    sl_options *o = &n->opts;
+    sl_log_init(&n->log, NULL, sl_log_level_for_verbose(o->verbose), o->instance_id);
+
+    char host[128];
+    uint16_t port;
+    if (split_addr(o->listen_addr, host, sizeof host, &port)) {
+        snprintf(err, errlen, "listen-addr '%s' is not host:port", o->listen_addr);
+        return -EINVAL;
+    }
+
+    sl_metrics_config mc;
+    sl_metrics_config_default(&mc);
+    while (mc.shards < (unsigned)o->workers + 1)
+        mc.shards *= 2;
+    int rc = sl_metrics_new(&mc, &n->metrics);
+    if (rc) {
+        snprintf(err, errlen, "metrics: %s", strerror(-rc));
+        return rc;
+    }
+
+    sl_engine_config ec;
+    sl_engine_config_default(&ec);
+    ec.max_keys = (size_t)o->gc_max_keys;
+    ec.shards = (unsigned)o->shards;
+    ec.max_log_limit = o->max_log_limit;
+    ec.max_sub_windows = (int32_t)o->max_sub_windows;
+    rc = sl_engine_new(&ec, &n->engine);
+    if (rc) {
+        snprintf(err, errlen, "engine: %s", strerror(-rc));
+        return rc;
+    }
+    if ((rc = register_engine_metrics(n))) {
+        snprintf(err, errlen, "metrics: %s", strerror(-rc));
+        return rc;
+    }
+
+    sl_router_config rcfg = {.engine = n->engine};
+    if ((rc = sl_router_new(&rcfg, &n->router))) {
+        snprintf(err, errlen, "router: %s", strerror(-rc));
+        return rc;
+    }
+
+    if ((rc = start_quotas(n, err, errlen)))
+        return rc;
+
+    sl_service_config scfg = {
+        .engine = n->engine,
+        .router = n->router,
+        .metrics = n->metrics,
+        .log = &n->log,
+        .workers = (int)o->workers,
+        .advertise_addr = o->advertise_addr,
+        .quotas = n->quotas,
+    };
+    if (n->quotas) {
+        scfg.health = quota_health;
+        scfg.health_ud = n->quotas;
+    }
+    sl_levee_config_default(&scfg.levee);
+    scfg.levee.no_quota = (sl_levee_no_quota)o->no_quota;
+    scfg.levee.log = &n->log;
+    sl_gub_config_default(&scfg.gub);
+    scfg.gub.max_msg = (size_t)o->max_body_bytes;
+    scfg.gub.json.max_body = (size_t)o->max_body_bytes;
+    scfg.gub.max_items = (size_t)o->max_batch;
+    if ((rc = sl_service_new(&scfg, &n->service))) {
+        snprintf(err, errlen, "service: %s", strerror(-rc));
+        return rc;
+    }
+
+    sl_server_config sv;
+    sl_server_config_defaults(&sv);
+    sv.host = host;
+    sv.port = port;
+    sv.workers = (int)o->workers;
+    sv.max_conns = (uint32_t)o->max_conns;
+    sv.idle_timeout_ms = (uint32_t)(o->idle_timeout_ns / 1000000);
+    sv.read_timeout_ms = (uint32_t)(o->read_timeout_ns / 1000000);
+    sv.limits.max_header_bytes = (size_t)o->max_header_bytes;
+    sv.limits.max_body_bytes = (size_t)o->max_body_bytes + 64; /* gRPC framing and slack */
+    sv.limits.h2_max_streams = (uint32_t)o->max_streams;
+    sv.handler = sl_service_handle;
+    sv.handler_ud = n->service;
+    sv.on_worker_start = on_worker_start;
+    sv.on_worker_stop = on_worker_stop;
+    sv.hooks_ud = n;
+    if ((rc = sl_server_start(&n->server, &sv))) {
+        snprintf(err, errlen, "listen on %s: %s", o->listen_addr, strerror(-rc));
+        return rc;
+    }
+    if ((rc = register_server_metrics(n))) {
+        snprintf(err, errlen, "metrics: %s", strerror(-rc));
+        return rc;
+    }
+    sl_log_info(&n->log, "listening addr=%s:%u workers=%d max-keys=%lld", host,
+                sl_server_port(n->server), (int)o->workers, (long long)o->gc_max_keys);
+    return 0;
+}
+
+static int node_start_options(sl_node *n, char *err, size_t errlen)
+{
+    int rc = build(n, err, errlen);
+    if (rc) {
+        if (n->server) {
+            sl_server_shutdown(n->server, 0);
+            sl_server_wait(n->server);
+        }
+    }
+    return rc;
+}
+
+int sl_node_start(int argc, char *const *args, sl_node **out, char *err, size_t errlen)
+{
+    sl_node *n = calloc(1, sizeof *n);
+    if (!n)
+        return -ENOMEM;
+    /* sl_config_parse wants argv[0]. */
+    char **argv = calloc((size_t)argc + 2, sizeof *argv);
+    if (!argv) {
+        free(n);
+        return -ENOMEM;
+    }
+    argv[0] = "sluice-node";
+    for (int i = 0; i < argc; i++)
+        argv[i + 1] = args[i];
+    int rc = sl_config_parse(&n->opts, argc + 1, argv, NULL, err, errlen);
+    free(argv);
+    if (rc == 0)
+        rc = node_start_options(n, err, errlen);
+    else if (rc > 0) {
+        snprintf(err, errlen, "--help and --version are not node options");
+        rc = -EINVAL;
+    }
+    if (rc) {
+        sl_node_free(n);
+        return rc;
+    }
+    *out = n;
+    return 0;
+}
+
+uint16_t sl_node_port(const sl_node *n)
+{
+    return sl_server_port(n->server);
+}
+
+sl_engine *sl_node_engine(sl_node *n)
+{
+    return n->engine;
+}
+
+/* sl_node_decide: a closure run on worker 0, and the caller waiting for it. */
+typedef struct {
+    sl_node *node;
+    const sl_request *reqs;
+    sl_response *resps;
+    size_t count;
+    sl_batch batch;
+    int rc;
+    bool done;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+} decide_call;
+
+static void decide_done(void *ud, sl_batch *b)
+{
+    decide_call *c = ud;
+    memcpy(c->resps, b->resps, c->count * sizeof *c->resps);
+    sl_batch_free(&c->batch);
+    pthread_mutex_lock(&c->mu);
+    c->done = true;
+    pthread_cond_signal(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void decide_on_loop(void *ud)
+{
+    decide_call *c = ud;
+    sl_batch_init(&c->batch, 0);
+    if (sl_batch_alloc_items(&c->batch, c->count)) {
+        c->rc = -ENOMEM;
+        sl_batch_free(&c->batch);
+        pthread_mutex_lock(&c->mu);
+        c->done = true;
+        pthread_cond_signal(&c->cv);
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
+    memcpy(c->batch.reqs, c->reqs, c->count * sizeof *c->reqs);
+    sl_router_submit(c->node->router, 0, &c->batch, sl_wall_ms(), decide_done, c);
+}
+
+int sl_node_decide(sl_node *n, const sl_request *reqs, sl_response *resps, size_t count)
+{
+    if (count == 0)
+        return 0;
+    decide_call c = {.node = n, .reqs = reqs, .resps = resps, .count = count};
+    pthread_mutex_init(&c.mu, NULL);
+    pthread_cond_init(&c.cv, NULL);
+    int rc = sl_server_post(n->server, 0, decide_on_loop, &c);
+    if (rc == 0) {
+        pthread_mutex_lock(&c.mu);
+        while (!c.done)
+            pthread_cond_wait(&c.cv, &c.mu);
+        pthread_mutex_unlock(&c.mu);
+        rc = c.rc;
+    }
+    pthread_cond_destroy(&c.cv);
+    pthread_mutex_destroy(&c.mu);
+    return rc;
+}
+
+void sl_node_reload(sl_node *n)
+{
+    if (!n->quotas) {
+        sl_log_info(&n->log, "reload: nothing to reload (no quota file)");
+        return;
+    }
+    char err[256];
+    int rc = sl_quotasrc_reload(n->quotas, err, sizeof err);
+    if (rc == -EOPNOTSUPP)
+        sl_log_info(&n->log, "reload: quotas come from etcd and reload by themselves");
+    else if (rc)
+        sl_log_error(&n->log, "reload failed, keeping the previous quotas: %s", err);
+    else
+        sl_log_info(&n->log, "reload: quota file read again");
+}
+
+void sl_node_shutdown(sl_node *n, uint32_t grace_ms)
+{
+    if (grace_ms == 0)
+        grace_ms = (uint32_t)(n->opts.shutdown_timeout_ns / 1000000);
+    sl_log_info(&n->log, "shutting down grace_ms=%u", grace_ms);
+    sl_server_shutdown(n->server, grace_ms);
+}
+
+int sl_node_wait(sl_node *n)
+{
+    int rc = sl_server_wait(n->server);
+    sl_log_info(&n->log, "stopped");
+    return rc;
+}
+
+void sl_node_free(sl_node *n)
+{
+    if (!n)
+        return;
+    sl_server_free(n->server);
+    sl_service_free(n->service);
+    sl_quotasrc_free(n->quotas);
+    sl_router_free(n->router);
+    sl_engine_free(n->engine);
+    sl_metrics_free(n->metrics);
+    sl_config_free(&n->opts);
+    free(n);
+}

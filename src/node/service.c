@@ -1,0 +1,630 @@
+/*
+ * Service: routing and the per-call flow (see service.h).
+ *
+ *   exchange -> route by (grpc?, method, path) -> decode into the call's batch -> router
+ *            -> encode into the call's buffer -> respond -> count + observe latency
+ *
+ * A call record is taken from the worker's pool when a request needs the router and returned
+ * after the answer; requests answered at once (health, metrics, errors) need none.
+ */
+#include "node/service.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sluice/clock.h"
+#include "wire/grpc_frame.h"
+
+enum { T_GRPC, T_HTTP, T_COUNT };
+enum {
+    M_GET_RATE_LIMITS,
+    M_HEALTH_CHECK,
+    M_LIVE_CHECK,
+    M_GET_PEER_RATE_LIMITS,
+    M_UPDATE_PEER_GLOBALS,
+    M_ATTEMPT,
+    M_METRICS,
+    M_OTHER,
+    M_COUNT
+};
+#define N_CODES 17
+
+static const char *const method_names[M_COUNT] = {
+    "GetRateLimits", "HealthCheck", "LiveCheck", "GetPeerRateLimits",
+    "UpdatePeerGlobals", "Attempt", "Metrics", "other",
+};
+static const char *const transport_names[T_COUNT] = {"grpc", "http"};
+
+/* Calls cached per worker; beyond this they are freed (bounds idle memory after a burst). */
+#define POOL_MAX 256
+
+typedef struct sl_call {
+    sl_service *svc;
+    sl_exchange *ex;
+    int worker;
+    uint8_t method, transport;
+    int64_t t0;
+    sl_batch batch;
+    sl_buf out;
+    struct sl_call *next;
+} sl_call;
+
+/* What one worker thread keeps: its call records, its reference to the current quota snapshot
+ * and room for one /attempt answer. Only that worker touches it. */
+typedef struct sl_call_pool {
+    sl_call *free;
+    size_t n;
+    sl_quotasrc_reader quota_reader;
+    sl_levee_response attempt;
+} __attribute__((aligned(64))) sl_call_pool;
+
+struct sl_service {
+    sl_service_config cfg;
+    sl_call_pool *pools; /* workers + 1 (the last for callers without a worker) */
+    int npools;
+    sl_metrics_family *calls_family;
+    _Atomic(sl_metrics_counter *) calls[M_COUNT][T_COUNT][N_CODES];
+    sl_metrics_histogram *latency[M_COUNT][T_COUNT];
+    sl_metrics_counter *attempts[SL_LEVEE_OUTCOME_COUNT];
+};
+
+/* ---- metrics ------------------------------------------------------------------------------- */
+
+static void count_call(sl_service *s, int method, int transport, int code, int64_t t0)
+{
+    if (!s->cfg.metrics)
+        return;
+    if (code < 0 || code >= N_CODES)
+        code = SL_GRPC_UNKNOWN;
+    sl_metrics_counter *c = atomic_load_explicit(&s->calls[method][transport][code],
+                                                 memory_order_acquire);
+    if (!c) {
+        /* First call with this outcome: resolve the series once (takes the registry lock). */
+        const char *v[3] = {method_names[method], transport_names[transport],
+                            sl_grpc_code_name(code)};
+        c = sl_metrics_counter_get(s->calls_family, v, 3);
+        atomic_store_explicit(&s->calls[method][transport][code], c, memory_order_release);
+    }
+    sl_metrics_counter_inc(c);
+    sl_metrics_histogram_observe(s->latency[method][transport], sl_mono_ns() - t0);
+}
+
+static int register_metrics(sl_service *s)
+{
+    sl_metrics *m = s->cfg.metrics;
+    if (!m)
+        return 0;
+    int rc = sl_metrics_counter_family(m, "sluice_calls_total",
+                                       "API calls answered, by method, transport and gRPC code "
+                                       "(HTTP answers are counted with the code they map to).",
+                                       "method,transport,code", &s->calls_family);
+    if (rc)
+        return rc;
+    static const double bounds[] = {SL_METRICS_LATENCY_BUCKETS};
+    sl_metrics_family *lat;
+    rc = sl_metrics_histogram_family(m, "sluice_call_duration_seconds",
+                                     "Time from a complete request to its answer, by method and "
+                                     "transport.",
+                                     "method,transport", bounds, SL_METRICS_LATENCY_NBUCKETS, 1e9,
+                                     &lat);
+    if (rc)
+        return rc;
+    if (s->cfg.quotas) {
+        sl_metrics_family *att;
+        rc = sl_metrics_counter_family(m, "sluice_levee_attempts_total",
+                                       "Levee POST /attempt answers by outcome (accepted 200, "
+                                       "rejected 429, failed 500, malformed 400).",
+                                       "outcome", &att);
+        if (rc)
+            return rc;
+        for (int o = 0; o < SL_LEVEE_OUTCOME_COUNT; o++) {
+            const char *v[1] = {sl_levee_outcome_name((sl_levee_outcome)o)};
+            s->attempts[o] = sl_metrics_counter_get(att, v, 1);
+        }
+    }
+    /* Pre-create the latency series of the methods that exist on each transport. */
+    static const struct { int m, t; } used[] = {
+        {M_GET_RATE_LIMITS, T_GRPC}, {M_GET_RATE_LIMITS, T_HTTP}, {M_HEALTH_CHECK, T_GRPC},
+        {M_HEALTH_CHECK, T_HTTP},    {M_LIVE_CHECK, T_GRPC},      {M_LIVE_CHECK, T_HTTP},
+        {M_GET_PEER_RATE_LIMITS, T_GRPC}, {M_UPDATE_PEER_GLOBALS, T_GRPC}, {M_ATTEMPT, T_HTTP},
+        {M_METRICS, T_HTTP},         {M_OTHER, T_GRPC},           {M_OTHER, T_HTTP},
+    };
+    for (size_t i = 0; i < sizeof used / sizeof used[0]; i++) {
+        const char *v[2] = {method_names[used[i].m], transport_names[used[i].t]};
+        s->latency[used[i].m][used[i].t] = sl_metrics_histogram_get(lat, v, 2);
+    }
+    return 0;
+}
+
+/* ---- call pool ----------------------------------------------------------------------------- */
+
+static sl_call_pool *pool_of(sl_service *s, int worker)
+{
+    if (worker < 0 || worker >= s->npools - 1)
+        worker = s->npools - 1;
+    return &s->pools[worker];
+}
+
+static sl_call *call_get(sl_service *s, sl_exchange *ex, int method, int transport, int64_t t0)
+{
+    int worker = sl_exchange_worker(ex);
+    sl_call_pool *p = pool_of(s, worker);
+    sl_call *c = p->free;
+    if (c) {
+        p->free = c->next;
+        p->n--;
+    } else {
+        c = calloc(1, sizeof *c);
+        if (!c)
+            return NULL;
+        sl_batch_init(&c->batch, 0);
+        sl_buf_init(&c->out, 0);
+    }
+    c->svc = s;
+    c->ex = ex;
+    c->worker = worker;
+    c->method = (uint8_t)method;
+    c->transport = (uint8_t)transport;
+    c->t0 = t0;
+    c->next = NULL;
+    return c;
+}
+
+static void call_free(sl_call *c)
+{
+    sl_batch_free(&c->batch);
+    sl_buf_free(&c->out);
+    free(c);
+}
+
+static void call_put(sl_call *c)
+{
+    sl_call_pool *p = pool_of(c->svc, c->worker);
+    if (p->n >= POOL_MAX || c->out.alloc > ((size_t)4 << 20)) {
+        call_free(c);
+        return;
+    }
+    sl_batch_reset(&c->batch);
+    sl_buf_reset(&c->out);
+    c->ex = NULL;
+    c->next = p->free;
+    p->free = c;
+    p->n++;
+}
+
+/* ---- answers ------------------------------------------------------------------------------- */
+
+static void answer_status(sl_service *s, sl_exchange *ex, int method, int transport,
+                          const sl_gub_status *st, int64_t t0)
+{
+    if (transport == T_GRPC) {
+        sl_exchange_respond_grpc_status(ex, st->code, st->message);
+    } else {
+        sl_buf b;
+        sl_buf_init(&b, 0);
+        if (sl_gub_encode_error_json(st, &b) == 0)
+            sl_exchange_respond_simple(ex, st->http_status, "application/json", b.data, b.len);
+        else
+            sl_exchange_respond_simple(ex, 500, "text/plain; charset=utf-8", "out of memory\n", 14);
+        sl_buf_free(&b);
+    }
+    count_call(s, method, transport, st->code, t0);
+}
+
+static void answer_error(sl_service *s, sl_exchange *ex, int method, int transport, int code,
+                         const char *msg, int64_t t0)
+{
+    sl_gub_status st;
+    sl_gub_status_set(&st, code, "%s", msg);
+    answer_status(s, ex, method, transport, &st, t0);
+}
+
+/* Text answers for plain HTTP routes (404, 405, /metrics). */
+static void answer_text(sl_service *s, sl_exchange *ex, int method, int status, const char *ctype,
+                        const char *body, size_t len, int code, int64_t t0)
+{
+    sl_exchange_respond_simple(ex, status, ctype, body, len);
+    count_call(s, method, T_HTTP, code, t0);
+}
+
+/* ---- GetRateLimits ------------------------------------------------------------------------- */
+
+static void rate_limits_done(void *ud, sl_batch *b)
+{
+    sl_call *c = ud;
+    sl_service *s = c->svc;
+    int rc;
+    if (c->transport == T_GRPC) {
+        size_t mark;
+        rc = sl_grpc_frame_begin(&c->out, &mark);
+        if (!rc)
+            rc = c->method == M_GET_PEER_RATE_LIMITS ? sl_gub_encode_peer_resp_pb(b, &c->out)
+                                                     : sl_gub_encode_pb(b, &c->out);
+        if (!rc)
+            rc = sl_grpc_frame_end(&c->out, mark);
+        if (!rc) {
+            sl_exchange_respond_grpc(c->ex, c->out.data, c->out.len, SL_GRPC_OK, NULL);
+            count_call(s, c->method, T_GRPC, SL_GRPC_OK, c->t0);
+        }
+    } else {
+        rc = sl_gub_encode_json(b, &c->out);
+        if (!rc) {
+            sl_exchange_respond_simple(c->ex, 200, "application/json", c->out.data, c->out.len);
+            count_call(s, c->method, T_HTTP, SL_GRPC_OK, c->t0);
+        }
+    }
+    if (rc)
+        answer_error(s, c->ex, c->method, c->transport, SL_GRPC_INTERNAL,
+                     "could not encode the response", c->t0);
+    call_put(c);
+}
+
+/* The protobuf message inside a gRPC request body (exactly one uncompressed message). */
+static int grpc_payload(sl_service *s, const sl_http_request *rq, const uint8_t **msg,
+                        size_t *len, sl_gub_status *st)
+{
+    sl_grpc_msg m;
+    const char *err = NULL;
+    int rc = sl_grpc_frame_decode(rq->body, rq->body_len, s->cfg.gub.max_msg, &m, &err);
+    if (rc == -EMSGSIZE) {
+        sl_gub_status_set(st, SL_GRPC_RESOURCE_EXHAUSTED, "%s", err ? err : "message too large");
+        return rc;
+    }
+    if (rc == -EAGAIN) {
+        sl_gub_status_set(st, SL_GRPC_INVALID_ARGUMENT, "truncated gRPC message");
+        return rc;
+    }
+    if (rc) {
+        sl_gub_status_set(st, SL_GRPC_INVALID_ARGUMENT, "%s", err ? err : "bad gRPC framing");
+        return rc;
+    }
+    if (m.compressed) {
+        sl_gub_status_set(st, SL_GRPC_UNIMPLEMENTED, "compressed messages are not supported");
+        return -ENOTSUP;
+    }
+    if (m.frame_len != rq->body_len) {
+        sl_gub_status_set(st, SL_GRPC_INVALID_ARGUMENT,
+                          "a unary call carries exactly one message");
+        return -EPROTO;
+    }
+    *msg = m.data;
+    *len = m.len;
+    return 0;
+}
+
+static void get_rate_limits(sl_service *s, sl_exchange *ex, const sl_http_request *rq,
+                            int method, int transport, int64_t t0)
+{
+    sl_gub_status st;
+    const uint8_t *msg = NULL;
+    size_t len = 0;
+    if (transport == T_GRPC && grpc_payload(s, rq, &msg, &len, &st)) {
+        answer_status(s, ex, method, transport, &st, t0);
+        return;
+    }
+    sl_call *c = call_get(s, ex, method, transport, t0);
+    if (!c) {
+        answer_error(s, ex, method, transport, SL_GRPC_RESOURCE_EXHAUSTED, "out of memory", t0);
+        return;
+    }
+    int rc;
+    if (transport == T_HTTP)
+        rc = sl_gub_decode_json(&s->cfg.gub, (const char *)rq->body, rq->body_len, &c->batch, &st);
+    else if (method == M_GET_PEER_RATE_LIMITS)
+        rc = sl_gub_decode_peer_pb(&s->cfg.gub, msg, len, &c->batch, &st);
+    else
+        rc = sl_gub_decode_pb(&s->cfg.gub, msg, len, &c->batch, &st);
+    if (rc) {
+        answer_status(s, ex, method, transport, &st, t0);
+        call_put(c);
+        return;
+    }
+    int64_t now = sl_exchange_now_ms(ex);
+    if (method == M_GET_PEER_RATE_LIMITS)
+        sl_router_peer_rate_limits(s->cfg.router, c->worker, &c->batch, now, rate_limits_done, c);
+    else
+        sl_router_submit(s->cfg.router, c->worker, &c->batch, now, rate_limits_done, c);
+}
+
+/* ---- UpdatePeerGlobals --------------------------------------------------------------------- */
+
+static void update_peer_globals(sl_service *s, sl_exchange *ex, const sl_http_request *rq,
+                                int64_t t0)
+{
+    sl_gub_status st;
+    const uint8_t *msg;
+    size_t len;
+    if (grpc_payload(s, rq, &msg, &len, &st)) {
+        answer_status(s, ex, M_UPDATE_PEER_GLOBALS, T_GRPC, &st, t0);
+        return;
+    }
+    sl_call *c = call_get(s, ex, M_UPDATE_PEER_GLOBALS, T_GRPC, t0);
+    if (!c) {
+        answer_error(s, ex, M_UPDATE_PEER_GLOBALS, T_GRPC, SL_GRPC_RESOURCE_EXHAUSTED,
+                     "out of memory", t0);
+        return;
+    }
+    sl_gub_global *g = NULL;
+    size_t n = 0;
+    if (sl_gub_decode_globals_pb(&s->cfg.gub, msg, len, &c->batch, &g, &n, &st)) {
+        answer_status(s, ex, M_UPDATE_PEER_GLOBALS, T_GRPC, &st, t0);
+    } else {
+        sl_router_update_globals(s->cfg.router, c->worker, g, n, sl_exchange_now_ms(ex));
+        /* UpdatePeerGlobalsResp is an empty message: a frame of length 0. */
+        static const uint8_t empty[SL_GRPC_HDR_LEN] = {0, 0, 0, 0, 0};
+        sl_exchange_respond_grpc(ex, empty, sizeof empty, SL_GRPC_OK, NULL);
+        count_call(s, M_UPDATE_PEER_GLOBALS, T_GRPC, SL_GRPC_OK, t0);
+    }
+    call_put(c);
+}
+
+/* ---- health -------------------------------------------------------------------------------- */
+
+static void health(sl_service *s, sl_exchange *ex, int transport, int64_t t0)
+{
+    char why[256] = "";
+    sl_gub_health h = {.healthy = true, .peer_count = 1, .advertise_address = NULL};
+    sl_router_health(s->cfg.router, &h.healthy, &h.peer_count, why, sizeof why);
+    if (s->cfg.health && h.healthy) {
+        char extra[256] = "";
+        if (!s->cfg.health(s->cfg.health_ud, extra, sizeof extra)) {
+            h.healthy = false;
+            snprintf(why, sizeof why, "%s", extra);
+        }
+    }
+    h.message = why[0] ? why : NULL;
+    if (h.peer_count > 1)
+        h.advertise_address = s->cfg.advertise_addr;
+    sl_gub_status st;
+    if (!sl_gub_health_ok(&h, &st)) {
+        answer_status(s, ex, M_HEALTH_CHECK, transport, &st, t0);
+        return;
+    }
+    sl_buf b;
+    sl_buf_init(&b, 0);
+    int rc;
+    if (transport == T_GRPC) {
+        size_t mark;
+        rc = sl_grpc_frame_begin(&b, &mark);
+        if (!rc)
+            rc = sl_gub_encode_health_pb(&h, &b);
+        if (!rc)
+            rc = sl_grpc_frame_end(&b, mark);
+        if (!rc)
+            sl_exchange_respond_grpc(ex, b.data, b.len, SL_GRPC_OK, NULL);
+    } else {
+        rc = sl_gub_encode_health_json(&h, &b);
+        if (!rc)
+            sl_exchange_respond_simple(ex, 200, "application/json", b.data, b.len);
+    }
+    sl_buf_free(&b);
+    if (rc)
+        answer_error(s, ex, M_HEALTH_CHECK, transport, SL_GRPC_INTERNAL, "encode failed", t0);
+    else
+        count_call(s, M_HEALTH_CHECK, transport, SL_GRPC_OK, t0);
+}
+
+static void live(sl_service *s, sl_exchange *ex, int transport, int64_t t0)
+{
+    if (transport == T_GRPC) {
+        static const uint8_t empty[SL_GRPC_HDR_LEN] = {0, 0, 0, 0, 0};
+        sl_exchange_respond_grpc(ex, empty, sizeof empty, SL_GRPC_OK, NULL);
+    } else {
+        sl_exchange_respond_simple(ex, 200, "application/json", "{}", 2);
+    }
+    count_call(s, M_LIVE_CHECK, transport, SL_GRPC_OK, t0);
+}
+
+static void metrics(sl_service *s, sl_exchange *ex, int64_t t0)
+{
+    char *txt = NULL;
+    size_t len = 0;
+    if (!s->cfg.metrics || sl_metrics_render_prometheus(s->cfg.metrics, &txt, &len)) {
+        answer_text(s, ex, M_METRICS, 500, "text/plain; charset=utf-8", "metrics unavailable\n",
+                    20, SL_GRPC_INTERNAL, t0);
+        return;
+    }
+    answer_text(s, ex, M_METRICS, 200, SL_METRICS_PROMETHEUS_CONTENT_TYPE, txt, len, SL_GRPC_OK,
+                t0);
+    free(txt);
+}
+
+/* ---- Levee /attempt ------------------------------------------------------------------------ */
+
+static void header_value(const sl_http_request *rq, const char *name, const char **v, size_t *n)
+{
+    const sl_http_header *h = sl_http_header_find(rq, name);
+    *v = h ? h->value : NULL;
+    *n = h ? h->value_len : 0;
+}
+
+static void attempt(sl_service *s, sl_exchange *ex, const sl_http_request *rq, int64_t t0)
+{
+    sl_call_pool *p = pool_of(s, sl_exchange_worker(ex));
+    sl_levee_request lr;
+    header_value(rq, "x-resource", &lr.resource, &lr.resource_len);
+    header_value(rq, "x-prefix", &lr.prefix, &lr.prefix_len);
+    header_value(rq, "x-method", &lr.method, &lr.method_len);
+    header_value(rq, "x-req-id", &lr.req_id, &lr.req_id_len);
+    sl_levee_response *r = &p->attempt;
+    const sl_quota_snap *snap = sl_quotasrc_read(s->cfg.quotas, &p->quota_reader);
+    sl_levee_attempt(&s->cfg.levee, snap, s->cfg.engine, &lr, sl_exchange_now_ms(ex), r);
+
+    /* sl_levee_header has sl_http_header's layout (checked below), so the headers go as they are. */
+    sl_http_response resp = {
+        .status = r->status,
+        .headers = (const sl_http_header *)r->headers,
+        .nheaders = r->n_headers,
+        .body = r->body,
+        .body_len = r->body ? r->body_len : 0,
+    };
+    sl_http_header hdrs[SL_LEVEE_MAX_HEADERS + 1];
+    if (r->body && r->content_type) {
+        memcpy(hdrs, r->headers, r->n_headers * sizeof hdrs[0]);
+        hdrs[r->n_headers] = (sl_http_header){"content-type", 12, r->content_type,
+                                              strlen(r->content_type)};
+        resp.headers = hdrs;
+        resp.nheaders = r->n_headers + 1;
+    }
+    sl_exchange_respond(ex, &resp);
+    sl_metrics_counter_inc(s->attempts[r->outcome]);
+    static const int outcome_code[SL_LEVEE_OUTCOME_COUNT] = {
+        [SL_LEVEE_ACCEPTED] = SL_GRPC_OK,
+        [SL_LEVEE_REJECTED] = SL_GRPC_RESOURCE_EXHAUSTED,
+        [SL_LEVEE_FAILED] = SL_GRPC_INTERNAL,
+        [SL_LEVEE_MALFORMED] = SL_GRPC_INVALID_ARGUMENT,
+    };
+    count_call(s, M_ATTEMPT, T_HTTP, outcome_code[r->outcome], t0);
+}
+
+_Static_assert(sizeof(sl_levee_header) == sizeof(sl_http_header) &&
+                   offsetof(sl_levee_header, value_len) == offsetof(sl_http_header, value_len),
+               "sl_levee_header must keep sl_http_header's layout");
+
+/* ---- routing ------------------------------------------------------------------------------- */
+
+static bool path_is(const sl_http_request *rq, const char *p)
+{
+    size_t n = strlen(p);
+    if (rq->path_len < n || memcmp(rq->path, p, n) != 0)
+        return false;
+    return rq->path_len == n || rq->path[n] == '?';
+}
+
+static bool method_is(const sl_http_request *rq, const char *m)
+{
+    return strcmp(rq->method, m) == 0;
+}
+
+static void route_grpc(sl_service *s, sl_exchange *ex, const sl_http_request *rq, int64_t t0)
+{
+    if (path_is(rq, SL_GUB_PATH_GET_RATE_LIMITS))
+        get_rate_limits(s, ex, rq, M_GET_RATE_LIMITS, T_GRPC, t0);
+    else if (path_is(rq, SL_GUB_PATH_GET_PEER_RATE_LIMITS))
+        get_rate_limits(s, ex, rq, M_GET_PEER_RATE_LIMITS, T_GRPC, t0);
+    else if (path_is(rq, SL_GUB_PATH_UPDATE_PEER_GLOBALS))
+        update_peer_globals(s, ex, rq, t0);
+    else if (path_is(rq, SL_GUB_PATH_HEALTH_CHECK))
+        health(s, ex, T_GRPC, t0);
+    else if (path_is(rq, SL_GUB_PATH_LIVE_CHECK))
+        live(s, ex, T_GRPC, t0);
+    else
+        answer_error(s, ex, M_OTHER, T_GRPC, SL_GRPC_UNIMPLEMENTED, "unknown service or method",
+                     t0);
+}
+
+static void route_http(sl_service *s, sl_exchange *ex, const sl_http_request *rq, int64_t t0)
+{
+    static const char allow_post[] = "method not allowed: use POST\n";
+    static const char allow_get[] = "method not allowed: use GET\n";
+    int m = -1;
+    bool want_post = false;
+    if (path_is(rq, SL_GUB_HTTP_GET_RATE_LIMITS)) {
+        m = M_GET_RATE_LIMITS;
+        want_post = true;
+    } else if (path_is(rq, SL_GUB_HTTP_HEALTH_CHECK)) {
+        m = M_HEALTH_CHECK;
+    } else if (path_is(rq, SL_GUB_HTTP_LIVE_CHECK)) {
+        m = M_LIVE_CHECK;
+    } else if (path_is(rq, "/metrics")) {
+        m = M_METRICS;
+    } else if (path_is(rq, "/attempt") && s->cfg.quotas) {
+        m = M_ATTEMPT;
+        want_post = true;
+    }
+    if (m < 0) {
+        static const char nf[] = "not found\n";
+        answer_text(s, ex, M_OTHER, 404, "text/plain; charset=utf-8", nf, sizeof nf - 1,
+                    SL_GRPC_NOT_FOUND, t0);
+        return;
+    }
+    bool get_like = method_is(rq, "GET") || method_is(rq, "HEAD");
+    if (want_post ? !method_is(rq, "POST") : !get_like) {
+        const char *msg = want_post ? allow_post : allow_get;
+        answer_text(s, ex, m, 405, "text/plain; charset=utf-8", msg, strlen(msg),
+                    SL_GRPC_UNIMPLEMENTED, t0);
+        return;
+    }
+    switch (m) {
+    case M_GET_RATE_LIMITS:
+        get_rate_limits(s, ex, rq, M_GET_RATE_LIMITS, T_HTTP, t0);
+        break;
+    case M_HEALTH_CHECK:
+        health(s, ex, T_HTTP, t0);
+        break;
+    case M_LIVE_CHECK:
+        live(s, ex, T_HTTP, t0);
+        break;
+    case M_METRICS:
+        metrics(s, ex, t0);
+        break;
+    case M_ATTEMPT:
+        attempt(s, ex, rq, t0);
+        break;
+    default:
+        break;
+    }
+}
+
+void sl_service_handle(void *ud, sl_exchange *ex)
+{
+    sl_service *s = ud;
+    int64_t t0 = sl_mono_ns();
+    const sl_http_request *rq = sl_exchange_request(ex);
+    if (rq->grpc)
+        route_grpc(s, ex, rq, t0);
+    else
+        route_http(s, ex, rq, t0);
+}
+
+/* ---- lifecycle ----------------------------------------------------------------------------- */
+
+int sl_service_new(const sl_service_config *cfg, sl_service **out)
+{
+    sl_service *s = calloc(1, sizeof *s);
+    if (!s)
+        return -ENOMEM;
+    s->cfg = *cfg;
+    s->npools = (cfg->workers > 0 ? cfg->workers : 1) + 1;
+    size_t bytes = (size_t)s->npools * sizeof *s->pools; /* a multiple of the 64-byte alignment */
+    s->pools = aligned_alloc(64, bytes);
+    if (s->pools)
+        memset(s->pools, 0, bytes);
+    if (!s->pools) {
+        free(s);
+        return -ENOMEM;
+    }
+    int rc = register_metrics(s);
+    if (rc) {
+        sl_service_free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+void sl_service_worker_stop(sl_service *s, int worker)
+{
+    sl_quotasrc_reader_release(&pool_of(s, worker)->quota_reader);
+}
+
+void sl_service_free(sl_service *s)
+{
+    if (!s)
+        return;
+    for (int i = 0; i < s->npools; i++) {
+        sl_quotasrc_reader_release(&s->pools[i].quota_reader);
+        sl_call *c = s->pools[i].free;
+        while (c) {
+            sl_call *next = c->next;
+            call_free(c);
+            c = next;
+        }
+    }
+    free(s->pools);
+    free(s);
+}

@@ -1,0 +1,54 @@
+/*
+ * The service: what a sluice node answers on its one listening address. It routes each exchange
+ * by path to a dialect adapter (Gubernator gRPC + JSON gateway, Levee /attempt, metrics), turns
+ * the wire message into a sl_batch, hands the batch to the router, and encodes the answer. It
+ * counts every call (method, transport, code) and its latency.
+ *
+ * Per-call state (the batch and the output buffer) comes from a per-worker pool, so a warm worker
+ * does not go back to malloc per call; the pool is touched only by its worker's thread.
+ */
+#ifndef SLUICE_NODE_SERVICE_H
+#define SLUICE_NODE_SERVICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "api/gubernator.h"
+#include "api/levee.h"
+#include "config/quotasrc.h"
+#include "cluster/router.h"
+#include "core/log.h"
+#include "core/metrics.h"
+#include "net/exchange.h"
+
+typedef struct sl_service sl_service;
+
+/* Extra health condition (e.g. the quota store lost etcd): false + a reason makes HealthCheck
+ * answer unhealthy. */
+typedef bool (*sl_service_health_fn)(void *ud, char *why, size_t why_len);
+
+typedef struct sl_service_config {
+    sl_engine *engine;
+    sl_router *router;
+    sl_metrics *metrics;          /* may be NULL */
+    sl_logger *log;               /* may be NULL */
+    int workers;                  /* worker loops that will call the handler */
+    sl_gub_config gub;
+    const char *advertise_addr;   /* reported by HealthCheck in a cluster */
+    sl_service_health_fn health;  /* may be NULL */
+    void *health_ud;
+    sl_quotasrc *quotas;          /* Levee quotas for POST /attempt; NULL: /attempt is 404 */
+    sl_levee_config levee;        /* how /attempt decides (no-quota mode, headers, ...) */
+} sl_service_config;
+
+int sl_service_new(const sl_service_config *cfg, sl_service **out);
+void sl_service_free(sl_service *s);
+
+/* The sl_http_handler for the server (ud = the service). */
+void sl_service_handle(void *ud, sl_exchange *ex);
+
+/* A worker is stopping: release what its thread holds (its quota snapshot reference). Call on
+ * that worker's thread. */
+void sl_service_worker_stop(sl_service *s, int worker);
+
+#endif

@@ -1,0 +1,121 @@
+/*
+ * libFuzzer driver for the Gubernator protobuf decoders (api/gubernator): GetRateLimitsReq,
+ * GetPeerRateLimitsReq, UpdatePeerGlobalsReq and GetPeerRateLimitsResp from arbitrary bytes.
+ * When a request decodes, the batch is answered and encoded to protobuf (which must unpack to the
+ * same number of responses) and to JSON (which must be valid JSON), and forwarded as a peer
+ * request (which must decode back to the same requests).
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "api/gubernator.h"
+
+#define CHECK(x) do { if (!(x)) __builtin_trap(); } while (0)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void answer(sl_batch *b)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        if (b->answered[i])
+            continue;
+        b->resps[i] = (sl_response){.status = (int32_t)(i & 1), .limit = b->reqs[i].limit,
+                                    .remaining = b->reqs[i].limit - b->reqs[i].hits,
+                                    .reset_time = b->reqs[i].created_at};
+        if (i % 3 == 0)
+            CHECK(sl_batch_meta_set(b, &b->resp_meta[i], "owner", "127.0.0.1:1051") == 0);
+    }
+}
+
+static void check_encodings(sl_batch *b)
+{
+    sl_buf out;
+    sl_buf_init(&out, 0);
+    CHECK(sl_gub_encode_pb(b, &out) == 0);
+    Pb__Gubernator__GetRateLimitsResp *m =
+        pb__gubernator__get_rate_limits_resp__unpack(NULL, out.len, out.data);
+    CHECK(m != NULL && m->n_responses == b->n);
+    pb__gubernator__get_rate_limits_resp__free_unpacked(m, NULL);
+    sl_buf_reset(&out);
+    CHECK(sl_gub_encode_json(b, &out) == 0);
+    json_error_t je;
+    json_t *j = json_loadb((const char *)out.data, out.len, 0, &je);
+    CHECK(j != NULL && json_array_size(json_object_get(j, "responses")) == b->n);
+    json_decref(j);
+    sl_buf_free(&out);
+}
+
+static void check_forward(sl_batch *b, const sl_gub_config *c)
+{
+    sl_buf out;
+    sl_buf_init(&out, 0);
+    CHECK(sl_gub_encode_peer_req_pb(b, NULL, 0, &out) == 0);
+    sl_batch o;
+    sl_batch_init(&o, 0);
+    sl_gub_status st;
+    CHECK(sl_gub_decode_peer_pb(c, out.data, out.len, &o, &st) == 0);
+    CHECK(o.n == b->n);
+    for (size_t i = 0; i < b->n; i++) {
+        const sl_request *x = &b->reqs[i], *y = &o.reqs[i];
+        CHECK(x->name_len == y->name_len && memcmp(x->name, y->name, x->name_len) == 0);
+        CHECK(x->unique_key_len == y->unique_key_len &&
+              memcmp(x->unique_key, y->unique_key, x->unique_key_len) == 0);
+        CHECK(x->hits == y->hits && x->limit == y->limit && x->duration == y->duration &&
+              x->burst == y->burst && x->created_at == y->created_at &&
+              x->algorithm == y->algorithm);
+    }
+    /* and the owner's answer comes back to the same items */
+    answer(&o);
+    sl_buf_reset(&out);
+    CHECK(sl_gub_encode_peer_resp_pb(&o, &out) == 0);
+    CHECK(sl_gub_decode_peer_resp_pb(c, out.data, out.len, b, NULL, 0, &st) == 0);
+    sl_batch_free(&o);
+    sl_buf_free(&out);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    sl_gub_config c;
+    sl_gub_config_default(&c);
+    sl_batch b;
+    sl_batch_init(&b, 8 << 20);
+    sl_gub_status st;
+
+    int rc = sl_gub_decode_pb(&c, data, size, &b, &st);
+    if (rc == 0) {
+        CHECK(b.n <= c.max_items);
+        answer(&b);
+        check_encodings(&b);
+        check_forward(&b, &c);
+    } else {
+        CHECK(st.code != 0 && st.message[0] != 0);
+    }
+
+    rc = sl_gub_decode_peer_pb(&c, data, size, &b, &st);
+    if (rc == 0) {
+        for (size_t i = 0; i < b.n; i++)
+            CHECK(!(b.reqs[i].behavior & SL_GLOBAL) || (b.reqs[i].behavior & SL_DRAIN_OVER_LIMIT));
+    }
+
+    sl_gub_global *g;
+    size_t n;
+    if (sl_gub_decode_globals_pb(&c, data, size, &b, &g, &n, &st) == 0) {
+        sl_buf out;
+        sl_buf_init(&out, 0);
+        CHECK(sl_gub_encode_globals_pb(g, n, &out) == 0);
+        sl_buf_free(&out);
+    }
+
+    /* a peer's answer for a batch of 3 */
+    sl_batch_reset(&b);
+    CHECK(sl_batch_alloc_items(&b, 3) == 0);
+    size_t idx[] = {2, 0, 1};
+    if (sl_gub_decode_peer_resp_pb(&c, data, size, &b, idx, 3, &st) == 0)
+        check_encodings(&b);
+
+    sl_batch_free(&b);
+    return 0;
+}

@@ -1,0 +1,683 @@
+/* Unit tests for configuration: precedence (defaults < file < env < flags), every value type's
+ * syntax and errors, the YAML file's rules, messages naming option and source, --help coverage and
+ * the dump round trip. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config/config.h"
+
+#define MS INT64_C(1000000)
+#define SEC (1000 * MS)
+
+static char *no_env[] = {NULL};
+
+/* A temp file holding text; the path is written into path (32 bytes). */
+static void write_file(char *path, const char *text)
+{
+    strcpy(path, "/tmp/sluice_cfg_XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    size_t n = strlen(text);
+    assert_int_equal(write(fd, text, n), (ssize_t)n);
+    close(fd);
+}
+
+static int parse(sl_options *o, char *err, int argc, char **argv, char **envp)
+{
+    memset(o, 0, sizeof(*o));
+    return sl_config_parse(o, argc, argv, envp, err, 512);
+}
+
+#define ARGV(...) ((char *[]){"sluiced", __VA_ARGS__, NULL})
+#define ARGC(...) ((int)(sizeof((char *[]){"sluiced", __VA_ARGS__}) / sizeof(char *)))
+#define PARSE(o, err, envp, ...) parse(o, err, ARGC(__VA_ARGS__), ARGV(__VA_ARGS__), envp)
+
+static void test_defaults(void **state)
+{
+    (void)state;
+    sl_options o;
+    char err[512];
+    assert_int_equal(parse(&o, err, 1, (char *[]){"sluiced", NULL}, no_env), 0);
+    char host[256] = "";
+    gethostname(host, sizeof(host));
+    assert_string_equal(o.config, "");
+    assert_string_equal(o.instance_id, host[0] ? host : "sluice");
+    assert_string_equal(o.listen_addr, "127.0.0.1:5454");
+    assert_int_equal(o.workers, sysconf(_SC_NPROCESSORS_ONLN));
+    assert_false(o.verbose);
+    assert_int_equal(o.max_conns, 10000);
+    assert_int_equal(o.max_header_bytes, 16 * 1024);
+    assert_int_equal(o.max_body_bytes, 1024 * 1024);
+    assert_int_equal(o.idle_timeout_ns, 60 * SEC);
+    assert_int_equal(o.read_timeout_ns, 10 * SEC);
+    assert_int_equal(o.max_streams, 256);
+    assert_int_equal(o.shutdown_timeout_ns, 5 * SEC);
+    assert_int_equal(o.max_batch, 1000);
+    assert_int_equal(o.gc_max_keys, 1000000);
+    assert_int_equal(o.gc_period_ns, 1 * SEC);
+    assert_int_equal(o.gc_collect_ns, 15 * SEC);
+    assert_int_equal(o.gc_max_work, 10000);
+    assert_int_equal(o.shards, 64);
+    assert_int_equal(o.max_log_limit, 10000);
+    assert_int_equal(o.max_sub_windows, 60);
+    assert_false(o.standalone);
+    assert_string_equal(o.storage_prefix, "/sluice");
+    assert_int_equal(o.storage_addrs.n, 0);
+    assert_string_equal(o.quota_file, "");
+    assert_int_equal(o.no_quota, SL_NO_QUOTA_ERROR);
+    assert_int_equal(o.storage_timeout_ns, 2 * SEC);
+    assert_string_equal(o.graphite_addr, "");
+    assert_int_equal(o.graphite_period_ns, 10 * SEC);
+    assert_string_equal(o.graphite_prefix, "sluice");
+    assert_int_equal(o.discovery, SL_DISCOVERY_NONE);
+    assert_int_equal(o.peers.n, 0);
+    assert_string_equal(o.dns_name, "");
+    assert_int_equal(o.dns_period_ns, 5 * SEC);
+    assert_string_equal(o.advertise_addr, "127.0.0.1:5454");
+    assert_int_equal(o.peer_picker, SL_PICKER_RING);
+    assert_int_equal(o.replicas, 512);
+    assert_int_equal(o.batch_wait_ns, 500000);
+    assert_int_equal(o.batch_limit, 1000);
+    assert_int_equal(o.batch_timeout_ns, 500 * MS);
+    assert_int_equal(o.global_sync_wait_ns, 100 * MS);
+    assert_int_equal(o.global_batch_limit, 1000);
+    assert_false(o.fail_open);
+    assert_int_equal(o.peer_lease_ttl_ns, 5 * SEC);
+    sl_config_free(&o);
+    assert_null(o.listen_addr);
+    sl_config_free(&o); /* twice is harmless */
+}
+
+static void test_precedence(void **state)
+{
+    (void)state;
+    char path[32], err[512];
+    write_file(path, "# comment\n"
+                     "listen-addr: 10.0.0.1:1\n"
+                     "max-conns: 11\n"
+                     "max_streams: 12\n"          /* snake_case key */
+                     "peers:\n  - a:1\n  - b:2\n"
+                     "verbose: yes\n"
+                     "gc-period: 2h\n"
+                     "graphite-prefix: fromfile\n");
+    char cfg_env[64];
+    snprintf(cfg_env, sizeof(cfg_env), "SLUICE_CONFIG=%s", path);
+    char *envp[] = {cfg_env, "SLUICE_LISTEN_ADDR=10.0.0.2:2", "SLUICE_MAX_STREAMS=22",
+                    "SLUICE_VERBOSE=false", "SLUICE_GRAPHITE_PREFIX=fromenv", "OTHER=1", NULL};
+    sl_options o;
+    assert_int_equal(PARSE(&o, err, envp, "--listen-addr", "10.0.0.3:3", "--verbose",
+                           "--peers=c:3"),
+                     0);
+    assert_string_equal(o.config, path);                /* from env */
+    assert_string_equal(o.listen_addr, "10.0.0.3:3");  /* file < env < flag */
+    assert_int_equal(o.max_conns, 11);                  /* file only */
+    assert_int_equal(o.max_streams, 22);                /* file < env */
+    assert_true(o.verbose);                             /* file yes < env false < flag */
+    assert_int_equal(o.gc_period_ns, 7200 * SEC);       /* file */
+    assert_string_equal(o.graphite_prefix, "fromenv");  /* file < env */
+    assert_int_equal(o.peers.n, 1);                     /* a flag list replaces the file's */
+    assert_string_equal(o.peers.items[0], "c:3");
+    assert_string_equal(o.advertise_addr, "10.0.0.3:3"); /* computed from the final listen-addr */
+    sl_config_free(&o);
+
+    /* --config on the command line beats SLUICE_CONFIG. */
+    char path2[32];
+    write_file(path2, "max-conns: 99\n");
+    assert_int_equal(PARSE(&o, err, envp, "-c", path2), 0);
+    assert_string_equal(o.config, path2);
+    assert_int_equal(o.max_conns, 99);
+    assert_int_equal(o.peers.n, 0);
+    sl_config_free(&o);
+    assert_int_equal(PARSE(&o, err, envp, "--config=" "/nonexistent/sluice.yaml"), -ENOENT);
+    assert_non_null(strstr(err, "/nonexistent/sluice.yaml"));
+    sl_config_free(&o);
+    unlink(path);
+    unlink(path2);
+
+    /* A set but empty variable clears strings and lists, and is an error for other types. */
+    char *empty_env[] = {"SLUICE_GRAPHITE_PREFIX=", "SLUICE_PEERS=", NULL};
+    assert_int_equal(PARSE(&o, err, empty_env, "--verbose"), 0);
+    assert_string_equal(o.graphite_prefix, "");
+    assert_int_equal(o.peers.n, 0);
+    sl_config_free(&o);
+    char *empty_bool[] = {"SLUICE_VERBOSE=", NULL};
+    assert_int_equal(PARSE(&o, err, empty_bool, "--verbose"), -EINVAL);
+    assert_non_null(strstr(err, "(env SLUICE_VERBOSE)"));
+    sl_config_free(&o);
+}
+
+static void test_process_environment(void **state)
+{
+    (void)state;
+    /* envp NULL reads the process environment (this test runs in its own process). */
+    setenv("SLUICE_MAX_CONNS", "77", 1);
+    setenv("SLUICE_PEERS", " x:1, y:2 ,,z:3", 1);
+    setenv("SLUICE_DISCOVERY", "STATIC", 1);
+    sl_options o;
+    char err[512];
+    assert_int_equal(parse(&o, err, 1, (char *[]){"sluiced", NULL}, NULL), 0);
+    assert_int_equal(o.max_conns, 77);
+    assert_int_equal(o.discovery, SL_DISCOVERY_STATIC);
+    assert_int_equal(o.peers.n, 3);
+    assert_string_equal(o.peers.items[0], "x:1");
+    assert_string_equal(o.peers.items[1], "y:2");
+    assert_string_equal(o.peers.items[2], "z:3");
+    sl_config_free(&o);
+    /* Repeated list flags accumulate, replacing the environment's list. */
+    assert_int_equal(PARSE(&o, err, NULL, "--peers", "p:1", "--peers", "q:2,r:3"), 0);
+    assert_int_equal(o.peers.n, 3);
+    assert_string_equal(o.peers.items[0], "p:1");
+    assert_string_equal(o.peers.items[2], "r:3");
+    sl_config_free(&o);
+    setenv("SLUICE_MAX_CONNS", "lots", 1);
+    assert_int_equal(parse(&o, err, 1, (char *[]){"sluiced", NULL}, NULL), -EINVAL);
+    assert_string_equal(err, "option 'max-conns': invalid integer 'lots' (env SLUICE_MAX_CONNS)");
+    sl_config_free(&o);
+    unsetenv("SLUICE_MAX_CONNS");
+    unsetenv("SLUICE_PEERS");
+    unsetenv("SLUICE_DISCOVERY");
+}
+
+static void test_durations(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in;
+        int64_t ns;
+    } ok[] = {
+        {"500us", 500000},       {"500\xc2\xb5s", 500000}, {"100ms", 100 * MS},
+        {"5s", 5 * SEC},          {"1m", 60 * SEC},         {"2h", 7200 * SEC},
+        {"1d", 86400 * SEC},      {"250", 250 * MS},        {"0", 0},
+        {"1.5s", 1500 * MS},      {"1m30s", 90 * SEC},      {"1h2m3s4ms", 3723004 * MS},
+        {"0.000000001s", 1},      {"7ns", 7},               {".5s", 500 * MS},
+        {"1.s", SEC},
+    };
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        int64_t ns = -1;
+        assert_int_equal(sl_config_parse_duration(ok[i].in, &ns), 0);
+        assert_int_equal(ns, ok[i].ns);
+    }
+    static const char *const bad[] = {"", "s", "5x", "-1s", "+1s", "1 s", "5s ", "1.", "1..5s",
+                                      "ms5", "5sec", "1e3ms"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        int64_t ns;
+        assert_int_equal(sl_config_parse_duration(bad[i], &ns), -EINVAL);
+    }
+    int64_t ns;
+    assert_int_equal(sl_config_parse_duration("9999999999999999999h", &ns), -ERANGE);
+    assert_int_equal(sl_config_parse_duration("3000000h", &ns), -ERANGE);
+    assert_int_equal(sl_config_parse_duration("9223372036854776", &ns), -ERANGE); /* ms */
+
+    char b[32];
+    sl_config_format_duration(500000, b, sizeof(b));
+    assert_string_equal(b, "500us");
+    sl_config_format_duration(90 * SEC, b, sizeof(b));
+    assert_string_equal(b, "90s");
+    sl_config_format_duration(7200 * SEC, b, sizeof(b));
+    assert_string_equal(b, "2h");
+    sl_config_format_duration(0, b, sizeof(b));
+    assert_string_equal(b, "0s");
+    sl_config_format_duration(1500001, b, sizeof(b));
+    assert_string_equal(b, "1500001ns");
+}
+
+static void test_sizes_bools_ints(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in;
+        uint64_t v;
+    } ok[] = {
+        {"512", 512},          {"0", 0},           {"16KiB", 16384},      {"1MiB", 1048576},
+        {"1mib", 1048576},     {"1k", 1024},       {"1K", 1024},          {"1KB", 1000},
+        {"2GB", 2000000000},   {"2g", 2147483648}, {"3TiB", 3ull << 40},  {"7B", 7},
+    };
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        uint64_t v = 1;
+        assert_int_equal(sl_config_parse_size(ok[i].in, &v), 0);
+        assert_int_equal(v, ok[i].v);
+    }
+    static const char *const bad[] = {"", "MiB", "1.5MiB", "-1", "1 MiB", "1XB", "1Mi", "1KiBs"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        uint64_t v;
+        assert_int_equal(sl_config_parse_size(bad[i], &v), -EINVAL);
+    }
+    uint64_t v;
+    assert_int_equal(sl_config_parse_size("99999999999TiB", &v), -ERANGE);
+    char b[32];
+    sl_config_format_size(16384, b, sizeof(b));
+    assert_string_equal(b, "16KiB");
+    sl_config_format_size(1000, b, sizeof(b));
+    assert_string_equal(b, "1000");
+    sl_config_format_size(0, b, sizeof(b));
+    assert_string_equal(b, "0");
+
+    bool t = false;
+    const char *yes[] = {"true", "TRUE", "yes", "on", "1"}, *no[] = {"false", "No", "off", "0"};
+    for (size_t i = 0; i < 5; i++) {
+        t = false;
+        assert_int_equal(sl_config_parse_bool(yes[i], &t), 0);
+        assert_true(t);
+    }
+    for (size_t i = 0; i < 4; i++) {
+        t = true;
+        assert_int_equal(sl_config_parse_bool(no[i], &t), 0);
+        assert_false(t);
+    }
+    assert_int_equal(sl_config_parse_bool("maybe", &t), -EINVAL);
+    assert_int_equal(sl_config_parse_bool("", &t), -EINVAL);
+
+    /* Integers and sizes through the option layer, with ranges. */
+    sl_options o;
+    char err[512];
+    assert_int_equal(PARSE(&o, err, no_env, "--max-conns=+5", "--max-body-bytes", "2MiB"), 0);
+    assert_int_equal(o.max_conns, 5);
+    assert_int_equal(o.max_body_bytes, 2 << 20);
+    sl_config_free(&o);
+    const char *bad_ints[] = {"abc", "1e3", "5.0", "", "0x10"};
+    for (size_t i = 0; i < 5; i++) {
+        char flag[64];
+        snprintf(flag, sizeof(flag), "--max-conns=%s", bad_ints[i]);
+        assert_int_equal(PARSE(&o, err, no_env, flag), -EINVAL);
+        char want[128];
+        snprintf(want, sizeof(want), "option 'max-conns': invalid integer '%s' (flag --max-conns)",
+                 bad_ints[i]);
+        assert_string_equal(err, want);
+        sl_config_free(&o);
+    }
+    assert_int_equal(PARSE(&o, err, no_env, "--max-conns", "99999999999999999999"), -EINVAL);
+    assert_non_null(strstr(err, "too large"));
+    sl_config_free(&o);
+    assert_int_equal(PARSE(&o, err, no_env, "--workers", "2000"), -EINVAL);
+    assert_string_equal(err, "option 'workers': '2000' is out of range 0..1024 (flag --workers)");
+    sl_config_free(&o);
+    assert_int_equal(PARSE(&o, err, no_env, "--max-header-bytes", "10"), -EINVAL);
+    assert_string_equal(
+        err, "option 'max-header-bytes': '10' is out of range 1KiB..16MiB (flag --max-header-bytes)");
+    sl_config_free(&o);
+    assert_int_equal(PARSE(&o, err, no_env, "--idle-timeout", "0"), -EINVAL);
+    assert_string_equal(err,
+                        "option 'idle-timeout': '0' is out of range 1ms..24h (flag --idle-timeout)");
+    sl_config_free(&o);
+    assert_int_equal(PARSE(&o, err, no_env, "--idle-timeout", "soon"), -EINVAL);
+    assert_string_equal(err, "option 'idle-timeout': invalid duration 'soon' (e.g. 500us, 100ms, "
+                             "5s, 1m, 2h) (flag --idle-timeout)");
+    sl_config_free(&o);
+    assert_int_equal(PARSE(&o, err, no_env, "--batch-wait", "250us", "--shards", "128"), 0);
+    assert_int_equal(o.batch_wait_ns, 250000);
+    assert_int_equal(o.shards, 128);
+    sl_config_free(&o);
+}
+
+static void test_enums_and_cross_checks(void **state)
+{
+    (void)state;
+    sl_options o;
+    char err[512];
+    assert_int_equal(PARSE(&o, err, no_env, "--no-quota", "deny", "--peer-picker=HRW",
+                           "--discovery", "dns", "--dns-name", "sluice.local"),
+                     0);
+    assert_int_equal(o.no_quota, SL_NO_QUOTA_DENY);
+    assert_int_equal(o.peer_picker, SL_PICKER_HRW);
+    assert_int_equal(o.discovery, SL_DISCOVERY_DNS);
+    sl_config_free(&o);
+    assert_int_equal(PARSE(&o, err, no_env, "--no-quota", "maybe"), -EINVAL);
+    assert_string_equal(err, "option 'no-quota': invalid value 'maybe' (want one of: allow, deny, "
+                             "error) (flag --no-quota)");
+    sl_config_free(&o);
+    assert_int_equal(PARSE(&o, err, no_env, "--discovery", "static"), -EINVAL);
+    assert_string_equal(err, "option 'peers': required with discovery=static");
+    sl_config_free(&o);
+    assert_int_equal(PARSE(&o, err, no_env, "--discovery", "dns"), -EINVAL);
+    assert_string_equal(err, "option 'dns-name': required with discovery=dns");
+    sl_config_free(&o);
+    assert_int_equal(PARSE(&o, err, no_env, "--discovery", "etcd"), -EINVAL);
+    assert_string_equal(err, "option 'storage-addrs': required with discovery=etcd");
+    sl_config_free(&o);
+    assert_int_equal(PARSE(&o, err, no_env, "--shards", "48"), -EINVAL);
+    assert_string_equal(err, "option 'shards': 48 is not a power of two");
+    sl_config_free(&o);
+    assert_int_equal(PARSE(&o, err, no_env, "--standalone", "--discovery=static", "--peers=a:1"),
+                     -EINVAL);
+    assert_non_null(strstr(err, "option 'standalone'"));
+    sl_config_free(&o);
+    assert_int_equal(PARSE(&o, err, no_env, "--listen-addr="), -EINVAL);
+    assert_string_equal(err, "option 'listen-addr': must not be empty");
+    sl_config_free(&o);
+    /* Computed defaults stay overridable. */
+    assert_int_equal(PARSE(&o, err, no_env, "--instance-id", "n7", "--workers", "3",
+                           "--advertise-addr", "1.2.3.4:5"),
+                     0);
+    assert_string_equal(o.instance_id, "n7");
+    assert_int_equal(o.workers, 3);
+    assert_string_equal(o.advertise_addr, "1.2.3.4:5");
+    sl_config_free(&o);
+}
+
+static void test_flags(void **state)
+{
+    (void)state;
+    sl_options o;
+    char err[512];
+    assert_int_equal(PARSE(&o, err, no_env, "-v", "--fail-open", "--standalone=true",
+                           "--no-standalone"),
+                     0);
+    assert_true(o.verbose);
+    assert_true(o.fail_open);
+    assert_false(o.standalone);
+    sl_config_free(&o);
+    assert_int_equal(PARSE(&o, err, no_env, "--verbose=off"), 0);
+    assert_false(o.verbose);
+    sl_config_free(&o);
+    assert_int_equal(PARSE(&o, err, no_env, "--verbose=sure"), -EINVAL);
+    assert_non_null(strstr(err, "option 'verbose': invalid boolean 'sure'"));
+    assert_non_null(strstr(err, "(flag --verbose)"));
+    sl_config_free(&o);
+    assert_int_equal(PARSE(&o, err, no_env, "--no-verbose=1"), -EINVAL);
+    assert_string_equal(err, "flag --no-verbose takes no value");
+    sl_config_free(&o);
+    assert_int_equal(PARSE(&o, err, no_env, "--no-max-conns"), -EINVAL);
+    assert_string_equal(err, "unknown flag '--no-max-conns' (see --help)");
+    sl_config_free(&o);
+    assert_int_equal(PARSE(&o, err, no_env, "--max-connz", "5"), -EINVAL);
+    assert_string_equal(err, "unknown flag '--max-connz' (see --help)");
+    sl_config_free(&o);
+    assert_int_equal(PARSE(&o, err, no_env, "-x"), -EINVAL);
+    assert_string_equal(err, "unknown flag '-x' (see --help)");
+    sl_config_free(&o);
+    assert_int_equal(PARSE(&o, err, no_env, "--max-conns"), -EINVAL);
+    assert_string_equal(err, "option 'max-conns': flag --max-conns needs a value");
+    sl_config_free(&o);
+    assert_int_equal(PARSE(&o, err, no_env, "serve"), -EINVAL);
+    assert_string_equal(err, "unexpected argument 'serve'");
+    sl_config_free(&o);
+    assert_int_equal(PARSE(&o, err, no_env, "--", "x"), -EINVAL);
+    assert_string_equal(err, "unexpected argument 'x'");
+    sl_config_free(&o);
+    assert_int_equal(PARSE(&o, err, no_env, "--verbose", "--"), 0);
+    sl_config_free(&o);
+    /* A value that looks like a flag is still the value of the flag before it. */
+    assert_int_equal(PARSE(&o, err, no_env, "--instance-id", "--verbose"), 0);
+    assert_string_equal(o.instance_id, "--verbose");
+    assert_false(o.verbose);
+    sl_config_free(&o);
+    /* --help and --version win over everything else, even errors. */
+    assert_int_equal(PARSE(&o, err, no_env, "--max-conns=bad", "--help"), SL_CONFIG_HELP);
+    sl_config_free(&o);
+    assert_int_equal(PARSE(&o, err, no_env, "-h"), SL_CONFIG_HELP);
+    sl_config_free(&o);
+    assert_int_equal(PARSE(&o, err, no_env, "--version"), SL_CONFIG_VERSION);
+    sl_config_free(&o);
+    assert_int_equal(PARSE(&o, err, no_env, "--", "--help"), -EINVAL);
+    sl_config_free(&o);
+}
+
+/* Load YAML text over defaults; returns the result, message in err. */
+static int load_yaml(sl_options *o, const char *text, char *err)
+{
+    const sl_config_table *t = sl_config_daemon_table();
+    memset(o, 0, sizeof(*o));
+    assert_int_equal(sl_config_table_defaults(t, o, err, 512), 0);
+    return sl_config_table_load_yaml(t, o, text, strlen(text), "f.yaml", err, 512);
+}
+
+static void test_yaml_rules(void **state)
+{
+    (void)state;
+    sl_options o;
+    char err[512];
+    static const struct {
+        const char *yaml;
+        const char *err;
+    } bad[] = {
+        {"listen-addr: a\nmax_connz: 5\n", "f.yaml:2: unknown option 'max_connz'"},
+        {"max-conns: 1\nmax_conns: 2\n", "f.yaml:2: option 'max-conns' set twice (first at line 1)"},
+        {"idle-timeout: 5s\nread-timeout:\n  a: 1\n",
+         "f.yaml:3: option 'read-timeout' takes a duration, not a nested mapping"},
+        {"max-conns: [1, 2]\n", "f.yaml:1: option 'max-conns' takes an integer, not a list"},
+        {"peers: [[a]]\n", "f.yaml:1: option 'peers': list items must be scalars, not a list"},
+        {"config: other.yaml\n", "f.yaml:1: option 'config' cannot be set in a file"},
+        {"- a\n- b\n", "f.yaml:1: the file must be a mapping of option: value"},
+        {"a: 1\n---\nb: 2\n", "f.yaml:1: unknown option 'a'"},
+        {"max-conns: 1\n---\nmax-streams: 2\n", "f.yaml:2: only one YAML document is allowed"},
+        {"max-conns: &a 1\nmax-streams: *a\n",
+         "f.yaml:2: option 'max-streams' takes an integer, not an alias"},
+        {"max-conns: 1\ninstance-id: \"abc\n", NULL}, /* unclosed quote */
+        {"[1, 2]: 3\n", "f.yaml:1: keys must be option names, not a list"},
+        {"\n\nmax-conns: ten\n", "option 'max-conns': invalid integer 'ten' (file f.yaml:3)"},
+        {"max-conns:\n", "option 'max-conns': invalid integer '' (file f.yaml:1)"},
+        {"peers: [a\n", NULL},
+        {"\tmax-conns: 1\n", NULL},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        err[0] = '\0';
+        int rc = load_yaml(&o, bad[i].yaml, err);
+        if (rc != -EINVAL || (bad[i].err && strcmp(err, bad[i].err) != 0))
+            fail_msg("case %zu: rc %d, err '%s', want '%s'", i, rc, err,
+                     bad[i].err ? bad[i].err : "(a YAML error)");
+        if (bad[i].err == NULL)
+            assert_true(strncmp(err, "f.yaml:", 7) == 0 && strstr(err, "invalid YAML") != NULL);
+        sl_config_free(&o);
+    }
+
+    /* Accepted forms. */
+    assert_int_equal(load_yaml(&o, "", err), 0);
+    sl_config_free(&o);
+    assert_int_equal(load_yaml(&o, "# only a comment\n", err), 0);
+    sl_config_free(&o);
+    assert_int_equal(load_yaml(&o, "---\n", err), 0);
+    sl_config_free(&o);
+    assert_int_equal(load_yaml(&o,
+                               "---\n"
+                               "instance-id: \"node 1\"\n"
+                               "graphite-addr: ~\n"
+                               "graphite_prefix: ''\n"
+                               "storage-addrs: [\"http://a:2379\", http://b:2379]\n"
+                               "peers: a:1, b:2\n"
+                               "max-body-bytes: 4MiB\n"
+                               "batch-wait: 1ms\n"
+                               "fail-open: on\n"
+                               "no-quota: allow\n"
+                               "...\n",
+                               err),
+                     0);
+    assert_string_equal(o.instance_id, "node 1");
+    assert_string_equal(o.graphite_addr, "");
+    assert_string_equal(o.graphite_prefix, "");
+    assert_int_equal(o.storage_addrs.n, 2);
+    assert_string_equal(o.storage_addrs.items[1], "http://b:2379");
+    assert_int_equal(o.peers.n, 2);
+    assert_string_equal(o.peers.items[1], "b:2");
+    assert_int_equal(o.max_body_bytes, 4 << 20);
+    assert_int_equal(o.batch_wait_ns, MS);
+    assert_true(o.fail_open);
+    assert_int_equal(o.no_quota, SL_NO_QUOTA_ALLOW);
+    sl_config_free(&o);
+    /* An empty sequence clears a list. */
+    assert_int_equal(load_yaml(&o, "peers: []\n", err), 0);
+    assert_int_equal(o.peers.n, 0);
+    sl_config_free(&o);
+
+    /* Errors through sl_config_parse carry the real path and line. */
+    char path[32], want[128];
+    write_file(path, "max-conns: 5\nshards: many\n");
+    assert_int_equal(PARSE(&o, err, no_env, "--config", path), -EINVAL);
+    snprintf(want, sizeof(want), "option 'shards': invalid integer 'many' (file %s:2)", path);
+    assert_string_equal(err, want);
+    sl_config_free(&o);
+    unlink(path);
+}
+
+static void test_help_lists_every_option(void **state)
+{
+    (void)state;
+    FILE *f = tmpfile();
+    sl_config_help(f);
+    long n = ftell(f);
+    char *s = malloc((size_t)n + 1);
+    rewind(f);
+    s[fread(s, 1, (size_t)n, f)] = '\0';
+    fclose(f);
+    const sl_config_table *t = sl_config_daemon_table();
+    assert_true(t->nopts >= 43);
+    for (size_t i = 0; i < t->nopts; i++) {
+        const sl_config_option *o = &t->opts[i];
+        char flag[96], env[96];
+        char shortp[8] = "    ";
+        if (o->short_name)
+            snprintf(shortp, sizeof(shortp), "-%c, ", o->short_name);
+        snprintf(flag, sizeof(flag), "%s--%s%s ", shortp, o->type == SL_OPT_BOOL ? "[no-]" : "",
+                 o->name);
+        sl_config_env_name(t, o, env, sizeof(env));
+        const char *at = strstr(s, flag);
+        if (at == NULL)
+            fail_msg("--help lacks %s", o->name);
+        /* The help line follows, then the default and env var. */
+        const char *meta = strstr(at, "[default: ");
+        assert_non_null(meta);
+        assert_non_null(strstr(meta, env));
+        assert_true(strstr(meta, env) < strchr(meta, '\n'));
+        assert_non_null(strstr(s, o->help));
+        assert_non_null(strstr(s, o->group));
+    }
+    assert_non_null(strstr(s, "Usage: sluiced [options]"));
+    assert_non_null(strstr(s, "  -c, --config FILE"));
+    assert_non_null(strstr(s, "[default: 127.0.0.1:5454; env SLUICE_LISTEN_ADDR]"));
+    assert_non_null(strstr(s, "[default: the number of CPUs; env SLUICE_WORKERS]"));
+    assert_non_null(strstr(s, "--no-quota allow|deny|error"));
+    assert_non_null(strstr(s, "[default: 16KiB; env SLUICE_MAX_HEADER_BYTES]"));
+    assert_non_null(strstr(s, "\nQuotas (Levee):\n"));
+    assert_non_null(strstr(s, "--help"));
+    free(s);
+}
+
+static void test_dump_round_trip(void **state)
+{
+    (void)state;
+    sl_options a, b;
+    char err[512];
+    assert_int_equal(PARSE(&a, err, no_env, "--instance-id", "q\"uo\\te", "--peers", "a:1,b:2",
+                           "--batch-wait", "1500us", "--max-header-bytes", "1000000",
+                           "--discovery", "static", "--no-quota", "deny", "-v"),
+                     0);
+    char *d1 = NULL, *d2 = NULL;
+    size_t n1 = 0, n2 = 0;
+    FILE *f = open_memstream(&d1, &n1);
+    sl_config_dump(&a, f);
+    fclose(f);
+    assert_non_null(strstr(d1, "instance-id: \"q\\\"uo\\\\te\"\n"));
+    assert_non_null(strstr(d1, "batch-wait: 1500us\n"));
+    assert_non_null(strstr(d1, "peers:\n  - \"a:1\"\n  - \"b:2\"\n"));
+    assert_null(strstr(d1, "config:"));
+    assert_int_equal(load_yaml(&b, d1, err), 0);
+    f = open_memstream(&d2, &n2);
+    sl_config_dump(&b, f);
+    fclose(f);
+    assert_string_equal(d1, d2);
+    free(d1);
+    free(d2);
+    sl_config_free(&a);
+    sl_config_free(&b);
+}
+
+/* The engine over a table of another program's own struct, as the CLI could use it. */
+struct cli_opts {
+    char *addr;
+    int64_t timeout_ns;
+    sl_strlist keys;
+    bool json;
+};
+
+static void test_generic_table(void **state)
+{
+    (void)state;
+    static const sl_config_option opts[] = {
+        {.name = "addr", .type = SL_OPT_STRING, .offset = offsetof(struct cli_opts, addr),
+         .def = "127.0.0.1:5454", .help = "server"},
+        {.name = "timeout", .type = SL_OPT_DURATION,
+         .offset = offsetof(struct cli_opts, timeout_ns), .def = "1s", .help = "timeout"},
+        {.name = "key", .short_name = 'k', .type = SL_OPT_LIST,
+         .offset = offsetof(struct cli_opts, keys), .help = "keys"},
+        {.name = "json", .type = SL_OPT_BOOL, .offset = offsetof(struct cli_opts, json),
+         .help = "JSON output"},
+    };
+    const sl_config_table t = {.program = "sluice check", .env_prefix = "SLUICE_CLI_",
+                               .opts = opts, .nopts = 4};
+    struct cli_opts c = {0};
+    char err[256];
+    assert_int_equal(sl_config_table_defaults(&t, &c, err, sizeof(err)), 0);
+    char *envp[] = {"SLUICE_CLI_TIMEOUT=250", NULL};
+    assert_int_equal(sl_config_table_load_env(&t, &c, envp, err, sizeof(err)), 0);
+    char *argv[] = {"check", "-k", "a", "--key=b", "--json", NULL};
+    assert_int_equal(sl_config_table_load_args(&t, &c, 5, argv, err, sizeof(err)), 0);
+    assert_string_equal(c.addr, "127.0.0.1:5454");
+    assert_int_equal(c.timeout_ns, 250 * MS);
+    assert_int_equal(c.keys.n, 2);
+    assert_true(c.json);
+    assert_int_equal(sl_config_table_set(&t, &c, "timeout", "2s", "etcd /x", err, sizeof(err)), 0);
+    assert_int_equal(c.timeout_ns, 2 * SEC);
+    assert_int_equal(sl_config_table_set(&t, &c, "timeout", "2", "etcd /x", err, sizeof(err)), 0);
+    assert_int_equal(c.timeout_ns, 2 * MS);
+    assert_int_equal(sl_config_table_set(&t, &c, "timeout", "x", "etcd /x", err, sizeof(err)),
+                     -EINVAL);
+    assert_non_null(strstr(err, "(etcd /x)"));
+    assert_int_equal(sl_config_table_set(&t, &c, "nope", "x", NULL, err, sizeof(err)), -EINVAL);
+    char env[64];
+    sl_config_env_name(&t, &opts[1], env, sizeof(env));
+    assert_string_equal(env, "SLUICE_CLI_TIMEOUT");
+    assert_ptr_equal(sl_config_find(&t, "json"), &opts[3]);
+    assert_null(sl_config_find(&t, "jso"));
+    assert_null(sl_config_find(&t, "jsonx"));
+    sl_config_table_free(&t, &c);
+    assert_null(c.addr);
+    assert_int_equal(c.keys.n, 0);
+}
+
+static void test_file_limits(void **state)
+{
+    (void)state;
+    sl_options o;
+    char err[512];
+    const sl_config_table *t = sl_config_daemon_table();
+    memset(&o, 0, sizeof(o));
+    assert_int_equal(sl_config_table_defaults(t, &o, err, sizeof(err)), 0);
+    assert_int_equal(sl_config_table_load_file(t, &o, "/tmp", err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "not a regular file"));
+    char path[32];
+    write_file(path, "");
+    FILE *f = fopen(path, "w");
+    for (int i = 0; i < 70000; i++)
+        fputs("# padding padding\n", f); /* > 1 MiB */
+    fclose(f);
+    assert_int_equal(sl_config_table_load_file(t, &o, path, err, sizeof(err)), -EFBIG);
+    unlink(path);
+    sl_config_free(&o);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_precedence),
+        cmocka_unit_test(test_process_environment),
+        cmocka_unit_test(test_durations),
+        cmocka_unit_test(test_sizes_bools_ints),
+        cmocka_unit_test(test_enums_and_cross_checks),
+        cmocka_unit_test(test_flags),
+        cmocka_unit_test(test_yaml_rules),
+        cmocka_unit_test(test_help_lists_every_option),
+        cmocka_unit_test(test_dump_round_trip),
+        cmocka_unit_test(test_generic_table),
+        cmocka_unit_test(test_file_limits),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
