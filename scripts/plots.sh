@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerate the accuracy figures in docs/img/ (run by `make plots` after the build): every figure
 # comes from `sluice sim` with a fixed seed, so the same tree draws the same pictures. The commands
-# are echoed as they run; docs/accuracy.md quotes them.
+# are echoed as they run; docs/algorithms.md ("Accuracy against a perfect sliding window") quotes them.
 #
 #   SLUICE=path/to/sluice   binary to use (default: $BUILD/bin/sluice, BUILD defaulting to build)
 #   KEEP=dir                keep the CSV files and the text output in dir (default: a temp dir)

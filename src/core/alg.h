@@ -51,8 +51,9 @@ typedef struct sl_state {
             int64_t limit, duration, window_start, cur;
             union { int64_t prev; int64_t *ring; };
         } sw;
-        /* Ring of `limit` admission timestamps (ms), oldest at ring[head], `len` live. */
-        struct { int64_t limit, duration; int64_t *ring; int64_t head, len; } log;
+        /* Ring of `cap` admission timestamps (ms), oldest at ring[head], `len` of them held; cap is
+         * the limit, or more while a lowered limit still has more live entries. */
+        struct { int64_t cap, duration; int64_t *ring; int64_t head, len; } log;
         int64_t raw[5];
     } u;
 } sl_state;

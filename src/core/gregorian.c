@@ -59,7 +59,7 @@ const char *sl_greg_check(int64_t kind)
 
 static void fixed_interval(int64_t t, int64_t len, int64_t *start, int64_t *end)
 {
-    *start = sl_floor_div(t, len) * len; /* |result| <= |t| + len: no overflow */
+    *start = sl_sat_mul(sl_floor_div(t, len), len); /* below INT64_MIN only for t near it */
     *end = sl_sat_add(*start, len);
 }
 

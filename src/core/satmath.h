@@ -81,6 +81,10 @@ static inline int64_t sl_f2i(double x)
     return (int64_t)x;
 }
 
+/* Earliest decision time the window algorithms use: 2^62 ms (146 million years) before 1970. Any
+ * earlier t is clamped to it, which keeps floor(t / w) * w inside int64 for every w. */
+#define SL_TIME_MIN (-(INT64_C(1) << 62))
+
 static inline int64_t sl_max64(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t sl_min64(int64_t a, int64_t b) { return a < b ? a : b; }
 

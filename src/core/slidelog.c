@@ -7,11 +7,12 @@
  * the newest entry's time: created_at comes from clients and the ring must stay sorted), so the
  * oldest entry is at `head` and pruning is a pop from the front.
  *
- * A limit change resizes the ring, keeping the newest min(live, new limit) entries. Dropping the
- * oldest ones changes no decision: while more than `limit` live entries would exist, the key is full
- * either way, and once fewer remain they are exactly the kept ones. Negative hits remove the newest
- * entries (the most recent admissions are given back). Work per request is O(hits + expired
- * entries), amortised O(1) per admitted hit.
+ A limit change resizes the ring to the new limit, but never below the live entries: a lowered
+ * limit keeps the larger ring (no decision admits anything meanwhile) until enough entries have
+ * aged out or been given back, then shrinks, so the log stays exact and its memory stays below the
+ * largest limit the key was given. Negative hits remove the newest entries (the most recent
+ * admissions are given back). Work per request is O(hits + expired entries), amortised O(1) per
+ * admitted hit; a resize copies the live entries once.
  */
 #include "core/slidelog.h"
 
@@ -51,7 +52,7 @@ static void push(ring *r, int64_t t, int64_t n) /* caller guarantees len + n <= 
 uint64_t sl_log_side_bytes(const sl_state *st)
 {
     if (st->algorithm == SL_SLIDING_LOG && st->u.log.ring)
-        return (uint64_t)st->u.log.limit * sizeof(int64_t);
+        return (uint64_t)st->u.log.cap * sizeof(int64_t);
     return 0;
 }
 
@@ -70,7 +71,7 @@ void sl_log_decide(sl_state *st, int64_t *expire_at, const sl_request *req, int6
     ring r = {0};
     if (same) {
         r.ts = st->u.log.ring;
-        r.cap = st->u.log.limit;
+        r.cap = st->u.log.cap;
         r.head = st->u.log.head;
         r.len = st->u.log.len;
         if (r.len > 0 && t < *at(&r, r.len - 1))
@@ -94,27 +95,22 @@ void sl_log_decide(sl_state *st, int64_t *expire_at, const sl_request *req, int6
     } else if (n < 0) {
         drop = n == INT64_MIN || -n > live ? live : -n;
     }
-    int64_t final_len = live + add - drop;
-    if (final_len > L) {
-        /* The limit shrank below what is live: the oldest entries go (see the file comment). */
-        int64_t excess = final_len - L;
-        r.head = (r.head + excess) % (r.cap ? r.cap : 1);
-        r.len -= excess;
-        live -= excess;
-        final_len = L;
-    }
+    const int64_t final_len = live + add - drop; /* <= max(live, L): never above the ring */
 
-    /* Resize or create the ring before changing anything, so that a failed allocation is a no-op. */
-    if (final_len > 0 && (!same || r.cap != L)) {
+    /* Resize or create the ring before changing anything, so that a failed allocation is a no-op:
+     * a new key gets `limit` slots; a raised limit grows the ring; a lowered one shrinks it once
+     * the live entries fit. */
+    bool resize = final_len > 0 && (!same || r.cap < L || (r.cap > L && final_len <= L));
+    if (resize) {
         int64_t *ts = malloc((size_t)L * sizeof(int64_t));
         if (!ts) {
             sl_response err = {.error = sl_alg_err_nomem};
             *resp = err;
             return;
         }
-        for (int64_t i = 0; i < r.len - drop; i++)
-            ts[i] = *at(&r, i);
         int64_t kept = r.len - drop;
+        for (int64_t i = 0; i < kept; i++)
+            ts[i] = *at(&r, i);
         if (!same)
             sl_alg_release(st); /* another algorithm's state, or a reset */
         else
@@ -153,7 +149,7 @@ void sl_log_decide(sl_state *st, int64_t *expire_at, const sl_request *req, int6
     st->status = 0;
     st->aux16 = 0;
     st->aux32 = 0;
-    st->u.log.limit = r.cap;
+    st->u.log.cap = r.cap;
     st->u.log.duration = D;
     st->u.log.ring = r.ts;
     st->u.log.head = r.head;

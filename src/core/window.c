@@ -16,7 +16,7 @@
  * sub-window after the one where the newest non-zero count becomes the oldest.
  *
  * Time never goes backwards for a key: a request dated before the key's current window counts in
- * that window (created_at comes from clients).
+ * that window (created_at comes from clients). Times before SL_TIME_MIN are clamped to it.
  */
 #include "core/window.h"
 
@@ -36,7 +36,7 @@ static const char *fixed_window(const sl_request *req, int64_t t, int64_t *start
 {
     if (fixed_gregorian(req))
         return sl_greg_interval(t, req->duration, start, end);
-    *start = sl_floor_div(t, req->duration) * req->duration;
+    *start = sl_sat_mul(sl_floor_div(t, req->duration), req->duration);
     *end = sl_sat_add(*start, req->duration);
     return NULL;
 }
@@ -206,6 +206,8 @@ void sl_win_sliding_decide(sl_state *st, int64_t *expire_at, const sl_request *r
     const int64_t L = req->limit, n = req->hits, D = req->duration;
     const int64_t S = req->sub_windows > 1 ? req->sub_windows : 1;
     const int64_t w = D / S; /* validation: D > 0, D % S == 0 */
+    if (t < SL_TIME_MIN)
+        t = SL_TIME_MIN;
 
     bool same = st->algorithm == SL_SLIDING_WINDOW && st->u.sw.duration == D &&
                 (int64_t)st->aux32 == S && !(req->behavior & SL_RESET_REMAINING);

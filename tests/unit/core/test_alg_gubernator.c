@@ -212,6 +212,8 @@ static void more_than_available(int32_t algorithm)
         sl_request q = ah_req(algorithm, steps[i].hits, 2000, 1000);
         sl_response r = ah_decide(&h, &q);
         assert_null(r.error);
+        if (algorithm == SL_TOKEN_BUCKET && r.status == SL_OVER_LIMIT)
+            assert_int_equal(r.retry_after, 1001);
         assert_int_equal(r.status, steps[i].st);
         assert_int_equal(r.remaining, steps[i].rem);
         assert_int_equal(r.limit, 2000);
@@ -460,6 +462,8 @@ static void leaky_sequence(const lb_step *steps, size_t n, int64_t burst)
         assert_int_equal(r.limit, 10);
         /* Gubernator: now.Unix() + (limit - remaining) * 3 == reset_time / 1000 */
         assert_int_equal(r.reset_time, h.now + (10 - r.remaining) * 3 * SEC);
+        /* in these sequences a refusal waits for exactly one hit to leak: 3 s */
+        assert_int_equal(r.retry_after, r.status == SL_OVER_LIMIT ? 3 * SEC : 0);
         ah_advance(&h, steps[i].sleep);
     }
     ah_free(&h);
@@ -486,7 +490,7 @@ static void test_leaky_bucket_with_burst(void **state)
         {1, 19, SL_UNDER_LIMIT, SEC},   {1, 18, SL_UNDER_LIMIT, SEC},
         {1, 17, SL_UNDER_LIMIT, 1500},  {0, 18, SL_UNDER_LIMIT, 3 * SEC},
         {0, 19, SL_UNDER_LIMIT, 0},     {19, 0, SL_UNDER_LIMIT, 0},
-        {1, 0, SL_OVER_LIMIT, 3 * SEC}, {0, 1, SL_UNDER_LIMIT, 60 * SEC},
+        {1, 0, SL_OVER_LIMIT, 3 * SEC},    {0, 1, SL_UNDER_LIMIT, 60 * SEC},
         {0, 20, SL_UNDER_LIMIT, SEC},
     };
     leaky_sequence(steps, sizeof(steps) / sizeof(steps[0]), 20);
