@@ -1,16 +1,293 @@
 /*
- * Router (see router.h). This file holds the standalone path: every item is decided by the local
- * engine, in request order, with the engine's batch entry point when no item was pre-answered (it
- * hashes and prefetches ahead, which matters for 1000-item calls).
+ * Router (see router.h and docs/cluster.md).
+ *
+ * Standalone (discovery none): every item is decided by the local engine, in request order, with
+ * the engine's batch entry point when no item was pre-answered. Nothing else runs.
+ *
+ * Cluster. A "view" is one peer list turned into a picker, shared read-only by the workers and
+ * reference-counted; a new list makes a new view, published under a mutex and posted to every
+ * worker loop, which swaps it in on its own thread - so each worker routes a whole batch with one
+ * consistent view and no lock. Per worker and per remote peer there is a persistent HTTP/2
+ * connection (peer.c) and a batcher; one timerfd per worker (libuv timers have millisecond
+ * resolution, --batch-wait is 500 us) fires when the earliest batch is due.
+ *
+ * An item's journey:
+ *   owner == self                 engine now; GLOBAL: noted for broadcast
+ *   GLOBAL, owner elsewhere       answered from the local copy now (global.c), hits queued
+ *   otherwise                     queued on the owner's batcher -> one GetPeerRateLimits call
+ *                                 for up to batch-limit items -> answers copied back, "owner" set
+ * A call that fails retries its items on the new owner if the view changed since they were sent
+ * (at most MAX_ATTEMPTS times); otherwise each item gets an error - or, with --fail-open, a local
+ * decision marked in its metadata. Deadlines are --batch-timeout: nothing waits forever.
+ *
+ * A submit's record ("pend") counts the items still out; the last answer runs `done`.
  */
 #include "cluster/router.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "cluster/batcher.h"
+#include "cluster/global.h"
+#include "cluster/members.h"
+#include "cluster/peer.h"
+#include "cluster/picker.h"
+#include "sluice/clock.h"
+#include "wire/grpc_frame.h"
+
+#define MAX_ATTEMPTS 3
+#define META_OWNER "owner"
+#define META_FAIL_OPEN "fail_open"
+#define GLOBAL_EXPIRE_MS 1000
+#define GLOBAL_EXPIRE_WORK 4096
+
+/* ---- views ---------------------------------------------------------------------------------- */
+
+typedef struct peer_health {
+    _Atomic int err;            /* 0, or the negative errno of the last failed call */
+    _Atomic int64_t failed_at;  /* wall ms */
+} peer_health;
+
+typedef struct view {
+    _Atomic int refs;
+    uint64_t version;
+    sl_picker *picker;
+    size_t n;
+    long self;                  /* our index, or -1 when we are not in the list */
+    peer_health *health;
+} view;
+
+static void view_unref(view *v)
+{
+    if (v && atomic_fetch_sub(&v->refs, 1) == 1) {
+        sl_picker_free(v->picker);
+        free(v->health);
+        free(v);
+    }
+}
+
+/* ---- per-worker state ----------------------------------------------------------------------- */
+
+typedef struct wk wk;
+
+typedef struct wpeer {
+    char *addr;
+    sl_peer *conn;
+    sl_batcher q;
+    bool urgent;                /* a NO_BATCHING item waits: send at the end of this submit */
+    struct wpeer *next_urgent;
+    size_t vidx;                /* index in the worker's view */
+} wpeer;
+
+typedef struct pend {
+    struct pend *next;
+    wk *w;
+    sl_batch *b;
+    sl_router_done_cb done;
+    void *ud;
+    size_t outstanding;
+} pend;
+
+enum { K_FORWARD, K_GHITS, K_BCAST };
+
+typedef struct pcall {
+    wk *w;
+    int kind;
+    wpeer *wp;                  /* FORWARD: alive until every call on its connection ended */
+    char *addr;                 /* GHITS / BCAST: copy (their wpeer may go first) */
+    uint64_t version;
+    size_t vidx;
+    int64_t t0;
+    size_t n;
+    /* GHITS: the keys sent, to apply the owner's answers as updates */
+    char *keys;
+    size_t *key_off;
+    int32_t *alg;
+    int64_t *dur;
+    sl_batcher_item items[];    /* FORWARD */
+} pcall;
+
+struct wk {
+    sl_router *r;
+    int id;
+    uv_loop_t *loop;
+    bool started, stopping;
+    view *v;
+    wpeer **peers;              /* by view index; NULL at self */
+    size_t npeers;
+    wpeer *urgent;
+    int tfd;
+    uv_poll_t tpoll;
+    int64_t tfd_armed;
+    uv_timer_t hits_timer, bcast_timer, expire_timer;
+    pend *free_pends;
+    size_t nfree_pends;
+    sl_batch scratch;           /* decoding peers' answers */
+    sl_batch gscratch;          /* GLOBAL sends and broadcasts */
+    size_t *idx;
+    size_t idxcap;
+    sl_batcher_item *take;
+    /* counters, written by this worker only */
+    _Atomic uint64_t c_local, c_forwarded, c_calls, c_errors, c_retries, c_fail_open;
+    _Atomic uint64_t c_global_local, c_global_sends, c_broadcasts, c_updates, c_views;
+    char pad[64];
+};
 
 struct sl_router {
     sl_engine *engine;
+    bool cluster;
+    sl_router_config cfg;
+    char *advertise;
+    char **peers;               /* static list copy */
+    char *dns_name, *dns_server, *prefix;
+    char **etcd_eps;
+    sl_engine_config ecfg;
+    bool has_ecfg;
+    sl_logger *log;
+    sl_global *global;
+    wk *wk;
+    int nworkers;
+    sl_server *server;
+    sl_members *members;
+    pthread_mutex_t vmu;
+    view *latest;
+    uint64_t next_version;
+    int64_t batch_timeout_ms;
+    size_t batch_limit;
+    /* metrics (NULL when no registry) */
+    sl_metrics_counter *m_calls_ok[3], *m_calls_err[3];
+    sl_metrics_counter *m_items, *m_retries, *m_fail_open, *m_global_local, *m_updates,
+        *m_views;
+    sl_metrics_histogram *m_call_seconds;
+    sl_metrics_gauge *m_peers;
 };
+
+static const char *const method_names[3] = {"GetPeerRateLimits", "GetPeerRateLimits.global",
+                                            "UpdatePeerGlobals"};
+
+static inline void cinc(_Atomic uint64_t *c, uint64_t n)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+                          memory_order_relaxed);
+}
+
+/* ---- configuration -------------------------------------------------------------------------- */
+
+void sl_router_config_from_options(sl_router_config *c, const sl_options *o)
+{
+    c->discovery = o->discovery;
+    c->advertise_addr = o->advertise_addr;
+    c->peers = (const char *const *)o->peers.items;
+    c->n_peers = o->peers.n;
+    c->dns_name = o->dns_name;
+    c->dns_period_ns = o->dns_period_ns;
+    c->etcd_endpoints = (const char *const *)o->storage_addrs.items;
+    c->n_etcd_endpoints = o->storage_addrs.n;
+    c->storage_prefix = o->storage_prefix;
+    c->peer_lease_ttl_ns = o->peer_lease_ttl_ns;
+    c->etcd_timeout_ns = o->storage_timeout_ns;
+    c->picker = o->peer_picker;
+    c->replicas = (unsigned)o->replicas;
+    c->batch_wait_ns = o->batch_wait_ns;
+    c->batch_limit = (size_t)o->batch_limit;
+    c->batch_timeout_ns = o->batch_timeout_ns;
+    c->global_sync_wait_ns = o->global_sync_wait_ns;
+    c->global_batch_limit = (size_t)o->global_batch_limit;
+    c->fail_open = o->fail_open;
+    c->global_max_keys = o->gc_max_keys > 0 ? (size_t)o->gc_max_keys : 0;
+}
+
+static char *dup_opt(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+static char **dup_list(const char *const *v, size_t n)
+{
+    char **o = calloc(n ? n : 1, sizeof *o);
+    if (!o)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        if (!(o[i] = strdup(v[i] ? v[i] : ""))) {
+            for (size_t k = 0; k < i; k++)
+                free(o[k]);
+            free(o);
+            return NULL;
+        }
+    return o;
+}
+
+static void free_list(char **v, size_t n)
+{
+    if (!v)
+        return;
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+static void register_metrics(sl_router *r, sl_metrics *m)
+{
+    sl_metrics_family *calls = NULL;
+    if (sl_metrics_counter_family(m, "sluice_peer_calls_total",
+                                  "Calls made to peers, by method and result", "method,result",
+                                  &calls) == 0) {
+        for (int i = 0; i < 3; i++) {
+            const char *ok[2] = {method_names[i], "ok"};
+            const char *err[2] = {method_names[i], "error"};
+            r->m_calls_ok[i] = sl_metrics_counter_get(calls, ok, 2);
+            r->m_calls_err[i] = sl_metrics_counter_get(calls, err, 2);
+        }
+    }
+    sl_metrics_counter_new(m, "sluice_peer_forwarded_items_total",
+                           "Requests forwarded to their owner", &r->m_items);
+    sl_metrics_counter_new(m, "sluice_peer_retries_total",
+                           "Forwarded requests sent again after a membership change",
+                           &r->m_retries);
+    sl_metrics_counter_new(m, "sluice_peer_fail_open_total",
+                           "Requests decided locally because their owner failed (--fail-open)",
+                           &r->m_fail_open);
+    sl_metrics_counter_new(m, "sluice_global_local_answers_total",
+                           "GLOBAL requests answered from the local copy", &r->m_global_local);
+    sl_metrics_counter_new(m, "sluice_global_updates_total",
+                           "GLOBAL owner states received (broadcasts and answers)",
+                           &r->m_updates);
+    sl_metrics_counter_new(m, "sluice_membership_changes_total", "Peer lists applied",
+                           &r->m_views);
+    sl_metrics_gauge_new(m, "sluice_cluster_peers", "Peers in the current list (this node too)",
+                         &r->m_peers);
+    const double b[] = {SL_METRICS_LATENCY_BUCKETS};
+    sl_metrics_histogram_new(m, "sluice_peer_call_seconds", "Latency of calls to peers", b,
+                             SL_METRICS_LATENCY_NBUCKETS, 1e9, &r->m_call_seconds);
+}
+
+static view *view_build(sl_router *r, const char *const *addrs, size_t n)
+{
+    view *v = calloc(1, sizeof *v);
+    if (!v)
+        return NULL;
+    atomic_init(&v->refs, 1);
+    if (sl_picker_new(r->cfg.picker, r->cfg.replicas, addrs, n, &v->picker)) {
+        free(v);
+        return NULL;
+    }
+    v->n = sl_picker_count(v->picker);
+    v->self = sl_picker_find(v->picker, r->advertise);
+    v->health = calloc(v->n ? v->n : 1, sizeof *v->health);
+    if (!v->health) {
+        sl_picker_free(v->picker);
+        free(v);
+        return NULL;
+    }
+    return v;
+}
 
 int sl_router_new(const sl_router_config *cfg, sl_router **out)
 {
@@ -18,14 +295,1082 @@ int sl_router_new(const sl_router_config *cfg, sl_router **out)
     if (!r)
         return -ENOMEM;
     r->engine = cfg->engine;
+    r->cfg = *cfg;
+    r->cluster = cfg->discovery != SL_DISCOVERY_NONE;
+    pthread_mutex_init(&r->vmu, NULL);
     *out = r;
+    if (!r->cluster)
+        return 0;
+
+    sl_router_config *c = &r->cfg;
+    if (cfg->engine_cfg) {
+        r->ecfg = *cfg->engine_cfg;
+        r->has_ecfg = true;
+    }
+    c->engine_cfg = NULL;
+    if (c->workers < 1)
+        c->workers = 1;
+    if (!c->replicas)
+        c->replicas = 512;
+    if (!c->batch_wait_ns)
+        c->batch_wait_ns = 500000;
+    if (c->batch_wait_ns < 0)
+        c->batch_wait_ns = 0;
+    if (!c->batch_limit)
+        c->batch_limit = 1000;
+    if (!c->batch_timeout_ns)
+        c->batch_timeout_ns = 500000000;
+    if (!c->global_sync_wait_ns)
+        c->global_sync_wait_ns = 100000000;
+    if (!c->global_batch_limit)
+        c->global_batch_limit = 1000;
+    if (!c->gub.max_msg)
+        sl_gub_config_default(&c->gub);
+    if (!c->dns_period_ns)
+        c->dns_period_ns = 5000000000LL;
+    r->log = c->log;
+    /* an owner refuses more than 1000 requests in one call (Gubernator's limit) */
+    r->batch_limit = c->batch_limit < SL_GUB_MAX_ITEMS ? c->batch_limit : SL_GUB_MAX_ITEMS;
+    if (c->global_batch_limit > SL_GUB_MAX_ITEMS)
+        c->global_batch_limit = SL_GUB_MAX_ITEMS;
+    r->batch_timeout_ms = c->batch_timeout_ns / 1000000;
+    if (r->batch_timeout_ms < 1)
+        r->batch_timeout_ms = 1;
+    r->nworkers = c->workers;
+
+    int rc = -ENOMEM;
+    r->advertise = dup_opt(c->advertise_addr ? c->advertise_addr : "");
+    r->dns_name = dup_opt(c->dns_name);
+    r->dns_server = dup_opt(c->dns_server);
+    r->prefix = dup_opt(c->storage_prefix ? c->storage_prefix : "/sluice");
+    r->peers = dup_list(c->peers, c->n_peers);
+    r->etcd_eps = dup_list(c->etcd_endpoints, c->n_etcd_endpoints);
+    r->wk = calloc((size_t)r->nworkers, sizeof *r->wk);
+    if (!r->advertise || !r->prefix || !r->peers || !r->etcd_eps || !r->wk ||
+        (c->dns_name && !r->dns_name) || (c->dns_server && !r->dns_server))
+        goto fail;
+    if (c->picker != SL_PICKER_RING && c->picker != SL_PICKER_HRW) {
+        rc = -EINVAL;
+        goto fail;
+    }
+    sl_global_config gc = {.max_keys = c->global_max_keys, .batch_limit = c->global_batch_limit};
+    if ((rc = sl_global_new(&gc, &r->global)))
+        goto fail;
+    for (int i = 0; i < r->nworkers; i++) {
+        r->wk[i].r = r;
+        r->wk[i].id = i;
+        r->wk[i].tfd = -1;
+        r->wk[i].tfd_armed = INT64_MAX;
+    }
+    if (c->metrics)
+        register_metrics(r, c->metrics);
+    /* a static list is known now: workers start with it */
+    if (c->discovery == SL_DISCOVERY_STATIC) {
+        r->latest = view_build(r, (const char *const *)r->peers, c->n_peers);
+        if (!r->latest) {
+            rc = -EINVAL;
+            goto fail;
+        }
+        r->latest->version = ++r->next_version;
+        sl_metrics_gauge_set(r->m_peers, (double)r->latest->n);
+    }
     return 0;
+fail:
+    *out = NULL;
+    sl_router_free(r);
+    return rc;
 }
 
 void sl_router_free(sl_router *r)
 {
+    if (!r)
+        return;
+    sl_router_stop(r);
+    if (r->wk)
+        for (int i = 0; i < r->nworkers; i++)
+            view_unref(r->wk[i].v);
+    view_unref(r->latest);
+    sl_global_free(r->global);
+    free(r->wk);
+    free(r->advertise);
+    free(r->dns_name);
+    free(r->dns_server);
+    free(r->prefix);
+    free_list(r->peers, r->cfg.n_peers);
+    free_list(r->etcd_eps, r->cfg.n_etcd_endpoints);
+    pthread_mutex_destroy(&r->vmu);
     free(r);
 }
+
+/* ---- small helpers -------------------------------------------------------------------------- */
+
+static void set_owner(sl_batch *b, size_t i, const char *addr, bool copy)
+{
+    if (copy)
+        sl_batch_meta_set(b, &b->resp_meta[i], META_OWNER, addr);
+    else
+        sl_batch_meta_add_ref(b, &b->resp_meta[i], META_OWNER, addr);
+}
+
+static pend *pend_get(wk *w, sl_batch *b, sl_router_done_cb done, void *ud)
+{
+    pend *p = w->free_pends;
+    if (p) {
+        w->free_pends = p->next;
+        w->nfree_pends--;
+    } else if (!(p = malloc(sizeof *p))) {
+        return NULL;
+    }
+    p->next = NULL;
+    p->w = w;
+    p->b = b;
+    p->done = done;
+    p->ud = ud;
+    p->outstanding = 1; /* the submit itself, until it has routed every item */
+    return p;
+}
+
+static void pend_item_done(pend *p)
+{
+    if (--p->outstanding)
+        return;
+    wk *w = p->w;
+    sl_router_done_cb done = p->done;
+    void *ud = p->ud;
+    sl_batch *b = p->b;
+    if (w->nfree_pends < 256) {
+        p->next = w->free_pends;
+        w->free_pends = p;
+        w->nfree_pends++;
+    } else {
+        free(p);
+    }
+    done(ud, b);
+}
+
+static const char *fmt_error(sl_batch *b, size_t i, const char *addr, const char *why)
+{
+    const sl_request *q = &b->reqs[i];
+    char buf[512];
+    snprintf(buf, sizeof buf, "while fetching rate limit '%.*s_%.*s' from peer %s: %s",
+             (int)(q->name_len > 128 ? 128 : q->name_len), q->name,
+             (int)(q->unique_key_len > 128 ? 128 : q->unique_key_len), q->unique_key, addr, why);
+    const char *s = sl_batch_strndup(b, buf, strlen(buf));
+    return s ? s : "error while fetching rate limit from peer";
+}
+
+static void note_peer(view *v, size_t vidx, uint64_t version, int err)
+{
+    if (!v || v->version != version || vidx >= v->n)
+        return;
+    atomic_store(&v->health[vidx].err, err);
+    if (err)
+        atomic_store(&v->health[vidx].failed_at, sl_wall_ms());
+}
+
+/* ---- batch timer (timerfd: libuv timers tick in milliseconds) -------------------------------- */
+
+static void flush_peer(wk *w, wpeer *wp);
+
+static void arm_batch_timer(wk *w, int64_t deadline_ns)
+{
+    if (w->tfd < 0 || deadline_ns >= w->tfd_armed)
+        return;
+    w->tfd_armed = deadline_ns;
+    if (deadline_ns < 1)
+        deadline_ns = 1; /* an absolute time of zero would disarm it */
+    struct itimerspec its = {0};
+    its.it_value.tv_sec = deadline_ns / 1000000000;
+    its.it_value.tv_nsec = deadline_ns % 1000000000;
+    timerfd_settime(w->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+}
+
+static void on_batch_timer(uv_poll_t *h, int status, int events)
+{
+    (void)status;
+    (void)events;
+    wk *w = h->data;
+    uint64_t ticks;
+    while (read(w->tfd, &ticks, sizeof ticks) > 0) {
+    }
+    w->tfd_armed = INT64_MAX;
+    int64_t now = sl_mono_ns();
+    int64_t next = INT64_MAX;
+    for (size_t i = 0; i < w->npeers; i++) {
+        wpeer *wp = w->peers[i];
+        if (!wp)
+            continue;
+        if (sl_batcher_due(&wp->q, now))
+            flush_peer(w, wp);
+        int64_t d = sl_batcher_deadline(&wp->q);
+        if (d < next)
+            next = d;
+    }
+    if (next != INT64_MAX)
+        arm_batch_timer(w, next);
+}
+
+/* ---- routing -------------------------------------------------------------------------------- */
+
+static void global_signals(wk *w, int sig, bool hits);
+
+static void decide_here(wk *w, sl_batch *b, size_t i, uint64_t h, int64_t now)
+{
+    sl_router *r = w->r;
+    sl_request *q = &b->reqs[i];
+    sl_engine_decide(r->engine, q, &b->resps[i], now);
+    set_owner(b, i, r->advertise, false);
+    cinc(&w->c_local, 1);
+    if ((q->behavior & SL_GLOBAL) && q->hits != 0 && !b->resps[i].error && w->v && w->v->n > 1) {
+        int sig = 0;
+        if (sl_global_touch(r->global, h, q, now, &sig) == 0)
+            global_signals(w, sig, false);
+    }
+}
+
+static void route(wk *w, pend *p, size_t i, uint32_t attempts, int64_t now, int64_t mono)
+{
+    sl_router *r = w->r;
+    view *v = w->v;
+    sl_batch *b = p->b;
+    sl_request *q = &b->reqs[i];
+    uint64_t h = sl_picker_key_hash(q->name, q->name_len, q->unique_key, q->unique_key_len);
+    size_t o = sl_picker_owner(v->picker, h);
+    if (o == SIZE_MAX || (long)o == v->self || !w->peers[o]) {
+        decide_here(w, b, i, h, now);
+        return;
+    }
+    const char *owner_addr = sl_picker_addr(v->picker, o);
+    if (q->behavior & SL_GLOBAL) {
+        const char *err = sl_request_validate(q, r->has_ecfg ? &r->ecfg : NULL);
+        if (err) {
+            memset(&b->resps[i], 0, sizeof b->resps[i]);
+            b->resps[i].error = err;
+            return;
+        }
+        int sig = 0;
+        int rc = sl_global_hit(r->global, h, q, now, &b->resps[i], &sig);
+        if (rc == 0 || rc == -ENOMEM) {
+            set_owner(b, i, owner_addr, true);
+            cinc(&w->c_global_local, 1);
+            sl_metrics_counter_inc(r->m_global_local);
+            global_signals(w, sig, true);
+            return;
+        }
+        /* -ENOSPC: the table is full; forward it like any other request */
+    }
+    if (q->created_at == 0)
+        q->created_at = now; /* the owner decides at the time the request arrived here */
+    wpeer *wp = w->peers[o];
+    sl_batcher_item it = {.owner = p, .idx = (uint32_t)i, .attempts = attempts};
+    int rc = sl_batcher_add(&wp->q, &it, mono);
+    if (rc < 0) {
+        memset(&b->resps[i], 0, sizeof b->resps[i]);
+        b->resps[i].error = "out of memory";
+        return;
+    }
+    p->outstanding++;
+    if (rc == 1) {
+        flush_peer(w, wp);
+    } else if (q->behavior & SL_NO_BATCHING) {
+        if (!wp->urgent) {
+            wp->urgent = true;
+            wp->next_urgent = w->urgent;
+            w->urgent = wp;
+        }
+    } else {
+        arm_batch_timer(w, sl_batcher_deadline(&wp->q));
+    }
+}
+
+static void flush_urgent(wk *w)
+{
+    while (w->urgent) {
+        wpeer *wp = w->urgent;
+        w->urgent = wp->next_urgent;
+        wp->urgent = false;
+        wp->next_urgent = NULL;
+        flush_peer(w, wp);
+    }
+}
+
+/* Item failed at its peer (or could not be sent): retry, fail open, or answer the error. */
+static void item_failed(wk *w, const sl_batcher_item *it, uint64_t version, const char *addr,
+                        const char *why)
+{
+    sl_router *r = w->r;
+    pend *p = it->owner;
+    sl_batch *b = p->b;
+    size_t i = it->idx;
+    int64_t now = sl_wall_ms();
+    if (!w->stopping && w->v && w->v->version != version && it->attempts + 1 < MAX_ATTEMPTS) {
+        /* the owner may have moved: route it again with the current list */
+        cinc(&w->c_retries, 1);
+        sl_metrics_counter_inc(r->m_retries);
+        route(w, p, i, it->attempts + 1, now, sl_mono_ns());
+    } else if (r->cfg.fail_open && !w->stopping) {
+        sl_request *q = &b->reqs[i];
+        sl_engine_decide(r->engine, q, &b->resps[i], now);
+        set_owner(b, i, addr, true);
+        sl_batch_meta_set(b, &b->resp_meta[i], META_FAIL_OPEN, why);
+        cinc(&w->c_fail_open, 1);
+        sl_metrics_counter_inc(r->m_fail_open);
+    } else {
+        memset(&b->resps[i], 0, sizeof b->resps[i]);
+        b->resps[i].error = fmt_error(b, i, addr, why);
+    }
+    pend_item_done(p);
+}
+
+static void copy_answer(wk *w, const sl_batcher_item *it, size_t k, const char *addr,
+                        int64_t now)
+{
+    pend *p = it->owner;
+    sl_batch *b = p->b;
+    size_t i = it->idx;
+    const sl_response *src = &w->scratch.resps[k];
+    sl_response *dst = &b->resps[i];
+    *dst = *src;
+    if (src->error) {
+        dst->error = sl_batch_strndup(b, src->error, strlen(src->error));
+        if (!dst->error)
+            dst->error = "out of memory";
+    } else if (dst->status == SL_OVER_LIMIT && dst->reset_time > now) {
+        /* PeersV1 carries no retry_after: the reset time is the safe answer */
+        dst->retry_after = dst->reset_time - now;
+    }
+    const sl_meta *m = &w->scratch.resp_meta[k];
+    for (uint32_t j = 0; j < m->n; j++)
+        sl_batch_meta_set(b, &b->resp_meta[i], m->kv[j].key, m->kv[j].val);
+    set_owner(b, i, addr, true);
+    pend_item_done(p);
+}
+
+static void observe_call(sl_router *r, int kind, bool ok, int64_t t0)
+{
+    sl_metrics_counter_inc(ok ? r->m_calls_ok[kind] : r->m_calls_err[kind]);
+    sl_metrics_histogram_observe(r->m_call_seconds, sl_mono_ns() - t0);
+}
+
+static void on_forward_done(void *ud, const sl_peer_result *res)
+{
+    pcall *c = ud;
+    wk *w = c->w;
+    sl_router *r = w->r;
+    wpeer *wp = c->wp;
+    int64_t now = sl_wall_ms();
+    if (res->err == 0 && res->grpc_status == SL_GRPC_OK) {
+        sl_gub_status st;
+        sl_batch_reset(&w->scratch);
+        int rc = sl_batch_alloc_items(&w->scratch, c->n);
+        if (!rc)
+            rc = sl_gub_decode_peer_resp_pb(&r->cfg.gub, res->msg, res->len, &w->scratch, NULL,
+                                            c->n, &st);
+        if (rc == 0) {
+            observe_call(r, K_FORWARD, true, c->t0);
+            note_peer(w->v, c->vidx, c->version, 0);
+            for (size_t k = 0; k < c->n; k++)
+                copy_answer(w, &c->items[k], k, wp->addr, now);
+        } else {
+            observe_call(r, K_FORWARD, false, c->t0);
+            cinc(&w->c_errors, 1);
+            note_peer(w->v, c->vidx, c->version, -EPROTO);
+            const char *why = rc == -ENOMEM ? "out of memory" : "bad answer from peer";
+            for (size_t k = 0; k < c->n; k++) {
+                sl_batcher_item it = c->items[k];
+                it.attempts = MAX_ATTEMPTS; /* the peer answered: do not send it again */
+                item_failed(w, &it, c->version, wp->addr, why);
+            }
+        }
+    } else {
+        observe_call(r, K_FORWARD, false, c->t0);
+        cinc(&w->c_errors, 1);
+        note_peer(w->v, c->vidx, c->version, res->err ? res->err : -EIO);
+        char why[300];
+        if (res->err)
+            snprintf(why, sizeof why, "%s", res->message);
+        else
+            snprintf(why, sizeof why, "%s: %s", sl_grpc_code_name(res->grpc_status)
+                     ? sl_grpc_code_name(res->grpc_status) : "UNKNOWN", res->message);
+        for (size_t k = 0; k < c->n; k++)
+            item_failed(w, &c->items[k], c->version, wp->addr, why);
+    }
+    free(c);
+    flush_urgent(w);
+}
+
+static int ensure_idx(wk *w, size_t n)
+{
+    if (w->idxcap < n) {
+        size_t *p = realloc(w->idx, n * sizeof *p);
+        if (!p)
+            return -ENOMEM;
+        w->idx = p;
+        w->idxcap = n;
+    }
+    return 0;
+}
+
+/* Encode items[0..n) (runs of one pend each) as one framed GetPeerRateLimitsReq. */
+static int encode_forward(wk *w, const sl_batcher_item *items, size_t n, sl_buf *out)
+{
+    if (ensure_idx(w, n))
+        return -ENOMEM;
+    size_t mark;
+    int rc = sl_grpc_frame_begin(out, &mark);
+    /* a repeated field's entries may be written in several pieces: concatenating the encodings
+     * of each pend's subset is one valid message */
+    for (size_t s = 0; !rc && s < n;) {
+        pend *p = items[s].owner;
+        size_t e = s;
+        while (e < n && items[e].owner == p) {
+            w->idx[e - s] = items[e].idx;
+            e++;
+        }
+        rc = sl_gub_encode_peer_req_pb(p->b, w->idx, e - s, out);
+        s = e;
+    }
+    if (!rc)
+        rc = sl_grpc_frame_end(out, mark);
+    return rc;
+}
+
+static void send_forward(wk *w, wpeer *wp, const sl_batcher_item *items, size_t n)
+{
+    sl_router *r = w->r;
+    pcall *c = malloc(sizeof *c + n * sizeof *items);
+    if (!c) {
+        for (size_t k = 0; k < n; k++) {
+            sl_batcher_item it = items[k];
+            it.attempts = MAX_ATTEMPTS;
+            item_failed(w, &it, w->v->version, wp->addr, "out of memory");
+        }
+        return;
+    }
+    memset(c, 0, sizeof *c);
+    c->w = w;
+    c->kind = K_FORWARD;
+    c->wp = wp;
+    c->version = w->v->version;
+    c->vidx = wp->vidx;
+    c->n = n;
+    c->t0 = sl_mono_ns();
+    memcpy(c->items, items, n * sizeof *items);
+    sl_buf out;
+    sl_buf_init(&out, 0);
+    int rc = encode_forward(w, items, n, &out);
+    const char *why = "out of memory";
+    if (!rc) {
+        rc = sl_peer_call(wp->conn, SL_GUB_PATH_GET_PEER_RATE_LIMITS, &out, r->batch_timeout_ms,
+                          on_forward_done, c);
+        if (rc)
+            why = rc == -ECONNREFUSED ? "connection refused"
+                  : rc == -ETIMEDOUT  ? "connect timed out"
+                                      : "peer unreachable";
+    }
+    sl_buf_free(&out);
+    cinc(&w->c_forwarded, n);
+    sl_metrics_counter_add(r->m_items, n);
+    cinc(&w->c_calls, 1);
+    if (rc) {
+        observe_call(r, K_FORWARD, false, c->t0);
+        cinc(&w->c_errors, 1);
+        note_peer(w->v, c->vidx, c->version, rc);
+        for (size_t k = 0; k < n; k++)
+            item_failed(w, &c->items[k], c->version, wp->addr, why);
+        free(c);
+    }
+}
+
+static void flush_peer(wk *w, wpeer *wp)
+{
+    while (sl_batcher_len(&wp->q)) {
+        size_t n = sl_batcher_take(&wp->q, w->take, w->r->batch_limit);
+        send_forward(w, wp, w->take, n);
+    }
+}
+
+/* ---- GLOBAL sync ---------------------------------------------------------------------------- */
+
+static void send_hits(wk *w);
+static void send_broadcasts(wk *w);
+
+static void on_hits_timer(uv_timer_t *t)
+{
+    send_hits(t->data);
+}
+
+static void on_bcast_timer(uv_timer_t *t)
+{
+    send_broadcasts(t->data);
+}
+
+static void global_signals(wk *w, int sig, bool hits)
+{
+    if (!sig || !w->started || w->stopping)
+        return;
+    if (sig & SL_GLOBAL_FULL) {
+        if (hits)
+            send_hits(w);
+        else
+            send_broadcasts(w);
+        return;
+    }
+    uv_timer_t *t = hits ? &w->hits_timer : &w->bcast_timer;
+    if (!uv_is_active((uv_handle_t *)t))
+        uv_timer_start(t, hits ? on_hits_timer : on_bcast_timer,
+                       (uint64_t)(w->r->cfg.global_sync_wait_ns / 1000000), 0);
+}
+
+/* Hits from peers were applied here: their senders waited up to a sync interval already, so the
+ * new state goes out after a tenth of one (coalescing what arrives meanwhile, and bounding
+ * broadcasts to ten per interval) rather than after another whole interval. */
+static void broadcast_soon(wk *w)
+{
+    if (!w->started || w->stopping)
+        return;
+    uint64_t delay = (uint64_t)(w->r->cfg.global_sync_wait_ns / 10000000);
+    if (delay < 1)
+        delay = 1;
+    if (uv_is_active((uv_handle_t *)&w->bcast_timer) &&
+        uv_timer_get_due_in(&w->bcast_timer) <= delay)
+        return;
+    uv_timer_start(&w->bcast_timer, on_bcast_timer, delay, 0);
+}
+
+static void on_ghits_done(void *ud, const sl_peer_result *res)
+{
+    pcall *c = ud;
+    wk *w = c->w;
+    sl_router *r = w->r;
+    bool ok = res->err == 0 && res->grpc_status == SL_GRPC_OK;
+    if (ok) {
+        sl_gub_status st;
+        sl_batch_reset(&w->scratch);
+        ok = sl_batch_alloc_items(&w->scratch, c->n) == 0 &&
+             sl_gub_decode_peer_resp_pb(&r->cfg.gub, res->msg, res->len, &w->scratch, NULL, c->n,
+                                        &st) == 0;
+        /* the owner's answer is its state after our hits: the freshest copy there is */
+        int64_t now = sl_wall_ms();
+        for (size_t k = 0; ok && k < c->n; k++) {
+            const char *key = c->keys + c->key_off[k];
+            size_t len = c->key_off[k + 1] - c->key_off[k] - 1;
+            sl_global_update(r->global, sl_picker_hash(key, len), key, len, &w->scratch.resps[k],
+                             c->alg[k], c->dur[k], now);
+        }
+    }
+    observe_call(r, K_GHITS, ok, c->t0);
+    note_peer(w->v, c->vidx, c->version, ok ? 0 : res->err ? res->err : -EIO);
+    if (!ok) {
+        cinc(&w->c_errors, 1);
+        sl_log_warn(r->log, "GLOBAL hits to %s failed: %s", c->addr, res->message);
+    }
+    free(c->addr);
+    free(c->keys);
+    free(c);
+}
+
+typedef struct owner_idx {
+    size_t owner, k;
+} owner_idx;
+
+static int cmp_owner(const void *a, const void *b)
+{
+    const owner_idx *x = a, *y = b;
+    if (x->owner != y->owner)
+        return x->owner < y->owner ? -1 : 1;
+    return x->k < y->k ? -1 : x->k > y->k;
+}
+
+/* Send the items gs->reqs[ks[0..n)] (one owner) as GLOBAL hits. */
+static void send_hits_to(wk *w, wpeer *wp, const owner_idx *ks, size_t n)
+{
+    sl_router *r = w->r;
+    sl_batch *gs = &w->gscratch;
+    pcall *c = calloc(1, sizeof *c);
+    size_t klen = 0;
+    for (size_t j = 0; j < n; j++) {
+        const sl_request *q = &gs->reqs[ks[j].k];
+        klen += q->name_len + 1 + q->unique_key_len + 1;
+    }
+    klen = (klen + 7) & ~(size_t)7; /* the arrays after the keys stay aligned */
+    if (c) {
+        c->keys = malloc(klen + (n + 1) * sizeof(size_t) + n * (sizeof(int32_t) + sizeof(int64_t)));
+        c->addr = strdup(wp->addr);
+    }
+    if (!c || !c->keys || !c->addr) {
+        if (c) {
+            free(c->keys);
+            free(c->addr);
+        }
+        free(c);
+        return; /* hits lost: bounded, and the next sync carries new ones */
+    }
+    c->key_off = (size_t *)(c->keys + klen);
+    c->dur = (int64_t *)(c->key_off + n + 1);
+    c->alg = (int32_t *)(c->dur + n);
+    size_t off = 0;
+    for (size_t j = 0; j < n; j++) {
+        const sl_request *q = &gs->reqs[ks[j].k];
+        c->key_off[j] = off;
+        memcpy(c->keys + off, q->name, q->name_len);
+        c->keys[off + q->name_len] = '_';
+        memcpy(c->keys + off + q->name_len + 1, q->unique_key, q->unique_key_len);
+        off += q->name_len + 1 + q->unique_key_len;
+        c->keys[off++] = '\0';
+        c->alg[j] = q->algorithm;
+        c->dur[j] = q->duration;
+        w->idx[j] = ks[j].k;
+    }
+    c->key_off[n] = off;
+    c->w = w;
+    c->kind = K_GHITS;
+    c->version = w->v->version;
+    c->vidx = wp->vidx;
+    c->n = n;
+    c->t0 = sl_mono_ns();
+    sl_buf out;
+    sl_buf_init(&out, 0);
+    size_t mark;
+    int rc = sl_grpc_frame_begin(&out, &mark);
+    if (!rc)
+        rc = sl_gub_encode_peer_req_pb(gs, w->idx, n, &out);
+    if (!rc)
+        rc = sl_grpc_frame_end(&out, mark);
+    if (!rc)
+        rc = sl_peer_call(wp->conn, SL_GUB_PATH_GET_PEER_RATE_LIMITS, &out, r->batch_timeout_ms,
+                          on_ghits_done, c);
+    sl_buf_free(&out);
+    cinc(&w->c_global_sends, 1);
+    if (rc) {
+        observe_call(r, K_GHITS, false, c->t0);
+        note_peer(w->v, c->vidx, c->version, rc);
+        cinc(&w->c_errors, 1);
+        free(c->addr);
+        free(c->keys);
+        free(c);
+    }
+}
+
+static void send_hits(wk *w)
+{
+    sl_router *r = w->r;
+    if (!w->v)
+        return;
+    int64_t now = sl_wall_ms();
+    owner_idx *ks = NULL;
+    for (;;) {
+        sl_batch *gs = &w->gscratch;
+        sl_batch_reset(gs);
+        int n = sl_global_take_hits(r->global, gs, r->cfg.global_batch_limit);
+        if (n <= 0)
+            break;
+        owner_idx *nk = realloc(ks, (size_t)n * sizeof *ks);
+        if (!nk || ensure_idx(w, (size_t)n)) {
+            free(nk ? nk : ks);
+            return; /* out of memory: these hits are lost, later ones are not */
+        }
+        ks = nk;
+        view *v = w->v;
+        size_t m = 0;
+        for (int k = 0; k < n; k++) {
+            sl_request *q = &gs->reqs[k];
+            uint64_t h = sl_picker_key_hash(q->name, q->name_len, q->unique_key, q->unique_key_len);
+            size_t o = sl_picker_owner(v->picker, h);
+            if (o == SIZE_MAX || (long)o == v->self || !w->peers[o]) {
+                /* we own it now (the list changed): apply the hits here, as an owner would */
+                sl_response resp;
+                q->behavior |= SL_DRAIN_OVER_LIMIT;
+                sl_engine_decide(r->engine, q, &resp, now);
+                int sig = 0;
+                if (!resp.error && sl_global_touch(r->global, h, q, now, &sig) == 0)
+                    global_signals(w, sig, false);
+                continue;
+            }
+            ks[m++] = (owner_idx){o, (size_t)k};
+        }
+        qsort(ks, m, sizeof *ks, cmp_owner);
+        for (size_t s = 0; s < m;) {
+            size_t e = s;
+            while (e < m && ks[e].owner == ks[s].owner)
+                e++;
+            send_hits_to(w, w->peers[ks[s].owner], ks + s, e - s);
+            s = e;
+        }
+    }
+    free(ks);
+}
+
+static void on_bcast_done(void *ud, const sl_peer_result *res)
+{
+    pcall *c = ud;
+    wk *w = c->w;
+    bool ok = res->err == 0 && res->grpc_status == SL_GRPC_OK;
+    observe_call(w->r, K_BCAST, ok, c->t0);
+    note_peer(w->v, c->vidx, c->version, ok ? 0 : res->err ? res->err : -EIO);
+    if (!ok) {
+        cinc(&w->c_errors, 1);
+        sl_log_debug(w->r->log, "GLOBAL broadcast to %s failed: %s", c->addr, res->message);
+    }
+    free(c->addr);
+    free(c);
+}
+
+static void send_broadcasts(wk *w)
+{
+    sl_router *r = w->r;
+    if (!w->v)
+        return;
+    int64_t now = sl_wall_ms();
+    sl_gub_global *g = NULL;
+    for (;;) {
+        sl_batch *gs = &w->gscratch;
+        sl_batch_reset(gs);
+        int n = sl_global_take_touched(r->global, gs, r->cfg.global_batch_limit);
+        if (n <= 0)
+            break;
+        sl_gub_global *ng = realloc(g, (size_t)n * sizeof *g);
+        if (!ng)
+            break;
+        g = ng;
+        for (int k = 0; k < n; k++) {
+            sl_request *q = &gs->reqs[k];
+            q->hits = 0;
+            q->created_at = 0;
+            q->behavior &= ~(SL_GLOBAL | SL_RESET_REMAINING);
+            memset(&g[k], 0, sizeof g[k]);
+            sl_engine_decide(r->engine, q, &g[k].resp, now);
+            size_t klen = q->name_len + 1 + q->unique_key_len;
+            char *key = sl_batch_alloc(gs, klen + 1);
+            if (key) {
+                memcpy(key, q->name, q->name_len);
+                key[q->name_len] = '_';
+                memcpy(key + q->name_len + 1, q->unique_key, q->unique_key_len);
+                key[klen] = '\0';
+            }
+            g[k].key = key ? key : "";
+            g[k].key_len = key ? klen : 0;
+            g[k].algorithm = q->algorithm;
+            g[k].duration = q->duration;
+            g[k].created_at = now;
+        }
+        sl_buf msg;
+        sl_buf_init(&msg, 0);
+        size_t mark;
+        int rc = sl_grpc_frame_begin(&msg, &mark);
+        if (!rc)
+            rc = sl_gub_encode_globals_pb(g, (size_t)n, &msg);
+        if (!rc)
+            rc = sl_grpc_frame_end(&msg, mark);
+        for (size_t i = 0; !rc && i < w->npeers; i++) {
+            wpeer *wp = w->peers[i];
+            if (!wp)
+                continue;
+            pcall *c = calloc(1, sizeof *c);
+            sl_buf copy;
+            sl_buf_init(&copy, 0);
+            if (!c || !(c->addr = strdup(wp->addr)) || sl_buf_append(&copy, msg.data, msg.len)) {
+                if (c)
+                    free(c->addr);
+                free(c);
+                sl_buf_free(&copy);
+                continue;
+            }
+            c->w = w;
+            c->kind = K_BCAST;
+            c->version = w->v->version;
+            c->vidx = wp->vidx;
+            c->t0 = sl_mono_ns();
+            cinc(&w->c_broadcasts, 1);
+            int crc = sl_peer_call(wp->conn, SL_GUB_PATH_UPDATE_PEER_GLOBALS, &copy,
+                                   r->batch_timeout_ms, on_bcast_done, c);
+            sl_buf_free(&copy);
+            if (crc) {
+                observe_call(r, K_BCAST, false, c->t0);
+                note_peer(w->v, c->vidx, c->version, crc);
+                cinc(&w->c_errors, 1);
+                free(c->addr);
+                free(c);
+            }
+        }
+        sl_buf_free(&msg);
+    }
+    free(g);
+}
+
+static void on_expire_timer(uv_timer_t *t)
+{
+    wk *w = t->data;
+    sl_global_expire(w->r->global, sl_wall_ms(), GLOBAL_EXPIRE_WORK);
+}
+
+/* ---- views on workers ----------------------------------------------------------------------- */
+
+static wpeer *wpeer_new(wk *w, const char *addr)
+{
+    sl_router *r = w->r;
+    wpeer *wp = calloc(1, sizeof *wp);
+    if (!wp)
+        return NULL;
+    wp->addr = strdup(addr);
+    sl_peer_config pc = {
+        .loop = w->loop,
+        .addr = addr,
+        .connect_timeout_ms = r->batch_timeout_ms < 1000 ? r->batch_timeout_ms : 1000,
+        .max_msg = r->cfg.gub.max_msg,
+    };
+    if (!wp->addr || sl_peer_new(&pc, &wp->conn)) {
+        free(wp->addr);
+        free(wp);
+        return NULL;
+    }
+    sl_batcher_init(&wp->q, r->batch_limit, r->cfg.batch_wait_ns);
+    return wp;
+}
+
+/* Retire a peer that left the list: its queued items go to their new owners, its calls in
+ * flight fail (and retry on the new view), then it is freed. */
+static void wpeer_retire(wk *w, wpeer *wp)
+{
+    sl_batcher_item it;
+    int64_t now = sl_wall_ms();
+    while (sl_batcher_len(&wp->q)) {
+        sl_batcher_take(&wp->q, &it, 1);
+        pend *p = it.owner;
+        if (w->stopping) {
+            sl_batch *b = p->b;
+            memset(&b->resps[it.idx], 0, sizeof b->resps[it.idx]);
+            b->resps[it.idx].error = "shutting down";
+        } else {
+            route(w, p, it.idx, it.attempts + 1, now, sl_mono_ns());
+        }
+        pend_item_done(p);
+    }
+    if (wp->urgent) {
+        for (wpeer **pp = &w->urgent; *pp; pp = &(*pp)->next_urgent)
+            if (*pp == wp) {
+                *pp = wp->next_urgent;
+                break;
+            }
+    }
+    sl_peer_close(wp->conn); /* runs the failed calls' callbacks now */
+    sl_batcher_free(&wp->q);
+    free(wp->addr);
+    free(wp);
+}
+
+static void apply_view(wk *w, view *nv)
+{
+    sl_router *r = w->r;
+    view *old = w->v;
+    wpeer **oldp = w->peers;
+    size_t oldn = w->npeers;
+    wpeer **np = calloc(nv->n ? nv->n : 1, sizeof *np);
+    if (!np) {
+        view_unref(nv);
+        return; /* keep the old list; the next change tries again */
+    }
+    for (size_t i = 0; i < nv->n; i++) {
+        if ((long)i == nv->self)
+            continue;
+        const char *a = sl_picker_addr(nv->picker, i);
+        for (size_t k = 0; k < oldn; k++)
+            if (oldp[k] && strcmp(oldp[k]->addr, a) == 0) {
+                np[i] = oldp[k];
+                oldp[k] = NULL;
+                break;
+            }
+        if (!np[i] && !(np[i] = wpeer_new(w, a)))
+            sl_log_error(r->log, "cannot create a client for peer %s", a);
+        if (np[i])
+            np[i]->vidx = i;
+    }
+    w->v = nv;
+    w->peers = np;
+    w->npeers = nv->n;
+    cinc(&w->c_views, 1);
+    for (size_t k = 0; k < oldn; k++)
+        if (oldp[k])
+            wpeer_retire(w, oldp[k]);
+    free(oldp);
+    view_unref(old);
+    flush_urgent(w);
+}
+
+static view *latest_ref(sl_router *r)
+{
+    pthread_mutex_lock(&r->vmu);
+    view *v = r->latest;
+    if (v)
+        atomic_fetch_add(&v->refs, 1);
+    pthread_mutex_unlock(&r->vmu);
+    return v;
+}
+
+static void on_view_posted(void *ud)
+{
+    wk *w = ud;
+    if (!w->started || w->stopping)
+        return;
+    view *v = latest_ref(w->r);
+    if (!v || v == w->v) {
+        view_unref(v);
+        return;
+    }
+    apply_view(w, v);
+}
+
+void sl_router_set_peers(sl_router *r, const char *const *addrs, size_t n)
+{
+    if (!r->cluster)
+        return;
+    view *v = view_build(r, addrs, n);
+    if (!v) {
+        sl_log_error(r->log, "cannot build a picker over %zu peers", n);
+        return;
+    }
+    pthread_mutex_lock(&r->vmu);
+    v->version = ++r->next_version;
+    view *old = r->latest;
+    r->latest = v;
+    sl_server *srv = r->server;
+    pthread_mutex_unlock(&r->vmu);
+    view_unref(old);
+    sl_metrics_gauge_set(r->m_peers, (double)v->n);
+    sl_metrics_counter_inc(r->m_views);
+    if (v->self < 0 && v->n > 0)
+        sl_log_warn(r->log, "this node (%s) is not in the peer list", r->advertise);
+    if (srv)
+        for (int i = 0; i < r->nworkers; i++)
+            sl_server_post(srv, i, on_view_posted, &r->wk[i]);
+}
+
+static void on_members(void *ud, const char *const *addrs, size_t n)
+{
+    sl_router_set_peers(ud, addrs, n);
+}
+
+/* ---- lifecycle on workers ------------------------------------------------------------------- */
+
+void sl_router_worker_start(sl_router *r, int worker, uv_loop_t *loop)
+{
+    if (!r->cluster || worker < 0 || worker >= r->nworkers)
+        return;
+    wk *w = &r->wk[worker];
+    w->loop = loop;
+    sl_batch_init(&w->scratch, 0);
+    sl_batch_init(&w->gscratch, 0);
+    w->take = calloc(r->batch_limit, sizeof *w->take);
+    w->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (w->tfd >= 0) {
+        uv_poll_init(loop, &w->tpoll, w->tfd);
+        w->tpoll.data = w;
+        uv_poll_start(&w->tpoll, UV_READABLE, on_batch_timer);
+    } else {
+        sl_log_error(r->log, "timerfd: %s: batches go at once", strerror(errno));
+    }
+    uv_timer_init(loop, &w->hits_timer);
+    uv_timer_init(loop, &w->bcast_timer);
+    uv_timer_init(loop, &w->expire_timer);
+    w->hits_timer.data = w->bcast_timer.data = w->expire_timer.data = w;
+    if (worker == 0)
+        uv_timer_start(&w->expire_timer, on_expire_timer, GLOBAL_EXPIRE_MS, GLOBAL_EXPIRE_MS);
+    w->started = true;
+    view *v = latest_ref(r);
+    if (!v) {
+        /* no list yet (DNS, etcd): alone until one arrives */
+        const char *self = r->advertise;
+        v = view_build(r, &self, r->advertise[0] ? 1 : 0);
+        if (v)
+            v->version = 0;
+    }
+    if (v)
+        apply_view(w, v);
+}
+
+static void on_tfd_closed(uv_handle_t *h)
+{
+    wk *w = h->data;
+    if (w->tfd >= 0)
+        close(w->tfd);
+    w->tfd = -1;
+}
+
+void sl_router_worker_stop(sl_router *r, int worker)
+{
+    if (!r->cluster || worker < 0 || worker >= r->nworkers)
+        return;
+    wk *w = &r->wk[worker];
+    if (!w->started || w->stopping)
+        return;
+    /* the server has drained: no call waits for an answer any more. GLOBAL hits not sent yet
+     * are dropped (the owner's state is at most one sync interval behind). */
+    w->stopping = true;
+    for (size_t i = 0; i < w->npeers; i++)
+        if (w->peers[i])
+            wpeer_retire(w, w->peers[i]);
+    free(w->peers);
+    w->peers = NULL;
+    w->npeers = 0;
+    if (w->tfd >= 0) {
+        uv_poll_stop(&w->tpoll);
+        uv_close((uv_handle_t *)&w->tpoll, on_tfd_closed);
+    }
+    uv_close((uv_handle_t *)&w->hits_timer, NULL);
+    uv_close((uv_handle_t *)&w->bcast_timer, NULL);
+    uv_close((uv_handle_t *)&w->expire_timer, NULL);
+    while (w->free_pends) {
+        pend *p = w->free_pends;
+        w->free_pends = p->next;
+        free(p);
+    }
+    sl_batch_free(&w->scratch);
+    sl_batch_free(&w->gscratch);
+    free(w->idx);
+    w->idx = NULL;
+    free(w->take);
+    w->take = NULL;
+}
+
+int sl_router_start(sl_router *r, sl_server *srv)
+{
+    if (!r->cluster)
+        return 0;
+    pthread_mutex_lock(&r->vmu);
+    r->server = srv;
+    pthread_mutex_unlock(&r->vmu);
+    /* workers that started before the server was known may have missed a list */
+    for (int i = 0; i < r->nworkers; i++)
+        sl_server_post(srv, i, on_view_posted, &r->wk[i]);
+    if (r->cfg.discovery == SL_DISCOVERY_STATIC)
+        return 0;
+    sl_members_config mc = {
+        .kind = r->cfg.discovery,
+        .advertise_addr = r->advertise,
+        .dns_name = r->dns_name,
+        .dns_server = r->dns_server,
+        .dns_period_ms = r->cfg.dns_period_ns / 1000000,
+        .etcd_endpoints = (const char *const *)r->etcd_eps,
+        .n_etcd_endpoints = r->cfg.n_etcd_endpoints,
+        .prefix = r->prefix,
+        .lease_ttl_ms = r->cfg.peer_lease_ttl_ns / 1000000,
+        .etcd_timeout_ms = r->cfg.etcd_timeout_ns / 1000000,
+        .log = r->log,
+        .on_change = on_members,
+        .ud = r,
+    };
+    return sl_members_start(&mc, &r->members);
+}
+
+void sl_router_stop(sl_router *r)
+{
+    if (r && r->members) {
+        sl_members_stop(r->members);
+        r->members = NULL;
+    }
+}
+
+/* ---- API ------------------------------------------------------------------------------------ */
 
 static void decide_local(sl_router *r, sl_batch *b, int64_t now_ms)
 {
@@ -41,38 +1386,139 @@ static void decide_local(sl_router *r, sl_batch *b, int64_t now_ms)
 void sl_router_submit(sl_router *r, int worker, sl_batch *b, int64_t now_ms, sl_router_done_cb done,
                       void *ud)
 {
-    (void)worker;
-    decide_local(r, b, now_ms);
-    done(ud, b);
+    if (!r->cluster) {
+        decide_local(r, b, now_ms);
+        done(ud, b);
+        return;
+    }
+    wk *w = &r->wk[worker < 0 || worker >= r->nworkers ? 0 : worker];
+    view *v = w->v;
+    if (!v || v->n == 0 || (v->n == 1 && v->self == 0) || w->stopping) {
+        /* alone: the standalone path, plus the owner's name */
+        decide_local(r, b, now_ms);
+        for (size_t i = 0; i < b->n; i++)
+            if (!b->answered[i])
+                set_owner(b, i, r->advertise, false);
+        cinc(&w->c_local, b->n - b->n_answered);
+        done(ud, b);
+        return;
+    }
+    pend *p = pend_get(w, b, done, ud);
+    if (!p) {
+        for (size_t i = 0; i < b->n; i++)
+            if (!b->answered[i]) {
+                memset(&b->resps[i], 0, sizeof b->resps[i]);
+                b->resps[i].error = "out of memory";
+            }
+        done(ud, b);
+        return;
+    }
+    int64_t mono = sl_mono_ns(); /* one clock read per call, not per item */
+    for (size_t i = 0; i < b->n; i++)
+        if (!b->answered[i])
+            route(w, p, i, 0, now_ms, mono);
+    flush_urgent(w);
+    pend_item_done(p);
 }
 
 void sl_router_peer_rate_limits(sl_router *r, int worker, sl_batch *b, int64_t now_ms,
                                 sl_router_done_cb done, void *ud)
 {
-    (void)worker;
     decide_local(r, b, now_ms);
+    if (r->cluster) {
+        wk *w = &r->wk[worker < 0 || worker >= r->nworkers ? 0 : worker];
+        cinc(&w->c_local, b->n - b->n_answered);
+        bool touched = false;
+        for (size_t i = 0; i < b->n; i++) {
+            const sl_request *q = &b->reqs[i];
+            if (b->answered[i] || !(q->behavior & SL_GLOBAL) || q->hits == 0 || b->resps[i].error)
+                continue;
+            int sig = 0;
+            uint64_t h = sl_picker_key_hash(q->name, q->name_len, q->unique_key, q->unique_key_len);
+            if (sl_global_touch(r->global, h, q, now_ms, &sig) == 0) {
+                touched = true;
+                if (sig & SL_GLOBAL_FULL)
+                    global_signals(w, sig, false);
+            }
+        }
+        if (touched)
+            broadcast_soon(w);
+    }
     done(ud, b);
 }
 
-void sl_router_update_globals(sl_router *r, int worker, const struct sl_gub_global *g, size_t n,
+void sl_router_update_globals(sl_router *r, int worker, const sl_gub_global *g, size_t n,
                               int64_t now_ms)
 {
-    /* A standalone node owns every key: there is no copy of another owner's state to update. */
-    (void)r, (void)worker, (void)g, (void)n, (void)now_ms;
+    if (!r->cluster)
+        return;
+    wk *w = &r->wk[worker < 0 || worker >= r->nworkers ? 0 : worker];
+    for (size_t k = 0; k < n; k++)
+        sl_global_update(r->global, sl_picker_hash(g[k].key, g[k].key_len), g[k].key,
+                         g[k].key_len, &g[k].resp, g[k].algorithm, g[k].duration, now_ms);
+    cinc(&w->c_updates, n);
+    sl_metrics_counter_add(r->m_updates, n);
 }
 
-void sl_router_health(const sl_router *r, bool *healthy, int32_t *peer_count, char *why,
-                      size_t why_len)
+void sl_router_health(sl_router *r, bool *healthy, int32_t *peer_count, char *why, size_t why_len)
 {
-    (void)r;
     *healthy = true;
     *peer_count = 1;
     if (why_len)
         why[0] = '\0';
+    if (!r->cluster)
+        return;
+    view *v = latest_ref(r);
+    if (!v)
+        return;
+    *peer_count = (int32_t)v->n;
+    size_t off = 0;
+    for (size_t i = 0; i < v->n; i++) {
+        int err = atomic_load(&v->health[i].err);
+        if (!err)
+            continue;
+        *healthy = false;
+        if (off < why_len)
+            off += (size_t)snprintf(why + off, why_len - off, "%serror from peer %s: %s",
+                                    off ? "|" : "", sl_picker_addr(v->picker, i),
+                                    strerror(-err));
+    }
+    if (v->self < 0 && v->n > 0) {
+        *healthy = false;
+        if (off < why_len)
+            snprintf(why + off, why_len - off, "%sthis instance is not found in the peer list",
+                     off ? "|" : "");
+    }
+    view_unref(v);
 }
 
 int sl_router_peer_count(const sl_router *r)
 {
-    (void)r;
-    return 1;
+    if (!r->cluster)
+        return 1;
+    view *v = latest_ref((sl_router *)r);
+    int n = v ? (int)v->n : 1;
+    view_unref(v);
+    return n ? n : 1;
+}
+
+void sl_router_stats_get(sl_router *r, sl_router_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!r->cluster)
+        return;
+    for (int i = 0; i < r->nworkers; i++) {
+        wk *w = &r->wk[i];
+        out->local += atomic_load(&w->c_local);
+        out->forwarded += atomic_load(&w->c_forwarded);
+        out->peer_calls += atomic_load(&w->c_calls);
+        out->peer_errors += atomic_load(&w->c_errors);
+        out->retries += atomic_load(&w->c_retries);
+        out->fail_open += atomic_load(&w->c_fail_open);
+        out->global_local += atomic_load(&w->c_global_local);
+        out->global_sends += atomic_load(&w->c_global_sends);
+        out->broadcasts += atomic_load(&w->c_broadcasts);
+        out->updates += atomic_load(&w->c_updates);
+        out->views += atomic_load(&w->c_views);
+    }
 }

@@ -3,53 +3,139 @@
  * to the local engine. In a cluster (discovery != none) each item's owner is picked by consistent
  * hashing over the peer list; items owned here go to the engine, the others are batched per peer
  * and forwarded over PeersV1/GetPeerRateLimits, and GLOBAL items are answered from the local copy
- * and synchronised asynchronously.
+ * and synchronised asynchronously (docs/cluster.md).
  *
  * The router is asynchronous: sl_router_submit() may call `done` before it returns (everything was
  * local) or later, on the same worker loop thread, when the last peer answered or timed out. Every
- * item of the batch has an answer (a response or a per-item error) when `done` runs.
+ * item of the batch has an answer (a response or a per-item error) when `done` runs. In a cluster
+ * every answer carries metadata "owner" (the owner's advertise address); an answer made locally
+ * because the owner could not be reached (--fail-open) also carries "fail_open" with the reason.
+ *
+ * Lifecycle in a daemon:
+ *
+ *     sl_router_new(&cfg, &r);                      // cfg from sl_router_config_from_options()
+ *     server hooks: on_worker_start -> sl_router_worker_start(r, worker, loop)
+ *                   on_worker_stop  -> sl_router_worker_stop(r, worker)
+ *     sl_server_start(&srv, ...);
+ *     sl_router_start(r, srv);                      // membership: registers, reads the peer list
+ *     ...
+ *     sl_router_stop(r);                            // leaves the cluster (etcd: revokes the lease)
+ *     sl_server_shutdown(srv, grace); sl_server_wait(srv);
+ *     sl_router_free(r);
+ *
+ * Threads: submit / peer_rate_limits / update_globals run on the worker loop named by `worker`;
+ * health, peer_count and set_peers from any thread.
  */
 #ifndef SLUICE_CLUSTER_ROUTER_H
 #define SLUICE_CLUSTER_ROUTER_H
 
 #include <stdbool.h>
-#include <stddef.h>
 #include <stdint.h>
+#include <uv.h>
 
 #include "api/batch.h"
+#include "api/gubernator.h"
+#include "config/config.h"
+#include "core/log.h"
+#include "core/metrics.h"
+#include "net/server.h"
 #include "sluice/engine.h"
 
 typedef struct sl_router sl_router;
 typedef void (*sl_router_done_cb)(void *ud, sl_batch *b);
 
 typedef struct sl_router_config {
-    sl_engine *engine;   /* the local engine (not owned) */
+    sl_engine *engine;                   /* the local engine (not owned) */
+    const sl_engine_config *engine_cfg;  /* its limits, to validate GLOBAL answers; NULL = defaults */
+
+    /* Everything below matters only in a cluster; discovery SL_DISCOVERY_NONE (0) keeps the
+     * standalone path. Zero values mean the defaults of sluiced's options. */
+    int discovery;                       /* sl_discovery */
+    int workers;                         /* worker loops of the server (>= 1) */
+    const char *advertise_addr;          /* this node's peer address, "host:port" */
+    const char *const *peers;            /* static */
+    size_t n_peers;
+    const char *dns_name;                /* dns */
+    const char *dns_server;
+    int64_t dns_period_ns;
+    const char *const *etcd_endpoints;   /* etcd */
+    size_t n_etcd_endpoints;
+    const char *storage_prefix;
+    int64_t peer_lease_ttl_ns;
+    int64_t etcd_timeout_ns;
+    int picker;                          /* sl_peer_picker */
+    unsigned replicas;
+    int64_t batch_wait_ns;               /* 500 us */
+    size_t batch_limit;                  /* 1000 (also the most a peer accepts in one call) */
+    int64_t batch_timeout_ns;            /* 500 ms */
+    int64_t global_sync_wait_ns;         /* 100 ms */
+    size_t global_batch_limit;           /* 1000 */
+    size_t global_max_keys;              /* GLOBAL keys held for local answers; 100000 */
+    bool fail_open;
+    sl_gub_config gub;                   /* limits for decoding peers' answers; zero = defaults */
+    sl_logger *log;                      /* may be NULL */
+    sl_metrics *metrics;                 /* may be NULL */
 } sl_router_config;
+
+/* Fill the cluster fields from sluiced's options (strings point into o, which must outlive the
+ * router). engine and workers are the caller's. */
+void sl_router_config_from_options(sl_router_config *c, const sl_options *o);
 
 int sl_router_new(const sl_router_config *cfg, sl_router **out);
 void sl_router_free(sl_router *r);
+
+/* Server hooks (sl_server_config.on_worker_start / on_worker_stop), run in the worker thread. */
+void sl_router_worker_start(sl_router *r, int worker, uv_loop_t *loop);
+void sl_router_worker_stop(sl_router *r, int worker);
+
+/* Start membership once the server runs (peer lists are handed to the loops with
+ * sl_server_post). 0 or a negative errno. No-op when standalone. */
+int sl_router_start(sl_router *r, sl_server *srv);
+/* Leave the cluster gracefully (stops discovery; etcd: revokes the lease). Call before the
+ * server shuts down. */
+void sl_router_stop(sl_router *r);
+
+/* Replace the peer list (what a membership source does; also for tests and embedders). Any
+ * thread. */
+void sl_router_set_peers(sl_router *r, const char *const *addrs, size_t n);
 
 /* Decide every item of b that is not already answered (b->answered[i]). Call on worker loop
  * `worker`; `done(ud, b)` runs exactly once on that thread. */
 void sl_router_submit(sl_router *r, int worker, sl_batch *b, int64_t now_ms, sl_router_done_cb done,
                       void *ud);
 
-/* Server side of PeersV1/GetPeerRateLimits: this node is the owner of every item; decide them
- * locally (and, for GLOBAL items, queue a broadcast of the new state). Same contract as submit. */
+/* PeersV1/GetPeerRateLimits, server side: this node owns every item (it never forwards again);
+ * GLOBAL items are queued for broadcast. `done` runs exactly once on the worker thread. */
 void sl_router_peer_rate_limits(sl_router *r, int worker, sl_batch *b, int64_t now_ms,
                                 sl_router_done_cb done, void *ud);
 
-/* Server side of PeersV1/UpdatePeerGlobals: the owner's state for GLOBAL keys held here. */
-struct sl_gub_global;
-void sl_router_update_globals(sl_router *r, int worker, const struct sl_gub_global *g, size_t n,
+/* PeersV1/UpdatePeerGlobals, server side: take the owners' states of GLOBAL keys. */
+void sl_router_update_globals(sl_router *r, int worker, const sl_gub_global *g, size_t n,
                               int64_t now_ms);
 
-/* HealthCheck's view: *healthy false (with a reason in why) while peers fail; *peer_count counts
- * this node too (1 when standalone). */
-void sl_router_health(const sl_router *r, bool *healthy, int32_t *peer_count, char *why,
-                      size_t why_len);
+/* HealthCheck: peers known (this node included; 1 when standalone), and unhealthy with a reason
+ * ("|"-joined, Gubernator's style) while calls to some peer fail or this node is not in the peer
+ * list. Any thread. */
+void sl_router_health(sl_router *r, bool *healthy, int32_t *peer_count, char *why, size_t why_len);
 
 /* Peers this node knows, itself included (1 when standalone). */
 int sl_router_peer_count(const sl_router *r);
+
+/* Counters (summed over workers). */
+typedef struct sl_router_stats {
+    uint64_t local;          /* items decided by this node's engine */
+    uint64_t forwarded;      /* items sent to an owner */
+    uint64_t peer_calls;     /* GetPeerRateLimits calls made (forwarding) */
+    uint64_t peer_errors;    /* calls that failed (any method) */
+    uint64_t retries;        /* items routed again after a membership change */
+    uint64_t fail_open;      /* items answered locally because the owner failed */
+    uint64_t global_local;   /* GLOBAL items answered from the local copy */
+    uint64_t global_sends;   /* GLOBAL hit batches sent to owners */
+    uint64_t broadcasts;     /* UpdatePeerGlobals calls made */
+    uint64_t updates;        /* GLOBAL states received */
+    uint64_t views;          /* peer lists applied */
+} sl_router_stats;
+
+void sl_router_stats_get(sl_router *r, sl_router_stats *out);
 
 #endif

@@ -182,6 +182,7 @@ typedef struct sl_options {
     int discovery;             /* sl_discovery */
     sl_strlist peers;
     char *dns_name;
+    char *dns_server;          /* "" = the system resolver */
     int64_t dns_period_ns;
     char *advertise_addr;      /* defaults to listen_addr */
     int peer_picker;           /* sl_peer_picker */

@@ -285,6 +285,7 @@ static void on_worker_start(void *ud, int worker, uv_loop_t *loop)
 {
     sl_node *n = ud;
     sl_metrics_bind_thread((unsigned)worker);
+    sl_router_worker_start(n->router, worker, loop);
     if (worker == 0) {
         uv_timer_init(loop, &n->expiry_timer);
         n->expiry_timer.data = n;
@@ -298,6 +299,7 @@ static void on_worker_stop(void *ud, int worker, uv_loop_t *loop)
     sl_node *n = ud;
     (void)loop;
     sl_service_worker_stop(n->service, worker);
+    sl_router_worker_stop(n->router, worker);
     if (worker == 0 && n->expiry_started) {
         uv_timer_stop(&n->expiry_timer);
         uv_close((uv_handle_t *)&n->expiry_timer, NULL);
@@ -344,7 +346,10 @@ static int build(sl_node *n, char *err, size_t errlen)
         return rc;
     }
 
-    sl_router_config rcfg = {.engine = n->engine};
+    sl_router_config rcfg = {.engine = n->engine, .engine_cfg = &ec, .workers = (int)o->workers,
+                             .log = &n->log, .metrics = n->metrics};
+    sl_router_config_from_options(&rcfg, o);
+    rcfg.dns_server = o->dns_server;
     if ((rc = sl_router_new(&rcfg, &n->router))) {
         snprintf(err, errlen, "router: %s", strerror(-rc));
         return rc;
@@ -396,6 +401,10 @@ static int build(sl_node *n, char *err, size_t errlen)
     sv.hooks_ud = n;
     if ((rc = sl_server_start(&n->server, &sv))) {
         snprintf(err, errlen, "listen on %s: %s", o->listen_addr, strerror(-rc));
+        return rc;
+    }
+    if ((rc = sl_router_start(n->router, n->server))) {
+        snprintf(err, errlen, "cluster membership: %s", strerror(-rc));
         return rc;
     }
     if ((rc = register_server_metrics(n))) {
@@ -541,6 +550,7 @@ void sl_node_shutdown(sl_node *n, uint32_t grace_ms)
     if (grace_ms == 0)
         grace_ms = (uint32_t)(n->opts.shutdown_timeout_ns / 1000000);
     sl_log_info(&n->log, "shutting down grace_ms=%u", grace_ms);
+    sl_router_stop(n->router); /* leave the cluster first: peers stop sending here */
     sl_server_shutdown(n->server, grace_ms);
 }
 

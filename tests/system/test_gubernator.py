@@ -281,8 +281,13 @@ def test_bad_client_does_not_disturb_others(node, pb):
 
 def test_max_conns(node_factory):
     n = node_factory(["--workers", "1", "--max-conns", "5"])
-    socks = [socket.create_connection(("127.0.0.1", n.port)) for _ in range(5)]
-    time.sleep(0.2)
+    time.sleep(0.3)  # let the readiness probe's connection close
+    socks = []
+    for _ in range(5):  # five keep-alive connections, each proven served
+        s = socket.create_connection(("127.0.0.1", n.port), timeout=2)
+        s.sendall(b"GET /v1/LiveCheck HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert s.recv(4096).startswith(b"HTTP/1.1 200")
+        socks.append(s)
     extra = socket.create_connection(("127.0.0.1", n.port), timeout=2)
     extra.sendall(b"GET /v1/LiveCheck HTTP/1.1\r\nHost: x\r\n\r\n")
     try:
@@ -292,8 +297,10 @@ def test_max_conns(node_factory):
     assert got == b""  # refused: closed without an answer
     for s in socks:
         s.close()
-    time.sleep(0.2)
+    time.sleep(0.3)
     assert http("GET", "http://%s/v1/LiveCheck" % n.addr)[0] == 200
+    st, _, body = http("GET", "http://%s/metrics" % n.addr)
+    assert 'sluice_connections_total{event="refused"} 1' in body.decode()
 
 
 def test_idle_connections_are_closed(node_factory):
