@@ -179,6 +179,17 @@ bool sl_conn_done(const sl_conn *c)
     return c->draining;
 }
 
+bool sl_conn_has_backlog(const sl_conn *c)
+{
+    if (c->fatal)
+        return false;
+    if (c->proto == SL_HTTP_1)
+        return sl_h1_has_backlog(c->p.h1);
+    if (c->proto == SL_HTTP_2)
+        return sl_h2_has_backlog(c->p.h2);
+    return false;
+}
+
 sl_conn_phase sl_conn_phase_get(const sl_conn *c)
 {
     if (c->proto == SL_HTTP_1)

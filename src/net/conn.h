@@ -78,6 +78,9 @@ static inline sl_buf *sl_conn_out(sl_conn *c)
 }
 /* False while the connection holds enough unanswered input or unwritten output. */
 bool sl_conn_wants_read(const sl_conn *c);
+/* Work held back by backpressure (input kept unparsed, frames kept in nghttp2) that a pump can
+ * move on once `out` has been written. */
+bool sl_conn_has_backlog(const sl_conn *c);
 /* Nothing more will be produced: close once `out` is written. */
 bool sl_conn_done(const sl_conn *c);
 sl_conn_phase sl_conn_phase_get(const sl_conn *c);

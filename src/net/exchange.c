@@ -12,11 +12,12 @@
 #include <time.h>
 
 #include "sluice/clock.h"
+#include "wire/grpc_frame.h"
 
 /* Exchanges kept for reuse per loop, and the largest buffers kept with them: a burst of big
  * requests must not pin its memory forever. */
-#define POOL_MAX 1024
-#define KEEP_BUF_BYTES (64 * 1024)
+#define POOL_MAX 512
+#define KEEP_BUF_BYTES (8 * 1024)
 
 void sl_http_limits_defaults(sl_http_limits *l)
 {
@@ -478,60 +479,52 @@ int sl_exchange_respond_simple(sl_exchange *ex, int status, const char *content_
     return sl_exchange_respond(ex, &r);
 }
 
-/* gRPC's grpc-message is percent-encoded: bytes outside printable ASCII and '%' itself. */
-static size_t grpc_percent_encode(char *dst, size_t cap, const char *msg)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    size_t o = 0;
-    for (const unsigned char *p = (const unsigned char *)msg; *p; p++) {
-        if (*p >= 0x20 && *p <= 0x7e && *p != '%') {
-            if (o + 1 >= cap)
-                break;
-            dst[o++] = (char)*p;
-        } else {
-            if (o + 3 >= cap)
-                break;
-            dst[o++] = '%';
-            dst[o++] = hex[*p >> 4];
-            dst[o++] = hex[*p & 15];
-        }
-    }
-    dst[o] = '\0';
-    return o;
-}
+/* grpc-status and the percent-encoded grpc-message (wire/grpc_frame does the encoding; the
+ * message is capped so an error text cannot blow up a trailer). */
+#define GRPC_MESSAGE_MAX 1024
 
-static int grpc_status_fields(sl_http_header *out, char *num, char *enc, size_t enc_cap,
-                              int grpc_status, const char *grpc_message)
+static int grpc_status_fields(sl_http_header *out, char *num, sl_buf *enc, int grpc_status,
+                              const char *grpc_message)
 {
     int n = snprintf(num, 12, "%d", grpc_status);
     out[0] = (sl_http_header){"grpc-status", 11, num, (size_t)(n > 0 ? n : 0)};
     if (!grpc_message || !*grpc_message)
         return 1;
-    size_t len = grpc_percent_encode(enc, enc_cap, grpc_message);
-    out[1] = (sl_http_header){"grpc-message", 12, enc, len};
+    size_t len = strnlen(grpc_message, GRPC_MESSAGE_MAX);
+    if (sl_grpc_message_encode(grpc_message, len, enc) != 0)
+        return 1; /* out of memory: the status alone still says what happened */
+    out[1] = (sl_http_header){"grpc-message", 12, (const char *)enc->data, enc->len};
     return 2;
 }
 
 int sl_exchange_respond_grpc(sl_exchange *ex, const void *msg, size_t msg_len, int grpc_status,
                              const char *grpc_message)
 {
-    char num[12], enc[1024];
+    char num[12];
+    sl_buf enc;
+    sl_buf_init(&enc, 4 * GRPC_MESSAGE_MAX);
     sl_http_header ct = SL_HTTP_HEADER("content-type", "application/grpc");
     sl_http_header tr[2];
-    int nt = grpc_status_fields(tr, num, enc, sizeof enc, grpc_status, grpc_message);
+    int nt = grpc_status_fields(tr, num, &enc, grpc_status, grpc_message);
     sl_http_response r = {.status = 200, .headers = &ct, .nheaders = 1, .body = msg,
                           .body_len = msg_len, .trailers = tr, .ntrailers = (size_t)nt};
-    return sl_exchange_respond(ex, &r);
+    int rc = sl_exchange_respond(ex, &r);
+    sl_buf_free(&enc);
+    return rc;
 }
 
 int sl_exchange_respond_grpc_status(sl_exchange *ex, int grpc_status, const char *grpc_message)
 {
-    char num[12], enc[1024];
+    char num[12];
+    sl_buf enc;
+    sl_buf_init(&enc, 4 * GRPC_MESSAGE_MAX);
     sl_http_header h[3];
     h[0] = SL_HTTP_HEADER("content-type", "application/grpc");
-    int nt = grpc_status_fields(h + 1, num, enc, sizeof enc, grpc_status, grpc_message);
+    int nt = grpc_status_fields(h + 1, num, &enc, grpc_status, grpc_message);
     sl_http_response r = {.status = 200, .headers = h, .nheaders = 1 + (size_t)nt};
-    return sl_exchange_respond(ex, &r);
+    int rc = sl_exchange_respond(ex, &r);
+    sl_buf_free(&enc);
+    return rc;
 }
 
 void sl_exchange_set_cancel(sl_exchange *ex, sl_exchange_cancel_cb cb, void *ud)

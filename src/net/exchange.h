@@ -128,15 +128,17 @@ const sl_http_request *sl_exchange_request(const sl_exchange *ex);
 const sl_http_header *sl_http_header_find(const sl_http_request *r, const char *name);
 
 /* Answer. 0, or -ENOTCONN if the client is gone (the call was a no-op, the exchange is released
- * all the same), -EINVAL on a bad status or too many trailers (the client then gets a 500),
- * -ENOMEM. In every case the exchange is consumed. */
+ * all the same), -EINVAL on a status outside 200..599 or more than SL_HTTP_MAX_TRAILERS trailers
+ * (the client then gets a 500), -ENOMEM. In every case the exchange is consumed: answering twice
+ * is a bug (the second call may touch a recycled exchange). */
 int sl_exchange_respond(sl_exchange *ex, const sl_http_response *r);
 /* Status + optional content type + body. */
 int sl_exchange_respond_simple(sl_exchange *ex, int status, const char *content_type,
                                const void *body, size_t body_len);
 /* A gRPC success or error with a message: HEADERS(:status 200, content-type application/grpc),
  * DATA(msg: already length-prefixed by the caller's gRPC framing), trailers(grpc-status,
- * grpc-message). grpc_message may be NULL; it is percent-encoded as gRPC requires. */
+ * grpc-message). grpc_message may be NULL; it is percent-encoded as gRPC requires and cut at
+ * 1 KiB. */
 int sl_exchange_respond_grpc(sl_exchange *ex, const void *msg, size_t msg_len, int grpc_status,
                              const char *grpc_message);
 /* A trailers-only gRPC answer (one HEADERS frame carrying grpc-status), for errors. */
@@ -165,7 +167,8 @@ sl_http_ctx *sl_http_ctx_new(const sl_http_limits *limits, sl_http_handler handl
 void sl_http_ctx_free(sl_http_ctx *ctx);
 /* Server use: bind the ctx to a loop so `now` follows uv_now(loop) + a wall-clock offset. */
 void sl_http_ctx_attach_loop(sl_http_ctx *ctx, uv_loop_t *loop, int worker);
-/* Re-sync the wall-clock offset (steps only: monotonic `now` otherwise). Called once a second. */
+/* Re-sync the wall-clock offset (follows steps only; `now` is monotonic otherwise). The server
+ * calls it on every timeout tick (at most a second apart). */
 void sl_http_ctx_resync_clock(sl_http_ctx *ctx);
 /* Without a loop (tests, fuzzers) `now` is whatever was set last. */
 void sl_http_ctx_set_now(sl_http_ctx *ctx, int64_t now_ms);

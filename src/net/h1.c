@@ -414,7 +414,9 @@ static void complete(sl_h1 *h)
     h->cur = NULL;
     if (!ex)
         return;
-    if (!ex->keepalive || llhttp_get_upgrade(&h->parser) || c->draining)
+    /* Upgrades are declined (the answer is plain HTTP/1.1 and the client carries on with it,
+     * RFC 9110 7.8), but after CONNECT the client would send tunnel bytes: stop there. */
+    if (!ex->keepalive || h->parser.method == HTTP_CONNECT || c->draining)
         h->dead = true; /* this is the last request the connection carries */
     q_push(h, ex);
     c->completed++;
@@ -466,12 +468,13 @@ static size_t parse(sl_h1 *h, const char *p, size_t n)
         }
         if (e == HPE_PAUSED || e == HPE_PAUSED_UPGRADE) {
             const char *pos = llhttp_get_error_pos(&h->parser);
-            size_t at = pos && pos >= p + off && pos <= p + n ? (size_t)(pos - p) : n;
-            off = at;
-            if (e == HPE_PAUSED)
-                llhttp_resume(&h->parser);
-            else
-                h->dead = true;
+            off = pos && pos >= p + off && pos <= p + n ? (size_t)(pos - p) : n;
+            if (e == HPE_PAUSED_UPGRADE) {
+                /* Comes on the call after the upgrade request was completed and dispatched. */
+                llhttp_resume_after_upgrade(&h->parser);
+                continue;
+            }
+            llhttp_resume(&h->parser);
             if (!h->msg_in_progress)
                 complete(h);
             continue;
@@ -573,6 +576,11 @@ bool sl_h1_wants_read(const sl_h1 *h)
 bool sl_h1_done(const sl_h1 *h)
 {
     return h->dead && h->qlen == 0;
+}
+
+bool sl_h1_has_backlog(const sl_h1 *h)
+{
+    return h->in.len && !h->dead;
 }
 
 sl_conn_phase sl_h1_phase(const sl_h1 *h)

@@ -24,6 +24,7 @@ void sl_h1_pump(sl_h1 *h);
 void sl_h1_shutdown(sl_h1 *h);
 bool sl_h1_wants_read(const sl_h1 *h);
 bool sl_h1_done(const sl_h1 *h);
+bool sl_h1_has_backlog(const sl_h1 *h);
 sl_conn_phase sl_h1_phase(const sl_h1 *h);
 
 #endif

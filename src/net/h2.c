@@ -64,9 +64,12 @@ static void release_held(sl_h2 *h, sl_exchange *ex)
 }
 
 /* Answer a request the net layer refuses (too large). */
+/* Marks a stream already reset with REFUSED_STREAM (connection over its buffer budget). */
+#define REJECT_RESET 503
+
 static void refuse(sl_h2 *h, sl_exchange *ex, int status)
 {
-    if (ex->state != SL_EX_RECV)
+    if (ex->state != SL_EX_RECV || ex->reject == REJECT_RESET)
         return;
     ex->reject = (uint16_t)status;
     if (!ex->headers_done)
@@ -191,7 +194,7 @@ static int on_data_chunk(nghttp2_session *ss, uint8_t flags, int32_t stream_id,
     }
     if (h->held + len > lim->conn_buffer_bytes) {
         /* Too much held on this connection: refuse the stream so the client may retry. */
-        ex->reject = 503;
+        ex->reject = REJECT_RESET;
         sl_net_stat_add(h->c->ctx, SL_NET_PROTOCOL_ERRORS, 1);
         nghttp2_submit_rst_stream(ss, NGHTTP2_FLAG_NONE, stream_id, NGHTTP2_REFUSED_STREAM);
         return 0;
@@ -533,6 +536,11 @@ bool sl_h2_done(const sl_h2 *h)
     if (h->broken)
         return true;
     return !nghttp2_session_want_read(h->ss) && !nghttp2_session_want_write(h->ss);
+}
+
+bool sl_h2_has_backlog(const sl_h2 *h)
+{
+    return !h->broken && nghttp2_session_want_write(h->ss);
 }
 
 sl_conn_phase sl_h2_phase(const sl_h2 *h)

@@ -26,6 +26,7 @@ void sl_h2_pump(sl_h2 *h);
 void sl_h2_shutdown(sl_h2 *h);
 bool sl_h2_wants_read(const sl_h2 *h);
 bool sl_h2_done(const sl_h2 *h);
+bool sl_h2_has_backlog(const sl_h2 *h);
 sl_conn_phase sl_h2_phase(const sl_h2 *h);
 
 #endif

@@ -317,6 +317,12 @@ static void timer_update(sconn *sc)
     }
 }
 
+/* Rounds of pump+write per event before yielding to other connections (then the prepare
+ * handle carries on next iteration). */
+#define MAX_ROUNDS 16
+
+static void on_wake(void *ud);
+
 /* After any event on a connection: write, decide on reading, closing and its timeout. */
 static void conn_progress(sconn *sc)
 {
@@ -326,6 +332,20 @@ static void conn_progress(sconn *sc)
     if (sc->closing)
         return;
     sl_conn *c = sc->c;
+    /* Work held back by the output high-water mark can go on once the socket took the output
+     * (uv_try_write usually takes it all, and then no write callback will come to resume it). */
+    for (int round = 0; !sc->writing && !c->out.len && sl_conn_has_backlog(c); round++) {
+        if (round == MAX_ROUNDS) {
+            on_wake(sc);
+            break;
+        }
+        sl_conn_pump(c);
+        if (!c->out.len)
+            break; /* waiting for handlers */
+        flush(sc);
+        if (sc->closing)
+            return;
+    }
     if (sc->shut)
         return;
     if (c->fatal) {
@@ -840,4 +860,11 @@ void sl_server_stats(const sl_server *srv, sl_net_stats *out)
     for (int i = 0; i < srv->nworkers; i++)
         if (srv->workers[i].ctx)
             sl_http_ctx_stats(srv->workers[i].ctx, out);
+}
+
+void sl_server_worker_stats(const sl_server *srv, int worker_idx, sl_net_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (worker_idx >= 0 && worker_idx < srv->nworkers && srv->workers[worker_idx].ctx)
+        sl_http_ctx_stats(srv->workers[worker_idx].ctx, out);
 }

@@ -85,5 +85,7 @@ int sl_server_post(sl_server *srv, int worker, void (*fn)(void *ud), void *ud);
 
 /* Counters summed over workers; callable from any thread. */
 void sl_server_stats(const sl_server *srv, sl_net_stats *out);
+/* One worker's counters (e.g. to see how SO_REUSEPORT spread the connections). */
+void sl_server_worker_stats(const sl_server *srv, int worker, sl_net_stats *out);
 
 #endif

@@ -571,6 +571,63 @@ static void test_sniffing(void **state)
     fix_free(f);
 }
 
+static void test_upgrade_declined_connect_ends(void **state)
+{
+    /* An ignored Upgrade keeps HTTP/1.1 going on the connection. */
+    fix *f = fix_new(NULL);
+    feed(f, "GET /u HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: h2c\r\nHTTP2-Settings: AAA\r\n\r\n"
+            "GET /next HTTP/1.1\r\n\r\n");
+    assert_int_equal(f->t.calls, 2);
+    assert_string_equal(f->t.path, "/next");
+    char *o = take(f);
+    assert_int_equal(count(o, "HTTP/1.1 200"), 2);
+    assert_null(strstr(o, "Connection: close"));
+    free(o);
+    assert_false(sl_conn_done(f->c));
+    fix_free(f);
+
+    /* After CONNECT come tunnel bytes, not requests. */
+    f = fix_new(NULL);
+    feed(f, "CONNECT example.test:443 HTTP/1.1\r\n\r\n\x16\x03\x01 tls bytes");
+    assert_int_equal(f->t.calls, 1);
+    assert_string_equal(f->t.method, "CONNECT");
+    o = take(f);
+    assert_int_equal(count(o, "HTTP/1.1 200"), 1);
+    assert_non_null(strstr(o, "Connection: close"));
+    free(o);
+    assert_true(sl_conn_done(f->c));
+    fix_free(f);
+}
+
+static void test_output_high_water(void **state)
+{
+    /* Unwritten output above the mark pauses parsing; writing it and pumping resumes. */
+    sl_http_limits lim = {.out_high_water = 100};
+    fix *f = fix_new(&lim);
+    feed(f, "GET /1 HTTP/1.1\r\n\r\nGET /2 HTTP/1.1\r\n\r\nGET /3 HTTP/1.1\r\n\r\n");
+    assert_int_equal(f->t.calls, 1);
+    assert_true(sl_conn_has_backlog(f->c));
+    assert_false(sl_conn_wants_read(f->c));
+    int rounds = 0;
+    char all[4096] = "";
+    while (sl_conn_has_backlog(f->c)) {
+        char *o = take(f); /* the driver wrote it */
+        strcat(all, o);
+        free(o);
+        sl_conn_pump(f->c);
+        assert_true(++rounds < 10);
+    }
+    char *o = take(f);
+    strcat(all, o);
+    free(o);
+    assert_int_equal(f->t.calls, 3);
+    assert_int_equal(rounds, 2);
+    char *p1 = strstr(all, "GET /1"), *p2 = strstr(all, "GET /2"), *p3 = strstr(all, "GET /3");
+    assert_true(p1 && p2 && p3 && p1 < p2 && p2 < p3);
+    assert_true(sl_conn_wants_read(f->c));
+    fix_free(f);
+}
+
 static void test_buffer_budget(void **state)
 {
     /* Held request bytes over the budget stop parsing until answers free them. */
@@ -608,6 +665,8 @@ int main(void)
         cmocka_unit_test(test_eof_after_request),
         cmocka_unit_test(test_bad_handler_answer),
         cmocka_unit_test(test_sniffing),
+        cmocka_unit_test(test_upgrade_declined_connect_ends),
+        cmocka_unit_test(test_output_high_water),
         cmocka_unit_test(test_buffer_budget),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -457,6 +457,35 @@ static void test_body_too_large(void **state)
     fix_free(f);
 }
 
+static void test_connection_budget(void **state)
+{
+    /* Request bytes held per connection are bounded: over it, new data is refused. */
+    sl_http_limits lim = {.conn_buffer_bytes = 1000};
+    fix *f = fix_new(&lim);
+    f->t.defer = true;
+    static uint8_t body[800];
+    body_src b1 = {body, sizeof body, 0}, b2 = {body, sizeof body, 0};
+    cstream *s1 = request(&f->cl, "POST", "/1", "application/json", &b1);
+    exchange_frames(f);
+    assert_int_equal(f->t.nheld, 1);
+    cstream *s2 = request(&f->cl, "POST", "/2", "application/json", &b2);
+    exchange_frames(f);
+    assert_int_equal(f->t.nheld, 1);
+    assert_true(s2->closed);
+    assert_int_equal(s2->close_code, NGHTTP2_REFUSED_STREAM);
+    /* Answering the first releases its bytes; a retry fits. */
+    answer(f->t.held[0]);
+    body_src b3 = {body, sizeof body, 0};
+    cstream *s3 = request(&f->cl, "POST", "/3", "application/json", &b3);
+    exchange_frames(f);
+    assert_int_equal(f->t.nheld, 2);
+    answer(f->t.held[1]);
+    exchange_frames(f);
+    assert_int_equal(s1->status, 200);
+    assert_int_equal(s3->status, 200);
+    fix_free(f);
+}
+
 static void test_header_too_large(void **state)
 {
     sl_http_limits lim = {.max_header_bytes = 100, .max_headers = 4};
@@ -596,6 +625,7 @@ int main(void)
         cmocka_unit_test(test_reset_before_answer),
         cmocka_unit_test(test_free_with_pending),
         cmocka_unit_test(test_body_too_large),
+        cmocka_unit_test(test_connection_budget),
         cmocka_unit_test(test_header_too_large),
         cmocka_unit_test(test_max_streams),
         cmocka_unit_test(test_garbage_after_preface),

@@ -10,6 +10,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -181,6 +182,7 @@ static void stop(fix *f)
 {
     sl_server_shutdown(f->srv, 1000);
     assert_int_equal(sl_server_wait(f->srv), 0);
+    assert_int_equal(f->a.started, sl_server_workers(f->srv));
     assert_int_equal(f->a.stopped, sl_server_workers(f->srv));
     sl_server_free(f->srv);
     uv_cond_destroy(&f->a.cv);
@@ -363,7 +365,6 @@ static void test_keepalive_pipelining(void **state)
     sl_server_stats(f->srv, &s);
     assert_int_equal(s.requests_h1, 206);
     assert_true(s.bytes_in > 0 && s.bytes_out > 0);
-    assert_int_equal(f->a.started, 2);
     stop(f);
 }
 
@@ -661,6 +662,95 @@ static void test_drain_deadline(void **state)
     free(f);
 }
 
+static void cfg_small_out(sl_server_config *cfg)
+{
+    cfg->limits.out_high_water = 512; /* every few answers cross it */
+}
+
+/* Output past the high-water mark pauses parsing; the socket taking it all must resume it. */
+static void test_output_backpressure(void **state)
+{
+    fix *f = start(cfg_small_out);
+    cli *c = cli_new(f->port);
+    char *big = malloc(300 * 64);
+    size_t n = 0;
+    for (int i = 0; i < 300; i++)
+        n += (size_t)sprintf(big + n, "GET /echo/%03d HTTP/1.1\r\n\r\n", i);
+    send_all(c->fd, big, n);
+    free(big);
+    resp r;
+    for (int i = 0; i < 300; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "GET /echo/%03d 0", i);
+        assert_int_equal(read_resp(c, &r), 0);
+        body_is(&r, want);
+    }
+    cli_free(c);
+
+    /* HTTP/2: many answers at once, more than the mark, nothing more sent by the client. */
+    c = cli_new(f->port);
+    h2c h = {0};
+    nghttp2_session_callbacks *cb;
+    nghttp2_session_callbacks_new(&cb);
+    nghttp2_session_callbacks_set_on_header_callback(cb, h2_on_header);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, h2_on_data);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, h2_on_close);
+    nghttp2_session *s;
+    nghttp2_session_client_new(&s, cb, &h);
+    nghttp2_session_callbacks_del(cb);
+    nghttp2_submit_settings(s, NGHTTP2_FLAG_NONE, NULL, 0);
+    nghttp2_nv get[] = {NV(":method", "GET"), NV(":scheme", "http"), NV(":path", "/h2-many"),
+                        NV(":authority", "x")};
+    for (int i = 0; i < 8; i++)
+        nghttp2_submit_request(s, NULL, get, 4, NULL, NULL);
+    const uint8_t *p;
+    ssize_t k;
+    while ((k = nghttp2_session_mem_send(s, &p)) > 0)
+        send_all(c->fd, p, (size_t)k);
+    while (h.closed < 8) {
+        c->len = 0;
+        assert_true(fill(c, WAIT_MS) > 0);
+        assert_int_equal(nghttp2_session_mem_recv(s, (uint8_t *)c->buf, c->len), (ssize_t)c->len);
+        while ((k = nghttp2_session_mem_send(s, &p)) > 0) /* SETTINGS ACK, WINDOW_UPDATE */
+            send_all(c->fd, p, (size_t)k);
+    }
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(h.status[i], 200);
+    nghttp2_session_del(s);
+    cli_free(c);
+    stop(f);
+}
+
+static sl_server *signal_target; /* a signal handler has nothing else to go by */
+
+static void on_sigusr1(int sig)
+{
+    sl_server_shutdown(signal_target, 1000);
+}
+
+static void test_shutdown_from_signal(void **state)
+{
+    fix *f = start(NULL);
+    cli *c = cli_new(f->port);
+    resp r;
+    send_str(c, "GET /echo HTTP/1.1\r\n\r\n");
+    assert_int_equal(read_resp(c, &r), 0);
+    signal_target = f->srv;
+    struct sigaction sa = {.sa_handler = on_sigusr1}, old;
+    sigemptyset(&sa.sa_mask);
+    assert_int_equal(sigaction(SIGUSR1, &sa, &old), 0);
+    raise(SIGUSR1);
+    assert_true(closed_within(c, WAIT_MS));
+    cli_free(c);
+    assert_int_equal(sl_server_wait(f->srv), 0);
+    sigaction(SIGUSR1, &old, NULL);
+    assert_int_equal(f->a.stopped, 2);
+    sl_server_free(f->srv);
+    uv_cond_destroy(&f->a.cv);
+    uv_mutex_destroy(&f->a.mu);
+    free(f);
+}
+
 static void test_bind_errors(void **state)
 {
     fix *f = start(NULL);
@@ -689,6 +779,8 @@ int main(void)
         cmocka_unit_test(test_h2_socket),
         cmocka_unit_test(test_graceful_drain),
         cmocka_unit_test(test_drain_deadline),
+        cmocka_unit_test(test_output_backpressure),
+        cmocka_unit_test(test_shutdown_from_signal),
         cmocka_unit_test(test_bind_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
