@@ -6,7 +6,9 @@
  * the request method, X-Req-Id = a counter) and answers
  *   200 "hello"          when accepted (or when sluice could not be asked: the client fails open,
  *                        marked with "X-Sluice: failed-open"),
- *   429 + Retry-After    (and the RateLimit headers sluice sent) when rejected.
+ *   429 + Retry-After    (and the RateLimit headers sluice sent) when rejected,
+ *   503 + Retry-After    when sluice sheds load (X-Method classifies: GET is a "get" call,
+ *                        other methods "post"; test traffic would send X-Priority: test).
  *
  *   example_middleware --listen 127.0.0.1:8080 --sluice 127.0.0.1:5454 --resource demo
  *   curl -i http://127.0.0.1:8080/hello
@@ -133,11 +135,13 @@ static void respond(conn *c, const sl_attempt_reply *r)
         if (r->ratelimit[0] || r->ratelimit_policy[0])
             snprintf(rl, sizeof rl, "RateLimit: %s\r\nRateLimit-Policy: %s\r\n", r->ratelimit,
                      r->ratelimit_policy);
+        bool shed = r->http_status == 503;
         n = snprintf(buf, 1024,
-                     "HTTP/1.1 429 Too Many Requests\r\nContent-Type: text/plain\r\n"
-                     "Content-Length: 18\r\nRetry-After: %lld\r\n%sConnection: %s\r\n\r\n"
-                     "too many requests\n",
-                     ra, rl, conn_hdr);
+                     "HTTP/1.1 %s\r\nContent-Type: text/plain\r\n"
+                     "Content-Length: %d\r\nRetry-After: %lld\r\n%sConnection: %s\r\n\r\n"
+                     "%s",
+                     shed ? "503 Service Unavailable" : "429 Too Many Requests", shed ? 16 : 18,
+                     ra, rl, conn_hdr, shed ? "service is busy\n" : "too many requests\n");
     }
     if (n < 0 || n >= 1024)
         n = 0;

@@ -156,7 +156,7 @@ typedef struct sl_attempt {
 
 typedef enum sl_attempt_outcome {
     SL_ATTEMPT_ACCEPTED = 0, /* 200 */
-    SL_ATTEMPT_REJECTED = 1, /* 429 */
+    SL_ATTEMPT_REJECTED = 1, /* 429, or 503 with a RateLimit field (sluice shedding load) */
     SL_ATTEMPT_FAILED = 2,   /* anything else: 500, 400, no answer */
 } sl_attempt_outcome;
 

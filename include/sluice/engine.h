@@ -45,6 +45,9 @@ enum sl_behavior {
     SL_RESET_REMAINING = 8,
     SL_MULTI_REGION = 16,
     SL_DRAIN_OVER_LIMIT = 32,
+    /* sluice's: decide and count, but admit what would be rejected (shadow mode, a dark launch;
+     * docs/protection.md). Far above Gubernator's bits to leave room for new ones. */
+    SL_SHADOW = 1 << 20,
 };
 
 typedef enum sl_status { SL_UNDER_LIMIT = 0, SL_OVER_LIMIT = 1 } sl_status;
@@ -71,11 +74,13 @@ typedef struct sl_request {
     int64_t hits;            /* 0 peeks; negative gives back (buckets) */
     int64_t limit;
     int64_t duration;        /* milliseconds, or a sl_gregorian value with DURATION_IS_GREGORIAN */
-    int64_t burst;           /* leaky bucket / GCRA burst; 0 = limit */
+    int64_t burst;           /* LEAKY_BUCKET: bucket size, 0 = limit; GCRA: extra requests admitted
+                                at once beyond one (Levee's burst), 0 = strict pacing */
     int64_t created_at;      /* epoch ms the request was made; 0 = now */
     int32_t algorithm;       /* sl_algorithm */
     int32_t behavior;        /* OR of sl_behavior */
     int32_t sub_windows;     /* SLIDING_WINDOW: number of sub-windows per window; 0 or 1 = classic */
+    uint64_t lease_id;       /* CONCURRENCY: the lease a release (hits -1) frees; 0 = none */
 } sl_request;
 
 typedef struct sl_response {
@@ -85,6 +90,7 @@ typedef struct sl_response {
     int64_t reset_time;      /* epoch ms when the limit is fully available again */
     int64_t retry_after;     /* ms until this request could pass; 0 when admitted */
     const char *error;       /* NULL, or a static message: the item failed and changed nothing */
+    uint64_t lease_id;       /* CONCURRENCY: the lease an admitted acquire (hits 1) took; else 0 */
 } sl_response;
 
 typedef struct sl_engine_config {
@@ -92,6 +98,7 @@ typedef struct sl_engine_config {
     unsigned shards;         /* power of two; 0 = default (64) */
     int64_t max_log_limit;   /* SLIDING_LOG: largest limit accepted (memory is O(limit) per key) */
     int32_t max_sub_windows; /* SLIDING_WINDOW: most sub-windows accepted */
+    int64_t max_concurrency_limit; /* CONCURRENCY: largest limit (16 bytes per lease held) */
     uint64_t hash_seed;      /* 0 = random per engine (hash flooding resistance) */
 } sl_engine_config;
 
@@ -101,6 +108,7 @@ typedef struct sl_engine_stats {
     uint64_t bytes;                              /* bytes held by the store (tables + side buffers) */
     uint64_t evictions;                          /* keys evicted because the store was full */
     uint64_t expirations;                        /* keys removed because they expired */
+    uint64_t collections;                        /* keys removed as idle (sl_engine_collect_idle) */
     uint64_t errors;                             /* requests answered with a per-item error */
     uint64_t decisions[SL_ALGORITHM_COUNT][2];   /* by algorithm and sl_status */
 } sl_engine_stats;
@@ -122,6 +130,20 @@ void sl_engine_decide_batch(sl_engine *e, const sl_request *reqs, sl_response *r
 /* Active expiry: examine at most max_work slots across shards, removing expired keys. Returns the
  * number removed. Call periodically (bounded work per tick). */
 size_t sl_engine_expire(sl_engine *e, int64_t now_ms, size_t max_work);
+
+/*
+ * Idle-key collection (Levee's gc-period / gc-collect): examine at most max_work key slots,
+ * continuing one walk over the whole store from where the previous call stopped, and remove every
+ * key that has expired or has had no hits for at least idle_ms (idle_ms <= 0: expired keys only).
+ * Idleness is measured from the key's last access, to 1.024 s and never early; idle_ms beyond
+ * 18.6 hours finds no idle key. Returns the number of keys removed; *pass_done (may be NULL) is set
+ * true by the call that completes a walk over every key, so a collection is the run of calls up to
+ * pass_done, each with a bounded pause. Removing an idle key that has not expired forgets its state
+ * (the next hit starts afresh): that is the point of gc-collect, so choose it longer than the
+ * windows whose counts must survive a pause in traffic.
+ */
+size_t sl_engine_collect_idle(sl_engine *e, int64_t now_ms, int64_t idle_ms, size_t max_work,
+                              bool *pass_done);
 
 /* Remove one key (name, unique_key). Returns true if it was held. */
 bool sl_engine_remove(sl_engine *e, const char *name, size_t name_len, const char *key,

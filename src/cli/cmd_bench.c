@@ -8,6 +8,8 @@
  * lookup per byte (no printf), the random source is a per-thread xorshift, and the clock is read
  * once per 256 decisions (the engine takes `now` from its caller, as the daemon's loop does).
  * ns_per_decision is the wall time one thread spends per decision: threads / decisions_per_sec.
+ * cpu_share is the threads' CPU time over their wall time: below ~0.95 other processes took some of
+ * the cores and the run understates the engine.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -50,7 +52,7 @@ typedef struct bench_thread {
     volatile int *stop;
     volatile int *go;
     uint64_t decisions, over, errors;
-    int64_t elapsed_ns;
+    int64_t elapsed_ns, cpu_ns;
 } bench_thread;
 
 static void usage(FILE *f)
@@ -143,6 +145,15 @@ static void buf_free(bench_buf *b)
     free(b->keys);
 }
 
+/* CPU time of the calling thread: a thread that got less CPU than wall time shared its core with
+ * other work, and the run's figures are then not the engine's alone (reported as cpu_share). */
+static int64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 static void *bench_run(void *arg)
 {
     bench_thread *t = arg;
@@ -157,7 +168,7 @@ static void *bench_run(void *arg)
         return NULL;
     }
     uint64_t x = t->seed | 1, decisions = 0, over = 0, errors = 0;
-    int64_t t0 = sl_mono_ns(), now = sl_wall_ms();
+    int64_t t0 = sl_mono_ns(), c0 = thread_cpu_ns(), now = sl_wall_ms();
     unsigned since_clock = 0;
     while (!__atomic_load_n(t->stop, __ATOMIC_RELAXED)) {
         for (int i = 0; i < n; i++)
@@ -177,6 +188,7 @@ static void *bench_run(void *arg)
         }
     }
     t->elapsed_ns = sl_mono_ns() - t0;
+    t->cpu_ns = thread_cpu_ns() - c0;
     t->decisions = decisions;
     t->over = over;
     t->errors = errors;
@@ -232,6 +244,7 @@ static int bench_engine(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     optind = 0; /* glibc: full reinitialisation, argv[0] is "engine" */
+    opterr = 0; /* our own messages, prefixed with the whole command */
     int c;
     uint64_t v;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -277,6 +290,8 @@ static int bench_engine(int argc, char **argv)
             usage(stdout);
             return 0;
         default:
+            fprintf(stderr, "sluice bench engine: unknown option or missing value: '%s'\n",
+                    argv[optind - 1]);
             usage(stderr);
             return 2;
         }
@@ -349,7 +364,7 @@ static int bench_engine(int argc, char **argv)
         ;
     __atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
     uint64_t decisions = 0, over = 0, errors = 0;
-    double rate = 0;
+    double rate = 0, cpu = 0, wall = 0;
     for (int i = 0; i < o.threads; i++) {
         pthread_join(th[i].tid, NULL);
         decisions += th[i].decisions;
@@ -357,7 +372,10 @@ static int bench_engine(int argc, char **argv)
         errors += th[i].errors;
         if (th[i].elapsed_ns > 0)
             rate += (double)th[i].decisions * 1e9 / (double)th[i].elapsed_ns;
+        cpu += (double)th[i].cpu_ns;
+        wall += (double)th[i].elapsed_ns;
     }
+    double cpu_share = wall > 0 ? cpu / wall : 0;
     free(th);
 
     sl_engine_stats_get(e, &st);
@@ -365,6 +383,8 @@ static int bench_engine(int argc, char **argv)
     double bytes_per_key = st.keys ? (double)st.bytes / (double)st.keys : 0;
     printf("decisions: %llu in %.2f s: %.2f M/s, %.1f ns per decision per thread\n",
            (unsigned long long)decisions, o.seconds, rate / 1e6, ns_per);
+    printf("cpu: the threads ran %.1f%% of the wall time%s\n", 100 * cpu_share,
+           cpu_share < 0.95 ? " (other work shared the cores: figures are pessimistic)" : "");
     printf("outcomes: %.1f%% over limit, %llu errors, %llu evictions\n",
            decisions ? 100.0 * (double)over / (double)decisions : 0.0,
            (unsigned long long)errors, (unsigned long long)st.evictions);
@@ -372,13 +392,15 @@ static int bench_engine(int argc, char **argv)
            (double)st.bytes / 1e6, (unsigned long long)st.keys,
            (unsigned long long)st.capacity, bytes_per_key);
 
-    json_t *j = json_pack("{s:s, s:I, s:I, s:i, s:i, s:i, s:f, s:I, s:f, s:f, s:f, s:I, s:I, s:I}",
+    json_t *j = json_pack("{s:s, s:I, s:I, s:i, s:i, s:i, s:f, s:I, s:f, s:f, s:f, s:I, s:I, s:I, "
+                          "s:f}",
                           "algorithm", alg, "keys", (json_int_t)o.keys, "max_keys",
                           (json_int_t)o.max_keys, "shards", (int)o.shards, "threads", o.threads,
                           "batch", o.batch, "seconds", o.seconds, "decisions",
                           (json_int_t)decisions, "decisions_per_sec", rate, "ns_per_decision",
                           ns_per, "bytes_per_key", bytes_per_key, "bytes", (json_int_t)st.bytes,
-                          "evictions", (json_int_t)st.evictions, "errors", (json_int_t)errors);
+                          "evictions", (json_int_t)st.evictions, "errors", (json_int_t)errors,
+                          "cpu_share", cpu_share);
     char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
     if (s)
         printf("%s\n", s);

@@ -545,7 +545,8 @@ static void attempt_usage(FILE *f)
         "  --json            print one JSON object\n"
         "  --help            this text\n"
         "\n"
-        "exit: 0 accepted (or released), 1 rejected (429; or, releasing, an unknown lease),\n"
+        "exit: 0 accepted (or released), 1 rejected (429, or 503 shedding; or, releasing, an\n"
+        "unknown lease),\n"
         "2 usage, 3 failed (500, 400) or no answer\n",
         DEFAULT_TIMEOUT_MS);
 }
@@ -679,7 +680,7 @@ static int attempt_http1(const char *addr, const sl_attempt *a, bool acquire, co
     if (status == 200 || (lease && status / 100 == 2)) {
         r->outcome = SL_ATTEMPT_ACCEPTED;
         r->allowed = true;
-    } else if (status == 429 && !lease) {
+    } else if ((status == 429 || (status == 503 && r->ratelimit[0])) && !lease) {
         r->outcome = SL_ATTEMPT_REJECTED;
     } else {
         r->err = lease && status == 404 ? -ENOENT : -EPROTO;

@@ -9,5 +9,6 @@ int sl_cmd_check(int argc, char **argv);     /* cmd_client.c: sluice check ... *
 int sl_cmd_health(int argc, char **argv);    /* cmd_client.c: sluice health ... */
 int sl_cmd_attempt(int argc, char **argv);   /* cmd_client.c: sluice attempt ... */
 int sl_cmd_quota(int argc, char **argv);     /* cmd_quota.c:  sluice quota set|get|list|rm ... */
+int sl_cmd_killswitch(int argc, char **argv); /* cmd_killswitch.c: sluice killswitch on|off ... */
 
 #endif

@@ -779,7 +779,9 @@ static int decode_attempt(call *k, const sl_h2c_resp *resp, int err)
                                     resp->fields[i].value, resp->fields[i].value_len);
         if (resp->status == 200 || (k->kind == K_RELEASE && resp->status / 100 == 2)) {
             out->outcome = SL_ATTEMPT_ACCEPTED;
-        } else if (resp->status == 429 && k->kind != K_RELEASE) {
+        } else if ((resp->status == 429 || (resp->status == 503 && out->ratelimit[0])) &&
+                   k->kind != K_RELEASE) {
+            /* 503 with a RateLimit field is sluice shedding load: a decision, not a failure */
             out->outcome = SL_ATTEMPT_REJECTED;
         } else {
             err = k->kind == K_RELEASE && resp->status == 404 ? -ENOENT : -EPROTO;

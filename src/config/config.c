@@ -1062,10 +1062,12 @@ void sl_config_table_dump(const sl_config_table *t, const void *target, FILE *ou
 #define G_QUOTAS "Quotas (Levee)"
 #define G_METRICS "Metrics"
 #define G_CLUSTER "Cluster"
+#define G_PROTECT "Protection"
 
 static const char *const no_quota_choices[] = {"allow", "deny", "error", NULL};
 static const char *const discovery_choices[] = {"none", "static", "dns", "etcd", NULL};
 static const char *const picker_choices[] = {"ring", "hrw", NULL};
+static const char *const priority_choices[] = {"critical", "post", "get", "test", NULL};
 
 static const sl_config_option daemon_opts[] = {
     /* General */
@@ -1118,8 +1120,9 @@ static const sl_config_option daemon_opts[] = {
      .def = "1s", .min = 1 * MS, .max = 86400 * SEC, .group = G_ENGINE,
      .help = "how often the collector of inactive keys runs"},
     {.name = "gc-collect", .type = SL_OPT_DURATION, .offset = FIELD(gc_collect_ns, int64_t),
-     .def = "15s", .min = 1 * MS, .max = 86400 * SEC, .group = G_ENGINE,
-     .help = "a key without hits for this long is inactive, collectable"},
+     .def = "0", .min = 0, .max = 18 * 3600 * SEC, .group = G_ENGINE,
+     .help = "collect keys without hits for this long (Levee's GC); 0 = off (a collected key "
+             "starts afresh, so keep it above your longest limit duration)"},
     {.name = "gc-max-work", .type = SL_OPT_INT, .offset = FIELD(gc_max_work, int64_t),
      .def = "10000", .min = 1, .max = INT64_C(1) << 32, .group = G_ENGINE,
      .help = "most key slots one collector run examines (bounds its pause)"},
@@ -1154,7 +1157,7 @@ static const sl_config_option daemon_opts[] = {
     /* Metrics */
     {.name = "graphite-addr", .type = SL_OPT_STRING, .offset = FIELD(graphite_addr, char *),
      .group = G_METRICS, .metavar = "ADDR",
-     .help = "Graphite collector ip:port[/udp|/tcp]; empty = off"},
+     .help = "Graphite collector ip:port[/udp|/tcp] (no suffix: tcp); empty = off"},
     {.name = "graphite-period", .type = SL_OPT_DURATION,
      .offset = FIELD(graphite_period_ns, int64_t), .def = "10s", .min = 100 * MS,
      .max = 86400 * SEC, .group = G_METRICS, .help = "how often metrics are pushed to Graphite"},
@@ -1207,6 +1210,48 @@ static const sl_config_option daemon_opts[] = {
     {.name = "peer-lease-ttl", .type = SL_OPT_DURATION,
      .offset = FIELD(peer_lease_ttl_ns, int64_t), .def = "5s", .min = 1 * SEC, .max = 3600 * SEC,
      .group = G_CLUSTER, .help = "TTL of this node's membership lease in etcd"},
+
+    /* Protection */
+    {.name = "shed", .type = SL_OPT_BOOL, .offset = FIELD(shed, bool), .def = "true",
+     .group = G_PROTECT,
+     .help = "shed calls by priority when a worker loop is overloaded (test first, never critical)"},
+    {.name = "shed-target", .type = SL_OPT_INT, .offset = FIELD(shed_target, int64_t),
+     .def = "90", .min = 1, .max = 100, .group = G_PROTECT, .metavar = "PERCENT",
+     .help = "busy share of a worker loop above which shedding rises"},
+    {.name = "shed-low", .type = SL_OPT_INT, .offset = FIELD(shed_low, int64_t), .def = "70",
+     .min = 0, .max = 100, .group = G_PROTECT, .metavar = "PERCENT",
+     .help = "busy share below which shedding falls (<= shed-target: the band holds)"},
+    {.name = "shed-raise-after", .type = SL_OPT_DURATION,
+     .offset = FIELD(shed_raise_after_ns, int64_t), .def = "1s", .min = 0, .max = 3600 * SEC,
+     .group = G_PROTECT, .help = "over shed-target this long before each raise"},
+    {.name = "shed-lower-after", .type = SL_OPT_DURATION,
+     .offset = FIELD(shed_lower_after_ns, int64_t), .def = "5s", .min = 0, .max = 3600 * SEC,
+     .group = G_PROTECT, .help = "under shed-low this long before each lowering"},
+    {.name = "shed-raise-step", .type = SL_OPT_INT, .offset = FIELD(shed_raise_step, int64_t),
+     .def = "25", .min = 1, .max = 300, .group = G_PROTECT, .metavar = "PERCENT",
+     .help = "shed share added per raise, in percent of one traffic class"},
+    {.name = "shed-lower-step", .type = SL_OPT_INT, .offset = FIELD(shed_lower_step, int64_t),
+     .def = "10", .min = 1, .max = 300, .group = G_PROTECT, .metavar = "PERCENT",
+     .help = "shed share removed per lowering, in percent of one traffic class"},
+    {.name = "shed-smoothing", .type = SL_OPT_INT, .offset = FIELD(shed_smoothing, int64_t),
+     .def = "50", .min = 1, .max = 100, .group = G_PROTECT, .metavar = "PERCENT",
+     .help = "weight of a new load sample in the moving average (100 = none)"},
+    {.name = "shed-interval", .type = SL_OPT_DURATION, .offset = FIELD(shed_interval_ns, int64_t),
+     .def = "100ms", .min = 10 * MS, .max = 60 * SEC, .group = G_PROTECT,
+     .help = "how often each worker samples its load"},
+    {.name = "default-priority", .type = SL_OPT_ENUM, .offset = FIELD(default_priority, int),
+     .def = "critical", .choices = priority_choices, .group = G_PROTECT,
+     .help = "priority of calls without X-Priority / metadata priority (and no X-Method)"},
+    {.name = "max-concurrency-limit", .type = SL_OPT_INT,
+     .offset = FIELD(max_concurrency_limit, int64_t), .def = "10000", .min = 1,
+     .max = 100000000, .group = G_PROTECT,
+     .help = "largest CONCURRENCY limit (16 bytes per lease held)"},
+    {.name = "max-switches", .type = SL_OPT_INT, .offset = FIELD(max_switches, int64_t),
+     .def = "4096", .min = 1, .max = 1000000, .group = G_PROTECT,
+     .help = "most kill switches and concurrency entries held"},
+    {.name = "admin-api", .type = SL_OPT_BOOL, .offset = FIELD(admin_api, bool), .def = "true",
+     .group = G_PROTECT,
+     .help = "serve GET/POST /v1/admin/killswitch on the client port"},
 };
 
 static const sl_config_table daemon_table = {
@@ -1292,6 +1337,9 @@ static int finalize(sl_options *o, char *err, size_t errlen)
         return fail(err, errlen, -EINVAL, "option 'dns-name': required with discovery=dns");
     if (o->discovery == SL_DISCOVERY_ETCD && o->storage_addrs.n == 0)
         return fail(err, errlen, -EINVAL, "option 'storage-addrs': required with discovery=etcd");
+    if (o->shed_low > o->shed_target)
+        return fail(err, errlen, -EINVAL, "option 'shed-low': %lld is above shed-target (%lld)",
+                    (long long)o->shed_low, (long long)o->shed_target);
     if (o->standalone && o->discovery != SL_DISCOVERY_NONE)
         return fail(err, errlen, -EINVAL,
                     "option 'standalone': cannot be combined with discovery=%s",

@@ -194,6 +194,20 @@ typedef struct sl_options {
     int64_t global_batch_limit;
     bool fail_open;
     int64_t peer_lease_ttl_ns;
+    /* Protection */
+    bool shed;
+    int64_t shed_target;          /* percent of a worker loop's time busy */
+    int64_t shed_low;             /* percent */
+    int64_t shed_raise_after_ns;
+    int64_t shed_lower_after_ns;
+    int64_t shed_raise_step;      /* percent of a traffic class */
+    int64_t shed_lower_step;
+    int64_t shed_smoothing;       /* percent weight of a new sample */
+    int64_t shed_interval_ns;
+    int default_priority;         /* sl_priority: critical, post, get, test */
+    int64_t max_concurrency_limit;
+    int64_t max_switches;
+    bool admin_api;
 } sl_options;
 
 /* sluiced's table (program "sluiced", prefix "SLUICE_"). */

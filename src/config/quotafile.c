@@ -231,7 +231,11 @@ static int top_pair(walk *w, yaml_node_t *k, yaml_node_t *v, void *ud)
         return each_pair(w, v, "limit", limit_pair, NULL);
     if (scalar_is(k, "factor"))
         return each_pair(w, v, "factor", factor_pair, NULL);
-    return fail(w, k, -EINVAL, "unknown top-level field (limit, factor)");
+    /* the switchboard's sections: config/killswitch.c reads and checks them */
+    if (scalar_is(k, "killswitch") || scalar_is(k, "concurrency") || scalar_is(k, "fleet"))
+        return 0;
+    return fail(w, k, -EINVAL,
+                "unknown top-level field (limit, factor, killswitch, concurrency, fleet)");
 }
 
 int sl_quotafile_parse(const char *text, size_t len, sl_quota_tree *t, char *err, size_t errlen)

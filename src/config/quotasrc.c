@@ -442,6 +442,9 @@ int sl_quotasrc_new(const sl_quotasrc_config *cfg, sl_quotasrc **out)
 
     if (cfg->n_endpoints > 0) {
         s->mode = SL_QUOTASRC_ETCD;
+        /* before the watcher starts: it sets connected as soon as its watch is up */
+        s->st.mode = s->mode;
+        s->st.connected = false;
         sl_etcd_config ec = {.endpoints = cfg->etcd_endpoints,
                              .n_endpoints = cfg->n_endpoints,
                              .connect_timeout_ms = cfg->connect_timeout_ms,
@@ -469,8 +472,10 @@ int sl_quotasrc_new(const sl_quotasrc_config *cfg, sl_quotasrc **out)
         s->cur->loaded = true;
         s->st.loaded = true;
     }
-    s->st.mode = s->mode;
-    s->st.connected = s->mode != SL_QUOTASRC_ETCD;
+    if (s->mode != SL_QUOTASRC_ETCD) {
+        s->st.mode = s->mode;
+        s->st.connected = true;
+    }
     if (rc) {
         sl_quotasrc_free(s);
         return rc;

@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 
+#include "core/concurrency.h"
 #include "core/gcra.h"
 #include "core/gregorian.h"
 #include "core/leakybucket.h"
@@ -72,8 +73,6 @@ const char *sl_alg_check(const sl_request *req, const sl_alg_config *cfg)
     const int32_t a = req->algorithm;
     if (a < 0 || a >= SL_ALGORITHM_COUNT)
         return "field 'algorithm' is not a known algorithm";
-    if (a == SL_CONCURRENCY)
-        return "algorithm CONCURRENCY is not supported yet";
     if (req->limit < 0)
         return "field 'limit' cannot be negative";
     if (req->burst < 0)
@@ -90,12 +89,16 @@ const char *sl_alg_check(const sl_request *req, const sl_alg_config *cfg)
     } else if (req->duration < 0) {
         return "field 'duration' cannot be negative";
     } else if (!bucket && req->duration == 0) {
+        if (a == SL_CONCURRENCY)
+            return "field 'duration' must be positive for CONCURRENCY (it is a lease's life)";
         /* Gubernator's buckets accept 0 (an item that expires at once); a window of 0 ms or a GCRA
          * with an infinite rate has no meaning. */
         return "field 'duration' must be positive for GCRA, FIXED_WINDOW, SLIDING_WINDOW and "
                "SLIDING_LOG";
     }
 
+    if (a == SL_CONCURRENCY)
+        return sl_conc_check(req, req->lease_id, cfg ? cfg->max_concurrency_limit : 0);
     if (a == SL_SLIDING_LOG && req->limit > max_log_limit(cfg))
         return "field 'limit' exceeds max-log-limit for SLIDING_LOG (memory is 8 bytes per unit "
                "of limit per key)";
@@ -125,6 +128,7 @@ const char *sl_request_validate(const sl_request *req, const sl_engine_config *c
     if (cfg) {
         ac.max_log_limit = cfg->max_log_limit;
         ac.max_sub_windows = cfg->max_sub_windows;
+        ac.max_concurrency_limit = cfg->max_concurrency_limit;
     }
     return sl_alg_check(req, &ac);
 }
@@ -140,6 +144,8 @@ void sl_alg_release(sl_state *st)
         sl_log_release(st);
     else if (st->algorithm == SL_SLIDING_WINDOW)
         sl_win_release(st);
+    else if (st->algorithm == SL_CONCURRENCY)
+        sl_conc_release(st);
     st->algorithm = SL_ALG_NONE;
     st->status = 0;
     st->aux16 = 0;
@@ -152,6 +158,8 @@ uint64_t sl_alg_side_bytes(const sl_state *st)
         return sl_log_side_bytes(st);
     if (st->algorithm == SL_SLIDING_WINDOW)
         return sl_win_side_bytes(st);
+    if (st->algorithm == SL_CONCURRENCY)
+        return sl_conc_side_bytes(st);
     return 0;
 }
 
@@ -184,6 +192,10 @@ void sl_alg_decide(sl_state *st, int64_t *expire_at, const sl_request *req, int6
         break;
     case SL_SLIDING_LOG:
         sl_log_decide(st, expire_at, req, t, resp);
+        break;
+    case SL_CONCURRENCY:
+        sl_conc_decide(st, expire_at, req, req->lease_id, t, cfg ? cfg->lease_ids : NULL, resp,
+                       &resp->lease_id);
         break;
     default:
         break; /* rejected by sl_alg_check */

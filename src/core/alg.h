@@ -5,7 +5,8 @@
  *
  * State is kept small so that a store slot is one 64-byte cache line: 8 bytes of hash, 8 of expiry,
  * 8 of header and 40 of algorithm state. Algorithms whose state grows with the limit (sliding log,
- * sliding window with sub-windows) keep a pointer to a side buffer they own; sl_alg_release() frees it.
+ * sliding window with sub-windows, concurrency leases) keep a pointer to a side buffer they own;
+ * sl_alg_release() frees it. CONCURRENCY lays its state over `raw` (core/concurrency.c).
  * A state holds no pointer into itself, so the store may copy it (memcpy) from a scratch state into
  * a slot or between slots.
  *
@@ -60,10 +61,15 @@ typedef struct sl_state {
 
 _Static_assert(sizeof(sl_state) == 48, "sl_state must stay 48 bytes (64-byte store slot)");
 
+struct sl_conc_ids;
+
 /* Limits the engine was configured with that algorithms enforce. A value <= 0 means the default. */
 typedef struct sl_alg_config {
     int64_t max_log_limit;
     int32_t max_sub_windows;
+    int64_t max_concurrency_limit;
+    /* CONCURRENCY's lease-id generator (the engine's, core/concurrency.h); NULL: random ids */
+    struct sl_conc_ids *lease_ids;
 } sl_alg_config;
 
 /* Defaults for the two limits above (engine flags max-log-limit, max-sub-windows). A sliding-log key

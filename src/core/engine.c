@@ -17,6 +17,7 @@
 #include <sys/random.h>
 
 #include "core/alg.h"
+#include "core/concurrency.h"
 #include "core/store.h"
 #include "sluice/clock.h"
 #include "sluice/engine.h"
@@ -36,6 +37,7 @@
 struct sl_engine {
     sl_store *store;
     sl_engine_config cfg; /* with the shard count and seed actually used */
+    sl_conc_ids lease_ids; /* CONCURRENCY lease ids: unique and unguessable per engine */
     _Alignas(64) uint64_t errors; /* validation failures (atomic; not on the decision path) */
     char pad[64 - sizeof(uint64_t)];
 };
@@ -47,6 +49,7 @@ void sl_engine_config_default(sl_engine_config *cfg)
     cfg->shards = DEFAULT_SHARDS;
     cfg->max_log_limit = SL_ALG_DEFAULT_MAX_LOG_LIMIT;
     cfg->max_sub_windows = SL_ALG_DEFAULT_MAX_SUB_WINDOWS;
+    cfg->max_concurrency_limit = SL_CONC_DEFAULT_MAX_LIMIT;
     cfg->hash_seed = 0;
 }
 
@@ -75,10 +78,13 @@ int sl_engine_new(const sl_engine_config *cfg, sl_engine **out)
         e->cfg.shards = DEFAULT_SHARDS;
     if (!e->cfg.hash_seed)
         e->cfg.hash_seed = random_seed(e);
+    sl_conc_ids_init(&e->lease_ids, 0);
     sl_store_config sc = {
         .max_keys = e->cfg.max_keys,
         .shards = e->cfg.shards,
-        .alg = {.max_log_limit = e->cfg.max_log_limit, .max_sub_windows = e->cfg.max_sub_windows},
+        .alg = {.max_log_limit = e->cfg.max_log_limit, .max_sub_windows = e->cfg.max_sub_windows,
+                .max_concurrency_limit = e->cfg.max_concurrency_limit,
+                .lease_ids = &e->lease_ids},
     };
     int rc = sl_store_new(&sc, &e->store);
     if (rc) {
@@ -120,6 +126,9 @@ void sl_engine_decide(sl_engine *e, const sl_request *req, sl_response *resp, in
     }
     uint64_t h = key_hash(e->cfg.hash_seed, req->name, req->name_len, req->unique_key,
                           req->unique_key_len);
+    /* Alone, a decision cannot hide its cache miss behind others' work, but fetching the few
+     * lines its probe may need at once, rather than one after the other, still saves ~10%. */
+    sl_store_prefetch(e->store, h);
     sl_store_decide(e->store, h, req, now_ms, resp);
 }
 
@@ -159,6 +168,12 @@ void sl_engine_decide_batch(sl_engine *e, const sl_request *reqs, sl_response *r
 size_t sl_engine_expire(sl_engine *e, int64_t now_ms, size_t max_work)
 {
     return sl_store_expire(e->store, now_ms, max_work);
+}
+
+size_t sl_engine_collect_idle(sl_engine *e, int64_t now_ms, int64_t idle_ms, size_t max_work,
+                              bool *pass_done)
+{
+    return sl_store_collect(e->store, now_ms, idle_ms, max_work, pass_done);
 }
 
 bool sl_engine_remove(sl_engine *e, const char *name, size_t name_len, const char *key,

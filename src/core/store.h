@@ -74,8 +74,20 @@ bool sl_store_remove(sl_store *s, uint64_t hash);
  * removed. */
 size_t sl_store_expire(sl_store *s, int64_t now, size_t max_work);
 
-/* Fill keys, capacity, bytes, evictions, expirations, errors (from sl_alg_decide) and decisions;
- * every field is overwritten. Locks each shard briefly, one at a time. */
+/*
+ * Idle collection: examine at most max_work slots, continuing one walk over every shard's table in
+ * order from where the previous call stopped, and remove each key that has expired (counted as an
+ * expiration) or has not been accessed for at least idle_ms (a collection; idle_ms <= 0: expired
+ * keys only). Idleness is judged from the LRU stamp, never early, at most 1.024 s late, and not
+ * beyond 18.6 hours (see store.c). Returns the number removed; *pass_done (may be NULL) is set when
+ * the walk reached the end of the last shard in this call: every slot has been examined since the
+ * previous pass ended. A call never goes past the end of a pass. Calls are serialised by a mutex.
+ */
+size_t sl_store_collect(sl_store *s, int64_t now, int64_t idle_ms, size_t max_work,
+                        bool *pass_done);
+
+/* Fill keys, capacity, bytes, evictions, expirations, collections, errors (from sl_alg_decide)
+ * and decisions; every field is overwritten. Locks each shard briefly, one at a time. */
 void sl_store_stats(sl_store *s, sl_engine_stats *out);
 
 /* --- introspection for tests ------------------------------------------------------------------ */

@@ -3,9 +3,12 @@
  *
  *   options -> logger, metrics, engine, router, service, server (worker loops)
  *
- * Worker 0's loop also runs the engine's active expiry (bounded work per tick). The node's own
+ * Worker 0's loop also runs the engine's active expiry (bounded work per tick) and, every
+ * gc-period, a collection of keys idle for gc-collect: one pass over the store in slices of
+ * gc-max-work slots, GC_SLICE_MS apart, so that no slice holds the loop long. The node's own
  * metrics (keys held, decisions, connections) are collectors that read the engine's and the
- * server's counters at render time, so the hot paths keep no extra counters for them.
+ * server's counters at render time, so the hot paths keep no extra counters for them. With
+ * --graphite-addr a bridge thread pushes the same registry to Graphite (node/graphite.h).
  */
 #include "sluice/node.h"
 
@@ -15,17 +18,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/protect.h"
 #include "cluster/router.h"
 #include "config/config.h"
+#include "config/killswitch.h"
 #include "config/quotasrc.h"
 #include "core/log.h"
 #include "core/metrics.h"
 #include "net/server.h"
+#include "node/graphite.h"
 #include "node/service.h"
 #include "sluice/clock.h"
 
 /* How often worker 0 runs active expiry; each run examines at most gc-max-work slots. */
 #define EXPIRY_TICK_MS 100
+/* Between two slices of an idle-key collection: the loop serves requests in between. */
+#define GC_SLICE_MS 1
 
 struct sl_node {
     sl_options opts;
@@ -36,8 +44,13 @@ struct sl_node {
     sl_service *service;
     sl_server *server;
     sl_quotasrc *quotas;   /* Levee quotas (file or etcd); NULL when neither is configured */
+    sl_killswitch *switches; /* kill switches, shadow mode, concurrency and fleet settings */
+    sl_protect *protect;     /* leases, shedders, switches on the request path */
     uv_timer_t expiry_timer;
     bool expiry_started;
+    int64_t gc_next_ms;    /* monotonic ms: when the next idle-key collection starts */
+    bool gc_running;       /* a collection pass is in progress (worker 0 only) */
+    sl_graphite *graphite; /* NULL without --graphite-addr */
 };
 
 /* ---- address parsing ----------------------------------------------------------------------- */
@@ -103,6 +116,8 @@ static void collect_engine_removals(void *arg, sl_metrics_sink *sink)
     sl_metrics_sink_emit(sink, v, 1, (double)st.evictions);
     v[0] = "expired";
     sl_metrics_sink_emit(sink, v, 1, (double)st.expirations);
+    v[0] = "collected";
+    sl_metrics_sink_emit(sink, v, 1, (double)st.collections);
 }
 
 static void collect_item_errors(void *arg, sl_metrics_sink *sink)
@@ -172,6 +187,56 @@ static void collect_bytes(void *arg, sl_metrics_sink *sink)
     sl_metrics_sink_emit(sink, v, 1, (double)st.bytes_out);
 }
 
+static void collect_graphite_pushes(void *arg, sl_metrics_sink *sink)
+{
+    sl_graphite_stats st;
+    sl_graphite_stats_get(arg, &st);
+    const char *v[1] = {"ok"};
+    sl_metrics_sink_emit(sink, v, 1, (double)st.pushes);
+    v[0] = "failed";
+    sl_metrics_sink_emit(sink, v, 1, (double)st.failures);
+}
+
+static void collect_graphite_connected(void *arg, sl_metrics_sink *sink)
+{
+    sl_graphite_stats st;
+    sl_graphite_stats_get(arg, &st);
+    sl_metrics_sink_emit(sink, NULL, 0, st.connected ? 1.0 : 0.0);
+}
+
+/* --graphite-addr: start the bridge (nothing with an empty address) and its two metrics. */
+static int start_graphite(sl_node *n, char *err, size_t errlen)
+{
+    sl_options *o = &n->opts;
+    const char *tags[] = {"instance", o->instance_id, NULL};
+    sl_graphite_config gc = {
+        .addr = o->graphite_addr,
+        .period_ms = o->graphite_period_ns / 1000000,
+        .prefix = o->graphite_prefix,
+        .tags = tags,
+        .metrics = n->metrics,
+        .log = &n->log,
+    };
+    int rc = sl_graphite_start(&gc, &n->graphite);
+    if (rc) {
+        snprintf(err, errlen, "graphite-addr '%s': %s", o->graphite_addr,
+                 rc == -EINVAL ? "not host:port[/udp|/tcp]" : strerror(-rc));
+        return rc;
+    }
+    if (!n->graphite)
+        return 0;
+    rc = sl_metrics_collector(n->metrics, SL_METRICS_COUNTER, "sluice_graphite_pushes_total",
+                              "Pushes to Graphite that went through (ok) or not (failed).",
+                              "result", collect_graphite_pushes, n->graphite);
+    if (!rc)
+        rc = sl_metrics_collector(n->metrics, SL_METRICS_GAUGE, "sluice_graphite_connected",
+                                  "1 while the Graphite TCP connection (or UDP socket) is up.",
+                                  NULL, collect_graphite_connected, n->graphite);
+    if (rc)
+        snprintf(err, errlen, "metrics: %s", strerror(-rc));
+    return rc;
+}
+
 static int register_engine_metrics(sl_node *n)
 {
     struct {
@@ -184,7 +249,8 @@ static int register_engine_metrics(sl_node *n)
         {SL_METRICS_GAUGE, "sluice_store_bytes", "Bytes held by the key store.", NULL,
          collect_engine_bytes},
         {SL_METRICS_COUNTER, "sluice_keys_removed_total",
-         "Keys removed: evicted because the store was full, or expired.", "reason",
+         "Keys removed: evicted because the store was full, expired, or collected as idle "
+         "(gc-collect).", "reason",
          collect_engine_removals},
         {SL_METRICS_COUNTER, "sluice_item_errors_total",
          "Rate-limit items answered with a per-item error (bad input).", NULL,
@@ -243,6 +309,9 @@ static bool quota_health(void *ud, char *why, size_t why_len)
                  st.last_error[0] ? ": " : "", st.last_error);
         return false;
     }
+    if (st.mode == SL_QUOTASRC_ETCD && !st.connected)
+        snprintf(why, why_len, "etcd disconnected, serving the last known quotas (revision %lld)",
+                 (long long)st.revision);
     return true;
 }
 
@@ -273,12 +342,85 @@ static int start_quotas(sl_node *n, char *err, size_t errlen)
     return sl_quotasrc_register_metrics(n->quotas, n->metrics);
 }
 
+/* ---- protection (kill switches, shadow mode, leases, shedders) ------------------------------ */
+
+static int start_protection(sl_node *n, char *err, size_t errlen)
+{
+    sl_options *o = &n->opts;
+    const char *eps[64];
+    size_t neps = o->storage_addrs.n < 64 ? o->storage_addrs.n : 64;
+    for (size_t i = 0; i < neps; i++)
+        eps[i] = o->storage_addrs.items[i];
+    sl_killswitch_config kc = {
+        .etcd_endpoints = eps,
+        .n_endpoints = neps,
+        .prefix = o->storage_prefix,
+        .file = o->quota_file,
+        .max_entries = (size_t)o->max_switches,
+        .request_timeout_ms = o->storage_timeout_ns / 1000000,
+        .log = &n->log,
+    };
+    int rc = sl_killswitch_new(&kc, &n->switches);
+    if (rc) {
+        snprintf(err, errlen, "switchboard: %s", strerror(-rc));
+        return rc;
+    }
+    if (neps && sl_killswitch_wait_loaded(n->switches, 2000) == -ETIMEDOUT)
+        sl_log_warn(&n->log, "etcd not reached yet; no kill switch is set until it is");
+    if ((rc = sl_killswitch_register_metrics(n->switches, n->metrics))) {
+        snprintf(err, errlen, "metrics: %s", strerror(-rc));
+        return rc;
+    }
+    sl_protect_config pc;
+    sl_protect_config_default(&pc);
+    pc.engine = n->engine;
+    pc.switches = n->switches;
+    pc.metrics = n->metrics;
+    pc.log = &n->log;
+    pc.workers = (int)o->workers;
+    pc.shed = o->shed;
+    pc.shed_opts.target = (double)o->shed_target / 100.0;
+    pc.shed_opts.low = (double)o->shed_low / 100.0;
+    pc.shed_opts.raise_after_ms = o->shed_raise_after_ns / 1000000;
+    pc.shed_opts.lower_after_ms = o->shed_lower_after_ns / 1000000;
+    pc.shed_opts.raise_step = (double)o->shed_raise_step / 100.0;
+    pc.shed_opts.lower_step = (double)o->shed_lower_step / 100.0;
+    pc.shed_opts.smoothing = (double)o->shed_smoothing / 100.0;
+    pc.shed_interval_ms = o->shed_interval_ns / 1000000;
+    pc.default_priority = (sl_priority)o->default_priority;
+    if ((rc = sl_protect_new(&pc, &n->protect))) {
+        snprintf(err, errlen, "protection: %s", strerror(-rc));
+        return rc;
+    }
+    return 0;
+}
+
 /* ---- worker hooks -------------------------------------------------------------------------- */
 
 static void expiry_tick(uv_timer_t *t)
 {
     sl_node *n = t->data;
-    sl_engine_expire(n->engine, sl_wall_ms(), (size_t)n->opts.gc_max_work);
+    int64_t now = sl_wall_ms(), mono = sl_mono_ns() / 1000000;
+    size_t work = (size_t)n->opts.gc_max_work;
+    /* gc-collect 0 (if the option table allows it) = no idle collection: keys leave when they
+     * expire or are evicted at gc-max-keys */
+    if (!n->gc_running && n->opts.gc_collect_ns > 0 && mono >= n->gc_next_ms) {
+        n->gc_running = true;
+        n->gc_next_ms = mono + n->opts.gc_period_ns / 1000000;
+    }
+    if (!n->gc_running) {
+        sl_engine_expire(n->engine, now, work);
+        return;
+    }
+    /* A collection removes expired keys too, so it replaces the expiry slice while it runs. */
+    bool done = false;
+    sl_engine_collect_idle(n->engine, now, n->opts.gc_collect_ns / 1000000, work, &done);
+    if (done) {
+        n->gc_running = false;
+        uv_timer_start(t, expiry_tick, EXPIRY_TICK_MS, EXPIRY_TICK_MS);
+    } else {
+        uv_timer_start(t, expiry_tick, GC_SLICE_MS, GC_SLICE_MS);
+    }
 }
 
 static void on_worker_start(void *ud, int worker, uv_loop_t *loop)
@@ -286,9 +428,11 @@ static void on_worker_start(void *ud, int worker, uv_loop_t *loop)
     sl_node *n = ud;
     sl_metrics_bind_thread((unsigned)worker);
     sl_router_worker_start(n->router, worker, loop);
+    sl_protect_worker_start(n->protect, worker, loop);
     if (worker == 0) {
         uv_timer_init(loop, &n->expiry_timer);
         n->expiry_timer.data = n;
+        n->gc_next_ms = sl_mono_ns() / 1000000 + n->opts.gc_period_ns / 1000000;
         uv_timer_start(&n->expiry_timer, expiry_tick, EXPIRY_TICK_MS, EXPIRY_TICK_MS);
         n->expiry_started = true;
     }
@@ -299,6 +443,7 @@ static void on_worker_stop(void *ud, int worker, uv_loop_t *loop)
     sl_node *n = ud;
     (void)loop;
     sl_service_worker_stop(n->service, worker);
+    sl_protect_worker_stop(n->protect, worker);
     sl_router_worker_stop(n->router, worker);
     if (worker == 0 && n->expiry_started) {
         uv_timer_stop(&n->expiry_timer);
@@ -336,6 +481,7 @@ static int build(sl_node *n, char *err, size_t errlen)
     ec.shards = (unsigned)o->shards;
     ec.max_log_limit = o->max_log_limit;
     ec.max_sub_windows = (int32_t)o->max_sub_windows;
+    ec.max_concurrency_limit = o->max_concurrency_limit;
     rc = sl_engine_new(&ec, &n->engine);
     if (rc) {
         snprintf(err, errlen, "engine: %s", strerror(-rc));
@@ -357,6 +503,8 @@ static int build(sl_node *n, char *err, size_t errlen)
 
     if ((rc = start_quotas(n, err, errlen)))
         return rc;
+    if ((rc = start_protection(n, err, errlen)))
+        return rc;
 
     sl_service_config scfg = {
         .engine = n->engine,
@@ -366,6 +514,8 @@ static int build(sl_node *n, char *err, size_t errlen)
         .workers = (int)o->workers,
         .advertise_addr = o->advertise_addr,
         .quotas = n->quotas,
+        .protect = n->protect,
+        .admin_api = o->admin_api,
     };
     if (n->quotas) {
         scfg.health = quota_health;
@@ -411,6 +561,9 @@ static int build(sl_node *n, char *err, size_t errlen)
         snprintf(err, errlen, "metrics: %s", strerror(-rc));
         return rc;
     }
+    /* Last: every collector it renders exists, and sl_node_free() stops it first. */
+    if ((rc = start_graphite(n, err, errlen)))
+        return rc;
     sl_log_info(&n->log, "listening addr=%s:%u workers=%d max-keys=%lld", host,
                 sl_server_port(n->server), (int)o->workers, (long long)o->gc_max_keys);
     return 0;
@@ -531,6 +684,13 @@ int sl_node_decide(sl_node *n, const sl_request *reqs, sl_response *resps, size_
 
 void sl_node_reload(sl_node *n)
 {
+    if (n->switches) {
+        char kerr[256];
+        int krc = sl_killswitch_reload(n->switches, kerr, sizeof kerr);
+        if (krc && krc != -EOPNOTSUPP)
+            sl_log_error(&n->log, "reload of the switchboard failed, keeping the current "
+                         "switches: %s", kerr);
+    }
     if (!n->quotas) {
         sl_log_info(&n->log, "reload: nothing to reload (no quota file)");
         return;
@@ -565,8 +725,11 @@ void sl_node_free(sl_node *n)
 {
     if (!n)
         return;
+    sl_graphite_stop(n->graphite); /* before what its render reads (engine, server, quotas) */
     sl_server_free(n->server);
     sl_service_free(n->service);
+    sl_protect_free(n->protect);
+    sl_killswitch_free(n->switches);
     sl_quotasrc_free(n->quotas);
     sl_router_free(n->router);
     sl_engine_free(n->engine);

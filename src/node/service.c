@@ -29,13 +29,15 @@ enum {
     M_ATTEMPT,
     M_METRICS,
     M_OTHER,
+    M_RELEASE,
+    M_ADMIN,
     M_COUNT
 };
 #define N_CODES 17
 
 static const char *const method_names[M_COUNT] = {
     "GetRateLimits", "HealthCheck", "LiveCheck", "GetPeerRateLimits",
-    "UpdatePeerGlobals", "Attempt", "Metrics", "other",
+    "UpdatePeerGlobals", "Attempt", "Metrics", "other", "Release", "Admin",
 };
 static const char *const transport_names[T_COUNT] = {"grpc", "http"};
 
@@ -48,6 +50,7 @@ typedef struct sl_call {
     int worker;
     uint8_t method, transport;
     int64_t t0;
+    sl_protect_call *prot;  /* protect's state between batch_begin and batch_end */
     sl_batch batch;
     sl_buf out;
     struct sl_call *next;
@@ -60,6 +63,7 @@ typedef struct sl_call_pool {
     size_t n;
     sl_quotasrc_reader quota_reader;
     sl_levee_response attempt;
+    sl_protect_response protected_attempt;
 } __attribute__((aligned(64))) sl_call_pool;
 
 struct sl_service {
@@ -132,6 +136,7 @@ static int register_metrics(sl_service *s)
         {M_HEALTH_CHECK, T_HTTP},    {M_LIVE_CHECK, T_GRPC},      {M_LIVE_CHECK, T_HTTP},
         {M_GET_PEER_RATE_LIMITS, T_GRPC}, {M_UPDATE_PEER_GLOBALS, T_GRPC}, {M_ATTEMPT, T_HTTP},
         {M_METRICS, T_HTTP},         {M_OTHER, T_GRPC},           {M_OTHER, T_HTTP},
+        {M_RELEASE, T_HTTP},         {M_ADMIN, T_HTTP},
     };
     for (size_t i = 0; i < sizeof used / sizeof used[0]; i++) {
         const char *v[2] = {method_names[used[i].m], transport_names[used[i].t]};
@@ -170,6 +175,7 @@ static sl_call *call_get(sl_service *s, sl_exchange *ex, int method, int transpo
     c->method = (uint8_t)method;
     c->transport = (uint8_t)transport;
     c->t0 = t0;
+    c->prot = NULL;
     c->next = NULL;
     return c;
 }
@@ -231,6 +237,34 @@ static void answer_text(sl_service *s, sl_exchange *ex, int method, int status, 
     count_call(s, method, T_HTTP, code, t0);
 }
 
+/* A call shed by the worker shedder: gRPC UNAVAILABLE, or HTTP 503 with Retry-After and
+ * grpc-gateway's error body. */
+static void answer_shed(sl_service *s, sl_exchange *ex, int method, int transport,
+                        const sl_protect_verdict *v, int64_t t0)
+{
+    sl_gub_status st;
+    sl_gub_status_set(&st, SL_GRPC_UNAVAILABLE, "%s", v->message);
+    if (transport == T_GRPC) {
+        answer_status(s, ex, method, transport, &st, t0);
+        return;
+    }
+    sl_buf b;
+    sl_buf_init(&b, 0);
+    char ra[24];
+    int n = snprintf(ra, sizeof ra, "%lld", (long long)v->retry_after_s);
+    sl_http_header h[2] = {{"content-type", 12, "application/json", 16},
+                           {"retry-after", 11, ra, n > 0 ? (size_t)n : 0}};
+    if (sl_gub_encode_error_json(&st, &b) == 0) {
+        sl_http_response resp = {.status = 503, .headers = h, .nheaders = 2, .body = b.data,
+                                 .body_len = b.len};
+        sl_exchange_respond(ex, &resp);
+    } else {
+        sl_exchange_respond_simple(ex, 503, "text/plain; charset=utf-8", "overloaded\n", 11);
+    }
+    sl_buf_free(&b);
+    count_call(s, method, transport, SL_GRPC_UNAVAILABLE, t0);
+}
+
 /* ---- GetRateLimits ------------------------------------------------------------------------- */
 
 static void rate_limits_done(void *ud, sl_batch *b)
@@ -238,6 +272,9 @@ static void rate_limits_done(void *ud, sl_batch *b)
     sl_call *c = ud;
     sl_service *s = c->svc;
     int rc;
+    if (s->cfg.protect)
+        sl_protect_batch_end(s->cfg.protect, c->worker, c->prot, b,
+                             c->method == M_GET_PEER_RATE_LIMITS, sl_exchange_now_ms(c->ex));
     if (c->transport == T_GRPC) {
         size_t mark;
         rc = sl_grpc_frame_begin(&c->out, &mark);
@@ -324,6 +361,15 @@ static void get_rate_limits(sl_service *s, sl_exchange *ex, const sl_http_reques
         return;
     }
     int64_t now = sl_exchange_now_ms(ex);
+    if (s->cfg.protect) {
+        sl_protect_verdict v;
+        if (sl_protect_batch_begin(s->cfg.protect, c->worker, &c->batch,
+                                   method == M_GET_PEER_RATE_LIMITS, now, &c->prot, &v)) {
+            answer_shed(s, ex, method, transport, &v, t0);
+            call_put(c);
+            return;
+        }
+    }
     if (method == M_GET_PEER_RATE_LIMITS)
         sl_router_peer_rate_limits(s->cfg.router, c->worker, &c->batch, now, rate_limits_done, c);
     else
@@ -371,10 +417,10 @@ static void health(sl_service *s, sl_exchange *ex, int transport, int64_t t0)
     sl_router_health(s->cfg.router, &h.healthy, &h.peer_count, why, sizeof why);
     if (s->cfg.health && h.healthy) {
         char extra[256] = "";
-        if (!s->cfg.health(s->cfg.health_ud, extra, sizeof extra)) {
+        if (!s->cfg.health(s->cfg.health_ud, extra, sizeof extra))
             h.healthy = false;
+        if (extra[0]) /* a reason, or a note on a degraded but healthy node */
             snprintf(why, sizeof why, "%s", extra);
-        }
     }
     h.message = why[0] ? why : NULL;
     if (h.peer_count > 1)
@@ -442,8 +488,84 @@ static void header_value(const sl_http_request *rq, const char *name, const char
     *n = h ? h->value_len : 0;
 }
 
+/* Send a protect answer (its headers have sl_http_header's layout). */
+static void respond_protected(sl_service *s, sl_exchange *ex, int method,
+                              const sl_protect_response *r, int64_t t0)
+{
+    sl_http_header hdrs[SL_PROTECT_MAX_HEADERS + 1];
+    memcpy(hdrs, r->headers, r->n_headers * sizeof hdrs[0]);
+    size_t nh = r->n_headers;
+    if (r->body && r->content_type)
+        hdrs[nh++] = (sl_http_header){"content-type", 12, r->content_type,
+                                      strlen(r->content_type)};
+    sl_http_response resp = {
+        .status = r->status,
+        .headers = hdrs,
+        .nheaders = nh,
+        .body = r->body,
+        .body_len = r->body ? r->body_len : 0,
+    };
+    sl_exchange_respond(ex, &resp);
+    if (method == M_ATTEMPT)
+        sl_metrics_counter_inc(s->attempts[r->levee_outcome]);
+    count_call(s, method, T_HTTP, r->grpc_code, t0);
+}
+
+static void protected_attempt(sl_service *s, sl_exchange *ex, const sl_http_request *rq,
+                              int64_t t0)
+{
+    int worker = sl_exchange_worker(ex);
+    sl_call_pool *p = pool_of(s, worker);
+    sl_protect_attempt_req pr;
+    header_value(rq, "x-resource", &pr.levee.resource, &pr.levee.resource_len);
+    header_value(rq, "x-prefix", &pr.levee.prefix, &pr.levee.prefix_len);
+    header_value(rq, "x-method", &pr.levee.method, &pr.levee.method_len);
+    header_value(rq, "x-req-id", &pr.levee.req_id, &pr.levee.req_id_len);
+    header_value(rq, "x-priority", &pr.priority, &pr.priority_len);
+    header_value(rq, "x-concurrency", &pr.concurrency, &pr.concurrency_len);
+    const sl_quota_snap *snap = sl_quotasrc_read(s->cfg.quotas, &p->quota_reader);
+    sl_protect_response *r = &p->protected_attempt;
+    sl_protect_attempt(s->cfg.protect, worker, &s->cfg.levee, snap, &pr, sl_exchange_now_ms(ex),
+                       r);
+    respond_protected(s, ex, M_ATTEMPT, r, t0);
+}
+
+static void release(sl_service *s, sl_exchange *ex, const sl_http_request *rq, int64_t t0)
+{
+    int worker = sl_exchange_worker(ex);
+    sl_call_pool *p = pool_of(s, worker);
+    sl_protect_release_req rr;
+    header_value(rq, "x-lease-id", &rr.lease_id, &rr.lease_id_len);
+    header_value(rq, "x-resource", &rr.resource, &rr.resource_len);
+    header_value(rq, "x-req-id", &rr.req_id, &rr.req_id_len);
+    const sl_quota_snap *snap = sl_quotasrc_read(s->cfg.quotas, &p->quota_reader);
+    sl_protect_response *r = &p->protected_attempt;
+    sl_protect_release(s->cfg.protect, worker, &s->cfg.levee, snap, &rr, sl_exchange_now_ms(ex),
+                       r);
+    respond_protected(s, ex, M_RELEASE, r, t0);
+}
+
+static void admin(sl_service *s, sl_exchange *ex, const sl_http_request *rq, int64_t t0)
+{
+    sl_protect_admin_response a;
+    sl_protect_admin(s->cfg.protect, rq->method, rq->body, rq->body_len, &a);
+    if (a.body)
+        sl_exchange_respond_simple(ex, a.status, a.content_type, a.body, a.body_len);
+    else
+        sl_exchange_respond_simple(ex, 500, "text/plain; charset=utf-8", "out of memory\n", 14);
+    free(a.body);
+    count_call(s, M_ADMIN, T_HTTP,
+               a.status == 200 ? SL_GRPC_OK
+               : a.status == 400 ? SL_GRPC_INVALID_ARGUMENT
+                                 : SL_GRPC_UNAVAILABLE, t0);
+}
+
 static void attempt(sl_service *s, sl_exchange *ex, const sl_http_request *rq, int64_t t0)
 {
+    if (s->cfg.protect) {
+        protected_attempt(s, ex, rq, t0);
+        return;
+    }
     sl_call_pool *p = pool_of(s, sl_exchange_worker(ex));
     sl_levee_request lr;
     header_value(rq, "x-resource", &lr.resource, &lr.resource_len);
@@ -535,6 +657,12 @@ static void route_http(sl_service *s, sl_exchange *ex, const sl_http_request *rq
     } else if (path_is(rq, "/attempt") && s->cfg.quotas) {
         m = M_ATTEMPT;
         want_post = true;
+    } else if (path_is(rq, "/release") && s->cfg.quotas && s->cfg.protect) {
+        m = M_RELEASE;
+        want_post = true;
+    } else if (path_is(rq, SL_PROTECT_ADMIN_PATH) && s->cfg.protect && s->cfg.admin_api) {
+        admin(s, ex, rq, t0); /* GET or POST: the handler checks */
+        return;
     }
     if (m < 0) {
         static const char nf[] = "not found\n";
@@ -564,6 +692,9 @@ static void route_http(sl_service *s, sl_exchange *ex, const sl_http_request *rq
         break;
     case M_ATTEMPT:
         attempt(s, ex, rq, t0);
+        break;
+    case M_RELEASE:
+        release(s, ex, rq, t0);
         break;
     default:
         break;

@@ -15,6 +15,7 @@
 
 #include "api/gubernator.h"
 #include "api/levee.h"
+#include "api/protect.h"
 #include "config/quotasrc.h"
 #include "cluster/router.h"
 #include "core/log.h"
@@ -24,7 +25,8 @@
 typedef struct sl_service sl_service;
 
 /* Extra health condition (e.g. the quota store lost etcd): false + a reason makes HealthCheck
- * answer unhealthy. */
+ * answer unhealthy; true with a non-empty `why` stays healthy and says why in the message
+ * (degraded: e.g. deciding on the last known quotas). */
 typedef bool (*sl_service_health_fn)(void *ud, char *why, size_t why_len);
 
 typedef struct sl_service_config {
@@ -39,6 +41,8 @@ typedef struct sl_service_config {
     void *health_ud;
     sl_quotasrc *quotas;          /* Levee quotas for POST /attempt; NULL: /attempt is 404 */
     sl_levee_config levee;        /* how /attempt decides (no-quota mode, headers, ...) */
+    sl_protect *protect;          /* shedders, leases, switches (api/protect.h); may be NULL */
+    bool admin_api;               /* serve GET/POST /v1/admin/killswitch (needs protect) */
 } sl_service_config;
 
 int sl_service_new(const sl_service_config *cfg, sl_service **out);

@@ -137,8 +137,15 @@ static void test_validation_messages(void **state)
     expect_error(SL_SLIDING_LOG, 1, 10, SL_GREGORIAN_DAYS, 0, SL_DURATION_IS_GREGORIAN, 0,
                  "behavior DURATION_IS_GREGORIAN is only supported by TOKEN_BUCKET, LEAKY_BUCKET "
                  "and FIXED_WINDOW");
-    expect_error(SL_CONCURRENCY, 1, 10, 1000, 0, 0, 0,
-                 "algorithm CONCURRENCY is not supported yet");
+    expect_error(SL_CONCURRENCY, 2, 10, 1000, 0, 0, 0,
+                 "CONCURRENCY takes hits 1 (acquire a lease), -1 (release it) or 0 (peek)");
+    expect_error(SL_CONCURRENCY, 1, 10, 0, 0, 0, 0,
+                 "field 'duration' must be positive for CONCURRENCY (it is a lease's life)");
+    expect_error(SL_CONCURRENCY, -1, 10, 1000, 0, 0, 0,
+                 "a CONCURRENCY release (hits -1) needs the lease id (metadata 'lease_id')");
+    expect_error(SL_CONCURRENCY, 1, 10, 1000, 0, SL_GLOBAL, 0,
+                 "behavior GLOBAL is not supported by CONCURRENCY (a lease lives on the key's "
+                 "owner)");
     expect_error(7, 1, 10, 1000, 0, 0, 0, "field 'algorithm' is not a known algorithm");
     expect_error(-1, 1, 10, 1000, 0, 0, 0, "field 'algorithm' is not a known algorithm");
 

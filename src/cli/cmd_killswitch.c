@@ -1,0 +1,285 @@
+/*
+ * sluice killswitch: turn a limiter off (it then admits everything), put it in shadow mode (it
+ * decides and counts but admits), or back on, by name - for every node at once through etcd
+ * (<root>/killswitch/<NAME>, watched by every sluiced: obeyed within a second), or for one node
+ * through its admin endpoint (POST /v1/admin/killswitch). docs/protection.md lists the names.
+ */
+#include <curl/curl.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "cli/commands.h"
+#include "config/etcd.h"
+#include "config/killswitch.h"
+
+int sl_cmd_killswitch(int argc, char **argv);
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: sluice killswitch [options] on|off|shadow NAME\n"
+            "       sluice killswitch [options] status\n"
+            "\n"
+            "  on NAME       switch the limiter NAME off: it admits everything and says so\n"
+            "                (NAME \"*\": every limiter)\n"
+            "  shadow NAME   dark launch: NAME decides and counts, but admits what it would reject\n"
+            "  off NAME      NAME enforces again\n"
+            "  status        the switches that are set\n"
+            "\n"
+            "NAME is a Gubernator limit name, or for POST /attempt: \"levee\" (every rate quota),\n"
+            "a quota's name, \"concurrency\", \"fleet\"; \"shed\" is sluiced's worker shedder.\n"
+            "\n"
+            "options:\n"
+            "  --addr HOST:PORT               one node, through its admin endpoint (immediate,\n"
+            "                                 until etcd next writes NAME)\n"
+            "  --storage-addrs URL[,URL...]   etcd endpoints, for every node watching them (env\n"
+            "                                 SLUICE_STORAGE_ADDRS; default http://127.0.0.1:2379)\n"
+            "  --storage-prefix ROOT          root of the tree (env SLUICE_STORAGE_PREFIX;\n"
+            "                                 default /sluice)\n"
+            "  --timeout MS                   per-request timeout (default 5000)\n"
+            "  -h, --help                     this text\n");
+}
+
+/* ---------------------------------------------------------------- admin endpoint */
+
+typedef struct body_buf {
+    char data[65536];
+    size_t len;
+} body_buf;
+
+static size_t on_body(char *p, size_t size, size_t n, void *ud)
+{
+    body_buf *b = ud;
+    size_t len = size * n, room = sizeof b->data - 1 - b->len;
+    size_t take = len < room ? len : room;
+    memcpy(b->data + b->len, p, take);
+    b->len += take;
+    b->data[b->len] = 0;
+    return len;
+}
+
+/* GET (json NULL) or POST json to http://addr/v1/admin/killswitch. The HTTP status, or -1. */
+static long admin_call(const char *addr, const char *json, long timeout, body_buf *out)
+{
+    const char *host = strncmp(addr, "http://", 7) == 0 ? addr + 7 : addr;
+    char url[600];
+    int n = snprintf(url, sizeof url, "http://%s%s/v1/admin/killswitch", host,
+                     strchr(host, ':') ? "" : ":5454");
+    if (n < 0 || (size_t)n >= sizeof url)
+        return -1;
+    CURL *h = curl_easy_init();
+    if (!h)
+        return -1;
+    struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+    out->len = 0;
+    out->data[0] = 0;
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    if (json) {
+        curl_easy_setopt(h, CURLOPT_POST, 1L);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, json);
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    }
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, "sluice-cli");
+    CURLcode cc = curl_easy_perform(h);
+    long status = -1;
+    if (cc == CURLE_OK)
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    else
+        snprintf(out->data, sizeof out->data, "%s", curl_easy_strerror(cc));
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(h);
+    return status;
+}
+
+static int via_admin(const char *addr, const char *cmd, const char *name, int mode, long timeout)
+{
+    body_buf *b = malloc(sizeof *b);
+    if (!b)
+        return 1;
+    int ret = 0;
+    if (!strcmp(cmd, "status")) {
+        long st = admin_call(addr, NULL, timeout, b);
+        if (st != 200) {
+            fprintf(stderr, "sluice killswitch: %s: %s%s\n", addr,
+                    st < 0 ? "" : "HTTP error ", b->data);
+            ret = 1;
+        } else {
+            printf("%s\n", b->data);
+        }
+        free(b);
+        return ret;
+    }
+    json_t *j = json_pack("{s:s,s:s}", "name", name, "mode",
+                          mode == SL_KILLSWITCH_KILLED   ? "on"
+                          : mode == SL_KILLSWITCH_SHADOW ? "shadow"
+                                                         : "off");
+    char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!body) {
+        free(b);
+        return 1;
+    }
+    long st = admin_call(addr, body, timeout, b);
+    free(body);
+    if (st != 200) {
+        fprintf(stderr, "sluice killswitch: %s: %s%s\n", addr, st < 0 ? "" : "HTTP error ",
+                b->data);
+        ret = 1;
+    } else {
+        printf("%s %s on %s (this node only)\n", name, sl_killswitch_mode_name(mode), addr);
+    }
+    free(b);
+    return ret;
+}
+
+/* ---------------------------------------------------------------- etcd */
+
+static int via_etcd(const char *addrs, const char *root, const char *cmd, const char *name,
+                    int mode, long timeout)
+{
+    char *list = strdup(addrs);
+    const char *eps[SL_ETCD_MAX_ENDPOINTS];
+    int n = list ? sl_etcd_split_endpoints(list, eps, SL_ETCD_MAX_ENDPOINTS) : -ENOMEM;
+    if (n <= 0) {
+        fprintf(stderr, "sluice killswitch: bad --storage-addrs '%s'\n", addrs);
+        free(list);
+        return 2;
+    }
+    sl_etcd_config ec = {.endpoints = eps, .n_endpoints = (size_t)n,
+                         .request_timeout_ms = timeout > 0 ? timeout : 5000};
+    sl_etcd *e = NULL;
+    if (sl_etcd_new(&ec, &e)) {
+        fprintf(stderr, "sluice killswitch: cannot create the etcd client\n");
+        free(list);
+        return 1;
+    }
+    size_t rl = strlen(root);
+    while (rl && root[rl - 1] == '/')
+        rl--;
+    char key[SL_KILLSWITCH_MAX_NAME + 600];
+    int kl = snprintf(key, sizeof key, "%.*s/killswitch/%s", (int)rl, root,
+                      name ? name : "");
+    int ret = 0;
+    char err[256];
+    if (kl < 0 || (size_t)kl >= sizeof key) {
+        fprintf(stderr, "sluice killswitch: name or root too long\n");
+        ret = 2;
+    } else if (!strcmp(cmd, "status")) {
+        sl_etcd_kvs r;
+        if (sl_etcd_range(e, key, (size_t)kl, true, 0, false, &r)) {
+            fprintf(stderr, "sluice killswitch: etcd: %s\n", sl_etcd_last_error(e, err, sizeof err));
+            ret = 1;
+        } else {
+            size_t pl = (size_t)kl;
+            for (size_t i = 0; i < r.n; i++) {
+                int m = sl_killswitch_parse_mode(r.kvs[i].value, r.kvs[i].value_len);
+                printf("%.*s %s\n", (int)(r.kvs[i].key_len - pl), r.kvs[i].key + pl,
+                       m < 0 ? "invalid" : sl_killswitch_mode_name((sl_killswitch_mode)m));
+            }
+            if (r.n == 0)
+                printf("no switch is set under %.*s\n", (int)pl, key);
+            sl_etcd_kvs_free(&r);
+        }
+    } else if (mode == SL_KILLSWITCH_ENFORCE) {
+        /* off: no entry is the default, and leaves nothing behind */
+        if (sl_etcd_delete(e, key, (size_t)kl, false, NULL, NULL)) {
+            fprintf(stderr, "sluice killswitch: etcd: %s\n", sl_etcd_last_error(e, err, sizeof err));
+            ret = 1;
+        } else {
+            printf("%s enforce (%s deleted)\n", name, key);
+        }
+    } else {
+        const char *val = mode == SL_KILLSWITCH_KILLED ? "on" : "shadow";
+        int64_t rev = 0;
+        if (sl_etcd_put(e, key, (size_t)kl, val, strlen(val), 0, &rev)) {
+            fprintf(stderr, "sluice killswitch: etcd: %s\n", sl_etcd_last_error(e, err, sizeof err));
+            ret = 1;
+        } else {
+            printf("%s %s (%s = %s, revision %lld)\n", name,
+                   sl_killswitch_mode_name((sl_killswitch_mode)mode), key, val, (long long)rev);
+        }
+    }
+    sl_etcd_free(e);
+    free(list);
+    return ret;
+}
+
+int sl_cmd_killswitch(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"addr", required_argument, NULL, 'A'},
+        {"storage-addrs", required_argument, NULL, 'a'},
+        {"storage-prefix", required_argument, NULL, 'p'},
+        {"timeout", required_argument, NULL, 't'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *addr = NULL;
+    const char *addrs = getenv("SLUICE_STORAGE_ADDRS");
+    const char *root = getenv("SLUICE_STORAGE_PREFIX");
+    long timeout = 5000;
+    if (!addrs || !*addrs)
+        addrs = "http://127.0.0.1:2379";
+    if (!root || !*root)
+        root = "/sluice";
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'A': addr = optarg; break;
+        case 'a': addrs = optarg; break;
+        case 'p': root = optarg; break;
+        case 't': timeout = strtol(optarg, NULL, 10); break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (timeout <= 0)
+        timeout = 5000;
+    if (optind >= argc) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[optind++];
+    const char *name = optind < argc ? argv[optind++] : NULL;
+    if (optind < argc) {
+        fprintf(stderr, "sluice killswitch: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    int mode;
+    if (!strcmp(cmd, "on"))
+        mode = SL_KILLSWITCH_KILLED;
+    else if (!strcmp(cmd, "off"))
+        mode = SL_KILLSWITCH_ENFORCE;
+    else if (!strcmp(cmd, "shadow"))
+        mode = SL_KILLSWITCH_SHADOW;
+    else if (!strcmp(cmd, "status") || !strcmp(cmd, "list"))
+        cmd = "status", mode = -1;
+    else {
+        fprintf(stderr, "sluice killswitch: unknown command '%s'\n", cmd);
+        usage(stderr);
+        return 2;
+    }
+    if (mode >= 0 && (!name || !name[0] || strlen(name) > SL_KILLSWITCH_MAX_NAME)) {
+        fprintf(stderr, "sluice killswitch: %s needs a NAME (1..%d bytes; \"*\" for all)\n", cmd,
+                SL_KILLSWITCH_MAX_NAME);
+        return 2;
+    }
+    if (mode < 0 && name) {
+        fprintf(stderr, "sluice killswitch: status takes no NAME\n");
+        return 2;
+    }
+    if (addr)
+        return via_admin(addr, cmd, name, mode, timeout);
+    return via_etcd(addrs, root, cmd, name, mode, timeout);
+}
