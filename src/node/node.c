@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +36,18 @@
 /* Between two slices of an idle-key collection: the loop serves requests in between. */
 #define GC_SLICE_MS 1
 
+/* A registered row of the node's stats table (see "metrics collectors"): the collector's argument. */
+struct stat_family;
+typedef struct {
+    const struct stat_family *fam;
+    struct sl_node *node;
+} stat_collector;
+
+/* Rows in that table (checked where it is defined). */
+#define N_STAT_COLLECTORS 10
+
 struct sl_node {
+    stat_collector collectors[N_STAT_COLLECTORS];
     sl_options opts;
     sl_logger log;
     sl_metrics *metrics;
@@ -90,43 +102,108 @@ static int split_addr(const char *addr, char *host, size_t hostlen, uint16_t *po
 
 /* ---- metrics collectors -------------------------------------------------------------------- */
 
-static void collect_engine_gauges(void *arg, sl_metrics_sink *sink)
+/*
+ * The node's own series are read at render time from the stats structs the engine, the server and
+ * the Graphite bridge already keep (so their hot paths count nothing twice). One table row per
+ * family: where its stats come from, and which uint64 fields of that struct become which label
+ * values (one unlabelled field, or up to four labelled ones).
+ */
+enum { SRC_ENGINE, SRC_SERVER, SRC_GRAPHITE };
+
+typedef struct {
+    const char *value; /* label value, NULL for an unlabelled family */
+    size_t off;        /* offsetof a uint64_t field in the source's stats struct */
+} stat_field;
+
+struct stat_family {
+    int src;
+    sl_metrics_type type;
+    const char *name, *help, *label;
+    stat_field f[4];
+};
+
+#define ENG(field) offsetof(sl_engine_stats, field)
+#define NET(field) offsetof(sl_net_stats, field)
+#define GRA(field) offsetof(sl_graphite_stats, field)
+
+static const struct stat_family stat_families[] = {
+    {SRC_ENGINE, SL_METRICS_GAUGE, "sluice_keys",
+     "Keys held by the engine (kind=keys) and slots allocated (kind=capacity).", "kind",
+     {{"keys", ENG(keys)}, {"capacity", ENG(capacity)}}},
+    {SRC_ENGINE, SL_METRICS_GAUGE, "sluice_store_bytes", "Bytes held by the key store.", NULL,
+     {{NULL, ENG(bytes)}}},
+    {SRC_ENGINE, SL_METRICS_COUNTER, "sluice_keys_removed_total",
+     "Keys removed: evicted because the store was full, expired, or collected as idle "
+     "(gc-collect).", "reason",
+     {{"evicted", ENG(evictions)}, {"expired", ENG(expirations)},
+      {"collected", ENG(collections)}}},
+    {SRC_ENGINE, SL_METRICS_COUNTER, "sluice_item_errors_total",
+     "Rate-limit items answered with a per-item error (bad input).", NULL, {{NULL, ENG(errors)}}},
+    {SRC_SERVER, SL_METRICS_GAUGE, "sluice_connections_open", "Client connections open now.", NULL,
+     {{NULL, NET(conns_open)}}},
+    {SRC_SERVER, SL_METRICS_COUNTER, "sluice_connections_total",
+     "Connections accepted, refused (over --max-conns) and closed for a timeout.", "event",
+     {{"accepted", NET(conns_accepted)}, {"refused", NET(conns_refused)},
+      {"timed_out", NET(conns_timed_out)}}},
+    {SRC_SERVER, SL_METRICS_COUNTER, "sluice_http_requests_total", "Requests by HTTP version.",
+     "protocol", {{"http1", NET(requests_h1)}, {"http2", NET(requests_h2)}}},
+    {SRC_SERVER, SL_METRICS_COUNTER, "sluice_protocol_errors_total",
+     "Malformed HTTP/1.1, HTTP/2 protocol errors and limit violations.", NULL,
+     {{NULL, NET(protocol_errors)}}},
+    {SRC_SERVER, SL_METRICS_COUNTER, "sluice_network_bytes_total", "Bytes received and sent.",
+     "direction", {{"in", NET(bytes_in)}, {"out", NET(bytes_out)}}},
+    {SRC_GRAPHITE, SL_METRICS_COUNTER, "sluice_graphite_pushes_total",
+     "Pushes to Graphite that went through (ok) or not (failed).", "result",
+     {{"ok", GRA(pushes)}, {"failed", GRA(failures)}}},
+};
+#define N_STAT_FAMILIES (sizeof stat_families / sizeof stat_families[0])
+_Static_assert(N_STAT_FAMILIES == N_STAT_COLLECTORS, "N_STAT_COLLECTORS must match the table");
+
+static void collect_stats(void *arg, sl_metrics_sink *sink)
 {
-    sl_engine_stats st;
-    sl_engine_stats_get(arg, &st);
-    const char *v[1];
-    v[0] = "keys";
-    sl_metrics_sink_emit(sink, v, 1, (double)st.keys);
-    v[0] = "capacity";
-    sl_metrics_sink_emit(sink, v, 1, (double)st.capacity);
+    const stat_collector *c = arg;
+    union {
+        sl_engine_stats e;
+        sl_net_stats s;
+        sl_graphite_stats g;
+    } st;
+    switch (c->fam->src) {
+    case SRC_ENGINE:
+        sl_engine_stats_get(c->node->engine, &st.e);
+        break;
+    case SRC_SERVER:
+        sl_server_stats(c->node->server, &st.s);
+        break;
+    default:
+        sl_graphite_stats_get(c->node->graphite, &st.g);
+        break;
+    }
+    for (size_t i = 0; i < 4 && (i == 0 || c->fam->f[i].value); i++) {
+        uint64_t v;
+        memcpy(&v, (const char *)&st + c->fam->f[i].off, sizeof v);
+        const char *label[1] = {c->fam->f[i].value};
+        sl_metrics_sink_emit(sink, c->fam->label ? label : NULL, c->fam->label ? 1 : 0, (double)v);
+    }
 }
 
-static void collect_engine_bytes(void *arg, sl_metrics_sink *sink)
+/* Register the table rows of one source. */
+static int register_stats(sl_node *n, int src)
 {
-    sl_engine_stats st;
-    sl_engine_stats_get(arg, &st);
-    sl_metrics_sink_emit(sink, NULL, 0, (double)st.bytes);
+    for (size_t i = 0; i < N_STAT_FAMILIES; i++) {
+        if (stat_families[i].src != src)
+            continue;
+        stat_collector *c = &n->collectors[i];
+        c->fam = &stat_families[i];
+        c->node = n;
+        int rc = sl_metrics_collector(n->metrics, c->fam->type, c->fam->name, c->fam->help,
+                                      c->fam->label, collect_stats, c);
+        if (rc)
+            return rc;
+    }
+    return 0;
 }
 
-static void collect_engine_removals(void *arg, sl_metrics_sink *sink)
-{
-    sl_engine_stats st;
-    sl_engine_stats_get(arg, &st);
-    const char *v[1] = {"evicted"};
-    sl_metrics_sink_emit(sink, v, 1, (double)st.evictions);
-    v[0] = "expired";
-    sl_metrics_sink_emit(sink, v, 1, (double)st.expirations);
-    v[0] = "collected";
-    sl_metrics_sink_emit(sink, v, 1, (double)st.collections);
-}
-
-static void collect_item_errors(void *arg, sl_metrics_sink *sink)
-{
-    sl_engine_stats st;
-    sl_engine_stats_get(arg, &st);
-    sl_metrics_sink_emit(sink, NULL, 0, (double)st.errors);
-}
-
+/* Decisions by algorithm and status: a two-dimensional array, not a table row. */
 static void collect_decisions(void *arg, sl_metrics_sink *sink)
 {
     sl_engine_stats st;
@@ -139,62 +216,6 @@ static void collect_decisions(void *arg, sl_metrics_sink *sink)
             sl_metrics_sink_emit(sink, v, 2, (double)st.decisions[a][s]);
         }
     }
-}
-
-static void collect_conns_open(void *arg, sl_metrics_sink *sink)
-{
-    sl_net_stats st;
-    sl_server_stats(arg, &st);
-    sl_metrics_sink_emit(sink, NULL, 0, (double)st.conns_open);
-}
-
-static void collect_conns(void *arg, sl_metrics_sink *sink)
-{
-    sl_net_stats st;
-    sl_server_stats(arg, &st);
-    const char *v[1] = {"accepted"};
-    sl_metrics_sink_emit(sink, v, 1, (double)st.conns_accepted);
-    v[0] = "refused";
-    sl_metrics_sink_emit(sink, v, 1, (double)st.conns_refused);
-    v[0] = "timed_out";
-    sl_metrics_sink_emit(sink, v, 1, (double)st.conns_timed_out);
-}
-
-static void collect_requests(void *arg, sl_metrics_sink *sink)
-{
-    sl_net_stats st;
-    sl_server_stats(arg, &st);
-    const char *v[1] = {"http1"};
-    sl_metrics_sink_emit(sink, v, 1, (double)st.requests_h1);
-    v[0] = "http2";
-    sl_metrics_sink_emit(sink, v, 1, (double)st.requests_h2);
-}
-
-static void collect_protocol_errors(void *arg, sl_metrics_sink *sink)
-{
-    sl_net_stats st;
-    sl_server_stats(arg, &st);
-    sl_metrics_sink_emit(sink, NULL, 0, (double)st.protocol_errors);
-}
-
-static void collect_bytes(void *arg, sl_metrics_sink *sink)
-{
-    sl_net_stats st;
-    sl_server_stats(arg, &st);
-    const char *v[1] = {"in"};
-    sl_metrics_sink_emit(sink, v, 1, (double)st.bytes_in);
-    v[0] = "out";
-    sl_metrics_sink_emit(sink, v, 1, (double)st.bytes_out);
-}
-
-static void collect_graphite_pushes(void *arg, sl_metrics_sink *sink)
-{
-    sl_graphite_stats st;
-    sl_graphite_stats_get(arg, &st);
-    const char *v[1] = {"ok"};
-    sl_metrics_sink_emit(sink, v, 1, (double)st.pushes);
-    v[0] = "failed";
-    sl_metrics_sink_emit(sink, v, 1, (double)st.failures);
 }
 
 static void collect_graphite_connected(void *arg, sl_metrics_sink *sink)
@@ -225,9 +246,7 @@ static int start_graphite(sl_node *n, char *err, size_t errlen)
     }
     if (!n->graphite)
         return 0;
-    rc = sl_metrics_collector(n->metrics, SL_METRICS_COUNTER, "sluice_graphite_pushes_total",
-                              "Pushes to Graphite that went through (ok) or not (failed).",
-                              "result", collect_graphite_pushes, n->graphite);
+    rc = register_stats(n, SRC_GRAPHITE);
     if (!rc)
         rc = sl_metrics_collector(n->metrics, SL_METRICS_GAUGE, "sluice_graphite_connected",
                                   "1 while the Graphite TCP connection (or UDP socket) is up.",
@@ -239,61 +258,17 @@ static int start_graphite(sl_node *n, char *err, size_t errlen)
 
 static int register_engine_metrics(sl_node *n)
 {
-    struct {
-        sl_metrics_type type;
-        const char *name, *help, *labels;
-        sl_metrics_collect_fn fn;
-    } c[] = {
-        {SL_METRICS_GAUGE, "sluice_keys", "Keys held by the engine (kind=keys) and slots allocated "
-                                          "(kind=capacity).", "kind", collect_engine_gauges},
-        {SL_METRICS_GAUGE, "sluice_store_bytes", "Bytes held by the key store.", NULL,
-         collect_engine_bytes},
-        {SL_METRICS_COUNTER, "sluice_keys_removed_total",
-         "Keys removed: evicted because the store was full, expired, or collected as idle "
-         "(gc-collect).", "reason",
-         collect_engine_removals},
-        {SL_METRICS_COUNTER, "sluice_item_errors_total",
-         "Rate-limit items answered with a per-item error (bad input).", NULL,
-         collect_item_errors},
-        {SL_METRICS_COUNTER, "sluice_decisions_total", "Decisions by algorithm and status.",
-         "algorithm,status", collect_decisions},
-    };
-    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
-        int rc = sl_metrics_collector(n->metrics, c[i].type, c[i].name, c[i].help, c[i].labels,
-                                      c[i].fn, n->engine);
-        if (rc)
-            return rc;
-    }
-    return 0;
+    int rc = register_stats(n, SRC_ENGINE);
+    if (rc)
+        return rc;
+    return sl_metrics_collector(n->metrics, SL_METRICS_COUNTER, "sluice_decisions_total",
+                                "Decisions by algorithm and status.", "algorithm,status",
+                                collect_decisions, n->engine);
 }
 
 static int register_server_metrics(sl_node *n)
 {
-    struct {
-        sl_metrics_type type;
-        const char *name, *help, *labels;
-        sl_metrics_collect_fn fn;
-    } c[] = {
-        {SL_METRICS_GAUGE, "sluice_connections_open", "Client connections open now.", NULL,
-         collect_conns_open},
-        {SL_METRICS_COUNTER, "sluice_connections_total",
-         "Connections accepted, refused (over --max-conns) and closed for a timeout.", "event",
-         collect_conns},
-        {SL_METRICS_COUNTER, "sluice_http_requests_total", "Requests by HTTP version.",
-         "protocol", collect_requests},
-        {SL_METRICS_COUNTER, "sluice_protocol_errors_total",
-         "Malformed HTTP/1.1, HTTP/2 protocol errors and limit violations.", NULL,
-         collect_protocol_errors},
-        {SL_METRICS_COUNTER, "sluice_network_bytes_total", "Bytes received and sent.",
-         "direction", collect_bytes},
-    };
-    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
-        int rc = sl_metrics_collector(n->metrics, c[i].type, c[i].name, c[i].help, c[i].labels,
-                                      c[i].fn, n->server);
-        if (rc)
-            return rc;
-    }
-    return 0;
+    return register_stats(n, SRC_SERVER);
 }
 
 /* ---- Levee quotas -------------------------------------------------------------------------- */
