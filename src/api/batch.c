@@ -2,6 +2,7 @@
  * Batches and their arena (see batch.h). The arena is a list of chunks bump-allocated from the
  * front; a request bigger than the usual chunk gets a chunk of its own. Its total is capped, so a
  * hostile message cannot make one call hold more than arena_cap bytes, whatever it decodes to.
+ * A reset keeps one chunk, sized for what the last call used (at most KEEP_MAX).
  */
 #include "api/batch.h"
 
@@ -69,14 +70,30 @@ void sl_batch_free(sl_batch *b)
 void sl_batch_reset(sl_batch *b)
 {
     sl_batch_chunk *keep = NULL;
+    size_t used = 0;
     for (sl_batch_chunk *c = b->chunks, *next; c; c = next) {
         next = c->next;
+        used += c->used;
         if (c->size <= KEEP_MAX && (!keep || c->size > keep->size)) {
             if (keep)
                 free(keep);
             keep = c;
         } else {
             free(c);
+        }
+    }
+    /* If the call needed more than the kept chunk holds, keep one chunk that holds it all (up to
+     * KEEP_MAX) instead: a connection that repeats a 1000-item call then allocates nothing per
+     * call, where it used to malloc and free several chunks (and fault their pages in again). */
+    size_t want = (used + 4095) & ~(size_t)4095;
+    if (want > KEEP_MAX)
+        want = KEEP_MAX;
+    if (want > (keep ? keep->size : CHUNK_SIZE) && want <= b->arena_cap) {
+        sl_batch_chunk *nc = malloc(sizeof *nc + want);
+        if (nc) {
+            free(keep);
+            nc->size = want;
+            keep = nc;
         }
     }
     b->chunks = keep;

@@ -3,10 +3,10 @@
  * per-item metadata - and the arena that owns everything they point to.
  *
  * Every dialect adapter decodes its wire message into a batch (the requests' name and unique_key
- * point into the decoded message, which lives in the batch's arena), the daemon has the engine or
- * the router fill `resps`, and the adapter encodes the batch back. Nothing in a batch is freed
- * piecemeal: sl_batch_reset() drops it all at once and keeps one chunk of memory for the next
- * call, so a connection that reuses its batch does not go back to malloc per call.
+ * point into the decoded message or into copies, all in the batch's arena), the daemon has the
+ * engine or the router fill `resps`, and the adapter encodes the batch back. Nothing in a batch is
+ * freed piecemeal: sl_batch_reset() drops it all at once and keeps memory for the next call, so
+ * a connection that reuses its batch does not go back to malloc per call.
  *
  * Items the adapter already answered while decoding (a request Gubernator rejects before deciding,
  * e.g. an empty unique_key) have answered[i] = 1 and resps[i].error set: the caller skips them.
@@ -48,7 +48,8 @@ typedef struct sl_batch {
     sl_meta *resp_meta;  /* per item: metadata to answer with (e.g. "owner") */
     uint8_t *answered;   /* per item: 1 = answered while decoding, do not decide */
     size_t n_answered;
-    void *msg;           /* the decoded wire message (a ProtobufCMessage) the requests point into */
+    void *msg;           /* the decoded wire message (a ProtobufCMessage) the requests point
+                            into; NULL when the adapter decoded straight into the batch */
 
     /* arena */
     sl_batch_chunk *chunks;
@@ -64,7 +65,8 @@ typedef struct sl_batch {
 void sl_batch_init(sl_batch *b, size_t arena_cap);
 void sl_batch_free(sl_batch *b);
 
-/* Forget all items and arena contents; keeps one chunk (up to 1 MiB) for reuse. */
+/* Forget all items and arena contents; keeps one chunk for reuse, big enough for what the batch
+ * used since the last reset (up to 1 MiB and arena_cap). */
 void sl_batch_reset(sl_batch *b);
 
 /* Make room for n items (after a reset), all zeroed: n = 0 is valid. 0 or -ENOMEM. */

@@ -1,11 +1,16 @@
 /*
  * Gubernator v2 adapter: wire messages <-> sl_batch (see gubernator.h for the rules it applies).
  *
- * Decoded messages are unpacked into the batch's arena, and the requests point into them, so a
- * call costs a handful of arena bumps and no copies of names or keys. Before unpacking protobuf,
- * the top level of the message is scanned to count the requests: a message with more than
- * max_items is refused without materialising them (an empty RateLimitReq is 2 bytes on the wire
- * but ~100 in memory, so unpacking first would let a 1 MiB message cost ~50 MiB).
+ * Everything a call decodes lives in the batch's arena. Before decoding protobuf, the top level of
+ * the message is scanned to count the requests: a message with more than max_items is refused
+ * without materialising them (an empty RateLimitReq is 2 bytes on the wire but ~100 in memory,
+ * so decoding first would let a 1 MiB message cost ~50 MiB), and the batch gets exactly that
+ * many items.
+ *
+ * The hot calls (GetRateLimits, GetPeerRateLimits: up to 1000 items each) skip protobuf-c, whose
+ * unpack-into-structs and pack-from-structs cost about as much as deciding the items: see
+ * "the hand-written protobuf decoder" and "responses" below. protobuf-c stays the reference
+ * decoder: what the hand-written one declines, it decodes, and the fuzzer compares the two.
  */
 #include "api/gubernator.h"
 
@@ -21,6 +26,7 @@ void sl_gub_config_default(sl_gub_config *c)
     c->max_msg = SL_GRPC_DEFAULT_MAX_MSG;
     c->max_items = SL_GUB_MAX_ITEMS;
     sl_gubjson_limits_default(&c->json);
+    c->reference_decoders = false;
 }
 
 void sl_gub_status_set(sl_gub_status *st, int code, const char *fmt, ...)
@@ -60,6 +66,10 @@ static int too_large(sl_gub_status *st, int rc, const char *fmt, ...)
 
 static bool read_varint(const uint8_t *p, size_t n, size_t *pos, uint64_t *v)
 {
+    if (*pos < n && p[*pos] < 0x80) { /* most keys and lengths are one byte */
+        *v = p[(*pos)++];
+        return true;
+    }
     uint64_t r = 0;
     for (unsigned shift = 0; shift < 64 && *pos < n; shift += 7) {
         uint8_t byte = p[(*pos)++];
@@ -124,25 +134,32 @@ static int pack(const ProtobufCMessage *m, sl_buf *out)
 
 #define UNMARSHAL_ERR "grpc: error unmarshalling request: cannot parse invalid wire-format data"
 
-/* Unpack `len` bytes as `desc` into b's arena, after the size and item-count checks. */
-static int unpack(const sl_gub_config *c, const ProtobufCMessageDescriptor *desc,
-                  const uint8_t *msg, size_t len, size_t max_items, const char *too_many_fmt,
-                  sl_batch *b, ProtobufCMessage **out, sl_gub_status *st)
+/* The checks before decoding: the size, and (too_many_fmt set) the number of requests, counted
+ * without materialising them. *n_items gets that count. */
+static int precheck(const sl_gub_config *c, const uint8_t *msg, size_t len, size_t max_items,
+                    const char *too_many_fmt, size_t *n_items, sl_gub_status *st)
 {
+    *n_items = 0;
     if (len > c->max_msg)
         return too_large(st, -EMSGSIZE, "grpc: received message larger than max (%zu vs. %zu)",
                          len, c->max_msg);
     if (too_many_fmt) {
-        size_t n;
-        if (count_field(msg, len, 1, max_items, &n)) {
+        if (count_field(msg, len, 1, max_items, n_items)) {
             sl_gub_status_set(st, SL_GRPC_INTERNAL, UNMARSHAL_ERR);
             return -EINVAL;
         }
-        if (n > max_items) {
+        if (*n_items > max_items) {
             sl_gub_status_set(st, SL_GRPC_OUT_OF_RANGE, too_many_fmt, max_items);
             return -E2BIG;
         }
     }
+    return 0;
+}
+
+/* Unpack `len` bytes as `desc` into b's arena with protobuf-c (after precheck()). */
+static int unpack_checked(const ProtobufCMessageDescriptor *desc, const uint8_t *msg, size_t len,
+                          sl_batch *b, ProtobufCMessage **out, sl_gub_status *st)
+{
     *out = protobuf_c_message_unpack(desc, sl_batch_pb_allocator(b), len, msg);
     if (!*out) {
         if (b->oom)
@@ -151,6 +168,15 @@ static int unpack(const sl_gub_config *c, const ProtobufCMessageDescriptor *desc
         return -EINVAL;
     }
     return 0;
+}
+
+static int unpack(const sl_gub_config *c, const ProtobufCMessageDescriptor *desc,
+                  const uint8_t *msg, size_t len, sl_batch *b, ProtobufCMessage **out,
+                  sl_gub_status *st)
+{
+    size_t n;
+    int rc = precheck(c, msg, len, 0, NULL, &n, st);
+    return rc ? rc : unpack_checked(desc, msg, len, b, out, st);
 }
 
 /* ---- requests -------------------------------------------------------------------------------- */
@@ -184,6 +210,27 @@ static const char *str_or_empty(const char *s)
     return s ? s : "";
 }
 
+/* Gubernator's checks on item i once its fields are in, and the extensions in its metadata. */
+static int check_request(sl_batch *b, size_t i, bool peer)
+{
+    sl_request *q = &b->reqs[i];
+    if (peer && (q->behavior & SL_GLOBAL))
+        q->behavior |= SL_DRAIN_OVER_LIMIT;
+    /* Gubernator checks the key before the name */
+    if (q->unique_key_len == 0) {
+        sl_batch_answer(b, i, ERR_EMPTY_KEY);
+        return 0;
+    }
+    if (q->name_len == 0) {
+        sl_batch_answer(b, i, ERR_EMPTY_NAME);
+        return 0;
+    }
+    const char *sw = sl_batch_meta_get(&b->req_meta[i], SL_GUB_META_SUB_WINDOWS);
+    if (sw && !parse_sub_windows(sw, &q->sub_windows))
+        sl_batch_answer(b, i, ERR_SUB_WINDOWS);
+    return 0;
+}
+
 /* Fill b's items from decoded RateLimitReqs (which live in b's arena). */
 static int fill_requests(sl_batch *b, Pb__Gubernator__RateLimitReq **rq, size_t n, bool peer,
                          sl_gub_status *st)
@@ -204,8 +251,6 @@ static int fill_requests(sl_batch *b, Pb__Gubernator__RateLimitReq **rq, size_t 
         q->created_at = r->created_at;
         q->algorithm = (int32_t)r->algorithm;
         q->behavior = (int32_t)r->behavior;
-        if (peer && (q->behavior & SL_GLOBAL))
-            q->behavior |= SL_DRAIN_OVER_LIMIT;
         for (size_t k = 0; k < r->n_metadata; k++) {
             const Pb__Gubernator__RateLimitReq__MetadataEntry *e = r->metadata[k];
             if (sl_batch_meta_add_ref(b, &b->req_meta[i], str_or_empty(e->key),
@@ -213,20 +258,237 @@ static int fill_requests(sl_batch *b, Pb__Gubernator__RateLimitReq **rq, size_t 
                 return too_large(st, -ENOMEM,
                                  "message too large to decode within the memory limit");
         }
-        /* Gubernator checks the key before the name */
-        if (q->unique_key_len == 0) {
-            sl_batch_answer(b, i, ERR_EMPTY_KEY);
-            continue;
-        }
-        if (q->name_len == 0) {
-            sl_batch_answer(b, i, ERR_EMPTY_NAME);
-            continue;
-        }
-        const char *sw = sl_batch_meta_get(&b->req_meta[i], SL_GUB_META_SUB_WINDOWS);
-        if (sw && !parse_sub_windows(sw, &q->sub_windows))
-            sl_batch_answer(b, i, ERR_SUB_WINDOWS);
+        check_request(b, i, peer);
     }
     return 0;
+}
+
+/* ---- the hand-written protobuf decoder -------------------------------------------------------- */
+
+/*
+ * GetRateLimitsReq / GetPeerRateLimitsReq straight into the batch: one pass, names, keys and
+ * metadata copied into the arena (NUL-terminated, as protobuf-c leaves them), no message structs.
+ * It reads the wire format as protobuf-c 1.4 does - the same varint widths and truncations, the
+ * last of a repeated scalar wins, unknown fields skipped, a known field with the wrong wire type
+ * refused - and declines anything unusual (a 5-byte length, a group, a truncated field): the
+ * caller then resets the batch and runs protobuf-c, which decides and words the error.
+ */
+
+typedef struct pb_rd {
+    const uint8_t *p, *end;
+} pb_rd;
+
+/* A varint of at most 10 bytes; bits past 64 are dropped (protobuf-c's parse_uint64). */
+static inline bool pb_varint(pb_rd *r, uint64_t *v)
+{
+    const uint8_t *p = r->p;
+    if (p < r->end && *p < 0x80) {
+        *v = *p;
+        r->p = p + 1;
+        return true;
+    }
+    uint64_t x = 0;
+    for (unsigned i = 0; i < 10 && p < r->end; i++, p++) {
+        x |= (uint64_t)(*p & 0x7f) << (7 * i);
+        if (!(*p & 0x80)) {
+            *v = x;
+            r->p = p + 1;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* A field key: at most 5 bytes, the field number cut to 32 bits (parse_tag_and_wiretype); field
+ * number 0 is refused (protobuf-c 1.4 refuses it). */
+static inline bool pb_key(pb_rd *r, uint32_t *field, unsigned *wt)
+{
+    const uint8_t *p = r->p;
+    if (p < r->end && *p < 0x80) {
+        *field = *p >> 3;
+        *wt = *p & 7;
+        r->p = p + 1;
+        return *field != 0;
+    }
+    uint64_t x = 0;
+    for (unsigned i = 0; i < 5 && p < r->end; i++, p++) {
+        x |= (uint64_t)(*p & 0x7f) << (7 * i);
+        if (!(*p & 0x80)) {
+            *field = (uint32_t)(x >> 3);
+            *wt = (unsigned)(x & 7);
+            r->p = p + 1;
+            return *field != 0;
+        }
+    }
+    return false;
+}
+
+/* A length-delimited field's bytes. Lengths of 5 bytes (256 MiB and more) are declined. */
+static inline bool pb_bytes(pb_rd *r, pb_rd *sub)
+{
+    const uint8_t *p = r->p;
+    uint32_t n = 0;
+    for (unsigned i = 0; i < 4 && p < r->end; i++, p++) {
+        n |= (uint32_t)(*p & 0x7f) << (7 * i);
+        if (!(*p & 0x80)) {
+            p++;
+            if (n > (size_t)(r->end - p))
+                return false;
+            sub->p = p;
+            sub->end = p + n;
+            r->p = p + n;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Step over an unknown field. */
+static bool pb_skip(pb_rd *r, unsigned wt)
+{
+    uint64_t v;
+    pb_rd sub;
+    switch (wt) {
+    case 0:
+        return pb_varint(r, &v);
+    case 1:
+        if (r->end - r->p < 8)
+            return false;
+        r->p += 8;
+        return true;
+    case 2:
+        return pb_bytes(r, &sub);
+    case 5:
+        if (r->end - r->p < 4)
+            return false;
+        r->p += 4;
+        return true;
+    default:
+        return false; /* groups (3, 4) and 6, 7: protobuf-c refuses them */
+    }
+}
+
+/* A copy of a string field in the arena, NUL-terminated; *len stops at an embedded NUL, as
+ * strlen() on protobuf-c's copy would. An absent field is "". */
+static const char *pb_str(sl_batch *b, const pb_rd *s, size_t *len)
+{
+    size_t n = s->p ? (size_t)(s->end - s->p) : 0;
+    char *c = sl_batch_alloc(b, n + 1);
+    if (!c)
+        return NULL;
+    if (len) {
+        /* A byte loop, in the message rather than in the fresh copy: names and keys are short,
+         * and memchr()'s wide loads cost more than the rest of the decoding here (over bytes
+         * just stored they also stall on store forwarding). */
+        size_t k = 0;
+        while (k < n && s->p[k])
+            k++;
+        *len = k;
+    }
+    if (n)
+        memcpy(c, s->p, n);
+    c[n] = 0;
+    return c;
+}
+
+/* RateLimitReq.MetadataEntry { string key = 1; string value = 2; } -> item i's req_meta. */
+static int pb_meta_entry(sl_batch *b, size_t i, pb_rd r)
+{
+    pb_rd key = {0}, val = {0};
+    while (r.p < r.end) {
+        uint32_t field;
+        unsigned wt;
+        if (!pb_key(&r, &field, &wt))
+            return -EINVAL;
+        if (field == 1 || field == 2) {
+            if (wt != 2 || !pb_bytes(&r, field == 1 ? &key : &val))
+                return -EINVAL;
+        } else if (!pb_skip(&r, wt)) {
+            return -EINVAL;
+        }
+    }
+    const char *k = pb_str(b, &key, NULL), *v = pb_str(b, &val, NULL);
+    if (!k || !v || sl_batch_meta_add_ref(b, &b->req_meta[i], k, v))
+        return -ENOMEM;
+    return 0;
+}
+
+/* One RateLimitReq into item i: what protobuf-c's unpack and fill_requests() make of it. */
+static int pb_rate_limit_req(sl_batch *b, size_t i, pb_rd r, bool peer)
+{
+    sl_request *q = &b->reqs[i]; /* zeroed: absent fields stay 0 */
+    pb_rd name = {0}, key = {0};
+    while (r.p < r.end) {
+        uint32_t field;
+        unsigned wt;
+        uint64_t v;
+        if (!pb_key(&r, &field, &wt))
+            return -EINVAL;
+        /* tested in the order fields usually come: predictable branches, where a switch's
+         * jump table mispredicted on every field */
+        if (field == 1 || field == 2) {
+            if (wt != 2 || !pb_bytes(&r, field == 1 ? &name : &key))
+                return -EINVAL;
+        } else if (field <= 10 && field != 9) {
+            if (wt != 0 || !pb_varint(&r, &v))
+                return -EINVAL;
+            if (field == 3)
+                q->hits = (int64_t)v;
+            else if (field == 4)
+                q->limit = (int64_t)v;
+            else if (field == 5)
+                q->duration = (int64_t)v;
+            else if (field == 6)
+                q->algorithm = (int32_t)(uint32_t)v; /* enums: protobuf-c keeps 32 bits */
+            else if (field == 7)
+                q->behavior = (int32_t)(uint32_t)v;
+            else if (field == 8)
+                q->burst = (int64_t)v;
+            else
+                q->created_at = (int64_t)v;
+        } else if (field == 9) {
+            pb_rd e;
+            if (wt != 2 || !pb_bytes(&r, &e))
+                return -EINVAL;
+            int rc = pb_meta_entry(b, i, e);
+            if (rc)
+                return rc;
+        } else if (!pb_skip(&r, wt)) {
+            return -EINVAL;
+        }
+    }
+    q->name = pb_str(b, &name, &q->name_len);
+    q->unique_key = pb_str(b, &key, &q->unique_key_len);
+    if (!q->name || !q->unique_key)
+        return -ENOMEM;
+    return check_request(b, i, peer);
+}
+
+/* 0, or -EINVAL (declined: run protobuf-c) / -ENOMEM. n is count_field()'s count of requests. */
+static int fast_decode_reqs(const uint8_t *msg, size_t len, size_t n, sl_batch *b, bool peer)
+{
+    if (sl_batch_alloc_items(b, n))
+        return -ENOMEM;
+    pb_rd r = {msg, msg + len};
+    size_t i = 0;
+    while (r.p < r.end) {
+        uint32_t field;
+        unsigned wt;
+        if (!pb_key(&r, &field, &wt))
+            return -EINVAL;
+        if (field != 1) {
+            if (!pb_skip(&r, wt))
+                return -EINVAL;
+            continue;
+        }
+        pb_rd item;
+        if (wt != 2 || i == n || !pb_bytes(&r, &item))
+            return -EINVAL;
+        int rc = pb_rate_limit_req(b, i++, item, peer);
+        if (rc)
+            return rc;
+    }
+    return i == n ? 0 : -EINVAL;
 }
 
 static int decode_reqs_pb(const sl_gub_config *c, const uint8_t *msg, size_t len, sl_batch *b,
@@ -234,11 +496,19 @@ static int decode_reqs_pb(const sl_gub_config *c, const uint8_t *msg, size_t len
 {
     sl_batch_reset(b);
     status_ok(st);
+    size_t n;
+    int rc = precheck(c, msg, len, c->max_items, peer ? TOO_MANY_PEER : TOO_MANY_V1, &n, st);
+    if (rc)
+        return rc;
+    if (!c->reference_decoders && fast_decode_reqs(msg, len, n, b, peer) == 0)
+        return 0;
+    /* declined (or failed): protobuf-c decides, on a clean batch */
+    sl_batch_reset(b);
     ProtobufCMessage *m;
     const ProtobufCMessageDescriptor *d =
         peer ? &pb__gubernator__get_peer_rate_limits_req__descriptor
              : &pb__gubernator__get_rate_limits_req__descriptor;
-    int rc = unpack(c, d, msg, len, c->max_items, peer ? TOO_MANY_PEER : TOO_MANY_V1, b, &m, st);
+    rc = unpack_checked(d, msg, len, b, &m, st);
     if (rc)
         return rc;
     b->msg = m;
@@ -268,10 +538,20 @@ int sl_gub_decode_json(const sl_gub_config *c, const char *body, size_t len, sl_
 {
     sl_batch_reset(b);
     status_ok(st);
-    Pb__Gubernator__GetRateLimitsReq *r;
+    const ProtobufCMessageDescriptor *d = &pb__gubernator__get_rate_limits_req__descriptor;
+    ProtobufCMessage *m = NULL;
     char err[sizeof st->message];
-    int rc = sl_gubjson_parse_get_rate_limits_req(body, len, &c->json, sl_batch_pb_allocator(b),
-                                                  &r, err, sizeof err);
+    int rc = -EAGAIN;
+    if (!c->reference_decoders)
+        rc = sl_gubjson_parse_with(SL_GUBJSON_PARSE_FAST, d, body, len, &c->json,
+                                   sl_batch_pb_allocator(b), &m, err, sizeof err);
+    if (rc == -EAGAIN) {
+        /* declined: the reference parser decides (and words the error), on a clean batch */
+        sl_batch_reset(b);
+        rc = sl_gubjson_parse_with(SL_GUBJSON_PARSE_REFERENCE, d, body, len, &c->json,
+                                   sl_batch_pb_allocator(b), &m, err, sizeof err);
+    }
+    Pb__Gubernator__GetRateLimitsReq *r = (Pb__Gubernator__GetRateLimitsReq *)m;
     if (rc == -EMSGSIZE)
         return too_large(st, rc, "%s", err);
     if (rc == -ENOMEM)
@@ -290,25 +570,235 @@ int sl_gub_decode_json(const sl_gub_config *c, const char *body, size_t len, sl_
 
 /* ---- responses ------------------------------------------------------------------------------- */
 
-/* Metadata entries for a response, from an sl_meta (arena-allocated). */
-static int build_resp_meta(sl_batch *b, const sl_meta *m, Pb__Gubernator__RateLimitResp *r)
+/*
+ * GetRateLimitsResp and GetPeerRateLimitsResp are both { repeated RateLimitResp = 1; }, written
+ * here straight from the batch: protobuf-c would need a struct per item (and per metadata entry)
+ * and two descriptor walks. The bytes are protobuf-c's: fields in number order, proto3 zero
+ * values left out, int64 as 10-byte varints when negative. The JSON is what sl_gubjson_print()
+ * makes of the same message. The tests compare both with protobuf-c / the printer.
+ */
+
+static inline size_t varint_size(uint64_t v)
 {
-    if (m->n == 0)
-        return 0;
-    Pb__Gubernator__RateLimitResp__MetadataEntry **arr = sl_batch_alloc(b, m->n * sizeof *arr);
-    Pb__Gubernator__RateLimitResp__MetadataEntry *es = sl_batch_alloc(b, m->n * sizeof *es);
-    if (!arr || !es)
-        return -ENOMEM;
-    for (uint32_t k = 0; k < m->n; k++) {
-        pb__gubernator__rate_limit_resp__metadata_entry__init(&es[k]);
-        es[k].key = (char *)m->kv[k].key;
-        es[k].value = (char *)m->kv[k].val;
-        arr[k] = &es[k];
+    /* ceil(bits / 7) without a division: (floor(log2 v) * 9 + 73) / 64 */
+    return (size_t)((63 - __builtin_clzll(v | 1)) * 9 + 73) / 64;
+}
+
+static inline uint8_t *put_varint(uint8_t *w, uint64_t v)
+{
+    while (v >= 0x80) {
+        *w++ = (uint8_t)(v | 0x80);
+        v >>= 7;
     }
-    r->n_metadata = m->n;
-    r->metadata = arr;
+    *w++ = (uint8_t)v;
+    return w;
+}
+
+/* A string field (key + length + bytes), or nothing if it is empty. */
+static inline size_t str_field_size(size_t n)
+{
+    return n ? 1 + varint_size(n) + n : 0;
+}
+
+static inline uint8_t *put_str_field(uint8_t *w, uint8_t key, const char *s, size_t n)
+{
+    if (!n)
+        return w;
+    *w++ = key;
+    w = put_varint(w, n);
+    memcpy(w, s, n);
+    return w + n;
+}
+
+static inline size_t i64_field_size(int64_t v)
+{
+    return v ? 1 + varint_size((uint64_t)v) : 0;
+}
+
+static inline uint8_t *put_i64_field(uint8_t *w, uint8_t key, int64_t v)
+{
+    if (!v)
+        return w;
+    *w++ = key;
+    return put_varint(w, (uint64_t)v);
+}
+
+static size_t meta_entry_size(const sl_kv *kv)
+{
+    return str_field_size(kv->key ? strlen(kv->key) : 0) +
+           str_field_size(kv->val ? strlen(kv->val) : 0);
+}
+
+/* The size of item i's RateLimitResp (without its own key and length). An error answer carries
+ * only the error and metadata, as Gubernator answers. */
+static size_t resp_size(const sl_batch *b, size_t i)
+{
+    const sl_response *s = &b->resps[i];
+    size_t n = 0;
+    if (s->error) {
+        n = str_field_size(strlen(s->error));
+    } else {
+        n = (s->status == SL_OVER_LIMIT ? 2 : 0) + i64_field_size(s->limit) +
+            i64_field_size(s->remaining) + i64_field_size(s->reset_time);
+    }
+    const sl_meta *m = &b->resp_meta[i];
+    for (uint32_t k = 0; k < m->n; k++) {
+        size_t e = meta_entry_size(&m->kv[k]);
+        n += 1 + varint_size(e) + e;
+    }
+    return n;
+}
+
+static uint8_t *put_resp(uint8_t *w, const sl_batch *b, size_t i, size_t size)
+{
+    const sl_response *s = &b->resps[i];
+    *w++ = 0x0a; /* field 1, length-delimited */
+    w = put_varint(w, size);
+    if (s->error) {
+        w = put_str_field(w, 0x2a, s->error, strlen(s->error));
+    } else {
+        if (s->status == SL_OVER_LIMIT) {
+            *w++ = 0x08;
+            *w++ = PB__GUBERNATOR__STATUS__OVER_LIMIT;
+        }
+        w = put_i64_field(w, 0x10, s->limit);
+        w = put_i64_field(w, 0x18, s->remaining);
+        w = put_i64_field(w, 0x20, s->reset_time);
+    }
+    const sl_meta *m = &b->resp_meta[i];
+    for (uint32_t k = 0; k < m->n; k++) {
+        const sl_kv *kv = &m->kv[k];
+        size_t kn = kv->key ? strlen(kv->key) : 0, vn = kv->val ? strlen(kv->val) : 0;
+        *w++ = 0x32; /* field 6, length-delimited */
+        w = put_varint(w, str_field_size(kn) + str_field_size(vn));
+        w = put_str_field(w, 0x0a, kv->key, kn);
+        w = put_str_field(w, 0x12, kv->val, vn);
+    }
+    return w;
+}
+
+/* Two passes: the sizes (kept in the arena), then the bytes, into one exact reservation. */
+static int encode_resps_pb(sl_batch *b, sl_buf *out)
+{
+    size_t *sizes = b->n ? sl_batch_alloc(b, b->n * sizeof *sizes) : NULL;
+    if (b->n && !sizes)
+        return -ENOMEM;
+    size_t total = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        sizes[i] = resp_size(b, i);
+        total += 1 + varint_size(sizes[i]) + sizes[i];
+    }
+    if (total == 0)
+        return 0; /* (out->data may still be NULL) */
+    int rc = sl_buf_reserve(out, total);
+    if (rc)
+        return rc;
+    uint8_t *w = out->data + out->len;
+    for (size_t i = 0; i < b->n; i++)
+        w = put_resp(w, b, i, sizes[i]);
+    out->len += total;
     return 0;
 }
+
+/* Decimal int64 ending at `end`, quoted; returns its first byte. */
+static char *put_quoted_i64(char *end, int64_t v)
+{
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    *--end = '"';
+    do {
+        *--end = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *--end = '-';
+    *--end = '"';
+    return end;
+}
+
+static inline size_t put(char *w, const char *s, size_t n)
+{
+    memcpy(w, s, n);
+    return n;
+}
+
+#define LIT(s) s, sizeof s - 1
+
+/* ,"name":"-123" */
+static size_t put_i64_member(char *w, const char *name, size_t name_len, int64_t v)
+{
+    char tmp[24];
+    char *s = put_quoted_i64(tmp + sizeof tmp, v);
+    return put(w, name, name_len) + put(w + name_len, s, (size_t)(tmp + sizeof tmp - s));
+}
+
+/* One RateLimitResp as sl_gubjson_print() prints it: every field, in field order. */
+static int encode_resp_json(const sl_batch *b, size_t i, sl_buf *out)
+{
+    const sl_response *s = &b->resps[i];
+    sl_response zero = {0};
+    const sl_response *v = s->error ? &zero : s;
+    char tmp[192]; /* the longest fixed part is 151 bytes */
+    size_t n = v->status == SL_OVER_LIMIT ? put(tmp, LIT("{\"status\":\"OVER_LIMIT\""))
+                                          : put(tmp, LIT("{\"status\":\"UNDER_LIMIT\""));
+    n += put_i64_member(tmp + n, LIT(",\"limit\":"), v->limit);
+    n += put_i64_member(tmp + n, LIT(",\"remaining\":"), v->remaining);
+    n += put_i64_member(tmp + n, LIT(",\"reset_time\":"), v->reset_time);
+    const sl_meta *m = &b->resp_meta[i];
+    if (!s->error && m->n == 0) {
+        /* the common answer: one append */
+        n += put(tmp + n, LIT(",\"error\":\"\",\"metadata\":{}}"));
+        return sl_buf_append(out, tmp, n);
+    }
+    n += put(tmp + n, LIT(",\"error\":"));
+    int rc = sl_buf_append(out, tmp, n);
+    if (!rc)
+        rc = s->error ? sl_gubjson_print_string(out, s->error, strlen(s->error))
+                      : sl_buf_append(out, LIT("\"\""));
+    if (!rc)
+        rc = sl_buf_append(out, LIT(",\"metadata\":{"));
+    for (uint32_t k = 0; !rc && k < m->n; k++) {
+        const char *key = m->kv[k].key ? m->kv[k].key : "";
+        const char *val = m->kv[k].val ? m->kv[k].val : "";
+        if (k)
+            rc = sl_buf_append(out, ",", 1);
+        if (!rc)
+            rc = sl_gubjson_print_string(out, key, strlen(key));
+        if (!rc)
+            rc = sl_buf_append(out, ":", 1);
+        if (!rc)
+            rc = sl_gubjson_print_string(out, val, strlen(val));
+    }
+    return rc ? rc : sl_buf_append(out, LIT("}}"));
+}
+
+int sl_gub_encode_pb(sl_batch *b, sl_buf *out)
+{
+    return encode_resps_pb(b, out);
+}
+
+int sl_gub_encode_json(sl_batch *b, sl_buf *out)
+{
+    size_t mark = out->len;
+    int rc = sl_buf_append(out, LIT("{\"responses\":["));
+    for (size_t i = 0; !rc && i < b->n; i++) {
+        if (i)
+            rc = sl_buf_append(out, ",", 1);
+        if (!rc)
+            rc = encode_resp_json(b, i, out);
+    }
+    if (!rc)
+        rc = sl_buf_append(out, LIT("]}"));
+    if (rc)
+        out->len = mark; /* never leave half a document behind */
+    return rc;
+}
+
+int sl_gub_encode_peer_resp_pb(sl_batch *b, sl_buf *out)
+{
+    return encode_resps_pb(b, out);
+}
+
+/* ---- structs for protobuf-c (the peer and global messages) ------------------------------- */
 
 static void resp_from_engine(Pb__Gubernator__RateLimitResp *r, const sl_response *s)
 {
@@ -322,62 +812,6 @@ static void resp_from_engine(Pb__Gubernator__RateLimitResp *r, const sl_response
     r->limit = s->limit;
     r->remaining = s->remaining;
     r->reset_time = s->reset_time;
-}
-
-/* The array of RateLimitResp for all of b's items. */
-static int build_resps(sl_batch *b, Pb__Gubernator__RateLimitResp ***out)
-{
-    *out = NULL;
-    if (b->n == 0)
-        return 0;
-    Pb__Gubernator__RateLimitResp **arr = sl_batch_alloc(b, b->n * sizeof *arr);
-    Pb__Gubernator__RateLimitResp *rs = sl_batch_alloc(b, b->n * sizeof *rs);
-    if (!arr || !rs)
-        return -ENOMEM;
-    for (size_t i = 0; i < b->n; i++) {
-        Pb__Gubernator__RateLimitResp *r = &rs[i];
-        pb__gubernator__rate_limit_resp__init(r);
-        resp_from_engine(r, &b->resps[i]);
-        if (build_resp_meta(b, &b->resp_meta[i], r))
-            return -ENOMEM;
-        arr[i] = r;
-    }
-    *out = arr;
-    return 0;
-}
-
-static int build_get_rate_limits_resp(sl_batch *b, Pb__Gubernator__GetRateLimitsResp *m)
-{
-    pb__gubernator__get_rate_limits_resp__init(m);
-    int rc = build_resps(b, &m->responses);
-    if (!rc)
-        m->n_responses = b->n;
-    return rc;
-}
-
-int sl_gub_encode_pb(sl_batch *b, sl_buf *out)
-{
-    Pb__Gubernator__GetRateLimitsResp m;
-    int rc = build_get_rate_limits_resp(b, &m);
-    return rc ? rc : pack(&m.base, out);
-}
-
-int sl_gub_encode_json(sl_batch *b, sl_buf *out)
-{
-    Pb__Gubernator__GetRateLimitsResp m;
-    int rc = build_get_rate_limits_resp(b, &m);
-    return rc ? rc : sl_gubjson_print(&m.base, out);
-}
-
-int sl_gub_encode_peer_resp_pb(sl_batch *b, sl_buf *out)
-{
-    Pb__Gubernator__GetPeerRateLimitsResp m;
-    pb__gubernator__get_peer_rate_limits_resp__init(&m);
-    int rc = build_resps(b, &m.rate_limits);
-    if (rc)
-        return rc;
-    m.n_rate_limits = b->n;
-    return pack(&m.base, out);
 }
 
 int sl_gub_encode_error_json(const sl_gub_status *st, sl_buf *out)
@@ -518,8 +952,7 @@ int sl_gub_decode_peer_resp_pb(const sl_gub_config *c, const uint8_t *msg, size_
     if (!idx)
         n = b->n;
     ProtobufCMessage *pm;
-    int rc = unpack(c, &pb__gubernator__get_peer_rate_limits_resp__descriptor, msg, len, 0, NULL,
-                    b, &pm, st);
+    int rc = unpack(c, &pb__gubernator__get_peer_rate_limits_resp__descriptor, msg, len, b, &pm, st);
     if (rc)
         return rc;
     Pb__Gubernator__GetPeerRateLimitsResp *m = (Pb__Gubernator__GetPeerRateLimitsResp *)pm;
@@ -603,8 +1036,7 @@ int sl_gub_decode_globals_pb(const sl_gub_config *c, const uint8_t *msg, size_t 
     *out = NULL;
     *n_out = 0;
     ProtobufCMessage *pm;
-    int rc = unpack(c, &pb__gubernator__update_peer_globals_req__descriptor, msg, len, 0, NULL, b,
-                    &pm, st);
+    int rc = unpack(c, &pb__gubernator__update_peer_globals_req__descriptor, msg, len, b, &pm, st);
     if (rc)
         return rc;
     b->msg = pm;

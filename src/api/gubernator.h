@@ -20,11 +20,15 @@
  * Encoding writes one response per item in request order, each with its error (when set, the
  * other fields are zero, as Gubernator answers) and its resp_meta entries as `metadata`.
  *
- * One code path for both transports: JSON is parsed into the same protobuf-c struct the protobuf
- * decoder produces (wire/gubjson.h), and responses are built as the protobuf-c struct and then
- * either packed or printed. No I/O and no engine calls here: the daemon runs
- * decode -> engine/router -> encode. Over HTTP, an error becomes `st->http_status` with the body
- * from sl_gub_encode_error_json() (grpc-gateway's {"code","message","details"}).
+ * GetRateLimits and GetPeerRateLimits - the calls that carry 1000 items - are decoded and encoded
+ * by hand: requests go from the wire bytes straight into the batch, responses from the batch
+ * straight into the buffer, with the bytes protobuf-c (or sl_gubjson_print()) would produce. What
+ * the hand-written protobuf decoder declines (errors, unusual encodings) is decoded again by
+ * protobuf-c, which then decides; JSON works the same way inside wire/gubjson. The other messages
+ * (health, PeersV1 client side, globals) go through protobuf-c structs. No I/O and no engine calls
+ * here: the daemon runs decode -> engine/router -> encode. Over HTTP, an error becomes
+ * `st->http_status` with the body from sl_gub_encode_error_json() (grpc-gateway's
+ * {"code","message","details"}).
  */
 #ifndef SLUICE_API_GUBERNATOR_H
 #define SLUICE_API_GUBERNATOR_H
@@ -56,6 +60,9 @@ typedef struct sl_gub_config {
     size_t max_msg;          /* largest protobuf message accepted (bytes); default 1 MiB */
     size_t max_items;        /* most requests in one call; default 1000 */
     sl_gubjson_limits json;  /* JSON body limits; default max_body 1 MiB */
+    bool reference_decoders; /* decode requests with protobuf-c / jansson only (the slower
+                                reference the hand-written decoders fall back to); for tests
+                                that compare the two. Default false. */
 } sl_gub_config;
 
 void sl_gub_config_default(sl_gub_config *c);

@@ -1,18 +1,17 @@
 /*
  * The switchboard (see killswitch.h): entries in small open-addressing maps, the source layer and
- * the admin layer merged into immutable snapshots, the etcd watcher thread, and the quota-file
- * sections.
+ * the admin layer merged into immutable snapshots, and the quota-file sections. The watcher
+ * thread, the file reload, the source status and the publication are config/watched.c's.
  *
  * Maps. Keys are (kind, name): a switch "api" and the concurrency entry of resource "api" are
  * different entries. Linear probing with backward-shift deletion (no tombstones, so a map that
  * sees many puts and deletes never degrades), grown x2 past half full, capped at max_entries.
  *
- * Publication is quotasrc.c's: a new snapshot under pub_mu, its generation in an atomic word that
- * readers compare with the one they hold. Everything else (the two layers, status) is under mu.
+ * Publication is config/watched.h's slot; the two layers and the switch counts are under mu.
  *
- * etcd. The thread reads the three subtrees (killswitch/, concurrency/, fleet) with three ranges,
- * then watches <root>/ from the first range's revision + 1: events between the ranges are
- * replayed and, applied in order, end in the current state. The watch sees the quota tree's
+ * etcd. A full load reads the three subtrees (killswitch/, concurrency/, fleet) with three ranges,
+ * then the watch of <root>/ starts from the first range's revision + 1: events between the ranges
+ * are replayed and, applied in order, end in the current state. The watch sees the quota tree's
  * events too and ignores them (one watch instead of three).
  */
 #include "config/killswitch.h"
@@ -24,14 +23,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
 #include <yaml.h>
 
 #include "config/config.h"
-#include "config/etcd.h"
+#include "config/watched.h"
 #include "sluice/clock.h"
 
 #define XXH_INLINE_ALL
@@ -463,30 +461,15 @@ bool sl_killswitch_snap_loaded(const sl_killswitch_snap *s)
 struct sl_killswitch {
     sl_killswitch_source source;
     sl_logger *log;
-    char *root;         /* without a trailing '/' */
-    char *watch_prefix; /* root + "/" */
-    char *file;
     size_t max_entries;
-    int64_t backoff_min_ms, backoff_max_ms;
     uint64_t seed;
+    sl_watched *w;
 
-    pthread_mutex_t mu; /* the layers and the status */
+    pthread_mutex_t mu; /* the layers and the switchboard's own status fields */
     layer src;
     kmap admin;
+    bool loaded;        /* what snapshots say: the source has been read */
     sl_killswitch_status st;
-
-    pthread_mutex_t pub_mu;
-    sl_killswitch_snap *cur;
-    _Atomic uint64_t gen;
-
-    sl_etcd *etcd;
-    sl_etcd_watch *watch;
-    pthread_t thread;
-    bool thread_started;
-    pthread_mutex_t run_mu;
-    pthread_cond_t run_cv;
-    bool stopping;
-    uint64_t rng;
 
     struct metric_arg {
         sl_killswitch *ks;
@@ -495,6 +478,21 @@ struct sl_killswitch {
 };
 
 typedef struct metric_arg metric_arg;
+
+static void snap_ref(void *p)
+{
+    atomic_fetch_add(&((sl_killswitch_snap *)p)->refs, 1);
+}
+
+static void snap_unref_any(void *p)
+{
+    snap_unref(p);
+}
+
+static void snap_stamp(void *p, uint64_t generation)
+{
+    ((sl_killswitch_snap *)p)->generation = generation;
+}
 
 /* Merge the layers into a new snapshot and publish it. Called with mu held. */
 static int publish_locked(sl_killswitch *ks)
@@ -546,38 +544,19 @@ static int publish_locked(sl_killswitch *ks)
     s->quiet = s->switches == 0;
     const entry *g = kmap_find(&s->map, K_SWITCH, SL_KILLSWITCH_GLOBAL, 1);
     s->global = g ? (sl_killswitch_mode)g->mode : SL_KILLSWITCH_ENFORCE;
-    s->loaded = ks->st.loaded;
+    s->loaded = ks->loaded;
     atomic_init(&s->refs, 1);
-
-    pthread_mutex_lock(&ks->pub_mu);
-    sl_killswitch_snap *old = ks->cur;
-    s->generation = old ? old->generation + 1 : 1;
-    ks->cur = s;
-    atomic_store_explicit(&ks->gen, s->generation, memory_order_release);
-    pthread_mutex_unlock(&ks->pub_mu);
-    snap_unref(old);
-
     ks->st.switches = s->switches;
     ks->st.overrides = s->overrides;
     ks->st.concurrency = s->concurrency;
     ks->st.fleet = s->has_fleet;
-    ks->st.generation = s->generation;
-    ks->st.last_change_ms = sl_wall_ms();
+    sl_watched_publish(ks->w, s);
     return 0;
 }
 
 const sl_killswitch_snap *sl_killswitch_read(sl_killswitch *ks, sl_killswitch_reader *r)
 {
-    uint64_t g = atomic_load_explicit(&ks->gen, memory_order_acquire);
-    if (r->snap && g == r->generation)
-        return r->snap;
-    pthread_mutex_lock(&ks->pub_mu);
-    sl_killswitch_snap *old = r->snap;
-    r->snap = ks->cur;
-    atomic_fetch_add(&r->snap->refs, 1);
-    r->generation = r->snap->generation;
-    pthread_mutex_unlock(&ks->pub_mu);
-    snap_unref(old);
+    r->snap = sl_watched_read(ks->w, r->snap, &r->generation);
     return r->snap;
 }
 
@@ -588,19 +567,10 @@ void sl_killswitch_reader_release(sl_killswitch_reader *r)
     r->generation = 0;
 }
 
-static sl_killswitch_snap *acquire(sl_killswitch *ks)
-{
-    pthread_mutex_lock(&ks->pub_mu);
-    sl_killswitch_snap *s = ks->cur;
-    atomic_fetch_add(&s->refs, 1);
-    pthread_mutex_unlock(&ks->pub_mu);
-    return s;
-}
-
 void sl_killswitch_visit(sl_killswitch *ks, sl_killswitch_switch_fn sw, sl_killswitch_conc_fn cc,
                          void *ud)
 {
-    sl_killswitch_snap *s = acquire(ks);
+    sl_killswitch_snap *s = sl_watched_acquire(ks->w);
     for (size_t i = 0; i < s->map.cap; i++) {
         const entry *e = &s->map.e[i];
         if (!e->hash)
@@ -621,8 +591,17 @@ void sl_killswitch_status_get(sl_killswitch *ks, sl_killswitch_status *out)
     pthread_mutex_lock(&ks->mu);
     *out = ks->st;
     pthread_mutex_unlock(&ks->mu);
-    if (ks->etcd)
-        sl_etcd_current_endpoint(ks->etcd, out->endpoint, sizeof out->endpoint);
+    sl_watched_status ws;
+    sl_watched_status_get(ks->w, &ws);
+    out->loaded = ws.loaded;
+    out->connected = ws.connected;
+    out->revision = ws.revision;
+    out->generation = ws.generation;
+    out->updates += ws.updates; /* ks->st counts the admin calls */
+    out->reconnects = ws.reconnects;
+    out->last_change_ms = ws.last_change_ms;
+    memcpy(out->endpoint, ws.endpoint, sizeof out->endpoint);
+    memcpy(out->last_error, ws.last_error, sizeof out->last_error);
 }
 
 int sl_killswitch_set(sl_killswitch *ks, const char *name, size_t len, sl_killswitch_mode mode)
@@ -1069,334 +1048,148 @@ static int read_file(const char *path, char **out, size_t *len, char *err, size_
     return 0;
 }
 
-int sl_killswitch_reload(sl_killswitch *ks, char *err, size_t errlen)
+static int on_load_file(void *ud, const char *path, char *err, size_t errlen)
 {
-    char dummy[1];
-    if (!err || errlen == 0)
-        err = dummy, errlen = sizeof dummy;
-    err[0] = 0;
-    if (ks->source == SL_KILLSWITCH_ETCD) {
-        snprintf(err, errlen, "switches come from etcd and are watched: nothing to reload");
-        return -EOPNOTSUPP;
-    }
-    if (ks->source == SL_KILLSWITCH_NONE)
-        return 0;
+    sl_killswitch *ks = ud;
     char *text = NULL;
     size_t len = 0;
-    int rc = read_file(ks->file, &text, &len, err, errlen);
+    int rc = read_file(path, &text, &len, err, errlen);
+    if (rc)
+        return rc;
     layer fresh = {0};
     kmap_init(&fresh.map, ks->max_entries, ks->seed);
-    if (rc == 0) {
-        char inner[200];
-        rc = parse_text(text, len, &fresh, inner, sizeof inner);
-        if (rc)
-            snprintf(err, errlen, "%s: %s", ks->file, inner);
-        free(text);
+    char inner[200];
+    rc = parse_text(text, len, &fresh, inner, sizeof inner);
+    free(text);
+    if (rc) {
+        snprintf(err, errlen, "%s: %s", path, inner);
+        kmap_free(&fresh.map);
+        return rc;
     }
     pthread_mutex_lock(&ks->mu);
-    if (rc == 0) {
-        ks->st.loaded = true;
-        ks->st.last_error[0] = 0;
-        rc = replace_layer(ks, &fresh);
-    } else {
-        kmap_free(&fresh.map);
-        snprintf(ks->st.last_error, sizeof ks->st.last_error, "%s", err);
-    }
+    ks->loaded = true;
+    rc = replace_layer(ks, &fresh);
     size_t switches = ks->st.switches, conc = ks->st.concurrency;
     pthread_mutex_unlock(&ks->mu);
-    if (rc)
-        sl_log_error(ks->log, "switchboard not loaded, keeping the current switches error=\"%s\"",
-                     err[0] ? err : strerror(-rc));
-    else
-        sl_log_info(ks->log, "switchboard loaded path=%s switches=%zu concurrency=%zu", ks->file,
+    if (rc == 0)
+        sl_log_info(ks->log, "switchboard loaded path=%s switches=%zu concurrency=%zu", path,
                     switches, conc);
+    return rc;
+}
+
+int sl_killswitch_reload(sl_killswitch *ks, char *err, size_t errlen)
+{
+    char buf[256];
+    if (!err || errlen == 0)
+        err = buf, errlen = sizeof buf; /* for the log line */
+    int rc = sl_watched_reload(ks->w, err, errlen);
+    if (rc && rc != -EOPNOTSUPP)
+        sl_log_error(ks->log, "switchboard not loaded, keeping the current switches error=\"%s\"",
+                     err);
     return rc;
 }
 
 /* ---------------------------------------------------------------- etcd */
 
-static bool stopping(sl_killswitch *ks)
+/* Apply a key with the root (ignored unless it is ours): as apply_rel. Called with mu held. */
+static int apply_kv(sl_killswitch *ks, layer *l, const sl_etcd_kv *kv, bool del, bool events)
 {
-    pthread_mutex_lock(&ks->run_mu);
-    bool s = ks->stopping;
-    pthread_mutex_unlock(&ks->run_mu);
-    return s;
+    const char *wp = sl_watched_watch_prefix(ks->w);
+    size_t pl = strlen(wp);
+    if (kv->key_len <= pl || memcmp(kv->key, wp, pl) != 0)
+        return -ENOENT;
+    return apply_rel(ks, l, kv->key + pl, kv->key_len - pl, kv->value, kv->value_len, del,
+                     events);
 }
 
-static void pause_ms(sl_killswitch *ks, int64_t ms)
+static int on_load(void *ud, const sl_etcd_kvs *kvs, size_t n, int64_t revision)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&ks->run_mu);
-    while (!ks->stopping && pthread_cond_timedwait(&ks->run_cv, &ks->run_mu, &ts) != ETIMEDOUT) {
-    }
-    pthread_mutex_unlock(&ks->run_mu);
-}
-
-static void wake_waiters(sl_killswitch *ks)
-{
-    pthread_mutex_lock(&ks->run_mu);
-    pthread_cond_broadcast(&ks->run_cv);
-    pthread_mutex_unlock(&ks->run_mu);
-}
-
-/* Apply a key with the root (ignored unless it is ours). */
-static void apply_kv(sl_killswitch *ks, layer *l, const char *key, size_t klen, const char *val,
-                     size_t vlen, bool del, bool events)
-{
-    size_t pl = strlen(ks->watch_prefix);
-    if (klen <= pl || memcmp(key, ks->watch_prefix, pl) != 0)
-        return;
-    apply_rel(ks, l, key + pl, klen - pl, val, vlen, del, events);
-}
-
-static int full_load(sl_killswitch *ks, int64_t *revision)
-{
-    static const struct {
-        const char *suffix;
-        bool prefix;
-    } parts[] = {{"killswitch/", true}, {"concurrency/", true}, {"fleet", false}};
+    sl_killswitch *ks = ud;
     layer fresh = {0};
     kmap_init(&fresh.map, ks->max_entries, ks->seed);
-    int rc = 0;
-    *revision = 0;
     pthread_mutex_lock(&ks->mu);
-    for (size_t p = 0; p < 3 && !rc; p++) {
-        char key[1100];
-        int kl = snprintf(key, sizeof key, "%s%s", ks->watch_prefix, parts[p].suffix);
-        if (kl < 0 || (size_t)kl >= sizeof key) {
-            rc = -ENAMETOOLONG;
-            break;
-        }
-        sl_etcd_kvs kvs;
-        pthread_mutex_unlock(&ks->mu);
-        rc = sl_etcd_range(ks->etcd, key, (size_t)kl, parts[p].prefix, 0, false, &kvs);
-        pthread_mutex_lock(&ks->mu);
-        if (rc)
-            break;
-        if (p == 0)
-            *revision = kvs.revision; /* the earliest: the watch replays from there */
-        for (size_t i = 0; i < kvs.n; i++)
-            apply_kv(ks, &fresh, kvs.kvs[i].key, kvs.kvs[i].key_len, kvs.kvs[i].value,
-                     kvs.kvs[i].value_len, false, false);
-        sl_etcd_kvs_free(&kvs);
-    }
-    if (rc == 0) {
-        bool first = !ks->st.loaded;
-        ks->st.loaded = true;
-        ks->st.revision = *revision;
-        rc = replace_layer(ks, &fresh);
-        if (rc)
-            ks->st.loaded = !first;
-    } else {
-        kmap_free(&fresh.map);
-    }
+    for (size_t p = 0; p < n; p++)
+        for (size_t i = 0; i < kvs[p].n; i++)
+            apply_kv(ks, &fresh, &kvs[p].kvs[i], false, false);
+    bool was = ks->loaded;
+    ks->loaded = true;
+    int rc = replace_layer(ks, &fresh);
+    if (rc)
+        ks->loaded = was;
+    size_t switches = ks->st.switches;
     pthread_mutex_unlock(&ks->mu);
     if (rc == 0)
-        wake_waiters(ks);
+        sl_log_info(ks->log, "switchboard loaded from etcd revision=%lld switches=%zu",
+                    (long long)revision, switches);
     return rc;
 }
 
-typedef struct watch_ctx {
-    sl_killswitch *ks;
-    int64_t revision;
-    bool created;
-} watch_ctx;
-
-static int on_watch(void *ud, const sl_etcd_watch_msg *msg)
+static int on_events(void *ud, const sl_etcd_event *ev, size_t n, int64_t revision)
 {
-    watch_ctx *wc = ud;
-    sl_killswitch *ks = wc->ks;
-    if (msg->created && !wc->created) {
-        wc->created = true;
-        pthread_mutex_lock(&ks->mu);
-        ks->st.connected = true;
-        pthread_mutex_unlock(&ks->mu);
-    }
-    if (msg->revision > wc->revision)
-        wc->revision = msg->revision;
-    if (msg->n_events == 0)
-        return 0;
-    size_t pl = strlen(ks->watch_prefix);
+    sl_killswitch *ks = ud;
     size_t ours = 0;
     pthread_mutex_lock(&ks->mu);
-    for (size_t i = 0; i < msg->n_events; i++) {
-        const sl_etcd_event *ev = &msg->events[i];
-        const sl_etcd_kv *kv = &ev->kv;
-        if (kv->key_len <= pl || memcmp(kv->key, ks->watch_prefix, pl) != 0)
-            continue;
-        if (apply_rel(ks, &ks->src, kv->key + pl, kv->key_len - pl, kv->value, kv->value_len,
-                      ev->type == SL_ETCD_DELETE, true) != -ENOENT)
+    for (size_t i = 0; i < n; i++)
+        if (apply_kv(ks, &ks->src, &ev[i].kv, ev[i].type == SL_ETCD_DELETE, true) != -ENOENT)
             ours++;
-    }
-    int rc = 0;
-    if (ours) {
-        ks->st.updates += ours;
-        ks->st.revision = wc->revision;
-        rc = publish_locked(ks);
-    }
+    int rc = ours ? publish_locked(ks) : 0;
     size_t switches = ks->st.switches;
     pthread_mutex_unlock(&ks->mu);
-    if (rc) {
-        sl_log_error(ks->log, "cannot publish switches error=%s", strerror(-rc));
+    if (rc)
         return rc; /* the full reload that follows catches up */
-    }
     if (ours)
         sl_log_info(ks->log, "switchboard updated events=%zu revision=%lld switches=%zu", ours,
-                    (long long)wc->revision, switches);
-    return 0;
-}
-
-static int64_t jitter(sl_killswitch *ks, int64_t ms)
-{
-    ks->rng ^= ks->rng << 13;
-    ks->rng ^= ks->rng >> 7;
-    ks->rng ^= ks->rng << 17;
-    return ms / 2 + (int64_t)(ks->rng % (uint64_t)(ms / 2 + 1));
-}
-
-static void status_error(sl_killswitch *ks, const char *msg)
-{
-    pthread_mutex_lock(&ks->mu);
-    snprintf(ks->st.last_error, sizeof ks->st.last_error, "%s", msg);
-    ks->st.connected = false;
-    pthread_mutex_unlock(&ks->mu);
-}
-
-static void *etcd_thread(void *arg)
-{
-    sl_killswitch *ks = arg;
-    int64_t backoff = ks->backoff_min_ms;
-    bool ever = false, warned = false;
-    char err[256];
-    while (!stopping(ks)) {
-        int64_t rev = 0;
-        int rc = full_load(ks, &rev);
-        if (rc) {
-            sl_etcd_last_error(ks->etcd, err, sizeof err);
-            status_error(ks, err);
-            if (!warned)
-                sl_log_warn(ks->log, "etcd unavailable, keeping the last known switches "
-                            "error=\"%s\"", err);
-            warned = true;
-            pause_ms(ks, jitter(ks, backoff));
-            backoff = backoff * 2 > ks->backoff_max_ms ? ks->backoff_max_ms : backoff * 2;
-            continue;
-        }
-        pthread_mutex_lock(&ks->mu);
-        if (ever)
-            ks->st.reconnects++;
-        size_t n = ks->st.switches;
-        pthread_mutex_unlock(&ks->mu);
-        sl_log_info(ks->log, "switchboard loaded from etcd revision=%lld switches=%zu",
-                    (long long)rev, n);
-        ever = true;
-        warned = false;
-        watch_ctx wc = {.ks = ks, .revision = rev};
-        rc = sl_etcd_watch_run(ks->watch, ks->watch_prefix, strlen(ks->watch_prefix), true,
-                               rev + 1, on_watch, &wc);
-        if (rc == -ECANCELED || stopping(ks))
-            break;
-        sl_etcd_last_error(ks->etcd, err, sizeof err);
-        status_error(ks, err);
-        sl_log_warn(ks->log, "etcd watch of the switchboard lost error=\"%s\"", err);
-        if (wc.created)
-            backoff = ks->backoff_min_ms;
-        pause_ms(ks, jitter(ks, backoff));
-        if (!wc.created)
-            backoff = backoff * 2 > ks->backoff_max_ms ? ks->backoff_max_ms : backoff * 2;
-    }
-    return NULL;
+                    (long long)revision, switches);
+    return (int)ours;
 }
 
 /* ---------------------------------------------------------------- lifecycle */
 
 int sl_killswitch_new(const sl_killswitch_config *cfg, sl_killswitch **out)
 {
+    static const sl_watched_range ranges[] = {
+        {"killswitch/", true}, {"concurrency/", true}, {"fleet", false}};
     sl_killswitch *ks = calloc(1, sizeof *ks);
     if (!ks)
         return -ENOMEM;
     ks->log = cfg->log;
     ks->max_entries = cfg->max_entries ? cfg->max_entries : SL_KILLSWITCH_DEFAULT_MAX_ENTRIES;
-    ks->backoff_min_ms = cfg->backoff_min_ms > 0 ? cfg->backoff_min_ms : 100;
-    ks->backoff_max_ms = cfg->backoff_max_ms > 0 ? cfg->backoff_max_ms : 5000;
-    if (ks->backoff_max_ms < ks->backoff_min_ms)
-        ks->backoff_max_ms = ks->backoff_min_ms;
-    ks->rng = (uint64_t)sl_mono_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)ks;
-    if (!ks->rng)
-        ks->rng = 1;
-    ks->seed = ks->rng * 0x9e3779b97f4a7c15ull;
+    ks->seed = ((uint64_t)sl_mono_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)ks) *
+               0x9e3779b97f4a7c15ull;
     pthread_mutex_init(&ks->mu, NULL);
-    pthread_mutex_init(&ks->pub_mu, NULL);
-    pthread_mutex_init(&ks->run_mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&ks->run_cv, &ca);
-    pthread_condattr_destroy(&ca);
-    atomic_init(&ks->gen, 0);
     kmap_init(&ks->src.map, ks->max_entries, ks->seed);
     kmap_init(&ks->admin, ks->max_entries, ks->seed);
 
-    const char *prefix = cfg->prefix ? cfg->prefix : "/sluice";
-    size_t pl = strlen(prefix);
-    while (pl && prefix[pl - 1] == '/')
-        pl--;
-    ks->root = strndup(prefix, pl);
-    ks->watch_prefix = malloc(pl + 2);
-    if (!ks->root || !ks->watch_prefix) {
-        sl_killswitch_free(ks);
-        return -ENOMEM;
-    }
-    memcpy(ks->watch_prefix, ks->root, pl);
-    ks->watch_prefix[pl] = '/';
-    ks->watch_prefix[pl + 1] = 0;
-
-    int rc;
-    pthread_mutex_lock(&ks->mu);
-    if (cfg->n_endpoints > 0)
-        ks->source = SL_KILLSWITCH_ETCD;
-    else if (cfg->file && cfg->file[0])
-        ks->source = SL_KILLSWITCH_FILE;
-    else
-        ks->source = SL_KILLSWITCH_NONE;
-    ks->st.source = ks->source;
-    ks->st.loaded = ks->source == SL_KILLSWITCH_NONE;
-    ks->st.connected = ks->source != SL_KILLSWITCH_ETCD;
-    rc = publish_locked(ks); /* the first snapshot: empty */
-    pthread_mutex_unlock(&ks->mu);
+    sl_watched_config wc = {
+        .etcd_endpoints = cfg->etcd_endpoints,
+        .n_endpoints = cfg->n_endpoints,
+        .prefix = cfg->prefix,
+        .file = cfg->file,
+        .ranges = ranges,
+        .n_ranges = sizeof ranges / sizeof ranges[0],
+        .backoff_min_ms = cfg->backoff_min_ms,
+        .backoff_max_ms = cfg->backoff_max_ms,
+        .connect_timeout_ms = cfg->connect_timeout_ms,
+        .request_timeout_ms = cfg->request_timeout_ms,
+        .what = "switches",
+        .log = cfg->log,
+        .ops = {.ref = snap_ref, .unref = snap_unref_any, .stamp = snap_stamp, .load = on_load,
+                .events = on_events, .load_file = on_load_file},
+        .ud = ks,
+    };
+    int rc = sl_watched_new(&wc, &ks->w);
     if (rc) {
         sl_killswitch_free(ks);
         return rc;
     }
-
-    if (ks->source == SL_KILLSWITCH_ETCD) {
-        sl_etcd_config ec = {.endpoints = cfg->etcd_endpoints,
-                             .n_endpoints = cfg->n_endpoints,
-                             .connect_timeout_ms = cfg->connect_timeout_ms,
-                             .request_timeout_ms = cfg->request_timeout_ms};
-        rc = sl_etcd_new(&ec, &ks->etcd);
-        if (rc == 0)
-            rc = sl_etcd_watch_new(ks->etcd, &ks->watch);
-        if (rc == 0) {
-            rc = -pthread_create(&ks->thread, NULL, etcd_thread, ks);
-            ks->thread_started = rc == 0;
-        }
-    } else if (ks->source == SL_KILLSWITCH_FILE) {
-        ks->file = strdup(cfg->file);
-        if (!ks->file) {
-            rc = -ENOMEM;
-        } else {
-            snprintf(ks->st.endpoint, sizeof ks->st.endpoint, "%s", ks->file);
-            rc = sl_killswitch_reload(ks, NULL, 0);
-        }
-    }
+    ks->source = (sl_killswitch_source)sl_watched_mode_of(ks->w);
+    ks->st.source = ks->source;
+    pthread_mutex_lock(&ks->mu);
+    ks->loaded = ks->source == SL_KILLSWITCH_NONE;
+    rc = publish_locked(ks); /* the first snapshot: empty */
+    pthread_mutex_unlock(&ks->mu);
+    if (rc == 0)
+        rc = sl_watched_start(ks->w);
     if (rc) {
         sl_killswitch_free(ks);
         return rc;
@@ -1409,45 +1202,16 @@ void sl_killswitch_free(sl_killswitch *ks)
 {
     if (!ks)
         return;
-    if (ks->thread_started) {
-        pthread_mutex_lock(&ks->run_mu);
-        ks->stopping = true;
-        pthread_cond_broadcast(&ks->run_cv);
-        pthread_mutex_unlock(&ks->run_mu);
-        sl_etcd_watch_stop(ks->watch);
-        pthread_join(ks->thread, NULL);
-    }
-    sl_etcd_watch_free(ks->watch);
-    sl_etcd_free(ks->etcd);
+    sl_watched_free(ks->w); /* stops the thread first: it writes the layers */
     kmap_free(&ks->src.map);
     kmap_free(&ks->admin);
-    snap_unref(ks->cur);
     pthread_mutex_destroy(&ks->mu);
-    pthread_mutex_destroy(&ks->pub_mu);
-    pthread_mutex_destroy(&ks->run_mu);
-    pthread_cond_destroy(&ks->run_cv);
-    free(ks->root);
-    free(ks->watch_prefix);
-    free(ks->file);
     free(ks);
 }
 
 int sl_killswitch_wait_loaded(sl_killswitch *ks, int64_t timeout_ms)
 {
-    int64_t deadline = sl_mono_ns() / 1000000 + timeout_ms;
-    for (;;) {
-        pthread_mutex_lock(&ks->mu);
-        bool loaded = ks->st.loaded;
-        pthread_mutex_unlock(&ks->mu);
-        if (loaded)
-            return 0;
-        int64_t left = deadline - sl_mono_ns() / 1000000;
-        if (left <= 0)
-            return -ETIMEDOUT;
-        pause_ms(ks, left < 50 ? left : 50);
-        if (stopping(ks))
-            return -ECANCELED;
-    }
+    return sl_watched_wait_loaded(ks->w, timeout_ms);
 }
 
 /* ---------------------------------------------------------------- metrics */

@@ -22,6 +22,10 @@
  * Parsed messages are allocated with a ProtobufCAllocator (NULL = malloc), node by node as
  * protobuf-c's own unpacker does, so protobuf_c_message_free_unpacked() with the same allocator
  * frees one - or with an arena allocator, dropping the arena does.
+ *
+ * Parsing runs a hand-written single-pass parser; what it declines (every error, and a few rare
+ * forms such as keys written with escapes) is parsed again by the reference implementation
+ * (jansson and a walk over its tree), which defines the behaviour and words the errors.
  */
 #ifndef SLUICE_WIRE_GUBJSON_H
 #define SLUICE_WIRE_GUBJSON_H
@@ -56,6 +60,19 @@ void sl_gubjson_limits_default(sl_gubjson_limits *lim);
 int sl_gubjson_parse(const ProtobufCMessageDescriptor *desc, const char *body, size_t len,
                      const sl_gubjson_limits *lim, ProtobufCAllocator *alloc,
                      ProtobufCMessage **out, char *err, size_t errsz);
+
+/* Which parser runs. AUTO is sl_gubjson_parse(); FAST and REFERENCE are there for tests that
+ * check the two agree, and for measuring. */
+typedef enum sl_gubjson_parser {
+    SL_GUBJSON_PARSE_AUTO,      /* the hand-written parser, the reference for what it declines */
+    SL_GUBJSON_PARSE_FAST,      /* the hand-written parser only: -EAGAIN when it declines */
+    SL_GUBJSON_PARSE_REFERENCE, /* jansson and the descriptor walk only */
+} sl_gubjson_parser;
+
+int sl_gubjson_parse_with(sl_gubjson_parser which, const ProtobufCMessageDescriptor *desc,
+                          const char *body, size_t len, const sl_gubjson_limits *lim,
+                          ProtobufCAllocator *alloc, ProtobufCMessage **out, char *err,
+                          size_t errsz);
 
 /* sl_gubjson_parse() for the GetRateLimits request body. */
 int sl_gubjson_parse_get_rate_limits_req(const char *body, size_t len, const sl_gubjson_limits *lim,

@@ -622,6 +622,313 @@ static void test_batch_arena_and_meta(void **state)
     sl_batch_free(&b);
 }
 
+/* ---- the hand-written codecs against protobuf-c and the generic printer ---------------------- */
+
+/* Decode msg with the hand-written decoder and with protobuf-c alone: same outcome, same batch.
+ * want_fast: the hand-written decoder must take it itself (it leaves b->msg NULL; protobuf-c
+ * sets it). Returns the rc. */
+static int decode_both(const uint8_t *msg, size_t len, bool peer, bool want_fast,
+                       sl_gub_status *st)
+{
+    sl_gub_config c = cfg();
+    sl_batch f, r;
+    sl_batch_init(&f, 0);
+    sl_batch_init(&r, 0);
+    sl_gub_status rst;
+    int rc = peer ? sl_gub_decode_peer_pb(&c, msg, len, &f, st) : sl_gub_decode_pb(&c, msg, len, &f, st);
+    c.reference_decoders = true;
+    int rrc = peer ? sl_gub_decode_peer_pb(&c, msg, len, &r, &rst)
+                   : sl_gub_decode_pb(&c, msg, len, &r, &rst);
+    assert_int_equal(rc, rrc);
+    assert_int_equal(st->code, rst.code);
+    assert_string_equal(st->message, rst.message);
+    if (want_fast) {
+        assert_int_equal(rc, 0);
+        assert_null(f.msg);
+    }
+    if (rc == 0) {
+        assert_int_equal(f.n, r.n);
+        assert_int_equal(f.n_answered, r.n_answered);
+        for (size_t i = 0; i < f.n; i++) {
+            sl_request a = f.reqs[i], b = r.reqs[i];
+            assert_int_equal(a.name_len, b.name_len);
+            assert_memory_equal(a.name, b.name, a.name_len + 1);
+            assert_int_equal(a.unique_key_len, b.unique_key_len);
+            assert_memory_equal(a.unique_key, b.unique_key, a.unique_key_len + 1);
+            a.name = b.name = a.unique_key = b.unique_key = NULL;
+            assert_memory_equal(&a, &b, sizeof a);
+            assert_int_equal(f.answered[i], r.answered[i]);
+            if (f.resps[i].error || r.resps[i].error)
+                assert_string_equal(f.resps[i].error, r.resps[i].error);
+            assert_int_equal(f.req_meta[i].n, r.req_meta[i].n);
+            for (uint32_t k = 0; k < f.req_meta[i].n; k++) {
+                assert_string_equal(f.req_meta[i].kv[k].key, r.req_meta[i].kv[k].key);
+                assert_string_equal(f.req_meta[i].kv[k].val, r.req_meta[i].kv[k].val);
+            }
+        }
+    }
+    sl_batch_free(&f);
+    sl_batch_free(&r);
+    return rc;
+}
+
+static void test_pb_decoder_matches_protobuf_c(void **state)
+{
+    (void)state;
+    /* what protoc-made clients send, built with protobuf-c */
+    RLReq a, b2, c2;
+    fill_req(&a, "requests_per_sec", "account:1");
+    a.hits = -1;
+    a.limit = INT64_MAX;
+    a.duration = INT64_MIN;
+    a.burst = -300;
+    a.created_at = 1700000000123;
+    a.algorithm = 4;
+    a.behavior = -1; /* an int32 enum travels as a 10-byte varint */
+    Pb__Gubernator__RateLimitReq__MetadataEntry e1 = ENTRY_INIT, e2 = ENTRY_INIT, e3 = ENTRY_INIT;
+    e1.key = "traceparent";
+    e1.value = "00-abc";
+    e2.key = "sub_windows";
+    e2.value = "12";
+    e3.key = "";
+    e3.value = "";
+    Pb__Gubernator__RateLimitReq__MetadataEntry *es[] = {&e1, &e2, &e3};
+    a.n_metadata = 3;
+    a.metadata = es;
+    fill_req(&b2, "", "k");
+    fill_req(&c2, "n", "k");
+    Pb__Gubernator__RateLimitReq__MetadataEntry bad = ENTRY_INIT;
+    bad.key = "sub_windows";
+    bad.value = "99999999999";
+    Pb__Gubernator__RateLimitReq__MetadataEntry *bs[] = {&bad};
+    c2.n_metadata = 1;
+    c2.metadata = bs;
+    c2.behavior = PB__GUBERNATOR__BEHAVIOR__GLOBAL;
+    RLReq *rs[] = {&a, &b2, &c2};
+    sl_gub_status st;
+    for (int peer = 0; peer < 2; peer++) {
+        size_t len;
+        uint8_t *p = pack_reqs(rs, 3, peer, &len);
+        assert_int_equal(decode_both(p, len, peer, true, &st), 0);
+        free(p);
+    }
+    /* what other encoders may send: fields out of order and repeated (the last wins), unknown
+     * fields of every wire type, a name with a NUL, non-minimal varints, metadata entries with
+     * unknown fields and missing keys, big field numbers */
+    static const uint8_t msg[] = {
+        0x12, 0x02, 0x08, 0x01,                   /* top-level unknown field 2 (length) */
+        0x0a, 0x38,                               /* requests[0], 56 bytes */
+        0x18, 0x05,                               /* hits 5 */
+        0x12, 0x03, 'k', 0, 'x',                  /* unique_key "k\0x" */
+        0x0a, 0x01, 'a', 0x0a, 0x01, 'n',         /* name "a", then "n": the last wins */
+        0x18, 0x87, 0x80, 0x00,                   /* hits 7, as a non-minimal varint */
+        0x58, 0x01,                               /* field 11, varint */
+        0x61, 1, 2, 3, 4, 5, 6, 7, 8,             /* field 12, 64-bit */
+        0x6a, 0x00,                               /* field 13, empty */
+        0x75, 1, 2, 3, 4,                         /* field 14, 32-bit */
+        0x4a, 0x07, 0x18, 0x01, 0x0a, 0x01, 'k',  /* metadata {unknown 3, key "k", value ""} */
+        0x12, 0x00,
+        0xf8, 0xff, 0xff, 0xff, 0x0f, 0x01,       /* field 2^29-1, varint */
+        0x38, 0x80, 0x80, 0x80, 0x80, 0x10,       /* behavior with only bit 32 set: 0 */
+        0x10, 0x01,                               /* top-level unknown field 2, varint */
+    };
+    assert_int_equal(decode_both(msg, sizeof msg, false, true, &st), 0);
+    sl_gub_config c = cfg();
+    sl_batch b;
+    sl_batch_init(&b, 0);
+    assert_int_equal(sl_gub_decode_pb(&c, msg, sizeof msg, &b, &st), 0);
+    assert_int_equal(b.n, 1);
+    assert_string_equal(b.reqs[0].name, "n");
+    assert_int_equal(b.reqs[0].unique_key_len, 1); /* up to the NUL, as strlen() saw it */
+    assert_int_equal(b.reqs[0].hits, 7);
+    assert_int_equal(b.reqs[0].behavior, 0);
+    assert_string_equal(sl_batch_meta_get(&b.req_meta[0], "k"), "");
+    sl_batch_free(&b);
+
+    /* malformed inside an item: both refuse it alike (the hand-written decoder declines, and
+     * protobuf-c words the error) */
+    static const struct {
+        const char *bytes;
+        size_t len;
+    } bad_items[] = {
+        {"\x0a\x02\x08\x02", 4},             /* name as a varint */
+        {"\x0a\x02\x18\x80", 4},             /* truncated varint */
+        {"\x0a\x03\x4a\x01\x08", 5},         /* metadata entry cut short */
+        {"\x0a\x02\x4a\x00\x0a\x01", 6},     /* a second item cut short */
+        {"\x0a\x04\x4a\x02\x08\x01", 6},     /* metadata key as a varint */
+        {"\x0a\x02\x1b\x00", 4},             /* a group */
+        {"\x0a\x02\x1e\x00", 4},             /* wire type 6 */
+        {"\x0a\x03\x19\x00\x00", 5},         /* hits as a 64-bit field */
+        {"\x08\x01", 2},                     /* requests as a varint */
+        {"\x0a\x0b\x18\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff", 13}, /* an 11-byte varint */
+        {"\x0a\x02\x00\x01", 4},             /* field number 0 in an item */
+        {"\x0a\x04\x4a\x02\x00\x01", 6},     /* ... and in a metadata entry */
+    };
+    for (size_t i = 0; i < sizeof bad_items / sizeof bad_items[0]; i++)
+        assert_int_not_equal(decode_both((const uint8_t *)bad_items[i].bytes, bad_items[i].len,
+                                         false, false, &st),
+                             0);
+}
+
+/* GetRateLimitsResp for b, built as structs and packed by protobuf-c or printed by the generic
+ * printer: what the adapter produced before its encoders were written by hand. */
+static void reference_resp(const sl_batch *b, sl_buf *pb, sl_buf *json)
+{
+    Pb__Gubernator__GetRateLimitsResp m = PB__GUBERNATOR__GET_RATE_LIMITS_RESP__INIT;
+    Pb__Gubernator__RateLimitResp *rs = calloc(b->n + 1, sizeof *rs);
+    Pb__Gubernator__RateLimitResp **ps = calloc(b->n + 1, sizeof *ps);
+    Pb__Gubernator__RateLimitResp__MetadataEntry *es = calloc(64, sizeof *es);
+    Pb__Gubernator__RateLimitResp__MetadataEntry **pe = calloc(64, sizeof *pe);
+    size_t k = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        const sl_response *s = &b->resps[i];
+        pb__gubernator__rate_limit_resp__init(&rs[i]);
+        if (s->error) {
+            rs[i].error = (char *)s->error;
+        } else {
+            rs[i].status = s->status == SL_OVER_LIMIT ? 1 : 0;
+            rs[i].limit = s->limit;
+            rs[i].remaining = s->remaining;
+            rs[i].reset_time = s->reset_time;
+        }
+        rs[i].metadata = &pe[k];
+        rs[i].n_metadata = b->resp_meta[i].n;
+        for (uint32_t j = 0; j < b->resp_meta[i].n; j++, k++) {
+            assert_true(k < 64);
+            pb__gubernator__rate_limit_resp__metadata_entry__init(&es[k]);
+            es[k].key = (char *)b->resp_meta[i].kv[j].key;
+            es[k].value = (char *)b->resp_meta[i].kv[j].val;
+            pe[k] = &es[k];
+        }
+        ps[i] = &rs[i];
+    }
+    m.n_responses = b->n;
+    m.responses = ps;
+    size_t n = protobuf_c_message_get_packed_size(&m.base);
+    assert_int_equal(sl_buf_reserve(pb, n + 1), 0);
+    pb->len += protobuf_c_message_pack(&m.base, pb->data + pb->len);
+    assert_int_equal(sl_gubjson_print(&m.base, json), 0);
+    free(rs);
+    free(ps);
+    free(es);
+    free(pe);
+}
+
+static void test_encoders_match_protobuf_c_and_printer(void **state)
+{
+    (void)state;
+    static const int64_t vals[] = {0, 1, -1, 127, 128, 16383, 16384, 1700000001000, INT64_MAX,
+                                   INT64_MIN, -128, 1000000000};
+    uint64_t seed = 42;
+    for (int round = 0; round < 200; round++) {
+        sl_batch b;
+        sl_batch_init(&b, 0);
+        size_t n = (size_t)round % 7;
+        assert_int_equal(sl_batch_alloc_items(&b, n), 0);
+        for (size_t i = 0; i < n; i++) {
+            seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+            uint64_t r = seed >> 11;
+            b.resps[i] = (sl_response){.status = (int32_t)(r & 1),
+                                       .limit = vals[(r >> 1) % 12],
+                                       .remaining = vals[(r >> 5) % 12],
+                                       .reset_time = vals[(r >> 9) % 12],
+                                       .retry_after = 5};
+            if ((r >> 13) % 5 == 0)
+                sl_batch_answer(&b, i, (r >> 16) & 1 ? "" : "bad \"thing\"\n\x01\xff");
+            if ((r >> 17) % 3 == 0)
+                assert_int_equal(sl_batch_meta_set(&b, &b.resp_meta[i], "owner", "10.0.0.1:81"), 0);
+            if ((r >> 19) % 4 == 0)
+                assert_int_equal(sl_batch_meta_set(&b, &b.resp_meta[i], "", (r >> 21) & 1 ? "" :
+                                 "\xc3\xa9\"\\"), 0);
+            if ((r >> 23) % 5 == 0) {
+                static char big[300];
+                memset(big, 'x', sizeof big - 1); /* a length that needs two varint bytes */
+                assert_int_equal(sl_batch_meta_set(&b, &b.resp_meta[i], "long", big), 0);
+            }
+        }
+        sl_buf pb, pb2, js, js2;
+        sl_buf_init(&pb, 0);
+        sl_buf_init(&pb2, 0);
+        sl_buf_init(&js, 0);
+        sl_buf_init(&js2, 0);
+        assert_int_equal(sl_gub_encode_pb(&b, &pb), 0);
+        assert_int_equal(sl_gub_encode_json(&b, &js), 0);
+        reference_resp(&b, &pb2, &js2);
+        assert_int_equal(pb.len, pb2.len);
+        assert_memory_equal(pb.data, pb2.data, pb.len);
+        assert_string_equal(buf_str(&js), buf_str(&js2));
+        /* the peer answer is the same message under another name */
+        sl_buf_reset(&pb);
+        assert_int_equal(sl_gub_encode_peer_resp_pb(&b, &pb), 0);
+        assert_int_equal(pb.len, pb2.len);
+        assert_memory_equal(pb.data, pb2.data, pb.len);
+        sl_buf_free(&pb);
+        sl_buf_free(&pb2);
+        sl_buf_free(&js);
+        sl_buf_free(&js2);
+        sl_batch_free(&b);
+    }
+}
+
+/* Encoders append after what the buffer holds, and a cap leaves the buffer as it was. */
+static void test_encoders_append_and_respect_the_cap(void **state)
+{
+    (void)state;
+    sl_batch b;
+    sl_batch_init(&b, 0);
+    assert_int_equal(sl_batch_alloc_items(&b, 2), 0);
+    b.resps[0] = (sl_response){.status = SL_OVER_LIMIT, .limit = 5, .reset_time = 9};
+    sl_buf out;
+    sl_buf_init(&out, 16);
+    assert_int_equal(sl_buf_append(&out, "hdr", 3), 0);
+    assert_int_equal(sl_gub_encode_pb(&b, &out), 0); /* 0a 06 08 01 10 05 20 09, 0a 00 */
+    assert_int_equal(out.len, 3 + 10);
+    assert_memory_equal(out.data, "hdr\x0a\x06\x08\x01\x10\x05\x20\x09\x0a\x00", 13);
+    assert_int_equal(sl_gub_encode_pb(&b, &out), -EMSGSIZE);
+    assert_int_equal(out.len, 13);
+    assert_int_equal(sl_gub_encode_json(&b, &out), -EMSGSIZE);
+    assert_int_equal(out.len, 13);
+    sl_buf_free(&out);
+    sl_batch_free(&b);
+}
+
+/* A batch reused for the same 1000-item call settles on one chunk and allocates nothing more. */
+static void test_batch_reuse_settles(void **state)
+{
+    (void)state;
+    RLReq *items = calloc(1000, sizeof *items);
+    RLReq *rs[1000];
+    char keys[1000][8];
+    for (size_t i = 0; i < 1000; i++) {
+        snprintf(keys[i], sizeof keys[i], "k%zu", i);
+        fill_req(&items[i], "name", keys[i]);
+        rs[i] = &items[i];
+    }
+    size_t len;
+    uint8_t *p = pack_reqs(rs, 1000, false, &len);
+    sl_gub_config c = cfg();
+    sl_batch b;
+    sl_batch_init(&b, 0);
+    sl_gub_status st;
+    sl_buf out;
+    sl_buf_init(&out, 0);
+    for (int call = 0; call < 4; call++) {
+        size_t held = b.arena_bytes; /* what the last reset kept */
+        assert_int_equal(sl_gub_decode_pb(&c, p, len, &b, &st), 0);
+        assert_int_equal(b.n, 1000);
+        sl_buf_reset(&out);
+        assert_int_equal(sl_gub_encode_pb(&b, &out), 0);
+        if (call > 0)
+            assert_int_equal(b.arena_bytes, held); /* no chunk added during the call */
+        sl_batch_reset(&b);
+        assert_true(b.arena_bytes <= 1 << 20);
+    }
+    sl_buf_free(&out);
+    sl_batch_free(&b);
+    free(p);
+    free(items);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -637,6 +944,10 @@ int main(void)
         cmocka_unit_test(test_globals),
         cmocka_unit_test(test_health_and_live),
         cmocka_unit_test(test_batch_arena_and_meta),
+        cmocka_unit_test(test_pb_decoder_matches_protobuf_c),
+        cmocka_unit_test(test_encoders_match_protobuf_c_and_printer),
+        cmocka_unit_test(test_encoders_append_and_respect_the_cap),
+        cmocka_unit_test(test_batch_reuse_settles),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

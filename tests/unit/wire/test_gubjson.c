@@ -461,6 +461,248 @@ static void test_parse_other_messages(void **state)
     assert_non_null(strstr(err, "globals[0].status.limit"));
 }
 
+/* ---- the hand-written parser against the reference ------------------------------------------ */
+
+static const ProtobufCMessageDescriptor *const REQ = &pb__gubernator__get_rate_limits_req__descriptor;
+
+static uint8_t *pack_msg(const ProtobufCMessage *m, size_t *n)
+{
+    *n = protobuf_c_message_get_packed_size(m);
+    uint8_t *p = malloc(*n ? *n : 1);
+    protobuf_c_message_pack(m, p);
+    return p;
+}
+
+/* The fast parser must take `json` (want_fast) or decline it, and whatever it takes must be what
+ * the reference builds. Returns the reference's rc. */
+static int check_agree(const char *json, size_t len, const sl_gubjson_limits *lim, bool want_fast)
+{
+    ProtobufCMessage *f = NULL, *r = NULL;
+    char ferr[256];
+    int rf = sl_gubjson_parse_with(SL_GUBJSON_PARSE_FAST, REQ, json, len, lim, NULL, &f, ferr,
+                                   sizeof ferr);
+    int rr = sl_gubjson_parse_with(SL_GUBJSON_PARSE_REFERENCE, REQ, json, len, lim, NULL, &r, err,
+                                   sizeof err);
+    if (want_fast && rf != 0)
+        fail_msg("the fast parser declined %.*s (reference: %d %s)", (int)len, json, rr, err);
+    if (!want_fast && rf == 0)
+        fail_msg("the fast parser took %.*s", (int)len, json);
+    if (rf == 0) {
+        assert_int_equal(rr, 0);
+        size_t nf, nr;
+        uint8_t *pf = pack_msg(f, &nf), *pr = pack_msg(r, &nr);
+        assert_int_equal(nf, nr);
+        assert_memory_equal(pf, pr, nf);
+        free(pf);
+        free(pr);
+        protobuf_c_message_free_unpacked(f, NULL);
+    } else {
+        assert_int_equal(rf, -EAGAIN);
+        assert_null(f);
+    }
+    if (r)
+        protobuf_c_message_free_unpacked(r, NULL);
+    /* and AUTO is the reference */
+    ProtobufCMessage *a = NULL;
+    char aerr[256];
+    int ra = sl_gubjson_parse(REQ, json, len, lim, NULL, &a, aerr, sizeof aerr);
+    assert_int_equal(ra, rr);
+    if (ra)
+        assert_string_equal(aerr, err);
+    if (a)
+        protobuf_c_message_free_unpacked(a, NULL);
+    return rr;
+}
+
+static void test_fast_parser_takes_valid_forms(void **state)
+{
+    (void)state;
+    static const char *const ok[] = {
+        "",
+        "  \r\n\t ",
+        "{}",
+        " {\"requests\":[]} \n",
+        "{\"requests\":null}",
+        "{\"requests\":[{\"name\":\"bench\",\"unique_key\":\"k42\",\"hits\":1,\"limit\":1000000000,"
+        "\"duration\":60000}]}",
+        "{ \"requests\" : [ { \"name\" : \"n\" , \"uniqueKey\" : \"k\" } , { } , {\"hits\":null} ] }",
+        /* every field, every number form */
+        "{\"requests\":[{\"name\":\"n\",\"unique_key\":\"k\",\"hits\":\"2\",\"limit\":1e3,"
+        "\"duration\":60000.0,\"algorithm\":\"LEAKY_BUCKET\",\"behavior\":\"GLOBAL | NO_BATCHING\","
+        "\"burst\":-5,\"createdAt\":\"1700000000000\",\"metadata\":{\"a\":\"b\",\"sub_windows\":"
+        "\"4\"}},{\"algorithm\":6,\"behavior\":-1,\"hits\":\"-9223372036854775808\",\"limit\":"
+        "9223372036854775807,\"burst\":\"1E1\",\"duration\":-0,\"created_at\":-0.0}]}",
+        /* escapes and UTF-8 in values (and \u escapes that decode to a key already seen raw are
+         * not duplicates in a value) */
+        "{\"requests\":[{\"name\":\"n\\u00e9\\n\\\"x\\\"\\ud83d\\ude00\\/\\b\\f\\r\\t\\\\\","
+        "\"unique_key\":\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\x7f\",\"metadata\":{\"\\u0041\":"
+        "\"\\u0041\",\"B\":\"\"}}]}",
+        /* unknown fields of every shape, ignored */
+        "{\"x\":{\"y\":[1,2.5e-3,-0,true,false,null,{\"z\":\"w\",\"\":[]}],\"\":{}},\"requests\":"
+        "[{\"name\":\"a\",\"future\":{\"q\":[[],{}]},\"nums\":[1E+2,1e-400,-12.5]}],\"o\":\"v\"}",
+        /* a snake_case name and another field's camelCase name are different fields */
+        "{\"requests\":[{\"created_at\":1,\"uniqueKey\":\"k\",\"name\":\"n\"}]}",
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+        assert_int_equal(check_agree(ok[i], strlen(ok[i]), NULL, true), 0);
+}
+
+static void test_fast_parser_declines(void **state)
+{
+    (void)state;
+    /* errors: the reference words them (these are test_bad_inputs' and jansson's own) */
+    static const char *const bad[] = {
+        "{\"requests\":[",
+        "{\"requests\":[]} x",
+        "{\"requests\":[]}{}",
+        "[1]",
+        "null",
+        "{\"requests\":[{\"hits\":\"abc\"}]}",
+        "{\"requests\":[{},{\"hits\":1.5}]}",
+        "{\"requests\":[{\"hits\":\"007\"}]}",
+        "{\"requests\":[{\"hits\":1e19}]}",
+        "{\"requests\":[{\"algorithm\":1.0}]}",
+        "{\"requests\":[{\"algorithm\":4294967296}]}",
+        "{\"requests\":[{\"behavior\":\"GLOBAL|\"}]}",
+        "{\"requests\":[{\"metadata\":{\"a\":null}}]}",
+        "{\"requests\":[{\"metadata\":{\"a\":1}}]}",
+        "{\"requests\":[null]}",
+        "{\"requests\":[{\"hits\":1,\"hits\":2}]}",
+        "{\"requests\":[{\"unique_key\":\"a\",\"uniqueKey\":\"b\"}]}",
+        "{\"requests\":[{\"name\":\"\\u0000\"}]}",
+        "{\"requests\":[{\"name\":\"\xff\"}]}",
+        "{\"requests\":[{\"name\":\"\xc3\"}]}",
+        "{\"requests\":[{\"name\":\"\xed\xa0\x80\"}]}",
+        "{\"requests\":[{\"name\":\"\x01\"}]}",
+        "{\"requests\":[{\"name\":\"\\ud800\"}]}",
+        "{\"requests\":[{\"name\":\"\\udc00\"}]}",
+        "{\"requests\":[{\"name\":\"\\ud800\\u0041\"}]}",
+        "{\"requests\":[{\"name\":\"\\x\"}]}",
+        "{\"requests\":[{\"name\":\"\\u12g4\"}]}",
+        "{\"requests\":[{\"name\":\"x}]}",
+        /* jansson refuses these anywhere, known field or not */
+        "{\"x\":99999999999999999999}",
+        "{\"x\":-9223372036854775809}",
+        "{\"x\":1e400}",
+        "{\"x\":01}",
+        "{\"x\":1.}",
+        "{\"x\":.5}",
+        "{\"x\":-}",
+        "{\"x\":+1}",
+        "{\"x\":tru}",
+        "{\"x\":[1,]}",
+        "{\"x\":{\"a\":1,}}",
+        "{\"x\":{\"a\":1,\"a\":2}}",
+        "{\"x\":1,\"x\":2}",
+        "{\"requests\":[{\"metadata\":{\"a\":\"1\",\"a\":\"2\"}}]}",
+        "{\"requests\":[{\"metadata\":{\"a\":\"1\",\"\\u0061\":\"2\"}}]}",
+        "{\"x\":\"\\u0000\"}",
+        "{\"x\" 1}",
+        "{'x':1}",
+        "\xef\xbb\xbf{}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_not_equal(check_agree(bad[i], strlen(bad[i]), NULL, false), 0);
+    /* a NUL byte inside the body */
+    assert_int_not_equal(check_agree("{\"x\":\"a\0b\"}", 11, NULL, false), 0);
+    assert_int_not_equal(check_agree("{}\0", 3, NULL, false), 0);
+
+    /* valid, but left to the reference: a key written with escapes, many unknown keys, a big
+     * metadata map, nesting deeper than the fast parser recurses */
+    static const char *const rare[] = {
+        "{\"\\u0072equests\":[{\"name\":\"n\"}]}",
+        "{\"requests\":[{\"na\\u006de\":\"n\"}]}",
+        "{\"x\":{\"\\u0061\":1}}",
+    };
+    for (size_t i = 0; i < sizeof rare / sizeof rare[0]; i++)
+        assert_int_equal(check_agree(rare[i], strlen(rare[i]), NULL, false), 0);
+    sl_buf b;
+    sl_buf_init(&b, 0);
+    sl_buf_append_str(&b, "{\"requests\":[{\"metadata\":{");
+    for (int i = 0; i < 40; i++)
+        sl_buf_printf(&b, "%s\"k%d\":\"v\"", i ? "," : "", i);
+    sl_buf_append_str(&b, "}}]}");
+    assert_int_equal(check_agree((char *)b.data, b.len, NULL, false), 0);
+    sl_buf_reset(&b);
+    sl_buf_append_str(&b, "{");
+    for (int i = 0; i < 40; i++)
+        sl_buf_printf(&b, "\"u%d\":%d,", i, i);
+    sl_buf_append_str(&b, "\"requests\":[]}");
+    assert_int_equal(check_agree((char *)b.data, b.len, NULL, false), 0);
+    sl_gubjson_limits lim;
+    sl_gubjson_limits_default(&lim);
+    lim.max_depth = 100;
+    sl_buf_reset(&b);
+    sl_buf_append_str(&b, "{\"x\":");
+    for (int i = 0; i < 40; i++)
+        sl_buf_append_str(&b, "[");
+    for (int i = 0; i < 40; i++)
+        sl_buf_append_str(&b, "]");
+    sl_buf_append_str(&b, "}");
+    assert_int_equal(check_agree((char *)b.data, b.len, &lim, false), 0);
+    /* ... while 32 entries are its own */
+    sl_buf_reset(&b);
+    sl_buf_append_str(&b, "{\"requests\":[{\"metadata\":{");
+    for (int i = 0; i < 32; i++)
+        sl_buf_printf(&b, "%s\"k%d\":\"v\"", i ? "," : "", i);
+    sl_buf_append_str(&b, "}}]}");
+    assert_int_equal(check_agree((char *)b.data, b.len, NULL, true), 0);
+    sl_buf_free(&b);
+}
+
+/* The limits hold on the fast path exactly where the prescan puts them. */
+static void test_fast_parser_limits(void **state)
+{
+    (void)state;
+    sl_gubjson_limits lim;
+    sl_gubjson_limits_default(&lim);
+    lim.max_depth = 4;
+    const char *body = "{\"requests\":[{\"metadata\":{\"k\":\"[[[[{{{{\"}}]}";
+    check_agree(body, strlen(body), &lim, true);
+    body = "{\"x\":[[[[]]]]}";
+    check_agree(body, strlen(body), &lim, false);
+    body = "{\"x\":[[[]]]}";
+    check_agree(body, strlen(body), &lim, true);
+    lim.max_depth = 16;
+    lim.max_tokens = 11; /* { : [ and 8 commas */
+    body = "{\"x\":[1,2,3,4,5,6,7,8,9]}";
+    check_agree(body, strlen(body), &lim, true);
+    lim.max_tokens = 10;
+    check_agree(body, strlen(body), &lim, false);
+    assert_non_null(strstr(err, "more than 10"));
+}
+
+static void test_fast_parser_allocation_failures(void **state)
+{
+    (void)state;
+    const char *body = "{\"requests\":[{\"name\":\"n\",\"unique_key\":\"k\",\"metadata\":{\"a\":"
+                       "\"b\",\"c\":\"d\"}},{\"name\":\"x\"},{},{},{},{\"hits\":\"oops\"}]}";
+    const char *good = "{\"requests\":[{\"name\":\"n\",\"unique_key\":\"k\",\"metadata\":{\"a\":"
+                       "\"b\",\"c\":\"d\"}},{\"name\":\"x\"},{},{},{},{}]}";
+    bool succeeded = false;
+    for (int k = 0; k < 64 && !succeeded; k++) {
+        fail_alloc f = {.left = k};
+        ProtobufCAllocator a = {fa_alloc, fa_free, &f};
+        ProtobufCMessage *m = NULL;
+        int rc = sl_gubjson_parse_with(SL_GUBJSON_PARSE_FAST, REQ, good, strlen(good), NULL, &a,
+                                       &m, err, sizeof err);
+        if (rc == 0) {
+            succeeded = true;
+            protobuf_c_message_free_unpacked(m, &a);
+        } else {
+            assert_int_equal(rc, -EAGAIN);
+            assert_null(m);
+        }
+        assert_int_equal(f.live, 0);
+        f.left = k;
+        rc = sl_gubjson_parse_with(SL_GUBJSON_PARSE_FAST, REQ, body, strlen(body), NULL, &a, &m,
+                                   err, sizeof err);
+        assert_int_equal(rc, -EAGAIN);
+        assert_int_equal(f.live, 0);
+    }
+    assert_true(succeeded);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -475,6 +717,10 @@ int main(void)
         cmocka_unit_test(test_print_string_escapes),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_parse_other_messages),
+        cmocka_unit_test(test_fast_parser_takes_valid_forms),
+        cmocka_unit_test(test_fast_parser_declines),
+        cmocka_unit_test(test_fast_parser_limits),
+        cmocka_unit_test(test_fast_parser_allocation_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,132 @@
+/*
+ * A watched configuration source: the machinery the quota source (config/quotasrc.h) and the
+ * switchboard (config/killswitch.h) share, so that each of them only says how its entries are
+ * parsed and what a snapshot holds.
+ *
+ * etcd mode. A thread of its own ranges over one or more keys under <root>/ (the revision of the
+ * first range is the load's), hands the answers to the user's load callback, then watches <root>/
+ * from that revision + 1 and hands every message's events to the events callback. When the
+ * watch breaks (etcd restart, outage, compaction) it keeps the last snapshot, waits (exponential
+ * backoff with jitter, backoff_min..backoff_max; back to the minimum after a watch that worked)
+ * and starts again with a full load on whichever endpoint answers: a re-read is always right,
+ * whatever was missed. sl_watched_free() stops it promptly, even mid-watch or mid-backoff.
+ *
+ * File mode. sl_watched_reload() calls the file callback, one reload at a time, and keeps the
+ * status (loads, load errors, last error).
+ *
+ * Publication. A slot holds the current snapshot (an opaque, reference-counted object: ops.ref
+ * and ops.unref) and its generation in an atomic word. A reader compares the generation it holds
+ * with the slot's (one atomic load while nothing changes) and only when they differ takes the
+ * publication mutex to swap its reference. A snapshot is freed when the last reader has moved
+ * past it: RCU with the readers' own next access as the grace period.
+ *
+ * Locks. Callbacks run without any of the source's locks held, so a user may call back into it
+ * (publish, count invalid entries) under its own locks.
+ */
+#ifndef SLUICE_CONFIG_WATCHED_H
+#define SLUICE_CONFIG_WATCHED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config/etcd.h"
+#include "core/log.h"
+
+typedef enum sl_watched_mode {
+    SL_WATCHED_NONE = 0, /* nothing to read: loaded from the start */
+    SL_WATCHED_ETCD = 1,
+    SL_WATCHED_FILE = 2,
+} sl_watched_mode;
+
+typedef struct sl_watched sl_watched;
+
+/* One key read by a full load, relative to <root>/ ("" with prefix = the whole tree). The array
+ * is copied; the suffix strings must outlive the source (string literals). */
+typedef struct sl_watched_range {
+    const char *suffix;
+    bool prefix;
+} sl_watched_range;
+
+typedef struct sl_watched_ops {
+    void (*ref)(void *snap);
+    void (*unref)(void *snap); /* NULL must be ignored */
+    /* Called with the snapshot's generation before readers can see it; may be NULL. */
+    void (*stamp)(void *snap, uint64_t generation);
+    /* etcd: a full load, one answer per range. Build and publish a snapshot; 0 or -errno. */
+    int (*load)(void *ud, const sl_etcd_kvs *kvs, size_t n, int64_t revision);
+    /* etcd: one watch message's events (any key under <root>/). Return how many were applied
+     * (counted as updates; revision then becomes the status's), or -errno to end the watch (the
+     * full load that follows catches up). */
+    int (*events)(void *ud, const sl_etcd_event *ev, size_t n, int64_t revision);
+    /* file: read `path`, build and publish; 0, or -errno with the reason in err. */
+    int (*load_file)(void *ud, const char *path, char *err, size_t errlen);
+} sl_watched_ops;
+
+typedef struct sl_watched_config {
+    const char *const *etcd_endpoints; /* etcd mode when n_endpoints > 0 */
+    size_t n_endpoints;
+    const char *prefix;                /* the root; NULL = "/sluice"; trailing '/' ignored */
+    const char *file;                  /* file mode when there are no endpoints */
+    const sl_watched_range *ranges;    /* NULL: the whole of <root>/ */
+    size_t n_ranges;
+    int64_t backoff_min_ms;            /* 0 = 100 */
+    int64_t backoff_max_ms;            /* 0 = 5000 */
+    int64_t connect_timeout_ms;        /* etcd; 0 = 1000 */
+    int64_t request_timeout_ms;        /* etcd; 0 = 5000 */
+    const char *what;                  /* for messages: "quotas", "switches" */
+    sl_logger *log;                    /* may be NULL */
+    sl_watched_ops ops;
+    void *ud;                          /* passed to load, events, load_file */
+} sl_watched_config;
+
+typedef struct sl_watched_status {
+    sl_watched_mode mode;
+    bool loaded;             /* a load succeeded (always true in mode none) */
+    bool connected;          /* etcd: a watch is established; file/none: true */
+    int64_t revision;        /* etcd revision of the last load or applied events */
+    uint64_t generation;     /* snapshots published */
+    uint64_t loads;          /* full loads that succeeded */
+    uint64_t load_errors;    /* failed loads */
+    uint64_t reconnects;     /* times the etcd watch was lost and set up again */
+    uint64_t updates;        /* etcd events applied */
+    uint64_t invalid;        /* see sl_watched_count_invalid() */
+    uint64_t failovers;      /* etcd calls that moved to another endpoint */
+    int64_t last_change_ms;  /* wall clock of the last publication */
+    char endpoint[128];      /* etcd endpoint in use, or the file */
+    char last_error[256];    /* "" when none */
+} sl_watched_status;
+
+/* Create the source without starting it (nothing is published yet): the user may publish a
+ * first snapshot before sl_watched_start(). */
+int sl_watched_new(const sl_watched_config *cfg, sl_watched **out);
+/* etcd: start the thread (returns at once). file: the first reload (its error is returned).
+ * none: nothing. */
+int sl_watched_start(sl_watched *w);
+/* Stop the thread and free everything, the current snapshot's reference included. */
+void sl_watched_free(sl_watched *w);
+
+sl_watched_mode sl_watched_mode_of(const sl_watched *w);
+const char *sl_watched_root(const sl_watched *w);         /* without a trailing '/' */
+const char *sl_watched_watch_prefix(const sl_watched *w); /* root + "/" */
+sl_etcd *sl_watched_etcd(sl_watched *w);                   /* NULL unless etcd mode */
+
+/* Wait on the real clock, at most timeout_ms, for the first load. 0 or -ETIMEDOUT. */
+int sl_watched_wait_loaded(sl_watched *w, int64_t timeout_ms);
+/* File mode: sl_watched_config.ops.load_file, with the status kept. etcd: -EOPNOTSUPP, with a
+ * reason in err; none: 0. */
+int sl_watched_reload(sl_watched *w, char *err, size_t errlen);
+
+/* Publish `snap` (its reference passes to the slot); returns its generation. */
+uint64_t sl_watched_publish(sl_watched *w, void *snap);
+/* A reader holding `held` (NULL at first) at *generation: the snapshot to hold now. When it
+ * differs from held, a reference to it has been taken, held's dropped and *generation updated. */
+void *sl_watched_read(sl_watched *w, void *held, uint64_t *generation);
+/* A counted reference to the current snapshot (ops.unref it). */
+void *sl_watched_acquire(sl_watched *w);
+
+/* Count entries ignored as malformed. */
+void sl_watched_count_invalid(sl_watched *w, uint64_t n);
+void sl_watched_status_get(sl_watched *w, sl_watched_status *out);
+
+#endif
