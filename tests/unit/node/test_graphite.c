@@ -517,10 +517,11 @@ static void test_tcp_backoff_spaces_connects(void **state)
     int64_t elapsed = mono_ms() - t0;
     assert_true(st1.failures >= st0.failures + 100);
     /* 100 failed pushes; each wait between attempts is at least backoff_min / 2 = 100 ms, so at
-     * most elapsed / 100 + 1 attempts (without the backoff there would be about 100). */
+     * most elapsed / 100 + 1 attempts, plus one for an attempt at either edge of the window that
+     * a loaded machine can read late (without the backoff there would be about 100). */
     uint64_t attempts = st1.connect_errors - st0.connect_errors;
     assert_true(attempts >= 1);
-    assert_true(attempts <= (uint64_t)(elapsed / 100) + 1);
+    assert_true(attempts <= (uint64_t)(elapsed / 100) + 2);
     assert_true(attempts < 50);
     assert_int_equal(st1.connects, st0.connects);
     sl_graphite_stop(g);
