@@ -784,6 +784,25 @@ static inline bool fp_sep(fp *f)
     return ++f->tokens <= f->max_tokens;
 }
 
+/* After a member or element: a ',' (another follows: FP_MORE) or the closing `close` (FP_DONE);
+ * anything else, or a separator over the token budget, is FP_BAD. */
+enum { FP_BAD, FP_MORE, FP_DONE };
+
+static int fp_next(fp *f, char close)
+{
+    fp_ws(f);
+    if (fp_at(f, ',')) {
+        if (!fp_sep(f))
+            return FP_BAD;
+        fp_ws(f);
+        return FP_MORE;
+    }
+    if (!fp_at(f, close))
+        return FP_BAD;
+    fp_close(f);
+    return FP_DONE;
+}
+
 static bool fp_literal(fp *f, const char *lit, size_t n)
 {
     if ((size_t)(f->end - f->p) < n || memcmp(f->p, lit, n) != 0)
@@ -1043,17 +1062,10 @@ static bool fp_skip_object(fp *f)
         fp_ws(f);
         if (!fp_skip(f))
             return false;
-        fp_ws(f);
-        if (fp_at(f, ',')) {
-            if (!fp_sep(f))
-                return false;
-            fp_ws(f);
+        int next = fp_next(f, '}');
+        if (next == FP_MORE)
             continue;
-        }
-        if (!fp_at(f, '}'))
-            return false;
-        fp_close(f);
-        return true;
+        return next == FP_DONE;
     }
 }
 
@@ -1081,17 +1093,10 @@ static bool fp_skip(fp *f)
         for (;;) {
             if (!fp_skip(f))
                 return false;
-            fp_ws(f);
-            if (fp_at(f, ',')) {
-                if (!fp_sep(f))
-                    return false;
-                fp_ws(f);
+            int next = fp_next(f, ']');
+            if (next == FP_MORE)
                 continue;
-            }
-            if (!fp_at(f, ']'))
-                return false;
-            fp_close(f);
-            return true;
+            return next == FP_DONE;
         }
     case 't':
         return fp_literal(f, "true", 4);
@@ -1275,17 +1280,10 @@ static bool fp_map(fp *f, const ProtobufCFieldDescriptor *fd, size_t *np, void *
         fp_ws(f);
         if (fp_at(f, 'n') || !fp_value(f, vf, (char *)e + vf->offset))
             return false;
-        fp_ws(f);
-        if (fp_at(f, ',')) {
-            if (!fp_sep(f))
-                return false;
-            fp_ws(f);
+        int next = fp_next(f, '}');
+        if (next == FP_MORE)
             continue;
-        }
-        if (!fp_at(f, '}'))
-            return false;
-        fp_close(f);
-        return true;
+        return next == FP_DONE;
     }
 }
 
@@ -1317,17 +1315,10 @@ static bool fp_repeated(fp *f, const ProtobufCFieldDescriptor *fd, ProtobufCMess
             (*np)++;
         if (!ok)
             return false;
-        fp_ws(f);
-        if (fp_at(f, ',')) {
-            if (!fp_sep(f))
-                return false;
-            fp_ws(f);
+        int next = fp_next(f, ']');
+        if (next == FP_MORE)
             continue;
-        }
-        if (!fp_at(f, ']'))
-            return false;
-        fp_close(f);
-        return true;
+        return next == FP_DONE;
     }
 }
 
@@ -1425,17 +1416,10 @@ static bool fp_message(fp *f, const ProtobufCMessageDescriptor *d, ProtobufCMess
                     *(protobuf_c_boolean *)((char *)m + fd->quantifier_offset) = 1;
             }
         }
-        fp_ws(f);
-        if (fp_at(f, ',')) {
-            if (!fp_sep(f))
-                return false;
-            fp_ws(f);
+        int next = fp_next(f, '}');
+        if (next == FP_MORE)
             continue;
-        }
-        if (!fp_at(f, '}'))
-            return false;
-        fp_close(f);
-        return true;
+        return next == FP_DONE;
     }
 }
 
