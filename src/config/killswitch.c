@@ -19,17 +19,16 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <jansson.h>
-#include <yaml.h>
 
 #include "config/config.h"
 #include "config/watched.h"
+#include "config/yamlwalk.h"
 #include "sluice/clock.h"
 
 #define XXH_INLINE_ALL
@@ -733,137 +732,66 @@ static int replace_layer(sl_killswitch *ks, layer *fresh)
 
 /* ---------------------------------------------------------------- the quota file */
 
+/* The walk's state: sl_yw first, so a callback's sl_yw * converts back (see yamlwalk.h). */
 typedef struct ywalk {
-    yaml_document_t *doc;
-    sl_killswitch *ks; /* NULL when only checking */
+    sl_yw yw;
     layer *l;
-    char *err;
-    size_t errlen;
-    size_t budget;
 } ywalk;
 
-static int yfail(ywalk *w, const yaml_node_t *n, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int yfail(ywalk *w, const yaml_node_t *n, const char *fmt, ...)
-{
-    char msg[200];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (n)
-        snprintf(w->err, w->errlen, "line %lu: %s", (unsigned long)n->start_mark.line + 1, msg);
-    else
-        snprintf(w->err, w->errlen, "%s", msg);
-    return -EINVAL;
-}
-
-static yaml_node_t *ynode(ywalk *w, int id)
-{
-    if (w->budget == 0)
-        return NULL;
-    w->budget--;
-    return yaml_document_get_node(w->doc, id);
-}
-
-static const char *yscalar(const yaml_node_t *n, size_t *len)
-{
-    if (!n || n->type != YAML_SCALAR_NODE)
-        return NULL;
-    *len = n->data.scalar.length;
-    return (const char *)n->data.scalar.value;
-}
-
-static bool yis(const yaml_node_t *n, const char *s)
-{
-    size_t l;
-    const char *v = yscalar(n, &l);
-    return v && l == strlen(s) && !memcmp(v, s, l);
-}
-
-static bool yempty(const yaml_node_t *n)
-{
-    return n && n->type == YAML_SCALAR_NODE && n->data.scalar.length == 0;
-}
-
-typedef int (*ypair_fn)(ywalk *w, yaml_node_t *k, yaml_node_t *v, void *ud);
-
-static int yeach(ywalk *w, const yaml_node_t *n, const char *what, ypair_fn fn, void *ud)
-{
-    if (!n)
-        return yfail(w, NULL, "quota file too complex");
-    if (yempty(n))
-        return 0;
-    if (n->type != YAML_MAPPING_NODE)
-        return yfail(w, n, "%s must be a mapping", what);
-    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
-        yaml_node_t *k = ynode(w, p->key), *v = ynode(w, p->value);
-        if (!k || !v)
-            return yfail(w, NULL, "quota file too complex");
-        if (k->type != YAML_SCALAR_NODE)
-            return yfail(w, k, "%s: a key must be a string", what);
-        int rc = fn(w, k, v, ud);
-        if (rc)
-            return rc;
-    }
-    return 0;
-}
-
-static int yput(ywalk *w, const yaml_node_t *at, int kind, const char *name, size_t len,
+static int yput(sl_yw *w, const yaml_node_t *at, int kind, const char *name, size_t len,
                 const entry *v)
 {
     if (len > SL_KILLSWITCH_MAX_NAME)
-        return yfail(w, at, "name too long");
-    int rc = kmap_put(&w->l->map, kind, name, len, v);
+        return sl_yw_fail(w, at, -EINVAL, "name too long");
+    int rc = kmap_put(&((ywalk *)w)->l->map, kind, name, len, v);
     if (rc == -ENOSPC)
-        return yfail(w, at, "too many switchboard entries");
+        return sl_yw_fail(w, at, -EINVAL, "too many switchboard entries");
     if (rc)
-        return yfail(w, at, "out of memory");
+        return sl_yw_fail(w, at, -EINVAL, "out of memory");
     return 0;
 }
 
-static int ks_pair(ywalk *w, yaml_node_t *k, yaml_node_t *v, void *ud)
+static int ks_pair(sl_yw *w, yaml_node_t *k, yaml_node_t *v, void *ud)
 {
     size_t nl = 0, vl = 0;
-    const char *name = yscalar(k, &nl), *val = yscalar(v, &vl);
+    const char *name = sl_yw_scalar(k, &nl), *val = sl_yw_scalar(v, &vl);
     if (nl == 0)
-        return yfail(w, k, "a switch needs a name");
+        return sl_yw_fail(w, k, -EINVAL, "a switch needs a name");
     int m = val ? sl_killswitch_parse_mode(val, vl) : -EINVAL;
     if (m < 0)
-        return yfail(w, v, "a switch is on, shadow or off");
+        return sl_yw_fail(w, v, -EINVAL, "a switch is on, shadow or off");
     entry e = {.mode = (uint8_t)m};
     return yput(w, k, K_SWITCH, name, nl, &e);
 }
 
-static int duration_node(ywalk *w, const yaml_node_t *v, int64_t *ms)
+static int duration_node(sl_yw *w, const yaml_node_t *v, int64_t *ms)
 {
     size_t l;
-    const char *s = yscalar(v, &l);
+    const char *s = sl_yw_scalar(v, &l);
     char buf[64];
     if (!s || l == 0 || l >= sizeof buf)
-        return yfail(w, v, "a duration is milliseconds or like 30s");
+        return sl_yw_fail(w, v, -EINVAL, "a duration is milliseconds or like 30s");
     memcpy(buf, s, l);
     buf[l] = 0;
     if (duration_text(buf, ms))
-        return yfail(w, v, "invalid duration '%s' (e.g. 500ms, 30s, 1m)", buf);
+        return sl_yw_fail(w, v, -EINVAL, "invalid duration '%s' (e.g. 500ms, 30s, 1m)", buf);
     return 0;
 }
 
-static int int_node(ywalk *w, const yaml_node_t *v, const char *what, int64_t lo, int64_t *out)
+static int int_node(sl_yw *w, const yaml_node_t *v, const char *what, int64_t lo, int64_t *out)
 {
     size_t l;
-    const char *s = yscalar(v, &l);
+    const char *s = sl_yw_scalar(v, &l);
     char buf[32];
     if (!s || l == 0 || l >= sizeof buf)
-        return yfail(w, v, "%s must be a whole number", what);
+        return sl_yw_fail(w, v, -EINVAL, "%s must be a whole number", what);
     memcpy(buf, s, l);
     buf[l] = 0;
     char *end;
     errno = 0;
     long long x = strtoll(buf, &end, 10);
     if (*end || errno || x < lo || x > SL_KILLSWITCH_MAX_LIMIT)
-        return yfail(w, v, "%s must be a whole number >= %lld", what, (long long)lo);
+        return sl_yw_fail(w, v, -EINVAL, "%s must be a whole number >= %lld", what, (long long)lo);
     *out = x;
     return 0;
 }
@@ -873,94 +801,95 @@ typedef struct conc_acc {
     bool has_limit;
 } conc_acc;
 
-static int conc_field(ywalk *w, yaml_node_t *k, yaml_node_t *v, void *ud)
+static int conc_field(sl_yw *w, yaml_node_t *k, yaml_node_t *v, void *ud)
 {
     conc_acc *a = ud;
-    if (yis(k, "limit")) {
+    if (sl_yw_is(k, "limit")) {
         a->has_limit = true;
         return int_node(w, v, "limit", 0, &a->c.limit);
     }
-    if (yis(k, "duration"))
+    if (sl_yw_is(k, "duration"))
         return duration_node(w, v, &a->c.duration_ms);
-    return yfail(w, k, "unknown field in a concurrency limit (limit, duration)");
+    return sl_yw_fail(w, k, -EINVAL, "unknown field in a concurrency limit (limit, duration)");
 }
 
-static int conc_value(ywalk *w, const yaml_node_t *at, const yaml_node_t *v, const char *name,
+static int conc_value(sl_yw *w, const yaml_node_t *at, const yaml_node_t *v, const char *name,
                       size_t len)
 {
     conc_acc a = {.c = {.limit = 0, .duration_ms = DEFAULT_DURATION_MS}};
     if (!v || v->type != YAML_MAPPING_NODE)
-        return yfail(w, v ? v : at, "a concurrency limit is {limit: N, duration: D}");
-    int rc = yeach(w, v, "a concurrency limit", conc_field, &a);
+        return sl_yw_fail(w, v ? v : at, -EINVAL, "a concurrency limit is {limit: N, duration: D}");
+    int rc = sl_yw_each(w, v, "a concurrency limit", conc_field, &a);
     if (rc)
         return rc;
     if (!a.has_limit)
-        return yfail(w, v, "a concurrency limit needs a limit");
+        return sl_yw_fail(w, v, -EINVAL, "a concurrency limit needs a limit");
     entry e = {.conc = a.c};
     return yput(w, at, K_CONC, name, len, &e);
 }
 
-static int conc_key_pair(ywalk *w, yaml_node_t *k, yaml_node_t *v, void *ud)
+static int conc_key_pair(sl_yw *w, yaml_node_t *k, yaml_node_t *v, void *ud)
 {
     size_t l = 0;
-    const char *name = yscalar(k, &l);
+    const char *name = sl_yw_scalar(k, &l);
     if (l == 0)
-        return yfail(w, k, "a concurrency key needs a name");
+        return sl_yw_fail(w, k, -EINVAL, "a concurrency key needs a name");
     return conc_value(w, k, v, name, l);
 }
 
-static int conc_pair(ywalk *w, yaml_node_t *k, yaml_node_t *v, void *ud)
+static int conc_pair(sl_yw *w, yaml_node_t *k, yaml_node_t *v, void *ud)
 {
-    if (yis(k, "default"))
+    if (sl_yw_is(k, "default"))
         return conc_value(w, k, v, "", 0);
-    if (yis(k, "key"))
-        return yeach(w, v, "concurrency.key", conc_key_pair, NULL);
-    return yfail(w, k, "unknown field under concurrency (default, key)");
+    if (sl_yw_is(k, "key"))
+        return sl_yw_each(w, v, "concurrency.key", conc_key_pair, NULL);
+    return sl_yw_fail(w, k, -EINVAL, "unknown field under concurrency (default, key)");
 }
 
-static int fleet_field(ywalk *w, yaml_node_t *k, yaml_node_t *v, void *ud)
+static int fleet_field(sl_yw *w, yaml_node_t *k, yaml_node_t *v, void *ud)
 {
     sl_killswitch_fleet *f = ud;
-    if (yis(k, "capacity"))
+    if (sl_yw_is(k, "capacity"))
         return int_node(w, v, "capacity", 1, &f->capacity);
-    if (yis(k, "duration"))
+    if (sl_yw_is(k, "duration"))
         return duration_node(w, v, &f->duration_ms);
-    if (yis(k, "reserve")) {
+    if (sl_yw_is(k, "reserve")) {
         size_t l;
-        const char *s = yscalar(v, &l);
+        const char *s = sl_yw_scalar(v, &l);
         char buf[48];
         if (!s || l == 0 || l >= sizeof buf)
-            return yfail(w, v, "reserve must be a number in [0, 1)");
+            return sl_yw_fail(w, v, -EINVAL, "reserve must be a number in [0, 1)");
         memcpy(buf, s, l);
         buf[l] = 0;
         char *end;
         f->reserve = strtod(buf, &end);
         if (*end || !(f->reserve >= 0 && f->reserve < 1))
-            return yfail(w, v, "reserve must be a number in [0, 1)");
+            return sl_yw_fail(w, v, -EINVAL, "reserve must be a number in [0, 1)");
         return 0;
     }
-    return yfail(w, k, "unknown field in fleet (capacity, reserve, duration)");
+    return sl_yw_fail(w, k, -EINVAL, "unknown field in fleet (capacity, reserve, duration)");
 }
 
-static int top_pair(ywalk *w, yaml_node_t *k, yaml_node_t *v, void *ud)
+static int top_pair(sl_yw *w, yaml_node_t *k, yaml_node_t *v, void *ud)
 {
-    if (yis(k, "killswitch"))
-        return yeach(w, v, "killswitch", ks_pair, NULL);
-    if (yis(k, "concurrency"))
-        return yeach(w, v, "concurrency", conc_pair, NULL);
-    if (yis(k, "fleet")) {
-        if (yempty(v))
+    if (sl_yw_is(k, "killswitch"))
+        return sl_yw_each(w, v, "killswitch", ks_pair, NULL);
+    if (sl_yw_is(k, "concurrency"))
+        return sl_yw_each(w, v, "concurrency", conc_pair, NULL);
+    if (sl_yw_is(k, "fleet")) {
+        if (sl_yw_empty(v))
             return 0;
         sl_killswitch_fleet f = {.capacity = 0, .reserve = DEFAULT_RESERVE,
                                  .duration_ms = DEFAULT_DURATION_MS};
-        int rc = yeach(w, v, "fleet", fleet_field, &f);
+        int rc = sl_yw_each(w, v, "fleet", fleet_field, &f);
         if (rc)
             return rc;
         const char *why;
         if (fleet_ok(&f, &why))
-            return yfail(w, v, "%s", why);
-        w->l->has_fleet = true;
-        w->l->fleet = f;
+            return sl_yw_fail(w, v, -EINVAL, "%s", why);
+        ywalk *yw = (ywalk *)w;
+        yw->l->has_fleet = true;
+        yw->l->fleet = f;
         return 0;
     }
     return 0; /* limit:, factor: are the quota tree's (config/quotafile.c) */
@@ -968,28 +897,13 @@ static int top_pair(ywalk *w, yaml_node_t *k, yaml_node_t *v, void *ud)
 
 static int parse_text(const char *text, size_t len, layer *l, char *err, size_t errlen)
 {
-    char dummy[1];
-    if (!err || errlen == 0)
-        err = dummy, errlen = sizeof dummy;
-    err[0] = 0;
-    yaml_parser_t parser;
-    yaml_document_t doc;
-    if (!yaml_parser_initialize(&parser))
-        return -ENOMEM;
-    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-    if (!yaml_parser_load(&parser, &doc)) {
-        snprintf(err, errlen, "line %lu: %s", (unsigned long)parser.problem_mark.line + 1,
-                 parser.problem ? parser.problem : "YAML syntax error");
-        yaml_parser_delete(&parser);
-        return -EINVAL;
-    }
-    yaml_parser_delete(&parser);
-    ywalk w = {.doc = &doc, .l = l, .err = err, .errlen = errlen, .budget = 8 * (len + 16)};
-    int rc = 0;
-    yaml_node_t *root = yaml_document_get_root_node(&doc);
-    if (root && !yempty(root))
-        rc = yeach(&w, root, "the quota file", top_pair, NULL);
-    yaml_document_delete(&doc);
+    ywalk w = {.l = l};
+    int rc = sl_yw_load(&w.yw, text, len, err, errlen);
+    w.yw.scalar_keys = true;
+    yaml_node_t *root = rc ? NULL : sl_yw_root(&w.yw);
+    if (root)
+        rc = sl_yw_each(&w.yw, root, "the quota file", top_pair, NULL);
+    sl_yw_free(&w.yw);
     return rc;
 }
 
