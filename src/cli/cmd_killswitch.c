@@ -147,21 +147,14 @@ static int via_admin(const char *addr, const char *cmd, const char *name, int mo
 static int via_etcd(const char *addrs, const char *root, const char *cmd, const char *name,
                     int mode, long timeout)
 {
-    char *list = strdup(addrs);
-    const char *eps[SL_ETCD_MAX_ENDPOINTS];
-    int n = list ? sl_etcd_split_endpoints(list, eps, SL_ETCD_MAX_ENDPOINTS) : -ENOMEM;
-    if (n <= 0) {
-        fprintf(stderr, "sluice killswitch: bad --storage-addrs '%s'\n", addrs);
-        free(list);
-        return 2;
-    }
-    sl_etcd_config ec = {.endpoints = eps, .n_endpoints = (size_t)n,
-                         .request_timeout_ms = timeout > 0 ? timeout : 5000};
     sl_etcd *e = NULL;
-    if (sl_etcd_new(&ec, &e)) {
-        fprintf(stderr, "sluice killswitch: cannot create the etcd client\n");
-        free(list);
-        return 1;
+    int erc = sl_etcd_new_from_list(addrs, timeout, &e);
+    if (erc) {
+        if (erc == -EINVAL)
+            fprintf(stderr, "sluice killswitch: bad --storage-addrs '%s'\n", addrs);
+        else
+            fprintf(stderr, "sluice killswitch: cannot create the etcd client\n");
+        return erc == -EINVAL ? 2 : 1;
     }
     size_t rl = strlen(root);
     while (rl && root[rl - 1] == '/')
@@ -210,7 +203,6 @@ static int via_etcd(const char *addrs, const char *root, const char *cmd, const 
         }
     }
     sl_etcd_free(e);
-    free(list);
     return ret;
 }
 

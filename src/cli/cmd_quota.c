@@ -292,21 +292,14 @@ int sl_cmd_quota(int argc, char **argv)
         return 2;
     }
 
-    char *list = strdup(addrs);
-    const char *eps[SL_ETCD_MAX_ENDPOINTS];
-    int n = list ? sl_etcd_split_endpoints(list, eps, SL_ETCD_MAX_ENDPOINTS) : -ENOMEM;
-    if (n <= 0) {
-        fprintf(stderr, "sluice quota: bad --storage-addrs '%s'\n", addrs);
-        free(list);
-        return 2;
-    }
-    sl_etcd_config ec = {.endpoints = eps, .n_endpoints = (size_t)n,
-                         .request_timeout_ms = timeout > 0 ? timeout : 5000};
     sl_etcd *e = NULL;
-    if (sl_etcd_new(&ec, &e)) {
-        fprintf(stderr, "sluice quota: cannot create the etcd client\n");
-        free(list);
-        return 1;
+    int erc = sl_etcd_new_from_list(addrs, timeout, &e);
+    if (erc) {
+        if (erc == -EINVAL)
+            fprintf(stderr, "sluice quota: bad --storage-addrs '%s'\n", addrs);
+        else
+            fprintf(stderr, "sluice quota: cannot create the etcd client\n");
+        return erc == -EINVAL ? 2 : 1;
     }
     int ret = 0;
     if (is_list) {
@@ -371,6 +364,5 @@ int sl_cmd_quota(int argc, char **argv)
     }
 out:
     sl_etcd_free(e);
-    free(list);
     return ret;
 }

@@ -248,6 +248,23 @@ static void curl_init_once(void)
     curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
+int sl_etcd_new_from_list(const char *list, long timeout_ms, sl_etcd **out)
+{
+    char *copy = strdup(list);
+    if (!copy)
+        return -ENOMEM;
+    const char *eps[SL_ETCD_MAX_ENDPOINTS];
+    int n = sl_etcd_split_endpoints(copy, eps, SL_ETCD_MAX_ENDPOINTS);
+    int rc = -EINVAL;
+    if (n > 0) {
+        sl_etcd_config ec = {.endpoints = eps, .n_endpoints = (size_t)n,
+                             .request_timeout_ms = timeout_ms > 0 ? timeout_ms : 5000};
+        rc = sl_etcd_new(&ec, out);
+    }
+    free(copy);
+    return rc;
+}
+
 int sl_etcd_new(const sl_etcd_config *cfg, sl_etcd **out)
 {
     if (!cfg || cfg->n_endpoints == 0 || cfg->n_endpoints > SL_ETCD_MAX_ENDPOINTS)

@@ -66,6 +66,9 @@ void sl_etcd_kvs_free(sl_etcd_kvs *r);
 int sl_etcd_split_endpoints(char *list, const char **out, size_t max);
 
 int sl_etcd_new(const sl_etcd_config *cfg, sl_etcd **out);
+/* A client for a comma-separated endpoint list (what --storage-addrs holds), with the request
+ * timeout in ms (<= 0: 5000). -EINVAL for a bad list, -ENOMEM; the endpoints are copied. */
+int sl_etcd_new_from_list(const char *list, long timeout_ms, sl_etcd **out);
 void sl_etcd_free(sl_etcd *e);
 
 /* The endpoint the next call tries first, and how many times a call moved to another one. */

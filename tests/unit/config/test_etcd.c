@@ -668,9 +668,29 @@ static void test_quotasrc_starts_before_etcd(void **state)
     sl_quotasrc_free(src);
 }
 
+/* --storage-addrs as the CLI passes it: a comma list, copied, checked. */
+static void test_client_from_list(void **state)
+{
+    (void)state;
+    sl_etcd *e = NULL;
+    assert_int_equal(sl_etcd_new_from_list("", 0, &e), -EINVAL);
+    assert_int_equal(sl_etcd_new_from_list(",,", 0, &e), -EINVAL);
+    char list[128];
+    snprintf(list, sizeof list, "http://127.0.0.1:1,%s", g_etcd.url);
+    assert_int_equal(sl_etcd_new_from_list(list, 2000, &e), 0);
+    memset(list, 'x', sizeof list - 1); /* the client keeps its own copy */
+    char buf[128];
+    assert_string_equal(sl_etcd_current_endpoint(e, buf, sizeof buf), "http://127.0.0.1:1");
+    assert_int_equal(sl_etcd_put(e, "/from-list-test", 15, "v", 1, 0, NULL), 0);
+    assert_true(sl_etcd_failovers(e) >= 1);
+    assert_int_equal(sl_etcd_delete(e, "/from-list-test", 15, false, NULL, NULL), 0);
+    sl_etcd_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_client_from_list),
         cmocka_unit_test(test_kv),
         cmocka_unit_test(test_leases),
         cmocka_unit_test(test_watch),
