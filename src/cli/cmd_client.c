@@ -62,6 +62,61 @@ static bool parse_timeout(const char *s, int *out)
     return true;
 }
 
+/* The options every client command shares (--addr, --timeout, --json, --help) and getopt's
+ * errors, handled once for check, health and attempt. */
+typedef struct {
+    const char *cmd;         /* "check", ... for messages */
+    void (*usage)(FILE *);
+    const char *addr;
+    int timeout_ms;
+    bool json;
+} cli_common;
+
+enum { CLI_OTHER, CLI_TAKEN, CLI_EXIT };
+
+/* CLI_TAKEN when ch was a shared option; CLI_EXIT with *code set when the command must end now
+ * (--help: 0; a bad --timeout or an unknown option: usage); CLI_OTHER for the command's own. */
+static int cli_common_option(cli_common *c, int ch, char **argv, int *code)
+{
+    switch (ch) {
+    case OPT_ADDR:
+        c->addr = optarg;
+        return CLI_TAKEN;
+    case OPT_JSON:
+        c->json = true;
+        return CLI_TAKEN;
+    case OPT_HELP:
+        c->usage(stdout);
+        *code = 0;
+        return CLI_EXIT;
+    case OPT_TIMEOUT:
+        if (parse_timeout(optarg, &c->timeout_ms))
+            return CLI_TAKEN;
+        fprintf(stderr, "sluice %s: bad --timeout '%s'\n", c->cmd, optarg);
+        *code = EXIT_USAGE;
+        return CLI_EXIT;
+    case '?':
+    case ':':
+        fprintf(stderr, "sluice %s: unknown option or missing value: %s\n", c->cmd,
+                argv[optind - 1]);
+        c->usage(stderr);
+        *code = EXIT_USAGE;
+        return CLI_EXIT;
+    default:
+        return CLI_OTHER;
+    }
+}
+
+/* After the options: nothing else may follow. */
+static bool cli_no_arguments(const cli_common *c, int argc, char **argv)
+{
+    if (optind < argc) {
+        fprintf(stderr, "sluice %s: unexpected argument '%s'\n", c->cmd, argv[optind]);
+        return false;
+    }
+    return true;
+}
+
 /* "1500", "1500ms", "2s", "5m", "1h" -> milliseconds. */
 static bool parse_duration_ms(const char *s, int64_t *out)
 {
@@ -205,7 +260,8 @@ static void check_usage(FILE *f)
         "  --behavior B      comma-separated: batching, no_batching, global,\n"
         "                    duration_is_gregorian, reset_remaining, multi_region,\n"
         "                    drain_over_limit (or a number)\n"
-        "  --burst B         burst for leaky_bucket / gcra (default 0 = limit)\n"
+        "  --burst B         leaky_bucket: bucket size (default 0 = limit); gcra: requests\n"
+        "                    admitted at once beyond one (default 0)\n"
         "  --sub-windows N   sliding_window sub-windows (sent as metadata sub_windows)\n"
         "  --metadata K=V    request metadata entry, repeatable (e.g. priority=critical)\n"
         "  --created-at MS   request time, epoch ms (default: when the server receives it)\n"
@@ -238,12 +294,11 @@ int sl_cmd_check(int argc, char **argv)
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
-    const char *addr = DEFAULT_ADDR, *name = NULL, *key = NULL, *duration = NULL;
+    cli_common co = {"check", check_usage, DEFAULT_ADDR, DEFAULT_TIMEOUT_MS, false};
+    const char *name = NULL, *key = NULL, *duration = NULL;
     int64_t hits = 1, limit = -1, burst = 0, sub_windows = 0, created_at = 0;
     int algorithm = SL_TOKEN_BUCKET;
     int32_t behavior = 0;
-    int timeout_ms = DEFAULT_TIMEOUT_MS;
-    bool json = false;
     sl_client_kv md[MAX_METADATA];
     char *md_store[MAX_METADATA];
     size_t nmd = 0;
@@ -253,16 +308,15 @@ int sl_cmd_check(int argc, char **argv)
     opterr = 0;
     int ch;
     while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        int taken = cli_common_option(&co, ch, argv, &rc);
+        if (taken == CLI_EXIT)
+            goto out;
+        if (taken == CLI_TAKEN)
+            continue;
         switch (ch) {
-        case OPT_ADDR: addr = optarg; break;
         case OPT_NAME: name = optarg; break;
         case OPT_KEY: key = optarg; break;
         case OPT_DURATION: duration = optarg; break;
-        case OPT_JSON: json = true; break;
-        case OPT_HELP:
-            check_usage(stdout);
-            rc = 0;
-            goto out;
         case OPT_HITS:
             if (!parse_i64(optarg, &hits))
                 goto bad;
@@ -281,10 +335,6 @@ int sl_cmd_check(int argc, char **argv)
             break;
         case OPT_CREATED_AT:
             if (!parse_i64(optarg, &created_at) || created_at < 0)
-                goto bad;
-            break;
-        case OPT_TIMEOUT:
-            if (!parse_timeout(optarg, &timeout_ms))
                 goto bad;
             break;
         case OPT_ALGORITHM:
@@ -310,16 +360,11 @@ int sl_cmd_check(int argc, char **argv)
             break;
         }
         default:
-            fprintf(stderr, "sluice check: unknown option or missing value: %s\n",
-                    argv[optind - 1]);
-            check_usage(stderr);
-            goto out;
+            break;
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, "sluice check: unexpected argument '%s'\n", argv[optind]);
+    if (!cli_no_arguments(&co, argc, argv))
         goto out;
-    }
     if (!name || !key || limit < 0 || !duration) {
         fprintf(stderr, "sluice check: --name, --key, --limit and --duration are required "
                         "(see --help)\n");
@@ -346,11 +391,11 @@ int sl_cmd_check(int argc, char **argv)
     it.metadata = md;
     it.metadata_count = nmd;
 
-    sl_client *c = open_client(addr, timeout_ms);
+    sl_client *c = open_client(co.addr, co.timeout_ms);
     if (!c)
         goto out;
     sl_client_check_reply r;
-    int crc = sl_client_check(c, &it, 1, timeout_ms, &r);
+    int crc = sl_client_check(c, &it, 1, co.timeout_ms, &r);
     sl_client_free(c);
     if (crc < 0 && !r.items) {
         fprintf(stderr, "sluice check: %s\n", strerror(-crc));
@@ -360,7 +405,7 @@ int sl_cmd_check(int argc, char **argv)
     if (r.err) {
         rc = EXIT_TRANSPORT;
         const char *why = r.grpc_message ? r.grpc_message : err_text(r.err);
-        if (json) {
+        if (co.json) {
             json_t *o = json_object();
             json_object_set_new(o, "error", json_string(why));
             json_object_set_new(o, "errno", json_integer(r.err));
@@ -370,7 +415,7 @@ int sl_cmd_check(int argc, char **argv)
                 json_object_set_new(o, "http_status", json_integer(r.http_status));
             print_json(o);
         } else {
-            fprintf(stderr, "sluice check: no answer from %s: %s", addr, why);
+            fprintf(stderr, "sluice check: no answer from %s: %s", co.addr, why);
             if (r.grpc_status > 0)
                 fprintf(stderr, " (grpc-status %d)", r.grpc_status);
             fprintf(stderr, "\n");
@@ -385,7 +430,7 @@ int sl_cmd_check(int argc, char **argv)
     char iso[48];
     iso_time(x->resp.reset_time, iso, sizeof iso);
     int64_t now = sl_wall_ms();
-    if (json) {
+    if (co.json) {
         json_t *o = json_object();
         json_object_set_new(o, "status", json_string(over ? "OVER_LIMIT" : "UNDER_LIMIT"));
         json_object_set_new(o, "limit", json_integer(x->resp.limit));
@@ -454,34 +499,18 @@ int sl_cmd_health(int argc, char **argv)
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
-    const char *addr = DEFAULT_ADDR;
-    int timeout_ms = DEFAULT_TIMEOUT_MS;
-    bool json = false;
+    cli_common co = {"health", health_usage, DEFAULT_ADDR, DEFAULT_TIMEOUT_MS, false};
     optind = 0;
     opterr = 0;
-    int ch;
-    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (ch) {
-        case OPT_ADDR: addr = optarg; break;
-        case OPT_JSON: json = true; break;
-        case OPT_HELP: health_usage(stdout); return 0;
-        case OPT_TIMEOUT:
-            if (!parse_timeout(optarg, &timeout_ms)) {
-                fprintf(stderr, "sluice health: bad --timeout '%s'\n", optarg);
-                return EXIT_USAGE;
-            }
-            break;
-        default:
-            fprintf(stderr, "sluice health: unknown option or missing value: %s\n",
-                    argv[optind - 1]);
-            health_usage(stderr);
-            return EXIT_USAGE;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "sluice health: unexpected argument '%s'\n", argv[optind]);
+    int ch, code = EXIT_USAGE;
+    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1)
+        if (cli_common_option(&co, ch, argv, &code) == CLI_EXIT)
+            return code;
+    if (!cli_no_arguments(&co, argc, argv))
         return EXIT_USAGE;
-    }
+    const char *addr = co.addr;
+    int timeout_ms = co.timeout_ms;
+    bool json = co.json;
     sl_client *c = open_client(addr, timeout_ms);
     if (!c)
         return EXIT_USAGE;
@@ -750,16 +779,20 @@ int sl_cmd_attempt(int argc, char **argv)
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
-    const char *addr = DEFAULT_ADDR, *lease = NULL;
+    cli_common co = {"attempt", attempt_usage, DEFAULT_ADDR, DEFAULT_TIMEOUT_MS, false};
+    const char *lease = NULL;
     sl_attempt a = {0};
-    bool acquire = false, http2 = false, json = false;
-    int timeout_ms = DEFAULT_TIMEOUT_MS;
+    bool acquire = false, http2 = false;
     optind = 0;
     opterr = 0;
-    int ch;
+    int ch, code = EXIT_USAGE;
     while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        int taken = cli_common_option(&co, ch, argv, &code);
+        if (taken == CLI_EXIT)
+            return code;
+        if (taken == CLI_TAKEN)
+            continue;
         switch (ch) {
-        case OPT_ADDR: addr = optarg; break;
         case OPT_RESOURCE: a.resource = optarg; break;
         case OPT_PREFIX: a.prefix = optarg; break;
         case OPT_METHOD: a.method = optarg; break;
@@ -768,25 +801,14 @@ int sl_cmd_attempt(int argc, char **argv)
         case OPT_ACQUIRE: acquire = true; break;
         case OPT_RELEASE: lease = optarg; break;
         case OPT_HTTP2: http2 = true; break;
-        case OPT_JSON: json = true; break;
-        case OPT_HELP: attempt_usage(stdout); return 0;
-        case OPT_TIMEOUT:
-            if (!parse_timeout(optarg, &timeout_ms)) {
-                fprintf(stderr, "sluice attempt: bad --timeout '%s'\n", optarg);
-                return EXIT_USAGE;
-            }
-            break;
-        default:
-            fprintf(stderr, "sluice attempt: unknown option or missing value: %s\n",
-                    argv[optind - 1]);
-            attempt_usage(stderr);
-            return EXIT_USAGE;
+        default: break;
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, "sluice attempt: unexpected argument '%s'\n", argv[optind]);
+    if (!cli_no_arguments(&co, argc, argv))
         return EXIT_USAGE;
-    }
+    const char *addr = co.addr;
+    int timeout_ms = co.timeout_ms;
+    bool json = co.json;
     if (lease && (acquire || !lease[0])) {
         fprintf(stderr, "sluice attempt: --release takes a lease id and excludes --acquire\n");
         return EXIT_USAGE;
