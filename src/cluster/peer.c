@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "net/server.h"
 #include "wire/grpc_frame.h"
 
 #define READ_BUF 16384
@@ -747,6 +748,7 @@ int sl_peer_split_addr(const char *addr, char *host, size_t host_size, uint16_t 
 int sl_peer_new(const sl_peer_config *cfg, sl_peer **out)
 {
     *out = NULL;
+    sl_net_ignore_sigpipe();
     sl_peer *p = calloc(1, sizeof *p);
     if (!p)
         return -ENOMEM;

@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -686,11 +687,23 @@ static void worker_teardown(worker *w)
     }
 }
 
+void sl_net_ignore_sigpipe(void)
+{
+    struct sigaction old;
+    if (sigaction(SIGPIPE, NULL, &old) == 0 && old.sa_handler == SIG_DFL &&
+        !(old.sa_flags & SA_SIGINFO)) {
+        struct sigaction ign = {.sa_handler = SIG_IGN};
+        sigemptyset(&ign.sa_mask);
+        sigaction(SIGPIPE, &ign, NULL);
+    }
+}
+
 int sl_server_start(sl_server **out, const sl_server_config *cfg_in)
 {
     *out = NULL;
     if (!cfg_in || !cfg_in->handler)
         return -EINVAL;
+    sl_net_ignore_sigpipe();
     sl_server_config d;
     sl_server_config_defaults(&d);
     sl_server *srv = calloc(1, sizeof *srv);

@@ -768,6 +768,36 @@ static void test_bind_errors(void **state)
     stop(f);
 }
 
+static void on_sigpipe(int sig)
+{
+    (void)sig;
+}
+
+/* libuv writes with write(2): a peer that hung up must give EPIPE, not end the process (a
+ * cluster test died of SIGPIPE before the server set it to ignored). */
+static void test_sigpipe_ignored(void **state)
+{
+    (void)state;
+    signal(SIGPIPE, SIG_DFL);
+    fix *f = start(NULL);
+    struct sigaction now;
+    assert_int_equal(sigaction(SIGPIPE, NULL, &now), 0);
+    assert_ptr_equal(now.sa_handler, SIG_IGN);
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    close(sv[1]);
+    assert_int_equal(write(sv[0], "x", 1), -1); /* with SIGPIPE at its default: killed here */
+    assert_int_equal(errno, EPIPE);
+    close(sv[0]);
+    stop(f);
+    /* a handler the program installed is its own business */
+    signal(SIGPIPE, on_sigpipe);
+    sl_net_ignore_sigpipe();
+    assert_int_equal(sigaction(SIGPIPE, NULL, &now), 0);
+    assert_ptr_equal(now.sa_handler, on_sigpipe);
+    signal(SIGPIPE, SIG_DFL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -782,6 +812,7 @@ int main(void)
         cmocka_unit_test(test_output_backpressure),
         cmocka_unit_test(test_shutdown_from_signal),
         cmocka_unit_test(test_bind_errors),
+        cmocka_unit_test(test_sigpipe_ignored),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
