@@ -788,6 +788,17 @@ static inline bool fp_sep(fp *f)
  * anything else, or a separator over the token budget, is FP_BAD. */
 enum { FP_BAD, FP_MORE, FP_DONE };
 
+/* Just after an opening '{' or '[': FP_DONE if the container is empty (its `close` consumed),
+ * else FP_MORE with the first member next. */
+static int fp_first(fp *f, char close)
+{
+    fp_ws(f);
+    if (!fp_at(f, close))
+        return FP_MORE;
+    fp_close(f);
+    return FP_DONE;
+}
+
 static int fp_next(fp *f, char close)
 {
     fp_ws(f);
@@ -1042,11 +1053,8 @@ static bool fp_skip_object(fp *f)
     unsigned nk = 0;
     if (!fp_open(f))
         return false;
-    fp_ws(f);
-    if (fp_at(f, '}')) {
-        fp_close(f);
+    if (fp_first(f, '}') == FP_DONE)
         return true;
-    }
     for (;;) {
         fp_span k;
         bool esc;
@@ -1085,11 +1093,8 @@ static bool fp_skip(fp *f)
     case '[':
         if (!fp_open(f))
             return false;
-        fp_ws(f);
-        if (fp_at(f, ']')) {
-            fp_close(f);
+        if (fp_first(f, ']') == FP_DONE)
             return true;
-        }
         for (;;) {
             if (!fp_skip(f))
                 return false;
@@ -1244,11 +1249,8 @@ static bool fp_map(fp *f, const ProtobufCFieldDescriptor *fd, size_t *np, void *
     size_t cap = 0;
     if (kf->type != PROTOBUF_C_TYPE_STRING || !fp_at(f, '{') || !fp_open(f))
         return false;
-    fp_ws(f);
-    if (fp_at(f, '}')) {
-        fp_close(f);
+    if (fp_first(f, '}') == FP_DONE)
         return true;
-    }
     for (;;) {
         fp_span k;
         bool esc;
@@ -1297,11 +1299,8 @@ static bool fp_repeated(fp *f, const ProtobufCFieldDescriptor *fd, ProtobufCMess
         return fp_map(f, fd, np, arrp);
     if (!fp_at(f, '[') || !fp_open(f))
         return false;
-    fp_ws(f);
-    if (fp_at(f, ']')) {
-        fp_close(f);
+    if (fp_first(f, ']') == FP_DONE)
         return true;
-    }
     size_t es = scalar_size(fd->type), cap = 0;
     bool ptr = fd->type == PROTOBUF_C_TYPE_MESSAGE || fd->type == PROTOBUF_C_TYPE_STRING;
     for (;;) {
@@ -1369,11 +1368,8 @@ static bool fp_message(fp *f, const ProtobufCMessageDescriptor *d, ProtobufCMess
     uint64_t seen = 0;
     if (d->n_fields > 64 || !fp_open(f))
         return false;
-    fp_ws(f);
-    if (fp_at(f, '}')) {
-        fp_close(f);
+    if (fp_first(f, '}') == FP_DONE)
         return true;
-    }
     for (;;) {
         fp_span k;
         bool esc;
