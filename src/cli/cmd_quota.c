@@ -241,13 +241,9 @@ int sl_cmd_quota(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     quota_args a = {0};
-    const char *addrs = getenv("SLUICE_STORAGE_ADDRS");
-    const char *root = getenv("SLUICE_STORAGE_PREFIX");
+    const char *addrs, *root;
+    sl_etcd_cli_defaults(&addrs, &root);
     long timeout = 5000;
-    if (!addrs || !*addrs)
-        addrs = "http://127.0.0.1:2379";
-    if (!root || !*root)
-        root = "/sluice";
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {

@@ -248,6 +248,16 @@ static void curl_init_once(void)
     curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
+void sl_etcd_cli_defaults(const char **addrs, const char **root)
+{
+    *addrs = getenv("SLUICE_STORAGE_ADDRS");
+    *root = getenv("SLUICE_STORAGE_PREFIX");
+    if (!*addrs || !**addrs)
+        *addrs = "http://127.0.0.1:2379";
+    if (!*root || !**root)
+        *root = "/sluice";
+}
+
 int sl_etcd_new_from_list(const char *list, long timeout_ms, sl_etcd **out)
 {
     char *copy = strdup(list);

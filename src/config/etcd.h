@@ -69,6 +69,9 @@ int sl_etcd_new(const sl_etcd_config *cfg, sl_etcd **out);
 /* A client for a comma-separated endpoint list (what --storage-addrs holds), with the request
  * timeout in ms (<= 0: 5000). -EINVAL for a bad list, -ENOMEM; the endpoints are copied. */
 int sl_etcd_new_from_list(const char *list, long timeout_ms, sl_etcd **out);
+/* Where a command-line tool finds etcd before its flags: $SLUICE_STORAGE_ADDRS, else
+ * http://127.0.0.1:2379; the tree's root: $SLUICE_STORAGE_PREFIX, else /sluice. */
+void sl_etcd_cli_defaults(const char **addrs, const char **root);
 void sl_etcd_free(sl_etcd *e);
 
 /* The endpoint the next call tries first, and how many times a call moved to another one. */
