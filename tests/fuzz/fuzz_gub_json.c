@@ -16,6 +16,7 @@
 
 #include "api/gubernator.h"
 #include "wire/grpc_frame.h"
+#include "../support/gub_reference.h"
 
 #define CHECK(x) do { if (!(x)) __builtin_trap(); } while (0)
 
@@ -68,44 +69,10 @@ static void check_parsers_agree(const uint8_t *data, size_t size, const sl_gubjs
 /* GetRateLimitsResp as the adapter used to build it, printed by the generic printer. */
 static void print_reference(const sl_batch *b, sl_buf *out)
 {
-    Pb__Gubernator__GetRateLimitsResp m = PB__GUBERNATOR__GET_RATE_LIMITS_RESP__INIT;
-    Pb__Gubernator__RateLimitResp *rs = calloc(b->n + 1, sizeof *rs);
-    Pb__Gubernator__RateLimitResp **ps = calloc(b->n + 1, sizeof *ps);
-    size_t ne = 0;
-    for (size_t i = 0; i < b->n; i++)
-        ne += b->resp_meta[i].n;
-    Pb__Gubernator__RateLimitResp__MetadataEntry *es = calloc(ne + 1, sizeof *es);
-    Pb__Gubernator__RateLimitResp__MetadataEntry **pe = calloc(ne + 1, sizeof *pe);
-    CHECK(rs && ps && es && pe);
-    size_t k = 0;
-    for (size_t i = 0; i < b->n; i++) {
-        const sl_response *s = &b->resps[i];
-        pb__gubernator__rate_limit_resp__init(&rs[i]);
-        if (s->error) {
-            rs[i].error = (char *)s->error;
-        } else {
-            rs[i].status = s->status == SL_OVER_LIMIT ? 1 : 0;
-            rs[i].limit = s->limit;
-            rs[i].remaining = s->remaining;
-            rs[i].reset_time = s->reset_time;
-        }
-        rs[i].metadata = &pe[k];
-        rs[i].n_metadata = b->resp_meta[i].n;
-        for (uint32_t j = 0; j < b->resp_meta[i].n; j++, k++) {
-            pb__gubernator__rate_limit_resp__metadata_entry__init(&es[k]);
-            es[k].key = (char *)b->resp_meta[i].kv[j].key;
-            es[k].value = (char *)b->resp_meta[i].kv[j].val;
-            pe[k] = &es[k];
-        }
-        ps[i] = &rs[i];
-    }
-    m.n_responses = b->n;
-    m.responses = ps;
-    CHECK(sl_gubjson_print(&m.base, out) == 0);
-    free(rs);
-    free(ps);
-    free(es);
-    free(pe);
+    gub_ref r;
+    CHECK(gub_ref_build(&r, b));
+    CHECK(sl_gubjson_print(&r.msg.base, out) == 0);
+    gub_ref_free(&r);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

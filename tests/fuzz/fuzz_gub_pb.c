@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "api/gubernator.h"
+#include "../support/gub_reference.h"
 
 #define CHECK(x) do { if (!(x)) __builtin_trap(); } while (0)
 
@@ -39,52 +40,6 @@ static void answer(sl_batch *b)
     }
 }
 
-/* GetRateLimitsResp as protobuf-c packs it for b's responses (the adapter's former encoder). */
-static uint8_t *pack_reference(const sl_batch *b, size_t *len)
-{
-    Pb__Gubernator__GetRateLimitsResp m = PB__GUBERNATOR__GET_RATE_LIMITS_RESP__INIT;
-    Pb__Gubernator__RateLimitResp *rs = calloc(b->n + 1, sizeof *rs);
-    Pb__Gubernator__RateLimitResp **ps = calloc(b->n + 1, sizeof *ps);
-    size_t ne = 0;
-    for (size_t i = 0; i < b->n; i++)
-        ne += b->resp_meta[i].n;
-    Pb__Gubernator__RateLimitResp__MetadataEntry *es = calloc(ne + 1, sizeof *es);
-    Pb__Gubernator__RateLimitResp__MetadataEntry **pe = calloc(ne + 1, sizeof *pe);
-    CHECK(rs && ps && es && pe);
-    size_t k = 0;
-    for (size_t i = 0; i < b->n; i++) {
-        const sl_response *s = &b->resps[i];
-        pb__gubernator__rate_limit_resp__init(&rs[i]);
-        if (s->error) {
-            rs[i].error = (char *)s->error;
-        } else {
-            rs[i].status = s->status == SL_OVER_LIMIT ? 1 : 0;
-            rs[i].limit = s->limit;
-            rs[i].remaining = s->remaining;
-            rs[i].reset_time = s->reset_time;
-        }
-        rs[i].metadata = &pe[k];
-        rs[i].n_metadata = b->resp_meta[i].n;
-        for (uint32_t j = 0; j < b->resp_meta[i].n; j++, k++) {
-            pb__gubernator__rate_limit_resp__metadata_entry__init(&es[k]);
-            es[k].key = (char *)b->resp_meta[i].kv[j].key;
-            es[k].value = (char *)b->resp_meta[i].kv[j].val;
-            pe[k] = &es[k];
-        }
-        ps[i] = &rs[i];
-    }
-    m.n_responses = b->n;
-    m.responses = ps;
-    *len = protobuf_c_message_get_packed_size(&m.base);
-    uint8_t *p = malloc(*len + 1);
-    CHECK(p != NULL);
-    protobuf_c_message_pack(&m.base, p);
-    free(rs);
-    free(ps);
-    free(es);
-    free(pe);
-    return p;
-}
 
 static void check_encodings(sl_batch *b)
 {
@@ -95,10 +50,15 @@ static void check_encodings(sl_batch *b)
         pb__gubernator__get_rate_limits_resp__unpack(NULL, out.len, out.data);
     CHECK(m != NULL && m->n_responses == b->n);
     pb__gubernator__get_rate_limits_resp__free_unpacked(m, NULL);
-    size_t rlen;
-    uint8_t *ref = pack_reference(b, &rlen);
-    CHECK(rlen == out.len && memcmp(ref, out.data, rlen) == 0);
-    free(ref);
+    /* the bytes protobuf-c packs for the same answers */
+    gub_ref r;
+    sl_buf ref;
+    sl_buf_init(&ref, 0);
+    CHECK(gub_ref_build(&r, b) && gub_ref_pack(&r, &ref) == 0);
+    gub_ref_free(&r);
+    size_t rlen = ref.len;
+    CHECK(rlen == out.len && memcmp(ref.data, out.data, rlen) == 0);
+    sl_buf_free(&ref);
     /* GetPeerRateLimitsResp has the same layout */
     sl_buf_reset(&out);
     CHECK(sl_gub_encode_peer_resp_pb(b, &out) == 0);

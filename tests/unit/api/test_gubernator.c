@@ -16,6 +16,7 @@
 #include "api/batch.h"
 #include "api/gubernator.h"
 #include "wire/grpc_frame.h"
+#include "../../support/gub_reference.h"
 
 typedef Pb__Gubernator__RateLimitReq RLReq;
 #define ENTRY_INIT PB__GUBERNATOR__RATE_LIMIT_REQ__METADATA_ENTRY__INIT
@@ -770,48 +771,15 @@ static void test_pb_decoder_matches_protobuf_c(void **state)
                              0);
 }
 
-/* GetRateLimitsResp for b, built as structs and packed by protobuf-c or printed by the generic
- * printer: what the adapter produced before its encoders were written by hand. */
+/* GetRateLimitsResp for b, packed by protobuf-c and printed by the generic printer: what the
+ * adapter produced before its encoders were written by hand. */
 static void reference_resp(const sl_batch *b, sl_buf *pb, sl_buf *json)
 {
-    Pb__Gubernator__GetRateLimitsResp m = PB__GUBERNATOR__GET_RATE_LIMITS_RESP__INIT;
-    Pb__Gubernator__RateLimitResp *rs = calloc(b->n + 1, sizeof *rs);
-    Pb__Gubernator__RateLimitResp **ps = calloc(b->n + 1, sizeof *ps);
-    Pb__Gubernator__RateLimitResp__MetadataEntry *es = calloc(64, sizeof *es);
-    Pb__Gubernator__RateLimitResp__MetadataEntry **pe = calloc(64, sizeof *pe);
-    size_t k = 0;
-    for (size_t i = 0; i < b->n; i++) {
-        const sl_response *s = &b->resps[i];
-        pb__gubernator__rate_limit_resp__init(&rs[i]);
-        if (s->error) {
-            rs[i].error = (char *)s->error;
-        } else {
-            rs[i].status = s->status == SL_OVER_LIMIT ? 1 : 0;
-            rs[i].limit = s->limit;
-            rs[i].remaining = s->remaining;
-            rs[i].reset_time = s->reset_time;
-        }
-        rs[i].metadata = &pe[k];
-        rs[i].n_metadata = b->resp_meta[i].n;
-        for (uint32_t j = 0; j < b->resp_meta[i].n; j++, k++) {
-            assert_true(k < 64);
-            pb__gubernator__rate_limit_resp__metadata_entry__init(&es[k]);
-            es[k].key = (char *)b->resp_meta[i].kv[j].key;
-            es[k].value = (char *)b->resp_meta[i].kv[j].val;
-            pe[k] = &es[k];
-        }
-        ps[i] = &rs[i];
-    }
-    m.n_responses = b->n;
-    m.responses = ps;
-    size_t n = protobuf_c_message_get_packed_size(&m.base);
-    assert_int_equal(sl_buf_reserve(pb, n + 1), 0);
-    pb->len += protobuf_c_message_pack(&m.base, pb->data + pb->len);
-    assert_int_equal(sl_gubjson_print(&m.base, json), 0);
-    free(rs);
-    free(ps);
-    free(es);
-    free(pe);
+    gub_ref r;
+    assert_true(gub_ref_build(&r, b));
+    assert_int_equal(gub_ref_pack(&r, pb), 0);
+    assert_int_equal(sl_gubjson_print(&r.msg.base, json), 0);
+    gub_ref_free(&r);
 }
 
 static void test_encoders_match_protobuf_c_and_printer(void **state)
