@@ -109,7 +109,7 @@ int sl_killswitch_parse_mode(const char *s, size_t n)
 static int duration_text(const char *s, int64_t *ms)
 {
     int64_t ns;
-    if (sl_config_parse_duration(s, &ns))
+    if (sl_opt_parse_duration(s, &ns))
         return -EINVAL;
     if (ns < 1000000 || ns / 1000000 > SL_KILLSWITCH_MAX_DURATION_MS)
         return -EINVAL;

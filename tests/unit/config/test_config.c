@@ -1,6 +1,7 @@
-/* Unit tests for configuration: precedence (defaults < file < env < flags), every value type's
- * syntax and errors, the YAML file's rules, messages naming option and source, --help coverage and
- * the dump round trip. */
+/* Unit tests for sluiced's configuration (config/config.c over the engine config/opt.c):
+ * precedence (defaults < file < env < flags), every value type's syntax and errors through the real
+ * table, the YAML file's rules, messages naming option and source, --help coverage and the dump
+ * round trip. The engine alone is tested in test_opt.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -187,49 +188,6 @@ static void test_process_environment(void **state)
     unsetenv("SLUICE_DISCOVERY");
 }
 
-static void test_durations(void **state)
-{
-    (void)state;
-    static const struct {
-        const char *in;
-        int64_t ns;
-    } ok[] = {
-        {"500us", 500000},       {"500\xc2\xb5s", 500000}, {"100ms", 100 * MS},
-        {"5s", 5 * SEC},          {"1m", 60 * SEC},         {"2h", 7200 * SEC},
-        {"1d", 86400 * SEC},      {"250", 250 * MS},        {"0", 0},
-        {"1.5s", 1500 * MS},      {"1m30s", 90 * SEC},      {"1h2m3s4ms", 3723004 * MS},
-        {"0.000000001s", 1},      {"7ns", 7},               {".5s", 500 * MS},
-        {"1.s", SEC},
-    };
-    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
-        int64_t ns = -1;
-        assert_int_equal(sl_config_parse_duration(ok[i].in, &ns), 0);
-        assert_int_equal(ns, ok[i].ns);
-    }
-    static const char *const bad[] = {"", "s", "5x", "-1s", "+1s", "1 s", "5s ", "1.", "1..5s",
-                                      "ms5", "5sec", "1e3ms"};
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        int64_t ns;
-        assert_int_equal(sl_config_parse_duration(bad[i], &ns), -EINVAL);
-    }
-    int64_t ns;
-    assert_int_equal(sl_config_parse_duration("9999999999999999999h", &ns), -ERANGE);
-    assert_int_equal(sl_config_parse_duration("3000000h", &ns), -ERANGE);
-    assert_int_equal(sl_config_parse_duration("9223372036854776", &ns), -ERANGE); /* ms */
-
-    char b[32];
-    sl_config_format_duration(500000, b, sizeof(b));
-    assert_string_equal(b, "500us");
-    sl_config_format_duration(90 * SEC, b, sizeof(b));
-    assert_string_equal(b, "90s");
-    sl_config_format_duration(7200 * SEC, b, sizeof(b));
-    assert_string_equal(b, "2h");
-    sl_config_format_duration(0, b, sizeof(b));
-    assert_string_equal(b, "0s");
-    sl_config_format_duration(1500001, b, sizeof(b));
-    assert_string_equal(b, "1500001ns");
-}
-
 static void test_sizes_bools_ints(void **state)
 {
     (void)state;
@@ -243,38 +201,38 @@ static void test_sizes_bools_ints(void **state)
     };
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
         uint64_t v = 1;
-        assert_int_equal(sl_config_parse_size(ok[i].in, &v), 0);
+        assert_int_equal(sl_opt_parse_size(ok[i].in, &v), 0);
         assert_int_equal(v, ok[i].v);
     }
     static const char *const bad[] = {"", "MiB", "1.5MiB", "-1", "1 MiB", "1XB", "1Mi", "1KiBs"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         uint64_t v;
-        assert_int_equal(sl_config_parse_size(bad[i], &v), -EINVAL);
+        assert_int_equal(sl_opt_parse_size(bad[i], &v), -EINVAL);
     }
     uint64_t v;
-    assert_int_equal(sl_config_parse_size("99999999999TiB", &v), -ERANGE);
+    assert_int_equal(sl_opt_parse_size("99999999999TiB", &v), -ERANGE);
     char b[32];
-    sl_config_format_size(16384, b, sizeof(b));
+    sl_opt_format_size(16384, b, sizeof(b));
     assert_string_equal(b, "16KiB");
-    sl_config_format_size(1000, b, sizeof(b));
+    sl_opt_format_size(1000, b, sizeof(b));
     assert_string_equal(b, "1000");
-    sl_config_format_size(0, b, sizeof(b));
+    sl_opt_format_size(0, b, sizeof(b));
     assert_string_equal(b, "0");
 
     bool t = false;
     const char *yes[] = {"true", "TRUE", "yes", "on", "1"}, *no[] = {"false", "No", "off", "0"};
     for (size_t i = 0; i < 5; i++) {
         t = false;
-        assert_int_equal(sl_config_parse_bool(yes[i], &t), 0);
+        assert_int_equal(sl_opt_parse_bool(yes[i], &t), 0);
         assert_true(t);
     }
     for (size_t i = 0; i < 4; i++) {
         t = true;
-        assert_int_equal(sl_config_parse_bool(no[i], &t), 0);
+        assert_int_equal(sl_opt_parse_bool(no[i], &t), 0);
         assert_false(t);
     }
-    assert_int_equal(sl_config_parse_bool("maybe", &t), -EINVAL);
-    assert_int_equal(sl_config_parse_bool("", &t), -EINVAL);
+    assert_int_equal(sl_opt_parse_bool("maybe", &t), -EINVAL);
+    assert_int_equal(sl_opt_parse_bool("", &t), -EINVAL);
 
     /* Integers and sizes through the option layer, with ranges. */
     sl_options o;
@@ -411,11 +369,11 @@ static void test_flags(void **state)
     assert_false(o.verbose);
     sl_config_free(&o);
     /* --help and --version win over everything else, even errors. */
-    assert_int_equal(PARSE(&o, err, no_env, "--max-conns=bad", "--help"), SL_CONFIG_HELP);
+    assert_int_equal(PARSE(&o, err, no_env, "--max-conns=bad", "--help"), SL_OPT_HELP);
     sl_config_free(&o);
-    assert_int_equal(PARSE(&o, err, no_env, "-h"), SL_CONFIG_HELP);
+    assert_int_equal(PARSE(&o, err, no_env, "-h"), SL_OPT_HELP);
     sl_config_free(&o);
-    assert_int_equal(PARSE(&o, err, no_env, "--version"), SL_CONFIG_VERSION);
+    assert_int_equal(PARSE(&o, err, no_env, "--version"), SL_OPT_VERSION);
     sl_config_free(&o);
     assert_int_equal(PARSE(&o, err, no_env, "--", "--help"), -EINVAL);
     sl_config_free(&o);
@@ -424,10 +382,10 @@ static void test_flags(void **state)
 /* Load YAML text over defaults; returns the result, message in err. */
 static int load_yaml(sl_options *o, const char *text, char *err)
 {
-    const sl_config_table *t = sl_config_daemon_table();
+    const sl_opt_table *t = sl_config_daemon_table();
     memset(o, 0, sizeof(*o));
-    assert_int_equal(sl_config_table_defaults(t, o, err, 512), 0);
-    return sl_config_table_load_yaml(t, o, text, strlen(text), "f.yaml", err, 512);
+    assert_int_equal(sl_opt_defaults(t, o, err, 512), 0);
+    return sl_opt_load_yaml(t, o, text, strlen(text), "f.yaml", err, 512);
 }
 
 static void test_yaml_rules(void **state)
@@ -527,17 +485,17 @@ static void test_help_lists_every_option(void **state)
     rewind(f);
     s[fread(s, 1, (size_t)n, f)] = '\0';
     fclose(f);
-    const sl_config_table *t = sl_config_daemon_table();
+    const sl_opt_table *t = sl_config_daemon_table();
     assert_true(t->nopts >= 43);
     for (size_t i = 0; i < t->nopts; i++) {
-        const sl_config_option *o = &t->opts[i];
+        const sl_opt *o = &t->opts[i];
         char flag[96], env[96];
         char shortp[8] = "    ";
         if (o->short_name)
             snprintf(shortp, sizeof(shortp), "-%c, ", o->short_name);
         snprintf(flag, sizeof(flag), "%s--%s%s ", shortp, o->type == SL_OPT_BOOL ? "[no-]" : "",
                  o->name);
-        sl_config_env_name(t, o, env, sizeof(env));
+        sl_opt_env_name(t, o, env, sizeof(env));
         const char *at = strstr(s, flag);
         if (at == NULL)
             fail_msg("--help lacks %s", o->name);
@@ -589,68 +547,15 @@ static void test_dump_round_trip(void **state)
     sl_config_free(&b);
 }
 
-/* The engine over a table of another program's own struct, as the CLI could use it. */
-struct cli_opts {
-    char *addr;
-    int64_t timeout_ns;
-    sl_strlist keys;
-    bool json;
-};
-
-static void test_generic_table(void **state)
-{
-    (void)state;
-    static const sl_config_option opts[] = {
-        {.name = "addr", .type = SL_OPT_STRING, .offset = offsetof(struct cli_opts, addr),
-         .def = "127.0.0.1:5454", .help = "server"},
-        {.name = "timeout", .type = SL_OPT_DURATION,
-         .offset = offsetof(struct cli_opts, timeout_ns), .def = "1s", .help = "timeout"},
-        {.name = "key", .short_name = 'k', .type = SL_OPT_LIST,
-         .offset = offsetof(struct cli_opts, keys), .help = "keys"},
-        {.name = "json", .type = SL_OPT_BOOL, .offset = offsetof(struct cli_opts, json),
-         .help = "JSON output"},
-    };
-    const sl_config_table t = {.program = "sluice check", .env_prefix = "SLUICE_CLI_",
-                               .opts = opts, .nopts = 4};
-    struct cli_opts c = {0};
-    char err[256];
-    assert_int_equal(sl_config_table_defaults(&t, &c, err, sizeof(err)), 0);
-    char *envp[] = {"SLUICE_CLI_TIMEOUT=250", NULL};
-    assert_int_equal(sl_config_table_load_env(&t, &c, envp, err, sizeof(err)), 0);
-    char *argv[] = {"check", "-k", "a", "--key=b", "--json", NULL};
-    assert_int_equal(sl_config_table_load_args(&t, &c, 5, argv, err, sizeof(err)), 0);
-    assert_string_equal(c.addr, "127.0.0.1:5454");
-    assert_int_equal(c.timeout_ns, 250 * MS);
-    assert_int_equal(c.keys.n, 2);
-    assert_true(c.json);
-    assert_int_equal(sl_config_table_set(&t, &c, "timeout", "2s", "etcd /x", err, sizeof(err)), 0);
-    assert_int_equal(c.timeout_ns, 2 * SEC);
-    assert_int_equal(sl_config_table_set(&t, &c, "timeout", "2", "etcd /x", err, sizeof(err)), 0);
-    assert_int_equal(c.timeout_ns, 2 * MS);
-    assert_int_equal(sl_config_table_set(&t, &c, "timeout", "x", "etcd /x", err, sizeof(err)),
-                     -EINVAL);
-    assert_non_null(strstr(err, "(etcd /x)"));
-    assert_int_equal(sl_config_table_set(&t, &c, "nope", "x", NULL, err, sizeof(err)), -EINVAL);
-    char env[64];
-    sl_config_env_name(&t, &opts[1], env, sizeof(env));
-    assert_string_equal(env, "SLUICE_CLI_TIMEOUT");
-    assert_ptr_equal(sl_config_find(&t, "json"), &opts[3]);
-    assert_null(sl_config_find(&t, "jso"));
-    assert_null(sl_config_find(&t, "jsonx"));
-    sl_config_table_free(&t, &c);
-    assert_null(c.addr);
-    assert_int_equal(c.keys.n, 0);
-}
-
 static void test_file_limits(void **state)
 {
     (void)state;
     sl_options o;
     char err[512];
-    const sl_config_table *t = sl_config_daemon_table();
+    const sl_opt_table *t = sl_config_daemon_table();
     memset(&o, 0, sizeof(o));
-    assert_int_equal(sl_config_table_defaults(t, &o, err, sizeof(err)), 0);
-    assert_int_equal(sl_config_table_load_file(t, &o, "/tmp", err, sizeof(err)), -EINVAL);
+    assert_int_equal(sl_opt_defaults(t, &o, err, sizeof(err)), 0);
+    assert_int_equal(sl_opt_load_file(t, &o, "/tmp", err, sizeof(err)), -EINVAL);
     assert_non_null(strstr(err, "not a regular file"));
     char path[32];
     write_file(path, "");
@@ -658,7 +563,7 @@ static void test_file_limits(void **state)
     for (int i = 0; i < 70000; i++)
         fputs("# padding padding\n", f); /* > 1 MiB */
     fclose(f);
-    assert_int_equal(sl_config_table_load_file(t, &o, path, err, sizeof(err)), -EFBIG);
+    assert_int_equal(sl_opt_load_file(t, &o, path, err, sizeof(err)), -EFBIG);
     unlink(path);
     sl_config_free(&o);
 }
@@ -669,14 +574,12 @@ int main(void)
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_precedence),
         cmocka_unit_test(test_process_environment),
-        cmocka_unit_test(test_durations),
         cmocka_unit_test(test_sizes_bools_ints),
         cmocka_unit_test(test_enums_and_cross_checks),
         cmocka_unit_test(test_flags),
         cmocka_unit_test(test_yaml_rules),
         cmocka_unit_test(test_help_lists_every_option),
         cmocka_unit_test(test_dump_round_trip),
-        cmocka_unit_test(test_generic_table),
         cmocka_unit_test(test_file_limits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
