@@ -11,8 +11,8 @@
  *
  * etcd. A full load reads the three subtrees (killswitch/, concurrency/, fleet) with three ranges,
  * then the watch of <root>/ starts from the first range's revision + 1: events between the ranges
- * are replayed and, applied in order, end in the current state. The watch sees the quota tree's
- * events too and ignores them (one watch instead of three).
+ * are replayed and, applied in order, end in the current state. The watch (shared with the quota
+ * source in a node, config/watched.h) sees the quota tree's events too and ignores them.
  */
 #include "config/killswitch.h"
 
@@ -1075,6 +1075,7 @@ int sl_killswitch_new(const sl_killswitch_config *cfg, sl_killswitch **out)
     kmap_init(&ks->admin, ks->max_entries, ks->seed);
 
     sl_watched_config wc = {
+        .source = cfg->source,
         .etcd_endpoints = cfg->etcd_endpoints,
         .n_endpoints = cfg->n_endpoints,
         .prefix = cfg->prefix,

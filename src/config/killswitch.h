@@ -108,6 +108,8 @@ typedef enum sl_killswitch_source {
 } sl_killswitch_source;
 
 typedef struct sl_killswitch_config {
+    struct sl_watched_source *source;  /* shared etcd source (config/watched.h), or NULL: one of
+                                          its own from the fields below */
     const char *const *etcd_endpoints; /* --storage-addrs: etcd mode when n_endpoints > 0 */
     size_t n_endpoints;
     const char *prefix;                /* --storage-prefix; NULL = "/sluice" */
@@ -123,7 +125,8 @@ typedef struct sl_killswitch_config {
 typedef struct sl_killswitch sl_killswitch;
 
 /* File mode reads the file now and fails (-errno, the reason logged) if it cannot; etcd mode
- * starts its watcher thread and returns at once (sl_killswitch_wait_loaded). */
+ * starts its watcher thread (unless the source is shared: its owner starts it) and returns at once
+ * (sl_killswitch_wait_loaded). */
 int sl_killswitch_new(const sl_killswitch_config *cfg, sl_killswitch **out);
 /* Stops the thread and frees everything; readers must have been released. */
 void sl_killswitch_free(sl_killswitch *ks);

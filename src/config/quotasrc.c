@@ -217,6 +217,7 @@ int sl_quotasrc_new(const sl_quotasrc_config *cfg, sl_quotasrc **out)
     for (int i = 0; i < METRIC_COUNT; i++)
         s->metrics[i] = (metric_ref){s, i};
     sl_watched_config wc = {
+        .source = cfg->source,
         .etcd_endpoints = cfg->etcd_endpoints,
         .n_endpoints = cfg->n_endpoints,
         .prefix = cfg->prefix,

@@ -2,7 +2,8 @@
  * The quota source: owns the current quota snapshot and keeps it up to date, from etcd (a watcher
  * thread) or from the standalone quota file (reloaded on demand, e.g. on SIGHUP).
  *
- * etcd mode. A thread of its own ranges over <prefix>/ , builds a tree, publishes it, then watches
+ * etcd mode. A thread (its own, or the node's sl_watched_source shared with the switchboard:
+ * sl_quotasrc_config.source) ranges over <prefix>/ , builds a tree, publishes it, then watches
  * the prefix from the next revision and publishes a new snapshot after every watch message, so a
  * change reaches request threads within one etcd round trip. When the watch breaks (etcd restart,
  * outage, compaction) it keeps serving the last snapshot, waits (exponential backoff with jitter,
@@ -37,6 +38,8 @@ typedef enum sl_quotasrc_mode {
 } sl_quotasrc_mode;
 
 typedef struct sl_quotasrc_config {
+    struct sl_watched_source *source;  /* shared etcd source (config/watched.h), or NULL: one of
+                                          its own from the fields below */
     const char *const *etcd_endpoints; /* --storage-addrs; etcd mode when n_endpoints > 0 */
     size_t n_endpoints;
     const char *prefix;                /* --storage-prefix (the root); NULL = "/sluice" */
@@ -71,8 +74,9 @@ typedef struct sl_quotasrc_status {
 
 /*
  * Create the source. File mode reads the file now and fails (-errno, message logged and kept in
- * status.last_error) if it cannot. etcd mode starts the watcher thread and returns at once: use
- * sl_quotasrc_wait_loaded() to wait for the first snapshot. With neither, mode NONE.
+ * status.last_error) if it cannot. etcd mode starts the watcher thread (unless the source is
+ * shared: its owner starts it) and returns at once: use sl_quotasrc_wait_loaded() to wait for the
+ * first snapshot. With neither, mode NONE.
  */
 int sl_quotasrc_new(const sl_quotasrc_config *cfg, sl_quotasrc **out);
 /* Stop the thread (promptly, even mid-watch or mid-backoff) and free everything. Readers must

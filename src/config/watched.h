@@ -3,9 +3,16 @@
  * switchboard (config/killswitch.h) share, so that each of them only says how its entries are
  * parsed and what a snapshot holds.
  *
- * etcd mode. A thread of its own ranges over one or more keys under <root>/ (the revision of the
- * first range is the load's), hands the answers to the user's load callback, then watches <root>/
- * from that revision + 1 and hands every message's events to the events callback. When the
+ * Source and feeds. An sl_watched is one feed: its keys, its callbacks, its snapshot slot and its
+ * status. Its sl_watched_source is the root it reads: the etcd client, one thread and one watch
+ * stream. A feed gets a source of its own unless sl_watched_config.source names a shared one;
+ * the node shares one between the quotas and the switchboard, so one watch of <root>/ feeds both.
+ * Every feed is attached before the shared source starts (sl_watched_source_start).
+ *
+ * etcd mode. The thread ranges, for each feed, over one or more keys under <root>/ (the revision
+ * of a feed's first range is its load's), hands the answers to the feed's load callback, then
+ * watches <root>/ from the earliest of those revisions + 1 and hands every message's events to
+ * every feed's events callback (each applies the keys that are its own). When the
  * watch breaks (etcd restart, outage, compaction) it keeps the last snapshot, waits (exponential
  * backoff with jitter, backoff_min..backoff_max; back to the minimum after a watch that worked)
  * and starts again with a full load on whichever endpoint answers: a re-read is always right,
@@ -40,6 +47,10 @@ typedef enum sl_watched_mode {
 } sl_watched_mode;
 
 typedef struct sl_watched sl_watched;
+typedef struct sl_watched_source sl_watched_source;
+
+/* Most feeds one source serves. */
+#define SL_WATCHED_MAX_FEEDS 4
 
 /* One key read by a full load, relative to <root>/ ("" with prefix = the whole tree). The array
  * is copied; the suffix strings must outlive the source (string literals). */
@@ -63,7 +74,29 @@ typedef struct sl_watched_ops {
     int (*load_file)(void *ud, const char *path, char *err, size_t errlen);
 } sl_watched_ops;
 
+typedef struct sl_watched_source_config {
+    const char *const *etcd_endpoints; /* etcd mode when n_endpoints > 0 */
+    size_t n_endpoints;
+    const char *prefix;                /* the root; NULL = "/sluice"; trailing '/' ignored */
+    const char *file;                  /* file mode when there are no endpoints */
+    int64_t backoff_min_ms;            /* 0 = 100 */
+    int64_t backoff_max_ms;            /* 0 = 5000 */
+    int64_t connect_timeout_ms;        /* etcd; 0 = 1000 */
+    int64_t request_timeout_ms;        /* etcd; 0 = 5000 */
+    sl_logger *log;                    /* may be NULL */
+} sl_watched_source_config;
+
+/* A source to share between feeds (sl_watched_config.source). Feeds hold references of their
+ * own: sl_watched_source_free() drops the creator's, and the last feed freed stops the thread. */
+int sl_watched_source_new(const sl_watched_source_config *cfg, sl_watched_source **out);
+/* etcd: start the thread (returns at once); every feed must be attached by now. Otherwise 0. */
+int sl_watched_source_start(sl_watched_source *src);
+void sl_watched_source_free(sl_watched_source *src);
+sl_watched_mode sl_watched_source_mode(const sl_watched_source *src);
+
 typedef struct sl_watched_config {
+    sl_watched_source *source;         /* shared source, or NULL: one of its own from the fields
+                                          below (endpoints .. request_timeout_ms, log) */
     const char *const *etcd_endpoints; /* etcd mode when n_endpoints > 0 */
     size_t n_endpoints;
     const char *prefix;                /* the root; NULL = "/sluice"; trailing '/' ignored */
@@ -97,13 +130,15 @@ typedef struct sl_watched_status {
     char last_error[256];    /* "" when none */
 } sl_watched_status;
 
-/* Create the source without starting it (nothing is published yet): the user may publish a
- * first snapshot before sl_watched_start(). */
+/* Create the feed without starting it (nothing is published yet): the user may publish a first
+ * snapshot before sl_watched_start(). With a shared source: -EBUSY once that source has started,
+ * -ENOSPC past SL_WATCHED_MAX_FEEDS. */
 int sl_watched_new(const sl_watched_config *cfg, sl_watched **out);
-/* etcd: start the thread (returns at once). file: the first reload (its error is returned).
- * none: nothing. */
+/* etcd: start the thread of a source of its own (returns at once; a shared source is started by
+ * its owner). file: the first reload (its error is returned). none: nothing. */
 int sl_watched_start(sl_watched *w);
-/* Stop the thread and free everything, the current snapshot's reference included. */
+/* Leave the source (the thread no longer calls into this feed; the last feed stops it) and free
+ * everything, the current snapshot's reference included. */
 void sl_watched_free(sl_watched *w);
 
 sl_watched_mode sl_watched_mode_of(const sl_watched *w);

@@ -24,6 +24,7 @@
 #include "config/config.h"
 #include "config/killswitch.h"
 #include "config/quotasrc.h"
+#include "config/watched.h"
 #include "core/log.h"
 #include "core/metrics.h"
 #include "net/server.h"
@@ -55,6 +56,7 @@ struct sl_node {
     sl_router *router;
     sl_service *service;
     sl_server *server;
+    sl_watched_source *storage; /* the one etcd watch feeding quotas and switches, or NULL */
     sl_quotasrc *quotas;   /* Levee quotas (file or etcd); NULL when neither is configured */
     sl_killswitch *switches; /* kill switches, shadow mode, concurrency and fleet settings */
     sl_protect *protect;     /* leases, shedders, switches on the request path */
@@ -290,19 +292,53 @@ static bool quota_health(void *ud, char *why, size_t why_len)
     return true;
 }
 
-static int start_quotas(sl_node *n, char *err, size_t errlen)
+/* With etcd, quotas and switches live under the same root: one source, one thread and one watch
+ * stream feed both. It starts once both have attached (start_storage_watch). */
+static int start_storage(sl_node *n, char *err, size_t errlen)
 {
     sl_options *o = &n->opts;
-    if (o->storage_addrs.n == 0 && !(o->quota_file && o->quota_file[0]))
+    if (o->storage_addrs.n == 0)
         return 0;
     const char *eps[64];
     size_t neps = o->storage_addrs.n < 64 ? o->storage_addrs.n : 64;
     for (size_t i = 0; i < neps; i++)
         eps[i] = o->storage_addrs.items[i];
-    sl_quotasrc_config qc = {
+    sl_watched_source_config sc = {
         .etcd_endpoints = eps,
         .n_endpoints = neps,
         .prefix = o->storage_prefix,
+        .request_timeout_ms = o->storage_timeout_ns / 1000000,
+        .log = &n->log,
+    };
+    int rc = sl_watched_source_new(&sc, &n->storage);
+    if (rc)
+        snprintf(err, errlen, "storage: %s", strerror(-rc));
+    return rc;
+}
+
+static int start_storage_watch(sl_node *n, char *err, size_t errlen)
+{
+    if (!n->storage)
+        return 0;
+    int rc = sl_watched_source_start(n->storage);
+    if (rc) {
+        snprintf(err, errlen, "storage: %s", strerror(-rc));
+        return rc;
+    }
+    if (n->quotas && sl_quotasrc_wait_loaded(n->quotas, 2000) == -ETIMEDOUT)
+        sl_log_warn(&n->log, "etcd not reached yet; /attempt answers 500 until quotas load");
+    if (n->switches && sl_killswitch_wait_loaded(n->switches, 2000) == -ETIMEDOUT)
+        sl_log_warn(&n->log, "etcd not reached yet; no kill switch is set until it is");
+    return 0;
+}
+
+static int start_quotas(sl_node *n, char *err, size_t errlen)
+{
+    sl_options *o = &n->opts;
+    if (o->storage_addrs.n == 0 && !(o->quota_file && o->quota_file[0]))
+        return 0;
+    sl_quotasrc_config qc = {
+        .source = n->storage, /* etcd; NULL: the quota file or nothing */
         .quota_file = o->quota_file,
         .request_timeout_ms = o->storage_timeout_ns / 1000000,
         .log = &n->log,
@@ -312,8 +348,6 @@ static int start_quotas(sl_node *n, char *err, size_t errlen)
         snprintf(err, errlen, "quotas: %s", strerror(-rc));
         return rc;
     }
-    if (neps && sl_quotasrc_wait_loaded(n->quotas, 2000) == -ETIMEDOUT)
-        sl_log_warn(&n->log, "etcd not reached yet; /attempt answers 500 until quotas load");
     return sl_quotasrc_register_metrics(n->quotas, n->metrics);
 }
 
@@ -322,14 +356,8 @@ static int start_quotas(sl_node *n, char *err, size_t errlen)
 static int start_protection(sl_node *n, char *err, size_t errlen)
 {
     sl_options *o = &n->opts;
-    const char *eps[64];
-    size_t neps = o->storage_addrs.n < 64 ? o->storage_addrs.n : 64;
-    for (size_t i = 0; i < neps; i++)
-        eps[i] = o->storage_addrs.items[i];
     sl_killswitch_config kc = {
-        .etcd_endpoints = eps,
-        .n_endpoints = neps,
-        .prefix = o->storage_prefix,
+        .source = n->storage, /* etcd; NULL: the quota file or nothing */
         .file = o->quota_file,
         .max_entries = (size_t)o->max_switches,
         .request_timeout_ms = o->storage_timeout_ns / 1000000,
@@ -340,8 +368,6 @@ static int start_protection(sl_node *n, char *err, size_t errlen)
         snprintf(err, errlen, "switchboard: %s", strerror(-rc));
         return rc;
     }
-    if (neps && sl_killswitch_wait_loaded(n->switches, 2000) == -ETIMEDOUT)
-        sl_log_warn(&n->log, "etcd not reached yet; no kill switch is set until it is");
     if ((rc = sl_killswitch_register_metrics(n->switches, n->metrics))) {
         snprintf(err, errlen, "metrics: %s", strerror(-rc));
         return rc;
@@ -476,9 +502,13 @@ static int build(sl_node *n, char *err, size_t errlen)
         return rc;
     }
 
+    if ((rc = start_storage(n, err, errlen)))
+        return rc;
     if ((rc = start_quotas(n, err, errlen)))
         return rc;
     if ((rc = start_protection(n, err, errlen)))
+        return rc;
+    if ((rc = start_storage_watch(n, err, errlen)))
         return rc;
 
     sl_service_config scfg = {
@@ -706,6 +736,7 @@ void sl_node_free(sl_node *n)
     sl_protect_free(n->protect);
     sl_killswitch_free(n->switches);
     sl_quotasrc_free(n->quotas);
+    sl_watched_source_free(n->storage); /* the feeds above have left it: stops the thread */
     sl_router_free(n->router);
     sl_engine_free(n->engine);
     sl_metrics_free(n->metrics);

@@ -35,6 +35,8 @@
 
 #include "config/etcd.h"
 #include "config/killswitch.h"
+#include "config/quotasrc.h"
+#include "config/watched.h"
 #include "sluice/clock.h"
 
 #define M(s) (s), strlen(s)
@@ -521,6 +523,103 @@ static void test_etcd(void **state)
     fclose(logf);
 }
 
+/* One source, one thread, one watch stream feeding both the quotas and the switchboard (as the
+ * node runs them): each sees its own keys, from the first load and through the watch. */
+static void test_etcd_shared_watch(void **state)
+{
+    (void)state;
+    if (g_etcd.pid <= 0) {
+        skip();
+        return;
+    }
+    sl_etcd *e = etcd_client();
+    put(e, "/sh/killswitch/api", "on");
+    put(e, "/sh/limit/key/api/quota", "{\"rate\": 10, \"burst\": 2}");
+
+    FILE *logf = tmpfile();
+    sl_logger lg;
+    sl_log_init(&lg, logf, SL_LOG_DEBUG, "t");
+    const char *eps[] = {g_etcd.url};
+    sl_watched_source_config sc = {.etcd_endpoints = eps, .n_endpoints = 1, .prefix = "/sh",
+                                   .log = &lg};
+    sl_watched_source *src = NULL;
+    assert_int_equal(sl_watched_source_new(&sc, &src), 0);
+    sl_quotasrc_config qc = {.source = src, .log = &lg};
+    sl_quotasrc *q = NULL;
+    assert_int_equal(sl_quotasrc_new(&qc, &q), 0);
+    sl_killswitch_config kc = {.source = src, .log = &lg};
+    sl_killswitch *ks = NULL;
+    assert_int_equal(sl_killswitch_new(&kc, &ks), 0);
+    /* not started yet: nothing is read before every feed has attached */
+    assert_int_equal(sl_killswitch_wait_loaded(ks, 50), -ETIMEDOUT);
+    assert_int_equal(sl_watched_source_start(src), 0);
+    sl_killswitch_config late = {.source = src, .log = &lg};
+    sl_killswitch *ks2 = NULL;
+    assert_int_equal(sl_killswitch_new(&late, &ks2), -EBUSY);
+    sl_watched_source_free(src); /* the feeds keep it */
+    assert_int_equal(sl_quotasrc_wait_loaded(q, 5000), 0);
+    assert_int_equal(sl_killswitch_wait_loaded(ks, 5000), 0);
+
+    sl_killswitch_reader r = {0};
+    const sl_killswitch_snap *s = sl_killswitch_read(ks, &r);
+    assert_int_equal(sl_killswitch_snap_mode(s, M("api")), SL_KILLSWITCH_KILLED);
+    sl_quotasrc_reader qr = {0};
+    const sl_quota_snap *qs = sl_quotasrc_read(q, &qr);
+    sl_quota_path path = {0};
+    assert_int_equal(sl_quota_path_parse(M("limit/key/api/quota"), &path), 0);
+    sl_quota quota;
+    assert_true(sl_quota_tree_get_quota(qs->tree, &path, &quota));
+    assert_int_equal(sl_quota_tree_count(qs->tree), 1);
+
+    /* both follow the same watch */
+    put(e, "/sh/killswitch/api", "shadow");
+    WITHIN_1S(ks, &r, s, sl_killswitch_snap_mode(s, M("api")) == SL_KILLSWITCH_SHADOW);
+    put(e, "/sh/limit/key/web/quota", "{\"rate\": 5}");
+    int64_t t_end = now_ms() + 1000;
+    while ((qs = sl_quotasrc_read(q, &qr)), sl_quota_tree_count(qs->tree) != 2) {
+        if (now_ms() > t_end)
+            fail_msg("the quota put did not arrive within 1 s");
+        nap();
+    }
+    sl_quotasrc_status qst;
+    sl_quotasrc_status_get(q, &qst);
+    sl_killswitch_status kst;
+    sl_killswitch_status_get(ks, &kst);
+    assert_true(qst.connected);
+    assert_true(kst.connected);
+    assert_int_equal(qst.mode, SL_QUOTASRC_ETCD);
+    assert_int_equal(kst.source, SL_KILLSWITCH_ETCD);
+
+    /* one thread and one watch: established once, for both */
+    fflush(logf);
+    rewind(logf);
+    char buf[16384];
+    size_t n = fread(buf, 1, sizeof buf - 1, logf);
+    buf[n] = 0;
+    const char *first = strstr(buf, "etcd watch established");
+    assert_non_null(first);
+    assert_null(strstr(first + 1, "etcd watch established"));
+    assert_non_null(strstr(buf, "what=quotas and switches"));
+
+    sl_killswitch_reader_release(&r);
+    sl_quotasrc_reader_release(&qr);
+    sl_killswitch_free(ks);
+    /* the quotas still follow the watch after the switchboard has left it */
+    put(e, "/sh/limit/key/more/quota", "{\"rate\": 5}");
+    t_end = now_ms() + 1000;
+    while ((qs = sl_quotasrc_read(q, &qr)), sl_quota_tree_count(qs->tree) != 3) {
+        if (now_ms() > t_end)
+            fail_msg("the quota put did not arrive within 1 s");
+        nap();
+    }
+    sl_quotasrc_reader_release(&qr);
+    int64_t t0 = now_ms();
+    sl_quotasrc_free(q); /* the last feed: stops the thread */
+    assert_true(now_ms() - t0 < 2000);
+    sl_etcd_free(e);
+    fclose(logf);
+}
+
 /* etcd down at start: not loaded, an empty (enforcing) snapshot, and free() returns promptly. */
 static void test_etcd_unreachable(void **state)
 {
@@ -560,6 +659,7 @@ int main(void)
     };
     const struct CMUnitTest etcd_tests[] = {
         cmocka_unit_test(test_etcd),
+        cmocka_unit_test(test_etcd_shared_watch),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     rc += cmocka_run_group_tests_name("etcd", etcd_tests, etcd_setup, etcd_teardown);
