@@ -6,15 +6,14 @@
  */
 #include "config/opt.h"
 
+#include "base/file.h"
+
 #include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <yaml.h>
 
 extern char **environ;
@@ -696,39 +695,16 @@ out:
 int sl_opt_load_file(const sl_opt_table *t, void *target, const char *path, char *err,
                      size_t errlen)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int e = errno;
-        return sl_opt_fail(err, errlen, -e, "config file %s: %s (option 'config')", path, strerror(e));
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return sl_opt_fail(err, errlen, -EINVAL, "config file %s: not a regular file (option 'config')",
-                    path);
-    }
-    if ((uint64_t)st.st_size > MAX_FILE_BYTES) {
-        close(fd);
-        return sl_opt_fail(err, errlen, -EFBIG, "config file %s: larger than %zu bytes", path,
-                    MAX_FILE_BYTES);
-    }
-    size_t size = (size_t)st.st_size, got = 0;
-    char *buf = malloc(size + 1);
-    if (buf == NULL) {
-        close(fd);
-        return sl_opt_fail(err, errlen, -ENOMEM, "out of memory");
-    }
-    while (got < size) {
-        ssize_t n = read(fd, buf + got, size - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
-    close(fd);
-    buf[got] = '\0';
-    int rc = sl_opt_load_yaml(t, target, buf, got, path, err, errlen);
+    char *buf = NULL, why[512];
+    size_t len = 0;
+    int rc = sl_file_read(path, MAX_FILE_BYTES, SL_FILE_REGULAR, &buf, &len, why, sizeof why);
+    if (rc == -ENOMEM)
+        return sl_opt_fail(err, errlen, rc, "out of memory");
+    if (rc == -EFBIG || rc == -EIO)
+        return sl_opt_fail(err, errlen, rc, "config file %s", why);
+    if (rc)
+        return sl_opt_fail(err, errlen, rc, "config file %s (option 'config')", why);
+    rc = sl_opt_load_yaml(t, target, buf, len, path, err, errlen);
     free(buf);
     return rc;
 }
