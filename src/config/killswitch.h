@@ -34,6 +34,11 @@
  *
  * Bounded: at most max_entries switches and concurrency entries (names up to SL_KILLSWITCH_MAX_NAME
  * bytes); entries beyond are refused and counted as invalid.
+ *
+ * Three modules, as for quotas: this one holds the values, the board (the entries a source or the
+ * admin layer holds) and the snapshots; config/killswitchfile.h parses the quota file's sections;
+ * config/killswitchsrc.h is the source (etcd or file, admin overrides, readers, status, metrics),
+ * included at the end of this header for the callers that include only this one.
  */
 #ifndef SLUICE_CONFIG_KILLSWITCH_H
 #define SLUICE_CONFIG_KILLSWITCH_H
@@ -43,8 +48,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/log.h"
-#include "core/metrics.h"
+#include "base/strmap.h"
 
 #define SL_KILLSWITCH_GLOBAL "*"
 #define SL_KILLSWITCH_MAX_NAME 1024
@@ -80,10 +84,80 @@ typedef struct sl_killswitch_fleet {
 int sl_killswitch_parse_conc(const char *s, size_t len, sl_killswitch_conc *out, const char **err);
 int sl_killswitch_parse_fleet(const char *s, size_t len, sl_killswitch_fleet *out,
                               const char **err);
+/* The defaults of a concurrency limit's and a fleet's missing fields. */
+#define SL_KILLSWITCH_DEFAULT_DURATION_MS 60000
+#define SL_KILLSWITCH_DEFAULT_RESERVE 0.2
+/* A fleet's bounds: 0, or -EINVAL with a static reason in *err. */
+int sl_killswitch_fleet_check(const sl_killswitch_fleet *f, const char **err);
+/* A duration in sluiced's syntax ("30s", "1m30s"; a bare number: milliseconds) within
+ * 1 ms..SL_KILLSWITCH_MAX_DURATION_MS, in milliseconds. 0 or -EINVAL. */
+int sl_killswitch_parse_duration(const char *s, int64_t *ms);
+
+/* ---- the board: the entries one layer (a source's, or the admin calls') holds ---- */
+
+/* An entry's kind: a switch "api" and the concurrency entry of resource "api" are different. */
+enum { SL_KILLSWITCH_K_SWITCH = 1, SL_KILLSWITCH_K_CONC = 2 };
+
+typedef struct sl_killswitch_entry {
+    uint8_t mode;  /* K_SWITCH: sl_killswitch_mode */
+    uint8_t admin; /* in a snapshot: the mode is an admin override */
+    sl_killswitch_conc conc; /* K_CONC; name "" = the default */
+} sl_killswitch_entry;
+
+/* (kind, name) -> sl_killswitch_entry, at most max_entries; and the fleet. */
+typedef struct sl_killswitch_board {
+    sl_strmap map;
+    bool has_fleet;
+    sl_killswitch_fleet fleet;
+} sl_killswitch_board;
+
+void sl_killswitch_board_init(sl_killswitch_board *b, size_t max_entries, uint64_t seed);
+void sl_killswitch_board_free(sl_killswitch_board *b);
+static inline sl_killswitch_entry *sl_killswitch_board_get(const sl_killswitch_board *b, int kind,
+                                                           const char *name, size_t len)
+{
+    sl_strmap_ent *e = sl_strmap_find(&b->map, (uint32_t)kind, name, len);
+    return e ? (sl_killswitch_entry *)sl_strmap_val(e) : NULL;
+}
+/* Insert or replace. 0, -ENOSPC (max_entries), -ENOMEM. */
+int sl_killswitch_board_put(sl_killswitch_board *b, int kind, const char *name, size_t len,
+                            const sl_killswitch_entry *v);
+bool sl_killswitch_board_del(sl_killswitch_board *b, int kind, const char *name, size_t len);
+
+/* What an etcd key names (relative to the root): kind 0 for the fleet or a key not ours. */
+typedef struct sl_killswitch_key {
+    int kind;
+    const char *name;
+    size_t len;
+} sl_killswitch_key;
+
+/*
+ * Apply one etcd key relative to the root ("killswitch/api", "concurrency/default",
+ * "concurrency/key/K", "fleet") with its value, or its deletion, to a board. 0 applied; -ENOENT
+ * not a switchboard key; -EINVAL a malformed value (the entry is removed: the board never holds
+ * what etcd no longer has) or a name longer than SL_KILLSWITCH_MAX_NAME; -ENOSPC, -ENOMEM. *err
+ * says why on every error. *key says which switch or concurrency entry the key names (kind 0 for
+ * the fleet, and when the name is too long), whatever the outcome.
+ */
+int sl_killswitch_board_apply(sl_killswitch_board *b, const char *rel, size_t rlen,
+                              const char *val, size_t vlen, bool del, sl_killswitch_key *key,
+                              const char **err);
 
 /* ---- snapshots (what the request path reads) ---- */
 
 typedef struct sl_killswitch_snap sl_killswitch_snap;
+
+/* Merge a source's board and the admin layer's (whose switches override the source's) into a new
+ * snapshot with one reference. 0, -ENOMEM. */
+int sl_killswitch_snap_new(const sl_killswitch_board *src, const sl_killswitch_board *admin,
+                           bool loaded, size_t max_entries, uint64_t seed,
+                           sl_killswitch_snap **out);
+void sl_killswitch_snap_ref(sl_killswitch_snap *s);
+void sl_killswitch_snap_unref(sl_killswitch_snap *s); /* NULL is ignored */
+void sl_killswitch_snap_stamp(sl_killswitch_snap *s, uint64_t generation);
+/* Switches set (any mode but enforce), of which admin overrides, and concurrency entries. */
+void sl_killswitch_snap_counts(const sl_killswitch_snap *s, size_t *switches, size_t *overrides,
+                               size_t *concurrency);
 
 /* True when no switch is set (every mode is ENFORCE): skip the lookups. */
 bool sl_killswitch_snap_quiet(const sl_killswitch_snap *s);
@@ -99,97 +173,16 @@ bool sl_killswitch_snap_concurrency(const sl_killswitch_snap *s, const char *key
 const sl_killswitch_fleet *sl_killswitch_snap_fleet(const sl_killswitch_snap *s);
 bool sl_killswitch_snap_loaded(const sl_killswitch_snap *s);
 
-/* ---- the source ---- */
-
-typedef enum sl_killswitch_source {
-    SL_KILLSWITCH_NONE = 0, /* admin calls only */
-    SL_KILLSWITCH_ETCD = 1,
-    SL_KILLSWITCH_FILE = 2,
-} sl_killswitch_source;
-
-typedef struct sl_killswitch_config {
-    struct sl_watched_source *source;  /* shared etcd source (config/watched.h), or NULL: one of
-                                          its own from the fields below */
-    const char *const *etcd_endpoints; /* --storage-addrs: etcd mode when n_endpoints > 0 */
-    size_t n_endpoints;
-    const char *prefix;                /* --storage-prefix; NULL = "/sluice" */
-    const char *file;                  /* --quota-file: file mode when there are no endpoints */
-    size_t max_entries;                /* 0 = SL_KILLSWITCH_DEFAULT_MAX_ENTRIES */
-    int64_t backoff_min_ms;            /* 0 = 100 */
-    int64_t backoff_max_ms;            /* 0 = 5000 */
-    int64_t connect_timeout_ms;        /* etcd; 0 = 1000 */
-    int64_t request_timeout_ms;        /* etcd; 0 = 5000 */
-    sl_logger *log;                    /* may be NULL */
-} sl_killswitch_config;
-
-typedef struct sl_killswitch sl_killswitch;
-
-/* File mode reads the file now and fails (-errno, the reason logged) if it cannot; etcd mode
- * starts its watcher thread (unless the source is shared: its owner starts it) and returns at once
- * (sl_killswitch_wait_loaded). */
-int sl_killswitch_new(const sl_killswitch_config *cfg, sl_killswitch **out);
-/* Stops the thread and frees everything; readers must have been released. */
-void sl_killswitch_free(sl_killswitch *ks);
-int sl_killswitch_wait_loaded(sl_killswitch *ks, int64_t timeout_ms);
-
-/* File mode: read the file again (on error keep the current settings; reason in err). etcd mode:
- * -EOPNOTSUPP; none: 0. */
-int sl_killswitch_reload(sl_killswitch *ks, char *err, size_t errlen);
-
-/* The admin override of one switch on this node. 0, -EINVAL (empty or too long name, bad mode),
- * -ENOSPC (too many entries), -ENOMEM. */
-int sl_killswitch_set(sl_killswitch *ks, const char *name, size_t len, sl_killswitch_mode mode);
-
-/* Per-thread reader, zero-initialised; the snapshot stays valid until the next read or release on
- * the same reader. */
-typedef struct sl_killswitch_reader {
-    sl_killswitch_snap *snap;
-    uint64_t generation;
-} sl_killswitch_reader;
-
-const sl_killswitch_snap *sl_killswitch_read(sl_killswitch *ks, sl_killswitch_reader *r);
-void sl_killswitch_reader_release(sl_killswitch_reader *r);
-
-/* Every switch set now (effective mode, after admin overrides), in no particular order; and the
+/* Every switch set (effective mode, after admin overrides), in no particular order; and the
  * concurrency entries ("" = the default). Return nonzero from fn to stop. */
 typedef int (*sl_killswitch_switch_fn)(void *ud, const char *name, size_t len,
                                        sl_killswitch_mode mode, bool admin);
 typedef int (*sl_killswitch_conc_fn)(void *ud, const char *key, size_t len,
                                      const sl_killswitch_conc *c);
-void sl_killswitch_visit(sl_killswitch *ks, sl_killswitch_switch_fn sw, sl_killswitch_conc_fn cc,
-                         void *ud);
-
-typedef struct sl_killswitch_status {
-    sl_killswitch_source source;
-    bool loaded;           /* the source has been read once */
-    bool connected;        /* etcd: the watch is established; file/none: true */
-    int64_t revision;
-    size_t switches;       /* switches set (any mode but enforce), overrides included */
-    size_t overrides;      /* of which set through the admin call */
-    size_t concurrency;    /* concurrency entries */
-    bool fleet;            /* a fleet is configured */
-    uint64_t generation;
-    uint64_t updates;      /* etcd events and admin calls applied */
-    uint64_t invalid;      /* entries ignored as malformed or over max_entries */
-    uint64_t reconnects;
-    int64_t last_change_ms;
-    char endpoint[128];
-    char last_error[256];
-} sl_killswitch_status;
-
-void sl_killswitch_status_get(sl_killswitch *ks, sl_killswitch_status *out);
-const char *sl_killswitch_source_name(sl_killswitch_source s); /* "none", "etcd", "file" */
-
-/*
- * Metrics, read at render time (the registry must not render after sl_killswitch_free()):
- *   sluice_killswitch{name,mode}          1 per switch set (mode shadow or killed)
- *   sluice_switch_source_loaded / _connected{source}, sluice_switch_source_updates_total /
- *   _invalid_total / _reconnects_total{source}
- */
-int sl_killswitch_register_metrics(sl_killswitch *ks, sl_metrics *m);
-
-/* Parse the switchboard sections of a quota-file text into a fresh snapshot's worth of entries
- * (for tests and for `sluice killswitch --check`): 0, or -EINVAL with the line in err. */
-int sl_killswitch_check_file_text(const char *text, size_t len, char *err, size_t errlen);
+void sl_killswitch_snap_visit(const sl_killswitch_snap *s, sl_killswitch_switch_fn sw,
+                              sl_killswitch_conc_fn cc, void *ud);
 
 #endif
+
+/* the source (after the guard: it includes this header for the types above) */
+#include "config/killswitchsrc.h"

@@ -204,19 +204,6 @@ static void test_file(void **state)
     fclose(logf);
 }
 
-static void test_check_text(void **state)
-{
-    (void)state;
-    char err[200];
-    assert_int_equal(sl_killswitch_check_file_text(M(file1), err, sizeof err), 0);
-    assert_int_equal(sl_killswitch_check_file_text(M(""), err, sizeof err), 0);
-    assert_int_equal(sl_killswitch_check_file_text(M("killswitch: [a]\n"), err, sizeof err),
-                     -EINVAL);
-    assert_int_equal(sl_killswitch_check_file_text(M("fleet: {reserve: 0.1}\n"), err, sizeof err),
-                     -EINVAL);
-    assert_int_equal(sl_killswitch_check_file_text(M("a: [\n"), err, sizeof err), -EINVAL);
-}
-
 static int count_switch(void *ud, const char *name, size_t len, sl_killswitch_mode mode,
                         bool admin)
 {
@@ -652,7 +639,6 @@ int main(void)
         cmocka_unit_test(test_modes),
         cmocka_unit_test(test_values),
         cmocka_unit_test(test_file),
-        cmocka_unit_test(test_check_text),
         cmocka_unit_test(test_admin),
         cmocka_unit_test(test_override_precedence),
         cmocka_unit_test(test_etcd_unreachable),
