@@ -13,10 +13,10 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,26 +55,46 @@ typedef struct bench_thread {
     int64_t elapsed_ns, cpu_ns;
 } bench_thread;
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: sluice bench engine [options]\n"
-            "\n"
-            "Decide in-process on keys drawn uniformly from N pre-populated keys and report the\n"
-            "decision rate, the cost per decision and the memory per key. The last line is JSON.\n"
-            "\n"
-            "  --algorithm A   algorithm name, any case (default TOKEN_BUCKET)\n"
-            "  --keys N        distinct keys (default 1000000)\n"
-            "  --max-keys M    the engine's key cap (default N; smaller measures eviction)\n"
-            "  --shards S      store shards, a power of two (default 64)\n"
-            "  --threads T     deciding threads (default 1, at most %d)\n"
-            "  --seconds S     measured duration (default 3)\n"
-            "  --batch B       requests per sl_engine_decide_batch() call; 1 = sl_engine_decide()\n"
-            "                  (default 1, at most %d)\n"
-            "  --limit L       the requests' limit (default 100; SLIDING_LOG keeps 8*L bytes/key)\n"
-            "  --duration MS   the requests' duration in ms (default 60000)\n",
-            MAX_THREADS, MAX_BATCH);
-}
+/* The flags of `sluice bench engine`, turned into bench_opts. */
+typedef struct engine_flags {
+    char *algorithm;
+    int64_t keys, max_keys, shards, threads, batch, limit, duration;
+    double seconds;
+} engine_flags;
+
+#define F(f) offsetof(engine_flags, f)
+
+static const sl_opt engine_opts[] = {
+    {.name = "algorithm", .type = SL_OPT_STRING, .offset = F(algorithm), .def = "TOKEN_BUCKET",
+     .metavar = "A", .help = "algorithm name, any case"},
+    {.name = "keys", .type = SL_OPT_INT, .offset = F(keys), .def = "1000000", .min = 1,
+     .max = UINT32_MAX, .metavar = "N", .help = "distinct keys"},
+    {.name = "max-keys", .type = SL_OPT_INT, .offset = F(max_keys), .def = "0", .def_doc = "N",
+     .min = 0, .max = (int64_t)(UINT64_MAX >> 8), .metavar = "M",
+     .help = "the engine's key cap (smaller than N measures eviction)"},
+    {.name = "shards", .type = SL_OPT_INT, .offset = F(shards), .def = "64", .min = 1,
+     .max = 65536, .metavar = "S", .help = "store shards, a power of two"},
+    {.name = "threads", .type = SL_OPT_INT, .offset = F(threads), .def = "1", .min = 1,
+     .max = MAX_THREADS, .metavar = "T", .help = "deciding threads"},
+    {.name = "seconds", .type = SL_OPT_DOUBLE, .offset = F(seconds), .def = "3", .dmin = 1e-9,
+     .dmax = 3600, .metavar = "S", .help = "measured duration"},
+    {.name = "batch", .type = SL_OPT_INT, .offset = F(batch), .def = "1", .min = 1,
+     .max = MAX_BATCH, .metavar = "B",
+     .help = "requests per sl_engine_decide_batch() call; 1 = sl_engine_decide()"},
+    {.name = "limit", .type = SL_OPT_INT, .offset = F(limit), .def = "100", .min = 1,
+     .max = INT64_MAX, .metavar = "L", .help = "the requests' limit (SLIDING_LOG keeps 8*L bytes/key)"},
+    {.name = "duration", .type = SL_OPT_INT, .offset = F(duration), .def = "60000", .min = 1,
+     .max = INT64_MAX, .metavar = "MS", .help = "the requests' duration in ms"},
+};
+
+static const sl_opt_table engine_table = {
+    .program = "sluice bench engine",
+    .flags_only = true,
+    .about = "Decide in-process on keys drawn uniformly from N pre-populated keys and report the\n"
+             "decision rate, the cost per decision and the memory per key. The last line is JSON.\n",
+    .opts = engine_opts,
+    .nopts = sizeof engine_opts / sizeof engine_opts[0],
+};
 
 static const char hex2[] = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
                            "202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f"
@@ -220,90 +240,41 @@ static int populate(sl_engine *e, const bench_opts *o, uint64_t *errors)
     return 0;
 }
 
-static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+/* The flags as bench_opts: 0, or 2 after a usage error. */
+static int engine_options(const engine_flags *f, bench_opts *o)
 {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *end || s[0] == '-' || v < lo || v > hi)
-        return -EINVAL;
-    *out = v;
+    *o = (bench_opts){.keys = (uint64_t)f->keys, .max_keys = (uint64_t)f->max_keys,
+                      .shards = (unsigned)f->shards, .threads = (int)f->threads,
+                      .seconds = f->seconds, .batch = (int)f->batch, .limit = f->limit,
+                      .duration = f->duration};
+    o->algorithm = sl_algorithm_from_name(f->algorithm, strlen(f->algorithm));
+    if (o->algorithm < 0) {
+        fprintf(stderr, "sluice bench engine: invalid value '%s'\n", f->algorithm);
+        return 2;
+    }
+    if (f->shards & (f->shards - 1)) {
+        fprintf(stderr, "sluice bench engine: invalid value '%lld'\n", (long long)f->shards);
+        return 2;
+    }
     return 0;
 }
 
+static int engine_run(bench_opts o);
+
 static int bench_engine(int argc, char **argv)
 {
-    bench_opts o = {.algorithm = SL_TOKEN_BUCKET, .keys = 1000000, .shards = 64, .threads = 1,
-                    .seconds = 3, .batch = 1, .limit = 100, .duration = 60000};
-    static const struct option longopts[] = {
-        {"algorithm", required_argument, NULL, 'a'}, {"keys", required_argument, NULL, 'k'},
-        {"max-keys", required_argument, NULL, 'm'},  {"shards", required_argument, NULL, 'S'},
-        {"threads", required_argument, NULL, 't'},   {"seconds", required_argument, NULL, 's'},
-        {"batch", required_argument, NULL, 'b'},     {"limit", required_argument, NULL, 'l'},
-        {"duration", required_argument, NULL, 'd'},  {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    optind = 0; /* glibc: full reinitialisation, argv[0] is "engine" */
-    opterr = 0; /* our own messages, prefixed with the whole command */
-    int c;
-    uint64_t v;
-    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        int bad = 0;
-        switch (c) {
-        case 'a':
-            o.algorithm = sl_algorithm_from_name(optarg, strlen(optarg));
-            bad = o.algorithm < 0;
-            break;
-        case 'k':
-            bad = parse_u64(optarg, 1, UINT32_MAX, &o.keys);
-            break;
-        case 'm':
-            bad = parse_u64(optarg, 1, UINT64_MAX >> 8, &o.max_keys);
-            break;
-        case 'S':
-            bad = parse_u64(optarg, 1, 65536, &v) || (v & (v - 1));
-            o.shards = (unsigned)v;
-            break;
-        case 't':
-            bad = parse_u64(optarg, 1, MAX_THREADS, &v);
-            o.threads = (int)v;
-            break;
-        case 's': {
-            char *end;
-            o.seconds = strtod(optarg, &end);
-            bad = end == optarg || *end || !(o.seconds > 0 && o.seconds <= 3600);
-            break;
-        }
-        case 'b':
-            bad = parse_u64(optarg, 1, MAX_BATCH, &v);
-            o.batch = (int)v;
-            break;
-        case 'l':
-            bad = parse_u64(optarg, 1, INT64_MAX, &v);
-            o.limit = (int64_t)v;
-            break;
-        case 'd':
-            bad = parse_u64(optarg, 1, INT64_MAX, &v);
-            o.duration = (int64_t)v;
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            fprintf(stderr, "sluice bench engine: unknown option or missing value: '%s'\n",
-                    argv[optind - 1]);
-            usage(stderr);
-            return 2;
-        }
-        if (bad) {
-            fprintf(stderr, "sluice bench engine: invalid value '%s'\n", optarg);
-            return 2;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "sluice bench engine: unexpected argument '%s'\n", argv[optind]);
-        return 2;
-    }
+    engine_flags f = {0};
+    bench_opts o;
+    int code;
+    if (!sl_cli_parse(&engine_table, &f, argc, argv, NULL, 0, NULL, &code))
+        return code;
+    code = engine_options(&f, &o);
+    sl_opt_free(&engine_table, &f);
+    return code ? code : engine_run(o);
+}
+
+static int engine_run(bench_opts o)
+{
     if (!o.max_keys)
         o.max_keys = o.keys;
 
@@ -414,7 +385,7 @@ int sl_cmd_bench(int argc, char **argv)
 {
     /* argv[0] is "bench" (main passes the arguments from the command's name on). */
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        usage(argc < 2 ? stderr : stdout);
+        sl_opt_help(&engine_table, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "engine"))

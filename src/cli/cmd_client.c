@@ -15,7 +15,7 @@
  */
 #include <curl/curl.h>
 #include <errno.h>
-#include <getopt.h>
+#include <stddef.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,113 +32,39 @@
 #define EXIT_USAGE 2
 #define EXIT_TRANSPORT 3
 #define DEFAULT_ADDR "127.0.0.1:5454"
-#define DEFAULT_TIMEOUT_MS 1000
+#define DEFAULT_TIMEOUT "1s"
 #define MAX_METADATA 16
 
-enum { OPT_ADDR = 256, OPT_NAME, OPT_KEY, OPT_HITS, OPT_LIMIT, OPT_DURATION, OPT_ALGORITHM,
-       OPT_BEHAVIOR, OPT_BURST, OPT_SUB_WINDOWS, OPT_METADATA, OPT_CREATED_AT, OPT_JSON,
-       OPT_TIMEOUT, OPT_HELP, OPT_RESOURCE, OPT_PREFIX, OPT_METHOD, OPT_REQ_ID, OPT_PRIORITY,
-       OPT_ACQUIRE, OPT_RELEASE, OPT_HTTP2 };
+/* ------------------------------------------------------------------ options */
 
-/* ------------------------------------------------------------------ parsing helpers */
-
-static bool parse_i64(const char *s, int64_t *out)
-{
-    char *e;
-    errno = 0;
-    long long v = strtoll(s, &e, 10);
-    if (!*s || *e || errno)
-        return false;
-    *out = v;
-    return true;
-}
-
-static bool parse_timeout(const char *s, int *out)
-{
-    int64_t v;
-    if (!parse_i64(s, &v) || v <= 0 || v > 3600000)
-        return false;
-    *out = (int)v;
-    return true;
-}
-
-/* The options every client command shares (--addr, --timeout, --json, --help) and getopt's
- * errors, handled once for check, health and attempt. */
-typedef struct {
-    const char *cmd;         /* "check", ... for messages */
-    void (*usage)(FILE *);
-    const char *addr;
-    int timeout_ms;
+/* The options check, health and attempt share (a member `co` of each command's struct). */
+typedef struct cli_common {
+    char *addr;
+    int64_t timeout_ns;
     bool json;
 } cli_common;
 
-enum { CLI_OTHER, CLI_TAKEN, CLI_EXIT };
+#define COMMON_OPTS(T)                                                                            \
+    {.name = "addr", .type = SL_OPT_STRING, .offset = offsetof(T, co.addr), .def = DEFAULT_ADDR, \
+     .metavar = "HOST:PORT", .help = "server address"},                                           \
+    {.name = "timeout", .type = SL_OPT_DURATION, .offset = offsetof(T, co.timeout_ns),           \
+     .def = DEFAULT_TIMEOUT, .min = 1000000, .max = INT64_C(3600000000000),                       \
+     .help = "give up after this long"},                                                         \
+    {.name = "json", .type = SL_OPT_BOOL, .offset = offsetof(T, co.json),                         \
+     .help = "print one JSON object"}
 
-/* CLI_TAKEN when ch was a shared option; CLI_EXIT with *code set when the command must end now
- * (--help: 0; a bad --timeout or an unknown option: usage); CLI_OTHER for the command's own. */
-static int cli_common_option(cli_common *c, int ch, char **argv, int *code)
+static int timeout_ms(const cli_common *c)
 {
-    switch (ch) {
-    case OPT_ADDR:
-        c->addr = optarg;
-        return CLI_TAKEN;
-    case OPT_JSON:
-        c->json = true;
-        return CLI_TAKEN;
-    case OPT_HELP:
-        c->usage(stdout);
-        *code = 0;
-        return CLI_EXIT;
-    case OPT_TIMEOUT:
-        if (parse_timeout(optarg, &c->timeout_ms))
-            return CLI_TAKEN;
-        fprintf(stderr, "sluice %s: bad --timeout '%s'\n", c->cmd, optarg);
-        *code = EXIT_USAGE;
-        return CLI_EXIT;
-    case '?':
-    case ':':
-        fprintf(stderr, "sluice %s: unknown option or missing value: %s\n", c->cmd,
-                argv[optind - 1]);
-        c->usage(stderr);
-        *code = EXIT_USAGE;
-        return CLI_EXIT;
-    default:
-        return CLI_OTHER;
-    }
+    return (int)(c->timeout_ns / 1000000);
 }
 
-/* After the options: nothing else may follow. */
-static bool cli_no_arguments(const cli_common *c, int argc, char **argv)
-{
-    if (optind < argc) {
-        fprintf(stderr, "sluice %s: unexpected argument '%s'\n", c->cmd, argv[optind]);
-        return false;
-    }
-    return true;
-}
-
-/* "1500", "1500ms", "2s", "5m", "1h" -> milliseconds. */
+/* A --duration in whole milliseconds: the engine's duration syntax (a bare number is ms). */
 static bool parse_duration_ms(const char *s, int64_t *out)
 {
-    char *e;
-    errno = 0;
-    long long v = strtoll(s, &e, 10);
-    if (e == s || errno || v < 0)
+    int64_t ns;
+    if (sl_opt_parse_duration(s, &ns) || ns < 0 || ns % 1000000 != 0)
         return false;
-    int64_t mul;
-    if (!*e || !strcmp(e, "ms"))
-        mul = 1;
-    else if (!strcmp(e, "s"))
-        mul = 1000;
-    else if (!strcmp(e, "m"))
-        mul = 60000;
-    else if (!strcmp(e, "h"))
-        mul = 3600000;
-    else
-        return false;
-    if (v > INT64_MAX / mul)
-        return false;
-    *out = v * mul;
+    *out = ns / 1000000;
     return true;
 }
 
@@ -180,7 +106,7 @@ static bool parse_behavior(const char *s, int32_t *out)
             }
         }
         if (!found) {
-            if (!parse_i64(tok, &num) || num < 0 || num > 0xffff)
+            if (sl_opt_parse_int(tok, &num) || num < 0 || num > 0xffff)
                 return false;
             b |= (int32_t)num;
         }
@@ -239,143 +165,115 @@ static sl_client *open_client(const char *addr, int timeout_ms)
 
 /* ------------------------------------------------------------------ sluice check */
 
-static void check_usage(FILE *f)
-{
-    fprintf(f,
-        "usage: sluice check --name N --key K --limit L --duration D [options]\n"
-        "\n"
-        "Ask a sluiced (or any Gubernator v2 server) for one rate-limit decision over gRPC\n"
-        "(/pb.gubernator.V1/GetRateLimits) and print the answer.\n"
-        "\n"
-        "  --addr A          server address host:port (default " DEFAULT_ADDR ")\n"
-        "  --name N          limit name (required)\n"
-        "  --key K           unique key, e.g. account:42 (required)\n"
-        "  --hits H          hits to take (default 1; 0 only looks; negative gives back)\n"
-        "  --limit L         the limit (required)\n"
-        "  --duration D      window: milliseconds or with a unit, 1500 / 1500ms / 2s / 5m / 1h\n"
-        "                    (required); with --behavior duration_is_gregorian: minutes, hours,\n"
-        "                    days, months or years\n"
-        "  --algorithm A     token_bucket (default), leaky_bucket, gcra, fixed_window,\n"
-        "                    sliding_window, sliding_log, concurrency\n"
-        "  --behavior B      comma-separated: batching, no_batching, global,\n"
-        "                    duration_is_gregorian, reset_remaining, multi_region,\n"
-        "                    drain_over_limit (or a number)\n"
-        "  --burst B         leaky_bucket: bucket size (default 0 = limit); gcra: requests\n"
-        "                    admitted at once beyond one (default 0)\n"
-        "  --sub-windows N   sliding_window sub-windows (sent as metadata sub_windows)\n"
-        "  --metadata K=V    request metadata entry, repeatable (e.g. priority=critical)\n"
-        "  --created-at MS   request time, epoch ms (default: when the server receives it)\n"
-        "  --timeout MS      give up after MS milliseconds (default %d)\n"
-        "  --json            print one JSON object\n"
-        "  --help            this text\n"
-        "\n"
-        "exit: 0 under limit, 1 over limit or refused with an error, 2 usage, 3 no answer\n"
-        "(connect failure, timeout, gRPC error status)\n",
-        DEFAULT_TIMEOUT_MS);
-}
+typedef struct check_opts {
+    cli_common co;
+    char *name, *key, *duration; /* required */
+    int64_t hits, limit, burst, sub_windows, created_at;
+    char *algorithm, *behavior;
+    sl_opt_list metadata;
+} check_opts;
+
+static const sl_opt check_opts_table[] = {
+    COMMON_OPTS(check_opts),
+    {.name = "name", .type = SL_OPT_STRING, .offset = offsetof(check_opts, name),
+     .nullable = true, .def_doc = "required", .metavar = "N", .help = "limit name"},
+    {.name = "key", .type = SL_OPT_STRING, .offset = offsetof(check_opts, key), .nullable = true,
+     .def_doc = "required", .metavar = "K", .help = "unique key, e.g. account:42"},
+    {.name = "hits", .type = SL_OPT_INT, .offset = offsetof(check_opts, hits), .def = "1",
+     .metavar = "H", .help = "hits to take (0 only looks; negative gives back)"},
+    {.name = "limit", .type = SL_OPT_INT, .offset = offsetof(check_opts, limit), .def = "-1",
+     .def_doc = "required", .min = -1, .max = INT64_MAX, .metavar = "L", .help = "the limit"},
+    {.name = "duration", .type = SL_OPT_STRING, .offset = offsetof(check_opts, duration),
+     .nullable = true, .def_doc = "required", .metavar = "D",
+     .help = "window: 1500 (ms), 1500ms, 2s, 5m, 1h; with --behavior duration_is_gregorian: "
+             "minutes, hours, days, months or years"},
+    {.name = "algorithm", .type = SL_OPT_STRING, .offset = offsetof(check_opts, algorithm),
+     .def = "token_bucket", .metavar = "A",
+     .help = "token_bucket, leaky_bucket, gcra, fixed_window, sliding_window, sliding_log, "
+             "concurrency"},
+    {.name = "behavior", .type = SL_OPT_STRING, .offset = offsetof(check_opts, behavior),
+     .metavar = "B",
+     .help = "comma-separated: batching, no_batching, global, duration_is_gregorian, "
+             "reset_remaining, multi_region, drain_over_limit (or a number)"},
+    {.name = "burst", .type = SL_OPT_INT, .offset = offsetof(check_opts, burst), .def = "0",
+     .min = 0, .max = INT64_MAX, .metavar = "B",
+     .help = "leaky_bucket: bucket size (0 = limit); gcra: requests admitted at once beyond one"},
+    {.name = "sub-windows", .type = SL_OPT_INT, .offset = offsetof(check_opts, sub_windows),
+     .def = "0", .min = 0, .max = 1000000, .metavar = "N",
+     .help = "sliding_window sub-windows (sent as metadata sub_windows)"},
+    {.name = "metadata", .type = SL_OPT_LIST, .offset = offsetof(check_opts, metadata),
+     .repeat = true, .metavar = "K=V",
+     .help = "request metadata entry, repeatable (e.g. priority=critical)"},
+    {.name = "created-at", .type = SL_OPT_INT, .offset = offsetof(check_opts, created_at),
+     .def = "0", .def_doc = "when the server receives it", .min = 0, .max = INT64_MAX,
+     .metavar = "MS", .help = "request time, epoch ms"},
+};
+
+static const sl_opt_table check_table = {
+    .program = "sluice check",
+    .flags_only = true,
+    .usage = "--name N --key K --limit L --duration D [options]",
+    .about = "Ask a sluiced (or any Gubernator v2 server) for one rate-limit decision over gRPC\n"
+             "(/pb.gubernator.V1/GetRateLimits) and print the answer.\n",
+    .epilog = "exit: 0 under limit, 1 over limit or refused with an error, 2 usage, 3 no answer\n"
+              "(connect failure, timeout, gRPC error status)\n",
+    .opts = check_opts_table,
+    .nopts = sizeof check_opts_table / sizeof check_opts_table[0],
+};
+
+static int check_run(check_opts *o);
 
 int sl_cmd_check(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"addr", required_argument, NULL, OPT_ADDR},
-        {"name", required_argument, NULL, OPT_NAME},
-        {"key", required_argument, NULL, OPT_KEY},
-        {"hits", required_argument, NULL, OPT_HITS},
-        {"limit", required_argument, NULL, OPT_LIMIT},
-        {"duration", required_argument, NULL, OPT_DURATION},
-        {"algorithm", required_argument, NULL, OPT_ALGORITHM},
-        {"behavior", required_argument, NULL, OPT_BEHAVIOR},
-        {"burst", required_argument, NULL, OPT_BURST},
-        {"sub-windows", required_argument, NULL, OPT_SUB_WINDOWS},
-        {"metadata", required_argument, NULL, OPT_METADATA},
-        {"created-at", required_argument, NULL, OPT_CREATED_AT},
-        {"timeout", required_argument, NULL, OPT_TIMEOUT},
-        {"json", no_argument, NULL, OPT_JSON},
-        {"help", no_argument, NULL, OPT_HELP},
-        {NULL, 0, NULL, 0},
-    };
-    cli_common co = {"check", check_usage, DEFAULT_ADDR, DEFAULT_TIMEOUT_MS, false};
-    const char *name = NULL, *key = NULL, *duration = NULL;
-    int64_t hits = 1, limit = -1, burst = 0, sub_windows = 0, created_at = 0;
-    int algorithm = SL_TOKEN_BUCKET;
+    check_opts o = {0};
+    int code;
+    if (!sl_cli_parse(&check_table, &o, argc, argv, NULL, 0, NULL, &code))
+        return code;
+    code = check_run(&o);
+    sl_opt_free(&check_table, &o);
+    return code;
+}
+
+static int check_run(check_opts *o)
+{
+    const char *name = o->name, *key = o->key, *duration = o->duration;
+    int64_t limit = o->limit;
     int32_t behavior = 0;
     sl_client_kv md[MAX_METADATA];
-    char *md_store[MAX_METADATA];
     size_t nmd = 0;
     int rc = EXIT_USAGE;
-
-    optind = 0;
-    opterr = 0;
-    int ch;
-    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        int taken = cli_common_option(&co, ch, argv, &rc);
-        if (taken == CLI_EXIT)
-            goto out;
-        if (taken == CLI_TAKEN)
-            continue;
-        switch (ch) {
-        case OPT_NAME: name = optarg; break;
-        case OPT_KEY: key = optarg; break;
-        case OPT_DURATION: duration = optarg; break;
-        case OPT_HITS:
-            if (!parse_i64(optarg, &hits))
-                goto bad;
-            break;
-        case OPT_LIMIT:
-            if (!parse_i64(optarg, &limit) || limit < 0)
-                goto bad;
-            break;
-        case OPT_BURST:
-            if (!parse_i64(optarg, &burst) || burst < 0)
-                goto bad;
-            break;
-        case OPT_SUB_WINDOWS:
-            if (!parse_i64(optarg, &sub_windows) || sub_windows < 0 || sub_windows > 1000000)
-                goto bad;
-            break;
-        case OPT_CREATED_AT:
-            if (!parse_i64(optarg, &created_at) || created_at < 0)
-                goto bad;
-            break;
-        case OPT_ALGORITHM:
-            algorithm = sl_algorithm_from_name(optarg, strlen(optarg));
-            if (algorithm < 0)
-                goto bad;
-            break;
-        case OPT_BEHAVIOR:
-            if (!parse_behavior(optarg, &behavior))
-                goto bad;
-            break;
-        case OPT_METADATA: {
-            char *eq = strchr(optarg, '=');
-            if (!eq || eq == optarg || nmd == MAX_METADATA)
-                goto bad;
-            md_store[nmd] = strdup(optarg);
-            if (!md_store[nmd])
-                goto bad;
-            md_store[nmd][eq - optarg] = 0;
-            md[nmd].key = md_store[nmd];
-            md[nmd].value = md_store[nmd] + (eq - optarg) + 1;
-            nmd++;
-            break;
-        }
-        default:
-            break;
-        }
+    int algorithm = sl_algorithm_from_name(o->algorithm, strlen(o->algorithm));
+    if (algorithm < 0) {
+        fprintf(stderr, "sluice check: bad value for --algorithm: '%s'\n", o->algorithm);
+        return EXIT_USAGE;
     }
-    if (!cli_no_arguments(&co, argc, argv))
-        goto out;
+    if (o->behavior[0] && !parse_behavior(o->behavior, &behavior)) {
+        fprintf(stderr, "sluice check: bad value for --behavior: '%s'\n", o->behavior);
+        return EXIT_USAGE;
+    }
+    for (size_t i = 0; i < o->metadata.n; i++) {
+        char *kv = o->metadata.items[i], *eq = strchr(kv, '=');
+        if (!eq || eq == kv || nmd == MAX_METADATA) {
+            fprintf(stderr, "sluice check: bad value for --metadata: '%s'%s\n", kv,
+                    nmd == MAX_METADATA ? " (too many)" : "");
+            return EXIT_USAGE;
+        }
+        *eq = 0;
+        md[nmd].key = kv;
+        md[nmd].value = eq + 1;
+        nmd++;
+    }
     if (!name || !key || limit < 0 || !duration) {
         fprintf(stderr, "sluice check: --name, --key, --limit and --duration are required "
                         "(see --help)\n");
-        goto out;
+        return EXIT_USAGE;
     }
     int64_t dur;
     if (behavior & SL_DURATION_IS_GREGORIAN) {
         int g = gregorian_from_name(duration);
         if (g >= 0)
             dur = g;
-        else if (!parse_i64(duration, &dur))
+        else if (sl_opt_parse_int(duration, &dur))
             goto bad_duration;
     } else if (!parse_duration_ms(duration, &dur)) {
         goto bad_duration;
@@ -384,18 +282,18 @@ int sl_cmd_check(int argc, char **argv)
     sl_client_item it;
     memset(&it, 0, sizeof it);
     it.req = (sl_request){.name = name, .name_len = strlen(name), .unique_key = key,
-                          .unique_key_len = strlen(key), .hits = hits, .limit = limit,
-                          .duration = dur, .burst = burst, .created_at = created_at,
+                          .unique_key_len = strlen(key), .hits = o->hits, .limit = limit,
+                          .duration = dur, .burst = o->burst, .created_at = o->created_at,
                           .algorithm = algorithm, .behavior = behavior,
-                          .sub_windows = (int32_t)sub_windows};
+                          .sub_windows = (int32_t)o->sub_windows};
     it.metadata = md;
     it.metadata_count = nmd;
 
-    sl_client *c = open_client(co.addr, co.timeout_ms);
+    sl_client *c = open_client(o->co.addr, timeout_ms(&o->co));
     if (!c)
         goto out;
     sl_client_check_reply r;
-    int crc = sl_client_check(c, &it, 1, co.timeout_ms, &r);
+    int crc = sl_client_check(c, &it, 1, timeout_ms(&o->co), &r);
     sl_client_free(c);
     if (crc < 0 && !r.items) {
         fprintf(stderr, "sluice check: %s\n", strerror(-crc));
@@ -405,7 +303,7 @@ int sl_cmd_check(int argc, char **argv)
     if (r.err) {
         rc = EXIT_TRANSPORT;
         const char *why = r.grpc_message ? r.grpc_message : err_text(r.err);
-        if (co.json) {
+        if (o->co.json) {
             json_t *o = json_object();
             json_object_set_new(o, "error", json_string(why));
             json_object_set_new(o, "errno", json_integer(r.err));
@@ -415,7 +313,7 @@ int sl_cmd_check(int argc, char **argv)
                 json_object_set_new(o, "http_status", json_integer(r.http_status));
             print_json(o);
         } else {
-            fprintf(stderr, "sluice check: no answer from %s: %s", co.addr, why);
+            fprintf(stderr, "sluice check: no answer from %s: %s", o->co.addr, why);
             if (r.grpc_status > 0)
                 fprintf(stderr, " (grpc-status %d)", r.grpc_status);
             fprintf(stderr, "\n");
@@ -430,7 +328,7 @@ int sl_cmd_check(int argc, char **argv)
     char iso[48];
     iso_time(x->resp.reset_time, iso, sizeof iso);
     int64_t now = sl_wall_ms();
-    if (co.json) {
+    if (o->co.json) {
         json_t *o = json_object();
         json_object_set_new(o, "status", json_string(over ? "OVER_LIMIT" : "UNDER_LIMIT"));
         json_object_set_new(o, "limit", json_integer(x->resp.limit));
@@ -463,59 +361,50 @@ int sl_cmd_check(int argc, char **argv)
 
 bad_duration:
     fprintf(stderr, "sluice check: bad --duration '%s'\n", duration);
-    goto out;
-bad:
-    fprintf(stderr, "sluice check: bad value for %s: '%s'\n", argv[optind - 1], optarg);
 out:
-    for (size_t i = 0; i < nmd; i++)
-        free(md_store[i]);
     return rc;
 }
 
 /* ------------------------------------------------------------------ sluice health */
 
-static void health_usage(FILE *f)
-{
-    fprintf(f,
-        "usage: sluice health [--addr A] [--json] [--timeout MS]\n"
-        "\n"
-        "Ask a sluiced for its health (gRPC /pb.gubernator.V1/HealthCheck).\n"
-        "\n"
-        "  --addr A       server address host:port (default " DEFAULT_ADDR ")\n"
-        "  --timeout MS   give up after MS milliseconds (default %d)\n"
-        "  --json         print one JSON object\n"
-        "  --help         this text\n"
-        "\n"
-        "exit: 0 healthy, 1 unhealthy, 2 usage, 3 no answer\n",
-        DEFAULT_TIMEOUT_MS);
-}
+typedef struct health_opts {
+    cli_common co;
+} health_opts;
+
+static const sl_opt health_opts_table[] = {COMMON_OPTS(health_opts)};
+
+static const sl_opt_table health_table = {
+    .program = "sluice health",
+    .flags_only = true,
+    .about = "Ask a sluiced for its health (gRPC /pb.gubernator.V1/HealthCheck).\n",
+    .epilog = "exit: 0 healthy, 1 unhealthy, 2 usage, 3 no answer\n",
+    .opts = health_opts_table,
+    .nopts = sizeof health_opts_table / sizeof health_opts_table[0],
+};
+
+static int health_run(const health_opts *o);
 
 int sl_cmd_health(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"addr", required_argument, NULL, OPT_ADDR},
-        {"timeout", required_argument, NULL, OPT_TIMEOUT},
-        {"json", no_argument, NULL, OPT_JSON},
-        {"help", no_argument, NULL, OPT_HELP},
-        {NULL, 0, NULL, 0},
-    };
-    cli_common co = {"health", health_usage, DEFAULT_ADDR, DEFAULT_TIMEOUT_MS, false};
-    optind = 0;
-    opterr = 0;
-    int ch, code = EXIT_USAGE;
-    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1)
-        if (cli_common_option(&co, ch, argv, &code) == CLI_EXIT)
-            return code;
-    if (!cli_no_arguments(&co, argc, argv))
-        return EXIT_USAGE;
-    const char *addr = co.addr;
-    int timeout_ms = co.timeout_ms;
-    bool json = co.json;
-    sl_client *c = open_client(addr, timeout_ms);
+    health_opts o = {0};
+    int code;
+    if (!sl_cli_parse(&health_table, &o, argc, argv, NULL, 0, NULL, &code))
+        return code;
+    code = health_run(&o);
+    sl_opt_free(&health_table, &o);
+    return code;
+}
+
+static int health_run(const health_opts *o)
+{
+    const char *addr = o->co.addr;
+    int timeout = timeout_ms(&o->co);
+    bool json = o->co.json;
+    sl_client *c = open_client(addr, timeout);
     if (!c)
         return EXIT_USAGE;
     sl_health_reply h;
-    int rc = sl_client_health(c, timeout_ms, &h);
+    int rc = sl_client_health(c, timeout, &h);
     sl_client_free(c);
     if (rc < 0) {
         if (json) {
@@ -552,33 +441,43 @@ int sl_cmd_health(int argc, char **argv)
 
 /* ------------------------------------------------------------------ sluice attempt */
 
-static void attempt_usage(FILE *f)
-{
-    fprintf(f,
-        "usage: sluice attempt --resource R [options]\n"
-        "       sluice attempt --release LEASE [options]\n"
-        "\n"
-        "Levee's POST /attempt against a sluiced: may this request for the resource go ahead?\n"
-        "\n"
-        "  --addr A          server address host:port (default " DEFAULT_ADDR ")\n"
-        "  --resource R      X-Resource: the resource key (required for an attempt)\n"
-        "  --prefix P        X-Prefix: path within the resource\n"
-        "  --method M        X-Method: sub-resource, e.g. the HTTP method\n"
-        "  --req-id ID       X-Req-Id: trace id, echoed by the server\n"
-        "  --priority P      X-Priority: critical, post, get or test\n"
-        "  --acquire         take a concurrency lease (X-Concurrency: acquire); prints its id\n"
-        "  --release LEASE   give a lease back (POST /release with X-Lease-Id)\n"
-        "  --http2           speak HTTP/2 without TLS (prior knowledge) through libsluice's\n"
-        "                    client instead of HTTP/1.1 (libcurl)\n"
-        "  --timeout MS      give up after MS milliseconds (default %d)\n"
-        "  --json            print one JSON object\n"
-        "  --help            this text\n"
-        "\n"
-        "exit: 0 accepted (or released), 1 rejected (429, or 503 shedding; or, releasing, an\n"
-        "unknown lease),\n"
-        "2 usage, 3 failed (500, 400) or no answer\n",
-        DEFAULT_TIMEOUT_MS);
-}
+typedef struct attempt_opts {
+    cli_common co;
+    char *resource, *prefix, *method, *req_id, *priority; /* NULL: header not sent */
+    bool acquire, http2;
+    char *release;                                        /* NULL: an attempt */
+} attempt_opts;
+
+#define A_HEADER(f, n, mv, h)                                                                     \
+    {.name = n, .type = SL_OPT_STRING, .offset = offsetof(attempt_opts, f), .nullable = true,    \
+     .metavar = mv, .help = h}
+
+static const sl_opt attempt_opts_table[] = {
+    COMMON_OPTS(attempt_opts),
+    A_HEADER(resource, "resource", "R", "X-Resource: the resource key (required for an attempt)"),
+    A_HEADER(prefix, "prefix", "P", "X-Prefix: path within the resource"),
+    A_HEADER(method, "method", "M", "X-Method: sub-resource, e.g. the HTTP method"),
+    A_HEADER(req_id, "req-id", "ID", "X-Req-Id: trace id, echoed by the server"),
+    A_HEADER(priority, "priority", "P", "X-Priority: critical, post, get or test"),
+    {.name = "acquire", .type = SL_OPT_BOOL, .offset = offsetof(attempt_opts, acquire),
+     .help = "take a concurrency lease (X-Concurrency: acquire); prints its id"},
+    A_HEADER(release, "release", "LEASE", "give a lease back (POST /release with X-Lease-Id)"),
+    {.name = "http2", .type = SL_OPT_BOOL, .offset = offsetof(attempt_opts, http2),
+     .help = "HTTP/2 without TLS through libsluice's client instead of HTTP/1.1 (libcurl)"},
+};
+
+static const sl_opt_table attempt_table = {
+    .program = "sluice attempt",
+    .flags_only = true,
+    .usage = "--resource R [options]\n"
+             "       sluice attempt --release LEASE [options]",
+    .about = "Levee's POST /attempt against a sluiced: may this request for the resource go ahead?\n",
+    .epilog = "exit: 0 accepted (or released), 1 rejected (429, or 503 shedding; or, releasing, an\n"
+              "unknown lease),\n"
+              "2 usage, 3 failed (500, 400) or no answer\n",
+    .opts = attempt_opts_table,
+    .nopts = sizeof attempt_opts_table / sizeof attempt_opts_table[0],
+};
 
 typedef struct curl_ctx {
     sl_attempt_reply *r;
@@ -762,53 +661,26 @@ static void json_int_opt(json_t *o, const char *k, int64_t v)
         json_object_set_new(o, k, json_integer(v));
 }
 
+static int attempt_run(const attempt_opts *o);
+
 int sl_cmd_attempt(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"addr", required_argument, NULL, OPT_ADDR},
-        {"resource", required_argument, NULL, OPT_RESOURCE},
-        {"prefix", required_argument, NULL, OPT_PREFIX},
-        {"method", required_argument, NULL, OPT_METHOD},
-        {"req-id", required_argument, NULL, OPT_REQ_ID},
-        {"priority", required_argument, NULL, OPT_PRIORITY},
-        {"acquire", no_argument, NULL, OPT_ACQUIRE},
-        {"release", required_argument, NULL, OPT_RELEASE},
-        {"http2", no_argument, NULL, OPT_HTTP2},
-        {"timeout", required_argument, NULL, OPT_TIMEOUT},
-        {"json", no_argument, NULL, OPT_JSON},
-        {"help", no_argument, NULL, OPT_HELP},
-        {NULL, 0, NULL, 0},
-    };
-    cli_common co = {"attempt", attempt_usage, DEFAULT_ADDR, DEFAULT_TIMEOUT_MS, false};
-    const char *lease = NULL;
-    sl_attempt a = {0};
-    bool acquire = false, http2 = false;
-    optind = 0;
-    opterr = 0;
-    int ch, code = EXIT_USAGE;
-    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        int taken = cli_common_option(&co, ch, argv, &code);
-        if (taken == CLI_EXIT)
-            return code;
-        if (taken == CLI_TAKEN)
-            continue;
-        switch (ch) {
-        case OPT_RESOURCE: a.resource = optarg; break;
-        case OPT_PREFIX: a.prefix = optarg; break;
-        case OPT_METHOD: a.method = optarg; break;
-        case OPT_REQ_ID: a.req_id = optarg; break;
-        case OPT_PRIORITY: a.priority = optarg; break;
-        case OPT_ACQUIRE: acquire = true; break;
-        case OPT_RELEASE: lease = optarg; break;
-        case OPT_HTTP2: http2 = true; break;
-        default: break;
-        }
-    }
-    if (!cli_no_arguments(&co, argc, argv))
-        return EXIT_USAGE;
-    const char *addr = co.addr;
-    int timeout_ms = co.timeout_ms;
-    bool json = co.json;
+    attempt_opts o = {0};
+    int code;
+    if (!sl_cli_parse(&attempt_table, &o, argc, argv, NULL, 0, NULL, &code))
+        return code;
+    code = attempt_run(&o);
+    sl_opt_free(&attempt_table, &o);
+    return code;
+}
+
+static int attempt_run(const attempt_opts *o)
+{
+    sl_attempt a = {.resource = o->resource, .prefix = o->prefix, .method = o->method,
+                    .req_id = o->req_id, .priority = o->priority};
+    const char *lease = o->release, *addr = o->co.addr;
+    bool acquire = o->acquire, http2 = o->http2, json = o->co.json;
+    int tmo = timeout_ms(&o->co);
     if (lease && (acquire || !lease[0])) {
         fprintf(stderr, "sluice attempt: --release takes a lease id and excludes --acquire\n");
         return EXIT_USAGE;
@@ -826,10 +698,10 @@ int sl_cmd_attempt(int argc, char **argv)
     sl_attempt_reply r;
     int rc;
     if (http2) {
-        rc = attempt_http2(addr, &a, acquire, lease, timeout_ms, &r);
+        rc = attempt_http2(addr, &a, acquire, lease, tmo, &r);
     } else {
         curl_global_init(CURL_GLOBAL_DEFAULT);
-        rc = attempt_http1(addr, &a, acquire, lease, timeout_ms, &r);
+        rc = attempt_http1(addr, &a, acquire, lease, tmo, &r);
         curl_global_cleanup();
     }
     if (rc == -EINVAL)

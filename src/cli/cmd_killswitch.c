@@ -6,8 +6,8 @@
  */
 #include <curl/curl.h>
 #include <errno.h>
-#include <getopt.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,33 +18,48 @@
 #include "config/etcd.h"
 #include "config/killswitch.h"
 
-int sl_cmd_killswitch(int argc, char **argv);
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: sluice killswitch [options] on|off|shadow NAME\n"
-            "       sluice killswitch [options] status\n"
-            "\n"
-            "  on NAME       switch the limiter NAME off: it admits everything and says so\n"
-            "                (NAME \"*\": every limiter)\n"
-            "  shadow NAME   dark launch: NAME decides and counts, but admits what it would reject\n"
-            "  off NAME      NAME enforces again\n"
-            "  status        the switches that are set\n"
-            "\n"
-            "NAME is a Gubernator limit name, or for POST /attempt: \"levee\" (every rate quota),\n"
-            "a quota's name, \"concurrency\", \"fleet\"; \"shed\" is sluiced's worker shedder.\n"
-            "\n"
-            "options:\n"
-            "  --addr HOST:PORT               one node, through its admin endpoint (immediate,\n"
-            "                                 until etcd next writes NAME)\n"
-            "  --storage-addrs URL[,URL...]   etcd endpoints, for every node watching them (env\n"
-            "                                 SLUICE_STORAGE_ADDRS; default http://127.0.0.1:2379)\n"
-            "  --storage-prefix ROOT          root of the tree (env SLUICE_STORAGE_PREFIX;\n"
-            "                                 default /sluice)\n"
-            "  --timeout MS                   per-request timeout (default 5000)\n"
-            "  -h, --help                     this text\n");
-}
+/* The options; the storage ones NULL when not given (then sl_etcd_cli_defaults). */
+typedef struct ks_opts {
+    char *addr;
+    char *storage_addrs;
+    char *storage_prefix;
+    int64_t timeout_ns;
+} ks_opts;
+
+#define FIELD(f) offsetof(ks_opts, f)
+
+static const sl_opt ks_opts_table[] = {
+    {.name = "addr", .type = SL_OPT_STRING, .offset = FIELD(addr), .nullable = true,
+     .metavar = "HOST:PORT",
+     .help = "one node only, through its admin endpoint (until etcd next writes NAME)"},
+    {.name = "storage-addrs", .type = SL_OPT_STRING, .offset = FIELD(storage_addrs),
+     .nullable = true, .metavar = "URL[,URL...]",
+     .def_doc = "$SLUICE_STORAGE_ADDRS, else http://127.0.0.1:2379",
+     .help = "etcd endpoints, for every node watching them"},
+    {.name = "storage-prefix", .type = SL_OPT_STRING, .offset = FIELD(storage_prefix),
+     .nullable = true, .metavar = "ROOT", .def_doc = "$SLUICE_STORAGE_PREFIX, else /sluice",
+     .help = "root of the tree"},
+    {.name = "timeout", .type = SL_OPT_DURATION, .offset = FIELD(timeout_ns), .def = "5s",
+     .min = 1000000, .max = INT64_C(3600000000000), .help = "per-request timeout"},
+};
+
+static const sl_opt_table ks_table = {
+    .program = "sluice killswitch",
+    .flags_only = true,
+    .usage = "[options] on|off|shadow NAME\n"
+             "       sluice killswitch [options] status",
+    .about = "  on NAME       switch the limiter NAME off: it admits everything and says so\n"
+             "                (NAME \"*\": every limiter)\n"
+             "  shadow NAME   dark launch: NAME decides and counts, but admits what it would reject\n"
+             "  off NAME      NAME enforces again\n"
+             "  status        the switches that are set\n"
+             "\n"
+             "NAME is a Gubernator limit name, or for POST /attempt: \"levee\" (every rate quota),\n"
+             "a quota's name, \"concurrency\", \"fleet\"; \"shed\" is sluiced's worker shedder.\n",
+    .opts = ks_opts_table,
+    .nopts = sizeof ks_opts_table / sizeof ks_opts_table[0],
+};
 
 /* ---------------------------------------------------------------- admin endpoint */
 
@@ -206,44 +221,35 @@ static int via_etcd(const char *addrs, const char *root, const char *cmd, const 
     return ret;
 }
 
+static int run(const ks_opts *o, const char *cmd, const char *name);
+
 int sl_cmd_killswitch(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"addr", required_argument, NULL, 'A'},
-        {"storage-addrs", required_argument, NULL, 'a'},
-        {"storage-prefix", required_argument, NULL, 'p'},
-        {"timeout", required_argument, NULL, 't'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    const char *addr = NULL;
+    ks_opts o = {0};
+    const char *pos[3];
+    size_t npos = 0;
+    int code;
+    if (!sl_cli_parse(&ks_table, &o, argc, argv, pos, 2, &npos, &code))
+        return code;
+    if (npos == 0) {
+        sl_opt_help(&ks_table, stderr);
+        code = 2;
+    } else {
+        code = run(&o, pos[0], npos > 1 ? pos[1] : NULL);
+    }
+    sl_opt_free(&ks_table, &o);
+    return code;
+}
+
+static int run(const ks_opts *o, const char *cmd, const char *name)
+{
     const char *addrs, *root;
     sl_etcd_cli_defaults(&addrs, &root);
-    long timeout = 5000;
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'A': addr = optarg; break;
-        case 'a': addrs = optarg; break;
-        case 'p': root = optarg; break;
-        case 't': timeout = strtol(optarg, NULL, 10); break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
-        }
-    }
-    if (timeout <= 0)
-        timeout = 5000;
-    if (optind >= argc) {
-        usage(stderr);
-        return 2;
-    }
-    const char *cmd = argv[optind++];
-    const char *name = optind < argc ? argv[optind++] : NULL;
-    if (optind < argc) {
-        fprintf(stderr, "sluice killswitch: unexpected argument '%s'\n", argv[optind]);
-        return 2;
-    }
+    if (o->storage_addrs)
+        addrs = o->storage_addrs;
+    if (o->storage_prefix)
+        root = o->storage_prefix;
+    long timeout = (long)(o->timeout_ns / 1000000);
     int mode;
     if (!strcmp(cmd, "on"))
         mode = SL_KILLSWITCH_KILLED;
@@ -255,7 +261,7 @@ int sl_cmd_killswitch(int argc, char **argv)
         cmd = "status", mode = -1;
     else {
         fprintf(stderr, "sluice killswitch: unknown command '%s'\n", cmd);
-        usage(stderr);
+        sl_opt_help(&ks_table, stderr);
         return 2;
     }
     if (mode >= 0 && (!name || !name[0] || strlen(name) > SL_KILLSWITCH_MAX_NAME)) {
@@ -267,7 +273,7 @@ int sl_cmd_killswitch(int argc, char **argv)
         fprintf(stderr, "sluice killswitch: status takes no NAME\n");
         return 2;
     }
-    if (addr)
-        return via_admin(addr, cmd, name, mode, timeout);
+    if (o->addr)
+        return via_admin(o->addr, cmd, name, mode, timeout);
     return via_etcd(addrs, root, cmd, name, mode, timeout);
 }

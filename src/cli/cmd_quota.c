@@ -5,8 +5,9 @@
  * parser the daemon uses before anything is written.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,49 +16,66 @@
 #include "config/etcd.h"
 #include "config/quota.h"
 
-int sl_cmd_quota(int argc, char **argv);
-
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: sluice quota [options] <command> [KEY] [selectors] [value]\n"
-            "\n"
-            "commands:\n"
-            "  set KEY --rate R [--burst B]      limit/key/KEY/quota = {\"rate\":R,\"burst\":B}\n"
-            "  set KEY --rps N [--group-size DF] rate = N * 1.1, burst = rate / DF * 0.1\n"
-            "  get KEY                           print a value (exit 1 if absent)\n"
-            "  rm KEY                            delete a value\n"
-            "  list                              every quota and group size under the root\n"
-            "\n"
-            "selectors (with set, get, rm):\n"
-            "  KEY --sub SUBKEY                  limit/key/KEY/sublimit/SUBKEY\n"
-            "  --default                         limit/key_default\n"
-            "  --default --sub SUBKEY            limit/subkey_default/SUBKEY\n"
-            "  KEY --factor [DF]                 factor/key/KEY (DF: the group size to set)\n"
-            "  --default --factor [DF]           factor/default\n"
-            "\n"
-            "options:\n"
-            "  --storage-addrs URL[,URL...]      etcd endpoints (env SLUICE_STORAGE_ADDRS;\n"
-            "                                    default http://127.0.0.1:2379)\n"
-            "  --storage-prefix ROOT             root of the tree (env SLUICE_STORAGE_PREFIX;\n"
-            "                                    default /sluice, as sluiced)\n"
-            "  --timeout MS                      per-request timeout (default 5000)\n"
-            "  -h, --help                        this text\n");
-}
-
 typedef struct quota_args {
-    const char *cmd, *key, *sub;
-    bool dflt, factor;
-    const char *factor_value;
-    const char *rate, *burst, *rps, *group_size;
+    char *storage_addrs, *storage_prefix; /* NULL: sl_etcd_cli_defaults */
+    int64_t timeout_ns;
+    char *sub;
+    bool dflt;
+    char *factor; /* NULL: no --factor; "": --factor without a value */
+    char *rate, *burst, *rps, *group_size;
+    const char *cmd, *key; /* positional */
 } quota_args;
 
+#define FIELD(f) offsetof(quota_args, f)
+
+static const sl_opt quota_opts[] = {
+    {.name = "sub", .type = SL_OPT_STRING, .offset = FIELD(sub), .nullable = true,
+     .group = "Selectors (with set, get, rm)", .metavar = "SUBKEY",
+     .help = "KEY --sub SUBKEY: limit/key/KEY/sublimit/SUBKEY"},
+    {.name = "default", .type = SL_OPT_BOOL, .offset = FIELD(dflt),
+     .group = "Selectors (with set, get, rm)",
+     .help = "the defaults: limit/key_default (--sub: limit/subkey_default/S)"},
+    {.name = "factor", .type = SL_OPT_STRING, .offset = FIELD(factor), .nullable = true,
+     .optional_value = true, .group = "Selectors (with set, get, rm)", .metavar = "DF",
+     .help = "the group size: factor/key/KEY (or factor/default); DF to set"},
+    {.name = "rate", .type = SL_OPT_STRING, .offset = FIELD(rate), .nullable = true,
+     .group = "Values (with set)", .metavar = "R", .help = "the quota's rate (requests/s)"},
+    {.name = "burst", .type = SL_OPT_STRING, .offset = FIELD(burst), .nullable = true,
+     .group = "Values (with set)", .metavar = "B", .help = "with --rate: the burst (default 0)"},
+    {.name = "rps", .type = SL_OPT_STRING, .offset = FIELD(rps), .nullable = true,
+     .group = "Values (with set)", .metavar = "N",
+     .help = "Levee's sizing rule: rate = N * 1.1, burst = rate / DF * 0.1"},
+    {.name = "group-size", .type = SL_OPT_STRING, .offset = FIELD(group_size), .nullable = true,
+     .group = "Values (with set)", .metavar = "DF", .help = "with --rps: the group size (default 1)"},
+    {.name = "storage-addrs", .type = SL_OPT_STRING, .offset = FIELD(storage_addrs),
+     .nullable = true, .metavar = "URL[,URL...]",
+     .def_doc = "$SLUICE_STORAGE_ADDRS, else http://127.0.0.1:2379", .help = "etcd endpoints"},
+    {.name = "storage-prefix", .type = SL_OPT_STRING, .offset = FIELD(storage_prefix),
+     .nullable = true, .metavar = "ROOT",
+     .def_doc = "$SLUICE_STORAGE_PREFIX, else /sluice, as sluiced", .help = "root of the tree"},
+    {.name = "timeout", .type = SL_OPT_DURATION, .offset = FIELD(timeout_ns), .def = "5s",
+     .min = 1000000, .max = INT64_C(3600000000000), .help = "per-request timeout"},
+};
+
+static const sl_opt_table quota_table = {
+    .program = "sluice quota",
+    .flags_only = true,
+    .usage = "[options] <command> [KEY] [selectors] [value]",
+    .about = "Commands:\n"
+             "  set KEY --rate R [--burst B]      limit/key/KEY/quota = {\"rate\":R,\"burst\":B}\n"
+             "  set KEY --rps N [--group-size DF] rate = N * 1.1, burst = rate / DF * 0.1\n"
+             "  get KEY                           print a value (exit 1 if absent)\n"
+             "  rm KEY                            delete a value\n"
+             "  list                              every quota and group size under the root\n",
+    .opts = quota_opts,
+    .nopts = sizeof quota_opts / sizeof quota_opts[0],
+};
+
+/* A non-negative number from a flag's text (the engine's number syntax). */
 static int parse_double(const char *s, const char *what, double *out)
 {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v) || v < 0) {
+    double v;
+    if (sl_opt_parse_double(s, &v) || v < 0) {
         fprintf(stderr, "sluice quota: %s must be a non-negative number: '%s'\n", what, s);
         return -EINVAL;
     }
@@ -123,12 +141,12 @@ static int set_value(const quota_args *a, const sl_quota_path *p, char *buf, siz
 {
     const char *err = NULL;
     if (a->factor) {
-        if (!a->factor_value) {
+        if (!a->factor[0]) {
             fprintf(stderr, "sluice quota: set --factor needs the group size: --factor DF\n");
             return -EINVAL;
         }
         uint32_t f;
-        if (sl_quota_parse_factor(a->factor_value, strlen(a->factor_value), &f, &err)) {
+        if (sl_quota_parse_factor(a->factor, strlen(a->factor), &f, &err)) {
             fprintf(stderr, "sluice quota: %s\n", err);
             return -EINVAL;
         }
@@ -224,67 +242,44 @@ static int cmd_list(sl_etcd *e, const char *root)
     return 0;
 }
 
+static int run(quota_args *a);
+
 int sl_cmd_quota(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"storage-addrs", required_argument, NULL, 'a'},
-        {"storage-prefix", required_argument, NULL, 'p'},
-        {"timeout", required_argument, NULL, 't'},
-        {"sub", required_argument, NULL, 's'},
-        {"default", no_argument, NULL, 'd'},
-        {"factor", optional_argument, NULL, 'f'},
-        {"rate", required_argument, NULL, 'r'},
-        {"burst", required_argument, NULL, 'b'},
-        {"rps", required_argument, NULL, 'R'},
-        {"group-size", required_argument, NULL, 'g'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     quota_args a = {0};
+    const char *pos[2];
+    size_t npos = 0;
+    int code;
+    if (!sl_cli_parse(&quota_table, &a, argc, argv, pos, 2, &npos, &code))
+        return code;
+    if (npos == 0) {
+        sl_opt_help(&quota_table, stderr);
+        code = 2;
+    } else {
+        a.cmd = pos[0];
+        a.key = npos > 1 ? pos[1] : NULL;
+        code = run(&a);
+    }
+    sl_opt_free(&quota_table, &a);
+    return code;
+}
+
+static int run(quota_args *ap)
+{
+    quota_args a = *ap;
     const char *addrs, *root;
     sl_etcd_cli_defaults(&addrs, &root);
-    long timeout = 5000;
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'a': addrs = optarg; break;
-        case 'p': root = optarg; break;
-        case 't': timeout = strtol(optarg, NULL, 10); break;
-        case 's': a.sub = optarg; break;
-        case 'd': a.dflt = true; break;
-        case 'f':
-            a.factor = true;
-            /* "--factor 4" as well as "--factor=4" */
-            if (!optarg && optind < argc && argv[optind][0] >= '0' && argv[optind][0] <= '9')
-                optarg = argv[optind++];
-            a.factor_value = optarg;
-            break;
-        case 'r': a.rate = optarg; break;
-        case 'b': a.burst = optarg; break;
-        case 'R': a.rps = optarg; break;
-        case 'g': a.group_size = optarg; break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
-        }
-    }
-    if (optind >= argc) {
-        usage(stderr);
-        return 2;
-    }
-    a.cmd = argv[optind++];
-    if (optind < argc)
-        a.key = argv[optind++];
-    if (optind < argc) {
-        fprintf(stderr, "sluice quota: unexpected argument '%s'\n", argv[optind]);
-        return 2;
-    }
+    if (a.storage_addrs)
+        addrs = a.storage_addrs;
+    if (a.storage_prefix)
+        root = a.storage_prefix;
+    long timeout = (long)(a.timeout_ns / 1000000);
     bool is_set = !strcmp(a.cmd, "set"), is_get = !strcmp(a.cmd, "get");
     bool is_rm = !strcmp(a.cmd, "rm") || !strcmp(a.cmd, "delete");
     bool is_list = !strcmp(a.cmd, "list") || !strcmp(a.cmd, "ls");
     if (!is_set && !is_get && !is_rm && !is_list) {
         fprintf(stderr, "sluice quota: unknown command '%s'\n", a.cmd);
-        usage(stderr);
+        sl_opt_help(&quota_table, stderr);
         return 2;
     }
 

@@ -10,9 +10,10 @@
  * same bytes.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,71 +28,21 @@
 #define MAX_ALGS 16
 #define MAX_SWEEP 32
 
-static const char *const default_algorithms =
-    "token_bucket,leaky_bucket,gcra,fixed_window,sliding_window:1,sliding_window:5,"
-    "sliding_window:60,sliding_log";
-
-static void usage(FILE *f)
-{
-    fprintf(f,
-        "usage: sluice sim [options]\n"
-        "\n"
-        "Runs traffic through the engine on a virtual clock, once per algorithm, and compares each\n"
-        "decision with a perfect sliding window of the same limit (windows are (t - duration, t]).\n"
-        "Prints a table, then one JSON object as the last line.\n"
-        "\n"
-        "traffic:\n"
-        "  --traffic KIND        poisson | bursty | ramp | edge | replay (default poisson); edge\n"
-        "                        sends --limit requests per key at B-1 ms and at B ms for every\n"
-        "                        other multiple B of --duration (a fixed window's worst case)\n"
-        "  --rate R              requests/s per key: poisson rate, bursty rate while on, ramp end\n"
-        "                        rate (default 2)\n"
-        "  --rate-start R        ramp: rate at t = 0 (default 0)\n"
-        "  --on-ms MS            bursty: length of an on period (default 2000)\n"
-        "  --off-ms MS           bursty: length of an off period (default 8000)\n"
-        "  --seconds S           length of generated traffic (default 600)\n"
-        "  --keys K              number of keys, requests spread uniformly (default 1)\n"
-        "  --seed N              PRNG seed for traffic and routing (default 1)\n"
-        "  --file F              replay: lines '<t_ms> [<key>]' (blank or comma separated, '#'\n"
-        "                        comments; timestamps in ms, the run starts at the smallest)\n"
-        "  --max-events N        refuse traffic longer than N requests (default %zu)\n"
-        "  --start-ms MS         virtual epoch ms of t = 0 (default %" PRId64 ", day-aligned)\n"
-        "\n"
-        "limit:\n"
-        "  --limit L             requests per duration per key (default 100)\n"
-        "  --duration MS         window / period in ms (default 60000; sliding_window:N needs a\n"
-        "                        multiple of N)\n"
-        "  --burst B             burst passed to the engine (leaky bucket, GCRA; 0 = engine default)\n"
-        "  --algorithms LIST     comma-separated; sliding_window:N uses N sub-windows, gcra:B and\n"
-        "                        leaky_bucket:B use burst B instead of --burst (default\n"
-        "                        %s)\n"
-        "\n"
-        "distribution (sweeps; each takes a comma-separated list):\n"
-        "  --split K[,K...]      k limiters with limit/k and burst/k each (Levee's DF groups)\n"
-        "  --split-mode MODE     rr (a key's requests round-robin, as Levee's client-proxy) | random\n"
-        "                        (default rr)\n"
-        "  --global-nodes K[,K...]  Gubernator GLOBAL model: k nodes answering from local copies\n"
-        "  --global-sync MS[,MS...] period of hit sends and owner broadcasts (default 100)\n"
-        "  --global-forward WHAT all (every hit goes to the owner, as Gubernator) | admitted (only\n"
-        "                        the hits a node admitted) (default all)\n"
-        "\n"
-        "output:\n"
-        "  --csv FILE            single mode: time series of key 0, admitted in the trailing window\n"
-        "                        per algorithm and for the perfect window; sweeps: one row per\n"
-        "                        (k, s) with <alg>_over_pct and <alg>_peak_ratio columns\n"
-        "  --csv-step MS         sampling step of the time series (default duration/20, >= 1)\n"
-        "  -h, --help            this text\n",
-        SL_TRAFFIC_DEFAULT_MAX_EVENTS, SL_SIM_DEFAULT_EPOCH_MS, default_algorithms);
-}
-
 typedef struct opts {
-    const char *traffic;
+    /* the flags */
+    char *traffic;
     double rate, rate_start, seconds;
     int64_t on_ms, off_ms, start_ms, csv_step;
+    int64_t keys_flag, seed_flag, max_events_flag;
+    int64_t limit, duration, burst;
+    char *file, *csv; /* NULL: not given */
+    char *algorithms;
+    char *split_list, *nodes_list, *sync_list;
+    int split_mode_flag, forward_flag;
+    /* what they say */
     uint32_t keys;
     uint64_t seed;
     size_t max_events;
-    const char *file, *algorithms, *csv;
     sl_sim_params p;
     int64_t split[MAX_SWEEP];
     size_t nsplit;
@@ -101,154 +52,159 @@ typedef struct opts {
     bool forward_admitted_only;
 } opts;
 
-static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (end == s || *end || errno || v < lo || v > hi)
-        return -EINVAL;
-    *out = v;
-    return 0;
-}
+/* The defaults below spell these out. */
+_Static_assert(SL_TRAFFIC_DEFAULT_MAX_EVENTS == 10000000, "--max-events default");
+_Static_assert(SL_SIM_DEFAULT_EPOCH_MS == INT64_C(1699920000000), "--start-ms default");
+_Static_assert(SL_TRAFFIC_MAX_KEYS == 1048576, "--keys bound");
 
-static int parse_double(const char *s, double lo, double hi, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || *end || errno || !(v >= lo && v <= hi))
-        return -EINVAL;
-    *out = v;
-    return 0;
-}
+#define F(f) offsetof(opts, f)
+#define G_TRAFFIC "Traffic"
+#define G_LIMIT "Limit"
+#define G_DIST "Distribution (sweeps; each takes a comma-separated list)"
+#define G_OUT "Output"
+#define T40 (INT64_C(1) << 40)
 
-static int parse_list(const char *s, int64_t lo, int64_t hi, int64_t *out, size_t *n)
-{
-    char buf[512];
-    if (strlen(s) >= sizeof buf)
-        return -EINVAL;
-    strcpy(buf, s);
-    *n = 0;
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
-         tok = strtok_r(NULL, ",", &save)) {
-        if (*n == MAX_SWEEP || parse_i64(tok, lo, hi, &out[*n]))
-            return -EINVAL;
-        (*n)++;
-    }
-    return *n ? 0 : -EINVAL;
-}
+static const char *const split_modes[] = {"rr", "random", NULL};
+static const char *const forwards[] = {"all", "admitted", NULL};
 
-enum {
-    O_TRAFFIC = 256, O_RATE, O_RATE_START, O_ON, O_OFF, O_SECONDS, O_KEYS, O_SEED, O_FILE,
-    O_MAX_EVENTS, O_START, O_LIMIT, O_DURATION, O_BURST, O_ALGS, O_SPLIT, O_SPLIT_MODE, O_GNODES,
-    O_GSYNC, O_GFORWARD, O_CSV, O_CSV_STEP,
+static const sl_opt sim_opts[] = {
+    {.name = "traffic", .type = SL_OPT_STRING, .offset = F(traffic), .def = "poisson",
+     .group = G_TRAFFIC, .metavar = "KIND",
+     .help = "poisson | bursty | ramp | edge | replay; edge sends --limit requests per key at "
+             "B-1 ms and at B ms for every other multiple B of --duration (a fixed window's worst "
+             "case)"},
+    {.name = "rate", .type = SL_OPT_DOUBLE, .offset = F(rate), .def = "2", .dmax = 1e9,
+     .group = G_TRAFFIC, .metavar = "R",
+     .help = "requests/s per key: poisson rate, bursty rate while on, ramp end rate"},
+    {.name = "rate-start", .type = SL_OPT_DOUBLE, .offset = F(rate_start), .def = "0",
+     .dmax = 1e9, .group = G_TRAFFIC, .metavar = "R", .help = "ramp: rate at t = 0"},
+    {.name = "on-ms", .type = SL_OPT_INT, .offset = F(on_ms), .def = "2000", .min = 1, .max = T40,
+     .group = G_TRAFFIC, .metavar = "MS", .help = "bursty: length of an on period"},
+    {.name = "off-ms", .type = SL_OPT_INT, .offset = F(off_ms), .def = "8000", .min = 0,
+     .max = T40, .group = G_TRAFFIC, .metavar = "MS", .help = "bursty: length of an off period"},
+    {.name = "seconds", .type = SL_OPT_DOUBLE, .offset = F(seconds), .def = "600", .dmin = 0.001,
+     .dmax = 1e9, .group = G_TRAFFIC, .metavar = "S", .help = "length of generated traffic"},
+    {.name = "keys", .type = SL_OPT_INT, .offset = F(keys_flag), .def = "1", .min = 1,
+     .max = SL_TRAFFIC_MAX_KEYS, .group = G_TRAFFIC, .metavar = "K",
+     .help = "number of keys, requests spread uniformly"},
+    {.name = "seed", .type = SL_OPT_INT, .offset = F(seed_flag), .def = "1", .min = 0,
+     .max = INT64_MAX, .group = G_TRAFFIC, .metavar = "N",
+     .help = "PRNG seed for traffic and routing"},
+    {.name = "file", .type = SL_OPT_STRING, .offset = F(file), .nullable = true,
+     .group = G_TRAFFIC, .metavar = "F",
+     .help = "replay: lines '<t_ms> [<key>]' (blank or comma separated, '#' comments; timestamps "
+             "in ms, the run starts at the smallest)"},
+    {.name = "max-events", .type = SL_OPT_INT, .offset = F(max_events_flag), .def = "10000000",
+     .min = 1, .max = UINT32_MAX, .group = G_TRAFFIC, .metavar = "N",
+     .help = "refuse traffic longer than N requests"},
+    {.name = "start-ms", .type = SL_OPT_INT, .offset = F(start_ms), .def = "1699920000000",
+     .min = 0, .max = INT64_C(1) << 50, .group = G_TRAFFIC, .metavar = "MS",
+     .help = "virtual epoch ms of t = 0 (the default is day-aligned)"},
+
+    {.name = "limit", .type = SL_OPT_INT, .offset = F(limit), .def = "100", .min = 1, .max = T40,
+     .group = G_LIMIT, .metavar = "L", .help = "requests per duration per key"},
+    {.name = "duration", .type = SL_OPT_INT, .offset = F(duration), .def = "60000", .min = 1,
+     .max = T40, .group = G_LIMIT, .metavar = "MS",
+     .help = "window / period in ms (sliding_window:N needs a multiple of N)"},
+    {.name = "burst", .type = SL_OPT_INT, .offset = F(burst), .def = "0", .min = 0, .max = T40,
+     .group = G_LIMIT, .metavar = "B",
+     .help = "burst passed to the engine (leaky bucket, GCRA; 0 = engine default)"},
+    {.name = "algorithms", .type = SL_OPT_STRING, .offset = F(algorithms),
+     .def = "token_bucket,leaky_bucket,gcra,fixed_window,sliding_window:1,sliding_window:5,"
+            "sliding_window:60,sliding_log",
+     .group = G_LIMIT, .metavar = "LIST",
+     .help = "comma-separated; sliding_window:N uses N sub-windows, gcra:B and leaky_bucket:B use "
+             "burst B instead of --burst"},
+
+    {.name = "split", .type = SL_OPT_STRING, .offset = F(split_list), .group = G_DIST,
+     .metavar = "K[,K...]", .help = "k limiters with limit/k and burst/k each (Levee's DF groups)"},
+    {.name = "split-mode", .type = SL_OPT_ENUM, .offset = F(split_mode_flag), .def = "rr",
+     .choices = split_modes, .group = G_DIST, .metavar = "MODE",
+     .help = "rr (a key's requests round-robin, as Levee's client-proxy) | random"},
+    {.name = "global-nodes", .type = SL_OPT_STRING, .offset = F(nodes_list), .group = G_DIST,
+     .metavar = "K[,K...]", .help = "Gubernator GLOBAL model: k nodes answering from local copies"},
+    {.name = "global-sync", .type = SL_OPT_STRING, .offset = F(sync_list), .def = "100",
+     .group = G_DIST, .metavar = "MS[,MS...]",
+     .help = "period of hit sends and owner broadcasts"},
+    {.name = "global-forward", .type = SL_OPT_ENUM, .offset = F(forward_flag), .def = "all",
+     .choices = forwards, .group = G_DIST, .metavar = "WHAT",
+     .help = "all (every hit goes to the owner, as Gubernator) | admitted (only the hits a node "
+             "admitted)"},
+
+    {.name = "csv", .type = SL_OPT_STRING, .offset = F(csv), .nullable = true, .group = G_OUT,
+     .metavar = "FILE",
+     .help = "single mode: time series of key 0, admitted in the trailing window per algorithm "
+             "and for the perfect window; sweeps: one row per (k, s) with <alg>_over_pct and "
+             "<alg>_peak_ratio columns"},
+    {.name = "csv-step", .type = SL_OPT_INT, .offset = F(csv_step), .def = "0",
+     .def_doc = "duration/20, >= 1", .min = 0, .max = T40, .group = G_OUT, .metavar = "MS",
+     .help = "sampling step of the time series"},
 };
 
-static int parse_opts(int argc, char **argv, opts *o)
+static const sl_opt_table sim_table = {
+    .program = "sluice sim",
+    .flags_only = true,
+    .about = "Runs traffic through the engine on a virtual clock, once per algorithm, and compares "
+             "each\n"
+             "decision with a perfect sliding window of the same limit (windows are (t - duration, "
+             "t]).\n"
+             "Prints a table, then one JSON object as the last line.\n",
+    .opts = sim_opts,
+    .nopts = sizeof sim_opts / sizeof sim_opts[0],
+};
+
+/* A comma-separated list of whole numbers in [lo, hi] ("" = none). */
+static int parse_list(const char *name, const char *s, int64_t lo, int64_t hi, int64_t *out,
+                      size_t *n)
 {
-    static const struct option longopts[] = {
-        {"traffic", required_argument, 0, O_TRAFFIC},
-        {"rate", required_argument, 0, O_RATE},
-        {"rate-start", required_argument, 0, O_RATE_START},
-        {"on-ms", required_argument, 0, O_ON},
-        {"off-ms", required_argument, 0, O_OFF},
-        {"seconds", required_argument, 0, O_SECONDS},
-        {"keys", required_argument, 0, O_KEYS},
-        {"seed", required_argument, 0, O_SEED},
-        {"file", required_argument, 0, O_FILE},
-        {"max-events", required_argument, 0, O_MAX_EVENTS},
-        {"start-ms", required_argument, 0, O_START},
-        {"limit", required_argument, 0, O_LIMIT},
-        {"duration", required_argument, 0, O_DURATION},
-        {"burst", required_argument, 0, O_BURST},
-        {"algorithms", required_argument, 0, O_ALGS},
-        {"split", required_argument, 0, O_SPLIT},
-        {"split-mode", required_argument, 0, O_SPLIT_MODE},
-        {"global-nodes", required_argument, 0, O_GNODES},
-        {"global-sync", required_argument, 0, O_GSYNC},
-        {"global-forward", required_argument, 0, O_GFORWARD},
-        {"csv", required_argument, 0, O_CSV},
-        {"csv-step", required_argument, 0, O_CSV_STEP},
-        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
-    };
-    *o = (opts){
-        .traffic = "poisson", .rate = 2, .seconds = 600, .on_ms = 2000, .off_ms = 8000,
-        .start_ms = SL_SIM_DEFAULT_EPOCH_MS, .keys = 1, .seed = 1,
-        .max_events = SL_TRAFFIC_DEFAULT_MAX_EVENTS, .algorithms = default_algorithms,
-        .p = {.limit = 100, .duration = 60000, .burst = 0},
-        .split_mode = SL_SIM_SPLIT_RR, .sync = {100}, .nsync = 1,
-    };
-    int64_t v;
-    optind = 0; /* GNU: full reinitialisation, the dispatcher may have used getopt */
-    for (;;) {
-        int c = getopt_long(argc, argv, "h", longopts, NULL);
-        if (c == -1)
-            break;
-        int bad = 0;
-        switch (c) {
-        case 'h': usage(stdout); return 1;
-        case O_TRAFFIC: o->traffic = optarg; break;
-        case O_RATE: bad = parse_double(optarg, 0, 1e9, &o->rate); break;
-        case O_RATE_START: bad = parse_double(optarg, 0, 1e9, &o->rate_start); break;
-        case O_ON: bad = parse_i64(optarg, 1, INT64_C(1) << 40, &o->on_ms); break;
-        case O_OFF: bad = parse_i64(optarg, 0, INT64_C(1) << 40, &o->off_ms); break;
-        case O_SECONDS: bad = parse_double(optarg, 0.001, 1e9, &o->seconds); break;
-        case O_KEYS:
-            bad = parse_i64(optarg, 1, SL_TRAFFIC_MAX_KEYS, &v);
-            o->keys = (uint32_t)v;
-            break;
-        case O_SEED:
-            bad = parse_i64(optarg, 0, INT64_MAX, &v);
-            o->seed = (uint64_t)v;
-            break;
-        case O_FILE: o->file = optarg; break;
-        case O_MAX_EVENTS:
-            bad = parse_i64(optarg, 1, UINT32_MAX, &v);
-            o->max_events = (size_t)v;
-            break;
-        case O_START: bad = parse_i64(optarg, 0, INT64_C(1) << 50, &o->start_ms); break;
-        case O_LIMIT: bad = parse_i64(optarg, 1, INT64_C(1) << 40, &o->p.limit); break;
-        case O_DURATION: bad = parse_i64(optarg, 1, INT64_C(1) << 40, &o->p.duration); break;
-        case O_BURST: bad = parse_i64(optarg, 0, INT64_C(1) << 40, &o->p.burst); break;
-        case O_ALGS: o->algorithms = optarg; break;
-        case O_SPLIT: bad = parse_list(optarg, 1, SL_SIM_MAX_NODES, o->split, &o->nsplit); break;
-        case O_SPLIT_MODE:
-            if (!strcmp(optarg, "rr"))
-                o->split_mode = SL_SIM_SPLIT_RR;
-            else if (!strcmp(optarg, "random"))
-                o->split_mode = SL_SIM_SPLIT_RANDOM;
-            else
-                bad = 1;
-            break;
-        case O_GNODES: bad = parse_list(optarg, 1, SL_SIM_MAX_NODES, o->nodes, &o->nnodes); break;
-        case O_GSYNC: bad = parse_list(optarg, 1, INT64_C(1) << 40, o->sync, &o->nsync); break;
-        case O_GFORWARD:
-            if (!strcmp(optarg, "all"))
-                o->forward_admitted_only = false;
-            else if (!strcmp(optarg, "admitted"))
-                o->forward_admitted_only = true;
-            else
-                bad = 1;
-            break;
-        case O_CSV: o->csv = optarg; break;
-        case O_CSV_STEP: bad = parse_i64(optarg, 1, INT64_C(1) << 40, &o->csv_step); break;
-        default: return -EINVAL;
+    *n = 0;
+    for (const char *p = s; *p;) {
+        size_t len = strcspn(p, ",");
+        char tok[32];
+        int64_t v;
+        if (len > 0) {
+            if (len >= sizeof tok || *n == MAX_SWEEP)
+                goto bad;
+            memcpy(tok, p, len);
+            tok[len] = 0;
+            if (sl_opt_parse_int(tok, &v) || v < lo || v > hi)
+                goto bad;
+            out[(*n)++] = v;
         }
-        if (bad) {
-            fprintf(stderr, "sluice sim: bad value for --%s: '%s'\n",
-                    longopts[c - O_TRAFFIC].name, optarg);
-            return -EINVAL;
-        }
+        p += len;
+        if (*p == ',')
+            p++;
     }
-    if (optind < argc) {
-        fprintf(stderr, "sluice sim: unexpected argument '%s'\n", argv[optind]);
-        return -EINVAL;
+    return 0;
+bad:
+    fprintf(stderr, "sluice sim: bad value for --%s: '%s'\n", name, s);
+    return -EINVAL;
+}
+
+/* 0 to run; else the exit code (after --help, or a usage error). opts_free() in every case. */
+static int parse_opts(int argc, char **argv, opts *o, int *code)
+{
+    memset(o, 0, sizeof *o);
+    if (!sl_cli_parse(&sim_table, o, argc, argv, NULL, 0, NULL, code))
+        return -1;
+    *code = 2;
+    o->keys = (uint32_t)o->keys_flag;
+    o->seed = (uint64_t)o->seed_flag;
+    o->max_events = (size_t)o->max_events_flag;
+    o->p = (sl_sim_params){.limit = o->limit, .duration = o->duration, .burst = o->burst};
+    o->split_mode = o->split_mode_flag ? SL_SIM_SPLIT_RANDOM : SL_SIM_SPLIT_RR;
+    o->forward_admitted_only = o->forward_flag == 1;
+    if (parse_list("split", o->split_list, 1, SL_SIM_MAX_NODES, o->split, &o->nsplit) ||
+        parse_list("global-nodes", o->nodes_list, 1, SL_SIM_MAX_NODES, o->nodes, &o->nnodes) ||
+        parse_list("global-sync", o->sync_list, 1, T40, o->sync, &o->nsync))
+        return -1;
+    if (o->nsync == 0) {
+        fprintf(stderr, "sluice sim: bad value for --global-sync: '%s'\n", o->sync_list);
+        return -1;
     }
     if (o->nsplit && o->nnodes) {
         fprintf(stderr, "sluice sim: --split and --global-nodes are separate studies\n");
-        return -EINVAL;
+        return -1;
     }
     o->p.epoch_ms = o->start_ms;
     if (!o->csv_step)
@@ -353,16 +309,24 @@ static void csv_label(FILE *f, const char *label, const char *suffix)
     fprintf(f, "_%s", suffix);
 }
 
+static int sim_run(opts *o);
+
 int sl_cmd_sim(int argc, char **argv)
 {
     opts o;
-    int rc = parse_opts(argc, argv, &o);
-    if (rc == 1)
-        return 0;
-    if (rc) {
+    int code;
+    if (parse_opts(argc, argv, &o, &code) == 0)
+        code = sim_run(&o);
+    else if (code == 2)
         fprintf(stderr, "'sluice sim --help' lists the options\n");
-        return 2;
-    }
+    sl_opt_free(&sim_table, &o);
+    return code;
+}
+
+static int sim_run(opts *op)
+{
+    opts o = *op;
+    int rc;
     sl_sim_alg algs[MAX_ALGS];
     size_t nalgs;
     if (sl_sim_alg_parse_list(o.algorithms, algs, MAX_ALGS, &nalgs)) {

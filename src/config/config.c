@@ -220,6 +220,7 @@ static const sl_opt daemon_opts[] = {
 
 static const sl_opt_table daemon_table = {
     .program = "sluiced",
+    .version = true,
     .env_prefix = "SLUICE_",
     .opts = daemon_opts,
     .nopts = sizeof(daemon_opts) / sizeof(daemon_opts[0]),
@@ -320,7 +321,7 @@ int sl_config_parse(sl_options *o, int argc, char *const *argv, char *const *env
     int rc = sl_opt_defaults(t, o, err, errlen);
     if (rc != 0)
         return rc;
-    int special = sl_opt_special(argc, argv);
+    int special = sl_opt_special(t, argc, argv);
     if (special != 0)
         return special;
     /* The file comes first, so its name must be known before env and flags are applied. */

@@ -10,6 +10,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,7 +61,7 @@ int sl_opt_parse_bool(const char *s, bool *b)
     return -EINVAL;
 }
 
-static int parse_int(const char *s, int64_t *v)
+int sl_opt_parse_int(const char *s, int64_t *v)
 {
     const char *p = s;
     bool neg = false;
@@ -79,6 +80,21 @@ static int parse_int(const char *s, int64_t *v)
     if (neg ? acc > (uint64_t)INT64_MAX + 1 : acc > (uint64_t)INT64_MAX)
         return -ERANGE;
     *v = neg ? (int64_t)(0 - acc) : (int64_t)acc;
+    return 0;
+}
+
+int sl_opt_parse_double(const char *s, double *v)
+{
+    if (s == NULL || *s == '\0' || isspace((unsigned char)*s))
+        return -EINVAL;
+    char *end;
+    errno = 0;
+    double d = strtod(s, &end);
+    if (*end != '\0' || !isfinite(d))
+        return -EINVAL;
+    if (errno == ERANGE)
+        return -ERANGE;
+    *v = d;
     return 0;
 }
 
@@ -101,7 +117,7 @@ int sl_opt_parse_duration(const char *s, int64_t *ns)
         p++;
     if (*p == '\0') { /* a bare integer: milliseconds */
         int64_t ms;
-        int rc = parse_int(s, &ms);
+        int rc = sl_opt_parse_int(s, &ms);
         if (rc != 0)
             return rc;
         if (ms > INT64_MAX / NS_PER_MS)
@@ -330,6 +346,8 @@ static const char *type_word(sl_opt_type t)
         return "choice";
     case SL_OPT_LIST:
         return "list";
+    case SL_OPT_DOUBLE:
+        return "number";
     default:
         return "string";
     }
@@ -377,7 +395,7 @@ static int apply(void *target, const sl_opt *o, const char *text, bool append,
         sl_opt_list l = {0};
         if (append)
             l = *(sl_opt_list *)f;
-        if ((rc = list_push_csv(&l, text)) != 0) {
+        if ((rc = o->repeat ? list_push(&l, text, strlen(text)) : list_push_csv(&l, text)) != 0) {
             if (!append)
                 list_clear(&l);
             return sl_opt_fail(err, errlen, rc, "out of memory");
@@ -411,8 +429,23 @@ static int apply(void *target, const sl_opt *o, const char *text, bool append,
             return sl_opt_fail(err, errlen, -EINVAL, "option '%s': invalid value '%s' (want one of: %s) (%s)",
                         o->name, text, want, source);
         }
+    case SL_OPT_DOUBLE: {
+        double dv = 0;
+        rc = sl_opt_parse_double(text, &dv);
+        if (rc == -ERANGE)
+            return sl_opt_fail(err, errlen, -EINVAL, "option '%s': number '%s' is too large (%s)",
+                               o->name, text, source);
+        if (rc != 0)
+            return sl_opt_fail(err, errlen, -EINVAL, "option '%s': invalid number '%s' (%s)",
+                               o->name, text, source);
+        if ((o->dmin != 0 || o->dmax != 0) && !(dv >= o->dmin && dv <= o->dmax))
+            return sl_opt_fail(err, errlen, -EINVAL, "option '%s': '%s' is out of range %g..%g (%s)",
+                               o->name, text, o->dmin, o->dmax, source);
+        *(double *)f = dv;
+        return 0;
+    }
     case SL_OPT_INT:
-        rc = parse_int(text, &iv);
+        rc = sl_opt_parse_int(text, &iv);
         break;
     case SL_OPT_DURATION:
         rc = sl_opt_parse_duration(text, &iv);
@@ -479,6 +512,8 @@ int sl_opt_defaults(const sl_opt_table *t, void *target, char *err, size_t errle
     for (size_t i = 0; i < t->nopts; i++) {
         const sl_opt *o = &t->opts[i];
         const char *def = o->def;
+        if (def == NULL && (o->nullable || o->type == SL_OPT_LIST))
+            continue; /* NULL: not given; a list: empty */
         if (def == NULL) {
             switch (o->type) {
             case SL_OPT_STRING:
@@ -745,7 +780,7 @@ int sl_opt_load_env(const sl_opt_table *t, void *target, char *const *envp, char
 /* Flags. */
 
 /* --help / -h / --version anywhere before "--". */
-int sl_opt_special(int argc, char *const *argv)
+int sl_opt_special(const sl_opt_table *t, int argc, char *const *argv)
 {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -753,16 +788,35 @@ int sl_opt_special(int argc, char *const *argv)
             break;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
             return SL_OPT_HELP;
-        if (strcmp(a, "--version") == 0)
+        if (t->version && strcmp(a, "--version") == 0)
             return SL_OPT_VERSION;
     }
     return 0;
 }
 
-int sl_opt_load_args(const sl_opt_table *t, void *target, int argc, char *const *argv,
-                     char *err, size_t errlen)
+/* A positional argument: kept when there is room, else the error. */
+static int positional(const char *a, const char **pos, size_t maxpos, size_t *npos, char *err,
+                      size_t errlen)
 {
-    int special = sl_opt_special(argc, argv);
+    if (*npos >= maxpos)
+        return sl_opt_fail(err, errlen, -EINVAL, "unexpected argument '%s'", a);
+    pos[(*npos)++] = a;
+    return 0;
+}
+
+static bool starts_with_digit(const char *s)
+{
+    return *s >= '0' && *s <= '9';
+}
+
+int sl_opt_parse_args(const sl_opt_table *t, void *target, int argc, char *const *argv,
+                      const char **pos, size_t maxpos, size_t *npos, char *err, size_t errlen)
+{
+    size_t unused = 0;
+    if (npos == NULL)
+        npos = &unused;
+    *npos = 0;
+    int special = sl_opt_special(t, argc, argv);
     if (special != 0)
         return special;
     bool *seen = calloc(t->nopts ? t->nopts : 1, sizeof(bool));
@@ -775,8 +829,8 @@ int sl_opt_load_args(const sl_opt_table *t, void *target, int argc, char *const 
         const char *value = NULL;
         char src[160];
         if (strcmp(a, "--") == 0) {
-            if (i + 1 < argc)
-                rc = sl_opt_fail(err, errlen, -EINVAL, "unexpected argument '%s'", argv[i + 1]);
+            for (i++; i < argc && rc == 0; i++)
+                rc = positional(argv[i], pos, maxpos, npos, err, errlen);
             break;
         }
         if (a[0] == '-' && a[1] == '-') {
@@ -812,11 +866,13 @@ int sl_opt_load_args(const sl_opt_table *t, void *target, int argc, char *const 
                 value = eq + 1;
             } else if (o->type == SL_OPT_BOOL) {
                 value = "true";
+            } else if (o->optional_value) {
+                value = i + 1 < argc && starts_with_digit(argv[i + 1]) ? argv[++i] : "";
             } else if (i + 1 < argc) {
                 value = argv[++i];
             } else {
-                rc = sl_opt_fail(err, errlen, -EINVAL, "option '%s': flag --%s needs a value", o->name,
-                          o->name);
+                rc = sl_opt_fail(err, errlen, -EINVAL, "option '%s': flag --%s needs a value",
+                                 o->name, o->name);
                 break;
             }
         } else if (a[0] == '-' && a[1] != '\0' && a[2] == '\0') {
@@ -831,12 +887,13 @@ int sl_opt_load_args(const sl_opt_table *t, void *target, int argc, char *const 
             } else if (i + 1 < argc) {
                 value = argv[++i];
             } else {
-                rc = sl_opt_fail(err, errlen, -EINVAL, "option '%s': flag %s needs a value", o->name, a);
+                rc = sl_opt_fail(err, errlen, -EINVAL, "option '%s': flag %s needs a value",
+                                 o->name, a);
                 break;
             }
         } else {
-            rc = sl_opt_fail(err, errlen, -EINVAL, "unexpected argument '%s'", a);
-            break;
+            rc = positional(a, pos, maxpos, npos, err, errlen);
+            continue;
         }
         size_t idx = (size_t)(o - t->opts);
         rc = apply(target, o, value, seen[idx] && o->type == SL_OPT_LIST, src, err, errlen);
@@ -844,6 +901,12 @@ int sl_opt_load_args(const sl_opt_table *t, void *target, int argc, char *const 
     }
     free(seen);
     return rc;
+}
+
+int sl_opt_load_args(const sl_opt_table *t, void *target, int argc, char *const *argv,
+                     char *err, size_t errlen)
+{
+    return sl_opt_parse_args(t, target, argc, argv, NULL, 0, NULL, err, errlen);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -867,6 +930,9 @@ static void metavar(const sl_opt *o, char *buf, size_t size)
         break;
     case SL_OPT_LIST:
         snprintf(buf, size, "LIST");
+        break;
+    case SL_OPT_DOUBLE:
+        snprintf(buf, size, "NUMBER");
         break;
     case SL_OPT_ENUM: {
         size_t n = 0;
@@ -899,25 +965,82 @@ static void default_text(const sl_opt *o, char *buf, size_t size)
         snprintf(buf, size, "%s", o->def);
 }
 
-#define HELP_COL 36 /* where help text starts */
+#define HELP_COL 36    /* where help text starts */
+#define HELP_WIDTH 100 /* where a command's help wraps */
+
+/* One option's lines: flag and help, then its default (and, unless flags_only, its env var). */
+static void help_option(const sl_opt_table *t, const sl_opt *o, FILE *out)
+{
+    char left[160], mv[128], def[128], env[128];
+    metavar(o, mv, sizeof(mv));
+    char shortp[8] = "    ";
+    if (o->short_name)
+        snprintf(shortp, sizeof(shortp), "-%c, ", o->short_name);
+    if (o->type == SL_OPT_BOOL)
+        snprintf(left, sizeof(left), "  %s--[no-]%s", shortp, o->name);
+    else if (o->optional_value)
+        snprintf(left, sizeof(left), "  %s--%s [%s]", shortp, o->name, mv);
+    else
+        snprintf(left, sizeof(left), "  %s--%s %s", shortp, o->name, mv);
+    default_text(o, def, sizeof(def));
+    if (strlen(left) + 2 <= HELP_COL)
+        fprintf(out, "%-*s", HELP_COL, left);
+    else
+        fprintf(out, "%s\n%-*s", left, HELP_COL, "");
+    /* a command's help text in lines of at most HELP_WIDTH columns, broken at spaces (sluiced's
+     * is printed as written, one line per option) */
+    const char *h = o->help;
+    for (;;) {
+        size_t n = strlen(h);
+        if (t->flags_only && n > HELP_WIDTH - HELP_COL) {
+            size_t cut = HELP_WIDTH - HELP_COL;
+            while (cut > 0 && h[cut] != ' ')
+                cut--;
+            if (cut > 0)
+                n = cut;
+        }
+        fprintf(out, "%.*s\n", (int)n, h);
+        h += n;
+        while (*h == ' ')
+            h++;
+        if (*h == '\0')
+            break;
+        fprintf(out, "%-*s", HELP_COL, "");
+    }
+    if (t->flags_only) {
+        /* a flag without a default worth stating (a required value, a switch) says nothing */
+        if (o->def_doc != NULL || (o->def != NULL && o->def[0] != '\0' && o->type != SL_OPT_BOOL))
+            fprintf(out, "%-*s[default: %s]\n", HELP_COL, "", def);
+        return;
+    }
+    sl_opt_env_name(t, o, env, sizeof(env));
+    fprintf(out, "%-*s[default: %s; env %s]\n", HELP_COL, "", def, env);
+}
 
 void sl_opt_help(const sl_opt_table *t, FILE *out)
 {
-    char example[128] = "";
-    if (t->nopts > 0)
-        sl_opt_env_name(t, &t->opts[t->nopts > 2 ? 2 : 0], example, sizeof(example));
-    fprintf(out,
-            "Usage: %s [options]\n"
-            "\n"
-            "Options are read from, lowest to highest precedence: built-in defaults, the YAML file\n"
-            "given by --config (a flat mapping of option: value; snake_case keys are accepted too),\n"
-            "environment variables %s<NAME> (e.g. %s), and flags.\n"
-            "  durations  500us, 100ms, 1.5s, 1m30s, 2h; a bare number means milliseconds\n"
-            "  sizes      16KiB, 1MiB (K, M, G also powers of 1024; KB, MB, GB powers of 1000);\n"
-            "             a bare number means bytes\n"
-            "  booleans   --name / --no-name, or true/false, yes/no, on/off, 1/0\n"
-            "  lists      a YAML sequence; comma-separated in the environment and in flags\n",
-            t->program ? t->program : "program", t->env_prefix ? t->env_prefix : "", example);
+    if (t->flags_only) {
+        fprintf(out, "usage: %s %s\n", t->program ? t->program : "program",
+                t->usage ? t->usage : "[options]");
+        if (t->about != NULL)
+            fprintf(out, "\n%s", t->about);
+    } else {
+        char example[128] = "";
+        if (t->nopts > 0)
+            sl_opt_env_name(t, &t->opts[t->nopts > 2 ? 2 : 0], example, sizeof(example));
+        fprintf(out,
+                "Usage: %s [options]\n"
+                "\n"
+                "Options are read from, lowest to highest precedence: built-in defaults, the YAML file\n"
+                "given by --config (a flat mapping of option: value; snake_case keys are accepted too),\n"
+                "environment variables %s<NAME> (e.g. %s), and flags.\n"
+                "  durations  500us, 100ms, 1.5s, 1m30s, 2h; a bare number means milliseconds\n"
+                "  sizes      16KiB, 1MiB (K, M, G also powers of 1024; KB, MB, GB powers of 1000);\n"
+                "             a bare number means bytes\n"
+                "  booleans   --name / --no-name, or true/false, yes/no, on/off, 1/0\n"
+                "  lists      a YAML sequence; comma-separated in the environment and in flags\n",
+                t->program ? t->program : "program", t->env_prefix ? t->env_prefix : "", example);
+    }
     const char *groups[64];
     size_t ngroups = 0;
     for (size_t i = 0; i < t->nopts; i++) {
@@ -932,28 +1055,23 @@ void sl_opt_help(const sl_opt_table *t, FILE *out)
         fprintf(out, "\n%s:\n", groups[k]);
         for (size_t i = 0; i < t->nopts; i++) {
             const sl_opt *o = &t->opts[i];
-            if (strcmp(o->group ? o->group : "Options", groups[k]) != 0)
-                continue;
-            char left[160], mv[128], def[128], env[128];
-            metavar(o, mv, sizeof(mv));
-            char shortp[8] = "    ";
-            if (o->short_name)
-                snprintf(shortp, sizeof(shortp), "-%c, ", o->short_name);
-            if (o->type == SL_OPT_BOOL)
-                snprintf(left, sizeof(left), "  %s--[no-]%s", shortp, o->name);
-            else
-                snprintf(left, sizeof(left), "  %s--%s %s", shortp, o->name, mv);
-            default_text(o, def, sizeof(def));
-            sl_opt_env_name(t, o, env, sizeof(env));
-            if (strlen(left) + 2 <= HELP_COL)
-                fprintf(out, "%-*s%s\n", HELP_COL, left, o->help);
-            else
-                fprintf(out, "%s\n%-*s%s\n", left, HELP_COL, "", o->help);
-            fprintf(out, "%-*s[default: %s; env %s]\n", HELP_COL, "", def, env);
+            if (strcmp(o->group ? o->group : "Options", groups[k]) == 0)
+                help_option(t, o, out);
         }
     }
-    fprintf(out, "\nOther:\n%-*s%s\n%-*s%s\n", HELP_COL, "  -h, --help", "show this help and exit",
-            HELP_COL, "      --version", "print the version and exit");
+    if (t->flags_only) {
+        bool durations = false;
+        for (size_t i = 0; i < t->nopts; i++)
+            durations |= t->opts[i].type == SL_OPT_DURATION;
+        if (durations)
+            fprintf(out, "\nDurations: 500us, 100ms, 1.5s, 1m30s, 2h; a bare number means "
+                         "milliseconds.\n");
+    }
+    fprintf(out, "\nOther:\n%-*s%s\n", HELP_COL, "  -h, --help", "show this help and exit");
+    if (t->version)
+        fprintf(out, "%-*s%s\n", HELP_COL, "      --version", "print the version and exit");
+    if (t->flags_only && t->epilog != NULL)
+        fprintf(out, "\n%s", t->epilog);
 }
 
 static void dump_quoted(FILE *out, const char *s)
@@ -1001,6 +1119,9 @@ void sl_opt_dump(const sl_opt_table *t, const void *target, FILE *out)
         case SL_OPT_SIZE:
             sl_opt_format_size(*(const uint64_t *)f, buf, sizeof(buf));
             fputs(buf, out);
+            break;
+        case SL_OPT_DOUBLE:
+            fprintf(out, "%.17g", *(const double *)f);
             break;
         case SL_OPT_ENUM:
             fputs(o->choices[*(const int *)f], out);

@@ -18,6 +18,7 @@
  *   size      <integer><unit>: B, KiB MiB GiB TiB (or K M G T: powers of 1024), KB MB GB TB
  *             (powers of 1000), any case; a bare integer means bytes
  *   enum      one of the option's choices
+ *   double    a finite decimal number (strtod syntax)
  *   list      a YAML sequence (or a scalar), or comma-separated in env and flags
  * An environment variable that is set but empty sets an empty value: it clears a string or a list
  * and is an error for the other types (unset it instead).
@@ -48,6 +49,7 @@ typedef enum sl_opt_type {
     SL_OPT_SIZE,     /* uint64_t bytes */
     SL_OPT_ENUM,     /* int: index into choices */
     SL_OPT_LIST,     /* sl_opt_list, owned */
+    SL_OPT_DOUBLE,   /* double, finite */
 } sl_opt_type;
 
 typedef struct sl_opt_list {
@@ -68,10 +70,24 @@ typedef struct sl_opt {
     int64_t min, max;              /* int, duration (ns), size: inclusive bounds; both 0 = none */
     const char *const *choices;    /* enum: NULL-terminated names, stored as their index */
     bool file_forbidden;           /* may not be set from the file (the `config` option itself) */
+    double dmin, dmax;             /* double: inclusive bounds; both 0 = none */
+    bool nullable;                 /* string: NULL until set (tells "not given" from "") */
+    bool repeat;                   /* list: each flag adds its whole value as one item (no
+                                      comma splitting) */
+    bool optional_value;           /* string, nullable: a bare --name sets ""; the value comes
+                                      from --name=V, or from the next argument when it starts
+                                      with a digit */
 } sl_opt;
 
 typedef struct sl_opt_table {
     const char *program;    /* for "Usage: <program> [options]" */
+    /* Flags only (a CLI command): no file nor environment, and a --help of its own form:
+     * "usage: <program> <usage>", the about text, the options, then the epilog. */
+    bool flags_only;
+    bool version;           /* --version is SL_OPT_VERSION (else an unknown flag) */
+    const char *usage;      /* flags_only: what follows the program name; NULL = "[options]" */
+    const char *about;      /* flags_only: paragraphs after the usage line, or NULL */
+    const char *epilog;     /* flags_only: text after the options, or NULL */
     const char *env_prefix; /* "SLUICE_" */
     const sl_opt *opts;
     size_t nopts;
@@ -104,9 +120,14 @@ int sl_opt_load_env(const sl_opt_table *t, void *target, char *const *envp, char
  * applying anything; positional arguments are an error. */
 int sl_opt_load_args(const sl_opt_table *t, void *target, int argc, char *const *argv,
                      char *err, size_t errlen);
-/* SL_OPT_HELP for --help or -h, SL_OPT_VERSION for --version anywhere in argv[1..argc) before
- * "--", else 0. */
-int sl_opt_special(int argc, char *const *argv);
+/* The same, collecting up to maxpos positional arguments (pointers into argv, in order, wherever
+ * they stand among the flags; everything after "--") into pos[] and their count into *npos. One
+ * more is an error ("unexpected argument"). */
+int sl_opt_parse_args(const sl_opt_table *t, void *target, int argc, char *const *argv,
+                      const char **pos, size_t maxpos, size_t *npos, char *err, size_t errlen);
+/* SL_OPT_HELP for --help or -h, SL_OPT_VERSION for --version (if the table has it) anywhere in
+ * argv[1..argc) before "--", else 0. */
+int sl_opt_special(const sl_opt_table *t, int argc, char *const *argv);
 /* The value of variable `name` in envp (NULL = the process environment), or NULL. */
 const char *sl_opt_getenv(char *const *envp, const char *name);
 /* Set one option from text, as if it came from `source` (e.g. "etcd /sluice/x"). */
@@ -128,6 +149,8 @@ __attribute__((format(printf, 4, 5))) int sl_opt_fail(char *err, size_t errlen, 
 int sl_opt_parse_duration(const char *s, int64_t *ns);
 int sl_opt_parse_size(const char *s, uint64_t *bytes);
 int sl_opt_parse_bool(const char *s, bool *b);
+int sl_opt_parse_int(const char *s, int64_t *v);       /* decimal, optionally signed */
+int sl_opt_parse_double(const char *s, double *v);     /* finite */
 /* Shortest exact spelling: "500us", "2h", "1m30s" -> "90s"; "16KiB", "1000000". */
 void sl_opt_format_duration(int64_t ns, char *buf, size_t size);
 void sl_opt_format_size(uint64_t bytes, char *buf, size_t size);

@@ -1,6 +1,8 @@
 /* Unit tests for the option engine (config/opt.c) on its own: the duration syntax and its
  * shortest spelling, and a table over another program's struct, as the CLI's subcommands use it
- * (defaults, environment, flags, set, names, free). sluiced's table is tested in test_config.c. */
+ * (defaults, environment, flags, set, names, free), and a command's table (positional arguments,
+ * optional values, repeatable lists, numbers, the command form of --help). sluiced's table is
+ * tested in test_config.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -113,11 +115,126 @@ static void test_generic_table(void **state)
     assert_int_equal(c.keys.n, 0);
 }
 
+/* What a CLI command's table uses: positional arguments among the flags, strings that stay NULL
+ * until given, a repeatable list without comma splitting, an optional value, numbers with bounds,
+ * --version only where the table has it, and the command form of --help. */
+struct cmd_opts {
+    char *addr;
+    char *factor;
+    sl_opt_list md;
+    double rate;
+    bool json;
+};
+
+static const sl_opt cmd_opts_table[] = {
+    {.name = "addr", .type = SL_OPT_STRING, .offset = offsetof(struct cmd_opts, addr),
+     .nullable = true, .help = "server"},
+    {.name = "factor", .type = SL_OPT_STRING, .offset = offsetof(struct cmd_opts, factor),
+     .nullable = true, .optional_value = true, .metavar = "DF", .help = "group size"},
+    {.name = "metadata", .type = SL_OPT_LIST, .offset = offsetof(struct cmd_opts, md),
+     .repeat = true, .metavar = "K=V", .help = "an entry, repeatable"},
+    {.name = "rate", .type = SL_OPT_DOUBLE, .offset = offsetof(struct cmd_opts, rate),
+     .def = "2.5", .dmin = 0, .dmax = 1000, .help = "a rate that is long enough to be wrapped "
+     "over two lines of the command's help text, at spaces"},
+    {.name = "json", .type = SL_OPT_BOOL, .offset = offsetof(struct cmd_opts, json),
+     .help = "JSON"},
+};
+
+static const sl_opt_table cmd_table = {
+    .program = "sluice thing", .flags_only = true, .usage = "[options] get|set KEY",
+    .about = "About it.\n", .epilog = "exit: 0 fine\n", .opts = cmd_opts_table, .nopts = 5,
+};
+
+static void test_command_table(void **state)
+{
+    (void)state;
+    struct cmd_opts c = {0};
+    char err[256];
+    const char *pos[2];
+    size_t npos = 9;
+    assert_int_equal(sl_opt_defaults(&cmd_table, &c, err, sizeof err), 0);
+    assert_null(c.addr);
+    assert_null(c.factor);
+    assert_int_equal(c.md.n, 0);
+    assert_true(c.rate == 2.5);
+    char *argv[] = {"thing", "set", "--metadata", "a=1,2", "api", "--factor", "4", "--metadata=b=",
+                    "--rate", "1e2", NULL};
+    assert_int_equal(sl_opt_parse_args(&cmd_table, &c, 10, argv, pos, 2, &npos, err, sizeof err), 0);
+    assert_int_equal(npos, 2);
+    assert_string_equal(pos[0], "set");
+    assert_string_equal(pos[1], "api");
+    assert_string_equal(c.factor, "4");
+    assert_int_equal(c.md.n, 2);
+    assert_string_equal(c.md.items[0], "a=1,2"); /* not split at the comma */
+    assert_string_equal(c.md.items[1], "b=");
+    assert_true(c.rate == 100);
+    assert_null(c.addr);
+
+    /* a bare optional value; "--" makes the rest positional; one positional too many */
+    char *argv2[] = {"thing", "--factor", "get", "--", "--json", NULL};
+    assert_int_equal(sl_opt_parse_args(&cmd_table, &c, 5, argv2, pos, 2, &npos, err, sizeof err), 0);
+    assert_string_equal(c.factor, "");
+    assert_int_equal(npos, 2);
+    assert_string_equal(pos[1], "--json");
+    assert_false(c.json);
+    char *argv3[] = {"thing", "a", "b", "c", NULL};
+    assert_int_equal(sl_opt_parse_args(&cmd_table, &c, 4, argv3, pos, 2, &npos, err, sizeof err),
+                     -EINVAL);
+    assert_string_equal(err, "unexpected argument 'c'");
+    assert_int_equal(sl_opt_load_args(&cmd_table, &c, 2, argv3, err, sizeof err), -EINVAL);
+    assert_string_equal(err, "unexpected argument 'a'");
+
+    /* numbers and their bounds */
+    assert_int_equal(sl_opt_set(&cmd_table, &c, "rate", "1001", "t", err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "out of range"));
+    assert_int_equal(sl_opt_set(&cmd_table, &c, "rate", "nan", "t", err, sizeof err), -EINVAL);
+    assert_int_equal(sl_opt_set(&cmd_table, &c, "rate", " 1", "t", err, sizeof err), -EINVAL);
+    int64_t v;
+    double d;
+    assert_int_equal(sl_opt_parse_int("-42", &v), 0);
+    assert_int_equal(v, -42);
+    assert_int_equal(sl_opt_parse_int("4x", &v), -EINVAL);
+    assert_int_equal(sl_opt_parse_double("0.25", &d), 0);
+    assert_true(d == 0.25);
+    assert_int_equal(sl_opt_parse_double("1e999", &d), -EINVAL);
+
+    /* --help anywhere; --version is only a flag where the table has it */
+    char *argv4[] = {"thing", "x", "--help", NULL};
+    assert_int_equal(sl_opt_parse_args(&cmd_table, &c, 3, argv4, pos, 2, &npos, err, sizeof err),
+                     SL_OPT_HELP);
+    char *argv5[] = {"thing", "--version", NULL};
+    assert_int_equal(sl_opt_parse_args(&cmd_table, &c, 2, argv5, pos, 2, &npos, err, sizeof err),
+                     -EINVAL);
+    assert_non_null(strstr(err, "unknown flag '--version'"));
+
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    sl_opt_help(&cmd_table, f);
+    fclose(f);
+    assert_true(strncmp(text, "usage: sluice thing [options] get|set KEY\n\nAbout it.\n", 49) == 0);
+    assert_non_null(strstr(text, "--factor [DF]"));
+    assert_non_null(strstr(text, "[default: 2.5]"));
+    assert_null(strstr(text, "env "));          /* flags only */
+    assert_null(strstr(text, "--version"));
+    assert_non_null(strstr(text, "exit: 0 fine\n"));
+    for (char *line = text; *line;) {           /* long help wraps */
+        char *nl = strchr(line, '\n');
+        assert_true(nl - line <= 100);
+        line = nl + 1;
+    }
+    free(text);
+    sl_opt_free(&cmd_table, &c);
+    assert_null(c.factor);
+    assert_int_equal(c.md.n, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_durations),
         cmocka_unit_test(test_generic_table),
+        cmocka_unit_test(test_command_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
