@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/file.h"
+#include "config/opt.h"
 #include "config/quotafile.h"
 #include "config/yamlwalk.h"
 
@@ -69,10 +70,8 @@ static int int_node(sl_yw *w, const yaml_node_t *v, const char *what, int64_t lo
         return sl_yw_fail(w, v, -EINVAL, "%s must be a whole number", what);
     memcpy(buf, s, l);
     buf[l] = 0;
-    char *end;
-    errno = 0;
-    long long x = strtoll(buf, &end, 10);
-    if (*end || errno || x < lo || x > SL_KILLSWITCH_MAX_LIMIT)
+    int64_t x;
+    if (sl_opt_parse_int(buf, &x) || x < lo || x > SL_KILLSWITCH_MAX_LIMIT)
         return sl_yw_fail(w, v, -EINVAL, "%s must be a whole number >= %lld", what, (long long)lo);
     *out = x;
     return 0;
@@ -143,9 +142,7 @@ static int fleet_field(sl_yw *w, yaml_node_t *k, yaml_node_t *v, void *ud)
             return sl_yw_fail(w, v, -EINVAL, "reserve must be a number in [0, 1)");
         memcpy(buf, s, l);
         buf[l] = 0;
-        char *end;
-        f->reserve = strtod(buf, &end);
-        if (*end || !(f->reserve >= 0 && f->reserve < 1))
+        if (sl_opt_parse_double(buf, &f->reserve) || !(f->reserve >= 0 && f->reserve < 1))
             return sl_yw_fail(w, v, -EINVAL, "reserve must be a number in [0, 1)");
         return 0;
     }

@@ -10,22 +10,19 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "config/config.h"
 #include "sluice/node.h"
 
 int main(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            sl_config_help(stdout);
-            return 0;
-        }
-        if (!strcmp(argv[i], "--version")) {
-            printf("sluiced 0.1.0\n");
-            return 0;
-        }
+    switch (sl_opt_special(sl_config_daemon_table(), argc, argv)) {
+    case SL_OPT_HELP:
+        sl_config_help(stdout);
+        return 0;
+    case SL_OPT_VERSION:
+        printf("sluiced 0.1.0\n");
+        return 0;
     }
     sigset_t set;
     sigemptyset(&set);
