@@ -3,8 +3,8 @@
  * real etcd through its users, in test_etcd.c and test_killswitch.c): the snapshot slot's
  * generations and references (a reader keeps its snapshot until its next read, every snapshot is
  * freed exactly once), file-mode reloads and their status, mode none, the root normalisation,
- * and an unreachable etcd: not loaded, errors counted, and a stop that does not wait out the
- * backoff.
+ * an unreachable etcd: not loaded, errors counted, and a stop that does not wait out the
+ * backoff; and one source shared by several feeds.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -311,6 +311,86 @@ static void test_etcd_unreachable(void **state)
     assert_non_null(strstr(buf, "etcd unavailable, serving last known things"));
 }
 
+/* One source shared by feeds: each feed has its own slot and status, the thread's failures are
+ * counted in every feed, a feed cannot join once the source runs, at most SL_WATCHED_MAX_FEEDS
+ * feeds, and the source lives until its last feed leaves (then stops promptly). */
+static void test_shared_source(void **state)
+{
+    (void)state;
+    const char *eps[] = {"http://127.0.0.1:1"};
+    FILE *logf = tmpfile();
+    sl_logger lg;
+    sl_log_init(&lg, logf, SL_LOG_DEBUG, "t");
+    sl_watched_source_config sc = {.etcd_endpoints = eps, .n_endpoints = 1, .prefix = "/s/",
+                                   .connect_timeout_ms = 200, .backoff_min_ms = 60000,
+                                   .log = &lg};
+    sl_watched_source *src = NULL;
+    assert_int_equal(sl_watched_source_new(&sc, &src), 0);
+    assert_int_equal(sl_watched_source_mode(src), SL_WATCHED_ETCD);
+    user a = {0}, b = {0}, c = {0};
+    sl_watched_config ca = base_config(&a), cb = base_config(&b), cc = base_config(&c);
+    ca.source = cb.source = cc.source = src;
+    ca.what = "apples";
+    cb.what = "pears";
+    assert_int_equal(sl_watched_new(&ca, &a.w), 0);
+    assert_int_equal(sl_watched_new(&cb, &b.w), 0);
+    assert_string_equal(sl_watched_root(a.w), "/s");
+    assert_ptr_equal(sl_watched_etcd(a.w), sl_watched_etcd(b.w));
+    sl_watched_publish(a.w, tsnap_new(1));
+    sl_watched_publish(b.w, tsnap_new(2));
+    assert_int_equal(sl_watched_start(a.w), 0); /* a shared source: not this feed's to start */
+    assert_int_equal(sl_watched_wait_loaded(a.w, 50), -ETIMEDOUT);
+    assert_int_equal(sl_watched_source_start(src), 0);
+    assert_int_equal(sl_watched_new(&cc, &c.w), -EBUSY);
+    sl_watched_source_free(src); /* the feeds keep it */
+
+    /* the one thread's failed load is every feed's */
+    sl_watched_status sa, sb;
+    int64_t t_end = sl_mono_ns() + INT64_C(2000000000);
+    do {
+        sl_watched_status_get(a.w, &sa);
+        sl_watched_status_get(b.w, &sb);
+    } while ((sa.load_errors == 0 || sb.load_errors == 0) && sl_mono_ns() < t_end);
+    assert_int_equal(sa.load_errors, 1);
+    assert_int_equal(sb.load_errors, 1);
+    assert_false(sa.loaded || sb.loaded);
+    /* each feed its own slot */
+    uint64_t ga = 0, gb = 0;
+    tsnap *ra = sl_watched_read(a.w, NULL, &ga), *rb = sl_watched_read(b.w, NULL, &gb);
+    assert_int_equal(ra->value, 1);
+    assert_int_equal(rb->value, 2);
+    t_unref(ra);
+    t_unref(rb);
+
+    int64_t t0 = sl_mono_ns();
+    sl_watched_free(a.w);
+    sl_watched_free(b.w); /* the last feed: stops the thread, mid-backoff */
+    assert_true(sl_mono_ns() - t0 < INT64_C(2000000000));
+    fflush(logf);
+    rewind(logf);
+    char buf[4096];
+    size_t n = fread(buf, 1, sizeof buf - 1, logf);
+    buf[n] = 0;
+    fclose(logf);
+    assert_non_null(strstr(buf, "serving last known apples and pears"));
+
+    /* at most SL_WATCHED_MAX_FEEDS feeds; none mode needs no thread */
+    sl_watched_source_config none = {0};
+    assert_int_equal(sl_watched_source_new(&none, &src), 0);
+    user u[SL_WATCHED_MAX_FEEDS + 1];
+    memset(u, 0, sizeof u);
+    for (int i = 0; i <= SL_WATCHED_MAX_FEEDS; i++) {
+        sl_watched_config cfg = base_config(&u[i]);
+        cfg.source = src;
+        assert_int_equal(sl_watched_new(&cfg, &u[i].w), i < SL_WATCHED_MAX_FEEDS ? 0 : -ENOSPC);
+    }
+    sl_watched_source_free(src);
+    for (int i = 0; i < SL_WATCHED_MAX_FEEDS; i++) {
+        assert_int_equal(sl_watched_wait_loaded(u[i].w, 0), 0);
+        sl_watched_free(u[i].w);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -318,6 +398,7 @@ int main(void)
         cmocka_unit_test(test_file_missing),
         cmocka_unit_test(test_none_mode),
         cmocka_unit_test(test_etcd_unreachable),
+        cmocka_unit_test(test_shared_source),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
