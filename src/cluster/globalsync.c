@@ -29,8 +29,6 @@ struct sl_globalsync {
     uv_timer_t hits_timer, bcast_timer, expire_timer;
     sl_batch scratch;           /* decoding owners' answers */
     sl_batch gs;                /* the keys of one send or broadcast */
-    size_t *idx;
-    size_t idxcap;
     /* counters, written by the worker only */
     _Atomic uint64_t c_local_answers, c_sends, c_broadcasts, c_updates;
 };
@@ -113,20 +111,7 @@ void sl_globalsync_free(sl_globalsync *s)
         return;
     sl_batch_free(&s->scratch);
     sl_batch_free(&s->gs);
-    free(s->idx);
     free(s);
-}
-
-static int ensure_idx(sl_globalsync *s, size_t n)
-{
-    if (s->idxcap < n) {
-        size_t *p = realloc(s->idx, n * sizeof *p);
-        if (!p)
-            return -ENOMEM;
-        s->idx = p;
-        s->idxcap = n;
-    }
-    return 0;
 }
 
 /* Act on sl_global_hit / sl_global_touch's signals: send now, or arm the sync timer. */
@@ -302,8 +287,8 @@ static int cmp_owner(const void *a, const void *b)
     return x->k < y->k ? -1 : x->k > y->k;
 }
 
-/* Send the items s->gs.reqs[ks[0..n).k] (one owner) as GLOBAL hits. */
-static void send_hits_to(sl_globalsync *s, const owner_idx *ks, size_t n)
+/* Send the items s->gs.reqs[ks[0..n).k] (one owner) as GLOBAL hits; idx: room for n. */
+static void send_hits_to(sl_globalsync *s, const owner_idx *ks, size_t n, size_t *idx)
 {
     sl_batch *gs = &s->gs;
     gcall *c = gcall_new(s, SL_GLOBALSYNC_HITS, &ks[0].p);
@@ -329,7 +314,7 @@ static void send_hits_to(sl_globalsync *s, const owner_idx *ks, size_t n)
         off += join_key(c->keys + off, q) + 1;
         c->alg[j] = q->algorithm;
         c->dur[j] = q->duration;
-        s->idx[j] = ks[j].k;
+        idx[j] = ks[j].k;
     }
     c->key_off[n] = off;
     c->n = n;
@@ -338,7 +323,7 @@ static void send_hits_to(sl_globalsync *s, const owner_idx *ks, size_t n)
     size_t mark;
     int rc = sl_grpc_frame_begin(&out, &mark);
     if (!rc)
-        rc = sl_gub_encode_peer_req_pb(gs, s->idx, n, &out);
+        rc = sl_gub_encode_peer_req_pb(gs, idx, n, &out);
     if (!rc)
         rc = sl_grpc_frame_end(&out, mark);
     cinc(&s->c_sends, 1);
@@ -358,6 +343,7 @@ static void send_hits(sl_globalsync *s)
         return;
     int64_t now = sl_wall_ms();
     owner_idx *ks = NULL;
+    size_t *idx = NULL;
     for (;;) {
         sl_batch *gs = &s->gs;
         sl_batch_reset(gs);
@@ -365,11 +351,16 @@ static void send_hits(sl_globalsync *s)
         if (n <= 0)
             break;
         owner_idx *nk = realloc(ks, (size_t)n * sizeof *ks);
-        if (!nk || ensure_idx(s, (size_t)n)) {
-            free(nk ? nk : ks);
+        if (nk)
+            ks = nk;
+        size_t *ni = nk ? realloc(idx, (size_t)n * sizeof *idx) : NULL;
+        if (ni)
+            idx = ni;
+        if (!nk || !ni) {
+            free(ks);
+            free(idx);
             return; /* out of memory: these hits are lost, later ones are not */
         }
-        ks = nk;
         size_t m = 0;
         for (int k = 0; k < n; k++) {
             sl_request *q = &gs->reqs[k];
@@ -390,11 +381,12 @@ static void send_hits(sl_globalsync *s)
             size_t e = b;
             while (e < m && ks[e].p.vidx == ks[b].p.vidx)
                 e++;
-            send_hits_to(s, ks + b, e - b);
+            send_hits_to(s, ks + b, e - b, idx);
             b = e;
         }
     }
     free(ks);
+    free(idx);
 }
 
 /* ---- broadcasts to every peer ---------------------------------------------------------------- */
