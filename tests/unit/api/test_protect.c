@@ -22,7 +22,9 @@
 
 #include <cmocka.h>
 
-#include "api/protect.h"
+#include "api/attempt.h"
+#include "api/gubprotect.h"
+#include "protect/admin.h"
 #include "core/concurrency.h"
 
 #define T0 1700000000000LL
@@ -41,7 +43,7 @@ typedef struct fx {
     sl_logger log;
 } fx;
 
-static sl_protect_response resp;
+static sl_answer resp;
 
 static void write_file(const char *path, const char *text)
 {
@@ -129,7 +131,7 @@ static int teardown(void **state)
 static int attempt_full(fx *f, const char *res, const char *method, const char *prio,
                         bool acquire, const char *req_id)
 {
-    sl_protect_attempt_req q = {0};
+    sl_attempt_req q = {0};
     q.levee.resource = res;
     q.levee.resource_len = res ? strlen(res) : 0;
     q.levee.method = method;
@@ -140,7 +142,7 @@ static int attempt_full(fx *f, const char *res, const char *method, const char *
     q.priority_len = prio ? strlen(prio) : 0;
     q.concurrency = acquire ? "acquire" : NULL;
     q.concurrency_len = acquire ? 7 : 0;
-    sl_protect_attempt(f->p, 0, &f->lcfg, f->snap, &q, f->now, &resp);
+    sl_attempt_decide(f->p, 0, &f->lcfg, f->snap, &q, f->now, &resp);
     return resp.status;
 }
 
@@ -170,6 +172,13 @@ static void assert_header(const char *name, const char *value)
         fail_msg("%s: '%s', expected '%s'", name, v, value);
 }
 
+/* The limiter that rejected: the enum, and the name the metrics and logs give it. */
+static void assert_limiter(sl_ladder_limiter lim, const char *name)
+{
+    assert_int_equal(resp.limiter, lim);
+    assert_string_equal(sl_ladder_name(resp.limiter), name);
+}
+
 static char *lease(void)
 {
     const char *v = header("X-Lease-Id");
@@ -179,9 +188,9 @@ static char *lease(void)
 
 static int release(fx *f, const char *lease_id, const char *res)
 {
-    sl_protect_release_req q = {.lease_id = lease_id, .lease_id_len = lease_id ? strlen(lease_id) : 0,
+    sl_attempt_release_req q = {.lease_id = lease_id, .lease_id_len = lease_id ? strlen(lease_id) : 0,
                                 .resource = res, .resource_len = res ? strlen(res) : 0};
-    sl_protect_release(f->p, 0, &f->lcfg, f->snap, &q, f->now, &resp);
+    sl_attempt_release(f->p, &q, f->now, &resp);
     return resp.status;
 }
 
@@ -208,8 +217,8 @@ static void test_twenty_in_flight(void **state)
         f->now += 10;
     }
     assert_int_equal(acquire(f, "search", "critical"), 429);
-    assert_int_equal(resp.outcome, SL_PROTECT_REJECTED);
-    assert_string_equal(resp.limiter, "concurrency");
+    assert_int_equal(resp.outcome, SL_ANSWER_REJECTED);
+    assert_limiter(SL_LADDER_CONC, "concurrency");
     assert_header("Retry-After", "10"); /* the first lease frees 9.8 s from now */
     assert_header("RateLimit-Policy", "\"concurrency\";q=20");
     assert_header("RateLimit", "\"concurrency\";r=0;t=10");
@@ -224,7 +233,7 @@ static void test_twenty_in_flight(void **state)
     assert_int_equal(acquire(f, "search", "critical"), 429);
     /* a lease is released once */
     assert_int_equal(release(f, ids[7], NULL), 404);
-    assert_int_equal(resp.outcome, SL_PROTECT_NOT_FOUND);
+    assert_int_equal(resp.outcome, SL_ANSWER_NOT_FOUND);
     assert_true(body_has("lease not found"));
     /* another resource is another limit */
     assert_int_equal(acquire(f, "other", "critical"), 200);
@@ -268,10 +277,10 @@ static void test_release_forms(void **state)
     assert_int_equal(release(f, "0000000000000001.0000000000000000.a%2", NULL), 400);
     assert_int_equal(release(f, "0000000000000001.0000000000000000.a b", NULL), 400);
     /* X-Req-Id is echoed */
-    sl_protect_release_req q = {.lease_id = "0000000000000001", .lease_id_len = 16,
+    sl_attempt_release_req q = {.lease_id = "0000000000000001", .lease_id_len = 16,
                                 .resource = "x", .resource_len = 1, .req_id = "r-9",
                                 .req_id_len = 3};
-    sl_protect_release(f->p, 0, &f->lcfg, f->snap, &q, f->now, &resp);
+    sl_attempt_release(f->p, &q, f->now, &resp);
     assert_int_equal(resp.status, 404);
     assert_header("X-Req-Id", "r-9");
 }
@@ -289,8 +298,8 @@ static void test_fleet(void **state)
         assert_true(memcmp(ids[i] + 17, "0000000000000000", 16) != 0);
     }
     assert_int_equal(acquire(f, "r9", "test"), 503);
-    assert_int_equal(resp.outcome, SL_PROTECT_SHED);
-    assert_string_equal(resp.limiter, "fleet");
+    assert_int_equal(resp.outcome, SL_ANSWER_SHED);
+    assert_limiter(SL_LADDER_FLEET, "fleet");
     assert_header("RateLimit-Policy", "\"fleet\";q=8");
     assert_header("Retry-After", "30");
     assert_true(body_has("reserved for critical calls"));
@@ -333,7 +342,7 @@ static void test_give_back(void **state)
     const char *kv[] = {"limit/key/one/quota={\"rate\":0}", NULL};
     quotas(f, kv);
     assert_int_equal(acquire(f, "one", "get"), 429);
-    assert_string_equal(resp.limiter, "rate");
+    assert_limiter(SL_LADDER_RATE, "rate");
     assert_true(body_has("rate limit exceeded for \"one\""));
     assert_non_null(header("Retry-After"));
     assert_non_null(header("RateLimit-Policy"));
@@ -344,22 +353,22 @@ static void test_give_back(void **state)
     assert_int_equal(acquire(f, "one", "get"), 200);
     assert_header("X-Sluice-Killswitch", "rate");
     assert_int_equal(acquire(f, "one", "get"), 429);
-    assert_string_equal(resp.limiter, "concurrency");
+    assert_limiter(SL_LADDER_CONC, "concurrency");
 }
 
 static void test_priorities(void **state)
 {
     fx *f = *state;
     assert_int_equal(attempt_full(f, "x", NULL, "urgent", false, "id-1"), 400);
-    assert_int_equal(resp.outcome, SL_PROTECT_MALFORMED);
+    assert_int_equal(resp.outcome, SL_ANSWER_MALFORMED);
     assert_true(body_has("X-Priority must be"));
     assert_header("X-Req-Id", "id-1");
-    sl_protect_attempt_req q = {0};
+    sl_attempt_req q = {0};
     q.levee.resource = "x";
     q.levee.resource_len = 1;
     q.concurrency = "hold";
     q.concurrency_len = 4;
-    sl_protect_attempt(f->p, 0, &f->lcfg, f->snap, &q, f->now, &resp);
+    sl_attempt_decide(f->p, 0, &f->lcfg, f->snap, &q, f->now, &resp);
     assert_int_equal(resp.status, 400);
     assert_int_equal(attempt_full(f, NULL, NULL, NULL, false, NULL), 400);
     assert_true(body_has("missing X-Resource"));
@@ -389,7 +398,7 @@ static void test_worker_shedder(void **state)
     assert_in_range(shed[SL_PRIORITY_GET], 48, 52);
     assert_int_equal(shed[SL_PRIORITY_TEST], 100);
     assert_int_equal(attempt_full(f, "x", NULL, "test", false, NULL), 503);
-    assert_string_equal(resp.limiter, "shed");
+    assert_limiter(SL_LADDER_SHED, "shed");
     assert_header("Retry-After", "5");
     assert_header("RateLimit", "\"shed\";r=0;t=5");
     assert_true(body_has("sluiced is overloaded and sheds test traffic (test 100%, get 50%)"));
@@ -497,14 +506,14 @@ static void item(sl_batch *b, size_t i, const char *name, int32_t alg, int64_t h
     q->duration = 60000;
 }
 
-static int run(fx *f, sl_batch *b, bool peer, sl_protect_verdict *v)
+static int run(fx *f, sl_batch *b, bool peer, sl_gubprotect_verdict *v)
 {
-    sl_protect_call *c = NULL;
-    int rc = sl_protect_batch_begin(f->p, 0, b, peer, f->now, &c, v);
+    sl_gubprotect_call *c = NULL;
+    int rc = sl_gubprotect_begin(f->p, 0, b, peer, f->now, &c, v);
     if (rc)
         return rc;
     route(f, b);
-    sl_protect_batch_end(f->p, 0, c, b, peer, f->now);
+    sl_gubprotect_end(f->p, c, b, peer, f->now);
     return 0;
 }
 
@@ -513,7 +522,7 @@ static void test_batch(void **state)
     fx *f = *state;
     sl_batch b;
     sl_batch_init(&b, 0);
-    sl_protect_verdict v;
+    sl_gubprotect_verdict v;
 
     /* acquire two leases of a CONCURRENCY limit of 2, a third is over */
     assert_int_equal(sl_batch_alloc_items(&b, 3), 0);
@@ -585,7 +594,7 @@ static void test_batch_fleet_and_shed(void **state)
     fx *f = *state;
     sl_batch b;
     sl_batch_init(&b, 0);
-    sl_protect_verdict v;
+    sl_gubprotect_verdict v;
     /* 8 non-critical CONCURRENCY acquisitions hold the fleet; the 9th is shed, critical passes */
     assert_int_equal(sl_batch_alloc_items(&b, 10), 0);
     for (int i = 0; i < 10; i++) {
@@ -656,17 +665,17 @@ static void test_batch_fleet_and_shed(void **state)
 static void test_admin(void **state)
 {
     fx *f = *state;
-    sl_protect_admin_response a;
+    sl_admin_response a;
     const char *on = "{\"name\": \"search\", \"on\": true}";
-    sl_protect_admin(f->p, "POST", (const uint8_t *)on, strlen(on), &a);
+    sl_admin_handle(f->p, "POST", (const uint8_t *)on, strlen(on), &a);
     assert_int_equal(a.status, 200);
     assert_non_null(strstr(a.body, "\"mode\":\"killed\""));
     free(a.body);
     const char *sh = "{\"name\": \"x\", \"mode\": \"shadow\"}";
-    sl_protect_admin(f->p, "POST", (const uint8_t *)sh, strlen(sh), &a);
+    sl_admin_handle(f->p, "POST", (const uint8_t *)sh, strlen(sh), &a);
     assert_int_equal(a.status, 200);
     free(a.body);
-    sl_protect_admin(f->p, "GET", NULL, 0, &a);
+    sl_admin_handle(f->p, "GET", NULL, 0, &a);
     assert_int_equal(a.status, 200);
     assert_string_equal(a.content_type, "application/json");
     assert_non_null(strstr(a.body, "{\"name\":\"search\",\"mode\":\"killed\",\"origin\":\"admin\"}"));
@@ -679,18 +688,18 @@ static void test_admin(void **state)
                                       "{\"name\": \"a\", \"mode\": \"maybe\"}",
                                       "{\"name\": \"\", \"on\": true}"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        sl_protect_admin(f->p, "POST", (const uint8_t *)bad[i], strlen(bad[i]), &a);
+        sl_admin_handle(f->p, "POST", (const uint8_t *)bad[i], strlen(bad[i]), &a);
         assert_int_equal(a.status, 400);
         assert_non_null(strstr(a.body, "\"error\""));
         free(a.body);
     }
-    sl_protect_admin(f->p, "DELETE", NULL, 0, &a);
+    sl_admin_handle(f->p, "DELETE", NULL, 0, &a);
     assert_int_equal(a.status, 405);
     free(a.body);
     /* the switch works */
     sl_batch b;
     sl_batch_init(&b, 0);
-    sl_protect_verdict v;
+    sl_gubprotect_verdict v;
     assert_int_equal(sl_batch_alloc_items(&b, 1), 0);
     item(&b, 0, "search", SL_TOKEN_BUCKET, 5, 1);
     assert_int_equal(run(f, &b, false, &v), 0);
@@ -726,12 +735,12 @@ static void test_metrics_and_config(void **state)
     pc.shed_opts.low = 0.5;
     assert_int_equal(sl_protect_new(&pc, &p), 0);
     /* without a switchboard nothing is switched, and the admin call says so */
-    sl_protect_admin_response a;
-    sl_protect_admin(p, "GET", NULL, 0, &a);
+    sl_admin_response a;
+    sl_admin_handle(p, "GET", NULL, 0, &a);
     assert_int_equal(a.status, 503);
     free(a.body);
     sl_protect_free(p);
-    assert_string_equal(sl_protect_outcome_name(SL_PROTECT_SHED), "shed");
+    assert_string_equal(sl_answer_outcome_name(SL_ANSWER_SHED), "shed");
 }
 
 int main(void)
