@@ -40,8 +40,7 @@ void sl_answer_reset(sl_answer *a)
     a->level = 0;
     a->n_quotas = 0;
     a->error = NULL;
-    a->used = 0;
-    a->overflow = false;
+    sl_strbuf_init_fixed(&a->text, a->buf, sizeof a->buf);
     sl_answer_set(a, SL_ANSWER_ACCEPTED, SL_LADDER_NONE);
 }
 
@@ -70,94 +69,69 @@ void sl_answer_header_ref(sl_answer *a, const char *name, size_t name_len, const
 
 size_t sl_answer_mark(sl_answer *a)
 {
-    a->overflow = false;
-    return a->used;
-}
-
-static char *room(sl_answer *a, size_t n)
-{
-    if (a->overflow || sizeof a->buf - a->used < n) {
-        a->overflow = true;
-        return NULL;
-    }
-    return a->buf + a->used;
+    return sl_strbuf_len(&a->text);
 }
 
 void sl_answer_lit(sl_answer *a, const char *s, size_t n)
 {
-    char *o = room(a, n);
-    if (!o)
-        return;
-    memcpy(o, s, n);
-    a->used += n;
+    sl_strbuf_append(&a->text, s, n);
 }
 
 void sl_answer_int(sl_answer *a, int64_t v)
 {
     char tmp[24];
-    size_t n = 0;
+    size_t n = sizeof tmp;
     uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
     do {
-        tmp[n++] = (char)('0' + u % 10);
+        tmp[--n] = (char)('0' + u % 10);
         u /= 10;
     } while (u);
     if (v < 0)
-        tmp[n++] = '-';
-    char *o = room(a, n);
-    if (!o)
-        return;
-    for (size_t i = 0; i < n; i++)
-        o[i] = tmp[n - 1 - i];
-    a->used += n;
+        tmp[--n] = '-';
+    sl_strbuf_append(&a->text, tmp + n, sizeof tmp - n);
 }
 
 void sl_answer_sf_string(sl_answer *a, const char *s, size_t len, size_t max)
 {
-    char *o = room(a, max + 3);
-    if (!o)
-        return;
+    char tmp[SL_ANSWER_SF_MAX + 3];
+    if (max > SL_ANSWER_SF_MAX)
+        max = SL_ANSWER_SF_MAX;
     size_t n = 0;
-    o[n++] = '"';
+    tmp[n++] = '"';
     for (size_t i = 0; i < len && n + 2 <= max; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c == '"' || c == '\\') {
-            o[n++] = '\\';
-            o[n++] = (char)c;
+            tmp[n++] = '\\';
+            tmp[n++] = (char)c;
         } else {
-            o[n++] = c >= 0x20 && c <= 0x7e ? (char)c : '?';
+            tmp[n++] = c >= 0x20 && c <= 0x7e ? (char)c : '?';
         }
     }
-    o[n++] = '"';
-    a->used += n;
+    tmp[n++] = '"';
+    sl_strbuf_append(&a->text, tmp, n);
+}
+
+void sl_answer_vprintf(sl_answer *a, const char *fmt, va_list ap)
+{
+    sl_strbuf_vprintf(&a->text, fmt, ap);
 }
 
 void sl_answer_printf(sl_answer *a, const char *fmt, ...)
 {
-    if (a->overflow || a->used >= sizeof a->buf) {
-        a->overflow = true;
-        return;
-    }
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(a->buf + a->used, sizeof a->buf - a->used, fmt, ap);
+    sl_strbuf_vprintf(&a->text, fmt, ap);
     va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof a->buf - a->used) {
-        a->overflow = true;
-        return;
-    }
-    a->used += (size_t)n;
 }
 
 const char *sl_answer_take(sl_answer *a, size_t mark, size_t *len)
 {
-    if (a->overflow) {
-        a->used = mark;
-        a->overflow = false;
+    if (sl_strbuf_error(&a->text)) {
         *len = 0;
         return NULL;
     }
-    *len = a->used - mark;
-    return a->buf + mark;
+    *len = sl_strbuf_len(&a->text) - mark;
+    return sl_strbuf_str(&a->text) + mark;
 }
 
 void sl_answer_header_from(sl_answer *a, const char *name, size_t name_len, size_t mark)

@@ -4,18 +4,20 @@
  * node/service.c. It holds its header values and its body in its own buffer, so a worker keeps
  * one and reuses it for every call: nothing is allocated per request.
  *
- * The header builder appends pieces to the buffer (literals, integers, Structured Fields strings,
- * printf) and turns what was appended since a mark into a header value. A header whose value
- * does not fit is left out (the headers are informative); the buffer is sized so that the
- * largest answer fits.
+ * The header builder (an sl_strbuf over the answer's own buffer) appends pieces (literals,
+ * integers, Structured Fields strings, printf) and turns what was appended since a mark into a
+ * header value. Once something does not fit, every later value is left out (the headers are
+ * informative); the buffer is sized so that the largest answer fits.
  */
 #ifndef SLUICE_API_ANSWER_H
 #define SLUICE_API_ANSWER_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/strbuf.h"
 #include "protect/ladder.h"
 
 typedef enum sl_answer_outcome {
@@ -60,9 +62,8 @@ typedef struct sl_answer {
     int level;                  /* lookup level of the main quota (1..4), 0 without one */
     size_t n_quotas;            /* quotas that applied */
     const char *error;          /* with 500 from the engine: its static message */
-    /* the builder */
-    size_t used;
-    bool overflow;
+    /* the builder: header values and the body, in buf */
+    sl_strbuf text;
     char buf[2560];
 } sl_answer;
 
@@ -83,13 +84,16 @@ size_t sl_answer_mark(sl_answer *a);
 void sl_answer_lit(sl_answer *a, const char *s, size_t n);
 void sl_answer_int(sl_answer *a, int64_t v);
 /* An sf-string: '"' ... '"', printable ASCII with '"' and '\' escaped, other bytes as '?', at
- * most `max` output bytes in all. */
+ * most `max` (up to SL_ANSWER_SF_MAX) output bytes in all. */
+#define SL_ANSWER_SF_MAX 256
 void sl_answer_sf_string(sl_answer *a, const char *s, size_t len, size_t max);
 void sl_answer_printf(sl_answer *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* What was appended since `mark` as a header (left out if anything overflowed since). */
+void sl_answer_vprintf(sl_answer *a, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+/* What was appended since `mark` as a header (left out once anything did not fit). */
 void sl_answer_header_from(sl_answer *a, const char *name, size_t name_len, size_t mark);
 #define SL_ANSWER_HEADER_FROM(a, lit, mark) sl_answer_header_from((a), (lit), sizeof(lit) - 1, (mark))
-/* What was appended since `mark`; NULL if anything overflowed since (the bytes are dropped). */
+/* What was appended since `mark`; NULL once anything did not fit. */
 const char *sl_answer_take(sl_answer *a, size_t mark, size_t *len);
 
 #endif

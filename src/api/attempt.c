@@ -45,15 +45,11 @@ static void body_printf(sl_answer *a, const char *fmt, ...) __attribute__((forma
 
 static void body_printf(sl_answer *a, const char *fmt, ...)
 {
-    char tmp[400];
+    size_t mark = sl_answer_mark(a), len;
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    sl_answer_vprintf(a, fmt, ap);
     va_end(ap);
-    if (n < 0)
-        return;
-    size_t mark = sl_answer_mark(a), len;
-    sl_answer_lit(a, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
     const char *v = sl_answer_take(a, mark, &len);
     if (v)
         sl_answer_body(a, v, len);

@@ -146,11 +146,8 @@ static void rate_headers(sl_answer *r, const decided *d, size_t n, int64_t now_m
         sl_answer_lit(r, LIT(";sluice-burst="));
         sl_answer_int(r, d[i].m->quota.burst);
     }
-    if (r->overflow) { /* no RateLimit either: it would name quotas the policy does not */
-        size_t len;
-        sl_answer_take(r, mark, &len); /* drops what was appended */
+    if (sl_strbuf_error(&r->text)) /* full: no RateLimit either */
         return;
-    }
     SL_ANSWER_HEADER_FROM(r, "RateLimit-Policy", mark);
     /* RateLimit: the quotas whose state this request saw */
     mark = sl_answer_mark(r);

@@ -4,6 +4,8 @@
  */
 #include "protect/leaseid.h"
 
+#include "base/hex.h"
+
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -33,7 +35,6 @@ size_t sl_leaseid_format(char *out, size_t cap, uint64_t conc, uint64_t fleet, c
         need += token_char((unsigned char)res[i]) ? 1 : 3;
     if (need > limit)
         return len; /* too long to carry: /release needs X-Resource */
-    static const char hex[] = "0123456789ABCDEF";
     out[len++] = '.';
     for (size_t i = 0; i < rlen; i++) {
         unsigned char c = (unsigned char)res[i];
@@ -41,23 +42,12 @@ size_t sl_leaseid_format(char *out, size_t cap, uint64_t conc, uint64_t fleet, c
             out[len++] = (char)c;
         } else {
             out[len++] = '%';
-            out[len++] = hex[c >> 4];
-            out[len++] = hex[c & 15];
+            sl_hex_put(out + len, c, true);
+            len += 2;
         }
     }
     out[len] = 0;
     return len;
-}
-
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
 }
 
 int sl_leaseid_parse_one(const char *s, uint64_t *id)
@@ -96,12 +86,10 @@ int sl_leaseid_parse(const char *s, size_t n, uint64_t *conc, uint64_t *fleet, c
     for (size_t i = off + 1; i < n; i++) {
         char c = s[i];
         if (c == '%') {
-            if (i + 2 >= n)
+            int v = i + 2 < n ? sl_hex_byte(s + i + 1) : -1;
+            if (v < 0)
                 return -EINVAL;
-            int h = hexval(s[i + 1]), l = hexval(s[i + 2]);
-            if (h < 0 || l < 0)
-                return -EINVAL;
-            c = (char)(h << 4 | l);
+            c = (char)v;
             i += 2;
         } else if (!token_char((unsigned char)c)) {
             return -EINVAL;
