@@ -72,7 +72,8 @@ static int capture(void *owner, sl_exchange *ex, const sl_http_response *r)
     }
     a->nheaders = r->nheaders;
     assert_true(r->body_len < sizeof a->body);
-    memcpy(a->body, r->body, r->body_len);
+    if (r->body_len)
+        memcpy(a->body, r->body, r->body_len);
     a->body[r->body_len] = 0;
     a->body_len = r->body_len;
     a->grpc_status = -1;
