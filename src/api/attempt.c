@@ -19,6 +19,7 @@ typedef struct attempt {
     sl_answer *out;
     sl_ladder ladder;
     const sl_levee_request *lr;
+    uint64_t fleet_id, conc_id; /* leases held so far */
 } attempt;
 
 static int64_t ceil_s(int64_t ms)
@@ -110,6 +111,30 @@ static bool stands(attempt *t, sl_ladder_limiter lim, sl_killswitch_mode m, cons
     return false;
 }
 
+/* A later check rejected (or failed): the leases taken before it go back. */
+static void give_back(attempt *t, int64_t now)
+{
+    sl_protect_fleet_give(t->p, t->fleet_id, now);
+    sl_protect_conc_give(t->p, t->lr->resource, t->lr->resource_len, t->conc_id, now);
+    t->fleet_id = t->conc_id = 0;
+}
+
+/* What the engine said to a lease: 0 held (*id set), 1 over its limit, -1 the engine failed
+ * (answered 500, the leases held given back). */
+static int took(attempt *t, const sl_response *r, uint64_t *id, int64_t now)
+{
+    if (r->error) {
+        give_back(t, now);
+        t->out->error = r->error;
+        answer_static(t->out, SL_ANSWER_FAILED, "rate limiter error\n");
+        return -1;
+    }
+    if (r->status == SL_OVER_LIMIT)
+        return 1;
+    *id = r->lease_id;
+    return 0;
+}
+
 static sl_priority method_priority(const char *m, size_t n, sl_priority dflt)
 {
     if (!m || !n)
@@ -148,7 +173,6 @@ void sl_attempt_decide(sl_protect *p, int worker, const sl_levee_config *lcfg,
     sl_answer_reset(out);
     if (lr->req_id && lr->req_id_len)
         SL_ANSWER_HEADER_REF(out, "X-Req-Id", lr->req_id, lr->req_id_len);
-    uint64_t fleet_id = 0, conc_id = 0;
     const uint32_t gs = lcfg ? lcfg->group_size : 0;
     char res_print[100];
 
@@ -208,14 +232,10 @@ void sl_attempt_decide(sl_protect *p, int worker, const sl_levee_config *lcfg,
             int64_t nc = sl_protect_fleet_limit(fl, sl_protect_group_size(gs, snap, NULL, 0));
             sl_response r;
             sl_protect_fleet_take(p, nc, fl->duration_ms, now, &r);
-            if (r.error) {
-                out->error = r.error;
-                answer_static(out, SL_ANSWER_FAILED, "rate limiter error\n");
+            int rc = took(&t, &r, &t.fleet_id, now);
+            if (rc < 0)
                 goto done;
-            }
-            if (r.status != SL_OVER_LIMIT) {
-                fleet_id = r.lease_id;
-            } else if (stands(&t, SL_LADDER_FLEET, m, LIT("fleet"))) {
+            if (rc > 0 && stands(&t, SL_LADDER_FLEET, m, LIT("fleet"))) {
                 reject(out, SL_ANSWER_SHED, SL_LADDER_FLEET, nc, r.retry_after);
                 body_printf(out,
                             "fleet capacity is reserved for critical calls: %lld non-critical "
@@ -236,18 +256,11 @@ void sl_attempt_decide(sl_protect *p, int worker, const sl_levee_config *lcfg,
             sl_response r;
             sl_protect_conc_take(p, lr->resource, lr->resource_len, limit, cc.duration_ms, now,
                                  &r);
-            if (r.error) {
-                sl_protect_fleet_give(p, fleet_id, now);
-                fleet_id = 0;
-                out->error = r.error;
-                answer_static(out, SL_ANSWER_FAILED, "rate limiter error\n");
+            int rc = took(&t, &r, &t.conc_id, now);
+            if (rc < 0)
                 goto done;
-            }
-            if (r.status != SL_OVER_LIMIT) {
-                conc_id = r.lease_id;
-            } else if (stands(&t, SL_LADDER_CONC, m, LIT("concurrency"))) {
-                sl_protect_fleet_give(p, fleet_id, now);
-                fleet_id = 0;
+            if (rc > 0 && stands(&t, SL_LADDER_CONC, m, LIT("concurrency"))) {
+                give_back(&t, now);
                 reject(out, SL_ANSWER_REJECTED, SL_LADDER_CONC, limit, r.retry_after);
                 body_printf(out,
                             "concurrency limit reached: %lld calls in flight for \"%s\"; retry "
@@ -268,9 +281,7 @@ void sl_attempt_decide(sl_protect *p, int worker, const sl_levee_config *lcfg,
             if (m > qm)
                 qm = m;
             if (stands(&t, SL_LADDER_RATE, qm, out->quota, out->quota ? out->quota_len : 0)) {
-                sl_protect_fleet_give(p, fleet_id, now);
-                sl_protect_conc_give(p, lr->resource, lr->resource_len, conc_id, now);
-                fleet_id = conc_id = 0;
+                give_back(&t, now);
                 char q[100];
                 printable(q, sizeof q, out->quota ? out->quota : "", out->quota ? out->quota_len : 0);
                 body_printf(out, "rate limit exceeded for \"%s\"; retry in %lld s\n", q,
@@ -279,18 +290,16 @@ void sl_attempt_decide(sl_protect *p, int worker, const sl_levee_config *lcfg,
             }
             out->retry_after_ms = 0; /* admitted by a switch */
         } else if (out->outcome != SL_ANSWER_ACCEPTED) {
-            sl_protect_fleet_give(p, fleet_id, now);
-            sl_protect_conc_give(p, lr->resource, lr->resource_len, conc_id, now);
-            fleet_id = conc_id = 0;
+            give_back(&t, now);
             out->limiter = SL_LADDER_NONE;
             goto done;
         }
     }
 
     sl_answer_set(out, SL_ANSWER_ACCEPTED, SL_LADDER_NONE);
-    if (conc_id || fleet_id) {
+    if (t.conc_id || t.fleet_id) {
         char tok[SL_LEASEID_MAX + 8];
-        size_t n = sl_leaseid_format(tok, sizeof tok, conc_id, fleet_id, lr->resource,
+        size_t n = sl_leaseid_format(tok, sizeof tok, t.conc_id, t.fleet_id, lr->resource,
                                      lr->resource_len);
         size_t mark = sl_answer_mark(out);
         sl_answer_lit(out, tok, n);

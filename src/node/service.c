@@ -512,8 +512,8 @@ static void respond_answer(sl_service *s, sl_exchange *ex, int method, sl_answer
 {
     size_t nh = r->n_headers;
     if (r->body && r->content_type)
-        r->headers[nh++] = (sl_answer_header){"content-type", 12, r->content_type,
-                                              strlen(r->content_type)};
+        r->headers[nh++] = (sl_answer_header){"content-type", sizeof "content-type" - 1,
+                                              r->content_type, strlen(r->content_type)};
     sl_http_response resp = {
         .status = r->status,
         .headers = (const sl_http_header *)r->headers,

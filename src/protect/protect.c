@@ -268,27 +268,27 @@ int sl_protect_conc_give(sl_protect *p, const char *res, size_t len, uint64_t le
 
 /* ---------------------------------------------------------------- lifecycle and metrics */
 
-static void collect_level(void *arg, sl_metrics_sink *sink)
+/* One gauge per worker: its shed level, or its (smoothed) utilization. */
+static void collect_per_worker(sl_protect *p, sl_metrics_sink *sink, bool level)
 {
-    sl_protect *p = arg;
-    for (int i = 0; i < p->nw - 1; i++) {
-        char wbuf[16];
-        snprintf(wbuf, sizeof wbuf, "%d", i);
-        const char *v[1] = {wbuf};
-        sl_metrics_sink_emit(sink, v, 1, sl_shed_level_milli(&p->w[i].shed) / 1000.0);
-    }
-}
-
-static void collect_util(void *arg, sl_metrics_sink *sink)
-{
-    sl_protect *p = arg;
     for (int i = 0; i < p->nw - 1; i++) {
         char wbuf[16];
         snprintf(wbuf, sizeof wbuf, "%d", i);
         const char *v[1] = {wbuf};
         double u = sl_shed_util(&p->w[i].shed);
-        sl_metrics_sink_emit(sink, v, 1, u < 0 ? 0 : u);
+        sl_metrics_sink_emit(sink, v, 1,
+                             level ? sl_shed_level_milli(&p->w[i].shed) / 1000.0 : u < 0 ? 0 : u);
     }
+}
+
+static void collect_level(void *arg, sl_metrics_sink *sink)
+{
+    collect_per_worker(arg, sink, true);
+}
+
+static void collect_util(void *arg, sl_metrics_sink *sink)
+{
+    collect_per_worker(arg, sink, false);
 }
 
 static void collect_shed_calls(void *arg, sl_metrics_sink *sink)
