@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "sluice/clock.h"
-#include "wire/buf.h"
+#include "base/buf.h"
 
 #define READ_CHUNK 16384
 #define READS_PER_PROCESS 64    /* bound the work one readable event may do */

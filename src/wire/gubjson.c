@@ -20,6 +20,9 @@
  */
 #include "wire/gubjson.h"
 
+#include "base/hex.h"
+#include "base/utf8.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -35,33 +38,6 @@ void sl_gubjson_limits_default(sl_gubjson_limits *lim)
     lim->max_body = SL_GUBJSON_DEFAULT_MAX_BODY;
     lim->max_depth = SL_GUBJSON_DEFAULT_MAX_DEPTH;
     lim->max_tokens = SL_GUBJSON_DEFAULT_MAX_TOKENS;
-}
-
-/* Length of the valid UTF-8 sequence at s[0..n), or 0 if it is not one (RFC 3629: no overlongs,
- * no surrogates, nothing above U+10FFFF - jansson's own rule). The parser checks input with it;
- * the printer replaces what fails it. */
-static size_t utf8_seq(const uint8_t *s, size_t n)
-{
-    uint8_t c = s[0];
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf)
-        return n >= 2 && (s[1] & 0xc0) == 0x80 ? 2 : 0;
-    if (c >= 0xe0 && c <= 0xef) {
-        if (n < 3 || (s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80)
-            return 0;
-        if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0))
-            return 0;
-        return 3;
-    }
-    if (c >= 0xf0 && c <= 0xf4) {
-        if (n < 4 || (s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80 || (s[3] & 0xc0) != 0x80)
-            return 0;
-        if ((c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90))
-            return 0;
-        return 4;
-    }
-    return 0;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -822,30 +798,15 @@ static bool fp_literal(fp *f, const char *lit, size_t n)
     return true;
 }
 
-static int hexval(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Four hex digits at p (end bounds it). */
 static bool hex4(const unsigned char *p, const unsigned char *end, unsigned *out)
 {
     if (end - p < 4)
         return false;
-    unsigned v = 0;
-    for (int i = 0; i < 4; i++) {
-        int h = hexval(p[i]);
-        if (h < 0)
-            return false;
-        v = v << 4 | (unsigned)h;
-    }
-    *out = v;
+    uint64_t v;
+    if (sl_hex_parse((const char *)p, 4, &v))
+        return false;
+    *out = (unsigned)v;
     return true;
 }
 
@@ -869,7 +830,7 @@ static bool fp_string(fp *f, fp_span *out, bool *esc)
         if (c < 0x20)
             return false;
         if (c >= 0x80) {
-            size_t k = utf8_seq(p, (size_t)(end - p));
+            size_t k = sl_utf8_seq(p, (size_t)(end - p));
             if (!k)
                 return false;
             p += k;
@@ -1502,7 +1463,6 @@ int sl_gubjson_parse_get_rate_limits_req(const char *body, size_t len, const sl_
 
 int sl_gubjson_print_string(sl_buf *out, const char *str, size_t n)
 {
-    static const char hex[] = "0123456789abcdef";
     const uint8_t *s = (const uint8_t *)str;
     int rc = sl_buf_append(out, "\"", 1);
     size_t i = 0;
@@ -1517,7 +1477,7 @@ int sl_gubjson_print_string(sl_buf *out, const char *str, size_t n)
         }
         uint8_t ch = s[i];
         if (ch >= 0x80) {
-            size_t k = utf8_seq(s + i, n - i);
+            size_t k = sl_utf8_seq(s + i, n - i);
             if (k) {
                 rc = sl_buf_append(out, s + i, k);
                 i += k;
@@ -1542,8 +1502,7 @@ int sl_gubjson_print_string(sl_buf *out, const char *str, size_t n)
             e[1] = 'u';
             e[2] = '0';
             e[3] = '0';
-            e[4] = hex[ch >> 4];
-            e[5] = hex[ch & 15];
+            sl_hex_put(e + 4, ch, false);
             el = 6;
         }
         rc = sl_buf_append(out, e, el);
