@@ -38,7 +38,7 @@
 #include <stdint.h>
 
 #include "api/batch.h"
-#include "wire/buf.h"
+#include "base/buf.h"
 #include "wire/gubjson.h"
 
 /* gRPC method paths and the HTTP gateway's routes. */

@@ -30,7 +30,7 @@
 #include "client/h2conn.h"
 #include "gubernator.pb-c.h"
 #include "sluice/clock.h"
-#include "wire/buf.h"
+#include "base/buf.h"
 #include "wire/grpc_frame.h"
 
 #define PATH_GET_RATE_LIMITS "/pb.gubernator.V1/GetRateLimits"

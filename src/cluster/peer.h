@@ -27,7 +27,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "wire/buf.h"
+#include "base/buf.h"
 
 typedef struct sl_peer sl_peer;
 

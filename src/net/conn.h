@@ -20,7 +20,7 @@
 #include <sys/socket.h>
 
 #include "net/exchange.h"
-#include "wire/buf.h"
+#include "base/buf.h"
 
 typedef struct sl_h1 sl_h1;
 typedef struct sl_h2 sl_h2;

@@ -30,7 +30,7 @@
 #include <netinet/in.h>
 #include <uv.h>
 
-#include "wire/buf.h"
+#include "base/buf.h"
 
 typedef enum sl_http_proto { SL_HTTP_1 = 1, SL_HTTP_2 = 2 } sl_http_proto;
 

@@ -34,7 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "wire/buf.h"
+#include "base/buf.h"
 
 typedef struct sl_h2c_field {
     const char *name;   /* lowercase, as HTTP/2 requires */

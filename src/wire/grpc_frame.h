@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "wire/buf.h"
+#include "base/buf.h"
 
 #define SL_GRPC_HDR_LEN 5
 

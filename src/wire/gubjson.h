@@ -36,7 +36,7 @@
 
 #include "gubernator.pb-c.h"
 #include "peers.pb-c.h"
-#include "wire/buf.h"
+#include "base/buf.h"
 
 typedef struct sl_gubjson_limits {
     size_t max_body;     /* bytes; larger bodies are refused before parsing (-EMSGSIZE) */

@@ -12,7 +12,7 @@
 
 #include "api/batch.h"
 #include "gubernator.pb-c.h"
-#include "wire/buf.h"
+#include "base/buf.h"
 
 typedef struct gub_ref {
     Pb__Gubernator__GetRateLimitsResp msg;

@@ -1,5 +1,5 @@
 /* Growable, capped byte buffer (see buf.h). */
-#include "wire/buf.h"
+#include "base/buf.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -3,8 +3,8 @@
  * Appends past `cap` fail with -EMSGSIZE instead of growing without bound (an attacker controls
  * most sizes that reach a codec).
  */
-#ifndef SLUICE_WIRE_BUF_H
-#define SLUICE_WIRE_BUF_H
+#ifndef SLUICE_BASE_BUF_H
+#define SLUICE_BASE_BUF_H
 
 #include <stddef.h>
 #include <stdint.h>

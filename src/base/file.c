@@ -1,0 +1,105 @@
+/* Whole-file reading with a byte cap (see file.h). */
+#include "base/file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+__attribute__((format(printf, 4, 5))) static int fail(char *err, size_t errlen, int rc,
+                                                      const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+int sl_file_read(const char *path, size_t max, unsigned flags, char **out, size_t *len, char *err,
+                 size_t errlen)
+{
+    if (max >= SIZE_MAX / 2)
+        max = SIZE_MAX / 2 - 1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        return fail(err, errlen, -e, "%s: %s", path, strerror(e));
+    }
+    struct stat st;
+    bool have_st = fstat(fd, &st) == 0;
+    if ((flags & SL_FILE_REGULAR) && (!have_st || !S_ISREG(st.st_mode))) {
+        close(fd);
+        return fail(err, errlen, -EINVAL, "%s: not a regular file", path);
+    }
+    /* a regular file's size is a hint for the first allocation; the read loop is the truth */
+    size_t cap = 4096;
+    if (have_st && S_ISREG(st.st_mode) && st.st_size > 0) {
+        if ((uint64_t)st.st_size > max) {
+            close(fd);
+            return fail(err, errlen, -EFBIG, "%s: larger than %zu bytes", path, max);
+        }
+        cap = (size_t)st.st_size + 1;
+    }
+    if (cap > max + 1)
+        cap = max + 1;
+    char *buf = malloc(cap);
+    size_t n = 0;
+    int rc = buf ? 0 : fail(err, errlen, -ENOMEM, "%s: out of memory", path);
+    while (!rc) {
+        ssize_t r;
+        if (n + 1 == cap) {
+            /* full (one byte is kept for the NUL): is there more? */
+            char extra;
+            r = read(fd, &extra, 1);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r < 0)
+                rc = fail(err, errlen, -EIO, "%s: read error", path);
+            if (r <= 0)
+                break;
+            if (n >= max) {
+                rc = fail(err, errlen, -EFBIG, "%s: larger than %zu bytes", path, max);
+                break;
+            }
+            size_t ncap = cap > max / 2 ? max + 1 : cap * 2;
+            char *nb = realloc(buf, ncap);
+            if (!nb) {
+                rc = fail(err, errlen, -ENOMEM, "%s: out of memory", path);
+                break;
+            }
+            buf = nb;
+            cap = ncap;
+            buf[n++] = extra;
+            continue;
+        }
+        r = read(fd, buf + n, cap - 1 - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            rc = fail(err, errlen, -EIO, "%s: read error", path);
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
+    close(fd);
+    if (!rc && n > max)
+        rc = fail(err, errlen, -EFBIG, "%s: larger than %zu bytes", path, max);
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    buf[n] = '\0';
+    *out = buf;
+    if (len)
+        *len = n;
+    return 0;
+}

@@ -1,0 +1,25 @@
+/*
+ * sl_file: read a whole file into memory, with a byte cap (a configuration file is input the
+ * process does not control, and must not be able to exhaust its memory).
+ */
+#ifndef SLUICE_BASE_FILE_H
+#define SLUICE_BASE_FILE_H
+
+#include <stddef.h>
+
+/* flags for sl_file_read */
+#define SL_FILE_REGULAR 1u /* refuse anything but a regular file (a directory, a FIFO, a device) */
+
+/*
+ * Read the file at path: 0 and a malloc'd buffer in *out holding its *len bytes followed by a NUL
+ * (free() it), or a negative errno with a message "<path>: <reason>" in err (when errlen > 0):
+ *   -<errno of open()>   the file cannot be opened ("<path>: No such file or directory")
+ *   -EINVAL              SL_FILE_REGULAR was given and it is not a regular file
+ *   -EFBIG               it holds more than max bytes ("<path>: larger than <max> bytes")
+ *   -EIO                 a read failed ("<path>: read error")
+ *   -ENOMEM
+ */
+int sl_file_read(const char *path, size_t max, unsigned flags, char **out, size_t *len, char *err,
+                 size_t errlen);
+
+#endif
