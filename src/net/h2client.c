@@ -274,6 +274,20 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t error_code,
     return 0;
 }
 
+/* nghttp2's own HTTP checks failed on the answer (e.g. a :status that is not three digits): it
+ * resets the stream itself; for the caller this is a malformed answer, not a reset. */
+static int on_invalid_frame(nghttp2_session *ng, const nghttp2_frame *frame, int lib_error,
+                            void *ud)
+{
+    if (frame->hd.type != NGHTTP2_HEADERS ||
+        (lib_error != NGHTTP2_ERR_HTTP_HEADER && lib_error != NGHTTP2_ERR_HTTP_MESSAGING))
+        return 0;
+    stream *st = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
+    if (st)
+        finish(ud, st, -EPROTO);
+    return 0;
+}
+
 /* A request whose HEADERS never left (reset while queued, or refused after GOAWAY): nghttp2 will
  * not report it closed, so do it here. */
 static int on_frame_not_send(nghttp2_session *ng, const nghttp2_frame *frame, int lib_error,
@@ -337,6 +351,7 @@ int sl_h2c_new(const sl_h2c_config *cfg, sl_h2c **out)
     nghttp2_session_callbacks_set_on_frame_recv_callback(s->cbs, on_frame_recv);
     nghttp2_session_callbacks_set_on_stream_close_callback(s->cbs, on_stream_close);
     nghttp2_session_callbacks_set_on_frame_not_send_callback(s->cbs, on_frame_not_send);
+    nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(s->cbs, on_invalid_frame);
     if (nghttp2_session_client_new(&s->ng, s->cbs, s) != 0) {
         nghttp2_session_callbacks_del(s->cbs);
         free(s);
