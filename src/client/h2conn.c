@@ -1,9 +1,10 @@
 /*
  * One client-side HTTP/2 connection over a non-blocking TCP socket (see h2conn.h).
  *
- * The protocol lives in the sans-I/O session (net/h2client.c); this file only moves bytes between
- * it and the socket: what recv() returns goes to sl_h2c_recv(), what sl_h2c_send() produces is
- * kept in `out` and written with send(MSG_NOSIGNAL) as the socket takes it. The session queues
+ * The protocol lives in the sans-I/O session (net/h2client.c) and the socket calls in
+ * net/h2sock.c (reads go to the session, its frames are kept in `out` and written with
+ * send(MSG_NOSIGNAL) as the socket takes them); this file adds the connection's life: connect
+ * with a deadline and a shared backoff, poll(), and the blocking round trip. The session queues
  * completions and runs them once nghttp2 has returned, so a `done` callback never re-enters it;
  * streams whose peer never closes them after a timeout are bounded by max_abandoned: past it the
  * connection is evidently unhealthy and is dropped.
@@ -19,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "net/h2sock.h"
 #include "sluice/clock.h"
 
 #define READ_CHUNK 16384
@@ -166,19 +168,11 @@ static int conn_start(sl_h2conn *c)
         int e = atomic_load(&t->last_connect_err);
         return e ? e : -ECONNREFUSED;
     }
-    int fd = socket(t->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    bool open_now = false;
-    if (connect(fd, (const struct sockaddr *)&t->addr, t->addrlen) == 0) {
-        open_now = true;
-    } else if (errno != EINPROGRESS) {
-        int err = -errno;
-        close(fd);
-        connect_failed(c, err);
-        return err;
+    bool open_now;
+    int fd = sl_h2sock_connect((const struct sockaddr *)&t->addr, t->addrlen, &open_now);
+    if (fd < 0) {
+        connect_failed(c, fd);
+        return fd;
     }
     sl_h2c_config hc = {.max_body = t->max_body, .max_header_bytes = t->max_header_bytes,
                         .stream_window = STREAM_WINDOW, .conn_window = 4 * STREAM_WINDOW};
@@ -221,52 +215,16 @@ int sl_h2conn_submit(sl_h2conn *c, const sl_h2conn_req *req, sl_h2c_done_fn done
 static void do_read(sl_h2conn *c)
 {
     uint8_t buf[READ_CHUNK];
-    for (int i = 0; i < READS_PER_PROCESS; i++) {
-        ssize_t n = recv(c->fd, buf, sizeof buf, 0);
-        if (n > 0) {
-            if (sl_h2c_recv(c->sess, buf, (size_t)n) < 0) {
-                teardown(c, -EPROTO);
-                return;
-            }
-            if ((size_t)n < sizeof buf)
-                return;
-            continue;
-        }
-        if (n == 0) {
-            teardown(c, -ECONNRESET);
-            return;
-        }
-        if (errno == EINTR)
-            continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK)
-            teardown(c, -errno);
-        return;
-    }
+    int rc = sl_h2sock_read(c->sess, c->fd, buf, sizeof buf, READS_PER_PROCESS);
+    if (rc < 0)
+        teardown(c, rc);
 }
 
 static void do_write(sl_h2conn *c)
 {
-    for (;;) {
-        int rc = sl_h2c_send(c->sess, &c->out, OUT_HIGH_WATER);
-        if (rc < 0) {
-            teardown(c, rc);
-            return;
-        }
-        if (c->out.len == 0)
-            return;
-        /* MSG_NOSIGNAL: a peer that hung up is EPIPE here, not a SIGPIPE for the process */
-        ssize_t w = send(c->fd, c->out.data, c->out.len, MSG_NOSIGNAL);
-        if (w > 0) {
-            sl_buf_consume(&c->out, (size_t)w);
-            continue;
-        }
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return;
-        teardown(c, w < 0 ? -errno : -EPIPE);
-        return;
-    }
+    int rc = sl_h2sock_write(c->sess, c->fd, &c->out, OUT_HIGH_WATER);
+    if (rc < 0)
+        teardown(c, rc);
 }
 
 static void expire(sl_h2conn *c, int64_t now)
@@ -286,17 +244,12 @@ static void expire(sl_h2conn *c, int64_t now)
 void sl_h2conn_process(sl_h2conn *c, short revents, int64_t now_ns)
 {
     if (c->state == H2C_CONNECTING && (revents & (POLLOUT | POLLERR | POLLHUP))) {
-        int soerr = 0;
-        socklen_t sl = sizeof soerr;
-        struct sockaddr_storage peer;
-        socklen_t pl = sizeof peer;
-        if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
-            soerr = errno;
-        if (soerr) {
-            connect_failed(c, -soerr);
-            teardown(c, -soerr);
-        } else if (getpeername(c->fd, (struct sockaddr *)&peer, &pl) == 0) {
+        int rc = sl_h2sock_connect_result(c->fd);
+        if (rc == 0) {
             connected(c);
+        } else if (rc != -EAGAIN) {
+            connect_failed(c, rc);
+            teardown(c, rc);
         }
     }
     if (c->state == H2C_OPEN && (revents & (POLLIN | POLLERR | POLLHUP)))

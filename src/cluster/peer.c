@@ -7,10 +7,10 @@
  *
  * The session does the protocol, the deadlines and the stream bookkeeping (a call that timed out
  * is completed at once and reset, its memory waits in the session for nghttp2's close). This
- * file owns the socket: a non-blocking TCP socket watched by a uv_poll_t, read with recv() and
- * written with send(MSG_NOSIGNAL), so a peer that hung up is EPIPE for this connection and never
- * a SIGPIPE for the process, on whichever thread the embedder runs the loop (libuv's own stream
- * writes use write(2), which raises SIGPIPE: see docs/architecture.md).
+ * file owns the socket: a non-blocking TCP socket watched by a uv_poll_t, read and written by
+ * net/h2sock.c with send(MSG_NOSIGNAL), so a peer that hung up is EPIPE for this connection and
+ * never a SIGPIPE for the process, on whichever thread the embedder runs the loop (libuv's own
+ * stream writes use write(2), which raises SIGPIPE: see docs/architecture.md).
  *
  * The session completes a call by handing its answer to on_answer(), which keeps what the result
  * needs (it takes the body's memory) and queues the call; queued calls are delivered at the end
@@ -19,8 +19,6 @@
 #include "cluster/peer.h"
 
 #include <errno.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +26,7 @@
 #include <unistd.h>
 
 #include "net/h2client.h"
+#include "net/h2sock.h"
 #include "wire/grpc_frame.h"
 
 #define READ_BUF 16384
@@ -297,25 +296,12 @@ static void conn_flush(conn *c)
 {
     if (c->state != C_OPEN)
         return;
-    for (;;) {
-        int rc = sl_h2c_send(c->sess, &c->out, OUT_HIGH_WATER);
-        if (rc < 0) {
+    int rc = sl_h2sock_write(c->sess, c->fd, &c->out, OUT_HIGH_WATER);
+    if (rc < 0) {
+        if (rc == -EPROTO || rc == -ENOMEM)
             conn_kill(c, rc, rc == -ENOMEM ? "out of memory" : "HTTP/2 session error");
-            return;
-        }
-        if (c->out.len == 0)
-            break;
-        /* MSG_NOSIGNAL: a peer that hung up is EPIPE here, never SIGPIPE for the process */
-        ssize_t w = send(c->fd, c->out.data, c->out.len, MSG_NOSIGNAL);
-        if (w > 0) {
-            sl_buf_consume(&c->out, (size_t)w);
-            continue;
-        }
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            break; /* the socket is full: wait until it is writable */
-        conn_kill(c, -ECONNRESET, "write to peer failed");
+        else
+            conn_kill(c, -ECONNRESET, "write to peer failed");
         return;
     }
     /* the peer said GOAWAY (or ended the session) and everything on it is over: close it */
@@ -342,28 +328,15 @@ static void note_goaway(conn *c)
 
 static void do_read(conn *c)
 {
-    for (int i = 0; i < READS_PER_EVENT && c->state == C_OPEN; i++) {
-        ssize_t n = recv(c->fd, c->rbuf, sizeof c->rbuf, 0);
-        if (n > 0) {
-            if (sl_h2c_recv(c->sess, c->rbuf, (size_t)n) < 0) {
-                conn_kill(c, -EPROTO, "HTTP/2 protocol error from peer");
-                return;
-            }
-            note_goaway(c);
-            if ((size_t)n < sizeof c->rbuf)
-                return;
-            continue;
-        }
-        if (n == 0) {
-            conn_kill(c, -ECONNRESET, "peer closed the connection");
-            return;
-        }
-        if (errno == EINTR)
-            continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK)
-            conn_kill(c, -ECONNRESET, "connection to peer broke");
-        return;
-    }
+    int rc = sl_h2sock_read(c->sess, c->fd, c->rbuf, sizeof c->rbuf, READS_PER_EVENT);
+    if (rc == -EPROTO)
+        conn_kill(c, -EPROTO, "HTTP/2 protocol error from peer");
+    else if (rc == -ECONNRESET)
+        conn_kill(c, -ECONNRESET, "peer closed the connection");
+    else if (rc < 0)
+        conn_kill(c, -ECONNRESET, "connection to peer broke");
+    else
+        note_goaway(c);
 }
 
 static void on_open(conn *c)
@@ -384,20 +357,14 @@ static void on_poll(uv_poll_t *h, int status, int events)
     if (c->state == C_DEAD)
         return;
     if (c->state == C_CONNECTING) {
-        int soerr = 0;
-        socklen_t sl = sizeof soerr;
-        if (status < 0)
-            soerr = ECONNREFUSED;
-        else if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
-            soerr = errno;
-        if (soerr) {
-            conn_kill(c, soerr == ECONNREFUSED ? -ECONNREFUSED : -EHOSTUNREACH,
-                      soerr == ECONNREFUSED ? "connection refused by peer"
-                                            : "cannot connect to peer");
+        int rc = status < 0 ? -ECONNREFUSED : sl_h2sock_connect_result(c->fd);
+        if (rc == -EAGAIN) {
             deliver(p);
             return;
         }
-        if (!(events & UV_WRITABLE)) {
+        if (rc < 0) {
+            conn_kill(c, rc == -ECONNREFUSED ? -ECONNREFUSED : -EHOSTUNREACH,
+                      rc == -ECONNREFUSED ? "connection refused by peer" : "cannot connect to peer");
             deliver(p);
             return;
         }
@@ -468,15 +435,11 @@ static void connect_failed_early(conn *c, int err)
 static void start_connect(conn *c, const struct sockaddr *sa, socklen_t salen)
 {
     c->state = C_CONNECTING;
-    c->fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    bool now;
+    c->fd = sl_h2sock_connect(sa, salen, &now);
     if (c->fd < 0) {
-        connect_failed_early(c, -errno);
-        return;
-    }
-    int one = 1;
-    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (connect(c->fd, sa, salen) != 0 && errno != EINPROGRESS) {
-        connect_failed_early(c, -errno);
+        connect_failed_early(c, c->fd);
+        c->fd = -1;
         return;
     }
     if (uv_poll_init_socket(c->p->loop, &c->poll, c->fd) != 0) {
@@ -486,7 +449,7 @@ static void start_connect(conn *c, const struct sockaddr *sa, socklen_t salen)
     c->poll.data = c;
     c->poll_init = true;
     c->handles++;
-    c->events = UV_WRITABLE;
+    c->events = UV_WRITABLE; /* also when connected at once: on_poll opens it */
     if (uv_poll_start(&c->poll, UV_WRITABLE, on_poll) != 0)
         connect_failed_early(c, -EHOSTUNREACH);
 }
