@@ -5,10 +5,11 @@
  * allocation but the message's own. It accepts exactly what jansson accepts (RFC 8259 with
  * jansson's rules: UTF-8 checked, no \u0000, surrogates paired, integers within int64, reals
  * finite, no duplicate key in any object) and fills the struct exactly as the reference walk
- * (gubjson_ref.c) does. Anything it is not sure about - a syntax or type error, a key written with escapes, an object
- * with many unknown keys, deep nesting - it declines: the caller then runs the reference path,
- * which decides and words the error. So errors keep jansson's messages, and the fast path only
- * has to be right about what it accepts (the fuzzer compares the two paths on every input).
+ * (gubjson_ref.c) does. Anything it is not sure about - a syntax or type error, a key written with
+ * escapes, an object with many unknown keys, deep nesting - it declines: the caller then runs the
+ * reference path, which decides and words the error. So errors keep jansson's messages, and the
+ * fast path only has to be right about what it accepts (the fuzzer compares the two paths on every
+ * input).
  *
  * Depth and tokens are counted at the same bytes the prescan counts them, so the limits bind at
  * the same place. Not knowing an array's length up front, it grows repeated fields by doubling

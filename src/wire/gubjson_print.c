@@ -1,7 +1,7 @@
 /*
- * The protojson printer (see gubjson_print.h). It writes straight into an sl_buf instead of building
- * a jansson tree: responses are the hot path (1000 items per call) and need nothing but integers and
- * a few escaped strings.
+ * The protojson printer (see gubjson_print.h). It writes straight into an sl_buf instead of
+ * building a jansson tree: responses are the hot path (1000 items per call) and need nothing but
+ * integers and a few escaped strings.
  */
 #include "wire/gubjson_print.h"
 

@@ -194,7 +194,8 @@ static bool json_to_int(const json_t *v, bool is_unsigned, int64_t *out)
     case JSON_REAL:
         return sl_protojson_double_to_int(json_real_value(v), is_unsigned, out);
     case JSON_STRING:
-        return sl_protojson_text_to_int(json_string_value(v), json_string_length(v), is_unsigned, out);
+        return sl_protojson_text_to_int(json_string_value(v), json_string_length(v), is_unsigned,
+                                        out);
     default:
         return false;
     }
@@ -236,7 +237,8 @@ static int set_value(parse_ctx *c, const ProtobufCFieldDescriptor *f, const json
     case PROTOBUF_C_TYPE_ENUM: {
         int e;
         if (json_is_string(v)) {
-            if (!sl_protojson_enum_from_name(f->descriptor, json_string_value(v), json_string_length(v), &e))
+            if (!sl_protojson_enum_from_name(f->descriptor, json_string_value(v),
+                                             json_string_length(v), &e))
                 return bad_value(c, f, v);
         } else if (json_is_integer(v)) {
             /* proto3 enums are open: any int32 number is kept, as protojson does */

@@ -1,8 +1,8 @@
 /*
- * sl_gubjson_ref: the reference Gubernator JSON parser - jansson plus a walk of its tree against the
- * protobuf-c descriptor. It is the definition of what sl_gubjson_parse() accepts and how it words
- * errors; the hand-written parser (gubjson_fast.h) must agree with it, and hands it whatever it
- * declines. Callers use sl_gubjson_parse_with() (gubjson.h).
+ * sl_gubjson_ref: the reference Gubernator JSON parser - jansson plus a walk of its tree against
+ * the protobuf-c descriptor. It is the definition of what sl_gubjson_parse() accepts and how it
+ * words errors; the hand-written parser (gubjson_fast.h) must agree with it, and hands it whatever
+ * it declines. Callers use sl_gubjson_parse_with() (gubjson.h).
  */
 #ifndef SLUICE_WIRE_GUBJSON_REF_H
 #define SLUICE_WIRE_GUBJSON_REF_H

@@ -77,7 +77,8 @@ bool sl_protojson_text_to_int(const char *s, size_t n, bool is_unsigned, int64_t
     return true;
 }
 
-bool sl_protojson_enum_from_name(const ProtobufCEnumDescriptor *ed, const char *s, size_t n, int *out)
+bool sl_protojson_enum_from_name(const ProtobufCEnumDescriptor *ed, const char *s, size_t n,
+                                 int *out)
 {
     const ProtobufCEnumValue *ev = protobuf_c_enum_descriptor_get_value_by_name(ed, s);
     if (ev) {

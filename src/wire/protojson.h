@@ -70,7 +70,8 @@ static inline bool sl_protojson_is_camel_of(const char *key, size_t n, const cha
  * order. Fields usually come in declaration order, so the exact search starts after the previous
  * match (*hint; start a message with 0). NULL for an unknown key. */
 static inline const ProtobufCFieldDescriptor *
-sl_protojson_find_field(const ProtobufCMessageDescriptor *d, const char *key, size_t n, unsigned *hint)
+sl_protojson_find_field(const ProtobufCMessageDescriptor *d, const char *key, size_t n,
+                        unsigned *hint)
 {
     unsigned nf = d->n_fields;
     for (unsigned j = 0, i = *hint; j < nf; j++, i++) {
