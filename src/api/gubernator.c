@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "wire/grpc_frame.h"
+#include "wire/pbwire.h"
 
 void sl_gub_config_default(sl_gub_config *c)
 {
@@ -64,64 +65,6 @@ static int too_large(sl_gub_status *st, int rc, const char *fmt, ...)
 
 /* ---- protobuf helpers ------------------------------------------------------------------------ */
 
-static bool read_varint(const uint8_t *p, size_t n, size_t *pos, uint64_t *v)
-{
-    if (*pos < n && p[*pos] < 0x80) { /* most keys and lengths are one byte */
-        *v = p[(*pos)++];
-        return true;
-    }
-    uint64_t r = 0;
-    for (unsigned shift = 0; shift < 64 && *pos < n; shift += 7) {
-        uint8_t byte = p[(*pos)++];
-        r |= (uint64_t)(byte & 0x7f) << shift;
-        if (!(byte & 0x80)) {
-            *v = r;
-            return true;
-        }
-    }
-    return false;
-}
-
-/* Count the top-level occurrences of length-delimited field `field`, stopping once more than
- * `stop_after` are seen. -EINVAL if the top level is not well-formed protobuf. */
-static int count_field(const uint8_t *p, size_t n, uint32_t field, size_t stop_after,
-                       size_t *count)
-{
-    size_t pos = 0;
-    *count = 0;
-    while (pos < n) {
-        uint64_t tag, v;
-        if (!read_varint(p, n, &pos, &tag) || (tag >> 3) == 0 || (tag >> 3) > 0x1fffffff)
-            return -EINVAL;
-        switch (tag & 7) {
-        case 0:
-            if (!read_varint(p, n, &pos, &v))
-                return -EINVAL;
-            break;
-        case 1:
-            if (n - pos < 8)
-                return -EINVAL;
-            pos += 8;
-            break;
-        case 2:
-            if (!read_varint(p, n, &pos, &v) || v > n - pos)
-                return -EINVAL;
-            pos += (size_t)v;
-            if ((tag >> 3) == field && ++*count > stop_after)
-                return 0;
-            break;
-        case 5:
-            if (n - pos < 4)
-                return -EINVAL;
-            pos += 4;
-            break;
-        default:
-            return -EINVAL; /* groups do not exist in proto3; 6 and 7 are not wire types */
-        }
-    }
-    return 0;
-}
-
 static int pack(const ProtobufCMessage *m, sl_buf *out)
 {
     size_t sz = protobuf_c_message_get_packed_size(m);
@@ -144,7 +87,7 @@ static int precheck(const sl_gub_config *c, const uint8_t *msg, size_t len, size
         return too_large(st, -EMSGSIZE, "grpc: received message larger than max (%zu vs. %zu)",
                          len, c->max_msg);
     if (too_many_fmt) {
-        if (count_field(msg, len, 1, max_items, n_items)) {
+        if (sl_pb_count_field(msg, len, 1, max_items, n_items)) {
             sl_gub_status_set(st, SL_GRPC_INTERNAL, UNMARSHAL_ERR);
             return -EINVAL;
         }
@@ -274,103 +217,9 @@ static int fill_requests(sl_batch *b, Pb__Gubernator__RateLimitReq **rq, size_t 
  * caller then resets the batch and runs protobuf-c, which decides and words the error.
  */
 
-typedef struct pb_rd {
-    const uint8_t *p, *end;
-} pb_rd;
-
-/* A varint of at most 10 bytes; bits past 64 are dropped (protobuf-c's parse_uint64). */
-static inline bool pb_varint(pb_rd *r, uint64_t *v)
-{
-    const uint8_t *p = r->p;
-    if (p < r->end && *p < 0x80) {
-        *v = *p;
-        r->p = p + 1;
-        return true;
-    }
-    uint64_t x = 0;
-    for (unsigned i = 0; i < 10 && p < r->end; i++, p++) {
-        x |= (uint64_t)(*p & 0x7f) << (7 * i);
-        if (!(*p & 0x80)) {
-            *v = x;
-            r->p = p + 1;
-            return true;
-        }
-    }
-    return false;
-}
-
-/* A field key: at most 5 bytes, the field number cut to 32 bits (parse_tag_and_wiretype); field
- * number 0 is refused (protobuf-c 1.4 refuses it). */
-static inline bool pb_key(pb_rd *r, uint32_t *field, unsigned *wt)
-{
-    const uint8_t *p = r->p;
-    if (p < r->end && *p < 0x80) {
-        *field = *p >> 3;
-        *wt = *p & 7;
-        r->p = p + 1;
-        return *field != 0;
-    }
-    uint64_t x = 0;
-    for (unsigned i = 0; i < 5 && p < r->end; i++, p++) {
-        x |= (uint64_t)(*p & 0x7f) << (7 * i);
-        if (!(*p & 0x80)) {
-            *field = (uint32_t)(x >> 3);
-            *wt = (unsigned)(x & 7);
-            r->p = p + 1;
-            return *field != 0;
-        }
-    }
-    return false;
-}
-
-/* A length-delimited field's bytes. Lengths of 5 bytes (256 MiB and more) are declined. */
-static inline bool pb_bytes(pb_rd *r, pb_rd *sub)
-{
-    const uint8_t *p = r->p;
-    uint32_t n = 0;
-    for (unsigned i = 0; i < 4 && p < r->end; i++, p++) {
-        n |= (uint32_t)(*p & 0x7f) << (7 * i);
-        if (!(*p & 0x80)) {
-            p++;
-            if (n > (size_t)(r->end - p))
-                return false;
-            sub->p = p;
-            sub->end = p + n;
-            r->p = p + n;
-            return true;
-        }
-    }
-    return false;
-}
-
-/* Step over an unknown field. */
-static bool pb_skip(pb_rd *r, unsigned wt)
-{
-    uint64_t v;
-    pb_rd sub;
-    switch (wt) {
-    case 0:
-        return pb_varint(r, &v);
-    case 1:
-        if (r->end - r->p < 8)
-            return false;
-        r->p += 8;
-        return true;
-    case 2:
-        return pb_bytes(r, &sub);
-    case 5:
-        if (r->end - r->p < 4)
-            return false;
-        r->p += 4;
-        return true;
-    default:
-        return false; /* groups (3, 4) and 6, 7: protobuf-c refuses them */
-    }
-}
-
 /* A copy of a string field in the arena, NUL-terminated; *len stops at an embedded NUL, as
  * strlen() on protobuf-c's copy would. An absent field is "". */
-static const char *pb_str(sl_batch *b, const pb_rd *s, size_t *len)
+static const char *pb_str(sl_batch *b, const sl_pb_rd *s, size_t *len)
 {
     size_t n = s->p ? (size_t)(s->end - s->p) : 0;
     char *c = sl_batch_alloc(b, n + 1);
@@ -392,18 +241,18 @@ static const char *pb_str(sl_batch *b, const pb_rd *s, size_t *len)
 }
 
 /* RateLimitReq.MetadataEntry { string key = 1; string value = 2; } -> item i's req_meta. */
-static int pb_meta_entry(sl_batch *b, size_t i, pb_rd r)
+static int pb_meta_entry(sl_batch *b, size_t i, sl_pb_rd r)
 {
-    pb_rd key = {0}, val = {0};
+    sl_pb_rd key = {0}, val = {0};
     while (r.p < r.end) {
         uint32_t field;
         unsigned wt;
-        if (!pb_key(&r, &field, &wt))
+        if (!sl_pb_key(&r, &field, &wt))
             return -EINVAL;
         if (field == 1 || field == 2) {
-            if (wt != 2 || !pb_bytes(&r, field == 1 ? &key : &val))
+            if (wt != 2 || !sl_pb_bytes(&r, field == 1 ? &key : &val))
                 return -EINVAL;
-        } else if (!pb_skip(&r, wt)) {
+        } else if (!sl_pb_skip(&r, wt)) {
             return -EINVAL;
         }
     }
@@ -414,23 +263,23 @@ static int pb_meta_entry(sl_batch *b, size_t i, pb_rd r)
 }
 
 /* One RateLimitReq into item i: what protobuf-c's unpack and fill_requests() make of it. */
-static int pb_rate_limit_req(sl_batch *b, size_t i, pb_rd r, bool peer)
+static int pb_rate_limit_req(sl_batch *b, size_t i, sl_pb_rd r, bool peer)
 {
     sl_request *q = &b->reqs[i]; /* zeroed: absent fields stay 0 */
-    pb_rd name = {0}, key = {0};
+    sl_pb_rd name = {0}, key = {0};
     while (r.p < r.end) {
         uint32_t field;
         unsigned wt;
         uint64_t v;
-        if (!pb_key(&r, &field, &wt))
+        if (!sl_pb_key(&r, &field, &wt))
             return -EINVAL;
         /* tested in the order fields usually come: predictable branches, where a switch's
          * jump table mispredicted on every field */
         if (field == 1 || field == 2) {
-            if (wt != 2 || !pb_bytes(&r, field == 1 ? &name : &key))
+            if (wt != 2 || !sl_pb_bytes(&r, field == 1 ? &name : &key))
                 return -EINVAL;
         } else if (field <= 10 && field != 9) {
-            if (wt != 0 || !pb_varint(&r, &v))
+            if (wt != 0 || !sl_pb_varint(&r, &v))
                 return -EINVAL;
             if (field == 3)
                 q->hits = (int64_t)v;
@@ -447,13 +296,13 @@ static int pb_rate_limit_req(sl_batch *b, size_t i, pb_rd r, bool peer)
             else
                 q->created_at = (int64_t)v;
         } else if (field == 9) {
-            pb_rd e;
-            if (wt != 2 || !pb_bytes(&r, &e))
+            sl_pb_rd e;
+            if (wt != 2 || !sl_pb_bytes(&r, &e))
                 return -EINVAL;
             int rc = pb_meta_entry(b, i, e);
             if (rc)
                 return rc;
-        } else if (!pb_skip(&r, wt)) {
+        } else if (!sl_pb_skip(&r, wt)) {
             return -EINVAL;
         }
     }
@@ -464,25 +313,25 @@ static int pb_rate_limit_req(sl_batch *b, size_t i, pb_rd r, bool peer)
     return check_request(b, i, peer);
 }
 
-/* 0, or -EINVAL (declined: run protobuf-c) / -ENOMEM. n is count_field()'s count of requests. */
+/* 0, or -EINVAL (declined: run protobuf-c) / -ENOMEM. n is the count of requests (precheck). */
 static int fast_decode_reqs(const uint8_t *msg, size_t len, size_t n, sl_batch *b, bool peer)
 {
     if (sl_batch_alloc_items(b, n))
         return -ENOMEM;
-    pb_rd r = {msg, msg + len};
+    sl_pb_rd r = {msg, msg + len};
     size_t i = 0;
     while (r.p < r.end) {
         uint32_t field;
         unsigned wt;
-        if (!pb_key(&r, &field, &wt))
+        if (!sl_pb_key(&r, &field, &wt))
             return -EINVAL;
         if (field != 1) {
-            if (!pb_skip(&r, wt))
+            if (!sl_pb_skip(&r, wt))
                 return -EINVAL;
             continue;
         }
-        pb_rd item;
-        if (wt != 2 || i == n || !pb_bytes(&r, &item))
+        sl_pb_rd item;
+        if (wt != 2 || i == n || !sl_pb_bytes(&r, &item))
             return -EINVAL;
         int rc = pb_rate_limit_req(b, i++, item, peer);
         if (rc)
@@ -578,55 +427,10 @@ int sl_gub_decode_json(const sl_gub_config *c, const char *body, size_t len, sl_
  * makes of the same message. The tests compare both with protobuf-c / the printer.
  */
 
-static inline size_t varint_size(uint64_t v)
-{
-    /* ceil(bits / 7) without a division: (floor(log2 v) * 9 + 73) / 64 */
-    return (size_t)((63 - __builtin_clzll(v | 1)) * 9 + 73) / 64;
-}
-
-static inline uint8_t *put_varint(uint8_t *w, uint64_t v)
-{
-    while (v >= 0x80) {
-        *w++ = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    *w++ = (uint8_t)v;
-    return w;
-}
-
-/* A string field (key + length + bytes), or nothing if it is empty. */
-static inline size_t str_field_size(size_t n)
-{
-    return n ? 1 + varint_size(n) + n : 0;
-}
-
-static inline uint8_t *put_str_field(uint8_t *w, uint8_t key, const char *s, size_t n)
-{
-    if (!n)
-        return w;
-    *w++ = key;
-    w = put_varint(w, n);
-    memcpy(w, s, n);
-    return w + n;
-}
-
-static inline size_t i64_field_size(int64_t v)
-{
-    return v ? 1 + varint_size((uint64_t)v) : 0;
-}
-
-static inline uint8_t *put_i64_field(uint8_t *w, uint8_t key, int64_t v)
-{
-    if (!v)
-        return w;
-    *w++ = key;
-    return put_varint(w, (uint64_t)v);
-}
-
 static size_t meta_entry_size(const sl_kv *kv)
 {
-    return str_field_size(kv->key ? strlen(kv->key) : 0) +
-           str_field_size(kv->val ? strlen(kv->val) : 0);
+    return sl_pb_str_field_size(kv->key ? strlen(kv->key) : 0) +
+           sl_pb_str_field_size(kv->val ? strlen(kv->val) : 0);
 }
 
 /* The size of item i's RateLimitResp (without its own key and length). An error answer carries
@@ -636,15 +440,15 @@ static size_t resp_size(const sl_batch *b, size_t i)
     const sl_response *s = &b->resps[i];
     size_t n = 0;
     if (s->error) {
-        n = str_field_size(strlen(s->error));
+        n = sl_pb_str_field_size(strlen(s->error));
     } else {
-        n = (s->status == SL_OVER_LIMIT ? 2 : 0) + i64_field_size(s->limit) +
-            i64_field_size(s->remaining) + i64_field_size(s->reset_time);
+        n = (s->status == SL_OVER_LIMIT ? 2 : 0) + sl_pb_i64_field_size(s->limit) +
+            sl_pb_i64_field_size(s->remaining) + sl_pb_i64_field_size(s->reset_time);
     }
     const sl_meta *m = &b->resp_meta[i];
     for (uint32_t k = 0; k < m->n; k++) {
         size_t e = meta_entry_size(&m->kv[k]);
-        n += 1 + varint_size(e) + e;
+        n += 1 + sl_pb_varint_size(e) + e;
     }
     return n;
 }
@@ -653,26 +457,26 @@ static uint8_t *put_resp(uint8_t *w, const sl_batch *b, size_t i, size_t size)
 {
     const sl_response *s = &b->resps[i];
     *w++ = 0x0a; /* field 1, length-delimited */
-    w = put_varint(w, size);
+    w = sl_pb_put_varint(w, size);
     if (s->error) {
-        w = put_str_field(w, 0x2a, s->error, strlen(s->error));
+        w = sl_pb_put_str_field(w, 0x2a, s->error, strlen(s->error));
     } else {
         if (s->status == SL_OVER_LIMIT) {
             *w++ = 0x08;
             *w++ = PB__GUBERNATOR__STATUS__OVER_LIMIT;
         }
-        w = put_i64_field(w, 0x10, s->limit);
-        w = put_i64_field(w, 0x18, s->remaining);
-        w = put_i64_field(w, 0x20, s->reset_time);
+        w = sl_pb_put_i64_field(w, 0x10, s->limit);
+        w = sl_pb_put_i64_field(w, 0x18, s->remaining);
+        w = sl_pb_put_i64_field(w, 0x20, s->reset_time);
     }
     const sl_meta *m = &b->resp_meta[i];
     for (uint32_t k = 0; k < m->n; k++) {
         const sl_kv *kv = &m->kv[k];
         size_t kn = kv->key ? strlen(kv->key) : 0, vn = kv->val ? strlen(kv->val) : 0;
         *w++ = 0x32; /* field 6, length-delimited */
-        w = put_varint(w, str_field_size(kn) + str_field_size(vn));
-        w = put_str_field(w, 0x0a, kv->key, kn);
-        w = put_str_field(w, 0x12, kv->val, vn);
+        w = sl_pb_put_varint(w, sl_pb_str_field_size(kn) + sl_pb_str_field_size(vn));
+        w = sl_pb_put_str_field(w, 0x0a, kv->key, kn);
+        w = sl_pb_put_str_field(w, 0x12, kv->val, vn);
     }
     return w;
 }
@@ -686,7 +490,7 @@ static int encode_resps_pb(sl_batch *b, sl_buf *out)
     size_t total = 0;
     for (size_t i = 0; i < b->n; i++) {
         sizes[i] = resp_size(b, i);
-        total += 1 + varint_size(sizes[i]) + sizes[i];
+        total += 1 + sl_pb_varint_size(sizes[i]) + sizes[i];
     }
     if (total == 0)
         return 0; /* (out->data may still be NULL) */

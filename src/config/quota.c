@@ -3,8 +3,9 @@
  * open-addressing table for every entry kind, the lookup that turns a request's resource, prefix
  * and method into the quotas that apply, and reference-counted immutable snapshots.
  *
- * The table uses linear probing with backward-shift deletion: etcd deletes are routine (an operator
- * removing a quota), and tombstones would slowly lengthen every probe of the hot-path lookup.
+ * The table is a base/strmap (linear probing with backward-shift deletion: etcd deletes are routine,
+ * an operator removing a quota, and tombstones would slowly lengthen every probe of the hot-path
+ * lookup). An entry's tag is its kind, its key the two parts (KEY, SUBKEY), its value a qval.
  */
 #include "config/quota.h"
 
@@ -15,25 +16,17 @@
 #include <string.h>
 
 #include <jansson.h>
-#include <xxhash.h>
 
-typedef struct sl_quota_ent {
-    uint64_t hash;
-    char *str;        /* key bytes then sub bytes (one allocation); NULL marks an empty slot */
-    uint32_t key_len;
-    uint32_t sub_len;
-    uint8_t kind;
-    union {
-        sl_quota q;
-        uint32_t factor;
-    } v;
-} sl_quota_ent;
+#include "base/strmap.h"
+
+/* An entry's value: a quota for the quota kinds, a group size for the factor kinds. */
+typedef union qval {
+    sl_quota q;
+    uint32_t factor;
+} qval;
 
 struct sl_quota_tree {
-    sl_quota_ent *slots;
-    size_t cap;   /* power of two, or 0 before the first insert */
-    size_t count;
-    size_t max_entries;
+    sl_strmap map;
 };
 
 /* ---------------------------------------------------------------- paths */
@@ -233,36 +226,11 @@ static bool kind_is_factor(int kind)
     return kind == SL_QUOTA_FACTOR_DEFAULT || kind == SL_QUOTA_FACTOR_KEY;
 }
 
-static uint64_t ent_hash(int kind, const char *key, size_t klen, const char *sub, size_t slen)
+static const qval *find(const sl_quota_tree *t, int kind, const char *key, size_t klen,
+                        const char *sub, size_t slen)
 {
-    uint64_t h = XXH3_64bits_withSeed(key, klen, (uint64_t)kind * 0x9E3779B97F4A7C15ull);
-    if (slen || kind == SL_QUOTA_SUBLIMIT || kind == SL_QUOTA_SUBKEY_DEFAULT)
-        h = XXH3_64bits_withSeed(sub, slen, h ^ 0x5bd1e995u);
-    return h;
-}
-
-static bool ent_eq(const sl_quota_ent *e, uint64_t h, int kind, const char *key, size_t klen,
-                   const char *sub, size_t slen)
-{
-    return e->hash == h && e->kind == kind && e->key_len == klen && e->sub_len == slen &&
-           (klen == 0 || memcmp(e->str, key, klen) == 0) &&
-           (slen == 0 || memcmp(e->str + klen, sub, slen) == 0);
-}
-
-static const sl_quota_ent *find(const sl_quota_tree *t, int kind, const char *key, size_t klen,
-                                const char *sub, size_t slen)
-{
-    if (t->count == 0)
-        return NULL;
-    uint64_t h = ent_hash(kind, key, klen, sub, slen);
-    size_t mask = t->cap - 1;
-    for (size_t i = h & mask;; i = (i + 1) & mask) {
-        const sl_quota_ent *e = &t->slots[i];
-        if (!e->str)
-            return NULL;
-        if (ent_eq(e, h, kind, key, klen, sub, slen))
-            return e;
-    }
+    const sl_strmap_ent *e = sl_strmap_find2(&t->map, (uint32_t)kind, key, klen, sub, slen);
+    return e ? sl_strmap_val(e) : NULL;
 }
 
 int sl_quota_tree_new(size_t max_entries, sl_quota_tree **out)
@@ -270,93 +238,44 @@ int sl_quota_tree_new(size_t max_entries, sl_quota_tree **out)
     sl_quota_tree *t = calloc(1, sizeof *t);
     if (!t)
         return -ENOMEM;
-    t->max_entries = max_entries ? max_entries : SL_QUOTA_DEFAULT_MAX_ENTRIES;
+    sl_strmap_init(&t->map, sizeof(qval), max_entries ? max_entries : SL_QUOTA_DEFAULT_MAX_ENTRIES,
+                   0);
     *out = t;
     return 0;
 }
 
 void sl_quota_tree_clear(sl_quota_tree *t)
 {
-    for (size_t i = 0; i < t->cap; i++) {
-        free(t->slots[i].str);
-        t->slots[i].str = NULL;
-    }
-    t->count = 0;
+    sl_strmap_clear(&t->map);
 }
 
 void sl_quota_tree_free(sl_quota_tree *t)
 {
     if (!t)
         return;
-    sl_quota_tree_clear(t);
-    free(t->slots);
+    sl_strmap_free(&t->map);
     free(t);
 }
 
 size_t sl_quota_tree_count(const sl_quota_tree *t)
 {
-    return t->count;
-}
-
-static void place(sl_quota_ent *slots, size_t cap, const sl_quota_ent *e)
-{
-    size_t mask = cap - 1;
-    size_t i = e->hash & mask;
-    while (slots[i].str)
-        i = (i + 1) & mask;
-    slots[i] = *e;
-}
-
-static int grow(sl_quota_tree *t)
-{
-    size_t ncap = t->cap ? t->cap * 2 : 16;
-    sl_quota_ent *ns = calloc(ncap, sizeof *ns);
-    if (!ns)
-        return -ENOMEM;
-    for (size_t i = 0; i < t->cap; i++)
-        if (t->slots[i].str)
-            place(ns, ncap, &t->slots[i]);
-    free(t->slots);
-    t->slots = ns;
-    t->cap = ncap;
-    return 0;
+    return sl_strmap_count(&t->map);
 }
 
 static int upsert(sl_quota_tree *t, const sl_quota_path *p, const sl_quota *q, uint32_t factor)
 {
-    const char *key = p->key ? p->key : "";
-    const char *sub = p->sub ? p->sub : "";
     if (p->key_len > SL_QUOTA_MAX_KEY || p->sub_len > SL_QUOTA_MAX_KEY)
         return -EINVAL;
-    sl_quota_ent *e = (sl_quota_ent *)find(t, p->kind, key, p->key_len, sub, p->sub_len);
-    if (!e) {
-        if (t->count >= t->max_entries)
-            return -ENOSPC;
-        /* keep the load factor under 1/2 so that probes stay short */
-        if ((t->count + 1) * 2 > t->cap) {
-            int rc = grow(t);
-            if (rc)
-                return rc;
-        }
-        sl_quota_ent ne = {0};
-        ne.str = malloc(p->key_len + p->sub_len + 1);
-        if (!ne.str)
-            return -ENOMEM;
-        memcpy(ne.str, key, p->key_len);
-        memcpy(ne.str + p->key_len, sub, p->sub_len);
-        ne.str[p->key_len + p->sub_len] = 0;
-        ne.key_len = (uint32_t)p->key_len;
-        ne.sub_len = (uint32_t)p->sub_len;
-        ne.kind = (uint8_t)p->kind;
-        ne.hash = ent_hash(p->kind, key, p->key_len, sub, p->sub_len);
-        place(t->slots, t->cap, &ne);
-        t->count++;
-        e = (sl_quota_ent *)find(t, p->kind, key, p->key_len, sub, p->sub_len);
-    }
+    sl_strmap_ent *e;
+    int rc = sl_strmap_put2(&t->map, (uint32_t)p->kind, p->key, p->key_len, p->sub, p->sub_len,
+                            NULL, &e);
+    if (rc)
+        return rc;
+    qval *v = sl_strmap_val(e);
     if (kind_is_factor(p->kind))
-        e->v.factor = factor;
+        v->factor = factor;
     else
-        e->v.q = *q;
+        v->q = *q;
     return 0;
 }
 
@@ -379,39 +298,16 @@ int sl_quota_tree_set_factor(sl_quota_tree *t, const sl_quota_path *p, uint32_t 
 
 bool sl_quota_tree_remove(sl_quota_tree *t, const sl_quota_path *p)
 {
-    const char *key = p->key ? p->key : "";
-    const char *sub = p->sub ? p->sub : "";
-    sl_quota_ent *e = (sl_quota_ent *)find(t, p->kind, key, p->key_len, sub, p->sub_len);
-    if (!e)
-        return false;
-    free(e->str);
-    e->str = NULL;
-    t->count--;
-    /* backward-shift: pull later members of the cluster into the hole when that keeps them
-     * reachable from their home slot */
-    size_t mask = t->cap - 1;
-    size_t hole = (size_t)(e - t->slots);
-    for (size_t j = (hole + 1) & mask; t->slots[j].str; j = (j + 1) & mask) {
-        size_t home = t->slots[j].hash & mask;
-        /* may move j to hole iff home is not in the cyclic range (hole, j] */
-        bool in_range = hole < j ? (home > hole && home <= j) : (home > hole || home <= j);
-        if (!in_range) {
-            t->slots[hole] = t->slots[j];
-            t->slots[j].str = NULL;
-            hole = j;
-        }
-    }
-    return true;
+    return sl_strmap_remove2(&t->map, (uint32_t)p->kind, p->key, p->key_len, p->sub, p->sub_len);
 }
 
 bool sl_quota_tree_get_quota(const sl_quota_tree *t, const sl_quota_path *p, sl_quota *out)
 {
     if (kind_is_factor(p->kind))
         return false;
-    const sl_quota_ent *e = find(t, p->kind, p->key ? p->key : "", p->key_len,
-                                 p->sub ? p->sub : "", p->sub_len);
+    const qval *e = find(t, p->kind, p->key, p->key_len, p->sub, p->sub_len);
     if (e && out)
-        *out = e->v.q;
+        *out = e->q;
     return e != NULL;
 }
 
@@ -419,9 +315,9 @@ bool sl_quota_tree_get_factor(const sl_quota_tree *t, const sl_quota_path *p, ui
 {
     if (!kind_is_factor(p->kind))
         return false;
-    const sl_quota_ent *e = find(t, p->kind, p->key ? p->key : "", p->key_len, "", 0);
+    const qval *e = find(t, p->kind, p->key, p->key_len, NULL, 0);
     if (e && out)
-        *out = e->v.factor;
+        *out = e->factor;
     return e != NULL;
 }
 
@@ -430,27 +326,10 @@ int sl_quota_tree_clone(const sl_quota_tree *t, sl_quota_tree **out)
     sl_quota_tree *c = calloc(1, sizeof *c);
     if (!c)
         return -ENOMEM;
-    c->max_entries = t->max_entries;
-    if (t->cap) {
-        c->slots = calloc(t->cap, sizeof *c->slots);
-        if (!c->slots) {
-            free(c);
-            return -ENOMEM;
-        }
-        c->cap = t->cap;
-        for (size_t i = 0; i < t->cap; i++) {
-            if (!t->slots[i].str)
-                continue;
-            c->slots[i] = t->slots[i];
-            size_t n = t->slots[i].key_len + t->slots[i].sub_len;
-            c->slots[i].str = malloc(n + 1);
-            if (!c->slots[i].str) {
-                sl_quota_tree_free(c);
-                return -ENOMEM;
-            }
-            memcpy(c->slots[i].str, t->slots[i].str, n + 1);
-            c->count++;
-        }
+    int rc = sl_strmap_clone(&t->map, &c->map);
+    if (rc) {
+        free(c);
+        return rc;
     }
     *out = c;
     return 0;
@@ -458,17 +337,15 @@ int sl_quota_tree_clone(const sl_quota_tree *t, sl_quota_tree **out)
 
 void sl_quota_tree_visit(const sl_quota_tree *t, sl_quota_visit_fn fn, void *ud)
 {
-    for (size_t i = 0; i < t->cap; i++) {
-        const sl_quota_ent *e = &t->slots[i];
-        if (!e->str)
-            continue;
-        sl_quota_path p = {.kind = (sl_quota_kind)e->kind,
-                           .key = e->str,
-                           .key_len = e->key_len,
-                           .sub = e->str + e->key_len,
-                           .sub_len = e->sub_len};
-        int stop = kind_is_factor(e->kind) ? fn(ud, &p, NULL, e->v.factor)
-                                           : fn(ud, &p, &e->v.q, 0);
+    size_t pos = 0;
+    for (const sl_strmap_ent *e; (e = sl_strmap_next(&t->map, &pos)) != NULL;) {
+        const qval *v = sl_strmap_val(e);
+        sl_quota_path p = {.kind = (sl_quota_kind)e->tag,
+                           .key = e->key,
+                           .key_len = e->len,
+                           .sub = e->key + e->len,
+                           .sub_len = e->len2};
+        int stop = kind_is_factor((int)e->tag) ? fn(ud, &p, NULL, v->factor) : fn(ud, &p, &v->q, 0);
         if (stop)
             return;
     }
@@ -542,9 +419,9 @@ int sl_quota_tree_apply_delete(sl_quota_tree *t, const char *root, const char *k
 
 /* ---------------------------------------------------------------- lookup */
 
-static const sl_quota_ent *find_key(const sl_quota_tree *t, const char *k, size_t kl)
+static const qval *find_key(const sl_quota_tree *t, const char *k, size_t kl)
 {
-    return find(t, SL_QUOTA_KEY, k, kl, "", 0);
+    return find(t, SL_QUOTA_KEY, k, kl, NULL, 0);
 }
 
 /* Concatenate up to three pieces into the lookup buffer; NULL when it is full (cannot happen
@@ -604,11 +481,11 @@ int sl_quota_lookup_request(const sl_quota_tree *t, const char *resource, size_t
     if (factor_override) {
         df = factor_override;
     } else {
-        const sl_quota_ent *f = find(t, SL_QUOTA_FACTOR_KEY, resource, resource_len, "", 0);
+        const qval *f = find(t, SL_QUOTA_FACTOR_KEY, resource, resource_len, NULL, 0);
         if (!f)
-            f = find(t, SL_QUOTA_FACTOR_DEFAULT, "", 0, "", 0);
+            f = find(t, SL_QUOTA_FACTOR_DEFAULT, NULL, 0, NULL, 0);
         if (f)
-            df = f->v.factor;
+            df = f->factor;
     }
 
     /* The most specific candidate, "R[/P][/M]", starts with "R": the level-3 key is its prefix. */
@@ -621,7 +498,7 @@ int sl_quota_lookup_request(const sl_quota_tree *t, const char *resource, size_t
         full_len += 1 + method_len;
     }
 
-    const sl_quota_ent *e = NULL;
+    const qval *e = NULL;
     const char *bk = full;
     size_t bkl = full_len;
     int level = 0;
@@ -643,19 +520,18 @@ int sl_quota_lookup_request(const sl_quota_tree *t, const char *resource, size_t
         /* The default is a value, not a shared bucket: each resource counts its own. */
         level = 4;
         src = SL_QUOTA_FROM_KEY_DEFAULT;
-        e = find(t, SL_QUOTA_KEY_DEFAULT, "", 0, "", 0);
+        e = find(t, SL_QUOTA_KEY_DEFAULT, NULL, 0, NULL, 0);
     }
     if (e) {
-        set_match(&out->m[out->n++], src, level, bk, bkl, bk, bkl, &e->v.q, df);
+        set_match(&out->m[out->n++], src, level, bk, bkl, bk, bkl, &e->q, df);
         out->has_main = true;
     }
 
     if (method_len) {
-        const sl_quota_ent *s = find(t, SL_QUOTA_SUBLIMIT, resource, resource_len, method,
-                                     method_len);
+        const qval *s = find(t, SL_QUOTA_SUBLIMIT, resource, resource_len, method, method_len);
         sl_quota_source ssrc = SL_QUOTA_FROM_SUBLIMIT;
         if (!s) {
-            s = find(t, SL_QUOTA_SUBKEY_DEFAULT, "", 0, method, method_len);
+            s = find(t, SL_QUOTA_SUBKEY_DEFAULT, NULL, 0, method, method_len);
             ssrc = SL_QUOTA_FROM_SUBKEY_DEFAULT;
         }
         if (s) {
@@ -675,7 +551,7 @@ int sl_quota_lookup_request(const sl_quota_tree *t, const char *resource, size_t
             if (!b || !nm)
                 return -ENAMETOOLONG;
             set_match(&out->m[out->n++], ssrc, 0, b, resource_len + 1 + method_len, nm, nml,
-                      &s->v.q, df);
+                      &s->q, df);
         }
     }
     return 0;

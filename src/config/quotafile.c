@@ -11,8 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
+#include "base/file.h"
 #include "config/yamlwalk.h"
 
 /* The walk's state: sl_yw first, so a callback's sl_yw * converts back (see yamlwalk.h). */
@@ -202,55 +202,13 @@ int sl_quotafile_load(const char *path, sl_quota_tree *t, char *err, size_t errl
     char dummy[1];
     if (!err || errlen == 0)
         err = dummy, errlen = sizeof dummy;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        int rc = -errno;
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+    char *buf;
+    size_t len;
+    int rc = sl_file_read(path, SL_QUOTAFILE_MAX_BYTES, 0, &buf, &len, err, errlen);
+    if (rc)
         return rc;
-    }
-    struct stat st;
-    if (fstat(fileno(f), &st) == 0 && (size_t)st.st_size > SL_QUOTAFILE_MAX_BYTES) {
-        fclose(f);
-        snprintf(err, errlen, "%s: larger than %zu bytes", path, SL_QUOTAFILE_MAX_BYTES);
-        return -EFBIG;
-    }
-    size_t cap = st.st_size > 0 ? (size_t)st.st_size + 1 : 4096, len = 0;
-    char *buf = malloc(cap);
-    if (!buf) {
-        fclose(f);
-        return -ENOMEM;
-    }
-    for (;;) {
-        size_t n = fread(buf + len, 1, cap - len, f);
-        len += n;
-        if (n == 0)
-            break;
-        if (len == cap) {
-            if (cap > SL_QUOTAFILE_MAX_BYTES) {
-                free(buf);
-                fclose(f);
-                snprintf(err, errlen, "%s: larger than %zu bytes", path, SL_QUOTAFILE_MAX_BYTES);
-                return -EFBIG;
-            }
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return -ENOMEM;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-    }
-    bool ioerr = ferror(f);
-    fclose(f);
-    if (ioerr) {
-        free(buf);
-        snprintf(err, errlen, "%s: read error", path);
-        return -EIO;
-    }
     char inner[200];
-    int rc = sl_quotafile_parse(buf, len, t, inner, sizeof inner);
+    rc = sl_quotafile_parse(buf, len, t, inner, sizeof inner);
     free(buf);
     if (rc)
         snprintf(err, errlen, "%s: %s", path, inner);

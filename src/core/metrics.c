@@ -13,6 +13,9 @@
  */
 #include "core/metrics.h"
 
+#include "base/strbuf.h"
+#include "base/utf8.h"
+
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -96,88 +99,23 @@ void sl_metrics_bind_thread(unsigned index)
 }
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Output buffer. */
+/* Output: sl_strbuf builders. The renderers were never capped: their size follows the
+ * registry's. */
 
-struct out {
-    char *p;
-    size_t len, cap;
-    bool oom;
-};
-
-static bool out_reserve(struct out *o, size_t n)
+static void out_init(sl_strbuf *o)
 {
-    if (o->oom)
-        return false;
-    if (o->len + n + 1 <= o->cap)
-        return true;
-    size_t cap = o->cap ? o->cap : 64;
-    while (cap < o->len + n + 1)
-        cap *= 2;
-    char *p = realloc(o->p, cap);
-    if (p == NULL) {
-        o->oom = true;
-        return false;
-    }
-    o->p = p;
-    o->cap = cap;
-    return true;
+    sl_strbuf_init(o, SIZE_MAX);
 }
 
-static void out_mem(struct out *o, const char *s, size_t n)
+/* Hand the text over: 0, or -ENOMEM with *out NULL. */
+static int out_finish(sl_strbuf *o, char **out, size_t *len)
 {
-    if (!out_reserve(o, n))
-        return;
-    memcpy(o->p + o->len, s, n);
-    o->len += n;
-    o->p[o->len] = '\0';
-}
-
-static void out_str(struct out *o, const char *s)
-{
-    out_mem(o, s, strlen(s));
-}
-
-static void out_ch(struct out *o, char c)
-{
-    out_mem(o, &c, 1);
-}
-
-__attribute__((format(printf, 2, 3))) static void out_fmt(struct out *o, const char *fmt, ...)
-{
-    char tmp[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-        o->oom = true;
-        return;
-    }
-    if ((size_t)n < sizeof(tmp)) {
-        out_mem(o, tmp, (size_t)n);
-        return;
-    }
-    if (!out_reserve(o, (size_t)n))
-        return;
-    va_start(ap, fmt);
-    vsnprintf(o->p + o->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    o->len += (size_t)n;
-}
-
-static int out_finish(struct out *o, char **out, size_t *len)
-{
-    if (!out_reserve(o, 0)) {
-        free(o->p);
+    if (sl_strbuf_take(o, out, len) != 0) {
         *out = NULL;
         if (len)
             *len = 0;
         return -ENOMEM;
     }
-    o->p[o->len] = '\0';
-    *out = o->p;
-    if (len)
-        *len = o->len;
     return 0;
 }
 
@@ -232,34 +170,6 @@ static bool ends_with(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-/* Length of the valid UTF-8 sequence at p (at most n bytes), or 0 if invalid. */
-static size_t utf8_seq(const unsigned char *p, size_t n)
-{
-    if (p[0] < 0x80)
-        return 1;
-    size_t len;
-    uint32_t cp;
-    if ((p[0] & 0xe0) == 0xc0)
-        len = 2, cp = p[0] & 0x1f;
-    else if ((p[0] & 0xf0) == 0xe0)
-        len = 3, cp = p[0] & 0x0f;
-    else if ((p[0] & 0xf8) == 0xf0)
-        len = 4, cp = p[0] & 0x07;
-    else
-        return 0;
-    if (len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((p[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (p[i] & 0x3f);
-    }
-    static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min_cp[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
-}
-
 /* Copy of s with invalid UTF-8 bytes replaced by '?' (Prometheus requires UTF-8 label values). */
 static char *dup_utf8(const char *s)
 {
@@ -269,7 +179,7 @@ static char *dup_utf8(const char *s)
         return NULL;
     size_t i = 0;
     while (i < n) {
-        size_t k = utf8_seq((const unsigned char *)s + i, n - i);
+        size_t k = sl_utf8_seq((const uint8_t *)s + i, n - i);
         if (k == 0) {
             d[i++] = '?';
         } else {
@@ -282,67 +192,67 @@ static char *dup_utf8(const char *s)
 }
 
 /* Prometheus label value: \ " and newline escaped. */
-static void out_prom_value(struct out *o, const char *s)
+static void out_prom_value(sl_strbuf *o, const char *s)
 {
     for (; *s; s++) {
         if (*s == '\\')
-            out_mem(o, "\\\\", 2);
+            sl_strbuf_append(o, "\\\\", 2);
         else if (*s == '"')
-            out_mem(o, "\\\"", 2);
+            sl_strbuf_append(o, "\\\"", 2);
         else if (*s == '\n')
-            out_mem(o, "\\n", 2);
+            sl_strbuf_append(o, "\\n", 2);
         else
-            out_ch(o, *s);
+            sl_strbuf_putc(o, *s);
     }
 }
 
 /* HELP text: \ and newline escaped. */
-static void out_prom_help(struct out *o, const char *s)
+static void out_prom_help(sl_strbuf *o, const char *s)
 {
     for (; *s; s++) {
         if (*s == '\\')
-            out_mem(o, "\\\\", 2);
+            sl_strbuf_append(o, "\\\\", 2);
         else if (*s == '\n')
-            out_mem(o, "\\n", 2);
+            sl_strbuf_append(o, "\\n", 2);
         else
-            out_ch(o, *s);
+            sl_strbuf_putc(o, *s);
     }
 }
 
 /* Graphite tag value: no ';', no leading '~', no spaces or control characters. */
-static void out_graphite_value(struct out *o, const char *s)
+static void out_graphite_value(sl_strbuf *o, const char *s)
 {
     for (size_t i = 0; s[i]; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c == ';' || c <= ' ' || c == 0x7f || (i == 0 && c == '~'))
-            out_ch(o, '_');
+            sl_strbuf_putc(o, '_');
         else
-            out_ch(o, (char)c);
+            sl_strbuf_putc(o, (char)c);
     }
 }
 
-static void out_prom_labels(struct out *o, const struct sl_metrics_family *f,
+static void out_prom_labels(sl_strbuf *o, const struct sl_metrics_family *f,
                             const char *const *values)
 {
     for (size_t i = 0; i < f->nlabels; i++) {
         if (i)
-            out_ch(o, ',');
-        out_str(o, f->label_names[i]);
-        out_mem(o, "=\"", 2);
+            sl_strbuf_putc(o, ',');
+        sl_strbuf_puts(o, f->label_names[i]);
+        sl_strbuf_append(o, "=\"", 2);
         out_prom_value(o, values[i]);
-        out_ch(o, '"');
+        sl_strbuf_putc(o, '"');
     }
 }
 
-static void out_graphite_tags(struct out *o, const struct sl_metrics_family *f,
+static void out_graphite_tags(sl_strbuf *o, const struct sl_metrics_family *f,
                               const char *const *values)
 {
     for (size_t i = 0; i < f->nlabels; i++) {
         if (values[i][0] == '\0')
             continue;
-        out_ch(o, ';');
-        out_str(o, f->label_names[i]);
-        out_ch(o, '=');
+        sl_strbuf_putc(o, ';');
+        sl_strbuf_puts(o, f->label_names[i]);
+        sl_strbuf_putc(o, '=');
         out_graphite_value(o, values[i]);
     }
 }
@@ -489,11 +399,13 @@ static struct series *series_create(struct sl_metrics_family *f, const char *con
             if ((s->values[i] = strdup(values[i])) == NULL)
                 goto fail;
     }
-    struct out po = {0}, go = {0};
+    sl_strbuf po, go;
+    out_init(&po);
+    out_init(&go);
     out_prom_labels(&po, f, (const char *const *)s->values);
     out_graphite_tags(&go, f, (const char *const *)s->values);
     if (out_finish(&po, &s->prom_labels, NULL) != 0) {
-        free(go.p);
+        sl_strbuf_free(&go);
         goto fail;
     }
     if (out_finish(&go, &s->graphite_tags, NULL) != 0)
@@ -857,7 +769,7 @@ double sl_metrics_histogram_sum(const sl_metrics_histogram *h)
 enum format { FMT_PROM, FMT_GRAPHITE };
 
 struct sl_metrics_sink {
-    struct out *o;
+    sl_strbuf *o;
     const struct sl_metrics_family *f;
     enum format fmt;
     const char *prefix; /* graphite: sanitised "prefix." or "" */
@@ -875,27 +787,27 @@ static const char *type_name(sl_metrics_type t)
 static void sample(struct sl_metrics_sink *k, const char *suffix, const char *labels,
                    const char *le, const char *value)
 {
-    struct out *o = k->o;
+    sl_strbuf *o = k->o;
     if (k->fmt == FMT_PROM) {
-        out_str(o, k->f->name);
-        out_str(o, suffix);
+        sl_strbuf_puts(o, k->f->name);
+        sl_strbuf_puts(o, suffix);
         if (labels[0] != '\0' || le != NULL) {
-            out_ch(o, '{');
-            out_str(o, labels);
+            sl_strbuf_putc(o, '{');
+            sl_strbuf_puts(o, labels);
             if (le != NULL)
-                out_fmt(o, "%sle=\"%s\"", labels[0] ? "," : "", le);
-            out_ch(o, '}');
+                sl_strbuf_printf(o, "%sle=\"%s\"", labels[0] ? "," : "", le);
+            sl_strbuf_putc(o, '}');
         }
-        out_fmt(o, " %s\n", value);
+        sl_strbuf_printf(o, " %s\n", value);
     } else {
-        out_str(o, k->prefix);
-        out_str(o, k->f->name);
-        out_str(o, suffix);
-        out_str(o, labels);
+        sl_strbuf_puts(o, k->prefix);
+        sl_strbuf_puts(o, k->f->name);
+        sl_strbuf_puts(o, suffix);
+        sl_strbuf_puts(o, labels);
         if (le != NULL)
-            out_fmt(o, ";le=%s", le);
-        out_str(o, k->tags);
-        out_fmt(o, " %s %lld\n", value, (long long)k->ts);
+            sl_strbuf_printf(o, ";le=%s", le);
+        sl_strbuf_puts(o, k->tags);
+        sl_strbuf_printf(o, " %s %lld\n", value, (long long)k->ts);
     }
 }
 
@@ -911,7 +823,8 @@ void sl_metrics_sink_emit(sl_metrics_sink *k, const char *const *values, size_t 
     for (size_t i = 0; i < nvalues && ok; i++)
         ok = values[i] != NULL && (clean[i] = dup_utf8(values[i])) != NULL;
     if (ok) {
-        struct out lo = {0};
+        sl_strbuf lo;
+        out_init(&lo);
         if (k->fmt == FMT_PROM)
             out_prom_labels(&lo, k->f, (const char *const *)clean);
         else
@@ -923,7 +836,7 @@ void sl_metrics_sink_emit(sl_metrics_sink *k, const char *const *values, size_t 
             sample(k, "", labels, NULL, v);
             free(labels);
         } else {
-            k->o->oom = true;
+            k->o->err = -ENOMEM;
         }
     }
     for (size_t i = 0; i < nvalues; i++)
@@ -975,9 +888,9 @@ static void render(sl_metrics *m, struct sl_metrics_sink *k)
     for (const struct sl_metrics_family *f = m->families; f; f = f->next) {
         k->f = f;
         if (k->fmt == FMT_PROM) {
-            out_fmt(k->o, "# HELP %s ", f->name);
+            sl_strbuf_printf(k->o, "# HELP %s ", f->name);
             out_prom_help(k->o, f->help);
-            out_fmt(k->o, "\n# TYPE %s %s\n", f->name, type_name(f->type));
+            sl_strbuf_printf(k->o, "\n# TYPE %s %s\n", f->name, type_name(f->type));
         }
         if (f->collect != NULL)
             f->collect(f->collect_arg, k);
@@ -990,7 +903,8 @@ static void render(sl_metrics *m, struct sl_metrics_sink *k)
 
 int sl_metrics_render_prometheus(sl_metrics *m, char **out, size_t *len)
 {
-    struct out o = {0};
+    sl_strbuf o;
+    out_init(&o);
     struct sl_metrics_sink k = {.o = &o, .fmt = FMT_PROM, .prefix = "", .tags = ""};
     render(m, &k);
     return out_finish(&o, out, len);
@@ -999,33 +913,37 @@ int sl_metrics_render_prometheus(sl_metrics *m, char **out, size_t *len)
 int sl_metrics_render_graphite(sl_metrics *m, const char *prefix, const char *const *tags,
                                int64_t timestamp, char **out, size_t *len)
 {
-    struct out po = {0}, to = {0}, o = {0};
+    sl_strbuf po, to, o;
+    out_init(&po);
+    out_init(&to);
+    out_init(&o);
     if (prefix != NULL && prefix[0] != '\0') {
         /* Graphite path segments: keep [A-Za-z0-9_.:-], the rest becomes '_'. */
         for (const char *p = prefix; *p; p++) {
             char c = *p;
             bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
                       c == '_' || c == '.' || c == ':' || c == '-';
-            out_ch(&po, ok ? c : '_');
+            sl_strbuf_putc(&po, ok ? c : '_');
         }
-        if (po.len > 0 && po.p[po.len - 1] != '.')
-            out_ch(&po, '.');
+        size_t n = sl_strbuf_len(&po);
+        if (n > 0 && sl_strbuf_str(&po)[n - 1] != '.')
+            sl_strbuf_putc(&po, '.');
     }
     for (size_t i = 0; tags != NULL && tags[i] != NULL && tags[i + 1] != NULL; i += 2) {
         if (!valid_label_name(tags[i], strlen(tags[i])) || tags[i + 1][0] == '\0')
             continue;
-        out_ch(&to, ';');
-        out_str(&to, tags[i]);
-        out_ch(&to, '=');
+        sl_strbuf_putc(&to, ';');
+        sl_strbuf_puts(&to, tags[i]);
+        sl_strbuf_putc(&to, '=');
         out_graphite_value(&to, tags[i + 1]);
     }
-    struct sl_metrics_sink k = {.o = &o, .fmt = FMT_GRAPHITE, .prefix = po.p ? po.p : "",
-                                .tags = to.p ? to.p : "", .ts = timestamp};
-    if (po.oom || to.oom)
-        o.oom = true;
+    struct sl_metrics_sink k = {.o = &o, .fmt = FMT_GRAPHITE, .prefix = sl_strbuf_str(&po),
+                                .tags = sl_strbuf_str(&to), .ts = timestamp};
+    if (sl_strbuf_error(&po) || sl_strbuf_error(&to))
+        o.err = -ENOMEM;
     else
         render(m, &k);
-    free(po.p);
-    free(to.p);
+    sl_strbuf_free(&po);
+    sl_strbuf_free(&to);
     return out_finish(&o, out, len);
 }

@@ -6,6 +6,8 @@
  */
 #include "wire/grpc_frame.h"
 
+#include "base/hex.h"
+
 #include <errno.h>
 #include <string.h>
 #include <strings.h>
@@ -135,7 +137,6 @@ int sl_grpc_frame_end(sl_buf *out, size_t mark)
 
 int sl_grpc_message_encode(const char *msg, size_t len, sl_buf *out)
 {
-    static const char hex[] = "0123456789ABCDEF";
     for (size_t i = 0; i < len;) {
         /* copy the longest run that needs no escaping in one append */
         size_t j = i;
@@ -149,23 +150,13 @@ int sl_grpc_message_encode(const char *msg, size_t len, sl_buf *out)
             continue;
         }
         uint8_t c = (uint8_t)msg[i++];
-        char e[3] = {'%', hex[c >> 4], hex[c & 15]};
+        char e[3] = {'%'};
+        sl_hex_put(e + 1, c, true);
         int rc = sl_buf_append(out, e, 3);
         if (rc)
             return rc;
     }
     return 0;
-}
-
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
 }
 
 int sl_grpc_message_decode(const char *val, size_t len, sl_buf *out)
@@ -176,9 +167,9 @@ int sl_grpc_message_decode(const char *val, size_t len, sl_buf *out)
     for (size_t i = 0; i < len; i++) {
         uint8_t c = (uint8_t)val[i];
         if (c == '%' && i + 2 < len) {
-            int h = hexval(val[i + 1]), l = hexval(val[i + 2]);
-            if (h >= 0 && l >= 0) {
-                c = (uint8_t)(h << 4 | l);
+            int v = sl_hex_byte(val + i + 1);
+            if (v >= 0) {
+                c = (uint8_t)v;
                 i += 2;
             }
         }
