@@ -4,29 +4,34 @@ ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
 JOBS       ?= $(shell nproc)
 PY         ?= /usr/bin/python3
-CC         ?= cc
 FUZZ_SECONDS ?= 20
 RUN_ARGS   ?=
 
-.PHONY: all deps build build-asan build-clang test unit-test unit-test-asan system-test run bench fuzz plots clean
+# Which packages `deps` installs (scripts/install-deps.sh): what building and running need, plus
+# what the target asked for (set per target below; it holds for the target's prerequisites too).
+DEPS       ?= build
+
+.PHONY: all deps build build-asan test unit-test unit-test-asan system-test run bench fuzz plots clean
 
 all: build
 
-deps:
-	@bash scripts/install-deps.sh
+test unit-test unit-test-asan system-test build-asan: DEPS = test
+bench: DEPS = bench
+fuzz: DEPS = fuzz
+plots: DEPS = plots
 
-$(BUILD)/Makefile: CMakeLists.txt
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+deps:
+	@bash scripts/install-deps.sh $(DEPS)
 
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
+# The project also builds warning-free with clang (the ASan build uses clang, the default build gcc).
 build-asan: deps
 	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang -DSLUICE_SANITIZE=ON >/dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 
-# The project also builds warning-free with clang (the ASan build uses clang, the default build gcc).
 unit-test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 

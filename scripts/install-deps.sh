@@ -1,15 +1,42 @@
 #!/usr/bin/env bash
-# Installs the Debian packages sluice needs to build, test, benchmark and run.
-# Idempotent: only missing packages are installed. apt only (no other registry).
+# Installs the Debian packages one make target needs, and nothing more:
+#
+#   install-deps.sh [build]   build and run sluiced/sluice (make build, make run)
+#   install-deps.sh test      + unit tests (cmocka, clang with ASan/UBSan) and system tests
+#                               (pytest, grpcio, etcd, promtool, curl, wrk)   (make test, CI)
+#   install-deps.sh bench     + the load tools and reference server (nginx, wrk, h2load)
+#   install-deps.sh fuzz      + clang's libFuzzer
+#   install-deps.sh plots     + gnuplot
+#
+# Every kind includes `build`. Idempotent: only missing packages are installed. apt only (no
+# other registry).
 set -euo pipefail
-PKGS=(
-  build-essential cmake pkg-config clang libclang-rt-14-dev
+KIND=${1:-build}
+
+BUILD=(
+  build-essential cmake pkg-config
   libuv1-dev node-llhttp libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler
-  libcurl4-openssl-dev libyaml-dev libjansson-dev libxxhash-dev libcmocka-dev
-  etcd-server etcd-client
-  python3 python3-pytest python3-grpcio python3-protobuf protobuf-compiler
-  prometheus nginx-light wrk nghttp2-client gnuplot-nox curl iproute2 procps
+  libcurl4-openssl-dev libyaml-dev libjansson-dev libxxhash-dev
 )
+TEST=(
+  clang libclang-rt-14-dev libcmocka-dev
+  etcd-server etcd-client prometheus
+  python3 python3-pytest python3-grpcio python3-protobuf protobuf-compiler
+  curl wrk iproute2 procps
+)
+BENCH=(python3 nginx-light wrk nghttp2-client)
+FUZZ=(clang libclang-rt-14-dev)
+PLOTS=(gnuplot-nox)
+
+case "$KIND" in
+  build) PKGS=("${BUILD[@]}") ;;
+  test)  PKGS=("${BUILD[@]}" "${TEST[@]}") ;;
+  bench) PKGS=("${BUILD[@]}" "${BENCH[@]}") ;;
+  fuzz)  PKGS=("${BUILD[@]}" "${FUZZ[@]}") ;;
+  plots) PKGS=("${BUILD[@]}" "${PLOTS[@]}") ;;
+  *) echo "usage: $0 [build|test|bench|fuzz|plots]" >&2; exit 2 ;;
+esac
+
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -17,7 +44,7 @@ done
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
-echo "install-deps: installing ${missing[*]}" >&2
+echo "install-deps ($KIND): installing ${missing[*]}" >&2
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 export DEBIAN_FRONTEND=noninteractive

@@ -44,10 +44,8 @@ window() { # name, heading, sim arguments...
     shift 2
     run "$name" --algorithms "$ALL" --limit 100 --duration 60000 --csv "$DATA/$name.csv" \
         --csv-step 5000 "$@"
-    for term in svg png; do
-        gnuplot -e "csv='$DATA/$name.csv'; out='$IMG/accuracy_$name.$term'; term='$term'" \
-                -e "heading='$heading'; limit=100; ncols=$NALL" "$GP/window.gp"
-    done
+    gnuplot -e "csv='$DATA/$name.csv'; out='$IMG/accuracy_$name.svg'" \
+            -e "heading='$heading'; limit=100; ncols=$NALL" "$GP/window.gp"
     shrink_svg "$IMG/accuracy_$name.svg"
 }
 
@@ -62,11 +60,9 @@ window window_edge "Edge pattern: 100 requests at B-1 ms and B ms, limit 100 per
     --traffic edge --seconds 600
 
 sweep() { # name, csv, csv2, label1, label2, heading, xcol, xlabel, names, logx
-    for term in svg png; do
-        gnuplot -e "csv='$2'; csv2='$3'; label1='$4'; label2='$5'; out='$IMG/accuracy_$1.$term'" \
-                -e "term='$term'; heading='$6'; xcol=$7; xlabel_text='$8'; names='$9'" \
-                -e "logx=${10}" "$GP/sweep.gp"
-    done
+    gnuplot -e "csv='$2'; csv2='$3'; label1='$4'; label2='$5'; out='$IMG/accuracy_$1.svg'" \
+            -e "heading='$6'; xcol=$7; xlabel_text='$8'; names='$9'" \
+            -e "logx=${10}" "$GP/sweep.gp"
     shrink_svg "$IMG/accuracy_$1.svg"
 }
 

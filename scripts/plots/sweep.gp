@@ -3,15 +3,11 @@
 # window relative to the limit. CSV (sluice sim --csv, sweep mode): k, sync_ms, then per algorithm
 # <alg>_over_pct and <alg>_peak_ratio.
 # Variables (gnuplot -e): csv, csv2 ("" for none), label1, label2 (legend suffixes of the two
-# files), out, term, heading, xcol (1 = k, 2 = sync_ms), xlabel_text, names (algorithm names,
+# files), out (an SVG file), heading, xcol (1 = k, 2 = sync_ms), xlabel_text, names (algorithm names,
 # space-separated, in CSV order), logx (0/1).
 set datafile separator ","
 nalgs = words(names)
-if (term eq "svg") {
-    set terminal svg size 1000,500 dynamic noenhanced font "sans,10" background "white"
-} else {
-    set terminal pngcairo size 1000,500 noenhanced font "sans,9" background "white"
-}
+set terminal svg size 1000,500 dynamic noenhanced font "sans,10" background "white"
 set output out
 set multiplot layout 1, 2 title heading font ",11"
 set grid lc rgb "#dddddd"

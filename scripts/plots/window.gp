@@ -1,13 +1,9 @@
 # Each algorithm's admitted count in the trailing window against the perfect sliding window, over
 # time (Criteo's figures): one panel per algorithm, the perfect window in grey underneath.
 # CSV (sluice sim --csv, single mode): t_s, perfect, then one column per algorithm.
-# Variables (gnuplot -e): csv, out, term ("svg" or "png"), heading, limit, ncols (algorithms).
+# Variables (gnuplot -e): csv, out (an SVG file), heading, limit, ncols (algorithms).
 set datafile separator ","
-if (term eq "svg") {
-    set terminal svg size 960,1100 dynamic noenhanced font "sans,10" background "white"
-} else {
-    set terminal pngcairo size 900,1030 noenhanced font "sans,8" background "white"
-}
+set terminal svg size 960,1100 dynamic noenhanced font "sans,10" background "white"
 set output out
 set multiplot layout (ncols + 1) / 2, 2 title heading font ",12"
 set key top right horizontal samplen 2 font ",8"

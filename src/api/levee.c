@@ -11,8 +11,6 @@
 #include <string.h>
 #include <strings.h>
 
-#define CT_TEXT "text/plain; charset=utf-8"
-
 void sl_levee_config_default(sl_levee_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -39,17 +37,6 @@ const char *sl_levee_no_quota_name(sl_levee_no_quota m)
     case SL_LEVEE_NO_QUOTA_DENY: return "deny";
     case SL_LEVEE_NO_QUOTA_ERROR: return "error";
     default: return "allow";
-    }
-}
-
-const char *sl_levee_outcome_name(sl_levee_outcome o)
-{
-    switch (o) {
-    case SL_LEVEE_ACCEPTED: return "accepted";
-    case SL_LEVEE_REJECTED: return "rejected";
-    case SL_LEVEE_FAILED: return "failed";
-    case SL_LEVEE_MALFORMED: return "malformed";
-    default: return "unknown";
     }
 }
 
@@ -104,113 +91,28 @@ void sl_levee_policy_window(double rate, int64_t *q, int64_t *w)
     }
 }
 
-/* ---------------------------------------------------------------- response building */
+/* ---------------------------------------------------------------- the answer */
 
-typedef struct hbuild {
-    sl_levee_response *r;
-    size_t used;
-    bool overflow;
-} hbuild;
+#define LIT(s) s, sizeof s - 1
 
-static char *hb_cur(hbuild *h)
-{
-    return h->r->buf + h->used;
-}
-
-/* Appending pieces by hand: printf would be half the cost of a rejection. */
-static void hb_lit(hbuild *h, const char *lit)
-{
-    size_t n = strlen(lit);
-    if (sizeof h->r->buf - h->used < n) {
-        h->overflow = true;
-        return;
-    }
-    memcpy(hb_cur(h), lit, n);
-    h->used += n;
-}
-
-static void hb_int(hbuild *h, int64_t v)
-{
-    char tmp[24];
-    size_t n = 0;
-    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-    do {
-        tmp[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    if (v < 0)
-        tmp[n++] = '-';
-    if (sizeof h->r->buf - h->used < n) {
-        h->overflow = true;
-        return;
-    }
-    char *o = hb_cur(h);
-    for (size_t i = 0; i < n; i++)
-        o[i] = tmp[n - 1 - i];
-    h->used += n;
-}
-
-/* An sf-string: printable ASCII with '"' and '\' escaped, other bytes as '?', cut at
- * SL_LEVEE_HEADER_NAME_MAX output bytes. */
-static void hb_sf_string(hbuild *h, const char *s, size_t len)
-{
-    size_t room = sizeof h->r->buf - h->used;
-    if (room < SL_LEVEE_HEADER_NAME_MAX + 3) {
-        h->overflow = true;
-        return;
-    }
-    char *o = hb_cur(h);
-    size_t n = 0;
-    o[n++] = '"';
-    for (size_t i = 0; i < len && n + 2 <= SL_LEVEE_HEADER_NAME_MAX; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\') {
-            o[n++] = '\\';
-            o[n++] = (char)c;
-        } else {
-            o[n++] = c >= 0x20 && c <= 0x7e ? (char)c : '?';
-        }
-    }
-    o[n++] = '"';
-    h->used += n;
-}
-
-/* Keep the deciding quota's name (for logs) in the response's own buffer: the lookup it came
+/* Keep the deciding quota's name (for logs) in the answer's own buffer: the lookup it came
  * from lives on this function's stack. */
-static void set_quota_name(hbuild *h, const char *name, size_t len)
+static void set_quota_name(sl_answer *r, const char *name, size_t len)
 {
     if (len > SL_LEVEE_HEADER_NAME_MAX)
         len = SL_LEVEE_HEADER_NAME_MAX;
-    if (sizeof h->r->buf - h->used < len) {
-        h->r->quota = NULL;
-        h->r->quota_len = 0;
-        return;
-    }
-    char *o = hb_cur(h);
-    memcpy(o, name, len);
-    h->used += len;
-    h->r->quota = o;
-    h->r->quota_len = len;
+    size_t mark = sl_answer_mark(r);
+    sl_answer_lit(r, name, len);
+    r->quota = sl_answer_take(r, mark, &r->quota_len);
+    if (!r->quota)
+        r->quota_len = 0;
 }
 
-static void add_header(sl_levee_response *r, const char *name, const char *value, size_t len)
+static void retry_after_header(sl_answer *r, int64_t seconds)
 {
-    if (r->n_headers == SL_LEVEE_MAX_HEADERS)
-        return;
-    sl_levee_header *hd = &r->headers[r->n_headers++];
-    hd->name = name;
-    hd->name_len = strlen(name);
-    hd->value = value;
-    hd->value_len = len;
-}
-
-static void retry_after_header(hbuild *h, int64_t seconds)
-{
-    char *start = hb_cur(h);
-    size_t before = h->used;
-    hb_int(h, seconds);
-    if (!h->overflow)
-        add_header(h->r, "Retry-After", start, h->used - before);
+    size_t mark = sl_answer_mark(r);
+    sl_answer_int(r, seconds);
+    SL_ANSWER_HEADER_FROM(r, "Retry-After", mark);
 }
 
 /* One quota as decided (or not) for this request. */
@@ -226,32 +128,29 @@ static int64_t ceil_s(int64_t ms)
     return ms <= 0 ? 0 : (ms + 999) / 1000;
 }
 
-static void rate_headers(hbuild *h, const decided *d, size_t n, int64_t now_ms,
+static void rate_headers(sl_answer *r, const decided *d, size_t n, int64_t now_ms,
                          int64_t retry_after_s)
 {
-    sl_levee_response *r = h->r;
     /* RateLimit-Policy: every quota that applies */
-    char *start = hb_cur(h);
-    size_t before = h->used;
+    size_t mark = sl_answer_mark(r);
     for (size_t i = 0; i < n; i++) {
         int64_t q, w;
         sl_levee_policy_window(d[i].m->quota.rate, &q, &w);
         if (i)
-            hb_lit(h, ", ");
-        hb_sf_string(h, d[i].m->name, d[i].m->name_len);
-        hb_lit(h, ";q=");
-        hb_int(h, q);
-        hb_lit(h, ";w=");
-        hb_int(h, w);
-        hb_lit(h, ";sluice-burst=");
-        hb_int(h, d[i].m->quota.burst);
+            sl_answer_lit(r, LIT(", "));
+        sl_answer_sf_string(r, d[i].m->name, d[i].m->name_len, SL_LEVEE_HEADER_NAME_MAX);
+        sl_answer_lit(r, LIT(";q="));
+        sl_answer_int(r, q);
+        sl_answer_lit(r, LIT(";w="));
+        sl_answer_int(r, w);
+        sl_answer_lit(r, LIT(";sluice-burst="));
+        sl_answer_int(r, d[i].m->quota.burst);
     }
-    if (h->overflow)
+    if (sl_strbuf_error(&r->text)) /* full: no RateLimit either */
         return;
-    add_header(r, "RateLimit-Policy", start, h->used - before);
+    SL_ANSWER_HEADER_FROM(r, "RateLimit-Policy", mark);
     /* RateLimit: the quotas whose state this request saw */
-    start = hb_cur(h);
-    before = h->used;
+    mark = sl_answer_mark(r);
     bool any = false;
     for (size_t i = 0; i < n; i++) {
         if (!d[i].have)
@@ -265,31 +164,28 @@ static void rate_headers(hbuild *h, const decided *d, size_t n, int64_t now_ms,
             t = ceil_s(d[i].resp.reset_time - now_ms);
         }
         if (any)
-            hb_lit(h, ", ");
-        hb_sf_string(h, d[i].m->name, d[i].m->name_len);
-        hb_lit(h, ";r=");
-        hb_int(h, rem);
-        hb_lit(h, ";t=");
-        hb_int(h, t);
+            sl_answer_lit(r, LIT(", "));
+        sl_answer_sf_string(r, d[i].m->name, d[i].m->name_len, SL_LEVEE_HEADER_NAME_MAX);
+        sl_answer_lit(r, LIT(";r="));
+        sl_answer_int(r, rem);
+        sl_answer_lit(r, LIT(";t="));
+        sl_answer_int(r, t);
         any = true;
     }
-    if (any && !h->overflow)
-        add_header(r, "RateLimit", start, h->used - before);
+    if (any)
+        SL_ANSWER_HEADER_FROM(r, "RateLimit", mark);
 }
 
-static void finish(sl_levee_response *r, int status, sl_levee_outcome o, const char *body)
+static void finish(sl_answer *r, sl_answer_outcome o, const char *body)
 {
-    r->status = status;
-    r->outcome = o;
-    r->body = body;
-    r->body_len = body ? strlen(body) : 0;
-    r->content_type = body ? CT_TEXT : NULL;
+    sl_answer_set(r, o, o == SL_ANSWER_REJECTED ? SL_LADDER_RATE : SL_LADDER_NONE);
+    sl_answer_body(r, body, body ? strlen(body) : 0);
 }
 
 static void log_decision(const sl_levee_config *cfg, const sl_levee_request *q,
-                         const sl_levee_response *r)
+                         const sl_answer *r)
 {
-    sl_log_level lvl = r->outcome == SL_LEVEE_FAILED ? SL_LOG_WARN : SL_LOG_DEBUG;
+    sl_log_level lvl = r->outcome == SL_ANSWER_FAILED ? SL_LOG_WARN : SL_LOG_DEBUG;
     if (!cfg->log || !sl_log_enabled(cfg->log, lvl))
         return;
     sl_log_write(cfg->log, lvl,
@@ -300,7 +196,7 @@ static void log_decision(const sl_levee_config *cfg, const sl_levee_request *q,
                  q->resource ? q->resource : "",
                  (int)(q->prefix_len > 256 ? 256 : q->prefix_len), q->prefix ? q->prefix : "",
                  (int)(q->method_len > 64 ? 64 : q->method_len), q->method ? q->method : "",
-                 r->status, sl_levee_outcome_name(r->outcome),
+                 r->status, sl_answer_outcome_name(r->outcome),
                  (int)(r->quota_len > 256 ? 256 : r->quota_len), r->quota ? r->quota : "",
                  r->level, (long long)r->retry_after_ms, r->body ? " reason=" : "",
                  (int)(r->body_len ? r->body_len - 1 : 0), r->body ? r->body : "",
@@ -322,26 +218,24 @@ static void fill_request(sl_request *rq, const char *name, size_t name_len,
 }
 
 void sl_levee_attempt(const sl_levee_config *cfg, const sl_quota_snap *snap, sl_engine *e,
-                      const sl_levee_request *req, int64_t now_ms, sl_levee_response *out)
+                      const sl_levee_request *req, int64_t now_ms, sl_answer *out)
 {
-    sl_levee_response *r = out;
-    r->n_headers = 0;
-    r->quota = NULL;
-    r->quota_len = 0;
-    r->level = 0;
-    r->n_quotas = 0;
-    r->retry_after_ms = 0;
-    r->error = NULL;
-    hbuild h = {.r = r};
-
+    sl_answer_reset(out);
     if (req->req_id && req->req_id_len)
-        add_header(r, "X-Req-Id", req->req_id, req->req_id_len);
+        SL_ANSWER_HEADER_REF(out, "X-Req-Id", req->req_id, req->req_id_len);
+    sl_levee_decide(cfg, snap, e, req, now_ms, out);
+}
+
+void sl_levee_decide(const sl_levee_config *cfg, const sl_quota_snap *snap, sl_engine *e,
+                     const sl_levee_request *req, int64_t now_ms, sl_answer *out)
+{
+    sl_answer *r = out;
     if (!req->resource || req->resource_len == 0) {
-        finish(r, 400, SL_LEVEE_MALFORMED, "missing X-Resource header\n");
+        finish(r, SL_ANSWER_MALFORMED, "missing X-Resource header\n");
         goto done;
     }
     if (!snap || !snap->loaded) {
-        finish(r, 500, SL_LEVEE_FAILED, "quotas not loaded yet\n");
+        finish(r, SL_ANSWER_FAILED, "quotas not loaded yet\n");
         goto done;
     }
 
@@ -350,7 +244,7 @@ void sl_levee_attempt(const sl_levee_config *cfg, const sl_quota_snap *snap, sl_
                                      req->prefix_len, req->method, req->method_len,
                                      cfg->group_size, &lk);
     if (rc) {
-        finish(r, 400, SL_LEVEE_MALFORMED, "X-Resource, X-Prefix and X-Method are too long\n");
+        finish(r, SL_ANSWER_MALFORMED, "X-Resource, X-Prefix and X-Method are too long\n");
         goto done;
     }
     int64_t blocked_s = cfg->blocked_retry_after_s > 0 ? cfg->blocked_retry_after_s : 1;
@@ -359,14 +253,14 @@ void sl_levee_attempt(const sl_levee_config *cfg, const sl_quota_snap *snap, sl_
         switch (cfg->no_quota) {
         case SL_LEVEE_NO_QUOTA_DENY:
             r->retry_after_ms = blocked_s * 1000;
-            retry_after_header(&h, blocked_s);
-            finish(r, 429, SL_LEVEE_REJECTED, NULL);
+            retry_after_header(r, blocked_s);
+            finish(r, SL_ANSWER_REJECTED, NULL);
             break;
         case SL_LEVEE_NO_QUOTA_ERROR:
-            finish(r, 500, SL_LEVEE_FAILED, "no quota for resource\n");
+            finish(r, SL_ANSWER_FAILED, "no quota for resource\n");
             break;
         default:
-            finish(r, 200, SL_LEVEE_ACCEPTED, NULL);
+            finish(r, SL_ANSWER_ACCEPTED, NULL);
         }
         goto done;
     }
@@ -438,25 +332,25 @@ void sl_levee_attempt(const sl_levee_config *cfg, const sl_quota_snap *snap, sl_
         }
     }
     if (fail) {
-        set_quota_name(&h, lk.m[0].name, lk.m[0].name_len);
+        set_quota_name(r, lk.m[0].name, lk.m[0].name_len);
         r->error = fail;
-        finish(r, 500, SL_LEVEE_FAILED, "rate limiter error\n");
+        finish(r, SL_ANSWER_FAILED, "rate limiter error\n");
         goto done;
     }
     if (rejected >= 0) {
         const decided *rj = &d[rejected];
         r->retry_after_ms = rj->resp.retry_after > 0 ? rj->resp.retry_after : 1;
         int64_t ra = ceil_s(r->retry_after_ms);
-        retry_after_header(&h, ra);
-        rate_headers(&h, d, lk.n, now_ms, ra);
-        set_quota_name(&h, rj->m->name, rj->m->name_len);
-        finish(r, 429, SL_LEVEE_REJECTED, NULL);
+        retry_after_header(r, ra);
+        rate_headers(r, d, lk.n, now_ms, ra);
+        set_quota_name(r, rj->m->name, rj->m->name_len);
+        finish(r, SL_ANSWER_REJECTED, NULL);
         goto done;
     }
     if (cfg->headers_on_accept)
-        rate_headers(&h, d, lk.n, now_ms, 0);
-    set_quota_name(&h, lk.m[0].name, lk.m[0].name_len);
-    finish(r, 200, SL_LEVEE_ACCEPTED, NULL);
+        rate_headers(r, d, lk.n, now_ms, 0);
+    set_quota_name(r, lk.m[0].name, lk.m[0].name_len);
+    finish(r, SL_ANSWER_ACCEPTED, NULL);
 done:
     log_decision(cfg, req, r);
 }

@@ -1,6 +1,7 @@
 /*
- * Levee's POST /attempt, independent of the network layer: header values in, an HTTP answer out
- * (status, headers, body) that the daemon copies into its response.
+ * Levee's rate quotas for POST /attempt, independent of the network layer: header values in, an
+ * HTTP answer out (api/answer.h: status, headers, body) that node/service.c renders. The
+ * protections around them (priorities, leases, shedders, switches) are api/attempt.c's.
  *
  *   request headers  X-Resource (required), X-Prefix, X-Method, X-Req-Id (echoed)
  *   answers          200 accepted · 429 rejected · 500 failed (plain-text reason) · 400 malformed
@@ -29,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "api/answer.h"
 #include "config/quota.h"
 #include "core/log.h"
 #include "sluice/engine.h"
@@ -67,53 +69,22 @@ typedef struct sl_levee_request {
     size_t req_id_len;
 } sl_levee_request;
 
-typedef enum sl_levee_outcome {
-    SL_LEVEE_ACCEPTED = 0,
-    SL_LEVEE_REJECTED = 1,
-    SL_LEVEE_FAILED = 2,
-    SL_LEVEE_MALFORMED = 3,
-    SL_LEVEE_OUTCOME_COUNT
-} sl_levee_outcome;
-
-const char *sl_levee_outcome_name(sl_levee_outcome o); /* "accepted", ... */
-
-typedef struct sl_levee_header {
-    const char *name;
-    size_t name_len;
-    const char *value; /* into the response's buffer, the request (X-Req-Id), or static */
-    size_t value_len;
-} sl_levee_header;
-
-#define SL_LEVEE_MAX_HEADERS 5
 /* Longest quota name written into a header (longer names are cut): the headers are informative
  * and a resource name is client-controlled. */
 #define SL_LEVEE_HEADER_NAME_MAX 200
 
-typedef struct sl_levee_response {
-    int status;                 /* 200, 429, 500, 400 */
-    sl_levee_outcome outcome;
-    const char *body;           /* NULL, or a static plain-text reason ending in '\n' */
-    size_t body_len;
-    const char *content_type;   /* "text/plain; charset=utf-8" with a body, else NULL */
-    size_t n_headers;
-    sl_levee_header headers[SL_LEVEE_MAX_HEADERS];
-    /* for logs and metrics */
-    const char *quota;          /* name of the quota that decided (rejected, or the main one) */
-    size_t quota_len;
-    int level;                  /* lookup level of the main quota (1..4), 0 without one */
-    size_t n_quotas;            /* quotas that applied */
-    int64_t retry_after_ms;     /* with 429 */
-    const char *error;          /* with 500 from the engine: its static message */
-    char buf[1536];             /* storage for header values */
-} sl_levee_response;
-
 /*
- * Decide one /attempt at `now_ms` and fill *out (always). `snap` is the current quota snapshot
- * (from sl_quotasrc_read); NULL or not loaded yet gives 500. The response may point into `req`
- * (X-Req-Id), so use it before the request's memory goes away.
+ * Decide one /attempt at `now_ms` and fill *out (always: reset, X-Req-Id, then as
+ * sl_levee_decide). `snap` is the current quota snapshot (from sl_quotasrc_read); NULL or not
+ * loaded yet gives 500. The answer may point into `req` (X-Req-Id), so use it before the
+ * request's memory goes away.
  */
 void sl_levee_attempt(const sl_levee_config *cfg, const sl_quota_snap *snap, sl_engine *e,
-                      const sl_levee_request *req, int64_t now_ms, sl_levee_response *out);
+                      const sl_levee_request *req, int64_t now_ms, sl_answer *out);
+/* The rate quotas' part of an answer that protections may have started (api/attempt.c): the
+ * status, Retry-After and RateLimit headers, the body and the log fields; logs the decision. */
+void sl_levee_decide(const sl_levee_config *cfg, const sl_quota_snap *snap, sl_engine *e,
+                     const sl_levee_request *req, int64_t now_ms, sl_answer *out);
 
 /*
  * The engine's GCRA parameters for a normalised quota: limit per duration (ms) with

@@ -24,6 +24,16 @@ __attribute__((format(printf, 4, 5))) static int fail(char *err, size_t errlen, 
     return rc;
 }
 
+/* read(2), retried when a signal interrupts it. */
+static ssize_t read_some(int fd, void *p, size_t n)
+{
+    ssize_t r;
+    do
+        r = read(fd, p, n);
+    while (r < 0 && errno == EINTR);
+    return r;
+}
+
 int sl_file_read(const char *path, size_t max, unsigned flags, char **out, size_t *len, char *err,
                  size_t errlen)
 {
@@ -55,40 +65,31 @@ int sl_file_read(const char *path, size_t max, unsigned flags, char **out, size_
     size_t n = 0;
     int rc = buf ? 0 : fail(err, errlen, -ENOMEM, "%s: out of memory", path);
     while (!rc) {
-        ssize_t r;
-        if (n + 1 == cap) {
-            /* full (one byte is kept for the NUL): is there more? */
-            char extra;
-            r = read(fd, &extra, 1);
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (r < 0)
-                rc = fail(err, errlen, -EIO, "%s: read error", path);
-            if (r <= 0)
-                break;
-            if (n >= max) {
-                rc = fail(err, errlen, -EFBIG, "%s: larger than %zu bytes", path, max);
-                break;
-            }
-            size_t ncap = cap > max / 2 ? max + 1 : cap * 2;
-            char *nb = realloc(buf, ncap);
-            if (!nb) {
-                rc = fail(err, errlen, -ENOMEM, "%s: out of memory", path);
-                break;
-            }
-            buf = nb;
-            cap = ncap;
-            buf[n++] = extra;
-            continue;
-        }
-        r = read(fd, buf + n, cap - 1 - n);
-        if (r < 0 && errno == EINTR)
-            continue;
+        /* when full (one byte is kept for the NUL), read one byte to learn whether there is more */
+        bool full = n + 1 == cap;
+        char extra;
+        ssize_t r = read_some(fd, full ? &extra : buf + n, full ? 1 : cap - 1 - n);
         if (r < 0)
             rc = fail(err, errlen, -EIO, "%s: read error", path);
         if (r <= 0)
             break;
-        n += (size_t)r;
+        if (!full) {
+            n += (size_t)r;
+            continue;
+        }
+        if (n >= max) {
+            rc = fail(err, errlen, -EFBIG, "%s: larger than %zu bytes", path, max);
+            break;
+        }
+        size_t ncap = cap > max / 2 ? max + 1 : cap * 2;
+        char *nb = realloc(buf, ncap);
+        if (!nb) {
+            rc = fail(err, errlen, -ENOMEM, "%s: out of memory", path);
+            break;
+        }
+        buf = nb;
+        cap = ncap;
+        buf[n++] = extra;
     }
     close(fd);
     if (!rc && n > max)

@@ -132,6 +132,11 @@ int sl_strbuf_error(const sl_strbuf *s)
     return s->err;
 }
 
+void sl_strbuf_clear_error(sl_strbuf *s)
+{
+    s->err = 0;
+}
+
 int sl_strbuf_take(sl_strbuf *s, char **out, size_t *len)
 {
     int rc = reserve(s, 0); /* an empty builder hands over "" */

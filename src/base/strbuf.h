@@ -45,6 +45,9 @@ void sl_strbuf_truncate(sl_strbuf *s, size_t len);
 const char *sl_strbuf_str(const sl_strbuf *s);
 size_t sl_strbuf_len(const sl_strbuf *s);
 int sl_strbuf_error(const sl_strbuf *s);
+/* Forget the sticky error and go on appending. A failed append leaves the text as it was, so a
+ * builder that may skip a piece that does not fit (and still take smaller ones) can do so. */
+void sl_strbuf_clear_error(sl_strbuf *s);
 
 /*
  * Hand the text to the caller: 0 and a malloc'd NUL-terminated string in *out (its length in *len

@@ -9,8 +9,8 @@
  *
  * A key is (tag, a, b): a small caller-defined namespace `tag` (an entry kind) and the bytes of a
  * then b. The two parts let a composite key ("resource", "method") be looked up without first
- * joining it; ("ab","c") and ("a","bc") are different keys. Pass b = NULL, blen = 0 for a plain key.
- * Keys are copied (one allocation per entry, NUL-terminated for convenience).
+ * joining it; ("ab","c") and ("a","bc") are different keys. Pass b = NULL, blen = 0 for a plain
+ * key. Keys are copied (one allocation per entry, NUL-terminated for convenience).
  *
  * Entries are bounded by max_entries; a map is not thread-safe (publish a clone to readers).
  * Errors: 0 or a negative errno. The lookup is static inline: it sits on the request path.
@@ -110,10 +110,10 @@ static inline sl_strmap_ent *sl_strmap_find(const sl_strmap *m, uint32_t tag, co
 }
 
 /*
- * Insert (tag, a, b) or find it: 0 and the entry in *out (when out is not NULL). A new entry's value
- * is a copy of *val (zeros when val is NULL); an existing entry's value is overwritten by *val
- * unless val is NULL. -ENOSPC when the map already holds max_entries, -EINVAL for a part longer
- * than UINT32_MAX, -ENOMEM. Entry pointers are valid until the next insert or removal.
+ * Insert (tag, a, b) or find it: 0 and the entry in *out (when out is not NULL). A new entry's
+ * value is a copy of *val (zeros when val is NULL); an existing entry's value is overwritten by
+ * *val unless val is NULL. -ENOSPC when the map already holds max_entries, -EINVAL for a part
+ * longer than UINT32_MAX, -ENOMEM. Entry pointers are valid until the next insert or removal.
  */
 int sl_strmap_put2(sl_strmap *m, uint32_t tag, const char *a, size_t alen, const char *b,
                    size_t blen, const void *val, sl_strmap_ent **out);

@@ -1,7 +1,8 @@
 /*
  * sl_utf8: strict UTF-8 validation (RFC 3629): no overlong forms, no surrogates (U+D800..DFFF),
- * nothing above U+10FFFF. The JSON codecs and the metrics label sanitiser share it. The per-sequence
- * step is static inline because the JSON fast path calls it for every non-ASCII byte run.
+ * nothing above U+10FFFF. The JSON codecs and the metrics label sanitiser share it. The
+ * per-sequence step is static inline because the JSON fast path calls it for every non-ASCII byte
+ * run.
  */
 #ifndef SLUICE_BASE_UTF8_H
 #define SLUICE_BASE_UTF8_H

@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "client/h2client.h"
+#include "client/h2conn.h"
 #include "gubernator.pb-c.h"
 #include "sluice/clock.h"
 #include "base/buf.h"
@@ -55,8 +55,7 @@ typedef struct call {
     sl_h2c_field hdrs[10];
     size_t nhdrs;
     char grpc_timeout[16];
-    uint8_t *body;
-    size_t body_len;
+    sl_buf body;        /* the request body, until a connection takes it */
     char *strs;         /* copies of header values */
     int64_t *limits;    /* check: each item's limit, for synthesized answers */
     size_t nitems;
@@ -78,11 +77,11 @@ typedef struct call {
 
 struct sl_client {
     sl_client_options opt;
-    sl_h2c_target target;
+    sl_h2conn_target target;
 
     pthread_mutex_t pool_mu;
     pthread_cond_t pool_cv;
-    sl_h2c **idle;
+    sl_h2conn **idle;
     size_t nidle;
     unsigned nconns;
 
@@ -135,7 +134,7 @@ int sl_client_new(const char *addr, const sl_client_options *opt, sl_client **ou
     if (c->opt.max_response_bytes == 0)
         c->opt.max_response_bytes = d.max_response_bytes;
 
-    int rc = sl_h2c_target_init(&c->target, addr, SL_CLIENT_DEFAULT_PORT);
+    int rc = sl_h2conn_target_init(&c->target, addr, SL_CLIENT_DEFAULT_PORT);
     if (rc < 0) {
         free(c);
         return rc;
@@ -185,7 +184,7 @@ void sl_client_free(sl_client *c)
         pthread_join(c->io, NULL);
     }
     for (size_t i = 0; i < c->nidle; i++)
-        sl_h2c_free(c->idle[i]);
+        sl_h2conn_free(c->idle[i]);
     free(c->idle);
     close(c->wake_fd);
     pthread_mutex_destroy(&c->pool_mu);
@@ -276,7 +275,7 @@ static void add_hdr(call *k, const char *name, const char *value, size_t vlen)
 
 static void call_free(call *k)
 {
-    free(k->body);
+    sl_buf_free(&k->body);
     free(k->strs);
     free(k->limits);
     free(k);
@@ -297,14 +296,15 @@ static void add_grpc_headers(call *k)
 static int grpc_frame(call *k, const ProtobufCMessage *m)
 {
     size_t n = protobuf_c_message_get_packed_size(m);
-    k->body = malloc(SL_GRPC_HDR_LEN + n);
-    if (!k->body)
-        return -ENOMEM;
-    int rc = sl_grpc_frame_header(k->body, n, false);
+    sl_buf_init(&k->body, 0);
+    int rc = sl_buf_reserve(&k->body, SL_GRPC_HDR_LEN + n);
     if (rc < 0)
         return rc;
-    protobuf_c_message_pack(m, k->body + SL_GRPC_HDR_LEN);
-    k->body_len = SL_GRPC_HDR_LEN + n;
+    rc = sl_grpc_frame_header(k->body.data, n, false);
+    if (rc < 0)
+        return rc;
+    protobuf_c_message_pack(m, k->body.data + SL_GRPC_HDR_LEN);
+    k->body.len = SL_GRPC_HDR_LEN + n;
     return 0;
 }
 
@@ -531,7 +531,7 @@ static int decode_check(call *k, const sl_h2c_resp *resp, int err)
         return check_fail(k, err, gmsg);
     const uint8_t *msg;
     size_t mlen;
-    if (grpc_unframe(resp->body, resp->body_len, &msg, &mlen) < 0)
+    if (grpc_unframe(resp->body->data, resp->body->len, &msg, &mlen) < 0)
         return check_fail(k, -EPROTO, NULL);
     Pb__Gubernator__GetRateLimitsResp *m = pb__gubernator__get_rate_limits_resp__unpack(NULL, mlen, msg);
     if (!m || m->n_responses != k->nitems) {
@@ -596,7 +596,7 @@ static int decode_health(call *k, const sl_h2c_resp *resp, int err)
     const uint8_t *msg;
     size_t mlen;
     Pb__Gubernator__HealthCheckResp *m = NULL;
-    if (grpc_unframe(resp->body, resp->body_len, &msg, &mlen) == 0 && resp->body_len)
+    if (grpc_unframe(resp->body->data, resp->body->len, &msg, &mlen) == 0 && resp->body->len)
         m = pb__gubernator__health_check_resp__unpack(NULL, mlen, msg);
     if (out->grpc_status == 0 && !m) {
         out->err = -EPROTO;
@@ -785,10 +785,10 @@ static int decode_attempt(call *k, const sl_h2c_resp *resp, int err)
             out->outcome = SL_ATTEMPT_REJECTED;
         } else {
             err = k->kind == K_RELEASE && resp->status == 404 ? -ENOENT : -EPROTO;
-            size_t n = resp->body_len;
-            while (n && (resp->body[n - 1] == '\n' || resp->body[n - 1] == '\r'))
+            size_t n = resp->body->len;
+            while (n && (resp->body->data[n - 1] == '\n' || resp->body->data[n - 1] == '\r'))
                 n--;
-            copy_trunc(out->message, sizeof out->message, resp->body, n);
+            copy_trunc(out->message, sizeof out->message, resp->body->data, n);
         }
     }
     out->err = err;
@@ -869,16 +869,16 @@ static void on_h2_done(void *ud, const sl_h2c_resp *resp)
         deliver(k);
 }
 
-static void make_req(const call *k, sl_h2c_req *req)
+static void make_req(call *k, sl_h2conn_req *req)
 {
-    *req = (sl_h2c_req){.method = "POST", .path = k->path, .headers = k->hdrs,
-                        .nheaders = k->nhdrs, .body = k->body, .body_len = k->body_len,
-                        .deadline_ns = k->deadline_ns};
+    *req = (sl_h2conn_req){.method = "POST", .path = k->path, .headers = k->hdrs,
+                           .nheaders = k->nhdrs, .body = &k->body,
+                           .deadline_ns = k->deadline_ns};
 }
 
 /* ------------------------------------------------------------------ sync path */
 
-static int pool_get(sl_client *c, int64_t deadline_ns, sl_h2c **out)
+static int pool_get(sl_client *c, int64_t deadline_ns, sl_h2conn **out)
 {
     pthread_mutex_lock(&c->pool_mu);
     while (c->nidle == 0 && c->nconns >= c->opt.max_sync_conns) {
@@ -897,7 +897,7 @@ static int pool_get(sl_client *c, int64_t deadline_ns, sl_h2c **out)
     }
     c->nconns++;
     pthread_mutex_unlock(&c->pool_mu);
-    int rc = sl_h2c_new(&c->target, out);
+    int rc = sl_h2conn_new(&c->target, out);
     if (rc < 0) {
         pthread_mutex_lock(&c->pool_mu);
         c->nconns--;
@@ -907,7 +907,7 @@ static int pool_get(sl_client *c, int64_t deadline_ns, sl_h2c **out)
     return rc;
 }
 
-static void pool_put(sl_client *c, sl_h2c *h)
+static void pool_put(sl_client *c, sl_h2conn *h)
 {
     pthread_mutex_lock(&c->pool_mu);
     c->idle[c->nidle++] = h;
@@ -918,13 +918,13 @@ static void pool_put(sl_client *c, sl_h2c *h)
 static int run_sync(sl_client *c, call *k)
 {
     atomic_fetch_add(&c->calls, 1);
-    sl_h2c *h;
+    sl_h2conn *h;
     int rc = pool_get(c, k->deadline_ns, &h);
     if (rc == 0) {
-        sl_h2c_refresh(h);
-        sl_h2c_req req;
+        sl_h2conn_refresh(h);
+        sl_h2conn_req req;
         make_req(k, &req);
-        rc = sl_h2c_roundtrip(h, &req, on_h2_done, k);
+        rc = sl_h2conn_roundtrip(h, &req, on_h2_done, k);
         pool_put(c, h);
     }
     if (rc < 0)
@@ -946,22 +946,22 @@ static call *call_new(sl_client *c, call_kind kind, int timeout_ms)
 
 /* ------------------------------------------------------------------ async path */
 
-static void io_submit(sl_client *c, sl_h2c **active, sl_h2c **draining, size_t *ndraining, call *k)
+static void io_submit(sl_client *c, sl_h2conn **active, sl_h2conn **draining, size_t *ndraining, call *k)
 {
-    sl_h2c_req req;
+    sl_h2conn_req req;
     make_req(k, &req);
     int rc = -ENOMEM;
     for (int attempt = 0; attempt < 2; attempt++) {
-        if (!*active && sl_h2c_new(&c->target, active) < 0) {
+        if (!*active && sl_h2conn_new(&c->target, active) < 0) {
             rc = -ENOMEM;
             break;
         }
-        rc = sl_h2c_submit(*active, &req, on_h2_done, k);
+        rc = sl_h2conn_submit(*active, &req, on_h2_done, k);
         if (rc != -EAGAIN)
             break;
         /* GOAWAY with streams in flight: let them drain there, start afresh for new calls */
         if (*ndraining == MAX_DRAINING) {
-            sl_h2c_free(draining[0]);
+            sl_h2conn_free(draining[0]);
             memmove(draining, draining + 1, (MAX_DRAINING - 1) * sizeof *draining);
             (*ndraining)--;
         }
@@ -977,8 +977,8 @@ static void io_submit(sl_client *c, sl_h2c **active, sl_h2c **draining, size_t *
 static void *io_main(void *arg)
 {
     sl_client *c = arg;
-    sl_h2c *active = NULL;
-    sl_h2c *draining[MAX_DRAINING];
+    sl_h2conn *active = NULL;
+    sl_h2conn *draining[MAX_DRAINING];
     size_t ndraining = 0;
     for (;;) {
         pthread_mutex_lock(&c->q_mu);
@@ -1002,7 +1002,7 @@ static void *io_main(void *arg)
             break;
 
         struct pollfd pfd[2 + MAX_DRAINING];
-        sl_h2c *conns[1 + MAX_DRAINING];
+        sl_h2conn *conns[1 + MAX_DRAINING];
         size_t nconns = 0;
         if (active)
             conns[nconns++] = active;
@@ -1011,8 +1011,8 @@ static void *io_main(void *arg)
         pfd[0] = (struct pollfd){.fd = c->wake_fd, .events = POLLIN};
         int64_t dl = INT64_MAX;
         for (size_t i = 0; i < nconns; i++) {
-            sl_h2c_pollfd(conns[i], &pfd[1 + i]);
-            int64_t d = sl_h2c_next_deadline(conns[i]);
+            sl_h2conn_pollfd(conns[i], &pfd[1 + i]);
+            int64_t d = sl_h2conn_next_deadline(conns[i]);
             if (d < dl)
                 dl = d;
         }
@@ -1028,19 +1028,19 @@ static void *io_main(void *arg)
         }
         now = sl_mono_ns();
         for (size_t i = 0; i < nconns; i++)
-            sl_h2c_process(conns[i], pfd[1 + i].fd >= 0 ? pfd[1 + i].revents : 0, now);
+            sl_h2conn_process(conns[i], pfd[1 + i].fd >= 0 ? pfd[1 + i].revents : 0, now);
         for (size_t i = 0; i < ndraining;) {
-            if (sl_h2c_finished(draining[i])) {
-                sl_h2c_free(draining[i]);
+            if (sl_h2conn_finished(draining[i])) {
+                sl_h2conn_free(draining[i]);
                 draining[i] = draining[--ndraining];
             } else {
                 i++;
             }
         }
     }
-    sl_h2c_free(active);
+    sl_h2conn_free(active);
     for (size_t i = 0; i < ndraining; i++)
-        sl_h2c_free(draining[i]);
+        sl_h2conn_free(draining[i]);
     return NULL;
 }
 

@@ -1,8 +1,9 @@
 /*
  * sl_peer: an asynchronous gRPC client for one peer address on one libuv loop - how a node talks
  * PeersV1 to the others. One persistent cleartext HTTP/2 connection (prior knowledge, h2c) carries
- * every call as its own stream; nghttp2 does the protocol, this module moves bytes between it and
- * a uv_tcp_t, frames messages, enforces deadlines and reconnects.
+ * every call as its own stream; the sans-I/O session net/h2client.h does the protocol and the
+ * deadlines, this module moves bytes between it and a non-blocking socket (written with
+ * MSG_NOSIGNAL: the process's SIGPIPE disposition is left alone), frames messages and reconnects.
  *
  * Calls are unary: sl_peer_call() sends one framed request message and later runs the callback
  * exactly once, on the loop thread, with the response message, a gRPC error status, or a

@@ -14,6 +14,7 @@
  * An item's journey:
  *   owner == self                 engine now; GLOBAL: noted for broadcast
  *   GLOBAL, owner elsewhere       answered from the local copy now (global.c), hits queued
+                                   for the GLOBAL sync (globalsync.c)
  *   otherwise                     queued on the owner's batcher -> one GetPeerRateLimits call
  *                                 for up to batch-limit items -> answers copied back, "owner" set
  * A call that fails retries its items on the new owner if the view changed since they were sent
@@ -21,6 +22,10 @@
  * decision marked in its metadata. Deadlines are --batch-timeout: nothing waits forever.
  *
  * A submit's record ("pend") counts the items still out; the last answer runs `done`.
+ *
+ * The GLOBAL sync's sender lives in globalsync.c, one per worker; it asks this file for owners
+ * and peers (the view and connections stay here) and reports its calls' outcomes here, so peer
+ * health, the peer-call metrics and error counts cover every call.
  */
 #include "cluster/router.h"
 
@@ -36,6 +41,7 @@
 
 #include "cluster/batcher.h"
 #include "cluster/global.h"
+#include "cluster/globalsync.h"
 #include "cluster/members.h"
 #include "cluster/peer.h"
 #include "cluster/picker.h"
@@ -45,8 +51,6 @@
 #define MAX_ATTEMPTS 3
 #define META_OWNER "owner"
 #define META_FAIL_OPEN "fail_open"
-#define GLOBAL_EXPIRE_MS 1000
-#define GLOBAL_EXPIRE_WORK 4096
 
 /* ---- views ---------------------------------------------------------------------------------- */
 
@@ -95,23 +99,18 @@ typedef struct pend {
     size_t outstanding;
 } pend;
 
+/* Peer-call methods, for metrics: forwarding, then the GLOBAL sync's (SL_GLOBALSYNC_* + 1). */
 enum { K_FORWARD, K_GHITS, K_BCAST };
 
+/* A forwarding call in flight. */
 typedef struct pcall {
     wk *w;
-    int kind;
-    wpeer *wp;                  /* FORWARD: alive until every call on its connection ended */
-    char *addr;                 /* GHITS / BCAST: copy (their wpeer may go first) */
+    wpeer *wp;                  /* alive until every call on its connection ended */
     uint64_t version;
     size_t vidx;
     int64_t t0;
     size_t n;
-    /* GHITS: the keys sent, to apply the owner's answers as updates */
-    char *keys;
-    size_t *key_off;
-    int32_t *alg;
-    int64_t *dur;
-    sl_batcher_item items[];    /* FORWARD */
+    sl_batcher_item items[];
 } pcall;
 
 struct wk {
@@ -126,17 +125,16 @@ struct wk {
     int tfd;
     uv_poll_t tpoll;
     int64_t tfd_armed;
-    uv_timer_t hits_timer, bcast_timer, expire_timer;
+    sl_globalsync *gsync;
     pend *free_pends;
     size_t nfree_pends;
     sl_batch scratch;           /* decoding peers' answers */
-    sl_batch gscratch;          /* GLOBAL sends and broadcasts */
     size_t *idx;
     size_t idxcap;
     sl_batcher_item *take;
     /* counters, written by this worker only */
     _Atomic uint64_t c_local, c_forwarded, c_calls, c_errors, c_retries, c_fail_open;
-    _Atomic uint64_t c_global_local, c_global_sends, c_broadcasts, c_updates, c_views;
+    _Atomic uint64_t c_views;
     char pad[64];
 };
 
@@ -171,6 +169,8 @@ struct sl_router {
 
 static const char *const method_names[3] = {"GetPeerRateLimits", "GetPeerRateLimits.global",
                                             "UpdatePeerGlobals"};
+
+static const sl_globalsync_ops gsync_ops;
 
 static inline void cinc(_Atomic uint64_t *c, uint64_t n)
 {
@@ -356,14 +356,31 @@ int sl_router_new(const sl_router_config *cfg, sl_router **out)
     sl_global_config gc = {.max_keys = c->global_max_keys, .batch_limit = c->global_batch_limit};
     if ((rc = sl_global_new(&gc, &r->global)))
         goto fail;
-    for (int i = 0; i < r->nworkers; i++) {
-        r->wk[i].r = r;
-        r->wk[i].id = i;
-        r->wk[i].tfd = -1;
-        r->wk[i].tfd_armed = INT64_MAX;
-    }
     if (c->metrics)
         register_metrics(r, c->metrics);
+    for (int i = 0; i < r->nworkers; i++) {
+        wk *w = &r->wk[i];
+        w->r = r;
+        w->id = i;
+        w->tfd = -1;
+        w->tfd_armed = INT64_MAX;
+        sl_globalsync_config sc = {
+            .engine = r->engine,
+            .global = r->global,
+            .sync_wait_ns = c->global_sync_wait_ns,
+            .batch_limit = c->global_batch_limit,
+            .call_timeout_ms = r->batch_timeout_ms,
+            .gub = &c->gub,
+            .expire = i == 0,
+            .log = r->log,
+            .m_local_answers = r->m_global_local,
+            .m_updates = r->m_updates,
+            .ops = &gsync_ops,
+            .ud = w,
+        };
+        if ((rc = sl_globalsync_new(&sc, &w->gsync)))
+            goto fail;
+    }
     /* a static list is known now: workers start with it */
     if (c->discovery == SL_DISCOVERY_STATIC) {
         r->latest = view_build(r, (const char *const *)r->peers, c->n_peers);
@@ -387,8 +404,10 @@ void sl_router_free(sl_router *r)
         return;
     sl_router_stop(r);
     if (r->wk)
-        for (int i = 0; i < r->nworkers; i++)
+        for (int i = 0; i < r->nworkers; i++) {
             view_unref(r->wk[i].v);
+            sl_globalsync_free(r->wk[i].gsync);
+        }
     view_unref(r->latest);
     sl_global_free(r->global);
     free(r->wk);
@@ -512,8 +531,6 @@ static void on_batch_timer(uv_poll_t *h, int status, int events)
 
 /* ---- routing -------------------------------------------------------------------------------- */
 
-static void global_signals(wk *w, int sig, bool hits);
-
 static void decide_here(wk *w, sl_batch *b, size_t i, uint64_t h, int64_t now)
 {
     sl_router *r = w->r;
@@ -521,11 +538,8 @@ static void decide_here(wk *w, sl_batch *b, size_t i, uint64_t h, int64_t now)
     sl_engine_decide(r->engine, q, &b->resps[i], now);
     set_owner(b, i, r->advertise, false);
     cinc(&w->c_local, 1);
-    if ((q->behavior & SL_GLOBAL) && q->hits != 0 && !b->resps[i].error && w->v && w->v->n > 1) {
-        int sig = 0;
-        if (sl_global_touch(r->global, h, q, now, &sig) == 0)
-            global_signals(w, sig, false);
-    }
+    if ((q->behavior & SL_GLOBAL) && q->hits != 0 && !b->resps[i].error && w->v && w->v->n > 1)
+        sl_globalsync_decided(w->gsync, h, q, now);
 }
 
 static void route(wk *w, pend *p, size_t i, uint32_t attempts, int64_t now, int64_t mono)
@@ -548,13 +562,9 @@ static void route(wk *w, pend *p, size_t i, uint32_t attempts, int64_t now, int6
             b->resps[i].error = err;
             return;
         }
-        int sig = 0;
-        int rc = sl_global_hit(r->global, h, q, now, &b->resps[i], &sig);
+        int rc = sl_globalsync_hit(w->gsync, h, q, now, &b->resps[i]);
         if (rc == 0 || rc == -ENOMEM) {
             set_owner(b, i, owner_addr, true);
-            cinc(&w->c_global_local, 1);
-            sl_metrics_counter_inc(r->m_global_local);
-            global_signals(w, sig, true);
             return;
         }
         /* -ENOSPC: the table is full; forward it like any other request */
@@ -749,7 +759,6 @@ static void send_forward(wk *w, wpeer *wp, const sl_batcher_item *items, size_t 
     }
     memset(c, 0, sizeof *c);
     c->w = w;
-    c->kind = K_FORWARD;
     c->wp = wp;
     c->version = w->v->version;
     c->vidx = wp->vidx;
@@ -790,319 +799,64 @@ static void flush_peer(wk *w, wpeer *wp)
     }
 }
 
-/* ---- GLOBAL sync ---------------------------------------------------------------------------- */
+/* ---- what the GLOBAL sync asks of the view --------------------------------------------------- */
 
-static void send_hits(wk *w);
-static void send_broadcasts(wk *w);
-
-static void on_hits_timer(uv_timer_t *t)
+static void gs_peer(const wk *w, const wpeer *wp, sl_globalsync_peer *out)
 {
-    send_hits(t->data);
+    out->conn = wp->conn;
+    out->addr = wp->addr;
+    out->vidx = wp->vidx;
+    out->version = w->v->version;
 }
 
-static void on_bcast_timer(uv_timer_t *t)
+static bool gs_has_view(void *ud)
 {
-    send_broadcasts(t->data);
+    const wk *w = ud;
+    return w->v != NULL;
 }
 
-static void global_signals(wk *w, int sig, bool hits)
+static bool gs_owner(void *ud, uint64_t h, sl_globalsync_peer *out)
 {
-    if (!sig || !w->started || w->stopping)
-        return;
-    if (sig & SL_GLOBAL_FULL) {
-        if (hits)
-            send_hits(w);
-        else
-            send_broadcasts(w);
-        return;
-    }
-    uv_timer_t *t = hits ? &w->hits_timer : &w->bcast_timer;
-    if (!uv_is_active((uv_handle_t *)t))
-        uv_timer_start(t, hits ? on_hits_timer : on_bcast_timer,
-                       (uint64_t)(w->r->cfg.global_sync_wait_ns / 1000000), 0);
+    const wk *w = ud;
+    view *v = w->v;
+    size_t o = sl_picker_owner(v->picker, h);
+    if (o == SIZE_MAX || (long)o == v->self || !w->peers[o])
+        return false;
+    gs_peer(w, w->peers[o], out);
+    return true;
 }
 
-/* Hits from peers were applied here: their senders waited up to a sync interval already, so the
- * new state goes out after a tenth of one (coalescing what arrives meanwhile, and bounding
- * broadcasts to ten per interval) rather than after another whole interval. */
-static void broadcast_soon(wk *w)
+static size_t gs_slots(void *ud)
 {
-    if (!w->started || w->stopping)
-        return;
-    uint64_t delay = (uint64_t)(w->r->cfg.global_sync_wait_ns / 10000000);
-    if (delay < 1)
-        delay = 1;
-    if (uv_is_active((uv_handle_t *)&w->bcast_timer) &&
-        uv_timer_get_due_in(&w->bcast_timer) <= delay)
-        return;
-    uv_timer_start(&w->bcast_timer, on_bcast_timer, delay, 0);
+    const wk *w = ud;
+    return w->npeers;
 }
 
-static void on_ghits_done(void *ud, const sl_peer_result *res)
+static bool gs_peer_at(void *ud, size_t i, sl_globalsync_peer *out)
 {
-    pcall *c = ud;
-    wk *w = c->w;
-    sl_router *r = w->r;
-    bool ok = res->err == 0 && res->grpc_status == SL_GRPC_OK;
-    if (ok) {
-        sl_gub_status st;
-        sl_batch_reset(&w->scratch);
-        ok = sl_batch_alloc_items(&w->scratch, c->n) == 0 &&
-             sl_gub_decode_peer_resp_pb(&r->cfg.gub, res->msg, res->len, &w->scratch, NULL, c->n,
-                                        &st) == 0;
-        /* the owner's answer is its state after our hits: the freshest copy there is */
-        int64_t now = sl_wall_ms();
-        for (size_t k = 0; ok && k < c->n; k++) {
-            const char *key = c->keys + c->key_off[k];
-            size_t len = c->key_off[k + 1] - c->key_off[k] - 1;
-            sl_global_update(r->global, sl_picker_hash(key, len), key, len, &w->scratch.resps[k],
-                             c->alg[k], c->dur[k], now);
-        }
-    }
-    observe_call(r, K_GHITS, ok, c->t0);
-    note_peer(w->v, c->vidx, c->version, ok ? 0 : res->err ? res->err : -EIO);
-    if (!ok) {
+    const wk *w = ud;
+    if (i >= w->npeers || !w->peers[i])
+        return false;
+    gs_peer(w, w->peers[i], out);
+    return true;
+}
+
+static void gs_call_done(void *ud, int method, const sl_globalsync_peer *p, int64_t t0, int err)
+{
+    wk *w = ud;
+    observe_call(w->r, method == SL_GLOBALSYNC_HITS ? K_GHITS : K_BCAST, err == 0, t0);
+    note_peer(w->v, p->vidx, p->version, err);
+    if (err)
         cinc(&w->c_errors, 1);
-        sl_log_warn(r->log, "GLOBAL hits to %s failed: %s", c->addr, res->message);
-    }
-    free(c->addr);
-    free(c->keys);
-    free(c);
 }
 
-typedef struct owner_idx {
-    size_t owner, k;
-} owner_idx;
-
-static int cmp_owner(const void *a, const void *b)
-{
-    const owner_idx *x = a, *y = b;
-    if (x->owner != y->owner)
-        return x->owner < y->owner ? -1 : 1;
-    return x->k < y->k ? -1 : x->k > y->k;
-}
-
-/* Send the items gs->reqs[ks[0..n)] (one owner) as GLOBAL hits. */
-static void send_hits_to(wk *w, wpeer *wp, const owner_idx *ks, size_t n)
-{
-    sl_router *r = w->r;
-    sl_batch *gs = &w->gscratch;
-    pcall *c = calloc(1, sizeof *c);
-    size_t klen = 0;
-    for (size_t j = 0; j < n; j++) {
-        const sl_request *q = &gs->reqs[ks[j].k];
-        klen += q->name_len + 1 + q->unique_key_len + 1;
-    }
-    klen = (klen + 7) & ~(size_t)7; /* the arrays after the keys stay aligned */
-    if (c) {
-        c->keys = malloc(klen + (n + 1) * sizeof(size_t) + n * (sizeof(int32_t) + sizeof(int64_t)));
-        c->addr = strdup(wp->addr);
-    }
-    if (!c || !c->keys || !c->addr) {
-        if (c) {
-            free(c->keys);
-            free(c->addr);
-        }
-        free(c);
-        return; /* hits lost: bounded, and the next sync carries new ones */
-    }
-    c->key_off = (size_t *)(c->keys + klen);
-    c->dur = (int64_t *)(c->key_off + n + 1);
-    c->alg = (int32_t *)(c->dur + n);
-    size_t off = 0;
-    for (size_t j = 0; j < n; j++) {
-        const sl_request *q = &gs->reqs[ks[j].k];
-        c->key_off[j] = off;
-        memcpy(c->keys + off, q->name, q->name_len);
-        c->keys[off + q->name_len] = '_';
-        memcpy(c->keys + off + q->name_len + 1, q->unique_key, q->unique_key_len);
-        off += q->name_len + 1 + q->unique_key_len;
-        c->keys[off++] = '\0';
-        c->alg[j] = q->algorithm;
-        c->dur[j] = q->duration;
-        w->idx[j] = ks[j].k;
-    }
-    c->key_off[n] = off;
-    c->w = w;
-    c->kind = K_GHITS;
-    c->version = w->v->version;
-    c->vidx = wp->vidx;
-    c->n = n;
-    c->t0 = sl_mono_ns();
-    sl_buf out;
-    sl_buf_init(&out, 0);
-    size_t mark;
-    int rc = sl_grpc_frame_begin(&out, &mark);
-    if (!rc)
-        rc = sl_gub_encode_peer_req_pb(gs, w->idx, n, &out);
-    if (!rc)
-        rc = sl_grpc_frame_end(&out, mark);
-    if (!rc)
-        rc = sl_peer_call(wp->conn, SL_GUB_PATH_GET_PEER_RATE_LIMITS, &out, r->batch_timeout_ms,
-                          on_ghits_done, c);
-    sl_buf_free(&out);
-    cinc(&w->c_global_sends, 1);
-    if (rc) {
-        observe_call(r, K_GHITS, false, c->t0);
-        note_peer(w->v, c->vidx, c->version, rc);
-        cinc(&w->c_errors, 1);
-        free(c->addr);
-        free(c->keys);
-        free(c);
-    }
-}
-
-static void send_hits(wk *w)
-{
-    sl_router *r = w->r;
-    if (!w->v)
-        return;
-    int64_t now = sl_wall_ms();
-    owner_idx *ks = NULL;
-    for (;;) {
-        sl_batch *gs = &w->gscratch;
-        sl_batch_reset(gs);
-        int n = sl_global_take_hits(r->global, gs, r->cfg.global_batch_limit);
-        if (n <= 0)
-            break;
-        owner_idx *nk = realloc(ks, (size_t)n * sizeof *ks);
-        if (!nk || ensure_idx(w, (size_t)n)) {
-            free(nk ? nk : ks);
-            return; /* out of memory: these hits are lost, later ones are not */
-        }
-        ks = nk;
-        view *v = w->v;
-        size_t m = 0;
-        for (int k = 0; k < n; k++) {
-            sl_request *q = &gs->reqs[k];
-            uint64_t h = sl_picker_key_hash(q->name, q->name_len, q->unique_key, q->unique_key_len);
-            size_t o = sl_picker_owner(v->picker, h);
-            if (o == SIZE_MAX || (long)o == v->self || !w->peers[o]) {
-                /* we own it now (the list changed): apply the hits here, as an owner would */
-                sl_response resp;
-                q->behavior |= SL_DRAIN_OVER_LIMIT;
-                sl_engine_decide(r->engine, q, &resp, now);
-                int sig = 0;
-                if (!resp.error && sl_global_touch(r->global, h, q, now, &sig) == 0)
-                    global_signals(w, sig, false);
-                continue;
-            }
-            ks[m++] = (owner_idx){o, (size_t)k};
-        }
-        qsort(ks, m, sizeof *ks, cmp_owner);
-        for (size_t s = 0; s < m;) {
-            size_t e = s;
-            while (e < m && ks[e].owner == ks[s].owner)
-                e++;
-            send_hits_to(w, w->peers[ks[s].owner], ks + s, e - s);
-            s = e;
-        }
-    }
-    free(ks);
-}
-
-static void on_bcast_done(void *ud, const sl_peer_result *res)
-{
-    pcall *c = ud;
-    wk *w = c->w;
-    bool ok = res->err == 0 && res->grpc_status == SL_GRPC_OK;
-    observe_call(w->r, K_BCAST, ok, c->t0);
-    note_peer(w->v, c->vidx, c->version, ok ? 0 : res->err ? res->err : -EIO);
-    if (!ok) {
-        cinc(&w->c_errors, 1);
-        sl_log_debug(w->r->log, "GLOBAL broadcast to %s failed: %s", c->addr, res->message);
-    }
-    free(c->addr);
-    free(c);
-}
-
-static void send_broadcasts(wk *w)
-{
-    sl_router *r = w->r;
-    if (!w->v)
-        return;
-    int64_t now = sl_wall_ms();
-    sl_gub_global *g = NULL;
-    for (;;) {
-        sl_batch *gs = &w->gscratch;
-        sl_batch_reset(gs);
-        int n = sl_global_take_touched(r->global, gs, r->cfg.global_batch_limit);
-        if (n <= 0)
-            break;
-        sl_gub_global *ng = realloc(g, (size_t)n * sizeof *g);
-        if (!ng)
-            break;
-        g = ng;
-        for (int k = 0; k < n; k++) {
-            sl_request *q = &gs->reqs[k];
-            q->hits = 0;
-            q->created_at = 0;
-            q->behavior &= ~(SL_GLOBAL | SL_RESET_REMAINING);
-            memset(&g[k], 0, sizeof g[k]);
-            sl_engine_decide(r->engine, q, &g[k].resp, now);
-            size_t klen = q->name_len + 1 + q->unique_key_len;
-            char *key = sl_batch_alloc(gs, klen + 1);
-            if (key) {
-                memcpy(key, q->name, q->name_len);
-                key[q->name_len] = '_';
-                memcpy(key + q->name_len + 1, q->unique_key, q->unique_key_len);
-                key[klen] = '\0';
-            }
-            g[k].key = key ? key : "";
-            g[k].key_len = key ? klen : 0;
-            g[k].algorithm = q->algorithm;
-            g[k].duration = q->duration;
-            g[k].created_at = now;
-        }
-        sl_buf msg;
-        sl_buf_init(&msg, 0);
-        size_t mark;
-        int rc = sl_grpc_frame_begin(&msg, &mark);
-        if (!rc)
-            rc = sl_gub_encode_globals_pb(g, (size_t)n, &msg);
-        if (!rc)
-            rc = sl_grpc_frame_end(&msg, mark);
-        for (size_t i = 0; !rc && i < w->npeers; i++) {
-            wpeer *wp = w->peers[i];
-            if (!wp)
-                continue;
-            pcall *c = calloc(1, sizeof *c);
-            sl_buf copy;
-            sl_buf_init(&copy, 0);
-            if (!c || !(c->addr = strdup(wp->addr)) || sl_buf_append(&copy, msg.data, msg.len)) {
-                if (c)
-                    free(c->addr);
-                free(c);
-                sl_buf_free(&copy);
-                continue;
-            }
-            c->w = w;
-            c->kind = K_BCAST;
-            c->version = w->v->version;
-            c->vidx = wp->vidx;
-            c->t0 = sl_mono_ns();
-            cinc(&w->c_broadcasts, 1);
-            int crc = sl_peer_call(wp->conn, SL_GUB_PATH_UPDATE_PEER_GLOBALS, &copy,
-                                   r->batch_timeout_ms, on_bcast_done, c);
-            sl_buf_free(&copy);
-            if (crc) {
-                observe_call(r, K_BCAST, false, c->t0);
-                note_peer(w->v, c->vidx, c->version, crc);
-                cinc(&w->c_errors, 1);
-                free(c->addr);
-                free(c);
-            }
-        }
-        sl_buf_free(&msg);
-    }
-    free(g);
-}
-
-static void on_expire_timer(uv_timer_t *t)
-{
-    wk *w = t->data;
-    sl_global_expire(w->r->global, sl_wall_ms(), GLOBAL_EXPIRE_WORK);
-}
+static const sl_globalsync_ops gsync_ops = {
+    .has_view = gs_has_view,
+    .owner = gs_owner,
+    .slots = gs_slots,
+    .peer = gs_peer_at,
+    .call_done = gs_call_done,
+};
 
 /* ---- views on workers ----------------------------------------------------------------------- */
 
@@ -1259,7 +1013,6 @@ void sl_router_worker_start(sl_router *r, int worker, uv_loop_t *loop)
     wk *w = &r->wk[worker];
     w->loop = loop;
     sl_batch_init(&w->scratch, 0);
-    sl_batch_init(&w->gscratch, 0);
     w->take = calloc(r->batch_limit, sizeof *w->take);
     w->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     if (w->tfd >= 0) {
@@ -1269,12 +1022,7 @@ void sl_router_worker_start(sl_router *r, int worker, uv_loop_t *loop)
     } else {
         sl_log_error(r->log, "timerfd: %s: batches go at once", strerror(errno));
     }
-    uv_timer_init(loop, &w->hits_timer);
-    uv_timer_init(loop, &w->bcast_timer);
-    uv_timer_init(loop, &w->expire_timer);
-    w->hits_timer.data = w->bcast_timer.data = w->expire_timer.data = w;
-    if (worker == 0)
-        uv_timer_start(&w->expire_timer, on_expire_timer, GLOBAL_EXPIRE_MS, GLOBAL_EXPIRE_MS);
+    sl_globalsync_start(w->gsync, loop);
     w->started = true;
     view *v = latest_ref(r);
     if (!v) {
@@ -1306,6 +1054,7 @@ void sl_router_worker_stop(sl_router *r, int worker)
     /* the server has drained: no call waits for an answer any more. GLOBAL hits not sent yet
      * are dropped (the owner's state is at most one sync interval behind). */
     w->stopping = true;
+    sl_globalsync_stop(w->gsync);
     for (size_t i = 0; i < w->npeers; i++)
         if (w->peers[i])
             wpeer_retire(w, w->peers[i]);
@@ -1316,16 +1065,12 @@ void sl_router_worker_stop(sl_router *r, int worker)
         uv_poll_stop(&w->tpoll);
         uv_close((uv_handle_t *)&w->tpoll, on_tfd_closed);
     }
-    uv_close((uv_handle_t *)&w->hits_timer, NULL);
-    uv_close((uv_handle_t *)&w->bcast_timer, NULL);
-    uv_close((uv_handle_t *)&w->expire_timer, NULL);
     while (w->free_pends) {
         pend *p = w->free_pends;
         w->free_pends = p->next;
         free(p);
     }
     sl_batch_free(&w->scratch);
-    sl_batch_free(&w->gscratch);
     free(w->idx);
     w->idx = NULL;
     free(w->take);
@@ -1428,21 +1173,7 @@ void sl_router_peer_rate_limits(sl_router *r, int worker, sl_batch *b, int64_t n
     if (r->cluster) {
         wk *w = &r->wk[worker < 0 || worker >= r->nworkers ? 0 : worker];
         cinc(&w->c_local, b->n - b->n_answered);
-        bool touched = false;
-        for (size_t i = 0; i < b->n; i++) {
-            const sl_request *q = &b->reqs[i];
-            if (b->answered[i] || !(q->behavior & SL_GLOBAL) || q->hits == 0 || b->resps[i].error)
-                continue;
-            int sig = 0;
-            uint64_t h = sl_picker_key_hash(q->name, q->name_len, q->unique_key, q->unique_key_len);
-            if (sl_global_touch(r->global, h, q, now_ms, &sig) == 0) {
-                touched = true;
-                if (sig & SL_GLOBAL_FULL)
-                    global_signals(w, sig, false);
-            }
-        }
-        if (touched)
-            broadcast_soon(w);
+        sl_globalsync_peer_batch(w->gsync, b, now_ms);
     }
     done(ud, b);
 }
@@ -1453,11 +1184,7 @@ void sl_router_update_globals(sl_router *r, int worker, const sl_gub_global *g, 
     if (!r->cluster)
         return;
     wk *w = &r->wk[worker < 0 || worker >= r->nworkers ? 0 : worker];
-    for (size_t k = 0; k < n; k++)
-        sl_global_update(r->global, sl_picker_hash(g[k].key, g[k].key_len), g[k].key,
-                         g[k].key_len, &g[k].resp, g[k].algorithm, g[k].duration, now_ms);
-    cinc(&w->c_updates, n);
-    sl_metrics_counter_add(r->m_updates, n);
+    sl_globalsync_update(w->gsync, g, n, now_ms);
 }
 
 void sl_router_health(sl_router *r, bool *healthy, int32_t *peer_count, char *why, size_t why_len)
@@ -1515,10 +1242,12 @@ void sl_router_stats_get(sl_router *r, sl_router_stats *out)
         out->peer_errors += atomic_load(&w->c_errors);
         out->retries += atomic_load(&w->c_retries);
         out->fail_open += atomic_load(&w->c_fail_open);
-        out->global_local += atomic_load(&w->c_global_local);
-        out->global_sends += atomic_load(&w->c_global_sends);
-        out->broadcasts += atomic_load(&w->c_broadcasts);
-        out->updates += atomic_load(&w->c_updates);
+        sl_globalsync_stats gs;
+        sl_globalsync_stats_get(w->gsync, &gs);
+        out->global_local += gs.local_answers;
+        out->global_sends += gs.sends;
+        out->broadcasts += gs.broadcasts;
+        out->updates += gs.updates;
         out->views += atomic_load(&w->c_views);
     }
 }

@@ -141,7 +141,7 @@ bool sl_alg_expired(int64_t expire_at, int64_t now)
 void sl_alg_release(sl_state *st)
 {
     if (st->algorithm == SL_SLIDING_LOG)
-        sl_log_release(st);
+        sl_slog_release(st);
     else if (st->algorithm == SL_SLIDING_WINDOW)
         sl_win_release(st);
     else if (st->algorithm == SL_CONCURRENCY)
@@ -155,7 +155,7 @@ void sl_alg_release(sl_state *st)
 uint64_t sl_alg_side_bytes(const sl_state *st)
 {
     if (st->algorithm == SL_SLIDING_LOG)
-        return sl_log_side_bytes(st);
+        return sl_slog_side_bytes(st);
     if (st->algorithm == SL_SLIDING_WINDOW)
         return sl_win_side_bytes(st);
     if (st->algorithm == SL_CONCURRENCY)
@@ -191,7 +191,7 @@ void sl_alg_decide(sl_state *st, int64_t *expire_at, const sl_request *req, int6
         sl_win_sliding_decide(st, expire_at, req, t, resp);
         break;
     case SL_SLIDING_LOG:
-        sl_log_decide(st, expire_at, req, t, resp);
+        sl_slog_decide(st, expire_at, req, t, resp);
         break;
     case SL_CONCURRENCY:
         sl_conc_decide(st, expire_at, req, req->lease_id, t, cfg ? cfg->lease_ids : NULL, resp,

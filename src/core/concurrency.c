@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "base/hex.h"
 #include "core/satmath.h"
 #include "sluice/clock.h"
 
@@ -134,34 +135,13 @@ static uint64_t new_id(sl_conc_ids *ids, const lease *ls, uint32_t len)
 
 int sl_conc_format_id(uint64_t id, char out[SL_CONC_ID_HEX + 1])
 {
-    static const char hex[] = "0123456789abcdef";
-    for (int i = SL_CONC_ID_HEX - 1; i >= 0; i--) {
-        out[i] = hex[id & 0xf];
-        id >>= 4;
-    }
-    out[SL_CONC_ID_HEX] = '\0';
-    return SL_CONC_ID_HEX;
+    return (int)sl_hex_format(id, SL_CONC_ID_HEX, false, out);
 }
 
 int sl_conc_parse_id(const char *s, size_t n, uint64_t *id)
 {
-    if (!s || n != SL_CONC_ID_HEX)
-        return -EINVAL;
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; i++) {
-        char ch = s[i];
-        unsigned d;
-        if (ch >= '0' && ch <= '9')
-            d = (unsigned)(ch - '0');
-        else if (ch >= 'a' && ch <= 'f')
-            d = (unsigned)(ch - 'a' + 10);
-        else if (ch >= 'A' && ch <= 'F')
-            d = (unsigned)(ch - 'A' + 10);
-        else
-            return -EINVAL;
-        v = (v << 4) | d;
-    }
-    if (v == 0)
+    uint64_t v;
+    if (!s || n != SL_CONC_ID_HEX || sl_hex_parse(s, n, &v) || v == 0)
         return -EINVAL;
     *id = v;
     return 0;

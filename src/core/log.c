@@ -10,6 +10,8 @@
 #include <strings.h>
 #include <time.h>
 
+#include "base/hex.h"
+
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 
 void sl_log_init(sl_logger *lg, FILE *out, sl_log_level level, const char *instance)
@@ -100,7 +102,6 @@ size_t sl_log_format_time(char *buf, size_t size, int64_t epoch_ms)
  * stops early (and reports it through *cut) when the escaped text does not fit. */
 static size_t append_escaped(char *line, size_t len, size_t cap, const char *msg, bool *cut)
 {
-    static const char hex[] = "0123456789abcdef";
     for (const unsigned char *p = (const unsigned char *)msg; *p != '\0'; p++) {
         char esc[4];
         size_t n;
@@ -111,7 +112,8 @@ static size_t append_escaped(char *line, size_t len, size_t cap, const char *msg
         } else if (*p == '\t') {
             esc[0] = '\\', esc[1] = 't', n = 2;
         } else if (*p < 0x20 || *p == 0x7f) {
-            esc[0] = '\\', esc[1] = 'x', esc[2] = hex[*p >> 4], esc[3] = hex[*p & 15], n = 4;
+            esc[0] = '\\', esc[1] = 'x', n = 4;
+            sl_hex_put(esc + 2, *p, false);
         } else {
             esc[0] = (char)*p, n = 1;
         }

@@ -99,7 +99,8 @@ void sl_metrics_bind_thread(unsigned index)
 }
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Output: sl_strbuf builders. The renderers were never capped: their size follows the registry's. */
+/* Output: sl_strbuf builders. The renderers were never capped: their size follows the
+ * registry's. */
 
 static void out_init(sl_strbuf *o)
 {

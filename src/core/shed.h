@@ -2,7 +2,7 @@
  * The worker-utilization shedder's pure core (the model is described in sluice/shed.h): a level
  * moved by observations with hysteresis, and per-class admission by a low-discrepancy sequence.
  * No clock, no thread, no allocation: sluiced keeps one per worker loop (fed by that loop's busy
- * fraction, src/api/protect.c) and the client library's sl_shedder wraps one (src/client/shedder.c).
+ * fraction, src/protect/protect.c) and the client library's sl_shedder wraps one (src/client/shedder.c).
  *
  * The level is stored in thousandths in an atomic word, so that admission on any thread reads it
  * without a lock while the observer moves it; the sequence counters are atomic for the same reason.

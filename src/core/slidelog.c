@@ -49,22 +49,22 @@ static void push(ring *r, int64_t t, int64_t n) /* caller guarantees len + n <= 
     }
 }
 
-uint64_t sl_log_side_bytes(const sl_state *st)
+uint64_t sl_slog_side_bytes(const sl_state *st)
 {
     if (st->algorithm == SL_SLIDING_LOG && st->u.log.ring)
         return (uint64_t)st->u.log.cap * sizeof(int64_t);
     return 0;
 }
 
-void sl_log_release(sl_state *st)
+void sl_slog_release(sl_state *st)
 {
     if (st->algorithm == SL_SLIDING_LOG)
         free(st->u.log.ring);
     st->u.log.ring = NULL;
 }
 
-void sl_log_decide(sl_state *st, int64_t *expire_at, const sl_request *req, int64_t t,
-                   sl_response *resp)
+void sl_slog_decide(sl_state *st, int64_t *expire_at, const sl_request *req, int64_t t,
+                    sl_response *resp)
 {
     const int64_t L = req->limit, D = req->duration, n = req->hits;
     bool same = st->algorithm == SL_SLIDING_LOG && !(req->behavior & SL_RESET_REMAINING);

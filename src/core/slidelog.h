@@ -11,10 +11,10 @@
 #include "core/alg.h"
 
 /* t: the decision time (created_at, or now). */
-void sl_log_decide(sl_state *st, int64_t *expire_at, const sl_request *req, int64_t t,
-                   sl_response *resp);
+void sl_slog_decide(sl_state *st, int64_t *expire_at, const sl_request *req, int64_t t,
+                    sl_response *resp);
 
-uint64_t sl_log_side_bytes(const sl_state *st);
-void sl_log_release(sl_state *st);
+uint64_t sl_slog_side_bytes(const sl_state *st);
+void sl_slog_release(sl_state *st);
 
 #endif

@@ -17,7 +17,9 @@
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -257,7 +259,29 @@ static void on_write(uv_write_t *req, int status)
 }
 
 /* Write what the connection produced: straight to the socket when it takes it all (the common
- * case), otherwise the rest goes to a queued uv_write and output keeps accumulating meanwhile. */
+ * case), otherwise the rest goes to a queued uv_write and output keeps accumulating meanwhile.
+ *
+ * SIGPIPE: the library must not change the process's disposition, and libuv writes streams with
+ * write(2)/writev(2), which raise SIGPIPE when the peer has gone (Linux has no SO_NOSIGPIPE). So
+ * the direct write is our own send(MSG_NOSIGNAL) on the handle's socket — nothing is queued on
+ * the handle when we get here (!writing), so bypassing uv_try_write keeps the byte order — and
+ * the uv_write that carries a remainder runs on a worker thread, which blocks SIGPIPE for itself
+ * (worker_main): a signal it raises stays pending on that thread and the write fails with EPIPE. */
+static int send_direct(sconn *sc, const uint8_t *data, size_t len)
+{
+    uv_os_fd_t fd;
+    if (uv_fileno((const uv_handle_t *)&sc->tcp, &fd) != 0)
+        return UV_EBADF;
+    for (;;) {
+        ssize_t n = send(fd, data, len, MSG_NOSIGNAL);
+        if (n >= 0)
+            return (int)(n > INT32_MAX ? INT32_MAX : n);
+        if (errno == EINTR)
+            continue;
+        return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
+    }
+}
+
 static void flush(sconn *sc)
 {
     if (sc->writing)
@@ -265,10 +289,7 @@ static void flush(sconn *sc)
     sl_buf *out = sl_conn_out(sc->c);
     if (!out->len)
         return;
-    uv_buf_t b = uv_buf_init((char *)out->data, (unsigned)out->len);
-    int n = uv_try_write((uv_stream_t *)&sc->tcp, &b, 1);
-    if (n == UV_EAGAIN)
-        n = 0;
+    int n = send_direct(sc, out->data, out->len);
     if (n < 0) {
         close_now(sc);
         return;
@@ -576,6 +597,13 @@ static void worker_main(void *arg)
 {
     worker *w = arg;
     sl_server *srv = w->srv;
+    /* This thread is the library's own: a write(2) by libuv to a peer that hung up raises SIGPIPE
+     * at this thread, and blocked here it stays pending on it (discarded when the thread ends)
+     * instead of running the process's disposition. See flush(). */
+    sigset_t pipe;
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe, NULL);
     if (srv->cfg.on_worker_start)
         srv->cfg.on_worker_start(srv->cfg.hooks_ud, w->idx, &w->loop);
     uv_run(&w->loop, UV_RUN_DEFAULT);
@@ -687,23 +715,11 @@ static void worker_teardown(worker *w)
     }
 }
 
-void sl_net_ignore_sigpipe(void)
-{
-    struct sigaction old;
-    if (sigaction(SIGPIPE, NULL, &old) == 0 && old.sa_handler == SIG_DFL &&
-        !(old.sa_flags & SA_SIGINFO)) {
-        struct sigaction ign = {.sa_handler = SIG_IGN};
-        sigemptyset(&ign.sa_mask);
-        sigaction(SIGPIPE, &ign, NULL);
-    }
-}
-
 int sl_server_start(sl_server **out, const sl_server_config *cfg_in)
 {
     *out = NULL;
     if (!cfg_in || !cfg_in->handler)
         return -EINVAL;
-    sl_net_ignore_sigpipe();
     sl_server_config d;
     sl_server_config_defaults(&d);
     sl_server *srv = calloc(1, sizeof *srv);

@@ -86,12 +86,9 @@ int sl_server_post(sl_server *srv, int worker, void (*fn)(void *ud), void *ud);
 /* Counters summed over workers; callable from any thread. */
 void sl_server_stats(const sl_server *srv, sl_net_stats *out);
 
-/* libuv writes sockets with write(2), so a write to a connection whose other end has gone raises
- * SIGPIPE, and SIGPIPE's default action ends the process. Every sluice component that writes
- * libuv sockets (this server, the cluster's peer client) calls this first: when the program has
- * left SIGPIPE at its default, it is set to ignored and the write fails with EPIPE instead,
- * which the connection code handles. A handler the program installed is left alone. */
-void sl_net_ignore_sigpipe(void);
+/* The server leaves the process's SIGPIPE disposition alone: it writes with send(MSG_NOSIGNAL),
+ * and its worker threads block SIGPIPE for themselves, so a libuv write to a client that hung up
+ * fails with EPIPE instead of ending the process (see docs/architecture.md, "SIGPIPE"). */
 /* One worker's counters (e.g. to see how SO_REUSEPORT spread the connections). */
 void sl_server_worker_stats(const sl_server *srv, int worker, sl_net_stats *out);
 

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/protect.h"
+#include "protect/protect.h"
 #include "cluster/router.h"
 #include "config/config.h"
 #include "config/killswitch.h"
@@ -429,7 +429,7 @@ static void on_worker_start(void *ud, int worker, uv_loop_t *loop)
     sl_node *n = ud;
     sl_metrics_bind_thread((unsigned)worker);
     sl_router_worker_start(n->router, worker, loop);
-    sl_protect_worker_start(n->protect, worker, loop);
+    sl_service_worker_start(n->service, worker, loop);
     if (worker == 0) {
         uv_timer_init(loop, &n->expiry_timer);
         n->expiry_timer.data = n;

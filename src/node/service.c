@@ -16,6 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/attempt.h"
+#include "api/gubprotect.h"
+#include "node/loadtick.h"
+#include "protect/admin.h"
 #include "sluice/clock.h"
 #include "wire/grpc_frame.h"
 
@@ -55,21 +59,22 @@ typedef struct sl_call {
     uint8_t method, transport;
     int64_t t0;
     size_t kept;            /* bytes counted in its pool while pooled */
-    sl_protect_call *prot;  /* protect's state between batch_begin and batch_end */
+    sl_gubprotect_call *prot; /* protection's state between begin and end */
     sl_batch batch;
     sl_buf out;
     struct sl_call *next;
 } sl_call;
 
-/* What one worker thread keeps: its call records, its reference to the current quota snapshot
- * and room for one /attempt answer. Only that worker touches it. */
+/* What one worker thread keeps: its call records, its reference to the current quota snapshot,
+ * room for one /attempt answer and the load sampling of its shedder. Only that worker touches
+ * it. */
 typedef struct sl_call_pool {
     sl_call *free;
     size_t n;
     size_t bytes;        /* arena + output memory the pooled calls keep */
     sl_quotasrc_reader quota_reader;
-    sl_levee_response attempt;
-    sl_protect_response protected_attempt;
+    sl_answer answer;
+    sl_loadtick tick;
 } __attribute__((aligned(64))) sl_call_pool;
 
 struct sl_service {
@@ -79,7 +84,7 @@ struct sl_service {
     sl_metrics_family *calls_family;
     _Atomic(sl_metrics_counter *) calls[M_COUNT][T_COUNT][N_CODES];
     sl_metrics_histogram *latency[M_COUNT][T_COUNT];
-    sl_metrics_counter *attempts[SL_LEVEE_OUTCOME_COUNT];
+    sl_metrics_counter *attempts[SL_ANSWER_OUTCOME_COUNT];
 };
 
 /* ---- metrics ------------------------------------------------------------------------------- */
@@ -131,10 +136,13 @@ static int register_metrics(sl_service *s)
                                        "outcome", &att);
         if (rc)
             return rc;
-        for (int o = 0; o < SL_LEVEE_OUTCOME_COUNT; o++) {
-            const char *v[1] = {sl_levee_outcome_name((sl_levee_outcome)o)};
+        for (int o = SL_ANSWER_ACCEPTED; o <= SL_ANSWER_MALFORMED; o++) {
+            const char *v[1] = {sl_answer_outcome_name((sl_answer_outcome)o)};
             s->attempts[o] = sl_metrics_counter_get(att, v, 1);
         }
+        /* Levee's four outcomes: a shed call was rejected, a release of no lease malformed */
+        s->attempts[SL_ANSWER_SHED] = s->attempts[SL_ANSWER_REJECTED];
+        s->attempts[SL_ANSWER_NOT_FOUND] = s->attempts[SL_ANSWER_MALFORMED];
     }
     /* Pre-create the latency series of the methods that exist on each transport. */
     static const struct { int m, t; } used[] = {
@@ -250,7 +258,7 @@ static void answer_text(sl_service *s, sl_exchange *ex, int method, int status, 
 /* A call shed by the worker shedder: gRPC UNAVAILABLE, or HTTP 503 with Retry-After and
  * grpc-gateway's error body. */
 static void answer_shed(sl_service *s, sl_exchange *ex, int method, int transport,
-                        const sl_protect_verdict *v, int64_t t0)
+                        const sl_gubprotect_verdict *v, int64_t t0)
 {
     sl_gub_status st;
     sl_gub_status_set(&st, SL_GRPC_UNAVAILABLE, "%s", v->message);
@@ -283,8 +291,8 @@ static void rate_limits_done(void *ud, sl_batch *b)
     sl_service *s = c->svc;
     int rc;
     if (s->cfg.protect)
-        sl_protect_batch_end(s->cfg.protect, c->worker, c->prot, b,
-                             c->method == M_GET_PEER_RATE_LIMITS, sl_exchange_now_ms(c->ex));
+        sl_gubprotect_end(s->cfg.protect, c->prot, b, c->method == M_GET_PEER_RATE_LIMITS,
+                          sl_exchange_now_ms(c->ex));
     if (c->transport == T_GRPC) {
         size_t mark;
         rc = sl_grpc_frame_begin(&c->out, &mark);
@@ -372,9 +380,9 @@ static void get_rate_limits(sl_service *s, sl_exchange *ex, const sl_http_reques
     }
     int64_t now = sl_exchange_now_ms(ex);
     if (s->cfg.protect) {
-        sl_protect_verdict v;
-        if (sl_protect_batch_begin(s->cfg.protect, c->worker, &c->batch,
-                                   method == M_GET_PEER_RATE_LIMITS, now, &c->prot, &v)) {
+        sl_gubprotect_verdict v;
+        if (sl_gubprotect_begin(s->cfg.protect, c->worker, &c->batch,
+                                method == M_GET_PEER_RATE_LIMITS, now, &c->prot, &v)) {
             answer_shed(s, ex, method, transport, &v, t0);
             call_put(c);
             return;
@@ -498,67 +506,70 @@ static void header_value(const sl_http_request *rq, const char *name, const char
     *n = h ? h->value_len : 0;
 }
 
-/* Send a protect answer (its headers have sl_http_header's layout). */
-static void respond_protected(sl_service *s, sl_exchange *ex, int method,
-                              const sl_protect_response *r, int64_t t0)
+/* Send an /attempt or /release answer: its headers go as they are (sl_answer_header has
+ * sl_http_header's layout), Content-Type in the slot the answer keeps for it. */
+static void respond_answer(sl_service *s, sl_exchange *ex, int method, sl_answer *r, int64_t t0)
 {
-    sl_http_header hdrs[SL_PROTECT_MAX_HEADERS + 1];
-    memcpy(hdrs, r->headers, r->n_headers * sizeof hdrs[0]);
     size_t nh = r->n_headers;
     if (r->body && r->content_type)
-        hdrs[nh++] = (sl_http_header){"content-type", 12, r->content_type,
-                                      strlen(r->content_type)};
+        r->headers[nh++] = (sl_answer_header){"content-type", sizeof "content-type" - 1,
+                                              r->content_type, strlen(r->content_type)};
     sl_http_response resp = {
         .status = r->status,
-        .headers = hdrs,
+        .headers = (const sl_http_header *)r->headers,
         .nheaders = nh,
         .body = r->body,
         .body_len = r->body ? r->body_len : 0,
     };
     sl_exchange_respond(ex, &resp);
     if (method == M_ATTEMPT)
-        sl_metrics_counter_inc(s->attempts[r->levee_outcome]);
+        sl_metrics_counter_inc(s->attempts[r->outcome]);
     count_call(s, method, T_HTTP, r->grpc_code, t0);
 }
 
-static void protected_attempt(sl_service *s, sl_exchange *ex, const sl_http_request *rq,
-                              int64_t t0)
+_Static_assert(sizeof(sl_answer_header) == sizeof(sl_http_header) &&
+                   offsetof(sl_answer_header, name_len) == offsetof(sl_http_header, name_len) &&
+                   offsetof(sl_answer_header, value) == offsetof(sl_http_header, value) &&
+                   offsetof(sl_answer_header, value_len) == offsetof(sl_http_header, value_len),
+               "sl_answer_header must keep sl_http_header's layout");
+
+/* Levee's /attempt: under protection when the node has it, else the rate quotas alone. */
+static void attempt(sl_service *s, sl_exchange *ex, const sl_http_request *rq, int64_t t0)
 {
     int worker = sl_exchange_worker(ex);
     sl_call_pool *p = pool_of(s, worker);
-    sl_protect_attempt_req pr;
-    header_value(rq, "x-resource", &pr.levee.resource, &pr.levee.resource_len);
-    header_value(rq, "x-prefix", &pr.levee.prefix, &pr.levee.prefix_len);
-    header_value(rq, "x-method", &pr.levee.method, &pr.levee.method_len);
-    header_value(rq, "x-req-id", &pr.levee.req_id, &pr.levee.req_id_len);
-    header_value(rq, "x-priority", &pr.priority, &pr.priority_len);
-    header_value(rq, "x-concurrency", &pr.concurrency, &pr.concurrency_len);
+    sl_attempt_req q;
+    header_value(rq, "x-resource", &q.levee.resource, &q.levee.resource_len);
+    header_value(rq, "x-prefix", &q.levee.prefix, &q.levee.prefix_len);
+    header_value(rq, "x-method", &q.levee.method, &q.levee.method_len);
+    header_value(rq, "x-req-id", &q.levee.req_id, &q.levee.req_id_len);
     const sl_quota_snap *snap = sl_quotasrc_read(s->cfg.quotas, &p->quota_reader);
-    sl_protect_response *r = &p->protected_attempt;
-    sl_protect_attempt(s->cfg.protect, worker, &s->cfg.levee, snap, &pr, sl_exchange_now_ms(ex),
-                       r);
-    respond_protected(s, ex, M_ATTEMPT, r, t0);
+    int64_t now = sl_exchange_now_ms(ex);
+    if (s->cfg.protect) {
+        header_value(rq, "x-priority", &q.priority, &q.priority_len);
+        header_value(rq, "x-concurrency", &q.concurrency, &q.concurrency_len);
+        sl_attempt_decide(s->cfg.protect, worker, &s->cfg.levee, snap, &q, now, &p->answer);
+    } else {
+        sl_levee_attempt(&s->cfg.levee, snap, s->cfg.engine, &q.levee, now, &p->answer);
+    }
+    respond_answer(s, ex, M_ATTEMPT, &p->answer, t0);
 }
 
 static void release(sl_service *s, sl_exchange *ex, const sl_http_request *rq, int64_t t0)
 {
-    int worker = sl_exchange_worker(ex);
-    sl_call_pool *p = pool_of(s, worker);
-    sl_protect_release_req rr;
+    sl_call_pool *p = pool_of(s, sl_exchange_worker(ex));
+    sl_attempt_release_req rr;
     header_value(rq, "x-lease-id", &rr.lease_id, &rr.lease_id_len);
     header_value(rq, "x-resource", &rr.resource, &rr.resource_len);
     header_value(rq, "x-req-id", &rr.req_id, &rr.req_id_len);
-    const sl_quota_snap *snap = sl_quotasrc_read(s->cfg.quotas, &p->quota_reader);
-    sl_protect_response *r = &p->protected_attempt;
-    sl_protect_release(s->cfg.protect, worker, &s->cfg.levee, snap, &rr, sl_exchange_now_ms(ex),
-                       r);
-    respond_protected(s, ex, M_RELEASE, r, t0);
+    sl_attempt_release(s->cfg.protect, &rr, sl_exchange_now_ms(ex), &p->answer);
+    respond_answer(s, ex, M_RELEASE, &p->answer, t0);
 }
 
 static void admin(sl_service *s, sl_exchange *ex, const sl_http_request *rq, int64_t t0)
 {
-    sl_protect_admin_response a;
-    sl_protect_admin(s->cfg.protect, rq->method, rq->body, rq->body_len, &a);
+    sl_admin_response a;
+    sl_admin_handle(s->cfg.protect, rq->method, rq->body, rq->body_len, &a);
     if (a.body)
         sl_exchange_respond_simple(ex, a.status, a.content_type, a.body, a.body_len);
     else
@@ -569,53 +580,6 @@ static void admin(sl_service *s, sl_exchange *ex, const sl_http_request *rq, int
                : a.status == 400 ? SL_GRPC_INVALID_ARGUMENT
                                  : SL_GRPC_UNAVAILABLE, t0);
 }
-
-static void attempt(sl_service *s, sl_exchange *ex, const sl_http_request *rq, int64_t t0)
-{
-    if (s->cfg.protect) {
-        protected_attempt(s, ex, rq, t0);
-        return;
-    }
-    sl_call_pool *p = pool_of(s, sl_exchange_worker(ex));
-    sl_levee_request lr;
-    header_value(rq, "x-resource", &lr.resource, &lr.resource_len);
-    header_value(rq, "x-prefix", &lr.prefix, &lr.prefix_len);
-    header_value(rq, "x-method", &lr.method, &lr.method_len);
-    header_value(rq, "x-req-id", &lr.req_id, &lr.req_id_len);
-    sl_levee_response *r = &p->attempt;
-    const sl_quota_snap *snap = sl_quotasrc_read(s->cfg.quotas, &p->quota_reader);
-    sl_levee_attempt(&s->cfg.levee, snap, s->cfg.engine, &lr, sl_exchange_now_ms(ex), r);
-
-    /* sl_levee_header has sl_http_header's layout (checked below), so the headers go as they are. */
-    sl_http_response resp = {
-        .status = r->status,
-        .headers = (const sl_http_header *)r->headers,
-        .nheaders = r->n_headers,
-        .body = r->body,
-        .body_len = r->body ? r->body_len : 0,
-    };
-    sl_http_header hdrs[SL_LEVEE_MAX_HEADERS + 1];
-    if (r->body && r->content_type) {
-        memcpy(hdrs, r->headers, r->n_headers * sizeof hdrs[0]);
-        hdrs[r->n_headers] = (sl_http_header){"content-type", 12, r->content_type,
-                                              strlen(r->content_type)};
-        resp.headers = hdrs;
-        resp.nheaders = r->n_headers + 1;
-    }
-    sl_exchange_respond(ex, &resp);
-    sl_metrics_counter_inc(s->attempts[r->outcome]);
-    static const int outcome_code[SL_LEVEE_OUTCOME_COUNT] = {
-        [SL_LEVEE_ACCEPTED] = SL_GRPC_OK,
-        [SL_LEVEE_REJECTED] = SL_GRPC_RESOURCE_EXHAUSTED,
-        [SL_LEVEE_FAILED] = SL_GRPC_INTERNAL,
-        [SL_LEVEE_MALFORMED] = SL_GRPC_INVALID_ARGUMENT,
-    };
-    count_call(s, M_ATTEMPT, T_HTTP, outcome_code[r->outcome], t0);
-}
-
-_Static_assert(sizeof(sl_levee_header) == sizeof(sl_http_header) &&
-                   offsetof(sl_levee_header, value_len) == offsetof(sl_http_header, value_len),
-               "sl_levee_header must keep sl_http_header's layout");
 
 /* ---- routing ------------------------------------------------------------------------------- */
 
@@ -670,7 +634,7 @@ static void route_http(sl_service *s, sl_exchange *ex, const sl_http_request *rq
     } else if (path_is(rq, "/release") && s->cfg.quotas && s->cfg.protect) {
         m = M_RELEASE;
         want_post = true;
-    } else if (path_is(rq, SL_PROTECT_ADMIN_PATH) && s->cfg.protect && s->cfg.admin_api) {
+    } else if (path_is(rq, SL_ADMIN_PATH) && s->cfg.protect && s->cfg.admin_api) {
         admin(s, ex, rq, t0); /* GET or POST: the handler checks */
         return;
     }
@@ -748,9 +712,18 @@ int sl_service_new(const sl_service_config *cfg, sl_service **out)
     return 0;
 }
 
+void sl_service_worker_start(sl_service *s, int worker, uv_loop_t *loop)
+{
+    if (s->cfg.protect && worker >= 0 && worker < s->npools - 1)
+        sl_loadtick_start(&s->pools[worker].tick, s->cfg.protect, worker, loop);
+}
+
 void sl_service_worker_stop(sl_service *s, int worker)
 {
-    sl_quotasrc_reader_release(&pool_of(s, worker)->quota_reader);
+    sl_call_pool *p = pool_of(s, worker);
+    if (worker >= 0 && worker < s->npools - 1)
+        sl_loadtick_stop(&p->tick);
+    sl_quotasrc_reader_release(&p->quota_reader);
 }
 
 void sl_service_free(sl_service *s)

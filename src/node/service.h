@@ -15,7 +15,7 @@
 
 #include "api/gubernator.h"
 #include "api/levee.h"
-#include "api/protect.h"
+#include "protect/protect.h"
 #include "config/quotasrc.h"
 #include "cluster/router.h"
 #include "core/log.h"
@@ -41,7 +41,7 @@ typedef struct sl_service_config {
     void *health_ud;
     sl_quotasrc *quotas;          /* Levee quotas for POST /attempt; NULL: /attempt is 404 */
     sl_levee_config levee;        /* how /attempt decides (no-quota mode, headers, ...) */
-    sl_protect *protect;          /* shedders, leases, switches (api/protect.h); may be NULL */
+    sl_protect *protect;          /* shedders, leases, switches (protect/protect.h); may be NULL */
     bool admin_api;               /* serve GET/POST /v1/admin/killswitch (needs protect) */
 } sl_service_config;
 
@@ -51,8 +51,12 @@ void sl_service_free(sl_service *s);
 /* The sl_http_handler for the server (ud = the service). */
 void sl_service_handle(void *ud, sl_exchange *ex);
 
-/* A worker is stopping: release what its thread holds (its quota snapshot reference). Call on
- * that worker's thread. */
+/* A worker started: sample its loop's load for the worker shedder (node/loadtick.h) when the
+ * service has protection. Call on that worker's thread. */
+void sl_service_worker_start(sl_service *s, int worker, uv_loop_t *loop);
+
+/* A worker is stopping: stop its load sampling and release what its thread holds (its quota
+ * snapshot reference). Call on that worker's thread. */
 void sl_service_worker_stop(sl_service *s, int worker);
 
 #endif

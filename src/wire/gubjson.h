@@ -23,9 +23,10 @@
  * protobuf-c's own unpacker does, so protobuf_c_message_free_unpacked() with the same allocator
  * frees one - or with an arena allocator, dropping the arena does.
  *
- * Parsing runs a hand-written single-pass parser; what it declines (every error, and a few rare
- * forms such as keys written with escapes) is parsed again by the reference implementation
- * (jansson and a walk over its tree), which defines the behaviour and words the errors.
+ * Parsing runs a hand-written single-pass parser (gubjson_fast.h); what it declines (every error,
+ * and a few rare forms such as keys written with escapes) is parsed again by the reference
+ * implementation (gubjson_ref.h: jansson and a walk over its tree), which defines the behaviour and
+ * words the errors. Printing is gubjson_print.h, included here.
  */
 #ifndef SLUICE_WIRE_GUBJSON_H
 #define SLUICE_WIRE_GUBJSON_H
@@ -37,6 +38,7 @@
 #include "gubernator.pb-c.h"
 #include "peers.pb-c.h"
 #include "base/buf.h"
+#include "wire/gubjson_print.h" /* the printer: sl_gubjson_print() and friends */
 
 typedef struct sl_gubjson_limits {
     size_t max_body;     /* bytes; larger bodies are refused before parsing (-EMSGSIZE) */
@@ -79,16 +81,5 @@ int sl_gubjson_parse_get_rate_limits_req(const char *body, size_t len, const sl_
                                          ProtobufCAllocator *alloc,
                                          Pb__Gubernator__GetRateLimitsReq **out, char *err,
                                          size_t errsz);
-
-/* Append `msg` as protojson (conventions above). 0 or -ENOMEM / -EMSGSIZE (out's cap) /
- * -ENOTSUP (a field type Gubernator's protos do not use: float, double, bytes). */
-int sl_gubjson_print(const ProtobufCMessage *msg, sl_buf *out);
-
-/* Append grpc-gateway's error body: {"code":<grpc code>,"message":"...","details":[]}. */
-int sl_gubjson_print_error(sl_buf *out, int grpc_code, const char *message);
-
-/* Append `s` (n bytes) as a JSON string literal with quotes. Bytes that are not valid UTF-8 become
- * U+FFFD, so the output is always valid JSON whatever the wire message carried. */
-int sl_gubjson_print_string(sl_buf *out, const char *s, size_t n);
 
 #endif

@@ -4,8 +4,8 @@
  * string and int64 fields as protobuf-c writes them). It is what the hand-written Gubernator
  * decoder and encoders (api/gubernator.c) are built from; protobuf-c stays the reference.
  *
- * The reader follows protobuf-c 1.4: a varint is at most 10 bytes with bits past 64 dropped, a field
- * key at most 5 bytes with the field number cut to 32 bits and field 0 refused. The fast-path
+ * The reader follows protobuf-c 1.4: a varint is at most 10 bytes with bits past 64 dropped, a
+ * field key at most 5 bytes with the field number cut to 32 bits and field 0 refused. The fast-path
  * helpers are static inline: they run for every field of every request.
  */
 #ifndef SLUICE_WIRE_PBWIRE_H
@@ -72,7 +72,8 @@ static inline bool sl_pb_key(sl_pb_rd *r, uint32_t *field, unsigned *wt)
     return false;
 }
 
-/* A length-delimited field's bytes into *sub. Lengths of 5 bytes (256 MiB and more) are declined. */
+/* A length-delimited field's bytes into *sub. Lengths of 5 bytes (256 MiB and more) are
+ * declined. */
 static inline bool sl_pb_bytes(sl_pb_rd *r, sl_pb_rd *sub)
 {
     const uint8_t *p = r->p;
@@ -97,10 +98,11 @@ static inline bool sl_pb_bytes(sl_pb_rd *r, sl_pb_rd *sub)
 bool sl_pb_skip(sl_pb_rd *r, unsigned wt);
 
 /*
- * Count the top-level occurrences of length-delimited field `field` in msg[0..n), stopping once more
- * than `stop_after` are seen. This one reads as protobuf-c's own scan does: keys as full varints
- * (field numbers 1..2^29-1), lengths of any width. 0, or -EINVAL when the top level is not
- * well-formed protobuf.
+ * Count the top-level occurrences of length-delimited field `field` in msg[0..n), stopping once
+ * more than `stop_after` are seen: a screen run before any decoder (the fast one or protobuf-c)
+ * builds items. Unlike the fast-path reader above it takes keys as full varints (field numbers
+ * 1..2^29-1) and lengths of any width. 0, or -EINVAL when the top level is not well-formed
+ * protobuf.
  */
 int sl_pb_count_field(const uint8_t *msg, size_t n, uint32_t field, size_t stop_after,
                       size_t *count);

@@ -71,7 +71,7 @@ static void quotas(fixture *f, const char *const *kv)
     assert_int_equal(sl_quota_snap_new(t, true, 1, 0, &f->snap), 0);
 }
 
-static sl_levee_response resp;
+static sl_answer resp;
 
 static int attempt(fixture *f, const char *res, const char *prefix, const char *method)
 {
@@ -123,7 +123,7 @@ static void test_gcra_burst_and_interval(void **state)
     assert_null(resp.body);
 
     assert_int_equal(attempt(f, "api", NULL, NULL), 429);
-    assert_int_equal(resp.outcome, SL_LEVEE_REJECTED);
+    assert_int_equal(resp.outcome, SL_ANSWER_REJECTED);
     assert_int_equal(resp.retry_after_ms, 100);
     assert_header("Retry-After", "1");
     assert_header("RateLimit-Policy", "\"api\";q=10;w=1;sluice-burst=2");
@@ -304,7 +304,7 @@ static void test_no_quota_modes(void **state)
     assert_null(header("RateLimit"));
     f->cfg.no_quota = SL_LEVEE_NO_QUOTA_ERROR;
     assert_int_equal(attempt(f, "any", NULL, NULL), 500);
-    assert_int_equal(resp.outcome, SL_LEVEE_FAILED);
+    assert_int_equal(resp.outcome, SL_ANSWER_FAILED);
     assert_string_equal(resp.body, "no quota for resource\n");
     assert_string_equal(resp.content_type, "text/plain; charset=utf-8");
 
@@ -322,7 +322,7 @@ static void test_malformed_and_req_id(void **state)
     sl_levee_request rq = {.req_id = "trace-42", .req_id_len = 8};
     sl_levee_attempt(&f->cfg, f->snap, f->engine, &rq, T0, &resp);
     assert_int_equal(resp.status, 400);
-    assert_int_equal(resp.outcome, SL_LEVEE_MALFORMED);
+    assert_int_equal(resp.outcome, SL_ANSWER_MALFORMED);
     assert_string_equal(resp.body, "missing X-Resource header\n");
     assert_header("X-Req-Id", "trace-42");
 
@@ -444,7 +444,7 @@ static void test_conversions(void **state)
     assert_true(pq == 1 && pw == 10000);
     sl_levee_policy_window(0, &pq, &pw);
     assert_true(pq == 0 && pw == 1);
-    assert_string_equal(sl_levee_outcome_name(SL_LEVEE_REJECTED), "rejected");
+    assert_string_equal(sl_answer_outcome_name(SL_ANSWER_REJECTED), "rejected");
 }
 
 int main(void)

@@ -86,6 +86,14 @@ static void test_fixed(void **state)
     assert_string_equal(mem, "abcde");
     assert_int_equal(sl_strbuf_putc(&s, 'f'), -EMSGSIZE);
     assert_string_equal(mem, "abcde");
+    /* a failed append changed nothing; after clearing the error, what fits goes in */
+    sl_strbuf_truncate(&s, 3);
+    assert_int_equal(sl_strbuf_printf(&s, "%s", "xyz"), -EMSGSIZE);
+    assert_string_equal(mem, "abc");
+    sl_strbuf_clear_error(&s);
+    assert_int_equal(sl_strbuf_error(&s), 0);
+    assert_int_equal(sl_strbuf_printf(&s, "%d", 7), 0);
+    assert_string_equal(mem, "abc7");
     sl_strbuf_reset(&s);
     assert_int_equal(sl_strbuf_puts(&s, "q"), 0);
     char *text;

@@ -10,6 +10,9 @@
  * reads but never answers, which is how timeouts are provoked.
  *
  * Timeouts are real (the client's deadline is a poll() deadline); they are kept at tens of ms.
+ * Upper bounds on elapsed time only tell "at the deadline" from "much later" or "at once" from
+ * "at the deadline", so they sit far from both (a busy 2-core machine under ASan stalls for
+ * hundreds of milliseconds); the deadlines they are measured against are set to match.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -822,7 +825,7 @@ static void test_timeout_fails_open_and_is_counted(void **state)
     assert_int_equal(sl_client_check(c, &it, 1, 0, &r), 0);
     int64_t ms = (sl_mono_ns() - t0) / 1000000;
     assert_true(ms >= 49);
-    assert_true(ms < 1000);
+    assert_true(ms < 5000); /* the silent server never answers: only the deadline ends it */
     assert_true(r.failed_open);
     assert_int_equal(r.err, -ETIMEDOUT);
     assert_int_equal(r.count, 1);
@@ -878,12 +881,12 @@ static void test_server_down_fails_open(void **state)
 {
     peer *p = peer_new();
     peer_stop(p); /* the port is now closed: connection refused */
-    sl_client *c = client_for(p, 1000, false, 0);
+    sl_client *c = client_for(p, 20000, false, 0);
     sl_client_item it = item("n", "k", 1, 5);
     sl_client_check_reply r;
     int64_t t0 = sl_mono_ns();
     assert_int_equal(sl_client_check(c, &it, 1, 0, &r), 0);
-    assert_true((sl_mono_ns() - t0) / 1000000 < 500); /* refused at once, no waiting */
+    assert_true((sl_mono_ns() - t0) / 1000000 < 10000); /* refused at once, not at 20 s */
     assert_true(r.failed_open);
     assert_int_equal(r.err, -ECONNREFUSED);
     sl_client_check_reply_free(&r);
@@ -1131,7 +1134,7 @@ static void test_free_cancels_pending_async(void **state)
         assert_int_equal(sl_client_check_async(c, &it, 1, 0, on_check, &w), 0);
     int64_t t0 = sl_mono_ns();
     sl_client_free(c);
-    assert_true((sl_mono_ns() - t0) / 1000000 < 1000);
+    assert_true((sl_mono_ns() - t0) / 1000000 < 30000); /* cancelled, not waited out (60 s) */
     assert_int_equal(w.done, 3); /* called before free returned */
     assert_int_equal(w.failed_open, 3);
     assert_int_equal(w.last_err, -ECANCELED);

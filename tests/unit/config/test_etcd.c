@@ -8,7 +8,10 @@
  * status and metrics.
  *
  * A real process takes real time to start and to deliver events, so this test polls with
- * deadlines (never a fixed sleep that a result depends on). Without /usr/bin/etcd it is skipped.
+ * deadlines (never a fixed sleep that a result depends on). Elapsed-time bounds leave room for a
+ * loaded 2-core machine under ASan and are set against what a broken client would take (see
+ * STOP_BOUND_MS and WATCH_BOUND_MS). Without /usr/bin/etcd every test that needs it is skipped and
+ * the binary exits with SKIP_CODE, which ctest reports as "Skipped" (CMakeLists.txt).
  */
 #define _GNU_SOURCE /* nftw */
 #include <dirent.h>
@@ -38,6 +41,15 @@
 #include "sluice/clock.h"
 
 #define ETCD_BIN "/usr/bin/etcd"
+/* The exit code ctest's SKIP_RETURN_CODE maps to "Skipped" (the automake convention). */
+#define SKIP_CODE 77
+/* Stopping a watch wakes its curl poll at once; without the wake-up it is still noticed within
+ * one poll (1 s), and a stop that does not work never returns. */
+#define STOP_BOUND_MS 2500
+/* A quota change reaches readers within one round trip (under a millisecond on loopback; the
+ * requirement is 1 s, docs/levee.md). A watch that does not deliver never gets there; the slack
+ * over the requirement is for an fsyncing etcd on a loaded machine. */
+#define WATCH_BOUND_MS 2000
 
 typedef struct etcd_proc {
     pid_t pid;
@@ -163,10 +175,14 @@ static int group_teardown(void **state)
     return 0;
 }
 
+static bool g_skipped;
+
 static void need_etcd(void)
 {
-    if (g_etcd.client_port == 0)
+    if (g_etcd.client_port == 0) {
+        g_skipped = true;
         skip();
+    }
 }
 
 /* Make sure etcd runs (a failed test may have left it stopped). */
@@ -383,8 +399,8 @@ static void test_watch(void **state)
     /* stop from another thread: the run returns promptly */
     int64_t t0 = now_ms();
     sl_etcd_watch_stop(wt.w);
-    watcher_wait(&wt, 'd', 0, 3000);
-    assert_true(now_ms() - t0 < 1500);
+    watcher_wait(&wt, 'd', 0, 5000);
+    assert_true(now_ms() - t0 < STOP_BOUND_MS);
     assert_int_equal(wt.rc, -ECANCELED);
     /* and a later run on a stopped watch returns at once */
     assert_int_equal(sl_etcd_watch_run(wt.w, "/t/w/", 5, true, 0, watch_cb, &wt), -ECANCELED);
@@ -562,17 +578,17 @@ static void test_quotasrc_etcd(void **state)
     assert_int_equal(st.failovers, 1);
     assert_string_equal(st.endpoint, g_etcd.url);
     put_str(e, "/q1/limit/key/api/quota", "{\"rate\":20,\"burst\":1}");
-    int64_t took = wait_rate(src, &r, "api", 20, 1000);
+    int64_t took = wait_rate(src, &r, "api", 20, WATCH_BOUND_MS);
     print_message("quota change visible after %lld ms\n", (long long)took);
-    assert_true(took < 1000);
+    assert_true(took < WATCH_BOUND_MS);
     int64_t rev_before = sl_quotasrc_read(src, &r)->revision;
     assert_true(rev_before > 0);
 
     /* a delete too */
     put_str(e, "/q1/limit/key/gone/quota", "{\"rate\":5}");
-    wait_rate(src, &r, "gone", 5, 1000);
+    wait_rate(src, &r, "gone", 5, WATCH_BOUND_MS);
     assert_int_equal(sl_etcd_delete(e, "/q1/limit/key/gone/quota", 24, false, NULL, NULL), 0);
-    wait_rate(src, &r, "gone", -1, 1000);
+    wait_rate(src, &r, "gone", -1, WATCH_BOUND_MS);
 
     /* etcd goes away: the last quotas keep serving, the state says disconnected */
     etcd_stop(&g_etcd, SIGKILL);
@@ -615,7 +631,7 @@ static void test_quotasrc_etcd(void **state)
     assert_true(st.revision > rev_before);
     /* and live changes flow again */
     put_str(e, "/q1/limit/key/api/quota", "{\"rate\":40}");
-    assert_true(wait_rate(src, &r, "api", 40, 1000) < 1000);
+    assert_true(wait_rate(src, &r, "api", 40, WATCH_BOUND_MS) < WATCH_BOUND_MS);
     assert_int_equal(sl_metrics_render_prometheus(m, &text, &len), 0);
     assert_non_null(strstr(text, "sluice_quota_source_connected{source=\"etcd\"} 1"));
     free(text);
@@ -628,7 +644,7 @@ static void test_quotasrc_etcd(void **state)
     sl_quotasrc_reader_release(&r);
     int64_t t0 = now_ms();
     sl_quotasrc_free(src);
-    assert_true(now_ms() - t0 < 1500);
+    assert_true(now_ms() - t0 < STOP_BOUND_MS);
     sl_etcd_free(e);
 
     rewind(logf);
@@ -675,6 +691,7 @@ static void test_client_from_list(void **state)
     sl_etcd *e = NULL;
     assert_int_equal(sl_etcd_new_from_list("", 0, &e), -EINVAL);
     assert_int_equal(sl_etcd_new_from_list(",,", 0, &e), -EINVAL);
+    need_etcd();
     char list[128];
     snprintf(list, sizeof list, "http://127.0.0.1:1,%s", g_etcd.url);
     assert_int_equal(sl_etcd_new_from_list(list, 2000, &e), 0);
@@ -699,5 +716,6 @@ int main(void)
         cmocka_unit_test(test_quotasrc_etcd),
         cmocka_unit_test(test_quotasrc_starts_before_etcd),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return rc == 0 && g_skipped ? SKIP_CODE : rc;
 }

@@ -322,7 +322,7 @@ static void test_replaces_other_algorithm(void **state)
     sl_request lg = creq(1, 50, 1000);
     lg.algorithm = SL_SLIDING_LOG;
     sl_response r;
-    sl_log_decide(&k.st, &k.expire_at, &lg, k.now, &r);
+    sl_slog_decide(&k.st, &k.expire_at, &lg, k.now, &r);
     assert_int_equal(k.st.algorithm, SL_SLIDING_LOG);
     r = kd(&k, 1, 3, 1000, 0, NULL);
     assert_int_equal(r.status, SL_UNDER_LIMIT);
@@ -331,7 +331,7 @@ static void test_replaces_other_algorithm(void **state)
     k_free(&k);
     /* and a peek does the same, leaving no key */
     k_init(&k, 7);
-    sl_log_decide(&k.st, &k.expire_at, &lg, k.now, &r);
+    sl_slog_decide(&k.st, &k.expire_at, &lg, k.now, &r);
     kd(&k, 0, 3, 1000, 0, NULL);
     assert_int_equal(k.st.algorithm, SL_ALG_NONE);
     k_free(&k);

@@ -12,6 +12,8 @@
 #include <jansson.h>
 
 #include "wire/gubjson.h"
+#include "wire/gubjson_fast.h"
+#include "wire/gubjson_ref.h"
 
 typedef Pb__Gubernator__GetRateLimitsReq Req;
 
@@ -703,6 +705,44 @@ static void test_fast_parser_allocation_failures(void **state)
     assert_true(succeeded);
 }
 
+/* The two parsers called directly (what sl_gubjson_parse_with() dispatches to). */
+static void test_fast_and_reference_modules(void **state)
+{
+    (void)state;
+    const ProtobufCMessageDescriptor *d = &pb__gubernator__get_rate_limits_req__descriptor;
+    sl_gubjson_limits lim;
+    sl_gubjson_limits_default(&lim);
+    const char *plain = "{\"requests\":[{\"name\":\"n\",\"uniqueKey\":\"k\",\"hits\":\"3\"}]}";
+    ProtobufCMessage *f = NULL, *r = NULL;
+    assert_int_equal(sl_gubjson_fast_parse(d, plain, strlen(plain), &lim, NULL, &f), 0);
+    assert_int_equal(sl_gubjson_ref_parse(d, plain, strlen(plain), &lim, NULL, &r, err, sizeof err),
+                     0);
+    const Req *fr = (const Req *)f, *rr = (const Req *)r;
+    assert_int_equal(fr->n_requests, 1);
+    assert_int_equal(rr->n_requests, 1);
+    assert_string_equal(fr->requests[0]->unique_key, "k");
+    assert_string_equal(rr->requests[0]->unique_key, "k");
+    assert_int_equal(fr->requests[0]->hits, 3);
+    assert_int_equal(rr->requests[0]->hits, 3);
+    protobuf_c_message_free_unpacked(f, NULL);
+    protobuf_c_message_free_unpacked(r, NULL);
+
+    /* a key written with an escape: the fast parser declines, the reference takes it */
+    const char *esc = "{\"requests\":[{\"unique\\u005fkey\":\"k\"}]}";
+    f = (ProtobufCMessage *)1;
+    assert_int_equal(sl_gubjson_fast_parse(d, esc, strlen(esc), &lim, NULL, &f), -EAGAIN);
+    assert_int_equal(sl_gubjson_ref_parse(d, esc, strlen(esc), &lim, NULL, &r, err, sizeof err), 0);
+    assert_string_equal(((const Req *)r)->requests[0]->unique_key, "k");
+    protobuf_c_message_free_unpacked(r, NULL);
+
+    /* an error: declined, and the reference words it */
+    const char *bad = "{\"requests\":[{\"hits\":\"ten\"}]}";
+    assert_int_equal(sl_gubjson_fast_parse(d, bad, strlen(bad), &lim, NULL, &f), -EAGAIN);
+    assert_int_equal(sl_gubjson_ref_parse(d, bad, strlen(bad), &lim, NULL, &r, err, sizeof err),
+                     -EINVAL);
+    assert_non_null(strstr(err, "requests[0].hits"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -721,6 +761,7 @@ int main(void)
         cmocka_unit_test(test_fast_parser_declines),
         cmocka_unit_test(test_fast_parser_limits),
         cmocka_unit_test(test_fast_parser_allocation_failures),
+        cmocka_unit_test(test_fast_and_reference_modules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,14 +1,12 @@
 /*
- * Protection on the request path, with a real engine, quota snapshot and switchboard, on a virtual
- * clock: /attempt with X-Concurrency (20 in flight, the 21st 429 with Retry-After, RateLimit
- * headers and a reason; one release frees one slot; the lease id carries the resource; an
- * unreleased lease frees after its duration), the fleet shedder (non-critical calls fill
- * (1 - reserve) * capacity and get 503, critical calls still pass and take no fleet lease), the
- * group size dividing both, leases given back when a later check rejects, priorities (explicit,
- * from X-Method, invalid), the worker shedder (503 by class, never critical), shadow mode and kill
- * switches on each limiter, the Gubernator hooks (lease ids in and out of metadata, kill switches,
- * SL_SHADOW, fleet shedding of CONCURRENCY items, the whole call shed, peer calls), the admin
- * endpoint and the metrics.
+ * Levee's /attempt and /release under protection (api/attempt.c), with a real engine, quota
+ * snapshot and switchboard, on a virtual clock: /attempt with X-Concurrency (20 in flight, the
+ * 21st 429 with Retry-After, RateLimit headers and a reason; one release frees one slot; the
+ * lease id carries the resource; an unreleased lease frees after its duration), the fleet shedder
+ * (non-critical calls fill (1 - reserve) * capacity and get 503, critical calls still pass and take
+ * no fleet lease), the group size dividing both, leases given back when a later check rejects,
+ * priorities (explicit, from X-Method, invalid), the worker shedder (503 by class, never
+ * critical), shadow mode and kill switches on each limiter, and the metrics.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -18,118 +16,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cmocka.h>
 
-#include "api/protect.h"
-#include "core/concurrency.h"
+#include "api/attempt.h"
+#include "protect/admin.h"
+#include "protect_fixture.h"
 
-#define T0 1700000000000LL
-#define M(s) (s), strlen(s)
-
-typedef struct fx {
-    sl_engine *engine;
-    sl_quota_snap *snap;
-    sl_levee_config lcfg;
-    sl_killswitch *ks;
-    sl_metrics *metrics;
-    sl_protect *p;
-    char path[64];
-    int64_t now;
-    FILE *logf;
-    sl_logger log;
-} fx;
-
-static sl_protect_response resp;
-
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
-}
-
-static void quotas(fx *f, const char *const *kv)
-{
-    sl_quota_tree *t;
-    assert_int_equal(sl_quota_tree_new(0, &t), 0);
-    for (; kv && *kv; kv++) {
-        const char *eq = strchr(*kv, '=');
-        char key[256];
-        snprintf(key, sizeof key, "/levee/%.*s", (int)(eq - *kv), *kv);
-        const char *err = NULL;
-        assert_int_equal(sl_quota_tree_apply_put(t, "/levee", key, strlen(key), eq + 1,
-                                                 strlen(eq + 1), &err), 0);
-    }
-    sl_quota_snap_unref(f->snap);
-    assert_int_equal(sl_quota_snap_new(t, true, 1, 0, &f->snap), 0);
-}
-
-static const char switchboard[] =
-    "concurrency:\n"
-    "  default: {limit: 20, duration: 10s}\n"
-    "  key:\n"
-    "    one: {limit: 1, duration: 10s}\n"
-    "fleet: {capacity: 10, reserve: 0.2, duration: 30s}\n";
-
-static int setup(void **state)
-{
-    fx *f = calloc(1, sizeof *f);
-    sl_engine_config ec;
-    sl_engine_config_default(&ec);
-    ec.hash_seed = 1;
-    assert_int_equal(sl_engine_new(&ec, &f->engine), 0);
-    sl_levee_config_default(&f->lcfg);
-    f->lcfg.no_quota = SL_LEVEE_NO_QUOTA_ALLOW;
-    quotas(f, NULL);
-    snprintf(f->path, sizeof f->path, "/tmp/sluice-protect-XXXXXX");
-    int fd = mkstemp(f->path);
-    assert_true(fd >= 0);
-    close(fd);
-    write_file(f->path, switchboard);
-    f->logf = tmpfile();
-    sl_log_init(&f->log, f->logf, SL_LOG_DEBUG, "t");
-    sl_killswitch_config kc = {.file = f->path, .log = &f->log};
-    assert_int_equal(sl_killswitch_new(&kc, &f->ks), 0);
-    assert_int_equal(sl_metrics_new(NULL, &f->metrics), 0);
-    sl_protect_config pc;
-    sl_protect_config_default(&pc);
-    pc.engine = f->engine;
-    pc.switches = f->ks;
-    pc.metrics = f->metrics;
-    pc.log = &f->log;
-    pc.workers = 1;
-    pc.shed_opts.raise_after_ms = 0;
-    pc.shed_opts.raise_step = 0.5;
-    pc.shed_opts.smoothing = 1;
-    assert_int_equal(sl_protect_new(&pc, &f->p), 0);
-    f->now = T0;
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fx *f = *state;
-    sl_protect_worker_stop(f->p, 0);
-    sl_protect_worker_stop(f->p, -1);
-    sl_protect_free(f->p);
-    sl_killswitch_free(f->ks);
-    sl_metrics_free(f->metrics);
-    sl_quota_snap_unref(f->snap);
-    sl_engine_free(f->engine);
-    fclose(f->logf);
-    unlink(f->path);
-    free(f);
-    return 0;
-}
+static sl_answer resp;
 
 static int attempt_full(fx *f, const char *res, const char *method, const char *prio,
                         bool acquire, const char *req_id)
 {
-    sl_protect_attempt_req q = {0};
+    sl_attempt_req q = {0};
     q.levee.resource = res;
     q.levee.resource_len = res ? strlen(res) : 0;
     q.levee.method = method;
@@ -140,7 +39,7 @@ static int attempt_full(fx *f, const char *res, const char *method, const char *
     q.priority_len = prio ? strlen(prio) : 0;
     q.concurrency = acquire ? "acquire" : NULL;
     q.concurrency_len = acquire ? 7 : 0;
-    sl_protect_attempt(f->p, 0, &f->lcfg, f->snap, &q, f->now, &resp);
+    sl_attempt_decide(f->p, 0, &f->lcfg, f->snap, &q, f->now, &resp);
     return resp.status;
 }
 
@@ -170,6 +69,13 @@ static void assert_header(const char *name, const char *value)
         fail_msg("%s: '%s', expected '%s'", name, v, value);
 }
 
+/* The limiter that rejected: the enum, and the name the metrics and logs give it. */
+static void assert_limiter(sl_ladder_limiter lim, const char *name)
+{
+    assert_int_equal(resp.limiter, lim);
+    assert_string_equal(sl_ladder_name(resp.limiter), name);
+}
+
 static char *lease(void)
 {
     const char *v = header("X-Lease-Id");
@@ -179,15 +85,10 @@ static char *lease(void)
 
 static int release(fx *f, const char *lease_id, const char *res)
 {
-    sl_protect_release_req q = {.lease_id = lease_id, .lease_id_len = lease_id ? strlen(lease_id) : 0,
+    sl_attempt_release_req q = {.lease_id = lease_id, .lease_id_len = lease_id ? strlen(lease_id) : 0,
                                 .resource = res, .resource_len = res ? strlen(res) : 0};
-    sl_protect_release(f->p, 0, &f->lcfg, f->snap, &q, f->now, &resp);
+    sl_attempt_release(f->p, &q, f->now, &resp);
     return resp.status;
-}
-
-static void set_switch(fx *f, const char *name, sl_killswitch_mode m)
-{
-    assert_int_equal(sl_killswitch_set(f->ks, M(name), m), 0);
 }
 
 static bool body_has(const char *s)
@@ -208,8 +109,8 @@ static void test_twenty_in_flight(void **state)
         f->now += 10;
     }
     assert_int_equal(acquire(f, "search", "critical"), 429);
-    assert_int_equal(resp.outcome, SL_PROTECT_REJECTED);
-    assert_string_equal(resp.limiter, "concurrency");
+    assert_int_equal(resp.outcome, SL_ANSWER_REJECTED);
+    assert_limiter(SL_LADDER_CONC, "concurrency");
     assert_header("Retry-After", "10"); /* the first lease frees 9.8 s from now */
     assert_header("RateLimit-Policy", "\"concurrency\";q=20");
     assert_header("RateLimit", "\"concurrency\";r=0;t=10");
@@ -224,7 +125,7 @@ static void test_twenty_in_flight(void **state)
     assert_int_equal(acquire(f, "search", "critical"), 429);
     /* a lease is released once */
     assert_int_equal(release(f, ids[7], NULL), 404);
-    assert_int_equal(resp.outcome, SL_PROTECT_NOT_FOUND);
+    assert_int_equal(resp.outcome, SL_ANSWER_NOT_FOUND);
     assert_true(body_has("lease not found"));
     /* another resource is another limit */
     assert_int_equal(acquire(f, "other", "critical"), 200);
@@ -268,10 +169,10 @@ static void test_release_forms(void **state)
     assert_int_equal(release(f, "0000000000000001.0000000000000000.a%2", NULL), 400);
     assert_int_equal(release(f, "0000000000000001.0000000000000000.a b", NULL), 400);
     /* X-Req-Id is echoed */
-    sl_protect_release_req q = {.lease_id = "0000000000000001", .lease_id_len = 16,
+    sl_attempt_release_req q = {.lease_id = "0000000000000001", .lease_id_len = 16,
                                 .resource = "x", .resource_len = 1, .req_id = "r-9",
                                 .req_id_len = 3};
-    sl_protect_release(f->p, 0, &f->lcfg, f->snap, &q, f->now, &resp);
+    sl_attempt_release(f->p, &q, f->now, &resp);
     assert_int_equal(resp.status, 404);
     assert_header("X-Req-Id", "r-9");
 }
@@ -289,8 +190,8 @@ static void test_fleet(void **state)
         assert_true(memcmp(ids[i] + 17, "0000000000000000", 16) != 0);
     }
     assert_int_equal(acquire(f, "r9", "test"), 503);
-    assert_int_equal(resp.outcome, SL_PROTECT_SHED);
-    assert_string_equal(resp.limiter, "fleet");
+    assert_int_equal(resp.outcome, SL_ANSWER_SHED);
+    assert_limiter(SL_LADDER_FLEET, "fleet");
     assert_header("RateLimit-Policy", "\"fleet\";q=8");
     assert_header("Retry-After", "30");
     assert_true(body_has("reserved for critical calls"));
@@ -333,7 +234,7 @@ static void test_give_back(void **state)
     const char *kv[] = {"limit/key/one/quota={\"rate\":0}", NULL};
     quotas(f, kv);
     assert_int_equal(acquire(f, "one", "get"), 429);
-    assert_string_equal(resp.limiter, "rate");
+    assert_limiter(SL_LADDER_RATE, "rate");
     assert_true(body_has("rate limit exceeded for \"one\""));
     assert_non_null(header("Retry-After"));
     assert_non_null(header("RateLimit-Policy"));
@@ -344,22 +245,22 @@ static void test_give_back(void **state)
     assert_int_equal(acquire(f, "one", "get"), 200);
     assert_header("X-Sluice-Killswitch", "rate");
     assert_int_equal(acquire(f, "one", "get"), 429);
-    assert_string_equal(resp.limiter, "concurrency");
+    assert_limiter(SL_LADDER_CONC, "concurrency");
 }
 
 static void test_priorities(void **state)
 {
     fx *f = *state;
     assert_int_equal(attempt_full(f, "x", NULL, "urgent", false, "id-1"), 400);
-    assert_int_equal(resp.outcome, SL_PROTECT_MALFORMED);
+    assert_int_equal(resp.outcome, SL_ANSWER_MALFORMED);
     assert_true(body_has("X-Priority must be"));
     assert_header("X-Req-Id", "id-1");
-    sl_protect_attempt_req q = {0};
+    sl_attempt_req q = {0};
     q.levee.resource = "x";
     q.levee.resource_len = 1;
     q.concurrency = "hold";
     q.concurrency_len = 4;
-    sl_protect_attempt(f->p, 0, &f->lcfg, f->snap, &q, f->now, &resp);
+    sl_attempt_decide(f->p, 0, &f->lcfg, f->snap, &q, f->now, &resp);
     assert_int_equal(resp.status, 400);
     assert_int_equal(attempt_full(f, NULL, NULL, NULL, false, NULL), 400);
     assert_true(body_has("missing X-Resource"));
@@ -389,7 +290,7 @@ static void test_worker_shedder(void **state)
     assert_in_range(shed[SL_PRIORITY_GET], 48, 52);
     assert_int_equal(shed[SL_PRIORITY_TEST], 100);
     assert_int_equal(attempt_full(f, "x", NULL, "test", false, NULL), 503);
-    assert_string_equal(resp.limiter, "shed");
+    assert_limiter(SL_LADDER_SHED, "shed");
     assert_header("Retry-After", "5");
     assert_header("RateLimit", "\"shed\";r=0;t=5");
     assert_true(body_has("sluiced is overloaded and sheds test traffic (test 100%, get 50%)"));
@@ -473,231 +374,6 @@ static void test_kill_switches(void **state)
     assert_int_equal(attempt_full(f, "api", NULL, "test", false, NULL), 429);
 }
 
-/* ---------------------------------------------------------------- Gubernator */
-
-/* What the standalone router does: the engine decides the items nobody answered. */
-static void route(fx *f, sl_batch *b)
-{
-    for (size_t i = 0; i < b->n; i++)
-        if (!b->answered[i])
-            sl_engine_decide(f->engine, &b->reqs[i], &b->resps[i], f->now);
-}
-
-static void item(sl_batch *b, size_t i, const char *name, int32_t alg, int64_t hits,
-                 int64_t limit)
-{
-    sl_request *q = &b->reqs[i];
-    q->name = name;
-    q->name_len = strlen(name);
-    q->unique_key = "k";
-    q->unique_key_len = 1;
-    q->algorithm = alg;
-    q->hits = hits;
-    q->limit = limit;
-    q->duration = 60000;
-}
-
-static int run(fx *f, sl_batch *b, bool peer, sl_protect_verdict *v)
-{
-    sl_protect_call *c = NULL;
-    int rc = sl_protect_batch_begin(f->p, 0, b, peer, f->now, &c, v);
-    if (rc)
-        return rc;
-    route(f, b);
-    sl_protect_batch_end(f->p, 0, c, b, peer, f->now);
-    return 0;
-}
-
-static void test_batch(void **state)
-{
-    fx *f = *state;
-    sl_batch b;
-    sl_batch_init(&b, 0);
-    sl_protect_verdict v;
-
-    /* acquire two leases of a CONCURRENCY limit of 2, a third is over */
-    assert_int_equal(sl_batch_alloc_items(&b, 3), 0);
-    for (int i = 0; i < 3; i++)
-        item(&b, i, "conc", SL_CONCURRENCY, 1, 2);
-    assert_int_equal(run(f, &b, false, &v), 0);
-    assert_int_equal(b.resps[0].status, SL_UNDER_LIMIT);
-    assert_int_equal(b.resps[2].status, SL_OVER_LIMIT);
-    char id0[64];
-    const char *l0 = sl_batch_meta_get(&b.resp_meta[0], "lease_id");
-    assert_non_null(l0);
-    assert_int_equal(strlen(l0), 16); /* critical by default: no fleet lease */
-    snprintf(id0, sizeof id0, "%s", l0);
-    assert_null(sl_batch_meta_get(&b.resp_meta[2], "lease_id"));
-    assert_string_equal(sl_batch_meta_get(&b.resp_meta[2], "reason"),
-                        "concurrency limit reached: too many calls in flight");
-
-    /* release it through the metadata; a bad id is an item error */
-    sl_batch_reset(&b);
-    assert_int_equal(sl_batch_alloc_items(&b, 3), 0);
-    item(&b, 0, "conc", SL_CONCURRENCY, -1, 2);
-    sl_batch_meta_set(&b, &b.req_meta[0], "lease_id", id0);
-    item(&b, 1, "conc", SL_CONCURRENCY, -1, 2);
-    sl_batch_meta_set(&b, &b.req_meta[1], "lease_id", "nope");
-    item(&b, 2, "conc", SL_CONCURRENCY, 1, 2);
-    assert_int_equal(run(f, &b, false, &v), 0);
-    assert_null(b.resps[0].error);
-    assert_int_equal(b.resps[0].remaining, 1);
-    assert_string_equal(b.resps[1].error, "metadata 'lease_id' is not a lease id");
-    assert_int_equal(b.resps[2].status, SL_UNDER_LIMIT);
-
-    /* kill switch by name; shadow by behavior; priorities checked */
-    sl_batch_reset(&b);
-    assert_int_equal(sl_batch_alloc_items(&b, 4), 0);
-    item(&b, 0, "rate", SL_TOKEN_BUCKET, 1, 1);
-    item(&b, 1, "rate", SL_TOKEN_BUCKET, 1, 1);
-    item(&b, 2, "rate", SL_TOKEN_BUCKET, 1, 1);
-    b.reqs[2].behavior = SL_SHADOW;
-    item(&b, 3, "rate", SL_TOKEN_BUCKET, 1, 1);
-    sl_batch_meta_set(&b, &b.req_meta[3], "priority", "vip");
-    assert_int_equal(run(f, &b, false, &v), 0);
-    assert_int_equal(b.resps[0].status, SL_UNDER_LIMIT);
-    assert_int_equal(b.resps[1].status, SL_OVER_LIMIT);
-    assert_string_equal(sl_batch_meta_get(&b.resp_meta[1], "reason"), "rate limit exceeded");
-    assert_int_equal(b.resps[2].status, SL_UNDER_LIMIT);
-    assert_string_equal(sl_batch_meta_get(&b.resp_meta[2], "shadow"), "rate");
-    assert_string_equal(b.resps[3].error,
-                        "metadata 'priority' must be critical, post, get or test");
-    set_switch(f, "rate", SL_KILLSWITCH_KILLED);
-    sl_batch_reset(&b);
-    assert_int_equal(sl_batch_alloc_items(&b, 1), 0);
-    item(&b, 0, "rate", SL_TOKEN_BUCKET, 1, 1);
-    assert_int_equal(run(f, &b, false, &v), 0);
-    assert_int_equal(b.resps[0].status, SL_UNDER_LIMIT);
-    assert_int_equal(b.resps[0].remaining, 1);
-    assert_string_equal(sl_batch_meta_get(&b.resp_meta[0], "killswitch"), "on");
-    set_switch(f, "rate", SL_KILLSWITCH_SHADOW);
-    sl_batch_reset(&b);
-    assert_int_equal(sl_batch_alloc_items(&b, 1), 0);
-    item(&b, 0, "rate", SL_TOKEN_BUCKET, 1, 1);
-    assert_int_equal(run(f, &b, false, &v), 0);
-    assert_int_equal(b.resps[0].status, SL_UNDER_LIMIT);
-    assert_string_equal(sl_batch_meta_get(&b.resp_meta[0], "shadow"), "rate");
-    sl_batch_free(&b);
-}
-
-static void test_batch_fleet_and_shed(void **state)
-{
-    fx *f = *state;
-    sl_batch b;
-    sl_batch_init(&b, 0);
-    sl_protect_verdict v;
-    /* 8 non-critical CONCURRENCY acquisitions hold the fleet; the 9th is shed, critical passes */
-    assert_int_equal(sl_batch_alloc_items(&b, 10), 0);
-    for (int i = 0; i < 10; i++) {
-        item(&b, i, "c", SL_CONCURRENCY, 1, 100);
-        sl_batch_meta_set(&b, &b.req_meta[i], "priority", i == 9 ? "critical" : "get");
-    }
-    assert_int_equal(run(f, &b, false, &v), 0);
-    for (int i = 0; i < 8; i++) {
-        assert_int_equal(b.resps[i].status, SL_UNDER_LIMIT);
-        assert_int_equal(strlen(sl_batch_meta_get(&b.resp_meta[i], "lease_id")), 33);
-    }
-    assert_int_equal(b.resps[8].status, SL_OVER_LIMIT);
-    assert_string_equal(sl_batch_meta_get(&b.resp_meta[8], "reason"),
-                        "shed: fleet capacity is reserved for critical calls");
-    assert_int_equal(b.resps[9].status, SL_UNDER_LIMIT);
-    char tok[64];
-    snprintf(tok, sizeof tok, "%s", sl_batch_meta_get(&b.resp_meta[0], "lease_id"));
-
-    /* releasing with the combined id frees the fleet slot too */
-    sl_batch_reset(&b);
-    assert_int_equal(sl_batch_alloc_items(&b, 2), 0);
-    item(&b, 0, "c", SL_CONCURRENCY, -1, 100);
-    sl_batch_meta_set(&b, &b.req_meta[0], "lease_id", tok);
-    item(&b, 1, "c", SL_CONCURRENCY, 1, 100);
-    sl_batch_meta_set(&b, &b.req_meta[1], "priority", "test");
-    assert_int_equal(run(f, &b, false, &v), 0);
-    assert_null(b.resps[0].error);
-    assert_int_equal(b.resps[1].status, SL_UNDER_LIMIT);
-
-    /* the whole call is shed for its most important item's class */
-    for (int i = 0; i < 4; i++)
-        sl_protect_observe(f->p, 0, 1000 + i * 100, 0.99); /* level 2.0: test and get */
-    sl_batch_reset(&b);
-    assert_int_equal(sl_batch_alloc_items(&b, 2), 0);
-    item(&b, 0, "r", SL_TOKEN_BUCKET, 1, 10);
-    item(&b, 1, "r", SL_TOKEN_BUCKET, 1, 10);
-    sl_batch_meta_set(&b, &b.req_meta[0], "priority", "test");
-    sl_batch_meta_set(&b, &b.req_meta[1], "priority", "get");
-    assert_int_equal(run(f, &b, false, &v), 1);
-    assert_true(v.shed);
-    assert_int_equal(v.retry_after_s, 5);
-    assert_non_null(strstr(v.message, "sheds get traffic"));
-    sl_batch_meta_set(&b, &b.req_meta[1], "priority", "post");
-    assert_int_equal(run(f, &b, false, &v), 0);
-    /* a peer call is never shed and only its lease ids are read */
-    sl_batch_reset(&b);
-    assert_int_equal(sl_batch_alloc_items(&b, 2), 0);
-    item(&b, 0, "r", SL_TOKEN_BUCKET, 1, 10);
-    sl_batch_meta_set(&b, &b.req_meta[0], "priority", "test");
-    item(&b, 1, "pc", SL_CONCURRENCY, 1, 1);
-    assert_int_equal(run(f, &b, true, &v), 0);
-    assert_int_equal(b.resps[0].status, SL_UNDER_LIMIT);
-    const char *pl = sl_batch_meta_get(&b.resp_meta[1], "lease_id");
-    assert_non_null(pl);
-    assert_int_equal(strlen(pl), 16);
-    snprintf(tok, sizeof tok, "%s", pl);
-    sl_batch_reset(&b);
-    assert_int_equal(sl_batch_alloc_items(&b, 1), 0);
-    item(&b, 0, "pc", SL_CONCURRENCY, -1, 1);
-    sl_batch_meta_set(&b, &b.req_meta[0], "lease_id", tok);
-    assert_int_equal(run(f, &b, true, &v), 0);
-    assert_null(b.resps[0].error);
-    sl_batch_free(&b);
-}
-
-/* ---------------------------------------------------------------- admin */
-
-static void test_admin(void **state)
-{
-    fx *f = *state;
-    sl_protect_admin_response a;
-    const char *on = "{\"name\": \"search\", \"on\": true}";
-    sl_protect_admin(f->p, "POST", (const uint8_t *)on, strlen(on), &a);
-    assert_int_equal(a.status, 200);
-    assert_non_null(strstr(a.body, "\"mode\":\"killed\""));
-    free(a.body);
-    const char *sh = "{\"name\": \"x\", \"mode\": \"shadow\"}";
-    sl_protect_admin(f->p, "POST", (const uint8_t *)sh, strlen(sh), &a);
-    assert_int_equal(a.status, 200);
-    free(a.body);
-    sl_protect_admin(f->p, "GET", NULL, 0, &a);
-    assert_int_equal(a.status, 200);
-    assert_string_equal(a.content_type, "application/json");
-    assert_non_null(strstr(a.body, "{\"name\":\"search\",\"mode\":\"killed\",\"origin\":\"admin\"}"));
-    assert_non_null(strstr(a.body, "\"fleet\":{\"capacity\":10"));
-    assert_non_null(strstr(a.body, "\"source\":\"file\""));
-    assert_non_null(strstr(a.body, "\"shed\":[{\"worker\":0"));
-    free(a.body);
-    static const char *const bad[] = {"", "[]", "{\"name\": 1, \"on\": true}",
-                                      "{\"name\": \"a\"}", "{\"name\": \"a\", \"on\": 1}",
-                                      "{\"name\": \"a\", \"mode\": \"maybe\"}",
-                                      "{\"name\": \"\", \"on\": true}"};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        sl_protect_admin(f->p, "POST", (const uint8_t *)bad[i], strlen(bad[i]), &a);
-        assert_int_equal(a.status, 400);
-        assert_non_null(strstr(a.body, "\"error\""));
-        free(a.body);
-    }
-    sl_protect_admin(f->p, "DELETE", NULL, 0, &a);
-    assert_int_equal(a.status, 405);
-    free(a.body);
-    /* the switch works */
-    sl_batch b;
-    sl_batch_init(&b, 0);
-    sl_protect_verdict v;
-    assert_int_equal(sl_batch_alloc_items(&b, 1), 0);
-    item(&b, 0, "search", SL_TOKEN_BUCKET, 5, 1);
-    assert_int_equal(run(f, &b, false, &v), 0);
-    assert_string_equal(sl_batch_meta_get(&b.resp_meta[0], "killswitch"), "on");
-    sl_batch_free(&b);
-}
-
 static void test_metrics_and_config(void **state)
 {
     fx *f = *state;
@@ -726,12 +402,12 @@ static void test_metrics_and_config(void **state)
     pc.shed_opts.low = 0.5;
     assert_int_equal(sl_protect_new(&pc, &p), 0);
     /* without a switchboard nothing is switched, and the admin call says so */
-    sl_protect_admin_response a;
-    sl_protect_admin(p, "GET", NULL, 0, &a);
+    sl_admin_response a;
+    sl_admin_handle(p, "GET", NULL, 0, &a);
     assert_int_equal(a.status, 503);
     free(a.body);
     sl_protect_free(p);
-    assert_string_equal(sl_protect_outcome_name(SL_PROTECT_SHED), "shed");
+    assert_string_equal(sl_answer_outcome_name(SL_ANSWER_SHED), "shed");
 }
 
 int main(void)
@@ -741,7 +417,6 @@ int main(void)
         T(test_twenty_in_flight), T(test_release_forms), T(test_fleet),
         T(test_group_size),       T(test_give_back),     T(test_priorities),
         T(test_worker_shedder),   T(test_shadow_rate),   T(test_kill_switches),
-        T(test_batch),            T(test_batch_fleet_and_shed), T(test_admin),
         T(test_metrics_and_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,359 @@
+/*
+ * /attempt and /release under protection (see attempt.h): each check asks the ladder whether its
+ * switch lets it run and whether its rejection stands, takes its lease from the protection
+ * service, and writes its answer with the one answer builder.
+ */
+#include "api/attempt.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "protect/leaseid.h"
+
+#define LIT(s) s, sizeof s - 1
+
+typedef struct attempt {
+    sl_protect *p;
+    sl_answer *out;
+    sl_ladder ladder;
+    const sl_levee_request *lr;
+    uint64_t fleet_id, conc_id; /* leases held so far */
+} attempt;
+
+static int64_t ceil_s(int64_t ms)
+{
+    return ms <= 0 ? 1 : (ms + 999) / 1000;
+}
+
+/* A client-supplied name for a message: printable ASCII, at most 80 bytes. */
+static void printable(char *dst, size_t cap, const char *s, size_t n)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n && o + 4 < cap && i < 80; i++) {
+        unsigned char c = (unsigned char)s[i];
+        dst[o++] = c >= 0x20 && c < 0x7f && c != '"' ? (char)c : '?';
+    }
+    if (n > 80 && o + 4 < cap) {
+        memcpy(dst + o, "...", 3);
+        o += 3;
+    }
+    dst[o] = 0;
+}
+
+static void body_printf(sl_answer *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void body_printf(sl_answer *a, const char *fmt, ...)
+{
+    size_t mark = sl_answer_mark(a), len;
+    va_list ap;
+    va_start(ap, fmt);
+    sl_answer_vprintf(a, fmt, ap);
+    va_end(ap);
+    const char *v = sl_answer_take(a, mark, &len);
+    if (v)
+        sl_answer_body(a, v, len);
+}
+
+static void answer_static(sl_answer *a, sl_answer_outcome o, const char *body)
+{
+    sl_answer_set(a, o, SL_LADDER_NONE);
+    sl_answer_body(a, body, strlen(body));
+}
+
+/* A rejection by lim (429 or 503) with Retry-After, RateLimit-Policy (when q >= 0) and
+ * RateLimit, the limiter's name as the policy's. */
+static void reject(sl_answer *a, sl_answer_outcome o, sl_ladder_limiter lim, int64_t q,
+                   int64_t retry_ms)
+{
+    const char *policy = sl_ladder_name(lim);
+    size_t plen = strlen(policy);
+    int64_t ra = ceil_s(retry_ms);
+    sl_answer_set(a, o, lim);
+    a->retry_after_ms = retry_ms > 0 ? retry_ms : 1000;
+    size_t mark = sl_answer_mark(a);
+    sl_answer_int(a, ra);
+    SL_ANSWER_HEADER_FROM(a, "Retry-After", mark);
+    if (q >= 0) {
+        mark = sl_answer_mark(a);
+        sl_answer_lit(a, LIT("\""));
+        sl_answer_lit(a, policy, plen);
+        sl_answer_lit(a, LIT("\";q="));
+        sl_answer_int(a, q);
+        SL_ANSWER_HEADER_FROM(a, "RateLimit-Policy", mark);
+    }
+    mark = sl_answer_mark(a);
+    sl_answer_lit(a, LIT("\""));
+    sl_answer_lit(a, policy, plen);
+    sl_answer_lit(a, LIT("\";r=0;t="));
+    sl_answer_int(a, ra);
+    SL_ANSWER_HEADER_FROM(a, "RateLimit", mark);
+}
+
+/* The ladder on a rejection by lim: true when it stands; a shadow admission is logged (at most
+ * log_per_second lines), naming the limit that would have rejected. */
+static bool stands(attempt *t, sl_ladder_limiter lim, sl_killswitch_mode m, const char *what,
+                   size_t wlen)
+{
+    if (sl_ladder_rejects(&t->ladder, lim, m))
+        return true;
+    const sl_levee_request *lr = t->lr;
+    if (m == SL_KILLSWITCH_SHADOW && sl_protect_log_ok(t->p, SL_LOG_INFO))
+        sl_log_info(sl_protect_cfg(t->p)->log,
+                    "would_reject limiter=%s req_id=%.*s resource=%.*s limit=%.*s (shadow mode: "
+                    "admitted)",
+                    sl_ladder_name(lim), (int)(lr->req_id_len > 128 ? 128 : lr->req_id_len),
+                    lr->req_id ? lr->req_id : "",
+                    (int)(lr->resource_len > 256 ? 256 : lr->resource_len),
+                    lr->resource ? lr->resource : "", (int)(wlen > 256 ? 256 : wlen),
+                    what ? what : "");
+    return false;
+}
+
+/* A later check rejected (or failed): the leases taken before it go back. */
+static void give_back(attempt *t, int64_t now)
+{
+    sl_protect_fleet_give(t->p, t->fleet_id, now);
+    sl_protect_conc_give(t->p, t->lr->resource, t->lr->resource_len, t->conc_id, now);
+    t->fleet_id = t->conc_id = 0;
+}
+
+/* What the engine said to a lease: 0 held (*id set), 1 over its limit, -1 the engine failed
+ * (answered 500, the leases held given back). */
+static int took(attempt *t, const sl_response *r, uint64_t *id, int64_t now)
+{
+    if (r->error) {
+        give_back(t, now);
+        t->out->error = r->error;
+        answer_static(t->out, SL_ANSWER_FAILED, "rate limiter error\n");
+        return -1;
+    }
+    if (r->status == SL_OVER_LIMIT)
+        return 1;
+    *id = r->lease_id;
+    return 0;
+}
+
+static sl_priority method_priority(const char *m, size_t n, sl_priority dflt)
+{
+    if (!m || !n)
+        return dflt;
+    if ((n == 3 && !strncasecmp(m, "GET", 3)) || (n == 4 && !strncasecmp(m, "HEAD", 4)) ||
+        (n == 7 && !strncasecmp(m, "OPTIONS", 7)))
+        return SL_PRIORITY_GET;
+    return SL_PRIORITY_POST;
+}
+
+/* X-Sluice-Shadow and X-Sluice-Killswitch: the limiters a switch admitted through. */
+static void ladder_headers(attempt *t)
+{
+    char tmp[96];
+    size_t n, mark;
+    if ((n = sl_ladder_list(t->ladder.shadowed, tmp, sizeof tmp))) {
+        mark = sl_answer_mark(t->out);
+        sl_answer_lit(t->out, tmp, n);
+        SL_ANSWER_HEADER_FROM(t->out, "X-Sluice-Shadow", mark);
+    }
+    if ((n = sl_ladder_list(t->ladder.killed, tmp, sizeof tmp))) {
+        mark = sl_answer_mark(t->out);
+        sl_answer_lit(t->out, tmp, n);
+        SL_ANSWER_HEADER_FROM(t->out, "X-Sluice-Killswitch", mark);
+    }
+}
+
+void sl_attempt_decide(sl_protect *p, int worker, const sl_levee_config *lcfg,
+                       const sl_quota_snap *snap, const sl_attempt_req *req, int64_t now,
+                       sl_answer *out)
+{
+    const sl_protect_config *pc = sl_protect_cfg(p);
+    const sl_levee_request *lr = &req->levee;
+    attempt t = {.p = p, .out = out, .lr = lr};
+    sl_protect_ladder(p, &t.ladder);
+    sl_answer_reset(out);
+    if (lr->req_id && lr->req_id_len)
+        SL_ANSWER_HEADER_REF(out, "X-Req-Id", lr->req_id, lr->req_id_len);
+    const uint32_t gs = lcfg ? lcfg->group_size : 0;
+    char res_print[100];
+
+    int prio;
+    if (req->priority && req->priority_len) {
+        prio = sl_priority_from_name(req->priority, req->priority_len);
+        if (prio < 0) {
+            answer_static(out, SL_ANSWER_MALFORMED,
+                          "X-Priority must be critical, post, get or test\n");
+            goto done;
+        }
+    } else {
+        prio = method_priority(lr->method, lr->method_len, pc->default_priority);
+    }
+    bool acquire = false;
+    if (req->concurrency && req->concurrency_len) {
+        if (req->concurrency_len != 7 || strncasecmp(req->concurrency, "acquire", 7)) {
+            answer_static(out, SL_ANSWER_MALFORMED,
+                          "X-Concurrency must be 'acquire' (POST /release frees a lease)\n");
+            goto done;
+        }
+        acquire = true;
+    }
+    if (!lr->resource || lr->resource_len == 0) {
+        answer_static(out, SL_ANSWER_MALFORMED, "missing X-Resource header\n");
+        goto done;
+    }
+    if (lr->resource_len > SL_QUOTA_MAX_KEY) {
+        answer_static(out, SL_ANSWER_MALFORMED, "X-Resource is too long\n");
+        goto done;
+    }
+    printable(res_print, sizeof res_print, lr->resource, lr->resource_len);
+
+    const sl_killswitch_snap *ks = sl_protect_switches(p, worker);
+    if (!sl_ladder_runs(&t.ladder, SL_LADDER_ALL, sl_killswitch_snap_global(ks)))
+        goto done;
+
+    /* the worker shedder */
+    if (pc->shed && prio != SL_PRIORITY_CRITICAL) {
+        sl_killswitch_mode m = sl_ladder_mode_of(ks, SL_LADDER_SHED);
+        if (sl_ladder_runs(&t.ladder, SL_LADDER_SHED, m) &&
+            !sl_protect_shed_admit(p, worker, (sl_priority)prio) &&
+            stands(&t, SL_LADDER_SHED, m, LIT("shed"))) {
+            char why[200];
+            sl_protect_shed_reason(p, worker, (sl_priority)prio, why, sizeof why);
+            reject(out, SL_ANSWER_SHED, SL_LADDER_SHED, -1, sl_protect_shed_retry_ms(p));
+            body_printf(out, "%s\n", why);
+            goto done;
+        }
+    }
+
+    /* the fleet shedder: non-critical acquisitions hold a fleet lease */
+    const sl_killswitch_fleet *fl = sl_killswitch_snap_fleet(ks);
+    if (acquire && prio != SL_PRIORITY_CRITICAL && fl) {
+        sl_killswitch_mode m = sl_ladder_mode_of(ks, SL_LADDER_FLEET);
+        if (sl_ladder_runs(&t.ladder, SL_LADDER_FLEET, m)) {
+            int64_t nc = sl_protect_fleet_limit(fl, sl_protect_group_size(gs, snap, NULL, 0));
+            sl_response r;
+            sl_protect_fleet_take(p, nc, fl->duration_ms, now, &r);
+            int rc = took(&t, &r, &t.fleet_id, now);
+            if (rc < 0)
+                goto done;
+            if (rc > 0 && stands(&t, SL_LADDER_FLEET, m, LIT("fleet"))) {
+                reject(out, SL_ANSWER_SHED, SL_LADDER_FLEET, nc, r.retry_after);
+                body_printf(out,
+                            "fleet capacity is reserved for critical calls: %lld non-critical "
+                            "calls in flight; retry in %lld s\n",
+                            (long long)nc, (long long)ceil_s(r.retry_after));
+                goto done;
+            }
+        }
+    }
+
+    /* the resource's concurrency limit */
+    sl_killswitch_conc cc;
+    if (acquire && sl_killswitch_snap_concurrency(ks, lr->resource, lr->resource_len, &cc)) {
+        sl_killswitch_mode m = sl_ladder_mode_of(ks, SL_LADDER_CONC);
+        if (sl_ladder_runs(&t.ladder, SL_LADDER_CONC, m)) {
+            int64_t limit = sl_protect_share(
+                cc.limit, sl_protect_group_size(gs, snap, lr->resource, lr->resource_len));
+            sl_response r;
+            sl_protect_conc_take(p, lr->resource, lr->resource_len, limit, cc.duration_ms, now,
+                                 &r);
+            int rc = took(&t, &r, &t.conc_id, now);
+            if (rc < 0)
+                goto done;
+            if (rc > 0 && stands(&t, SL_LADDER_CONC, m, LIT("concurrency"))) {
+                give_back(&t, now);
+                reject(out, SL_ANSWER_REJECTED, SL_LADDER_CONC, limit, r.retry_after);
+                body_printf(out,
+                            "concurrency limit reached: %lld calls in flight for \"%s\"; retry "
+                            "in %lld s\n",
+                            (long long)limit, res_print, (long long)ceil_s(r.retry_after));
+                goto done;
+            }
+        }
+    }
+
+    /* Levee's rate quotas: switched as a whole by the namespace, one by one by quota name */
+    const char *ns = lcfg && lcfg->name && lcfg->name[0] ? lcfg->name : "levee";
+    sl_killswitch_mode m = sl_ladder_mode(ks, ns, strlen(ns));
+    if (sl_ladder_runs(&t.ladder, SL_LADDER_RATE, m)) {
+        sl_levee_decide(lcfg, snap, pc->engine, lr, now, out);
+        if (out->outcome == SL_ANSWER_REJECTED) {
+            sl_killswitch_mode qm = sl_ladder_mode(ks, out->quota, out->quota ? out->quota_len : 0);
+            if (m > qm)
+                qm = m;
+            if (stands(&t, SL_LADDER_RATE, qm, out->quota, out->quota ? out->quota_len : 0)) {
+                give_back(&t, now);
+                char q[100];
+                printable(q, sizeof q, out->quota ? out->quota : "", out->quota ? out->quota_len : 0);
+                body_printf(out, "rate limit exceeded for \"%s\"; retry in %lld s\n", q,
+                            (long long)ceil_s(out->retry_after_ms));
+                goto done;
+            }
+            out->retry_after_ms = 0; /* admitted by a switch */
+        } else if (out->outcome != SL_ANSWER_ACCEPTED) {
+            give_back(&t, now);
+            out->limiter = SL_LADDER_NONE;
+            goto done;
+        }
+    }
+
+    sl_answer_set(out, SL_ANSWER_ACCEPTED, SL_LADDER_NONE);
+    if (t.conc_id || t.fleet_id) {
+        char tok[SL_LEASEID_MAX + 8];
+        size_t n = sl_leaseid_format(tok, sizeof tok, t.conc_id, t.fleet_id, lr->resource,
+                                     lr->resource_len);
+        size_t mark = sl_answer_mark(out);
+        sl_answer_lit(out, tok, n);
+        SL_ANSWER_HEADER_FROM(out, "X-Lease-Id", mark);
+    }
+done:
+    if ((out->outcome == SL_ANSWER_REJECTED || out->outcome == SL_ANSWER_SHED) &&
+        out->limiter != SL_LADDER_RATE && pc->log && sl_log_enabled(pc->log, SL_LOG_DEBUG))
+        sl_log_debug(pc->log, "attempt req_id=%.*s resource=%.*s status=%d limiter=%s",
+                     (int)(lr->req_id_len > 128 ? 128 : lr->req_id_len),
+                     lr->req_id ? lr->req_id : "",
+                     (int)(lr->resource_len > 256 ? 256 : lr->resource_len),
+                     lr->resource ? lr->resource : "", out->status, sl_ladder_name(out->limiter));
+    ladder_headers(&t);
+}
+
+void sl_attempt_release(sl_protect *p, const sl_attempt_release_req *req, int64_t now,
+                        sl_answer *out)
+{
+    sl_answer_reset(out);
+    if (req->req_id && req->req_id_len)
+        SL_ANSWER_HEADER_REF(out, "X-Req-Id", req->req_id, req->req_id_len);
+    uint64_t conc = 0, fleet = 0;
+    char res[SL_QUOTA_MAX_KEY];
+    size_t rlen = 0;
+    if (!req->lease_id || !req->lease_id_len) {
+        answer_static(out, SL_ANSWER_MALFORMED, "missing X-Lease-Id header\n");
+        return;
+    }
+    if (sl_leaseid_parse(req->lease_id, req->lease_id_len, &conc, &fleet, res, sizeof res,
+                         &rlen)) {
+        answer_static(out, SL_ANSWER_MALFORMED, "X-Lease-Id is not a lease id\n");
+        return;
+    }
+    const char *key = rlen ? res : req->resource;
+    size_t klen = rlen ? rlen : req->resource_len;
+    if (conc && (!key || !klen)) {
+        answer_static(out, SL_ANSWER_MALFORMED, "X-Resource is required to release this lease\n");
+        return;
+    }
+    if (conc && klen > SL_QUOTA_MAX_KEY) {
+        answer_static(out, SL_ANSWER_MALFORMED, "X-Resource is too long\n");
+        return;
+    }
+    int released = 0, errors = 0;
+    int rc = sl_protect_fleet_give(p, fleet, now);
+    released += rc > 0;
+    errors += rc < 0;
+    rc = sl_protect_conc_give(p, key, klen, conc, now);
+    released += rc > 0;
+    errors += rc < 0;
+    if (errors)
+        answer_static(out, SL_ANSWER_FAILED, "rate limiter error\n");
+    else if (!released)
+        answer_static(out, SL_ANSWER_NOT_FOUND,
+                      "lease not found: it was released already or it expired\n");
+}

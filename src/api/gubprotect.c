@@ -1,0 +1,299 @@
+/*
+ * Gubernator calls under protection (see gubprotect.h). The whole call is shed for its most
+ * important item's class (a batch is one unit of work for the worker). Kill switches and shadow
+ * mode apply per item by its name; the fleet shedder gives each non-critical CONCURRENCY acquire
+ * a fleet lease, returned with the item's own as "<conc>.<fleet>" (protect/leaseid.h).
+ */
+#include "api/gubprotect.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "protect/leaseid.h"
+
+#define META_PRIORITY "priority"
+#define META_LEASE "lease_id"
+#define META_KILLSWITCH "killswitch"
+#define META_SHADOW "shadow"
+#define META_REASON "reason"
+#define META_REQ_ID "req_id"
+
+enum { F_SHADOW = 1 };
+
+struct sl_gubprotect_call {
+    size_t n;
+    uint64_t *fleet; /* fleet lease per item, 0 = none */
+    uint8_t *flags;
+};
+
+static const char ERR_PRIORITY[] = "metadata 'priority' must be critical, post, get or test";
+static const char ERR_LEASE[] = "metadata 'lease_id' is not a lease id";
+static const char ERR_NOMEM[] = "out of memory";
+
+static sl_gubprotect_call *call_state(sl_batch *b, sl_gubprotect_call **call)
+{
+    if (*call)
+        return *call;
+    sl_gubprotect_call *c = sl_batch_alloc(b, sizeof *c);
+    uint64_t *fleet = sl_batch_alloc(b, b->n * sizeof *fleet + 1);
+    uint8_t *flags = sl_batch_alloc(b, b->n + 1);
+    if (!c || !fleet || !flags)
+        return NULL;
+    memset(fleet, 0, b->n * sizeof *fleet);
+    memset(flags, 0, b->n);
+    c->n = b->n;
+    c->fleet = fleet;
+    c->flags = flags;
+    *call = c;
+    return c;
+}
+
+static void answer_item(sl_batch *b, size_t i, sl_status status, int64_t limit, int64_t remaining,
+                        int64_t reset_time)
+{
+    sl_batch_answer(b, i, NULL);
+    sl_response *r = &b->resps[i];
+    r->status = status;
+    r->limit = limit;
+    r->remaining = remaining;
+    r->reset_time = reset_time;
+}
+
+static void log_item_shadow(sl_protect *p, const sl_batch *b, size_t i, sl_ladder_limiter lim)
+{
+    if (!sl_protect_log_ok(p, SL_LOG_INFO))
+        return;
+    const sl_request *q = &b->reqs[i];
+    const char *rid = sl_batch_meta_get(&b->req_meta[i], META_REQ_ID);
+    sl_log_info(sl_protect_cfg(p)->log,
+                "would_reject limiter=%s req_id=%s name=%.*s unique_key=%.*s (shadow mode: "
+                "admitted)",
+                sl_ladder_name(lim), rid ? rid : "", (int)(q->name_len > 256 ? 256 : q->name_len),
+                q->name ? q->name : "", (int)(q->unique_key_len > 256 ? 256 : q->unique_key_len),
+                q->unique_key ? q->unique_key : "");
+}
+
+static int item_priority(const sl_protect_config *pc, const sl_batch *b, size_t i)
+{
+    const char *pm = sl_batch_meta_get(&b->req_meta[i], META_PRIORITY);
+    return pm ? sl_priority_from_name(pm, strlen(pm)) : (int)pc->default_priority;
+}
+
+/* A peer call: the entry node applied everything else; only the lease ids matter here. */
+static void peer_leases(sl_batch *b)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        sl_request *q = &b->reqs[i];
+        if (b->answered[i] || q->algorithm != SL_CONCURRENCY || q->hits >= 0)
+            continue;
+        const char *t = sl_batch_meta_get(&b->req_meta[i], META_LEASE);
+        if (!t || (strlen(t) >= SL_CONC_ID_HEX && !sl_leaseid_parse_one(t, &q->lease_id)))
+            continue; /* without one, the engine says a release needs it */
+        sl_batch_answer(b, i, ERR_LEASE);
+    }
+}
+
+/* A CONCURRENCY release always runs, whatever the switches say: it only frees capacity. The
+ * fleet lease goes back here, the item's own to the engine through the router. */
+static void release_item(sl_protect *p, sl_batch *b, size_t i, int64_t now)
+{
+    sl_request *q = &b->reqs[i];
+    const char *t = sl_batch_meta_get(&b->req_meta[i], META_LEASE);
+    uint64_t c = 0, f = 0;
+    char dummy[1];
+    size_t dl;
+    if (!t)
+        return; /* without one, the engine says a release needs it */
+    if (sl_leaseid_parse(t, strlen(t), &c, &f, dummy, 0, &dl)) {
+        sl_batch_answer(b, i, ERR_LEASE);
+        return;
+    }
+    if (f)
+        sl_protect_fleet_give(p, f, now);
+    if (!c) /* only a fleet lease was held */
+        answer_item(b, i, SL_UNDER_LIMIT, q->limit, q->limit, now);
+    else
+        q->lease_id = c;
+}
+
+int sl_gubprotect_begin(sl_protect *p, int worker, sl_batch *b, bool peer, int64_t now,
+                        sl_gubprotect_call **call, sl_gubprotect_verdict *v)
+{
+    const sl_protect_config *pc = sl_protect_cfg(p);
+    *call = NULL;
+    v->shed = false;
+    v->retry_after_s = 0;
+    v->message[0] = 0;
+    if (peer) {
+        peer_leases(b);
+        return 0;
+    }
+    sl_ladder l;
+    sl_protect_ladder(p, &l);
+    const sl_killswitch_snap *ks = sl_protect_switches(p, worker);
+    const bool quiet = sl_killswitch_snap_quiet(ks);
+    const sl_killswitch_mode global = sl_killswitch_snap_global(ks);
+
+    /* priorities: each item's, and the call's (its most important item's) for the shedder */
+    int call_prio = SL_PRIORITY_COUNT;
+    for (size_t i = 0; i < b->n; i++) {
+        if (b->answered[i])
+            continue;
+        int pr = item_priority(pc, b, i);
+        if (pr < 0) {
+            sl_batch_answer(b, i, ERR_PRIORITY);
+            continue;
+        }
+        if (pr < call_prio)
+            call_prio = pr;
+    }
+    if (call_prio == SL_PRIORITY_COUNT)
+        call_prio = pc->default_priority;
+
+    bool shed_shadow = false;
+    if (pc->shed && call_prio != SL_PRIORITY_CRITICAL && global != SL_KILLSWITCH_KILLED) {
+        sl_killswitch_mode m = sl_ladder_mode_of(ks, SL_LADDER_SHED);
+        if (sl_ladder_runs(&l, SL_LADDER_SHED, m) &&
+            !sl_protect_shed_admit(p, worker, (sl_priority)call_prio)) {
+            if (sl_ladder_rejects(&l, SL_LADDER_SHED, m)) {
+                v->shed = true;
+                v->retry_after_s = (sl_protect_shed_retry_ms(p) + 999) / 1000;
+                sl_protect_shed_reason(p, worker, (sl_priority)call_prio, v->message,
+                                       sizeof v->message);
+                return 1;
+            }
+            shed_shadow = true;
+        }
+    }
+
+    const sl_killswitch_fleet *fl = sl_killswitch_snap_fleet(ks);
+    sl_killswitch_mode fleet_mode = fl ? sl_ladder_mode_of(ks, SL_LADDER_FLEET)
+                                       : SL_KILLSWITCH_ENFORCE;
+    for (size_t i = 0; i < b->n; i++) {
+        if (b->answered[i])
+            continue;
+        sl_request *q = &b->reqs[i];
+        sl_meta *rm = &b->resp_meta[i];
+        const bool conc = q->algorithm == SL_CONCURRENCY;
+        if (conc && q->hits < 0) {
+            release_item(p, b, i, now);
+            continue;
+        }
+
+        /* the item's own limiter, by its name */
+        sl_killswitch_mode m = quiet ? SL_KILLSWITCH_ENFORCE
+                                     : sl_ladder_mode(ks, q->name, q->name_len);
+        sl_ladder_limiter lim = global == SL_KILLSWITCH_KILLED ? SL_LADDER_ALL
+                                : conc                         ? SL_LADDER_CONC
+                                                               : SL_LADDER_RATE;
+        if (!sl_ladder_runs(&l, lim, m)) {
+            answer_item(b, i, SL_UNDER_LIMIT, q->limit, q->limit, now);
+            sl_batch_meta_add_ref(b, rm, META_KILLSWITCH, "on");
+            continue;
+        }
+        if (m == SL_KILLSWITCH_SHADOW || (q->behavior & SL_SHADOW) || shed_shadow) {
+            sl_gubprotect_call *c = call_state(b, call);
+            if (!c) {
+                sl_batch_answer(b, i, ERR_NOMEM);
+                continue;
+            }
+            c->flags[i] |= F_SHADOW;
+            if (shed_shadow)
+                sl_batch_meta_add_ref(b, rm, META_SHADOW, "shed");
+        }
+
+        /* the fleet shedder, for non-critical acquires */
+        if (!conc || q->hits <= 0 || !fl || !sl_ladder_runs(&l, SL_LADDER_FLEET, fleet_mode))
+            continue;
+        if (item_priority(pc, b, i) == SL_PRIORITY_CRITICAL)
+            continue;
+        int64_t nc = sl_protect_fleet_limit(fl, 1);
+        sl_response r;
+        sl_protect_fleet_take(p, nc, fl->duration_ms, now, &r);
+        if (r.error) {
+            sl_batch_answer(b, i, r.error);
+            continue;
+        }
+        if (r.status == SL_OVER_LIMIT) {
+            if (!sl_ladder_rejects(&l, SL_LADDER_FLEET, fleet_mode)) {
+                log_item_shadow(p, b, i, SL_LADDER_FLEET);
+                sl_batch_meta_add_ref(b, rm, META_SHADOW, "fleet");
+                continue;
+            }
+            answer_item(b, i, SL_OVER_LIMIT, nc, 0, r.reset_time);
+            sl_batch_meta_add_ref(b, rm, META_REASON,
+                                  "shed: fleet capacity is reserved for critical calls");
+            continue;
+        }
+        sl_gubprotect_call *c = call_state(b, call);
+        if (!c) {
+            sl_protect_fleet_give(p, r.lease_id, now);
+            sl_batch_answer(b, i, ERR_NOMEM);
+            continue;
+        }
+        c->fleet[i] = r.lease_id;
+    }
+    return 0;
+}
+
+/* "lease_id" for an item: the engine's id (here or from the owner's answer) and the fleet's. */
+static void set_lease_meta(sl_batch *b, size_t i, uint64_t fleet)
+{
+    uint64_t c = b->resps[i].lease_id;
+    if (!c) {
+        const char *t = sl_batch_meta_get(&b->resp_meta[i], META_LEASE);
+        if (t && strlen(t) == SL_CONC_ID_HEX)
+            sl_leaseid_parse_one(t, &c);
+    }
+    if (!c && !fleet)
+        return;
+    char tok[SL_LEASEID_PAIR_SIZE];
+    if (fleet)
+        sl_leaseid_format(tok, sizeof tok, c, fleet, NULL, 0);
+    else
+        sl_conc_format_id(c, tok);
+    sl_batch_meta_set(b, &b->resp_meta[i], META_LEASE, tok);
+}
+
+void sl_gubprotect_end(sl_protect *p, sl_gubprotect_call *call, sl_batch *b, bool peer,
+                       int64_t now)
+{
+    sl_ladder l;
+    sl_protect_ladder(p, &l);
+    for (size_t i = 0; i < b->n; i++) {
+        if (b->answered[i])
+            continue;
+        sl_response *r = &b->resps[i];
+        const sl_request *q = &b->reqs[i];
+        const bool conc = q->algorithm == SL_CONCURRENCY;
+        if (peer) {
+            if (r->lease_id)
+                set_lease_meta(b, i, 0);
+            continue;
+        }
+        const bool mine = call && i < call->n;
+        uint64_t fleet = mine ? call->fleet[i] : 0;
+        if (r->error) {
+            sl_protect_fleet_give(p, fleet, now);
+            continue;
+        }
+        if (r->status == SL_OVER_LIMIT) {
+            sl_ladder_limiter lim = conc ? SL_LADDER_CONC : SL_LADDER_RATE;
+            sl_killswitch_mode m = mine && (call->flags[i] & F_SHADOW) ? SL_KILLSWITCH_SHADOW
+                                                                       : SL_KILLSWITCH_ENFORCE;
+            if (!sl_ladder_rejects(&l, lim, m)) {
+                r->status = SL_UNDER_LIMIT;
+                sl_batch_meta_set(b, &b->resp_meta[i], META_SHADOW, sl_ladder_name(lim));
+                log_item_shadow(p, b, i, lim);
+            } else {
+                sl_batch_meta_add_ref(b, &b->resp_meta[i], META_REASON,
+                                      conc ? "concurrency limit reached: too many calls in flight"
+                                           : "rate limit exceeded");
+                sl_protect_fleet_give(p, fleet, now);
+                fleet = 0;
+            }
+        }
+        if (conc && q->hits > 0)
+            set_lease_meta(b, i, fleet);
+    }
+}

@@ -1,0 +1,44 @@
+/*
+ * Gubernator calls (gRPC and JSON) under sluice's protections (protect/protect.h,
+ * docs/protection.md): the Gubernator dialect of the protection service. Items keep their
+ * meaning; per item metadata "priority" and, for CONCURRENCY releases, "lease_id".
+ * sl_gubprotect_begin() runs before the router (the worker shedder for the whole call; kill
+ * switches; the fleet shedder for CONCURRENCY acquires; lease ids into the requests),
+ * sl_gubprotect_end() after it (lease ids out, shadow mode, reasons). Every limiter goes through
+ * the kill -> shadow -> enforce ladder (protect/ladder.h). Answers carry metadata: "lease_id",
+ * "killswitch" ("on"), "shadow" (the limiter that would have rejected), "reason".
+ *
+ * Switch names: an item's `name`; "fleet" and "shed" for the shedders; "*" for all. A request
+ * may also ask for shadow mode with behavior SL_SHADOW.
+ */
+#ifndef SLUICE_API_GUBPROTECT_H
+#define SLUICE_API_GUBPROTECT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "api/batch.h"
+#include "protect/protect.h"
+
+/* Per-call state between begin and end (in the batch's arena; NULL when there is none). */
+typedef struct sl_gubprotect_call sl_gubprotect_call;
+
+typedef struct sl_gubprotect_verdict {
+    bool shed;               /* answer the whole call UNAVAILABLE (HTTP 503) */
+    int64_t retry_after_s;
+    char message[200];       /* the reason, for grpc-message / the JSON error */
+} sl_gubprotect_verdict;
+
+/*
+ * Before the router. `peer`: a GetPeerRateLimits call (this node owns the items; only lease ids are
+ * read: the entry node already applied everything else). Returns 0 to go on (items this function
+ * answered are marked answered), or 1 when the call is shed: answer it with v->message and
+ * UNAVAILABLE, and do not call sl_gubprotect_end().
+ */
+int sl_gubprotect_begin(sl_protect *p, int worker, sl_batch *b, bool peer, int64_t now_ms,
+                        sl_gubprotect_call **call, sl_gubprotect_verdict *v);
+/* After the router, before encoding. `call` from begin (may be NULL). */
+void sl_gubprotect_end(sl_protect *p, sl_gubprotect_call *call, sl_batch *b, bool peer,
+                       int64_t now_ms);
+
+#endif

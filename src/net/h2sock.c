@@ -1,0 +1,85 @@
+/*
+ * Socket calls for the HTTP/2 clients (see h2sock.h): connect, read into the session, write out
+ * of it. Only non-blocking sockets; EINTR is retried, EAGAIN ends a round.
+ */
+#include "net/h2sock.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <unistd.h>
+
+int sl_h2sock_connect(const struct sockaddr *sa, socklen_t len, bool *now)
+{
+    *now = false;
+    int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (connect(fd, sa, len) == 0) {
+        *now = true;
+    } else if (errno != EINPROGRESS) {
+        int err = -errno;
+        close(fd);
+        return err;
+    }
+    return fd;
+}
+
+int sl_h2sock_connect_result(int fd)
+{
+    int soerr = 0;
+    socklen_t sl = sizeof soerr;
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
+        return -errno;
+    if (soerr)
+        return -soerr;
+    struct sockaddr_storage peer;
+    socklen_t pl = sizeof peer;
+    if (getpeername(fd, (struct sockaddr *)&peer, &pl) != 0)
+        return errno == ENOTCONN ? -EAGAIN : -errno; /* not connected yet */
+    return 0;
+}
+
+int sl_h2sock_read(sl_h2c *s, int fd, uint8_t *buf, size_t cap, int max_reads)
+{
+    for (int i = 0; i < max_reads; i++) {
+        ssize_t n = recv(fd, buf, cap, 0);
+        if (n > 0) {
+            if (sl_h2c_recv(s, buf, (size_t)n) < 0)
+                return -EPROTO;
+            if ((size_t)n < cap)
+                return 0;
+            continue;
+        }
+        if (n == 0)
+            return -ECONNRESET;
+        if (errno == EINTR)
+            continue;
+        return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
+    }
+    return 0;
+}
+
+int sl_h2sock_write(sl_h2c *s, int fd, sl_buf *out, size_t high_water)
+{
+    for (;;) {
+        int rc = sl_h2c_send(s, out, high_water);
+        if (rc < 0)
+            return rc;
+        if (out->len == 0)
+            return 0;
+        /* MSG_NOSIGNAL: a peer that hung up is EPIPE here, not a SIGPIPE for the process */
+        ssize_t w = send(fd, out->data, out->len, MSG_NOSIGNAL);
+        if (w > 0) {
+            sl_buf_consume(out, (size_t)w);
+            continue;
+        }
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return 0;
+        return w < 0 ? -errno : -EPIPE;
+    }
+}

@@ -1,0 +1,34 @@
+/*
+ * sl_h2sock: the socket half shared by sluice's HTTP/2 clients — the few calls that move bytes
+ * between a non-blocking TCP socket and a sans-I/O client session (net/h2client.h). Each client
+ * brings its own readiness source (poll() in client/h2conn.c, a libuv uv_poll_t in
+ * cluster/peer.c); what they do once a socket is ready is the same and lives here once.
+ *
+ * Writes use send(MSG_NOSIGNAL): a peer that hung up is EPIPE for that connection, never a SIGPIPE
+ * for the process, whatever the embedding program did with the signal.
+ */
+#ifndef SLUICE_NET_H2SOCK_H
+#define SLUICE_NET_H2SOCK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/socket.h>
+
+#include "net/h2client.h"
+
+/* A non-blocking, close-on-exec TCP socket with TCP_NODELAY, connecting to sa. The fd (>= 0)
+ * with *now set when the connect completed at once, or a negative errno (nothing to close). */
+int sl_h2sock_connect(const struct sockaddr *sa, socklen_t len, bool *now);
+/* After the socket turned writable while connecting: 0 connected, or the connect's negative errno. */
+int sl_h2sock_connect_result(int fd);
+
+/* Read what the socket has (at most max_reads reads of cap bytes into buf) into the session.
+ * 0: nothing more for now. -ECONNRESET: the peer closed. -EPROTO: the session rejected the
+ * bytes. Another negative errno: the socket failed. */
+int sl_h2sock_read(sl_h2c *s, int fd, uint8_t *buf, size_t cap, int max_reads);
+/* Move the session's frames out: fill `out` up to high_water, send, repeat until the session has
+ * nothing left or the socket is full (what it did not take stays in `out`). 0, or a negative
+ * errno: the session (-EPROTO, -ENOMEM) or the socket (-EPIPE, -ECONNRESET, ...) failed. */
+int sl_h2sock_write(sl_h2c *s, int fd, sl_buf *out, size_t high_water);
+
+#endif

@@ -1,0 +1,108 @@
+/*
+ * Protection as a service, after Stripe's "Scaling your API with rate limiters": what the
+ * dialects (api/attempt.c for Levee's /attempt and /release, api/gubprotect.c for Gubernator
+ * batches) ask before and after a decision. It owns
+ *
+ *   - the worker-utilization shedder of each worker loop (core/shed.h), which protects sluiced
+ *     itself: fed with load samples (sl_protect_observe; node/loadtick.c samples the loop), it
+ *     admits or sheds calls by priority;
+ *   - the leases of the fleet shedder and of a resource's concurrency limit: CONCURRENCY keys of
+ *     the engine, "<ns>.conc"/<resource> and "<ns>.fleet"/noncritical, taken and given back here
+ *     and counted (sluice_leases_total);
+ *   - each worker's view of the switchboard (config/killswitch.h) and the counters of the
+ *     kill -> shadow -> enforce ladder (protect/ladder.h);
+ *   - the rate limit on its own would-reject and shed log lines.
+ *
+ * It knows no dialect: no HTTP header, no metadata, no batch. docs/protection.md is the user's
+ * description.
+ *
+ * Threads: everything that takes `worker` runs on that worker's loop thread (worker -1 or out of
+ * range: a spare slot for callers without a worker, one thread at a time).
+ */
+#ifndef SLUICE_PROTECT_PROTECT_H
+#define SLUICE_PROTECT_PROTECT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config/killswitch.h"
+#include "config/quota.h"
+#include "core/log.h"
+#include "core/metrics.h"
+#include "core/shed.h"
+#include "protect/ladder.h"
+#include "sluice/engine.h"
+
+typedef struct sl_protect_config {
+    sl_engine *engine;            /* decides the leases (not owned) */
+    sl_killswitch *switches;      /* may be NULL: nothing is ever switched */
+    sl_metrics *metrics;          /* may be NULL */
+    sl_logger *log;               /* may be NULL */
+    int workers;                  /* worker loops that call in */
+    bool shed;                    /* run the worker-utilization shedder (--shed) */
+    sl_shedder_options shed_opts; /* --shed-target, --shed-low, ... */
+    int64_t shed_interval_ms;     /* how often a worker samples its load (--shed-interval; 100) */
+    sl_priority default_priority; /* calls that say nothing (--default-priority; critical) */
+    const char *name;             /* engine namespace of the leases; NULL = "levee" */
+    int64_t log_per_second;       /* would-reject and shed log lines per second at most (20) */
+} sl_protect_config;
+
+void sl_protect_config_default(sl_protect_config *c);
+
+typedef struct sl_protect sl_protect;
+
+int sl_protect_new(const sl_protect_config *cfg, sl_protect **out);
+/* After every worker stopped. */
+void sl_protect_free(sl_protect *p);
+/* A worker is stopping: release what its thread holds (its switchboard reference). */
+void sl_protect_worker_stop(sl_protect *p, int worker);
+
+const sl_protect_config *sl_protect_cfg(const sl_protect *p);
+int sl_protect_workers(const sl_protect *p);
+
+/* The worker's current switchboard snapshot (NULL without one: nothing switched). */
+const sl_killswitch_snap *sl_protect_switches(sl_protect *p, int worker);
+/* A ladder record that counts into this service's sluice_protect_events_total. */
+void sl_protect_ladder(sl_protect *p, sl_ladder *l);
+
+/* At most log_per_second lines of would-reject and shed logging per second: true = log it. */
+bool sl_protect_log_ok(sl_protect *p, sl_log_level lvl);
+
+/* ---- the worker shedder ------------------------------------------------------------------- */
+
+/* Feed a worker's shedder one utilization sample (0..1). Returns what sl_shed_observe() returns
+ * and logs a move of the level. */
+int sl_protect_observe(sl_protect *p, int worker, int64_t now_ms, double utilization);
+double sl_protect_shed_level(sl_protect *p, int worker);
+double sl_protect_shed_util(sl_protect *p, int worker);
+/* Does the worker shedder admit a call of this priority? (always with --shed off) */
+bool sl_protect_shed_admit(sl_protect *p, int worker, sl_priority prio);
+/* Retry-After of a shed call, ms: the time the level needs to fall one step (at least 1 s). */
+int64_t sl_protect_shed_retry_ms(const sl_protect *p);
+/* "sluiced is overloaded and sheds <prio> traffic (<classes>); retry in <s> s" into buf. */
+size_t sl_protect_shed_reason(sl_protect *p, int worker, sl_priority prio, char *buf,
+                              size_t cap);
+
+/* ---- leases ------------------------------------------------------------------------------- */
+
+/* Levee's group size for a resource: `override` when > 0, else factor/key/<res> or
+ * factor/default of the snapshot's tree, else 1. res may be NULL. */
+uint32_t sl_protect_group_size(uint32_t override, const sl_quota_snap *snap, const char *res,
+                               size_t len);
+/* One limiter's share of a limit: floor(v / df), at least 1 unless v is 0. */
+int64_t sl_protect_share(int64_t v, uint32_t df);
+/* The fleet's non-critical limit: floor((1 - reserve) * share(capacity, df)). */
+int64_t sl_protect_fleet_limit(const sl_killswitch_fleet *f, uint32_t df);
+
+/* Take a lease of the fleet (limit from sl_protect_fleet_limit) or of a resource's concurrency
+ * limit: r as the engine answers (r->lease_id with SL_UNDER_LIMIT). */
+void sl_protect_fleet_take(sl_protect *p, int64_t limit, int64_t duration_ms, int64_t now,
+                           sl_response *r);
+void sl_protect_conc_take(sl_protect *p, const char *res, size_t len, int64_t limit,
+                          int64_t duration_ms, int64_t now, sl_response *r);
+/* Give a lease back (lease 0: nothing). 1 released, 0 not found, -1 another error. */
+int sl_protect_fleet_give(sl_protect *p, uint64_t lease, int64_t now);
+int sl_protect_conc_give(sl_protect *p, const char *res, size_t len, uint64_t lease, int64_t now);
+
+#endif
