@@ -82,7 +82,8 @@ static const sl_opt engine_opts[] = {
      .max = MAX_BATCH, .metavar = "B",
      .help = "requests per sl_engine_decide_batch() call; 1 = sl_engine_decide()"},
     {.name = "limit", .type = SL_OPT_INT, .offset = F(limit), .def = "100", .min = 1,
-     .max = INT64_MAX, .metavar = "L", .help = "the requests' limit (SLIDING_LOG keeps 8*L bytes/key)"},
+     .max = INT64_MAX, .metavar = "L",
+     .help = "the requests' limit (SLIDING_LOG keeps 8*L bytes/key)"},
     {.name = "duration", .type = SL_OPT_INT, .offset = F(duration), .def = "60000", .min = 1,
      .max = INT64_MAX, .metavar = "MS", .help = "the requests' duration in ms"},
 };

@@ -18,7 +18,6 @@
 #include "config/etcd.h"
 #include "config/killswitch.h"
 
-
 /* The options; the storage ones NULL when not given (then sl_etcd_cli_defaults). */
 typedef struct ks_opts {
     char *addr;
@@ -51,11 +50,13 @@ static const sl_opt_table ks_table = {
              "       sluice killswitch [options] status",
     .about = "  on NAME       switch the limiter NAME off: it admits everything and says so\n"
              "                (NAME \"*\": every limiter)\n"
-             "  shadow NAME   dark launch: NAME decides and counts, but admits what it would reject\n"
+             "  shadow NAME   dark launch: NAME decides and counts, but admits what it would "
+             "reject\n"
              "  off NAME      NAME enforces again\n"
              "  status        the switches that are set\n"
              "\n"
-             "NAME is a Gubernator limit name, or for POST /attempt: \"levee\" (every rate quota),\n"
+             "NAME is a Gubernator limit name, or for POST /attempt: \"levee\" (every rate "
+             "quota),\n"
              "a quota's name, \"concurrency\", \"fleet\"; \"shed\" is sluiced's worker shedder.\n",
     .opts = ks_opts_table,
     .nopts = sizeof ks_opts_table / sizeof ks_opts_table[0],

@@ -300,7 +300,7 @@ int sl_killswitch_board_apply(sl_killswitch_board *b, const char *rel, size_t rl
 /* ---------------------------------------------------------------- snapshots */
 
 struct sl_killswitch_snap {
-    sl_killswitch_board b;            /* switches with a mode other than enforce, and concurrency entries */
+    sl_killswitch_board b; /* switches with a mode other than enforce; concurrency entries */
     bool loaded;
     bool quiet;          /* no switch set */
     sl_killswitch_mode global;
@@ -354,7 +354,8 @@ sl_killswitch_mode sl_killswitch_snap_mode(const sl_killswitch_snap *s, const ch
 {
     if (!s || s->quiet || !name)
         return SL_KILLSWITCH_ENFORCE;
-    const sl_killswitch_entry *e = sl_killswitch_board_get(&s->b, SL_KILLSWITCH_K_SWITCH, name, len);
+    const sl_killswitch_entry *e =
+        sl_killswitch_board_get(&s->b, SL_KILLSWITCH_K_SWITCH, name, len);
     return e ? (sl_killswitch_mode)e->mode : SL_KILLSWITCH_ENFORCE;
 }
 
@@ -364,7 +365,8 @@ bool sl_killswitch_snap_concurrency(const sl_killswitch_snap *s, const char *key
     if (!s)
         return false;
     if (s->concurrency > (s->has_default ? 1u : 0u) && key) {
-        const sl_killswitch_entry *e = sl_killswitch_board_get(&s->b, SL_KILLSWITCH_K_CONC, key, len);
+        const sl_killswitch_entry *e =
+            sl_killswitch_board_get(&s->b, SL_KILLSWITCH_K_CONC, key, len);
         if (e && len) {
             *out = e->conc;
             return true;

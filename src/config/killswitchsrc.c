@@ -71,7 +71,8 @@ static void snap_stamp(void *p, uint64_t generation)
 static int publish_locked(sl_killswitch *ks)
 {
     sl_killswitch_snap *s;
-    int rc = sl_killswitch_snap_new(&ks->src, &ks->admin, ks->loaded, ks->max_entries, ks->seed, &s);
+    int rc =
+        sl_killswitch_snap_new(&ks->src, &ks->admin, ks->loaded, ks->max_entries, ks->seed, &s);
     if (rc)
         return rc;
     sl_killswitch_snap_counts(s, &ks->st.switches, &ks->st.overrides, &ks->st.concurrency);
@@ -134,8 +135,8 @@ int sl_killswitch_set(sl_killswitch *ks, const char *name, size_t len, sl_killsw
     }
     pthread_mutex_unlock(&ks->mu);
     if (rc == 0)
-        sl_log_info(ks->log, "switch set by admin call name=%.*s mode=%s", (int)(len > 256 ? 256 : len),
-                    name, sl_killswitch_mode_name(mode));
+        sl_log_info(ks->log, "switch set by admin call name=%.*s mode=%s",
+                    (int)(len > 256 ? 256 : len), name, sl_killswitch_mode_name(mode));
     return rc;
 }
 
@@ -225,7 +226,8 @@ int sl_killswitch_reload(sl_killswitch *ks, char *err, size_t errlen)
 /* ---------------------------------------------------------------- etcd */
 
 /* Apply a key with the root (ignored unless it is ours): as apply_rel. Called with mu held. */
-static int apply_kv(sl_killswitch *ks, sl_killswitch_board *b, const sl_etcd_kv *kv, bool del, bool events)
+static int apply_kv(sl_killswitch *ks, sl_killswitch_board *b, const sl_etcd_kv *kv, bool del,
+                    bool events)
 {
     const char *wp = sl_watched_watch_prefix(ks->w);
     size_t pl = strlen(wp);
@@ -411,7 +413,8 @@ int sl_killswitch_register_metrics(sl_killswitch *ks, sl_metrics *m)
          "switchboard entries ignored as malformed or over the entry cap"},
         {SL_METRICS_COUNTER, "sluice_switch_source_reconnects_total",
          "times the etcd watch of the switchboard was set up again"},
-        {SL_METRICS_GAUGE, "sluice_switches_set", "switches set (killed or shadow), overrides included"},
+        {SL_METRICS_GAUGE, "sluice_switches_set",
+         "switches set (killed or shadow), overrides included"},
     };
     for (int i = 0; i < 6; i++) {
         ks->margs[i] = (metric_arg){ks, i};

@@ -426,7 +426,8 @@ static int apply(void *target, const sl_opt *o, const char *text, bool append,
             for (int i = 0; o->choices[i] != NULL && n < sizeof(want); i++)
                 n += (size_t)snprintf(want + n, sizeof(want) - n, "%s%s", i ? ", " : "",
                                       o->choices[i]);
-            return sl_opt_fail(err, errlen, -EINVAL, "option '%s': invalid value '%s' (want one of: %s) (%s)",
+            return sl_opt_fail(err, errlen, -EINVAL,
+                               "option '%s': invalid value '%s' (want one of: %s) (%s)", 
                         o->name, text, want, source);
         }
     case SL_OPT_DOUBLE: {
@@ -439,7 +440,8 @@ static int apply(void *target, const sl_opt *o, const char *text, bool append,
             return sl_opt_fail(err, errlen, -EINVAL, "option '%s': invalid number '%s' (%s)",
                                o->name, text, source);
         if ((o->dmin != 0 || o->dmax != 0) && !(dv >= o->dmin && dv <= o->dmax))
-            return sl_opt_fail(err, errlen, -EINVAL, "option '%s': '%s' is out of range %g..%g (%s)",
+            return sl_opt_fail(err, errlen, -EINVAL,
+                               "option '%s': '%s' is out of range %g..%g (%s)", 
                                o->name, text, o->dmin, o->dmax, source);
         *(double *)f = dv;
         return 0;
@@ -470,7 +472,8 @@ static int apply(void *target, const sl_opt *o, const char *text, bool append,
     if ((o->min != 0 || o->max != 0) && (iv < o->min || iv > o->max)) {
         char range[80];
         range_text(o, range, sizeof(range));
-        return sl_opt_fail(err, errlen, -EINVAL, "option '%s': '%s' is out of range %s (%s)", o->name,
+        return sl_opt_fail(err, errlen, -EINVAL, "option '%s': '%s' is out of range %s (%s)",
+                           o->name, 
                     text, range, source);
     }
     if (o->type == SL_OPT_SIZE)
@@ -606,7 +609,8 @@ static int yaml_value(struct yaml_ctx *y, void *target, const sl_opt *o)
         return apply(target, o, text, false, src, y->err, y->errlen);
     }
     if (y->ev.type != YAML_SEQUENCE_START_EVENT || o->type != SL_OPT_LIST)
-        return sl_opt_fail(y->err, y->errlen, -EINVAL, "%s:%zu: option '%s' takes %s %s, not %s", y->name,
+        return sl_opt_fail(y->err, y->errlen, -EINVAL, "%s:%zu: option '%s' takes %s %s, not %s",
+                           y->name, 
                     yaml_line(y), o->name, o->type == SL_OPT_INT ? "an" : "a", type_word(o->type),
                     event_what(y->ev.type));
     sl_opt_list l = {0};
@@ -652,7 +656,8 @@ static int yaml_mapping(struct yaml_ctx *y, const sl_opt_table *t, void *target)
         if (y->ev.type == YAML_MAPPING_END_EVENT)
             break;
         if (y->ev.type != YAML_SCALAR_EVENT) {
-            rc = sl_opt_fail(y->err, y->errlen, -EINVAL, "%s:%zu: keys must be option names, not %s",
+            rc = sl_opt_fail(y->err, y->errlen, -EINVAL,
+                             "%s:%zu: keys must be option names, not %s", 
                       y->name, yaml_line(y), event_what(y->ev.type));
             goto out;
         }
@@ -660,18 +665,21 @@ static int yaml_mapping(struct yaml_ctx *y, const sl_opt_table *t, void *target)
         size_t line = yaml_line(y);
         const sl_opt *o = sl_opt_find(t, key);
         if (o == NULL) {
-            rc = sl_opt_fail(y->err, y->errlen, -EINVAL, "%s:%zu: unknown option '%s'", y->name, line,
+            rc = sl_opt_fail(y->err, y->errlen, -EINVAL, "%s:%zu: unknown option '%s'", y->name,
+                             line, 
                       key);
             goto out;
         }
         if (o->file_forbidden) {
-            rc = sl_opt_fail(y->err, y->errlen, -EINVAL, "%s:%zu: option '%s' cannot be set in a file",
+            rc = sl_opt_fail(y->err, y->errlen, -EINVAL,
+                             "%s:%zu: option '%s' cannot be set in a file", 
                       y->name, line, o->name);
             goto out;
         }
         size_t idx = (size_t)(o - t->opts);
         if (seen[idx]) {
-            rc = sl_opt_fail(y->err, y->errlen, -EINVAL, "%s:%zu: option '%s' set twice (first at line %zu)",
+            rc = sl_opt_fail(y->err, y->errlen, -EINVAL,
+                             "%s:%zu: option '%s' set twice (first at line %zu)", 
                       y->name, line, o->name, seen_line[idx]);
             goto out;
         }
@@ -707,7 +715,8 @@ int sl_opt_load_yaml(const sl_opt_table *t, void *target, const char *yaml,
     if (y.ev.type == YAML_SCALAR_EVENT && is_null_scalar(&y.ev)) {
         /* "---" alone: an empty document */
     } else if (y.ev.type != YAML_MAPPING_START_EVENT) {
-        rc = sl_opt_fail(err, errlen, -EINVAL, "%s:%zu: the file must be a mapping of option: value",
+        rc = sl_opt_fail(err, errlen, -EINVAL,
+                         "%s:%zu: the file must be a mapping of option: value", 
                   y.name, yaml_line(&y));
         goto out;
     } else if ((rc = yaml_mapping(&y, t, target)) != 0) {
@@ -1101,7 +1110,8 @@ void sl_opt_dump(const sl_opt_table *t, const void *target, FILE *out)
             continue;
         const void *f = cfield(target, o);
         char buf[64];
-        fprintf(out, "%s:%s", o->name, o->type == SL_OPT_LIST && cfield_list_n(target, o) ? "" : " ");
+        fprintf(out, "%s:%s", o->name,
+                o->type == SL_OPT_LIST && cfield_list_n(target, o) ? "" : " ");
         switch (o->type) {
         case SL_OPT_STRING:
             dump_quoted(out, *(char *const *)f ? *(char *const *)f : "");
