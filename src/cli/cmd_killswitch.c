@@ -18,29 +18,16 @@
 #include "config/etcd.h"
 #include "config/killswitch.h"
 
-/* The options; the storage ones NULL when not given (then sl_etcd_cli_defaults). */
 typedef struct ks_opts {
-    char *addr;
-    char *storage_addrs;
-    char *storage_prefix;
-    int64_t timeout_ns;
+    char *addr; /* NULL: etcd */
+    sl_cli_storage storage;
 } ks_opts;
 
-#define FIELD(f) offsetof(ks_opts, f)
-
 static const sl_opt ks_opts_table[] = {
-    {.name = "addr", .type = SL_OPT_STRING, .offset = FIELD(addr), .nullable = true,
+    {.name = "addr", .type = SL_OPT_STRING, .offset = offsetof(ks_opts, addr), .nullable = true,
      .metavar = "HOST:PORT",
      .help = "one node only, through its admin endpoint (until etcd next writes NAME)"},
-    {.name = "storage-addrs", .type = SL_OPT_STRING, .offset = FIELD(storage_addrs),
-     .nullable = true, .metavar = "URL[,URL...]",
-     .def_doc = "$SLUICE_STORAGE_ADDRS, else http://127.0.0.1:2379",
-     .help = "etcd endpoints, for every node watching them"},
-    {.name = "storage-prefix", .type = SL_OPT_STRING, .offset = FIELD(storage_prefix),
-     .nullable = true, .metavar = "ROOT", .def_doc = "$SLUICE_STORAGE_PREFIX, else /sluice",
-     .help = "root of the tree"},
-    {.name = "timeout", .type = SL_OPT_DURATION, .offset = FIELD(timeout_ns), .def = "5s",
-     .min = 1000000, .max = INT64_C(3600000000000), .help = "per-request timeout"},
+    SL_CLI_STORAGE_OPTS(ks_opts),
 };
 
 static const sl_opt_table ks_table = {
@@ -160,18 +147,13 @@ static int via_admin(const char *addr, const char *cmd, const char *name, int mo
 
 /* ---------------------------------------------------------------- etcd */
 
-static int via_etcd(const char *addrs, const char *root, const char *cmd, const char *name,
-                    int mode, long timeout)
+static int via_etcd(const sl_cli_storage *storage, const char *cmd, const char *name, int mode)
 {
     sl_etcd *e = NULL;
-    int erc = sl_etcd_new_from_list(addrs, timeout, &e);
-    if (erc) {
-        if (erc == -EINVAL)
-            fprintf(stderr, "sluice killswitch: bad --storage-addrs '%s'\n", addrs);
-        else
-            fprintf(stderr, "sluice killswitch: cannot create the etcd client\n");
-        return erc == -EINVAL ? 2 : 1;
-    }
+    const char *root;
+    int erc = sl_cli_etcd("sluice killswitch", storage, &e, &root);
+    if (erc)
+        return erc;
     size_t rl = strlen(root);
     while (rl && root[rl - 1] == '/')
         rl--;
@@ -244,13 +226,6 @@ int sl_cmd_killswitch(int argc, char **argv)
 
 static int run(const ks_opts *o, const char *cmd, const char *name)
 {
-    const char *addrs, *root;
-    sl_etcd_cli_defaults(&addrs, &root);
-    if (o->storage_addrs)
-        addrs = o->storage_addrs;
-    if (o->storage_prefix)
-        root = o->storage_prefix;
-    long timeout = (long)(o->timeout_ns / 1000000);
     int mode;
     if (!strcmp(cmd, "on"))
         mode = SL_KILLSWITCH_KILLED;
@@ -275,6 +250,6 @@ static int run(const ks_opts *o, const char *cmd, const char *name)
         return 2;
     }
     if (o->addr)
-        return via_admin(o->addr, cmd, name, mode, timeout);
-    return via_etcd(addrs, root, cmd, name, mode, timeout);
+        return via_admin(o->addr, cmd, name, mode, (long)(o->storage.timeout_ns / 1000000));
+    return via_etcd(&o->storage, cmd, name, mode);
 }

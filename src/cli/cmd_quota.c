@@ -17,8 +17,7 @@
 #include "config/quota.h"
 
 typedef struct quota_args {
-    char *storage_addrs, *storage_prefix; /* NULL: sl_etcd_cli_defaults */
-    int64_t timeout_ns;
+    sl_cli_storage storage;
     char *sub;
     bool dflt;
     char *factor; /* NULL: no --factor; "": --factor without a value */
@@ -48,14 +47,7 @@ static const sl_opt quota_opts[] = {
     {.name = "group-size", .type = SL_OPT_STRING, .offset = FIELD(group_size), .nullable = true,
      .group = "Values (with set)", .metavar = "DF",
      .help = "with --rps: the group size (default 1)"},
-    {.name = "storage-addrs", .type = SL_OPT_STRING, .offset = FIELD(storage_addrs),
-     .nullable = true, .metavar = "URL[,URL...]",
-     .def_doc = "$SLUICE_STORAGE_ADDRS, else http://127.0.0.1:2379", .help = "etcd endpoints"},
-    {.name = "storage-prefix", .type = SL_OPT_STRING, .offset = FIELD(storage_prefix),
-     .nullable = true, .metavar = "ROOT",
-     .def_doc = "$SLUICE_STORAGE_PREFIX, else /sluice, as sluiced", .help = "root of the tree"},
-    {.name = "timeout", .type = SL_OPT_DURATION, .offset = FIELD(timeout_ns), .def = "5s",
-     .min = 1000000, .max = INT64_C(3600000000000), .help = "per-request timeout"},
+    SL_CLI_STORAGE_OPTS(quota_args),
 };
 
 static const sl_opt_table quota_table = {
@@ -268,13 +260,6 @@ int sl_cmd_quota(int argc, char **argv)
 static int run(quota_args *ap)
 {
     quota_args a = *ap;
-    const char *addrs, *root;
-    sl_etcd_cli_defaults(&addrs, &root);
-    if (a.storage_addrs)
-        addrs = a.storage_addrs;
-    if (a.storage_prefix)
-        root = a.storage_prefix;
-    long timeout = (long)(a.timeout_ns / 1000000);
     bool is_set = !strcmp(a.cmd, "set"), is_get = !strcmp(a.cmd, "get");
     bool is_rm = !strcmp(a.cmd, "rm") || !strcmp(a.cmd, "delete");
     bool is_list = !strcmp(a.cmd, "list") || !strcmp(a.cmd, "ls");
@@ -285,14 +270,10 @@ static int run(quota_args *ap)
     }
 
     sl_etcd *e = NULL;
-    int erc = sl_etcd_new_from_list(addrs, timeout, &e);
-    if (erc) {
-        if (erc == -EINVAL)
-            fprintf(stderr, "sluice quota: bad --storage-addrs '%s'\n", addrs);
-        else
-            fprintf(stderr, "sluice quota: cannot create the etcd client\n");
-        return erc == -EINVAL ? 2 : 1;
-    }
+    const char *root;
+    int erc = sl_cli_etcd("sluice quota", &a.storage, &e, &root);
+    if (erc)
+        return erc;
     int ret = 0;
     if (is_list) {
         if (a.key) {
