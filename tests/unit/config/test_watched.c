@@ -256,6 +256,18 @@ static void test_none_mode(void **state)
     sl_watched_free(u.w); /* nothing published: nothing to free */
 }
 
+/* The log written so far holds `text`; closes the log. */
+static void assert_log_has(FILE *logf, const char *text)
+{
+    fflush(logf);
+    rewind(logf);
+    char buf[4096];
+    size_t n = fread(buf, 1, sizeof buf - 1, logf);
+    buf[n] = 0;
+    fclose(logf);
+    assert_non_null(strstr(buf, text));
+}
+
 static void test_etcd_unreachable(void **state)
 {
     const char *url = "http://127.0.0.1:1"; /* tcpmux: nobody listens on loopback */
@@ -302,13 +314,7 @@ static void test_etcd_unreachable(void **state)
     sl_watched_free(u.w);
     assert_true(sl_mono_ns() - t0 < INT64_C(2000000000)); /* not the 30..60 s backoff */
 
-    fflush(logf);
-    rewind(logf);
-    char buf[4096];
-    size_t n = fread(buf, 1, sizeof buf - 1, logf);
-    buf[n] = 0;
-    fclose(logf);
-    assert_non_null(strstr(buf, "etcd unavailable, serving last known things"));
+    assert_log_has(logf, "etcd unavailable, serving last known things");
 }
 
 /* One source shared by feeds: each feed has its own slot and status, the thread's failures are
@@ -366,13 +372,7 @@ static void test_shared_source(void **state)
     sl_watched_free(a.w);
     sl_watched_free(b.w); /* the last feed: stops the thread, mid-backoff */
     assert_true(sl_mono_ns() - t0 < INT64_C(2000000000));
-    fflush(logf);
-    rewind(logf);
-    char buf[4096];
-    size_t n = fread(buf, 1, sizeof buf - 1, logf);
-    buf[n] = 0;
-    fclose(logf);
-    assert_non_null(strstr(buf, "serving last known apples and pears"));
+    assert_log_has(logf, "serving last known apples and pears");
 
     /* at most SL_WATCHED_MAX_FEEDS feeds; none mode needs no thread */
     sl_watched_source_config none = {0};
