@@ -323,6 +323,126 @@ int sl_cmd_sim(int argc, char **argv)
     return code;
 }
 
+/* The table's header line (a sweep puts k, sync_ms and limit/ before it). */
+static void print_header(void)
+{
+    printf("%-18s %9s %9s %9s %6s %6s %7s %8s %8s %7s\n", "algorithm", "admitted", "rejected",
+           "vs-perf", "peak", "over", "excess", "wrong+", "wrong-", "B/key");
+}
+
+static json_t *scenario_json(const opts *o, const sl_traffic *t)
+{
+    json_t *scen = json_object();
+    json_object_set_new(scen, "traffic", json_string(o->traffic));
+    json_object_set_new(scen, "requests", json_integer((json_int_t)t->n));
+    json_object_set_new(scen, "keys", json_integer(t->nkeys));
+    json_object_set_new(scen, "span_ms", json_integer(t->span_ms));
+    json_object_set_new(scen, "mean_rate",
+                        json_real(round(sl_traffic_mean_rate(t) * 1000) / 1000));
+    json_object_set_new(scen, "seed", json_integer((json_int_t)o->seed));
+    json_object_set_new(scen, "limit", json_integer(o->p.limit));
+    json_object_set_new(scen, "duration", json_integer(o->p.duration));
+    json_object_set_new(scen, "burst", json_integer(o->p.burst));
+    json_object_set_new(scen, "mode", json_string(mode_name(o)));
+    if (o->nnodes)
+        json_object_set_new(scen, "global_forward",
+                            json_string(o->forward_admitted_only ? "admitted" : "all"));
+    return scen;
+}
+
+/* One limiter per algorithm: a row each, and with --csv the time series of key 0 (dec[a + 1]
+ * holds algorithm a's decisions; the caller frees them). 0 or -errno (reported). */
+static int run_single(const opts *o, sl_sim *s, const sl_traffic *t, const sl_sim_alg *algs,
+                      size_t nalgs, uint8_t **dec, json_t *results, FILE *csv)
+{
+    int rc = 0;
+    printf("\n");
+    print_header();
+    print_row(&s->perfect, &s->perfect, "");
+    for (size_t a = 0; a < nalgs; a++) {
+        sl_sim_result r;
+        if (!(dec[a + 1] = malloc(t->n ? t->n : 1)) ||
+            (rc = sl_sim_eval(s, &algs[a], NULL, dec[a + 1], &r))) {
+            fprintf(stderr, "sluice sim: %s: %s\n", algs[a].label, strerror(rc ? -rc : ENOMEM));
+            return rc ? rc : -ENOMEM;
+        }
+        print_row(&r, &s->perfect, "");
+        json_array_append_new(results, result_json(&r, &s->perfect, o->p.limit));
+    }
+    if (csv) {
+        const char *names[MAX_ALGS + 1] = {"perfect"};
+        dec[0] = s->ref;
+        for (size_t a = 0; a < nalgs; a++)
+            names[a + 1] = algs[a].label;
+        rc = sl_series_write(csv, t, 0, o->p.duration, o->csv_step, nalgs + 1, names,
+                             (const uint8_t *const *)dec);
+        dec[0] = NULL;
+        if (rc)
+            fprintf(stderr, "sluice sim: --csv: %s\n",
+                    rc == -E2BIG ? "too many rows (raise --csv-step)" : strerror(-rc));
+    }
+    return rc;
+}
+
+/* The split or GLOBAL sweep: a row per (k, sync, algorithm), and with --csv a line per (k, sync).
+ * 0 or -errno (reported). */
+static int run_sweep(const opts *o, sl_sim *s, const sl_sim_alg *algs, size_t nalgs,
+                     json_t *results, FILE *csv)
+{
+    bool global = o->nnodes > 0;
+    const int64_t *ks = global ? o->nodes : o->split;
+    size_t nks = global ? o->nnodes : o->nsplit, nss = global ? o->nsync : 1;
+    if (csv) {
+        fprintf(csv, "k,sync_ms");
+        for (size_t a = 0; a < nalgs; a++) {
+            fputc(',', csv);
+            csv_label(csv, algs[a].label, "over_pct");
+            fputc(',', csv);
+            csv_label(csv, algs[a].label, "peak_ratio");
+        }
+        fputc('\n', csv);
+    }
+    printf("\n%4s %7s %6s ", "k", "sync_ms", "limit/");
+    print_header();
+    for (size_t i = 0; i < nks; i++) {
+        for (size_t j = 0; j < nss; j++) {
+            sl_sim_dist d = {
+                .mode = global ? SL_SIM_GLOBAL : o->split_mode,
+                .nodes = (unsigned)ks[i],
+                .sync_ms = global ? o->sync[j] : 0,
+                .seed = o->seed,
+                .forward_admitted_only = o->forward_admitted_only,
+            };
+            if (csv)
+                fprintf(csv, "%" PRId64 ",%" PRId64, ks[i], d.sync_ms);
+            for (size_t a = 0; a < nalgs; a++) {
+                sl_sim_result r;
+                int rc = sl_sim_eval(s, &algs[a], &d, NULL, &r);
+                if (rc) {
+                    fprintf(stderr, "sluice sim: %s k=%" PRId64 ": %s\n", algs[a].label, ks[i],
+                            strerror(-rc));
+                    return rc;
+                }
+                char prefix[48];
+                snprintf(prefix, sizeof prefix, "%4" PRId64 " %7" PRId64 " %6" PRId64 " ", ks[i],
+                         d.sync_ms, r.node_limit);
+                print_row(&r, &s->perfect, prefix);
+                json_t *jr = result_json(&r, &s->perfect, o->p.limit);
+                json_object_set_new(jr, "k", json_integer(ks[i]));
+                if (global)
+                    json_object_set_new(jr, "sync_ms", json_integer(d.sync_ms));
+                json_array_append_new(results, jr);
+                if (csv)
+                    fprintf(csv, ",%.3f,%.4f", over_pct(&r, &s->perfect),
+                            (double)r.peak / (double)o->p.limit);
+            }
+            if (csv)
+                fputc('\n', csv);
+        }
+    }
+    return 0;
+}
+
 static int sim_run(opts *op)
 {
     opts o = *op;
@@ -365,109 +485,17 @@ static int sim_run(opts *op)
                     : "");
 
     root = json_object();
-    json_t *scen = json_object();
-    json_object_set_new(scen, "traffic", json_string(o.traffic));
-    json_object_set_new(scen, "requests", json_integer((json_int_t)t.n));
-    json_object_set_new(scen, "keys", json_integer(t.nkeys));
-    json_object_set_new(scen, "span_ms", json_integer(t.span_ms));
-    json_object_set_new(scen, "mean_rate",
-                        json_real(round(sl_traffic_mean_rate(&t) * 1000) / 1000));
-    json_object_set_new(scen, "seed", json_integer((json_int_t)o.seed));
-    json_object_set_new(scen, "limit", json_integer(o.p.limit));
-    json_object_set_new(scen, "duration", json_integer(o.p.duration));
-    json_object_set_new(scen, "burst", json_integer(o.p.burst));
-    json_object_set_new(scen, "mode", json_string(mode_name(&o)));
-    if (o.nnodes)
-        json_object_set_new(scen, "global_forward",
-                            json_string(o.forward_admitted_only ? "admitted" : "all"));
-    json_object_set_new(root, "scenario", scen);
+    json_object_set_new(root, "scenario", scenario_json(&o, &t));
     json_object_set_new(root, "perfect", result_json(&s.perfect, &s.perfect, o.p.limit));
     json_t *results = json_array();
     json_object_set_new(root, "results", results);
 
-    const char *hdr = "%-18s %9s %9s %9s %6s %6s %7s %8s %8s %7s\n";
-    if (!o.nsplit && !o.nnodes) {
-        printf("\n");
-        printf(hdr, "algorithm", "admitted", "rejected", "vs-perf", "peak", "over", "excess",
-               "wrong+", "wrong-", "B/key");
-        print_row(&s.perfect, &s.perfect, "");
-        for (size_t a = 0; a < nalgs; a++) {
-            sl_sim_result r;
-            if (!(dec[a + 1] = malloc(t.n ? t.n : 1)) ||
-                (rc = sl_sim_eval(&s, &algs[a], NULL, dec[a + 1], &r))) {
-                fprintf(stderr, "sluice sim: %s: %s\n", algs[a].label, strerror(rc ? -rc : ENOMEM));
-                goto out;
-            }
-            print_row(&r, &s.perfect, "");
-            json_array_append_new(results, result_json(&r, &s.perfect, o.p.limit));
-        }
-        if (csv) {
-            const char *names[MAX_ALGS + 1] = {"perfect"};
-            dec[0] = s.ref;
-            for (size_t a = 0; a < nalgs; a++)
-                names[a + 1] = algs[a].label;
-            rc = sl_series_write(csv, &t, 0, o.p.duration, o.csv_step, nalgs + 1, names,
-                                 (const uint8_t *const *)dec);
-            dec[0] = NULL;
-            if (rc) {
-                fprintf(stderr, "sluice sim: --csv: %s\n",
-                        rc == -E2BIG ? "too many rows (raise --csv-step)" : strerror(-rc));
-                goto out;
-            }
-        }
-    } else {
-        bool global = o.nnodes > 0;
-        const int64_t *ks = global ? o.nodes : o.split;
-        size_t nks = global ? o.nnodes : o.nsplit, nss = global ? o.nsync : 1;
-        if (csv) {
-            fprintf(csv, "k,sync_ms");
-            for (size_t a = 0; a < nalgs; a++) {
-                fputc(',', csv);
-                csv_label(csv, algs[a].label, "over_pct");
-                fputc(',', csv);
-                csv_label(csv, algs[a].label, "peak_ratio");
-            }
-            fputc('\n', csv);
-        }
-        printf("\n%4s %7s %6s ", "k", "sync_ms", "limit/");
-        printf(hdr, "algorithm", "admitted", "rejected", "vs-perf", "peak", "over", "excess",
-               "wrong+", "wrong-", "B/key");
-        for (size_t i = 0; i < nks; i++) {
-            for (size_t j = 0; j < nss; j++) {
-                sl_sim_dist d = {
-                    .mode = global ? SL_SIM_GLOBAL : o.split_mode,
-                    .nodes = (unsigned)ks[i],
-                    .sync_ms = global ? o.sync[j] : 0,
-                    .seed = o.seed,
-                    .forward_admitted_only = o.forward_admitted_only,
-                };
-                if (csv)
-                    fprintf(csv, "%" PRId64 ",%" PRId64, ks[i], d.sync_ms);
-                for (size_t a = 0; a < nalgs; a++) {
-                    sl_sim_result r;
-                    if ((rc = sl_sim_eval(&s, &algs[a], &d, NULL, &r))) {
-                        fprintf(stderr, "sluice sim: %s k=%" PRId64 ": %s\n", algs[a].label, ks[i],
-                                strerror(-rc));
-                        goto out;
-                    }
-                    char prefix[48];
-                    snprintf(prefix, sizeof prefix, "%4" PRId64 " %7" PRId64 " %6" PRId64 " ", ks[i],
-                             d.sync_ms, r.node_limit);
-                    print_row(&r, &s.perfect, prefix);
-                    json_t *jr = result_json(&r, &s.perfect, o.p.limit);
-                    json_object_set_new(jr, "k", json_integer(ks[i]));
-                    if (global)
-                        json_object_set_new(jr, "sync_ms", json_integer(d.sync_ms));
-                    json_array_append_new(results, jr);
-                    if (csv)
-                        fprintf(csv, ",%.3f,%.4f", over_pct(&r, &s.perfect),
-                                (double)r.peak / (double)o.p.limit);
-                }
-                if (csv)
-                    fputc('\n', csv);
-            }
-        }
-    }
+    if (!o.nsplit && !o.nnodes)
+        rc = run_single(&o, &s, &t, algs, nalgs, dec, results, csv);
+    else
+        rc = run_sweep(&o, &s, algs, nalgs, results, csv);
+    if (rc)
+        goto out;
     printf("\nvs-perf: admitted relative to the perfect window; peak: most admitted in one window;\n"
            "over: peak - limit; excess: admissions into a full window; wrong+/wrong-: admitted/\n"
            "rejected where the perfect window (run on the same stream) decided otherwise.\n");
