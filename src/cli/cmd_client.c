@@ -234,14 +234,13 @@ int sl_cmd_check(int argc, char **argv)
     return code;
 }
 
-static int check_run(check_opts *o)
+/* The request the options describe, its metadata in md (MAX_METADATA entries). 0, or EXIT_USAGE
+ * after a message. */
+static int check_item(check_opts *o, sl_client_item *it, sl_client_kv *md)
 {
     const char *name = o->name, *key = o->key, *duration = o->duration;
-    int64_t limit = o->limit;
     int32_t behavior = 0;
-    sl_client_kv md[MAX_METADATA];
     size_t nmd = 0;
-    int rc = EXIT_USAGE;
     int algorithm = sl_algorithm_from_name(o->algorithm, strlen(o->algorithm));
     if (algorithm < 0) {
         fprintf(stderr, "sluice check: bad value for --algorithm: '%s'\n", o->algorithm);
@@ -263,84 +262,72 @@ static int check_run(check_opts *o)
         md[nmd].value = eq + 1;
         nmd++;
     }
-    if (!name || !key || limit < 0 || !duration) {
+    if (!name || !key || o->limit < 0 || !duration) {
         fprintf(stderr, "sluice check: --name, --key, --limit and --duration are required "
                         "(see --help)\n");
         return EXIT_USAGE;
     }
     int64_t dur;
-    if (behavior & SL_DURATION_IS_GREGORIAN) {
-        int g = gregorian_from_name(duration);
-        if (g >= 0)
-            dur = g;
-        else if (sl_opt_parse_int(duration, &dur))
-            goto bad_duration;
-    } else if (!parse_duration_ms(duration, &dur)) {
-        goto bad_duration;
+    int g = behavior & SL_DURATION_IS_GREGORIAN ? gregorian_from_name(duration) : -1;
+    if (g >= 0) {
+        dur = g;
+    } else if (behavior & SL_DURATION_IS_GREGORIAN ? sl_opt_parse_int(duration, &dur) != 0
+                                                   : !parse_duration_ms(duration, &dur)) {
+        fprintf(stderr, "sluice check: bad --duration '%s'\n", duration);
+        return EXIT_USAGE;
     }
+    memset(it, 0, sizeof *it);
+    it->req = (sl_request){.name = name, .name_len = strlen(name), .unique_key = key,
+                           .unique_key_len = strlen(key), .hits = o->hits, .limit = o->limit,
+                           .duration = dur, .burst = o->burst, .created_at = o->created_at,
+                           .algorithm = algorithm, .behavior = behavior,
+                           .sub_windows = (int32_t)o->sub_windows};
+    it->metadata = md;
+    it->metadata_count = nmd;
+    return 0;
+}
 
-    sl_client_item it;
-    memset(&it, 0, sizeof it);
-    it.req = (sl_request){.name = name, .name_len = strlen(name), .unique_key = key,
-                          .unique_key_len = strlen(key), .hits = o->hits, .limit = limit,
-                          .duration = dur, .burst = o->burst, .created_at = o->created_at,
-                          .algorithm = algorithm, .behavior = behavior,
-                          .sub_windows = (int32_t)o->sub_windows};
-    it.metadata = md;
-    it.metadata_count = nmd;
-
-    sl_client *c = open_client(o->co.addr, timeout_ms(&o->co));
-    if (!c)
-        goto out;
-    sl_client_check_reply r;
-    int crc = sl_client_check(c, &it, 1, timeout_ms(&o->co), &r);
-    sl_client_free(c);
-    if (crc < 0 && !r.items) {
-        fprintf(stderr, "sluice check: %s\n", strerror(-crc));
-        goto out;
+/* No usable answer (connect failure, timeout, a gRPC error status). */
+static void print_check_failure(const check_opts *o, const sl_client_check_reply *r)
+{
+    const char *why = r->grpc_message ? r->grpc_message : err_text(r->err);
+    if (o->co.json) {
+        json_t *j = json_object();
+        json_object_set_new(j, "error", json_string(why));
+        json_object_set_new(j, "errno", json_integer(r->err));
+        if (r->grpc_status >= 0)
+            json_object_set_new(j, "grpc_status", json_integer(r->grpc_status));
+        if (r->http_status)
+            json_object_set_new(j, "http_status", json_integer(r->http_status));
+        print_json(j);
+    } else {
+        fprintf(stderr, "sluice check: no answer from %s: %s", o->co.addr, why);
+        if (r->grpc_status > 0)
+            fprintf(stderr, " (grpc-status %d)", r->grpc_status);
+        fprintf(stderr, "\n");
     }
+}
 
-    if (r.err) {
-        rc = EXIT_TRANSPORT;
-        const char *why = r.grpc_message ? r.grpc_message : err_text(r.err);
-        if (o->co.json) {
-            json_t *o = json_object();
-            json_object_set_new(o, "error", json_string(why));
-            json_object_set_new(o, "errno", json_integer(r.err));
-            if (r.grpc_status >= 0)
-                json_object_set_new(o, "grpc_status", json_integer(r.grpc_status));
-            if (r.http_status)
-                json_object_set_new(o, "http_status", json_integer(r.http_status));
-            print_json(o);
-        } else {
-            fprintf(stderr, "sluice check: no answer from %s: %s", o->co.addr, why);
-            if (r.grpc_status > 0)
-                fprintf(stderr, " (grpc-status %d)", r.grpc_status);
-            fprintf(stderr, "\n");
-        }
-        sl_client_check_reply_free(&r);
-        goto out;
-    }
-
-    const sl_client_result *x = &r.items[0];
+/* The decision, for a person or as JSON; its exit code. */
+static int print_check_result(const check_opts *o, const sl_client_result *x)
+{
     bool over = x->resp.status == SL_OVER_LIMIT;
-    rc = over || x->resp.error ? EXIT_OVER : EXIT_UNDER;
     char iso[48];
     iso_time(x->resp.reset_time, iso, sizeof iso);
     int64_t now = sl_wall_ms();
     if (o->co.json) {
-        json_t *o = json_object();
-        json_object_set_new(o, "status", json_string(over ? "OVER_LIMIT" : "UNDER_LIMIT"));
-        json_object_set_new(o, "limit", json_integer(x->resp.limit));
-        json_object_set_new(o, "remaining", json_integer(x->resp.remaining));
-        json_object_set_new(o, "reset_time", json_integer(x->resp.reset_time));
-        json_object_set_new(o, "reset_time_iso", json_string(iso));
-        json_object_set_new(o, "error", json_string(x->resp.error ? x->resp.error : ""));
+        json_t *j = json_object();
+        json_object_set_new(j, "status", json_string(over ? "OVER_LIMIT" : "UNDER_LIMIT"));
+        json_object_set_new(j, "limit", json_integer(x->resp.limit));
+        json_object_set_new(j, "remaining", json_integer(x->resp.remaining));
+        json_object_set_new(j, "reset_time", json_integer(x->resp.reset_time));
+        json_object_set_new(j, "reset_time_iso", json_string(iso));
+        json_object_set_new(j, "error", json_string(x->resp.error ? x->resp.error : ""));
         json_t *m = json_object();
         for (size_t i = 0; i < x->metadata_count; i++)
             json_object_set_new(m, x->metadata[i].key, json_string(x->metadata[i].value));
-        json_object_set_new(o, "metadata", m);
-        print_json(o);
+        json_object_set_new(j, "metadata", m);
+        print_json(j);
     } else {
         printf("status:     %s\n", over ? "OVER_LIMIT" : "UNDER_LIMIT");
         printf("limit:      %lld\n", (long long)x->resp.limit);
@@ -356,12 +343,33 @@ static int check_run(check_opts *o)
             printf("%-11s %s=%s\n", i ? "" : "metadata:", x->metadata[i].key,
                    x->metadata[i].value);
     }
-    sl_client_check_reply_free(&r);
-    goto out;
+    return over || x->resp.error ? EXIT_OVER : EXIT_UNDER;
+}
 
-bad_duration:
-    fprintf(stderr, "sluice check: bad --duration '%s'\n", duration);
-out:
+static int check_run(check_opts *o)
+{
+    sl_client_kv md[MAX_METADATA];
+    sl_client_item it;
+    int rc = check_item(o, &it, md);
+    if (rc)
+        return rc;
+    sl_client *c = open_client(o->co.addr, timeout_ms(&o->co));
+    if (!c)
+        return EXIT_USAGE;
+    sl_client_check_reply r;
+    int crc = sl_client_check(c, &it, 1, timeout_ms(&o->co), &r);
+    sl_client_free(c);
+    if (crc < 0 && !r.items) {
+        fprintf(stderr, "sluice check: %s\n", strerror(-crc));
+        return EXIT_USAGE;
+    }
+    if (r.err) {
+        print_check_failure(o, &r);
+        rc = EXIT_TRANSPORT;
+    } else {
+        rc = print_check_result(o, &r.items[0]);
+    }
+    sl_client_check_reply_free(&r);
     return rc;
 }
 
