@@ -171,7 +171,7 @@ static int top_pair(sl_yw *w, yaml_node_t *k, yaml_node_t *v, void *ud)
         return sl_yw_each(w, v, "limit", limit_pair, NULL);
     if (sl_yw_is(k, "factor"))
         return sl_yw_each(w, v, "factor", factor_pair, NULL);
-    /* the switchboard's sections: config/killswitch.c reads and checks them */
+    /* the switchboard's sections: config/killswitchfile.c reads and checks them */
     if (sl_yw_is(k, "killswitch") || sl_yw_is(k, "concurrency") || sl_yw_is(k, "fleet"))
         return 0;
     return sl_yw_fail(w, k, -EINVAL,

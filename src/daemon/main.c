@@ -24,6 +24,10 @@ int main(int argc, char **argv)
         printf("sluiced 0.1.0\n");
         return 0;
     }
+    /* A program may choose for its process: a write to a closed stderr pipe or socket is an EPIPE
+     * error, never a kill. The library never sets this (it writes with MSG_NOSIGNAL or on threads
+     * that block SIGPIPE), so an embedder's disposition stays theirs. */
+    signal(SIGPIPE, SIG_IGN);
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);

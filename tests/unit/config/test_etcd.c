@@ -11,7 +11,7 @@
  * deadlines (never a fixed sleep that a result depends on). Elapsed-time bounds leave room for a
  * loaded 2-core machine under ASan and are set against what a broken client would take (see
  * STOP_BOUND_MS and WATCH_BOUND_MS). Without /usr/bin/etcd every test that needs it is skipped and
- * the binary exits with SKIP_CODE, which ctest reports as "Skipped" (CMakeLists.txt).
+ * the binary exits with 77 (tests/support/skip.h), which ctest reports as "Skipped" (CMakeLists.txt).
  */
 #define _GNU_SOURCE /* nftw */
 #include <dirent.h>
@@ -36,13 +36,13 @@
 
 #include <cmocka.h>
 
+#include "../../support/skip.h"
+
 #include "config/etcd.h"
 #include "config/quotasrc.h"
 #include "sluice/clock.h"
 
 #define ETCD_BIN "/usr/bin/etcd"
-/* The exit code ctest's SKIP_RETURN_CODE maps to "Skipped" (the automake convention). */
-#define SKIP_CODE 77
 /* Stopping a watch wakes its curl poll at once; without the wake-up it is still noticed within
  * one poll (1 s), and a stop that does not work never returns. */
 #define STOP_BOUND_MS 2500
@@ -175,13 +175,10 @@ static int group_teardown(void **state)
     return 0;
 }
 
-static bool g_skipped;
-
 static void need_etcd(void)
 {
     if (g_etcd.client_port == 0) {
-        g_skipped = true;
-        skip();
+        SL_SKIP();
     }
 }
 
@@ -717,5 +714,5 @@ int main(void)
         cmocka_unit_test(test_quotasrc_starts_before_etcd),
     };
     int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
-    return rc == 0 && g_skipped ? SKIP_CODE : rc;
+    return sl_skip_exit(rc);
 }

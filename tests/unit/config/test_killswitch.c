@@ -33,6 +33,8 @@
 
 #include <cmocka.h>
 
+#include "../../support/skip.h"
+
 #include "config/etcd.h"
 #include "config/killswitch.h"
 #include "config/quotasrc.h"
@@ -436,7 +438,7 @@ static void test_etcd(void **state)
 {
     (void)state;
     if (g_etcd.pid <= 0) {
-        skip();
+        SL_SKIP();
         return;
     }
     sl_etcd *e = etcd_client();
@@ -516,7 +518,7 @@ static void test_etcd_shared_watch(void **state)
 {
     (void)state;
     if (g_etcd.pid <= 0) {
-        skip();
+        SL_SKIP();
         return;
     }
     sl_etcd *e = etcd_client();
@@ -649,5 +651,5 @@ int main(void)
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     rc += cmocka_run_group_tests_name("etcd", etcd_tests, etcd_setup, etcd_teardown);
-    return rc;
+    return sl_skip_exit(rc);
 }

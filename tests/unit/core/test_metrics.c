@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "../../support/skip.h"
+
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -418,7 +420,7 @@ static void test_promtool(void **state)
 {
     (void)state;
     if (access("/usr/bin/promtool", X_OK) != 0) {
-        skip();
+        SL_SKIP();
         return;
     }
     int calls = 0;
@@ -500,5 +502,5 @@ int main(void)
         cmocka_unit_test(test_promtool),
         cmocka_unit_test(test_update_cost),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return sl_skip_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }
