@@ -49,6 +49,8 @@ typedef struct sl_conn {
     uint8_t sniff_len;
     char sniff[24];
     uint64_t completed;         /* requests completed (progress marker for timeouts) */
+    const char *peer_identity;  /* TLS: the verified client certificate's name (net/tls.h), set
+                                   by the driver once the handshake is done; NULL otherwise */
     union {
         sl_h1 *h1;
         sl_h2 *h2;
