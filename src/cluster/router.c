@@ -872,6 +872,7 @@ static wpeer *wpeer_new(wk *w, const char *addr)
         .addr = addr,
         .connect_timeout_ms = r->batch_timeout_ms < 1000 ? r->batch_timeout_ms : 1000,
         .max_msg = r->cfg.gub.max_msg,
+        .tls = r->cfg.peer_tls,
     };
     if (!wp->addr || sl_peer_new(&pc, &wp->conn)) {
         free(wp->addr);

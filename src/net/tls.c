@@ -144,9 +144,10 @@ int sl_tls_ctx_new(sl_tls_ctx **out, const sl_tls_config *cfg, char *err, size_t
             goto fail;
         }
     }
-    if (cfg->ca_file && cfg->ca_file[0]) {
-        if (SSL_CTX_load_verify_locations(c->ssl, cfg->ca_file, NULL) != 1) {
-            rc = ctx_fail(err, errlen, "CA bundle", cfg->ca_file);
+    const char *cas[2] = {cfg->ca_file, cfg->ca_file2};
+    for (int i = 0; i < 2; i++) {
+        if (cas[i] && cas[i][0] && SSL_CTX_load_verify_locations(c->ssl, cas[i], NULL) != 1) {
+            rc = ctx_fail(err, errlen, "CA bundle", cas[i]);
             goto fail;
         }
     }
@@ -157,12 +158,12 @@ int sl_tls_ctx_new(sl_tls_ctx **out, const sl_tls_config *cfg, char *err, size_t
             mode = SSL_VERIFY_PEER;
         else if (cfg->client_auth == SL_TLS_AUTH_REQUIRE)
             mode = SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT;
-        if (mode != SSL_VERIFY_NONE) {
-            STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(cfg->ca_file);
-            if (names)
-                SSL_CTX_set_client_CA_list(c->ssl, names);
-            ERR_clear_error();
-        }
+        STACK_OF(X509_NAME) *names = mode != SSL_VERIFY_NONE ? sk_X509_NAME_new_null() : NULL;
+        for (int i = 0; i < 2 && names; i++)
+            if (cas[i] && cas[i][0] && !SSL_add_file_cert_subjects_to_stack(names, cas[i]))
+                ERR_clear_error();
+        if (names)
+            SSL_CTX_set_client_CA_list(c->ssl, names); /* takes it */
         SSL_CTX_set_verify(c->ssl, mode, NULL);
         static const unsigned char sid[] = "sluice";
         SSL_CTX_set_session_id_context(c->ssl, sid, sizeof sid - 1);

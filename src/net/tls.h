@@ -40,6 +40,7 @@ typedef struct sl_tls_config {
     const char *ca_file;   /* PEM bundle the peer's certificate must chain to: a server's client
                               certificates, a client's server certificate. A client without it
                               does not verify (not recommended). */
+    const char *ca_file2;  /* optional second bundle trusted alike (e.g. the peers' CA) */
     sl_tls_auth client_auth; /* server: client certificates (needs ca_file unless NONE) */
     const char *alpn;      /* client: protocols offered, comma-separated; default "h2".
                               A server offers h2 and http/1.1, h2 first. */

@@ -58,6 +58,7 @@ struct sl_node {
     sl_server *server;
     sl_watched_source *storage; /* the one etcd watch feeding quotas and switches, or NULL */
     sl_quotasrc *quotas;   /* Levee quotas (file or etcd); NULL when neither is configured */
+    sl_tls_ctx *peer_tls;  /* client context of peer calls over TLS, or NULL */
     sl_killswitch *switches; /* kill switches, shadow mode, concurrency and fleet settings */
     sl_protect *protect;     /* leases, shedders, switches on the request path */
     uv_timer_t expiry_timer;
@@ -303,7 +304,41 @@ static int load_server_tls(sl_node *n, sl_tls_ctx **out, char *err, size_t errle
         .ca_file = o->tls_ca[0] ? o->tls_ca : NULL,
         .client_auth = (sl_tls_auth)o->tls_client_auth,
     };
+    /* In a cluster with a peer CA, the port asks for client certificates (require stays
+     * require) and trusts the peer CA too, so that a peer's certificate is verified and its
+     * name recorded on the connection (sl_exchange_peer_identity). */
+    if (o->discovery != SL_DISCOVERY_NONE && o->peer_tls_ca[0]) {
+        if (tc.client_auth == SL_TLS_AUTH_NONE)
+            tc.client_auth = SL_TLS_AUTH_REQUEST;
+        if (!tc.ca_file)
+            tc.ca_file = o->peer_tls_ca;
+        else if (strcmp(tc.ca_file, o->peer_tls_ca) != 0)
+            tc.ca_file2 = o->peer_tls_ca;
+    }
     return sl_tls_ctx_new(out, &tc, err, errlen);
+}
+
+/* Peer calls speak TLS when the client port does (peers call each other's client port), with
+ * --peer-tls-cert/--peer-tls-key/--peer-tls-ca (defaults: the --tls-* files). */
+static int load_peer_tls(sl_node *n, char *err, size_t errlen)
+{
+    const sl_options *o = &n->opts;
+    if (!o->tls_cert[0] || o->discovery == SL_DISCOVERY_NONE)
+        return 0;
+    sl_tls_config tc = {
+        .cert_file = o->peer_tls_cert[0] ? o->peer_tls_cert : NULL,
+        .key_file = o->peer_tls_key[0] ? o->peer_tls_key : NULL,
+        .ca_file = o->peer_tls_ca[0] ? o->peer_tls_ca : NULL,
+        .alpn = "h2",
+    };
+    if (!tc.ca_file)
+        sl_log_warn(&n->log, "peer TLS without --peer-tls-ca or --tls-ca: peers' certificates "
+                             "are not verified");
+    char e[256];
+    int rc = sl_tls_ctx_new(&n->peer_tls, &tc, e, sizeof e);
+    if (rc)
+        snprintf(err, errlen, "peer TLS: %s", e);
+    return rc;
 }
 
 /* SIGHUP: certificates and keys read again; new connections get them, open ones keep theirs. */
@@ -547,6 +582,9 @@ static int build(sl_node *n, char *err, size_t errlen)
                              .log = &n->log, .metrics = n->metrics};
     sl_router_config_from_options(&rcfg, o);
     rcfg.dns_server = o->dns_server;
+    if ((rc = load_peer_tls(n, err, errlen)))
+        return rc;
+    rcfg.peer_tls = n->peer_tls;
     if ((rc = sl_router_new(&rcfg, &n->router))) {
         snprintf(err, errlen, "router: %s", strerror(-rc));
         return rc;
@@ -794,6 +832,7 @@ void sl_node_free(sl_node *n)
     sl_quotasrc_free(n->quotas);
     sl_watched_source_free(n->storage); /* the feeds above have left it: stops the thread */
     sl_router_free(n->router);
+    sl_tls_ctx_unref(n->peer_tls); /* after the router: its peers' connections hold their own */
     sl_engine_free(n->engine);
     sl_metrics_free(n->metrics);
     sl_config_free(&n->opts);
