@@ -1,0 +1,312 @@
+"""TLS on the client port and between peers: gRPC over TLS (ALPN h2) and HTTP/1.1 over TLS,
+client certificates required and refused (none, expired, another CA), plaintext sent to the TLS
+port, a handshake that stalls, a SIGHUP reload of the certificate while an old connection stays
+up, and a 3-node cluster whose peers call each other over mutual TLS. The certificates are made by
+the `openssl` command in a temporary directory when the module starts."""
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+
+import grpc
+import pytest
+
+from conftest import free_port, have
+
+pytestmark = pytest.mark.skipif(not have("openssl"), reason="needs the openssl command")
+
+
+def _ossl(d, *args):
+    subprocess.run(["openssl"] + list(args), cwd=d, check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+
+
+def _key_csr(d, name, cn):
+    _ossl(d, "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+          "-keyout", name + ".key", "-out", name + ".csr", "-subj", "/CN=" + cn)
+
+
+def _sign(d, name, ca, san):
+    with open(os.path.join(d, name + ".ext"), "w") as f:
+        f.write("subjectAltName=%s\n" % san)
+    _ossl(d, "x509", "-req", "-in", name + ".csr", "-CA", ca + ".pem", "-CAkey", ca + ".key",
+          "-CAcreateserial", "-out", name + ".pem", "-days", "2", "-extfile", name + ".ext")
+
+
+@pytest.fixture(scope="module")
+def certs():
+    """ca, server (localhost, 127.0.0.1), server2 (the same names, a new key: for reload),
+    client (CN client), node (CN peer.sluice.test: the peers'), expired (signed by ca, valid in
+    2020), stranger (from wrongca)."""
+    d = tempfile.mkdtemp(prefix="sluice-tls-")
+    for ca, cn in (("ca", "Sluice Test CA"), ("wrongca", "Other CA")):
+        _ossl(d, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+              "-keyout", ca + ".key", "-out", ca + ".pem", "-days", "2", "-subj", "/CN=" + cn)
+    for name, cn, ca, san in (("server", "localhost", "ca", "DNS:localhost,IP:127.0.0.1"),
+                              ("server2", "reloaded", "ca", "DNS:localhost,IP:127.0.0.1"),
+                              ("client", "client", "ca", "DNS:client.test"),
+                              ("node", "peer", "ca", "DNS:peer.sluice.test,DNS:localhost,IP:127.0.0.1"),
+                              ("stranger", "stranger", "wrongca", "DNS:stranger.test")):
+        _key_csr(d, name, cn)
+        _sign(d, name, ca, san)
+    # expired: `openssl ca` takes explicit dates
+    _key_csr(d, "expired", "expired")
+    with open(os.path.join(d, "ca.cnf"), "w") as f:
+        f.write("[ca]\ndefault_ca=c\n[c]\ndatabase=index.txt\nnew_certs_dir=.\nserial=serial\n"
+                "default_md=sha256\npolicy=p\n[p]\ncommonName=supplied\n")
+    open(os.path.join(d, "index.txt"), "w").close()
+    with open(os.path.join(d, "serial"), "w") as f:
+        f.write("1000\n")
+    _ossl(d, "ca", "-batch", "-config", "ca.cnf", "-cert", "ca.pem", "-keyfile", "ca.key",
+          "-in", "expired.csr", "-out", "expired.pem", "-notext",
+          "-startdate", "20200101000000Z", "-enddate", "20200102000000Z")
+    yield lambda name: os.path.join(d, name)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def tls_args(certs, *extra):
+    return ["--workers", "2", "--tls-cert", certs("server.pem"), "--tls-key", certs("server.key"),
+            "--tls-handshake-timeout", "500ms"] + list(extra)
+
+
+def ssl_ctx(certs, client=None, alpn=("http/1.1",)):
+    ctx = ssl.create_default_context(cafile=certs("ca.pem"))
+    if client:
+        ctx.load_cert_chain(certs(client + ".pem"), certs(client + ".key"))
+    ctx.set_alpn_protocols(list(alpn))
+    return ctx
+
+
+def https(node, certs, path, client=None, method="GET", body=None, sock=None):
+    """One HTTP/1.1 request over TLS (on sock if given, kept open); (status, body, tls socket)."""
+    s = sock
+    if s is None:
+        raw = socket.create_connection(("127.0.0.1", node.port), timeout=5)
+        s = ssl_ctx(certs, client).wrap_socket(raw, server_hostname="localhost")
+    data = body.encode() if body else b""
+    s.sendall(("%s %s HTTP/1.1\r\nHost: localhost\r\nContent-Length: %d\r\n"
+               "Content-Type: application/json\r\n\r\n" % (method, path, len(data))).encode() + data)
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        chunk = s.recv(65536)
+        assert chunk, "connection closed before the answer"
+        buf += chunk
+    head, rest = buf.split(b"\r\n\r\n", 1)
+    n = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
+    while len(rest) < n:
+        rest += s.recv(65536)
+    return int(head.split()[1]), rest[:n], s
+
+
+def wait_tls_ready(node, certs, client=None, timeout=10.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if node.proc.poll() is not None:
+            raise RuntimeError("sluiced exited:\n" + node.logs())
+        try:
+            st, _, s = https(node, certs, "/v1/LiveCheck", client)
+            s.close()
+            if st == 200:
+                return node
+        except (OSError, ssl.SSLError):
+            pass
+        time.sleep(0.05)
+    raise RuntimeError("sluiced did not become ready:\n" + node.logs())
+
+
+def start_tls(node_factory, certs, *extra, client=None, port=None):
+    n = node_factory(tls_args(certs, *extra), start=False, port=port)
+    n.start(wait=False)
+    return wait_tls_ready(n, certs, client)
+
+
+def metric(node, certs, name, client=None):
+    _, body, s = https(node, certs, "/metrics", client)
+    s.close()
+    m = re.search(r"^%s (\d+)" % re.escape(name), body.decode(), re.M)
+    return int(m.group(1)) if m else None
+
+
+def closed_quickly(sock, timeout=3.0):
+    """The server closed: recv returns EOF (or a reset) within timeout."""
+    sock.settimeout(timeout)
+    try:
+        while sock.recv(4096):
+            pass
+        return True
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
+
+
+def grpc_stubs(pb, node, certs, client=None):
+    g, _ = pb
+    key = chain = None
+    if client:
+        key = open(certs(client + ".key"), "rb").read()
+        chain = open(certs(client + ".pem"), "rb").read()
+    creds = grpc.ssl_channel_credentials(open(certs("ca.pem"), "rb").read(), key, chain)
+    ch = grpc.secure_channel("localhost:%d" % node.port, creds)
+    get = ch.unary_unary("/pb.gubernator.V1/GetRateLimits",
+                         request_serializer=g.GetRateLimitsReq.SerializeToString,
+                         response_deserializer=g.GetRateLimitsResp.FromString)
+    return ch, get
+
+
+def test_grpc_and_http1_over_tls(node_factory, certs, pb):
+    g, _ = pb
+    n = start_tls(node_factory, certs)
+    ch, get = grpc_stubs(pb, n, certs)
+    try:
+        for i in range(3):
+            r = get(g.GetRateLimitsReq(requests=[g.RateLimitReq(
+                name="t", unique_key="k", hits=1, limit=2, duration=60000)]), timeout=5)
+            assert r.responses[0].status == (0 if i < 2 else 1)
+    finally:
+        ch.close()
+    body = json.dumps({"requests": [{"name": "t", "unique_key": "k", "hits": 0, "limit": 2,
+                                     "duration": 60000}]})
+    st, data, s = https(n, certs, "/v1/GetRateLimits", method="POST", body=body)
+    assert st == 200 and json.loads(data)["responses"][0]["remaining"] == "0"
+    assert s.selected_alpn_protocol() == "http/1.1"
+    st, _, _ = https(n, certs, "/v1/LiveCheck", sock=s)  # keep-alive over the same session
+    assert st == 200
+    s.close()
+    assert metric(n, certs, 'sluice_tls_handshakes_total{result="ok"}') >= 2
+
+
+def test_client_certificates_required(node_factory, certs, pb):
+    n = start_tls(node_factory, certs, "--tls-ca", certs("ca.pem"),
+                  "--tls-client-auth", "require", client="client")
+    for bad in (None, "expired", "stranger"):
+        with pytest.raises((ssl.SSLError, OSError, AssertionError)):
+            _, _, s = https(n, certs, "/v1/LiveCheck", client=bad)
+            s.close()
+    assert metric(n, certs, 'sluice_tls_handshakes_total{result="cert"}', "client") >= 3
+    # gRPC with and without a client certificate
+    g, _ = pb
+    req = g.GetRateLimitsReq(requests=[g.RateLimitReq(name="t", unique_key="m", hits=1, limit=5,
+                                                      duration=60000)])
+    ch, get = grpc_stubs(pb, n, certs, "client")
+    try:
+        assert get(req, timeout=5).responses[0].remaining == 4
+    finally:
+        ch.close()
+    ch, get = grpc_stubs(pb, n, certs)
+    try:
+        with pytest.raises(grpc.RpcError) as e:
+            get(req, timeout=5)
+        assert e.value.code() == grpc.StatusCode.UNAVAILABLE
+    finally:
+        ch.close()
+    assert n.proc.poll() is None
+
+
+def test_plaintext_and_stalled_handshakes_close(node_factory, certs):
+    n = start_tls(node_factory, certs)
+    s = socket.create_connection(("127.0.0.1", n.port), timeout=5)
+    s.sendall(b"GET /v1/LiveCheck HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert closed_quickly(s)
+    s.close()
+    # a client that connects and sends nothing, one that sends half a ClientHello
+    t0 = time.time()
+    idle = socket.create_connection(("127.0.0.1", n.port), timeout=5)
+    half = socket.create_connection(("127.0.0.1", n.port), timeout=5)
+    half.sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")
+    assert closed_quickly(idle) and closed_quickly(half)
+    assert time.time() - t0 < 3.0  # --tls-handshake-timeout 500ms (checked on a coarse tick)
+    idle.close()
+    half.close()
+    assert metric(n, certs, 'sluice_tls_handshakes_total{result="plaintext"}') == 1
+    assert metric(n, certs, 'sluice_tls_events_total{event="timed_out"}') == 2
+    st, _, s = https(n, certs, "/v1/LiveCheck")  # still serving
+    assert st == 200
+    s.close()
+
+
+def test_sighup_reloads_certificate_old_connection_stays(node_factory, certs):
+    d = tempfile.mkdtemp(prefix="sluice-tls-reload-")
+    cert, key = os.path.join(d, "cur.pem"), os.path.join(d, "cur.key")
+    shutil.copy(certs("server.pem"), cert)
+    shutil.copy(certs("server.key"), key)
+    n = node_factory(["--workers", "2", "--tls-cert", cert, "--tls-key", key], start=False)
+    n.start(wait=False)
+    wait_tls_ready(n, certs)
+    st, _, old = https(n, certs, "/v1/LiveCheck")
+    assert st == 200
+    old_der = old.getpeercert(binary_form=True)
+    shutil.copy(certs("server2.pem"), cert)
+    shutil.copy(certs("server2.key"), key)
+    n.signal(signal.SIGHUP)
+    deadline = time.time() + 5
+    while metric(n, certs, 'sluice_tls_events_total{event="reloaded"}') != 1:
+        assert time.time() < deadline, n.logs()
+        time.sleep(0.05)
+    st, _, new = https(n, certs, "/v1/LiveCheck")
+    assert st == 200
+    assert new.getpeercert()["subject"] == ((("commonName", "reloaded"),),)
+    assert new.getpeercert(binary_form=True) != old_der
+    new.close()
+    st, _, _ = https(n, certs, "/v1/LiveCheck", sock=old)  # the old session still answers
+    assert st == 200
+    old.close()
+    # a broken file is refused and the current certificate kept
+    with open(key, "w") as f:
+        f.write("not a key\n")
+    n.signal(signal.SIGHUP)
+    deadline = time.time() + 5
+    while "reload of the TLS certificate failed" not in n.logs():
+        assert time.time() < deadline, n.logs()
+        time.sleep(0.05)
+    st, _, s = https(n, certs, "/v1/LiveCheck")
+    assert st == 200
+    s.close()
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_cluster_over_mutual_tls(node_factory, certs, pb):
+    """3 nodes, peers on mTLS (the node certificate, --tls-client-auth require): every node
+    answers a key the same, wherever its owner is."""
+    g, _ = pb
+    ports = [free_port() for _ in range(3)]
+    peers = ",".join("127.0.0.1:%d" % p for p in ports)
+    nodes = []
+    for p in ports:
+        n = node_factory(["--workers", "2", "--discovery", "static", "--peers", peers,
+                          "--tls-cert", certs("node.pem"), "--tls-key", certs("node.key"),
+                          "--tls-ca", certs("ca.pem"), "--tls-client-auth", "require"],
+                         start=False, port=p)
+        n.start(wait=False)
+        nodes.append(n)
+    for n in nodes:
+        wait_tls_ready(n, certs, "client")
+    results = []
+    chans = [grpc_stubs(pb, n, certs, "client") for n in nodes]
+    try:
+        for i in range(9):
+            _, get = chans[i % 3]
+            r = get(g.GetRateLimitsReq(requests=[g.RateLimitReq(
+                name="c", unique_key="k%d" % j, hits=1, limit=3, duration=60000)
+                for j in range(8)]), timeout=5)
+            results.append(r.responses)
+    finally:
+        for ch, _ in chans:
+            ch.close()
+    for resps in results:
+        assert all(r.error == "" for r in resps), [r.error for r in resps]
+    # each key: 9 hits over 3 nodes against a limit of 3, owned by one node: 3 pass
+    for j in range(8):
+        col = [resps[j] for resps in results]
+        assert sum(1 for r in col if r.status == 0) == 3
+        assert len({r.metadata["owner"] for r in col}) == 1
+    owners = {resps[j].metadata["owner"] for resps in results for j in range(8)}
+    assert len(owners) >= 2  # some keys were forwarded to another node, over TLS
+    for n in nodes:
+        assert n.proc.poll() is None
