@@ -36,6 +36,7 @@
 #include "api/batch.h"
 #include "api/gubernator.h"
 #include "config/config.h"
+#include "config/etcd.h"
 #include "core/log.h"
 #include "core/metrics.h"
 #include "net/server.h"
@@ -63,6 +64,7 @@ typedef struct sl_router_config {
     const char *storage_prefix;
     int64_t peer_lease_ttl_ns;
     int64_t etcd_timeout_ns;
+    sl_etcd_tls etcd_tls;                /* etcd over https:// (--storage-tls-*) */
     int picker;                          /* sl_peer_picker */
     unsigned replicas;
     int64_t batch_wait_ns;               /* 500 us */

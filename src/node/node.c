@@ -393,6 +393,7 @@ static int start_storage(sl_node *n, char *err, size_t errlen)
         .n_endpoints = neps,
         .prefix = o->storage_prefix,
         .request_timeout_ms = o->storage_timeout_ns / 1000000,
+        .etcd_tls = {o->storage_tls_ca, o->storage_tls_cert, o->storage_tls_key},
         .log = &n->log,
     };
     int rc = sl_watched_source_new(&sc, &n->storage);

@@ -310,3 +310,63 @@ def test_cluster_over_mutual_tls(node_factory, certs, pb):
     assert len(owners) >= 2  # some keys were forwarded to another node, over TLS
     for n in nodes:
         assert n.proc.poll() is None
+
+
+@pytest.mark.skipif(not have("etcd"), reason="etcd not installed")
+def test_etcd_over_mutual_tls(node_factory, certs):
+    """etcd on https with client certificates required: the node registers itself through
+    --storage-tls-ca/--storage-tls-cert/--storage-tls-key."""
+    d = tempfile.mkdtemp(prefix="sluice-etcd-tls-")
+    cport, pport = free_port(), free_port()
+    url, purl = "https://127.0.0.1:%d" % cport, "http://127.0.0.1:%d" % pport
+    log = open(os.path.join(d, "etcd.log"), "w")
+    p = subprocess.Popen(["etcd", "--name", "t", "--data-dir", os.path.join(d, "data"),
+                          "--listen-client-urls", url, "--advertise-client-urls", url,
+                          "--listen-peer-urls", purl, "--initial-advertise-peer-urls", purl,
+                          "--initial-cluster", "t=" + purl, "--heartbeat-interval", "10",
+                          "--election-timeout", "100",
+                          "--cert-file", certs("server.pem"), "--key-file", certs("server.key"),
+                          "--client-cert-auth", "--trusted-ca-file", certs("ca.pem")],
+                         stdout=log, stderr=subprocess.STDOUT)
+    ctx = ssl_ctx(certs, "client", alpn=("http/1.1",))
+    prefix = "/sluice-tls-%d" % os.getpid()
+
+    def keys():
+        import base64
+        import urllib.request
+        b = (prefix + "/peers/").encode()
+        end = b[:-1] + bytes([b[-1] + 1])
+        body = json.dumps({"key": base64.b64encode(b).decode(),
+                           "range_end": base64.b64encode(end).decode()}).encode()
+        req = urllib.request.Request(url + "/v3/kv/range", data=body, method="POST")
+        with urllib.request.urlopen(req, timeout=2, context=ctx) as r:
+            return [base64.b64decode(kv["key"]).decode()
+                    for kv in json.loads(r.read()).get("kvs", [])]
+
+    try:
+        deadline = time.time() + 10
+        while True:
+            try:
+                keys()
+                break
+            except OSError:
+                assert time.time() < deadline, "etcd did not start"
+                time.sleep(0.05)
+        n = node_factory(["--workers", "1", "--discovery", "etcd", "--storage-addrs", url,
+                          "--storage-prefix", prefix, "--peer-lease-ttl", "1s",
+                          "--storage-tls-ca", certs("ca.pem"),
+                          "--storage-tls-cert", certs("client.pem"),
+                          "--storage-tls-key", certs("client.key")])
+        deadline = time.time() + 5
+        while keys() != [prefix + "/peers/" + n.addr]:
+            assert time.time() < deadline, n.logs()
+            time.sleep(0.05)
+    finally:
+        p.terminate()
+        try:
+            p.wait(5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        log.close()
+        shutil.rmtree(d, ignore_errors=True)
