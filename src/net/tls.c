@@ -167,6 +167,9 @@ int sl_tls_ctx_new(sl_tls_ctx **out, const sl_tls_config *cfg, char *err, size_t
         SSL_CTX_set_verify(c->ssl, mode, NULL);
         static const unsigned char sid[] = "sluice";
         SSL_CTX_set_session_id_context(c->ssl, sid, sizeof sid - 1);
+        /* No server-side session cache: it is a lock shared by every worker on each handshake
+         * and memory any client can fill. Resumption still works with (stateless) tickets. */
+        SSL_CTX_set_session_cache_mode(c->ssl, SSL_SESS_CACHE_OFF);
     } else {
         if (SSL_CTX_set_alpn_protos(c->ssl, c->alpn, c->alpn_len) != 0) {
             rc = ctx_fail(err, errlen, "ALPN", NULL);
