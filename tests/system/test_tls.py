@@ -370,3 +370,18 @@ def test_etcd_over_mutual_tls(node_factory, certs):
             p.wait()
         log.close()
         shutil.rmtree(d, ignore_errors=True)
+
+
+def test_cli_attempt_over_tls(node_factory, certs, tmp_path):
+    """`sluice attempt` speaks HTTPS with --tls-ca, and shows a client certificate with
+    --tls-cert/--tls-key; without one a port that requires it answers nothing (exit 3)."""
+    from conftest import SLUICE
+    quota = tmp_path / "quota.yaml"
+    quota.write_text("limit:\n  key_default: {rate: 100, burst: 100}\nfactor:\n  default: 1\n")
+    n = start_tls(node_factory, certs, "--quota-file", str(quota), "--tls-ca", certs("ca.pem"),
+                  "--tls-client-auth", "require", client="client")
+    base = [SLUICE, "attempt", "--addr", n.addr, "--resource", "api", "--tls-ca", certs("ca.pem")]
+    mtls = ["--tls-cert", certs("client.pem"), "--tls-key", certs("client.key")]
+    assert subprocess.run(base + mtls, capture_output=True).returncode == 0
+    assert subprocess.run(base, capture_output=True).returncode == 3
+    assert subprocess.run(base + mtls + ["--http2"], capture_output=True).returncode == 2
