@@ -3,9 +3,15 @@
  * handshake, ALPN (h2, http/1.1), data both ways, client certificates (none, request, require),
  * an expired certificate and one from another CA refused, plaintext to a server session, a
  * reload (a new context while a session of the old one keeps working), and the bound on unread
- * input. The certificates are made here with OpenSSL in a temporary directory.
+ * input. The certificates are made here with OpenSSL in a temporary directory. Last, the session
+ * under a real server (net/server.c): an HTTP/1.1 request over TLS whose handler sees the client
+ * certificate's name (sl_exchange_peer_identity), the handshake counters, and a handshake that
+ * never starts, closed at its deadline.
  */
 #include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -21,6 +28,7 @@
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
 
+#include "net/server.h"
 #include "net/tls.h"
 
 static char dir[64];
@@ -423,6 +431,136 @@ static void test_bad_config(void **state)
     assert_null(x);
 }
 
+/* ---- under the server ---- */
+
+static pthread_mutex_t seen_mu = PTHREAD_MUTEX_INITIALIZER;
+static char seen_identity[64];
+
+static void identity_handler(void *ud, sl_exchange *ex)
+{
+    const char *id = sl_exchange_peer_identity(ex);
+    pthread_mutex_lock(&seen_mu);
+    snprintf(seen_identity, sizeof seen_identity, "%s", id ? id : "(none)");
+    pthread_mutex_unlock(&seen_mu);
+    sl_exchange_respond_simple(ex, 200, "text/plain", id ? id : "-", id ? strlen(id) : 1);
+}
+
+static int dial(uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(port),
+                              .sin_addr.s_addr = htonl(0x7f000001)};
+    assert_int_equal(connect(fd, (struct sockaddr *)&sin, sizeof sin), 0);
+    return fd;
+}
+
+static void send_out(int fd, sl_tls *t)
+{
+    sl_buf *o = sl_tls_out(t);
+    while (o->len) {
+        ssize_t n = send(fd, o->data, o->len, MSG_NOSIGNAL);
+        assert_true(n > 0);
+        sl_buf_consume(o, (size_t)n);
+    }
+}
+
+/* Read from fd into the session until `want` appears in the plaintext or the server closes;
+ * returns what was read (0 bytes on a close before any). */
+static size_t read_until(int fd, sl_tls *t, const char *want, char *got, size_t cap)
+{
+    size_t len = 0;
+    got[0] = '\0';
+    for (int i = 0; i < 200; i++) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 5000) != 1)
+            break;
+        uint8_t buf[16384];
+        ssize_t n = recv(fd, buf, sizeof buf, 0);
+        if (n <= 0)
+            break;
+        assert_int_equal(sl_tls_feed(t, buf, (size_t)n), 0);
+        ssize_t m;
+        while ((m = sl_tls_read(t, got + len, cap - 1 - len)) > 0)
+            len += (size_t)m;
+        got[len] = '\0';
+        send_out(fd, t);
+        if (m < 0 || (want && strstr(got, want)))
+            break;
+    }
+    return len;
+}
+
+static void test_under_server(void **state)
+{
+    sl_tls_ctx *s = server_ctx("server", SL_TLS_AUTH_REQUEST, "ca.pem");
+    sl_server_config cfg;
+    sl_server_config_defaults(&cfg);
+    cfg.host = "127.0.0.1";
+    cfg.handler = identity_handler;
+    cfg.tls = s;
+    cfg.tls_handshake_timeout_ms = 200;
+    sl_server *srv;
+    assert_int_equal(sl_server_start(&srv, &cfg), 0);
+    sl_tls_ctx_unref(s); /* the server holds its own */
+    uint16_t port = sl_server_port(srv);
+
+    /* with a client certificate, then without one */
+    const char *certs[] = {"client", NULL};
+    const char *want[] = {"a.peers.test", "(none)"};
+    for (int k = 0; k < 2; k++) {
+        sl_tls_ctx *c = client_ctx(certs[k], "ca.pem", "http/1.1");
+        sl_tls *cl = sl_tls_new(c, "localhost");
+        int fd = dial(port);
+        assert_int_equal(sl_tls_read(cl, NULL, 0), 0);
+        send_out(fd, cl);
+        char got[4096];
+        while (!sl_tls_ready(cl)) {
+            read_until(fd, cl, NULL, got, sizeof got);
+            assert_int_equal(sl_tls_failure_get(cl), SL_TLS_OK);
+        }
+        assert_string_equal(sl_tls_alpn(cl), "http/1.1");
+        const char *rq = "GET /who HTTP/1.1\r\nHost: localhost\r\n\r\n";
+        assert_int_equal(sl_tls_write(cl, rq, strlen(rq)), (ssize_t)strlen(rq));
+        send_out(fd, cl);
+        read_until(fd, cl, k == 0 ? "a.peers.test" : "\r\n\r\n-", got, sizeof got);
+        assert_non_null(strstr(got, "HTTP/1.1 200"));
+        pthread_mutex_lock(&seen_mu);
+        assert_string_equal(seen_identity, want[k]);
+        pthread_mutex_unlock(&seen_mu);
+        close(fd);
+        sl_tls_free(cl);
+        sl_tls_ctx_unref(c);
+    }
+
+    /* a reload: the next connection is served under the new context */
+    sl_tls_ctx *fresh = server_ctx("server2", SL_TLS_AUTH_NONE, NULL);
+    assert_int_equal(sl_server_set_tls(srv, fresh), 0);
+    sl_tls_ctx_unref(fresh);
+
+    /* a connection that never starts its handshake is closed at the deadline */
+    int idle = dial(port);
+    struct pollfd p = {.fd = idle, .events = POLLIN};
+    assert_int_equal(poll(&p, 1, 10000), 1);
+    char b;
+    assert_true(recv(idle, &b, 1, 0) <= 0);
+    close(idle);
+
+    sl_tls_stats st;
+    for (int i = 0; i < 500; i++) { /* counters are bumped on the worker thread */
+        sl_server_tls_stats(srv, &st);
+        if (st.timed_out == 1)
+            break;
+        usleep(10000);
+    }
+    assert_int_equal(st.handshakes, 2);
+    assert_int_equal(st.timed_out, 1);
+    assert_int_equal(st.reloads, 1);
+    sl_server_shutdown(srv, 1000);
+    assert_int_equal(sl_server_wait(srv), 0);
+    sl_server_free(srv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -434,6 +572,7 @@ int main(void)
         cmocka_unit_test(test_input_bound),
         cmocka_unit_test(test_reload_keeps_old_sessions),
         cmocka_unit_test(test_bad_config),
+        cmocka_unit_test(test_under_server),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
