@@ -230,6 +230,8 @@ static void on_shutdown(uv_shutdown_t *req, int status)
         close_now(sc);
 }
 
+static int send_direct(sconn *sc, const uint8_t *data, size_t len);
+
 /* Everything is answered and written: send FIN, then read and drop until the client closes (or
  * the linger timeout), so unread input does not turn our close into a reset that could destroy
  * the last answer on its way. */
@@ -239,6 +241,14 @@ static void begin_shut(sconn *sc)
     if (sc->shut)
         return;
     sc->shut = true;
+    if (sc->tls && sc->tls_ready) {
+        /* TLS: a close_notify before the FIN, best effort (a few bytes on an idle socket) */
+        sl_tls_close(sc->tls);
+        sl_buf *o = sl_tls_out(sc->tls);
+        if (o->len > 0)
+            send_direct(sc, o->data, o->len);
+        sl_buf_reset(o);
+    }
     tl_remove(w, sc);
     tl_append(w, sc, TL_LINGER);
     sc->sreq.data = sc;
