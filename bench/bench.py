@@ -60,10 +60,34 @@ def percentile(values, p):
 
 
 class Nginx:
-    def __init__(self, tmp):
+    """nginx `return 200`: HTTP/1.1 on h1, h2c on h2; with tls=(cert, key) instead h2 over TLS on
+    `tls` (case t), with the certificate sluiced is given."""
+
+    def __init__(self, tmp, tls=None):
         self.dir = tempfile.mkdtemp(prefix="nginx-", dir=tmp)
         self.h1 = free_port()
         self.h2 = free_port()
+        self.tls = free_port()
+        if tls:
+            servers = f"""  server {{
+    listen 127.0.0.1:{self.tls} ssl http2;
+    ssl_certificate {tls[0]};
+    ssl_certificate_key {tls[1]};
+    location / {{ return 200 ""; }}
+  }}
+"""
+            ports = [self.tls]
+        else:
+            servers = f"""  server {{
+    listen 127.0.0.1:{self.h1};
+    location / {{ return 200 ""; }}
+  }}
+  server {{
+    listen 127.0.0.1:{self.h2} http2;
+    location / {{ return 200 ""; }}
+  }}
+"""
+            ports = [self.h1, self.h2]
         conf = os.path.join(self.dir, "nginx.conf")
         user = "user root;\n" if os.geteuid() == 0 else ""
         with open(conf, "w") as f:
@@ -81,20 +105,12 @@ http {{
   scgi_temp_path {self.dir}/scgi;
   keepalive_requests 1000000;
   http2_max_requests 1000000;
-  server {{
-    listen 127.0.0.1:{self.h1};
-    location / {{ return 200 ""; }}
-  }}
-  server {{
-    listen 127.0.0.1:{self.h2} http2;
-    location / {{ return 200 ""; }}
-  }}
-}}
+{servers}}}
 """)
         self.proc = subprocess.Popen(["nginx", "-c", conf], stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)
-        wait_port(self.h1)
-        wait_port(self.h2)
+        for p in ports:
+            wait_port(p)
 
     def stop(self):
         self.proc.send_signal(signal.SIGQUIT)
@@ -114,49 +130,6 @@ def tls_cert(tmp):
     return cert, key
 
 
-class NginxTLS:
-    """nginx with h2 over TLS (`return 200;`), same certificate as sluiced's."""
-
-    def __init__(self, tmp, cert, key, workers):
-        self.dir = tempfile.mkdtemp(prefix="nginx-tls-", dir=tmp)
-        self.port = free_port()
-        conf = os.path.join(self.dir, "nginx.conf")
-        user = "user root;\n" if os.geteuid() == 0 else ""
-        with open(conf, "w") as f:
-            f.write(f"""{user}worker_processes {workers};
-daemon off;
-pid {self.dir}/nginx.pid;
-error_log {self.dir}/error.log warn;
-events {{ worker_connections 4096; }}
-http {{
-  access_log off;
-  client_body_temp_path {self.dir}/body;
-  proxy_temp_path {self.dir}/proxy;
-  fastcgi_temp_path {self.dir}/fastcgi;
-  uwsgi_temp_path {self.dir}/uwsgi;
-  scgi_temp_path {self.dir}/scgi;
-  keepalive_requests 1000000;
-  http2_max_requests 1000000;
-  server {{
-    listen 127.0.0.1:{self.port} ssl http2;
-    ssl_certificate {cert};
-    ssl_certificate_key {key};
-    location / {{ return 200 ""; }}
-  }}
-}}
-""")
-        self.proc = subprocess.Popen(["nginx", "-c", conf], stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
-        wait_port(self.port)
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGQUIT)
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-
-
 def handshakes(url, seconds, conns=200):
     """New TLS connections per second: h2load runs of `conns` clients with one request each
     (so every request opens a connection and does a full handshake), repeated for `seconds`."""
@@ -174,14 +147,14 @@ def handshakes(url, seconds, conns=200):
 
 def tls_bench(tmp, seconds, workers, grpc_body):
     cert, key = tls_cert(tmp)
-    ng = NginxTLS(tmp, cert, key, workers)
+    ng = Nginx(tmp, tls=(cert, key))
     sl = Sluiced(tmp, workers, ["--standalone", "--tls-cert", cert, "--tls-key", key])
     grpc_hdr = ["content-type: application/grpc", "te: trailers"]
     try:
-        ref = h2load("https://127.0.0.1:%d/" % ng.port, seconds, grpc_body, tmp=tmp)
+        ref = h2load("https://127.0.0.1:%d/" % ng.tls, seconds, grpc_body, tmp=tmp)
         got = h2load("https://127.0.0.1:%d/pb.gubernator.V1/GetRateLimits" % sl.port, seconds,
                      grpc_body, grpc_hdr, tmp=tmp)
-        hs_ref = handshakes("https://127.0.0.1:%d/" % ng.port, seconds)
+        hs_ref = handshakes("https://127.0.0.1:%d/" % ng.tls, seconds)
         hs_got = handshakes("https://127.0.0.1:%d/v1/LiveCheck" % sl.port, seconds)
     finally:
         sl.stop()

@@ -317,50 +317,31 @@ static int tls_write(conn *c)
         }
         if (!o->len)
             return 0;
-        ssize_t w = send(c->fd, o->data, o->len, MSG_NOSIGNAL);
-        if (w > 0) {
-            sl_buf_consume(o, (size_t)w);
-            continue;
-        }
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return 0;
-        return w < 0 ? -errno : -EPIPE;
+        int rc = sl_h2sock_send(c->fd, o);
+        if (rc < 0)
+            return rc == -EAGAIN ? 0 : rc;
     }
 }
 
-/* TLS: what the socket has, through the TLS session into the HTTP/2 session. 0, -ECONNRESET
- * (closed), -EKEYREJECTED (TLS failed: handshake, certificate, bad record), -EPROTO (HTTP/2),
- * or the socket's negative errno. */
-static int tls_read(conn *c)
+/* TLS (sl_h2sock_read_to's feed): bytes read, through the TLS session into the HTTP/2 session.
+ * 0, -ECONNRESET (close_notify), -EKEYREJECTED (TLS failed: handshake, certificate, bad record),
+ * -EPROTO (HTTP/2). */
+static int tls_feed(void *ud, const uint8_t *p, size_t n)
 {
-    for (int i = 0; i < READS_PER_EVENT; i++) {
-        ssize_t n = recv(c->fd, c->rbuf, sizeof c->rbuf, 0);
-        if (n > 0) {
-            if (sl_tls_feed(c->tls, c->rbuf, (size_t)n) != 0)
-                return -EKEYREJECTED;
-            for (;;) {
-                ssize_t m = sl_tls_read(c->tls, c->plain, sizeof c->plain);
-                if (m == 0)
-                    break;
-                if (m < 0)
-                    return m == -ECONNRESET ? -ECONNRESET : -EKEYREJECTED;
-                if (sl_h2c_recv(c->sess, c->plain, (size_t)m) < 0)
-                    return -EPROTO;
-            }
-            if ((size_t)n < sizeof c->rbuf)
-                return 0;
-            continue;
-        }
-        if (n == 0)
-            return -ECONNRESET;
-        if (errno == EINTR)
-            continue;
-        return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
+    conn *c = ud;
+    if (sl_tls_feed(c->tls, p, n) != 0)
+        return -EKEYREJECTED;
+    for (;;) {
+        ssize_t m = sl_tls_read(c->tls, c->plain, sizeof c->plain);
+        if (m == 0)
+            return 0;
+        if (m < 0)
+            return m == -ECONNRESET ? -ECONNRESET : -EKEYREJECTED;
+        if (sl_h2c_recv(c->sess, c->plain, (size_t)m) < 0)
+            return -EPROTO;
     }
-    return 0;
 }
+
 
 static void conn_flush(conn *c)
 {
@@ -400,7 +381,7 @@ static void note_goaway(conn *c)
 
 static void do_read(conn *c)
 {
-    int rc = c->tls ? tls_read(c)
+    int rc = c->tls ? sl_h2sock_read_to(c->fd, c->rbuf, sizeof c->rbuf, READS_PER_EVENT, tls_feed, c)
                     : sl_h2sock_read(c->sess, c->fd, c->rbuf, sizeof c->rbuf, READS_PER_EVENT);
     if (rc == -EKEYREJECTED)
         conn_kill(c, -ECONNRESET, "TLS with peer failed (handshake or certificate)");
