@@ -554,7 +554,7 @@ static conn *conn_new(sl_peer *p)
         free(c);
         return NULL;
     }
-    if (p->cfg.tls && !(c->tls = sl_tls_new(p->cfg.tls, NULL))) {
+    if (p->cfg.tls && !(c->tls = sl_tls_slot_session(p->cfg.tls, NULL))) {
         sl_h2c_free(c->sess, -ENOMEM);
         free(c);
         return NULL;

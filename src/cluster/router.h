@@ -75,8 +75,8 @@ typedef struct sl_router_config {
     size_t global_max_keys;              /* GLOBAL keys held for local answers; 100000 */
     bool fail_open;
     sl_gub_config gub;                   /* limits for decoding peers' answers; zero = defaults */
-    sl_tls_ctx *peer_tls;                /* client context for peer calls over TLS (not owned;
-                                            outlives the router); NULL = h2c */
+    sl_tls_slot *peer_tls;               /* client context for peer calls over TLS (not owned;
+                                            outlives the router; reloadable); NULL = h2c */
     sl_logger *log;                      /* may be NULL */
     sl_metrics *metrics;                 /* may be NULL */
 } sl_router_config;

@@ -103,9 +103,7 @@ struct sl_server {
     _Atomic uint32_t open;
     _Atomic int shutdown_req;
     _Atomic uint32_t grace_ms;
-    uv_mutex_t tls_mu;  /* guards tls (swapped on reload, referenced on accept) */
-    sl_tls_ctx *tls;
-    bool tls_on;        /* set at start: the server speaks TLS */
+    sl_tls_slot *tls;   /* the context for new connections (replaced on reload); NULL: plaintext */
     _Atomic uint64_t tls_stat[TS_COUNT];
 };
 
@@ -562,10 +560,8 @@ static void on_connection(uv_stream_t *server, int status)
         uv_close((uv_handle_t *)&sc->tcp, on_closed);
         return;
     }
-    if (srv->tls_on) {
-        uv_mutex_lock(&srv->tls_mu);
-        sc->tls = sl_tls_new(srv->tls, NULL);
-        uv_mutex_unlock(&srv->tls_mu);
+    if (srv->tls) {
+        sc->tls = sl_tls_slot_session(srv->tls, NULL);
         if (!sc->tls) {
             close_now(sc);
             return;
@@ -758,7 +754,7 @@ static int worker_init(worker *w)
     w->timeout[TL_WRITING] = cfg->write_timeout_ms;
     w->timeout[TL_LINGER] = cfg->linger_ms;
     w->timeout[TL_BUSY] = 0;
-    w->timeout[TL_HANDSHAKE] = srv->tls_on ? cfg->tls_handshake_timeout_ms : 0;
+    w->timeout[TL_HANDSHAKE] = srv->tls ? cfg->tls_handshake_timeout_ms : 0;
     uint32_t tick = 1000;
     for (int l = 0; l < TL_COUNT; l++)
         if (w->timeout[l] && w->timeout[l] / 4 < tick)
@@ -848,14 +844,12 @@ int sl_server_start(sl_server **out, const sl_server_config *cfg_in)
 
     srv->nworkers = cfg->workers;
     srv->workers = calloc((size_t)srv->nworkers, sizeof *srv->workers);
-    if (!srv->workers || uv_mutex_init(&srv->tls_mu)) {
+    if (!srv->workers || (cfg->tls && !(srv->tls = sl_tls_slot_new(cfg->tls)))) {
         free(srv->workers);
         free(srv);
         return -ENOMEM;
     }
-    srv->tls = sl_tls_ctx_ref(cfg->tls);
-    srv->tls_on = srv->tls != NULL;
-    cfg->tls = NULL; /* the caller's reference stays the caller's; ours is srv->tls */
+    cfg->tls = NULL; /* the caller's reference stays the caller's; ours is in srv->tls */
     int rc = cfg->port ? probe_free((struct sockaddr *)&ss, slen) : 0;
     for (int i = 0; i < srv->nworkers; i++) {
         worker *w = &srv->workers[i];
@@ -956,20 +950,15 @@ void sl_server_free(sl_server *srv)
     for (int i = 0; i < srv->nworkers; i++)
         worker_teardown(&srv->workers[i]);
     free(srv->workers);
-    sl_tls_ctx_unref(srv->tls);
-    uv_mutex_destroy(&srv->tls_mu);
+    sl_tls_slot_free(srv->tls);
     free(srv);
 }
 
 int sl_server_set_tls(sl_server *srv, sl_tls_ctx *ctx)
 {
-    if (!ctx || !srv->tls_on)
+    if (!ctx || !srv->tls)
         return -EINVAL;
-    uv_mutex_lock(&srv->tls_mu);
-    sl_tls_ctx *old = srv->tls;
-    srv->tls = sl_tls_ctx_ref(ctx);
-    uv_mutex_unlock(&srv->tls_mu);
-    sl_tls_ctx_unref(old); /* sessions under it hold their own references */
+    sl_tls_slot_set(srv->tls, ctx);
     tls_stat(srv, TS_RELOADS);
     return 0;
 }

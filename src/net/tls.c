@@ -6,6 +6,7 @@
 #include "net/tls.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -199,6 +200,48 @@ void sl_tls_ctx_unref(sl_tls_ctx *ctx)
         return;
     SSL_CTX_free(ctx->ssl);
     free(ctx);
+}
+
+struct sl_tls_slot {
+    pthread_mutex_t mu;
+    sl_tls_ctx *ctx;
+};
+
+sl_tls_slot *sl_tls_slot_new(sl_tls_ctx *ctx)
+{
+    sl_tls_slot *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    pthread_mutex_init(&s->mu, NULL);
+    s->ctx = sl_tls_ctx_ref(ctx);
+    return s;
+}
+
+void sl_tls_slot_free(sl_tls_slot *s)
+{
+    if (!s)
+        return;
+    sl_tls_ctx_unref(s->ctx);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+void sl_tls_slot_set(sl_tls_slot *s, sl_tls_ctx *ctx)
+{
+    sl_tls_ctx_ref(ctx);
+    pthread_mutex_lock(&s->mu);
+    sl_tls_ctx *old = s->ctx;
+    s->ctx = ctx;
+    pthread_mutex_unlock(&s->mu);
+    sl_tls_ctx_unref(old); /* sessions under it hold their own references */
+}
+
+sl_tls *sl_tls_slot_session(sl_tls_slot *s, const char *server_name)
+{
+    pthread_mutex_lock(&s->mu);
+    sl_tls *t = sl_tls_new(s->ctx, server_name);
+    pthread_mutex_unlock(&s->mu);
+    return t;
 }
 
 sl_tls *sl_tls_new(sl_tls_ctx *ctx, const char *server_name)

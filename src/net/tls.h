@@ -60,6 +60,18 @@ int sl_tls_ctx_new(sl_tls_ctx **out, const sl_tls_config *cfg, char *err, size_t
 sl_tls_ctx *sl_tls_ctx_ref(sl_tls_ctx *ctx);
 void sl_tls_ctx_unref(sl_tls_ctx *ctx);
 
+/* A slot holding the current context of a listener or a client, replaced on reload while other
+ * threads start sessions from it: each session takes a reference to the context current when it
+ * starts, so a replacement never disturbs sessions already running. Thread-safe. */
+typedef struct sl_tls_slot sl_tls_slot;
+/* NULL on no memory; takes its own reference to ctx. */
+sl_tls_slot *sl_tls_slot_new(sl_tls_ctx *ctx);
+void sl_tls_slot_free(sl_tls_slot *s);
+/* Sessions started from now on use ctx (the slot takes a reference, drops the old one's). */
+void sl_tls_slot_set(sl_tls_slot *s, sl_tls_ctx *ctx);
+/* sl_tls_new under the current context. */
+sl_tls *sl_tls_slot_session(sl_tls_slot *s, const char *server_name);
+
 /* A session under ctx (takes a reference). server_name: a client's SNI and the name its
  * server's certificate must carry (NULL: no name check, the CA check alone). NULL on no memory. */
 sl_tls *sl_tls_new(sl_tls_ctx *ctx, const char *server_name);

@@ -58,7 +58,7 @@ struct sl_node {
     sl_server *server;
     sl_watched_source *storage; /* the one etcd watch feeding quotas and switches, or NULL */
     sl_quotasrc *quotas;   /* Levee quotas (file or etcd); NULL when neither is configured */
-    sl_tls_ctx *peer_tls;  /* client context of peer calls over TLS, or NULL */
+    sl_tls_slot *peer_tls; /* client context of peer calls over TLS (reloaded on SIGHUP), or NULL */
     sl_killswitch *switches; /* kill switches, shadow mode, concurrency and fleet settings */
     sl_protect *protect;     /* leases, shedders, switches on the request path */
     uv_timer_t expiry_timer;
@@ -320,25 +320,37 @@ static int load_server_tls(sl_node *n, sl_tls_ctx **out, char *err, size_t errle
 
 /* Peer calls speak TLS when the client port does (peers call each other's client port), with
  * --peer-tls-cert/--peer-tls-key/--peer-tls-ca (defaults: the --tls-* files). */
-static int load_peer_tls(sl_node *n, char *err, size_t errlen)
+static int load_peer_tls(sl_node *n, sl_tls_ctx **out, char *err, size_t errlen)
 {
     const sl_options *o = &n->opts;
-    if (!o->tls_cert[0] || o->discovery == SL_DISCOVERY_NONE)
-        return 0;
     sl_tls_config tc = {
         .cert_file = o->peer_tls_cert[0] ? o->peer_tls_cert : NULL,
         .key_file = o->peer_tls_key[0] ? o->peer_tls_key : NULL,
         .ca_file = o->peer_tls_ca[0] ? o->peer_tls_ca : NULL,
         .alpn = "h2",
     };
-    if (!tc.ca_file)
-        sl_log_warn(&n->log, "peer TLS without --peer-tls-ca or --tls-ca: peers' certificates "
-                             "are not verified");
     char e[256];
-    int rc = sl_tls_ctx_new(&n->peer_tls, &tc, e, sizeof e);
+    int rc = sl_tls_ctx_new(out, &tc, e, sizeof e);
     if (rc)
         snprintf(err, errlen, "peer TLS: %s", e);
     return rc;
+}
+
+static int start_peer_tls(sl_node *n, char *err, size_t errlen)
+{
+    const sl_options *o = &n->opts;
+    if (!o->tls_cert[0] || o->discovery == SL_DISCOVERY_NONE)
+        return 0;
+    if (!o->peer_tls_ca[0])
+        sl_log_warn(&n->log, "peer TLS without --peer-tls-ca or --tls-ca: peers' certificates "
+                             "are not verified");
+    sl_tls_ctx *ctx;
+    int rc = load_peer_tls(n, &ctx, err, errlen);
+    if (rc)
+        return rc;
+    n->peer_tls = sl_tls_slot_new(ctx);
+    sl_tls_ctx_unref(ctx);
+    return n->peer_tls ? 0 : -ENOMEM;
 }
 
 /* SIGHUP: certificates and keys read again; new connections get them, open ones keep theirs. */
@@ -355,6 +367,15 @@ static void reload_tls(sl_node *n)
     }
     sl_server_set_tls(n->server, ctx);
     sl_tls_ctx_unref(ctx);
+    if (n->peer_tls) {
+        if (load_peer_tls(n, &ctx, err, sizeof err)) {
+            sl_log_error(&n->log, "reload of the peer TLS certificate failed, keeping the current "
+                                  "one: %s", err);
+            return;
+        }
+        sl_tls_slot_set(n->peer_tls, ctx);
+        sl_tls_ctx_unref(ctx);
+    }
     sl_log_info(&n->log, "reload: TLS certificate and key read again");
 }
 
@@ -583,7 +604,7 @@ static int build(sl_node *n, char *err, size_t errlen)
                              .log = &n->log, .metrics = n->metrics};
     sl_router_config_from_options(&rcfg, o);
     rcfg.dns_server = o->dns_server;
-    if ((rc = load_peer_tls(n, err, errlen)))
+    if ((rc = start_peer_tls(n, err, errlen)))
         return rc;
     rcfg.peer_tls = n->peer_tls;
     if ((rc = sl_router_new(&rcfg, &n->router))) {
@@ -833,7 +854,7 @@ void sl_node_free(sl_node *n)
     sl_quotasrc_free(n->quotas);
     sl_watched_source_free(n->storage); /* the feeds above have left it: stops the thread */
     sl_router_free(n->router);
-    sl_tls_ctx_unref(n->peer_tls); /* after the router: its peers' connections hold their own */
+    sl_tls_slot_free(n->peer_tls); /* after the router: its peers' connections hold their own */
     sl_engine_free(n->engine);
     sl_metrics_free(n->metrics);
     sl_config_free(&n->opts);

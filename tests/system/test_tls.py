@@ -308,6 +308,24 @@ def test_cluster_over_mutual_tls(node_factory, certs, pb):
         assert len({r.metadata["owner"] for r in col}) == 1
     owners = {resps[j].metadata["owner"] for resps in results for j in range(8)}
     assert len(owners) >= 2  # some keys were forwarded to another node, over TLS
+    # SIGHUP: the port's and the peers' certificates read again; forwarding goes on
+    for n in nodes:
+        n.signal(signal.SIGHUP)
+    deadline = time.time() + 5
+    while not all("reload: TLS certificate and key read again" in n.logs() for n in nodes):
+        assert time.time() < deadline
+        time.sleep(0.05)
+    chans = [grpc_stubs(pb, n, certs, "client") for n in nodes]
+    try:
+        for i in range(3):
+            _, get = chans[i]
+            r = get(g.GetRateLimitsReq(requests=[g.RateLimitReq(
+                name="c2", unique_key="k%d" % j, hits=1, limit=3, duration=60000)
+                for j in range(8)]), timeout=5)
+            assert all(x.error == "" and x.status == 0 for x in r.responses)
+    finally:
+        for ch, _ in chans:
+            ch.close()
     for n in nodes:
         assert n.proc.poll() is None
 

@@ -386,26 +386,38 @@ static void test_input_bound(void **state)
     sl_tls_ctx_unref(s);
 }
 
-/* Reload: a new context serves new sessions with the new certificate while a session of the
- * old one (whose context reference was dropped by its owner) keeps working. */
+/* Reload through a slot: a new context serves new sessions with the new certificate (which
+ * requires client certificates) while a session of the old one (whose last other reference went
+ * with the slot's switch) keeps working. */
 static void test_reload_keeps_old_sessions(void **state)
 {
     sl_tls_ctx *old = server_ctx("server", SL_TLS_AUTH_NONE, NULL);
+    sl_tls_slot *slot = sl_tls_slot_new(old);
+    sl_tls_ctx_unref(old); /* the slot holds it now */
     sl_tls_ctx *c = client_ctx(NULL, "ca.pem", NULL);
-    sl_tls *sv1 = sl_tls_new(old, NULL), *cl1 = sl_tls_new(c, NULL);
+    sl_tls *sv1 = sl_tls_slot_session(slot, NULL), *cl1 = sl_tls_new(c, NULL);
     assert_int_equal(handshake(cl1, sv1), 0);
     assert_string_equal(sl_tls_peer_identity(cl1), "localhost");
-    sl_tls_ctx *fresh = server_ctx("server2", SL_TLS_AUTH_NONE, NULL);
-    sl_tls_ctx_unref(old); /* the owner switched: only sv1 holds the old context now */
-    sl_tls *sv2 = sl_tls_new(fresh, NULL), *cl2 = sl_tls_new(c, NULL);
+    sl_tls_ctx *fresh = server_ctx("server2", SL_TLS_AUTH_REQUIRE, "ca.pem");
+    sl_tls_slot_set(slot, fresh); /* only sv1 holds the old context now */
+    sl_tls_ctx_unref(fresh);
+    sl_tls *sv2 = sl_tls_slot_session(slot, NULL), *cl2 = sl_tls_new(c, NULL);
+    assert_int_equal(handshake(cl2, sv2), -EPROTO); /* the new policy: no client certificate */
+    sl_tls_free(cl2);
+    sl_tls_free(sv2);
+    sl_tls_ctx *cc = client_ctx("client", "ca.pem", NULL);
+    sv2 = sl_tls_slot_session(slot, NULL);
+    cl2 = sl_tls_new(cc, NULL);
     assert_int_equal(handshake(cl2, sv2), 0);
+    assert_string_equal(sl_tls_peer_identity(sv2), "a.peers.test");
     exchange_data(cl2, sv2);
     exchange_data(cl1, sv1);
     sl_tls_free(cl1);
     sl_tls_free(sv1); /* last reference of the old context */
     sl_tls_free(cl2);
     sl_tls_free(sv2);
-    sl_tls_ctx_unref(fresh);
+    sl_tls_slot_free(slot);
+    sl_tls_ctx_unref(cc);
     sl_tls_ctx_unref(c);
 }
 
