@@ -379,12 +379,26 @@ static void note_goaway(conn *c)
     }
 }
 
+/* A TLS connection is connecting until its handshake is done: the connect deadline covers it, and
+ * a failed handshake is a failed connect (backoff), not a broken connection. */
+static bool connecting(const conn *c)
+{
+    return c->state != C_OPEN || (c->tls && !sl_tls_ready(c->tls));
+}
+
+static void tls_failed(conn *c)
+{
+    if (connecting(c))
+        c->was_open = false;
+    conn_kill(c, -ECONNRESET, "TLS with peer failed (handshake or certificate)");
+}
+
 static void do_read(conn *c)
 {
     int rc = c->tls ? sl_h2sock_read_to(c->fd, c->rbuf, sizeof c->rbuf, READS_PER_EVENT, tls_feed, c)
                     : sl_h2sock_read(c->sess, c->fd, c->rbuf, sizeof c->rbuf, READS_PER_EVENT);
     if (rc == -EKEYREJECTED)
-        conn_kill(c, -ECONNRESET, "TLS with peer failed (handshake or certificate)");
+        tls_failed(c);
     else if (rc == -EPROTO)
         conn_kill(c, -EPROTO, "HTTP/2 protocol error from peer");
     else if (rc == -ECONNRESET)
@@ -405,7 +419,7 @@ static void on_open(conn *c)
     p->fail_until = 0;
     p->last_err = 0;
     if (c->tls && sl_tls_read(c->tls, NULL, 0) < 0) /* the ClientHello, sent by conn_flush */
-        conn_kill(c, -ECONNRESET, "TLS with peer failed (handshake or certificate)");
+        tls_failed(c);
 }
 
 static void on_poll(uv_poll_t *h, int status, int events)
@@ -451,7 +465,7 @@ static void on_timer(uv_timer_t *t)
         deliver(p);
         return;
     }
-    if (c->state != C_OPEN && now >= c->connect_deadline) {
+    if (connecting(c) && now >= c->connect_deadline) {
         conn_kill(c, -ETIMEDOUT, "connect to peer timed out");
         deliver(p);
         return;
@@ -471,7 +485,7 @@ static void on_timer(uv_timer_t *t)
 static void rearm(conn *c)
 {
     int64_t next = sl_h2c_next_deadline(c->sess);
-    if (c->state != C_OPEN && c->connect_deadline < next)
+    if (connecting(c) && c->connect_deadline < next)
         next = c->connect_deadline;
     if (c->early_err)
         next = 0;

@@ -403,3 +403,33 @@ def test_cli_attempt_over_tls(node_factory, certs, tmp_path):
     assert subprocess.run(base + mtls, capture_output=True).returncode == 0
     assert subprocess.run(base, capture_output=True).returncode == 3
     assert subprocess.run(base + mtls + ["--http2"], capture_output=True).returncode == 2
+
+
+def test_peer_with_a_certificate_from_another_ca_is_refused(node_factory, certs, pb):
+    """Two nodes; B's certificate is from another CA: A refuses to forward to B (per-item errors
+    for B's keys, A's own keys answered), and neither node falls over."""
+    g, _ = pb
+    pa, pb_ = free_port(), free_port()
+    peers = "127.0.0.1:%d,127.0.0.1:%d" % (pa, pb_)
+    common = ["--workers", "1", "--discovery", "static", "--peers", peers,
+              "--batch-timeout", "300ms"]
+    a = node_factory(common + ["--tls-cert", certs("node.pem"), "--tls-key", certs("node.key"),
+                               "--tls-ca", certs("ca.pem")], start=False, port=pa)
+    b = node_factory(common + ["--tls-cert", certs("stranger.pem"),
+                               "--tls-key", certs("stranger.key"),
+                               "--tls-ca", certs("wrongca.pem")], start=False, port=pb_)
+    a.start(wait=False)
+    b.start(wait=False)
+    wait_tls_ready(a, certs)
+    ch, get = grpc_stubs(pb, a, certs)
+    try:
+        r = get(g.GetRateLimitsReq(requests=[g.RateLimitReq(
+            name="x", unique_key="k%d" % j, hits=1, limit=5, duration=60000)
+            for j in range(16)]), timeout=5)
+    finally:
+        ch.close()
+    owners = {x.metadata["owner"] for x in r.responses if x.error == ""}
+    failed = [x for x in r.responses if x.error != ""]
+    assert owners == {a.addr}      # only A's own keys were answered
+    assert failed                  # B's keys could not be forwarded
+    assert a.proc.poll() is None and b.proc.poll() is None
