@@ -193,6 +193,7 @@ void sl_router_config_from_options(sl_router_config *c, const sl_options *o)
     c->storage_prefix = o->storage_prefix;
     c->peer_lease_ttl_ns = o->peer_lease_ttl_ns;
     c->etcd_timeout_ns = o->storage_timeout_ns;
+    c->etcd_tls = (sl_etcd_tls){o->storage_tls_ca, o->storage_tls_cert, o->storage_tls_key};
     c->picker = o->peer_picker;
     c->replicas = (unsigned)o->replicas;
     c->batch_wait_ns = o->batch_wait_ns;
@@ -872,6 +873,7 @@ static wpeer *wpeer_new(wk *w, const char *addr)
         .addr = addr,
         .connect_timeout_ms = r->batch_timeout_ms < 1000 ? r->batch_timeout_ms : 1000,
         .max_msg = r->cfg.gub.max_msg,
+        .tls = r->cfg.peer_tls,
     };
     if (!wp->addr || sl_peer_new(&pc, &wp->conn)) {
         free(wp->addr);
@@ -1100,6 +1102,7 @@ int sl_router_start(sl_router *r, sl_server *srv)
         .prefix = r->prefix,
         .lease_ttl_ms = r->cfg.peer_lease_ttl_ns / 1000000,
         .etcd_timeout_ms = r->cfg.etcd_timeout_ns / 1000000,
+        .etcd_tls = r->cfg.etcd_tls,
         .log = r->log,
         .on_change = on_members,
         .ud = r,

@@ -36,6 +36,7 @@
 #include "api/batch.h"
 #include "api/gubernator.h"
 #include "config/config.h"
+#include "config/etcd.h"
 #include "core/log.h"
 #include "core/metrics.h"
 #include "net/server.h"
@@ -63,6 +64,7 @@ typedef struct sl_router_config {
     const char *storage_prefix;
     int64_t peer_lease_ttl_ns;
     int64_t etcd_timeout_ns;
+    sl_etcd_tls etcd_tls;                /* etcd over https:// (--storage-tls-*) */
     int picker;                          /* sl_peer_picker */
     unsigned replicas;
     int64_t batch_wait_ns;               /* 500 us */
@@ -73,6 +75,8 @@ typedef struct sl_router_config {
     size_t global_max_keys;              /* GLOBAL keys held for local answers; 100000 */
     bool fail_open;
     sl_gub_config gub;                   /* limits for decoding peers' answers; zero = defaults */
+    sl_tls_slot *peer_tls;               /* client context for peer calls over TLS (not owned;
+                                            outlives the router; reloadable); NULL = h2c */
     sl_logger *log;                      /* may be NULL */
     sl_metrics *metrics;                 /* may be NULL */
 } sl_router_config;

@@ -26,9 +26,17 @@ int sl_h2sock_connect_result(int fd);
  * 0: nothing more for now. -ECONNRESET: the peer closed. -EPROTO: the session rejected the
  * bytes. Another negative errno: the socket failed. */
 int sl_h2sock_read(sl_h2c *s, int fd, uint8_t *buf, size_t cap, int max_reads);
+/* The same reads with what arrives handed to feed(ud, bytes, n) instead of the session (e.g. a
+ * TLS layer in front of it, cluster/peer.c): feed's negative errno ends the reads and is
+ * returned. 0: nothing more for now; -ECONNRESET: the peer closed; else the socket's error. */
+int sl_h2sock_read_to(int fd, uint8_t *buf, size_t cap, int max_reads,
+                      int (*feed)(void *ud, const uint8_t *p, size_t n), void *ud);
 /* Move the session's frames out: fill `out` up to high_water, send, repeat until the session has
  * nothing left or the socket is full (what it did not take stays in `out`). 0, or a negative
  * errno: the session (-EPROTO, -ENOMEM) or the socket (-EPIPE, -ECONNRESET, ...) failed. */
 int sl_h2sock_write(sl_h2c *s, int fd, sl_buf *out, size_t high_water);
+/* Send what `out` holds, consuming what the socket took: 0 all of it, -EAGAIN the socket is full,
+ * or the socket's negative errno. */
+int sl_h2sock_send(int fd, sl_buf *out);
 
 #endif

@@ -45,7 +45,7 @@ typedef struct {
 } stat_collector;
 
 /* Rows in that table (checked where it is defined). */
-#define N_STAT_COLLECTORS 10
+#define N_STAT_COLLECTORS 12
 
 struct sl_node {
     stat_collector collectors[N_STAT_COLLECTORS];
@@ -58,6 +58,7 @@ struct sl_node {
     sl_server *server;
     sl_watched_source *storage; /* the one etcd watch feeding quotas and switches, or NULL */
     sl_quotasrc *quotas;   /* Levee quotas (file or etcd); NULL when neither is configured */
+    sl_tls_slot *peer_tls; /* client context of peer calls over TLS (reloaded on SIGHUP), or NULL */
     sl_killswitch *switches; /* kill switches, shadow mode, concurrency and fleet settings */
     sl_protect *protect;     /* leases, shedders, switches on the request path */
     uv_timer_t expiry_timer;
@@ -110,7 +111,7 @@ static int split_addr(const char *addr, char *host, size_t hostlen, uint16_t *po
  * family: where its stats come from, and which uint64 fields of that struct become which label
  * values (one unlabelled field, or up to four labelled ones).
  */
-enum { SRC_ENGINE, SRC_SERVER, SRC_GRAPHITE };
+enum { SRC_ENGINE, SRC_SERVER, SRC_GRAPHITE, SRC_TLS };
 
 typedef struct {
     const char *value; /* label value, NULL for an unlabelled family */
@@ -127,6 +128,7 @@ struct stat_family {
 #define ENG(field) offsetof(sl_engine_stats, field)
 #define NET(field) offsetof(sl_net_stats, field)
 #define GRA(field) offsetof(sl_graphite_stats, field)
+#define TLS(field) offsetof(sl_tls_stats, field)
 
 static const struct stat_family stat_families[] = {
     {SRC_ENGINE, SL_METRICS_GAUGE, "sluice_keys",
@@ -154,6 +156,15 @@ static const struct stat_family stat_families[] = {
      {{NULL, NET(protocol_errors)}}},
     {SRC_SERVER, SL_METRICS_COUNTER, "sluice_network_bytes_total", "Bytes received and sent.",
      "direction", {{"in", NET(bytes_in)}, {"out", NET(bytes_out)}}},
+    {SRC_TLS, SL_METRICS_COUNTER, "sluice_tls_handshakes_total",
+     "TLS handshakes on the client port: completed (ok), plaintext sent to the TLS port, client "
+     "certificate missing, expired or from another CA (cert), other failures (protocol).",
+     "result",
+     {{"ok", TLS(handshakes)}, {"plaintext", TLS(fail_plaintext)}, {"cert", TLS(fail_cert)},
+      {"protocol", TLS(fail_protocol)}}},
+    {SRC_TLS, SL_METRICS_COUNTER, "sluice_tls_events_total",
+     "TLS handshakes closed at --tls-handshake-timeout (timed_out), certificates reloaded "
+     "(reloaded).", "event", {{"timed_out", TLS(timed_out)}, {"reloaded", TLS(reloads)}}},
     {SRC_GRAPHITE, SL_METRICS_COUNTER, "sluice_graphite_pushes_total",
      "Pushes to Graphite that went through (ok) or not (failed).", "result",
      {{"ok", GRA(pushes)}, {"failed", GRA(failures)}}},
@@ -168,6 +179,7 @@ static void collect_stats(void *arg, sl_metrics_sink *sink)
         sl_engine_stats e;
         sl_net_stats s;
         sl_graphite_stats g;
+        sl_tls_stats t;
     } st;
     switch (c->fam->src) {
     case SRC_ENGINE:
@@ -175,6 +187,9 @@ static void collect_stats(void *arg, sl_metrics_sink *sink)
         break;
     case SRC_SERVER:
         sl_server_stats(c->node->server, &st.s);
+        break;
+    case SRC_TLS:
+        sl_server_tls_stats(c->node->server, &st.t);
         break;
     default:
         sl_graphite_stats_get(c->node->graphite, &st.g);
@@ -270,7 +285,98 @@ static int register_engine_metrics(sl_node *n)
 
 static int register_server_metrics(sl_node *n)
 {
-    return register_stats(n, SRC_SERVER);
+    int rc = register_stats(n, SRC_SERVER);
+    if (!rc && n->opts.tls_cert[0])
+        rc = register_stats(n, SRC_TLS);
+    return rc;
+}
+
+/* ---- TLS ----------------------------------------------------------------------------------- */
+
+/* The client port's context from --tls-cert/--tls-key/--tls-ca/--tls-client-auth. */
+static int load_server_tls(sl_node *n, sl_tls_ctx **out, char *err, size_t errlen)
+{
+    const sl_options *o = &n->opts;
+    sl_tls_config tc = {
+        .server = true,
+        .cert_file = o->tls_cert,
+        .key_file = o->tls_key,
+        .ca_file = o->tls_ca[0] ? o->tls_ca : NULL,
+        .client_auth = (sl_tls_auth)o->tls_client_auth,
+    };
+    /* In a cluster with a peer CA, the port asks for client certificates (require stays
+     * require) and trusts the peer CA too, so that a peer's certificate is verified and its
+     * name recorded on the connection (sl_exchange_peer_identity). */
+    if (o->discovery != SL_DISCOVERY_NONE && o->peer_tls_ca[0]) {
+        if (tc.client_auth == SL_TLS_AUTH_NONE)
+            tc.client_auth = SL_TLS_AUTH_REQUEST;
+        if (!tc.ca_file)
+            tc.ca_file = o->peer_tls_ca;
+        else if (strcmp(tc.ca_file, o->peer_tls_ca) != 0)
+            tc.ca_file2 = o->peer_tls_ca;
+    }
+    return sl_tls_ctx_new(out, &tc, err, errlen);
+}
+
+/* Peer calls speak TLS when the client port does (peers call each other's client port), with
+ * --peer-tls-cert/--peer-tls-key/--peer-tls-ca (defaults: the --tls-* files). */
+static int load_peer_tls(sl_node *n, sl_tls_ctx **out, char *err, size_t errlen)
+{
+    const sl_options *o = &n->opts;
+    sl_tls_config tc = {
+        .cert_file = o->peer_tls_cert[0] ? o->peer_tls_cert : NULL,
+        .key_file = o->peer_tls_key[0] ? o->peer_tls_key : NULL,
+        .ca_file = o->peer_tls_ca[0] ? o->peer_tls_ca : NULL,
+        .alpn = "h2",
+    };
+    char e[256];
+    int rc = sl_tls_ctx_new(out, &tc, e, sizeof e);
+    if (rc)
+        snprintf(err, errlen, "peer TLS: %s", e);
+    return rc;
+}
+
+static int start_peer_tls(sl_node *n, char *err, size_t errlen)
+{
+    const sl_options *o = &n->opts;
+    if (!o->tls_cert[0] || o->discovery == SL_DISCOVERY_NONE)
+        return 0;
+    if (!o->peer_tls_ca[0])
+        sl_log_warn(&n->log, "peer TLS without --peer-tls-ca or --tls-ca: peers' certificates "
+                             "are not verified");
+    sl_tls_ctx *ctx;
+    int rc = load_peer_tls(n, &ctx, err, errlen);
+    if (rc)
+        return rc;
+    n->peer_tls = sl_tls_slot_new(ctx);
+    sl_tls_ctx_unref(ctx);
+    return n->peer_tls ? 0 : -ENOMEM;
+}
+
+/* SIGHUP: certificates and keys read again; new connections get them, open ones keep theirs. */
+static void reload_tls(sl_node *n)
+{
+    if (!n->opts.tls_cert[0] || !n->server)
+        return;
+    sl_tls_ctx *ctx;
+    char err[256];
+    if (load_server_tls(n, &ctx, err, sizeof err)) {
+        sl_log_error(&n->log, "reload of the TLS certificate failed, keeping the current one: %s",
+                     err);
+        return;
+    }
+    sl_server_set_tls(n->server, ctx);
+    sl_tls_ctx_unref(ctx);
+    if (n->peer_tls) {
+        if (load_peer_tls(n, &ctx, err, sizeof err)) {
+            sl_log_error(&n->log, "reload of the peer TLS certificate failed, keeping the current "
+                                  "one: %s", err);
+            return;
+        }
+        sl_tls_slot_set(n->peer_tls, ctx);
+        sl_tls_ctx_unref(ctx);
+    }
+    sl_log_info(&n->log, "reload: TLS certificate and key read again");
 }
 
 /* ---- Levee quotas -------------------------------------------------------------------------- */
@@ -308,6 +414,7 @@ static int start_storage(sl_node *n, char *err, size_t errlen)
         .n_endpoints = neps,
         .prefix = o->storage_prefix,
         .request_timeout_ms = o->storage_timeout_ns / 1000000,
+        .etcd_tls = {o->storage_tls_ca, o->storage_tls_cert, o->storage_tls_key},
         .log = &n->log,
     };
     int rc = sl_watched_source_new(&sc, &n->storage);
@@ -497,6 +604,9 @@ static int build(sl_node *n, char *err, size_t errlen)
                              .log = &n->log, .metrics = n->metrics};
     sl_router_config_from_options(&rcfg, o);
     rcfg.dns_server = o->dns_server;
+    if ((rc = start_peer_tls(n, err, errlen)))
+        return rc;
+    rcfg.peer_tls = n->peer_tls;
     if ((rc = sl_router_new(&rcfg, &n->router))) {
         snprintf(err, errlen, "router: %s", strerror(-rc));
         return rc;
@@ -554,7 +664,12 @@ static int build(sl_node *n, char *err, size_t errlen)
     sv.on_worker_start = on_worker_start;
     sv.on_worker_stop = on_worker_stop;
     sv.hooks_ud = n;
-    if ((rc = sl_server_start(&n->server, &sv))) {
+    sv.tls_handshake_timeout_ms = (uint32_t)(o->tls_handshake_timeout_ns / 1000000);
+    if (o->tls_cert[0] && (rc = load_server_tls(n, &sv.tls, err, errlen)))
+        return rc;
+    rc = sl_server_start(&n->server, &sv);
+    sl_tls_ctx_unref(sv.tls); /* the server holds its own reference */
+    if (rc) {
         snprintf(err, errlen, "listen on %s: %s", o->listen_addr, strerror(-rc));
         return rc;
     }
@@ -689,6 +804,7 @@ int sl_node_decide(sl_node *n, const sl_request *reqs, sl_response *resps, size_
 
 void sl_node_reload(sl_node *n)
 {
+    reload_tls(n);
     if (n->switches) {
         char kerr[256];
         int krc = sl_killswitch_reload(n->switches, kerr, sizeof kerr);
@@ -738,6 +854,7 @@ void sl_node_free(sl_node *n)
     sl_quotasrc_free(n->quotas);
     sl_watched_source_free(n->storage); /* the feeds above have left it: stops the thread */
     sl_router_free(n->router);
+    sl_tls_slot_free(n->peer_tls); /* after the router: its peers' connections hold their own */
     sl_engine_free(n->engine);
     sl_metrics_free(n->metrics);
     sl_config_free(&n->opts);
