@@ -213,9 +213,21 @@ static const sl_opt daemon_opts[] = {
     {.name = "max-switches", .type = SL_OPT_INT, .offset = FIELD(max_switches, int64_t),
      .def = "4096", .min = 1, .max = 1000000, .group = G_PROTECT,
      .help = "most kill switches and concurrency entries held"},
+    /* Access: who may do what (docs/operations.md, "Access") */
     {.name = "admin-api", .type = SL_OPT_BOOL, .offset = FIELD(admin_api, bool), .def = "true",
      .group = G_PROTECT,
-     .help = "serve GET/POST /v1/admin/killswitch on the client port"},
+     .help = "serve the admin endpoints (/v1/admin/...) on --admin-addr; false = no admin port"},
+    {.name = "admin-addr", .type = SL_OPT_STRING, .offset = FIELD(admin_addr, char *),
+     .def_doc = "127.0.0.1:<listen-addr's port + 1>", .group = G_PROTECT, .metavar = "ADDR",
+     .help = "ip:port of the admin endpoints (never the client port); not loopback: needs "
+             "--admin-token-file"},
+    {.name = "admin-token-file", .type = SL_OPT_STRING,
+     .offset = FIELD(admin_token_file, char *), .group = G_PROTECT, .metavar = "FILE",
+     .help = "file holding the admin bearer token (16..512 visible ASCII bytes); when set, "
+             "every admin call needs 'Authorization: Bearer <token>'"},
+    {.name = "metrics-addr", .type = SL_OPT_STRING, .offset = FIELD(metrics_addr, char *),
+     .group = G_PROTECT, .metavar = "ADDR",
+     .help = "also serve GET /metrics (read-only, no token) on this ip:port"},
 };
 
 static const sl_opt_table daemon_table = {
@@ -272,6 +284,24 @@ static int replace_str(char **dst, const char *src, char *err, size_t errlen)
     return 0;
 }
 
+/* --admin-addr defaults to loopback on the client port + 1 (port 0 stays 0: any free port). */
+static int admin_defaults(sl_options *o, char *err, size_t errlen)
+{
+    if (o->admin_addr[0] != '\0')
+        return 0;
+    const char *colon = strrchr(o->listen_addr, ':');
+    int64_t port = 0;
+    if (colon == NULL || sl_opt_parse_int(colon + 1, &port) != 0 || port < 0 || port > 65535)
+        return sl_opt_fail(err, errlen, -EINVAL, "option 'listen-addr': '%s' is not ip:port",
+                           o->listen_addr);
+    if (port == 65535)
+        return sl_opt_fail(err, errlen, -EINVAL,
+                           "option 'admin-addr': required when listen-addr's port is 65535");
+    char a[32];
+    snprintf(a, sizeof a, "127.0.0.1:%d", port ? (int)port + 1 : 0);
+    return replace_str(&o->admin_addr, a, err, errlen);
+}
+
 /* Computed defaults and rules that span options. */
 static int finalize(sl_options *o, char *err, size_t errlen)
 {
@@ -292,6 +322,8 @@ static int finalize(sl_options *o, char *err, size_t errlen)
         return sl_opt_fail(err, errlen, -EINVAL, "option 'listen-addr': must not be empty");
     if (o->advertise_addr[0] == '\0' &&
         (rc = replace_str(&o->advertise_addr, o->listen_addr, err, errlen)) != 0)
+        return rc;
+    if ((rc = admin_defaults(o, err, errlen)) != 0)
         return rc;
     if ((o->shards & (o->shards - 1)) != 0)
         return sl_opt_fail(err, errlen, -EINVAL, "option 'shards': %lld is not a power of two",

@@ -98,6 +98,9 @@ typedef struct sl_options {
     int64_t max_concurrency_limit;
     int64_t max_switches;
     bool admin_api;
+    char *admin_addr;          /* defaults to 127.0.0.1:<listen port + 1> */
+    char *admin_token_file;    /* "" = no token (loopback admin only) */
+    char *metrics_addr;        /* "" = /metrics on the client port only */
 } sl_options;
 
 /* sluiced's table (program "sluiced", prefix "SLUICE_"). */

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth/addr.h"
 #include "protect/protect.h"
 #include "cluster/router.h"
 #include "config/config.h"
@@ -28,6 +29,7 @@
 #include "core/log.h"
 #include "core/metrics.h"
 #include "net/server.h"
+#include "node/adminsrv.h"
 #include "node/graphite.h"
 #include "node/service.h"
 #include "sluice/clock.h"
@@ -65,42 +67,9 @@ struct sl_node {
     int64_t gc_next_ms;    /* monotonic ms: when the next idle-key collection starts */
     bool gc_running;       /* a collection pass is in progress (worker 0 only) */
     sl_graphite *graphite; /* NULL without --graphite-addr */
+    sl_adminsrv *admin;    /* the admin listener (--admin-addr); NULL with --admin-api=false */
+    sl_adminsrv *metrics_srv; /* the read-only /metrics listener; NULL without --metrics-addr */
 };
-
-/* ---- address parsing ----------------------------------------------------------------------- */
-
-/* "host:port" or "[v6]:port" into host (numeric) and port. */
-static int split_addr(const char *addr, char *host, size_t hostlen, uint16_t *port)
-{
-    const char *colon;
-    const char *h = addr;
-    size_t hl;
-    if (addr[0] == '[') {
-        const char *end = strchr(addr, ']');
-        if (!end || end[1] != ':')
-            return -EINVAL;
-        h = addr + 1;
-        hl = (size_t)(end - h);
-        colon = end + 1;
-    } else {
-        colon = strrchr(addr, ':');
-        if (!colon)
-            return -EINVAL;
-        hl = (size_t)(colon - addr);
-    }
-    if (hl == 0 || hl >= hostlen)
-        return -EINVAL;
-    char *endp;
-    long p = strtol(colon + 1, &endp, 10);
-    if (*endp || p < 0 || p > 65535 || endp == colon + 1)
-        return -EINVAL;
-    memcpy(host, h, hl);
-    host[hl] = '\0';
-    if (!strcmp(host, "localhost"))
-        snprintf(host, hostlen, "127.0.0.1");
-    *port = (uint16_t)p;
-    return 0;
-}
 
 /* ---- metrics collectors -------------------------------------------------------------------- */
 
@@ -454,14 +423,39 @@ static void on_worker_stop(void *ud, int worker, uv_loop_t *loop)
 
 /* ---- lifecycle ----------------------------------------------------------------------------- */
 
+/* The admin listener (--admin-addr, unless --admin-api=false) and the read-only /metrics one
+ * (--metrics-addr): listeners of their own, so the client port serves neither admin call. */
+static int start_admin(sl_node *n, char *err, size_t errlen)
+{
+    const sl_options *o = &n->opts;
+    sl_adminsrv_config ac = {.addr = o->admin_addr, .token_file = o->admin_token_file,
+                             .admin = true, .protect = n->protect, .metrics = n->metrics,
+                             .max_body_bytes = 65536};
+    int rc;
+    if (o->admin_api) {
+        if ((rc = sl_adminsrv_start(&ac, &n->admin, err, errlen)))
+            return rc;
+        sl_log_info(&n->log, "admin listening addr=%s port=%u token=%s", o->admin_addr,
+                    sl_adminsrv_port(n->admin), o->admin_token_file[0] ? "yes" : "no");
+    }
+    if (o->metrics_addr[0]) {
+        ac.addr = o->metrics_addr;
+        ac.token_file = NULL;
+        ac.admin = false;
+        if ((rc = sl_adminsrv_start(&ac, &n->metrics_srv, err, errlen)))
+            return rc;
+    }
+    return 0;
+}
+
 static int build(sl_node *n, char *err, size_t errlen)
 {
     sl_options *o = &n->opts;
     sl_log_init(&n->log, NULL, sl_log_level_for_verbose(o->verbose), o->instance_id);
 
     char host[128];
-    uint16_t port;
-    if (split_addr(o->listen_addr, host, sizeof host, &port)) {
+    unsigned short port;
+    if (sl_addr_split(o->listen_addr, host, sizeof host, &port)) {
         snprintf(err, errlen, "listen-addr '%s' is not host:port", o->listen_addr);
         return -EINVAL;
     }
@@ -520,7 +514,6 @@ static int build(sl_node *n, char *err, size_t errlen)
         .advertise_addr = o->advertise_addr,
         .quotas = n->quotas,
         .protect = n->protect,
-        .admin_api = o->admin_api,
     };
     if (n->quotas) {
         scfg.health = quota_health;
@@ -566,6 +559,8 @@ static int build(sl_node *n, char *err, size_t errlen)
         snprintf(err, errlen, "metrics: %s", strerror(-rc));
         return rc;
     }
+    if ((rc = start_admin(n, err, errlen)))
+        return rc;
     /* Last: every collector it renders exists, and sl_node_free() stops it first. */
     if ((rc = start_graphite(n, err, errlen)))
         return rc;
@@ -717,6 +712,8 @@ void sl_node_shutdown(sl_node *n, uint32_t grace_ms)
     sl_log_info(&n->log, "shutting down grace_ms=%u", grace_ms);
     sl_router_stop(n->router); /* leave the cluster first: peers stop sending here */
     sl_server_shutdown(n->server, grace_ms);
+    sl_adminsrv_shutdown(n->admin, grace_ms);
+    sl_adminsrv_shutdown(n->metrics_srv, grace_ms);
 }
 
 int sl_node_wait(sl_node *n)
@@ -731,6 +728,8 @@ void sl_node_free(sl_node *n)
     if (!n)
         return;
     sl_graphite_stop(n->graphite); /* before what its render reads (engine, server, quotas) */
+    sl_adminsrv_free(n->admin);       /* before the switchboard and metrics it serves */
+    sl_adminsrv_free(n->metrics_srv);
     sl_server_free(n->server);
     sl_service_free(n->service);
     sl_protect_free(n->protect);

@@ -19,7 +19,6 @@
 #include "api/attempt.h"
 #include "api/gubprotect.h"
 #include "node/loadtick.h"
-#include "protect/admin.h"
 #include "sluice/clock.h"
 #include "wire/grpc_frame.h"
 
@@ -34,14 +33,13 @@ enum {
     M_METRICS,
     M_OTHER,
     M_RELEASE,
-    M_ADMIN,
     M_COUNT
 };
 #define N_CODES 17
 
 static const char *const method_names[M_COUNT] = {
     "GetRateLimits", "HealthCheck", "LiveCheck", "GetPeerRateLimits",
-    "UpdatePeerGlobals", "Attempt", "Metrics", "other", "Release", "Admin",
+    "UpdatePeerGlobals", "Attempt", "Metrics", "other", "Release",
 };
 static const char *const transport_names[T_COUNT] = {"grpc", "http"};
 
@@ -150,7 +148,7 @@ static int register_metrics(sl_service *s)
         {M_HEALTH_CHECK, T_HTTP},    {M_LIVE_CHECK, T_GRPC},      {M_LIVE_CHECK, T_HTTP},
         {M_GET_PEER_RATE_LIMITS, T_GRPC}, {M_UPDATE_PEER_GLOBALS, T_GRPC}, {M_ATTEMPT, T_HTTP},
         {M_METRICS, T_HTTP},         {M_OTHER, T_GRPC},           {M_OTHER, T_HTTP},
-        {M_RELEASE, T_HTTP},         {M_ADMIN, T_HTTP},
+        {M_RELEASE, T_HTTP},
     };
     for (size_t i = 0; i < sizeof used / sizeof used[0]; i++) {
         const char *v[2] = {method_names[used[i].m], transport_names[used[i].t]};
@@ -566,21 +564,6 @@ static void release(sl_service *s, sl_exchange *ex, const sl_http_request *rq, i
     respond_answer(s, ex, M_RELEASE, &p->answer, t0);
 }
 
-static void admin(sl_service *s, sl_exchange *ex, const sl_http_request *rq, int64_t t0)
-{
-    sl_admin_response a;
-    sl_admin_handle(s->cfg.protect, rq->method, rq->body, rq->body_len, &a);
-    if (a.body)
-        sl_exchange_respond_simple(ex, a.status, a.content_type, a.body, a.body_len);
-    else
-        sl_exchange_respond_simple(ex, 500, "text/plain; charset=utf-8", "out of memory\n", 14);
-    free(a.body);
-    count_call(s, M_ADMIN, T_HTTP,
-               a.status == 200 ? SL_GRPC_OK
-               : a.status == 400 ? SL_GRPC_INVALID_ARGUMENT
-                                 : SL_GRPC_UNAVAILABLE, t0);
-}
-
 /* ---- routing ------------------------------------------------------------------------------- */
 
 static bool path_is(const sl_http_request *rq, const char *p)
@@ -634,9 +617,6 @@ static void route_http(sl_service *s, sl_exchange *ex, const sl_http_request *rq
     } else if (path_is(rq, "/release") && s->cfg.quotas && s->cfg.protect) {
         m = M_RELEASE;
         want_post = true;
-    } else if (path_is(rq, SL_ADMIN_PATH) && s->cfg.protect && s->cfg.admin_api) {
-        admin(s, ex, rq, t0); /* GET or POST: the handler checks */
-        return;
     }
     if (m < 0) {
         static const char nf[] = "not found\n";
