@@ -41,6 +41,8 @@ typedef struct sl_peer_config {
     size_t max_msg;              /* largest response message; 0 = 4 MiB */
     size_t max_abandoned;        /* timed-out streams the peer has not closed yet before the
                                     connection is dropped; 0 = 1024 */
+    const char *source_ip;       /* numeric IP the connections come from (the node's advertised
+                                    IP, which peers check); NULL or "": the kernel's choice */
 } sl_peer_config;
 
 typedef struct sl_peer_result {

@@ -39,6 +39,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "auth/addr.h"
 #include "cluster/batcher.h"
 #include "cluster/global.h"
 #include "cluster/globalsync.h"
@@ -143,6 +144,8 @@ struct sl_router {
     bool cluster;
     sl_router_config cfg;
     char *advertise;
+    char source_ip[64];         /* advertise's IP when numeric and specified: peer calls come
+                                   from it (peers judge PeersV1 callers by source IP) */
     char **peers;               /* static list copy */
     char *dns_name, *dns_server, *prefix;
     char **etcd_eps;
@@ -340,6 +343,9 @@ int sl_router_new(const sl_router_config *cfg, sl_router **out)
 
     int rc = -ENOMEM;
     r->advertise = dup_opt(c->advertise_addr ? c->advertise_addr : "");
+    if (r->advertise && !sl_addr_host(r->advertise, r->source_ip, sizeof r->source_ip) &&
+        (!strcmp(r->source_ip, "0.0.0.0") || !strcmp(r->source_ip, "::")))
+        r->source_ip[0] = '\0'; /* unspecified: the kernel picks */
     r->dns_name = dup_opt(c->dns_name);
     r->dns_server = dup_opt(c->dns_server);
     r->prefix = dup_opt(c->storage_prefix ? c->storage_prefix : "/sluice");
@@ -872,6 +878,7 @@ static wpeer *wpeer_new(wk *w, const char *addr)
         .addr = addr,
         .connect_timeout_ms = r->batch_timeout_ms < 1000 ? r->batch_timeout_ms : 1000,
         .max_msg = r->cfg.gub.max_msg,
+        .source_ip = r->source_ip,
     };
     if (!wp->addr || sl_peer_new(&pc, &wp->conn)) {
         free(wp->addr);
@@ -997,6 +1004,19 @@ void sl_router_set_peers(sl_router *r, const char *const *addrs, size_t n)
     if (srv)
         for (int i = 0; i < r->nworkers; i++)
             sl_server_post(srv, i, on_view_posted, &r->wk[i]);
+}
+
+bool sl_router_is_peer(sl_router *r, int worker, const struct sockaddr *sa)
+{
+    if (!r->cluster || !sa || worker < 0 || worker >= r->nworkers)
+        return false;
+    const view *v = r->wk[worker].v;
+    if (!v)
+        return false;
+    for (size_t i = 0; i < v->n; i++)
+        if (sl_addr_same_ip(sa, sl_picker_addr(v->picker, i)))
+            return true;
+    return false;
 }
 
 static void on_members(void *ud, const char *const *addrs, size_t n)

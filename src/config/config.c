@@ -31,6 +31,7 @@
 static const char *const no_quota_choices[] = {"allow", "deny", "error", NULL};
 static const char *const discovery_choices[] = {"none", "static", "dns", "etcd", NULL};
 static const char *const picker_choices[] = {"ring", "hrw", NULL};
+static const char *const peer_auth_choices[] = {"address", "none", NULL};
 static const char *const priority_choices[] = {"critical", "post", "get", "test", NULL};
 
 static const sl_opt daemon_opts[] = {
@@ -225,6 +226,10 @@ static const sl_opt daemon_opts[] = {
      .offset = FIELD(admin_token_file, char *), .group = G_PROTECT, .metavar = "FILE",
      .help = "file holding the admin bearer token (16..512 visible ASCII bytes); when set, "
              "every admin call needs 'Authorization: Bearer <token>'"},
+    {.name = "peer-auth", .type = SL_OPT_ENUM, .offset = FIELD(peer_auth, int),
+     .def = "address", .choices = peer_auth_choices, .group = G_PROTECT,
+     .help = "who may call PeersV1: address = callers whose source IP is a peer's (peers bind "
+             "their calls to their advertise-addr IP); none = anyone (the old behaviour)"},
     {.name = "metrics-addr", .type = SL_OPT_STRING, .offset = FIELD(metrics_addr, char *),
      .group = G_PROTECT, .metavar = "ADDR",
      .help = "also serve GET /metrics (read-only, no token) on this ip:port"},

@@ -514,6 +514,7 @@ static int build(sl_node *n, char *err, size_t errlen)
         .advertise_addr = o->advertise_addr,
         .quotas = n->quotas,
         .protect = n->protect,
+        .peers_any = o->peer_auth == 1,
     };
     if (n->quotas) {
         scfg.health = quota_health;

@@ -83,6 +83,7 @@ struct sl_service {
     _Atomic(sl_metrics_counter *) calls[M_COUNT][T_COUNT][N_CODES];
     sl_metrics_histogram *latency[M_COUNT][T_COUNT];
     sl_metrics_counter *attempts[SL_ANSWER_OUTCOME_COUNT];
+    sl_metrics_counter *peer_denied; /* PeersV1 calls from a non-member */
 };
 
 /* ---- metrics ------------------------------------------------------------------------------- */
@@ -126,6 +127,14 @@ static int register_metrics(sl_service *s)
                                      &lat);
     if (rc)
         return rc;
+    sl_metrics_family *pd;
+    rc = sl_metrics_counter_family(m, "sluice_peer_denied_total",
+                                   "PeersV1 calls refused (PERMISSION_DENIED): the caller is not a "
+                                   "member of the peer list.",
+                                   "", &pd);
+    if (rc)
+        return rc;
+    s->peer_denied = sl_metrics_counter_get(pd, NULL, 0);
     if (s->cfg.quotas) {
         sl_metrics_family *att;
         rc = sl_metrics_counter_family(m, "sluice_levee_attempts_total",
@@ -579,15 +588,47 @@ static bool method_is(const sl_http_request *rq, const char *m)
     return strcmp(rq->method, m) == 0;
 }
 
+/*
+ * PeersV1 is for the members of the peer list only (issue 11). Without TLS a caller is judged by
+ * its connection's source IP, which a peer's client sets by binding to its advertised IP
+ * (cluster/peer.c); a client on the same IP as a peer passes, which docs/operations.md says.
+ * CHECK POINT for peer mTLS: when the connection carries a verified peer certificate, its identity
+ * (the name the TLS layer puts on the exchange) is what must match a peer here, and the source IP
+ * test gives way to it.
+ */
+#define PEERS_PREFIX "/pb.gubernator.PeersV1/"
+
+static bool peer_allowed(sl_service *s, sl_exchange *ex, const sl_http_request *rq)
+{
+    return s->cfg.peers_any || sl_router_is_peer(s->cfg.router, sl_exchange_worker(ex), rq->peer);
+}
+
+static void peer_denied(sl_service *s, sl_exchange *ex, int method, int64_t t0)
+{
+    sl_metrics_counter_inc(s->peer_denied);
+    answer_error(s, ex, method, T_GRPC, SL_GRPC_PERMISSION_DENIED,
+                 "PeersV1 is served to the members of the peer list only", t0);
+}
+
 static void route_grpc(sl_service *s, sl_exchange *ex, const sl_http_request *rq, int64_t t0)
 {
-    if (path_is(rq, SL_GUB_PATH_GET_RATE_LIMITS))
+    if (path_is(rq, SL_GUB_PATH_GET_RATE_LIMITS)) {
         get_rate_limits(s, ex, rq, M_GET_RATE_LIMITS, T_GRPC, t0);
-    else if (path_is(rq, SL_GUB_PATH_GET_PEER_RATE_LIMITS))
-        get_rate_limits(s, ex, rq, M_GET_PEER_RATE_LIMITS, T_GRPC, t0);
-    else if (path_is(rq, SL_GUB_PATH_UPDATE_PEER_GLOBALS))
-        update_peer_globals(s, ex, rq, t0);
-    else if (path_is(rq, SL_GUB_PATH_HEALTH_CHECK))
+    } else if (rq->path_len > sizeof PEERS_PREFIX - 1 &&
+               !memcmp(rq->path, PEERS_PREFIX, sizeof PEERS_PREFIX - 1)) {
+        int m = path_is(rq, SL_GUB_PATH_GET_PEER_RATE_LIMITS) ? M_GET_PEER_RATE_LIMITS
+                : path_is(rq, SL_GUB_PATH_UPDATE_PEER_GLOBALS) ? M_UPDATE_PEER_GLOBALS
+                                                               : M_OTHER;
+        if (!peer_allowed(s, ex, rq))
+            peer_denied(s, ex, m, t0);
+        else if (m == M_GET_PEER_RATE_LIMITS)
+            get_rate_limits(s, ex, rq, M_GET_PEER_RATE_LIMITS, T_GRPC, t0);
+        else if (m == M_UPDATE_PEER_GLOBALS)
+            update_peer_globals(s, ex, rq, t0);
+        else
+            answer_error(s, ex, M_OTHER, T_GRPC, SL_GRPC_UNIMPLEMENTED,
+                         "unknown service or method", t0);
+    } else if (path_is(rq, SL_GUB_PATH_HEALTH_CHECK))
         health(s, ex, T_GRPC, t0);
     else if (path_is(rq, SL_GUB_PATH_LIVE_CHECK))
         live(s, ex, T_GRPC, t0);

@@ -43,6 +43,8 @@ typedef struct sl_service_config {
     sl_quotasrc *quotas;          /* Levee quotas for POST /attempt; NULL: /attempt is 404 */
     sl_levee_config levee;        /* how /attempt decides (no-quota mode, headers, ...) */
     sl_protect *protect;          /* shedders, leases, switches (protect/protect.h); may be NULL */
+    bool peers_any;               /* serve PeersV1 to anyone (--peer-auth=none); default: to the
+                                     peer list's members only */
 } sl_service_config;
 
 int sl_service_new(const sl_service_config *cfg, sl_service **out);

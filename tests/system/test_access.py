@@ -4,9 +4,16 @@ finding of the issue reproduced and shown fixed.
 - admin off the public port: POST /v1/admin/killswitch on the client port is a 404 and switches
   nothing; the admin listener (--admin-addr) serves it, with a bearer token when one is configured
   (required on loopback too then), and a non-loopback admin address without a token is refused at
-  startup; the CLI follows (--admin-addr, --admin-token-file)."""
+  startup; the CLI follows (--admin-addr, --admin-token-file).
+- peers prove who they are: a cluster on 127.0.0.2-4 (each node's peer calls leave from its own
+  advertised IP), an ordinary client on 127.0.0.1: its UpdatePeerGlobals / GetPeerRateLimits are
+  PERMISSION_DENIED and counted, while the cluster's own forwarding and GLOBAL sync keep working."""
 import json
+import socket
 import subprocess
+import time
+
+import pytest
 
 from conftest import SLUICE, free_port, http
 
@@ -143,3 +150,137 @@ def test_metrics_addr(node_factory):
     assert status == 200 and b"sluice_calls_total" in body
     assert killswitch(maddr, True)[0] == 404
     assert http("GET", "http://%s/metrics" % node.addr)[0] == 200
+
+
+# ---- peers prove who they are -----------------------------------------------------------------
+
+GLOBAL = 2
+
+
+def free_port_on(host):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def wait_for(pred, timeout, interval=0.02):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if pred():
+            return True
+        time.sleep(interval)
+    return pred()
+
+
+def cluster_on_own_ips(node_factory, extra=()):
+    try:
+        addrs = ["%s:%d" % (ip, free_port_on(ip)) for ip in ("127.0.0.2", "127.0.0.3", "127.0.0.4")]
+    except OSError:
+        pytest.skip("127.0.0.2-4 are not usable here")
+    nodes = []
+    for a in addrs:
+        n = node_factory(["--workers", "2", "--listen-addr", a, "--admin-api=false",
+                          "--discovery", "static", "--peers", ",".join(addrs),
+                          "--global-sync-wait", "50ms"] + list(extra),
+                         port=int(a.rsplit(":", 1)[1]), start=False)
+        n.addr = a
+        nodes.append(n)
+    for n in nodes:
+        n.start()
+    return nodes
+
+
+def glimit(key, hits=1, limit=5):
+    return {"name": "g", "unique_key": key, "hits": hits, "limit": limit, "duration": 60000,
+            "behavior": GLOBAL}
+
+
+def gub_json(addr, reqs):
+    status, _, body = http("POST", "http://%s/v1/GetRateLimits" % addr,
+                           json.dumps({"requests": reqs}))
+    assert status == 200, body
+    return json.loads(body)["responses"]
+
+
+def peers_stubs(addr, pb):
+    grpc = pytest.importorskip("grpc")
+    _, peers = pb
+    ch = grpc.insecure_channel(addr)
+    get_peer = ch.unary_unary("/pb.gubernator.PeersV1/GetPeerRateLimits",
+                              request_serializer=peers.GetPeerRateLimitsReq.SerializeToString,
+                              response_deserializer=peers.GetPeerRateLimitsResp.FromString)
+    update = ch.unary_unary("/pb.gubernator.PeersV1/UpdatePeerGlobals",
+                            request_serializer=peers.UpdatePeerGlobalsReq.SerializeToString,
+                            response_deserializer=peers.UpdatePeerGlobalsResp.FromString)
+    return grpc, ch, get_peer, update
+
+
+def denied_count(addr):
+    status, _, body = http("GET", "http://%s/metrics" % addr)
+    assert status == 200
+    for line in body.decode().splitlines():
+        if line.startswith("sluice_peer_denied_total "):
+            return int(float(line.split()[1]))
+    return 0
+
+
+def test_peer_globals_from_a_non_peer_are_refused(node_factory, pb):
+    gub, peers = pb
+    nodes = cluster_on_own_ips(node_factory)
+    addrs = [n.addr for n in nodes]
+    # a GLOBAL key owned by one node, looked at from another
+    key = next(k for k in ("k%d" % i for i in range(200))
+               if gub_json(addrs[0], [glimit(k, hits=0)])[0]["metadata"]["owner"] != addrs[1])
+    owner = gub_json(addrs[0], [glimit(key, hits=0)])[0]["metadata"]["owner"]
+    victim = next(a for a in addrs if a != owner)
+    grpc, ch, get_peer, update = peers_stubs(victim, pb)
+    # the attack of the issue: an ordinary client (127.0.0.1) writes the victim's GLOBAL copy
+    st = gub.RateLimitResp(status=0, limit=5, remaining=5,
+                           reset_time=int(time.time() * 1000) + 60000)
+    for _ in range(5):
+        with pytest.raises(grpc.RpcError) as e:
+            update(peers.UpdatePeerGlobalsReq(globals=[peers.UpdatePeerGlobal(
+                key="g_" + key, status=st, algorithm=0, duration=60000)]), timeout=5)
+        assert e.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    with pytest.raises(grpc.RpcError) as e:
+        get_peer(peers.GetPeerRateLimitsReq(requests=[gub.RateLimitReq(
+            name="g", unique_key=key, hits=1, limit=5, duration=60000)]), timeout=5)
+    assert e.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    ch.close()
+    assert denied_count(victim) == 6
+    # the limit holds: 5 of 100 admitted through the victim (the owner decides, synced back)
+    admitted = 0
+    for _ in range(100):
+        r = gub_json(victim, [glimit(key)])[0]
+        admitted += r["status"] == "UNDER_LIMIT"
+        if admitted == 5:
+            break
+    assert admitted == 5
+    # the owner's state reaches the others: the cluster's own UpdatePeerGlobals still work
+    assert wait_for(lambda: all(gub_json(a, [glimit(key, hits=0)])[0]["remaining"] == "0"
+                                for a in addrs), 3.0)
+    over = sum(gub_json(victim, [glimit(key)])[0]["status"] == "OVER_LIMIT" for _ in range(20))
+    assert over == 20
+    # forwarding (GetPeerRateLimits between the nodes) works: a plain key owned elsewhere
+    plain = {"name": "p", "unique_key": key, "hits": 1, "limit": 3, "duration": 60000}
+    rs = [gub_json(victim, [plain])[0] for _ in range(4)]
+    assert [r["status"] for r in rs] == ["UNDER_LIMIT"] * 3 + ["OVER_LIMIT"]
+    assert all(r["error"] == "" for r in rs)
+    assert denied_count(victim) == 6 and all(denied_count(a) == 0 for a in addrs if a != victim)
+
+
+def test_peer_auth_none_serves_anyone(node_factory, pb):
+    gub, peers = pb
+    node = node_factory(["--workers", "1", "--peer-auth", "none"])
+    grpc, ch, get_peer, _ = peers_stubs(node.addr, pb)
+    r = get_peer(peers.GetPeerRateLimitsReq(requests=[gub.RateLimitReq(
+        name="g", unique_key="x", hits=1, limit=5, duration=60000)]), timeout=5)
+    assert r.rate_limits[0].remaining == 4
+    ch.close()
+    node = node_factory(["--workers", "1"])  # standalone: no peer at all
+    grpc, ch, get_peer, _ = peers_stubs(node.addr, pb)
+    with pytest.raises(grpc.RpcError) as e:
+        get_peer(peers.GetPeerRateLimitsReq(requests=[gub.RateLimitReq(
+            name="g", unique_key="x", hits=1, limit=5, duration=60000)]), timeout=5)
+    assert e.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    ch.close()
