@@ -230,6 +230,11 @@ static const sl_opt daemon_opts[] = {
      .def = "address", .choices = peer_auth_choices, .group = G_PROTECT,
      .help = "who may call PeersV1: address = callers whose source IP is a peer's (peers bind "
              "their calls to their advertise-addr IP); none = anyone (the old behaviour)"},
+    {.name = "client-tokens-file", .type = SL_OPT_STRING,
+     .offset = FIELD(client_tokens_file, char *), .group = G_PROTECT, .metavar = "FILE",
+     .help = "client identities, one '<token> <name> <prefix>[,<prefix>...]' a line (at most "
+             "1 MiB, 10000 identities); when set, GetRateLimits, /attempt and /release need "
+             "'Authorization: Bearer <token>' and names / resources inside its prefixes"},
     {.name = "metrics-addr", .type = SL_OPT_STRING, .offset = FIELD(metrics_addr, char *),
      .group = G_PROTECT, .metavar = "ADDR",
      .help = "also serve GET /metrics (read-only, no token) on this ip:port"},

@@ -101,6 +101,7 @@ typedef struct sl_options {
     char *admin_addr;          /* defaults to 127.0.0.1:<listen port + 1> */
     char *admin_token_file;    /* "" = no token (loopback admin only) */
     char *metrics_addr;        /* "" = /metrics on the client port only */
+    char *client_tokens_file;  /* "" = no client identities */
     int peer_auth;             /* 0 address: PeersV1 to peers' IPs only; 1 none: to anyone */
 } sl_options;
 

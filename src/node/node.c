@@ -20,6 +20,8 @@
 #include <string.h>
 
 #include "auth/addr.h"
+#include "auth/idents.h"
+#include "base/file.h"
 #include "protect/protect.h"
 #include "cluster/router.h"
 #include "config/config.h"
@@ -69,6 +71,7 @@ struct sl_node {
     sl_graphite *graphite; /* NULL without --graphite-addr */
     sl_adminsrv *admin;    /* the admin listener (--admin-addr); NULL with --admin-api=false */
     sl_adminsrv *metrics_srv; /* the read-only /metrics listener; NULL without --metrics-addr */
+    sl_idents *idents;     /* client identities; NULL without --client-tokens-file */
 };
 
 /* ---- metrics collectors -------------------------------------------------------------------- */
@@ -448,6 +451,30 @@ static int start_admin(sl_node *n, char *err, size_t errlen)
     return 0;
 }
 
+/* --client-tokens-file: read once at start (a change needs a restart). */
+static int load_idents(sl_node *n, char *err, size_t errlen)
+{
+    const char *path = n->opts.client_tokens_file;
+    if (!path[0])
+        return 0;
+    char *buf = NULL, ferr[256];
+    size_t len = 0;
+    int rc = sl_file_read(path, SL_IDENTS_MAX_FILE, SL_FILE_REGULAR, &buf, &len, ferr, sizeof ferr);
+    if (rc) {
+        snprintf(err, errlen, "client-tokens-file %s", ferr);
+        return rc;
+    }
+    rc = sl_idents_parse(buf, len, &n->idents, ferr, sizeof ferr);
+    memset(buf, 0, len);
+    free(buf);
+    if (rc) {
+        snprintf(err, errlen, "client-tokens-file %s: %s", path, ferr);
+        return rc;
+    }
+    sl_log_info(&n->log, "client identities loaded count=%zu", sl_idents_count(n->idents));
+    return 0;
+}
+
 static int build(sl_node *n, char *err, size_t errlen)
 {
     sl_options *o = &n->opts;
@@ -505,6 +532,8 @@ static int build(sl_node *n, char *err, size_t errlen)
     if ((rc = start_storage_watch(n, err, errlen)))
         return rc;
 
+    if ((rc = load_idents(n, err, errlen)))
+        return rc;
     sl_service_config scfg = {
         .engine = n->engine,
         .router = n->router,
@@ -515,6 +544,7 @@ static int build(sl_node *n, char *err, size_t errlen)
         .quotas = n->quotas,
         .protect = n->protect,
         .peers_any = o->peer_auth == 1,
+        .idents = n->idents,
     };
     if (n->quotas) {
         scfg.health = quota_health;
@@ -733,6 +763,7 @@ void sl_node_free(sl_node *n)
     sl_adminsrv_free(n->metrics_srv);
     sl_server_free(n->server);
     sl_service_free(n->service);
+    sl_idents_free(n->idents);
     sl_protect_free(n->protect);
     sl_killswitch_free(n->switches);
     sl_quotasrc_free(n->quotas);

@@ -18,6 +18,7 @@
 
 #include "api/attempt.h"
 #include "api/gubprotect.h"
+#include "auth/bearer.h"
 #include "node/loadtick.h"
 #include "sluice/clock.h"
 #include "wire/grpc_frame.h"
@@ -290,6 +291,49 @@ static void answer_shed(sl_service *s, sl_exchange *ex, int method, int transpor
     count_call(s, method, transport, SL_GRPC_UNAVAILABLE, t0);
 }
 
+/* ---- client identities (--client-tokens-file) ---------------------------------------------- */
+
+/* The identity of the caller's bearer token (one hash lookup), or NULL; *sent: whether it sent
+ * an Authorization header at all. */
+static const sl_ident *ident_of(const sl_service *s, const sl_http_request *rq, bool *sent)
+{
+    const sl_http_header *h = sl_http_header_find(rq, "authorization");
+    const char *tok;
+    size_t len;
+    *sent = h != NULL;
+    if (!h || sl_bearer_from_header(h->value, h->value_len, &tok, &len))
+        return NULL;
+    return sl_idents_find(s->cfg.idents, tok, len);
+}
+
+/* The caller's identity, or NULL after answering UNAUTHENTICATED (HTTP 401). */
+static const sl_ident *who(sl_service *s, sl_exchange *ex, const sl_http_request *rq, int method,
+                           int transport, int64_t t0)
+{
+    bool h;
+    const sl_ident *id = ident_of(s, rq, &h);
+    if (!id)
+        answer_error(s, ex, method, transport, SL_GRPC_UNAUTHENTICATED,
+                     h ? "unknown bearer token" : "missing bearer token (Authorization: Bearer)",
+                     t0);
+    return id;
+}
+
+/* Whether every item's limit name is inside the identity's prefixes; if not, the status for the
+ * whole call (PERMISSION_DENIED, naming the first item outside). */
+static bool items_allowed(const sl_ident *id, const sl_batch *b, sl_gub_status *st)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        const sl_request *q = &b->reqs[i];
+        if (!sl_ident_allows(id, q->name, q->name_len)) {
+            sl_gub_status_set(st, SL_GRPC_PERMISSION_DENIED,
+                              "'%s' may not use the limit name of item %zu", sl_ident_name(id), i);
+            return false;
+        }
+    }
+    return true;
+}
+
 /* ---- GetRateLimits ------------------------------------------------------------------------- */
 
 static void rate_limits_done(void *ud, sl_batch *b)
@@ -364,6 +408,9 @@ static void get_rate_limits(sl_service *s, sl_exchange *ex, const sl_http_reques
     sl_gub_status st;
     const uint8_t *msg = NULL;
     size_t len = 0;
+    const sl_ident *id = NULL;
+    if (s->cfg.idents && method == M_GET_RATE_LIMITS && !(id = who(s, ex, rq, method, transport, t0)))
+        return;
     if (transport == T_GRPC && grpc_payload(s, rq, &msg, &len, &st)) {
         answer_status(s, ex, method, transport, &st, t0);
         return;
@@ -380,6 +427,8 @@ static void get_rate_limits(sl_service *s, sl_exchange *ex, const sl_http_reques
         rc = sl_gub_decode_peer_pb(&s->cfg.gub, msg, len, &c->batch, &st);
     else
         rc = sl_gub_decode_pb(&s->cfg.gub, msg, len, &c->batch, &st);
+    if (!rc && id && !items_allowed(id, &c->batch, &st))
+        rc = -EACCES;
     if (rc) {
         answer_status(s, ex, method, transport, &st, t0);
         call_put(c);
@@ -540,6 +589,28 @@ _Static_assert(sizeof(sl_answer_header) == sizeof(sl_http_header) &&
                    offsetof(sl_answer_header, value_len) == offsetof(sl_http_header, value_len),
                "sl_answer_header must keep sl_http_header's layout");
 
+/* /attempt and /release with identities: a known token (401 otherwise) whose prefixes hold the
+ * resource (403 otherwise; a /release without X-Resource is judged by its token alone). */
+static bool resource_allowed(sl_service *s, sl_exchange *ex, const sl_http_request *rq, int method,
+                             const char *res, size_t res_len, int64_t t0)
+{
+    static const char unauth[] = "unauthorized: send Authorization: Bearer <client token>\n";
+    static const char denied[] = "forbidden: this client may not use this resource\n";
+    bool sent;
+    const sl_ident *id = ident_of(s, rq, &sent);
+    if (!id) {
+        answer_text(s, ex, method, 401, "text/plain; charset=utf-8", unauth, sizeof unauth - 1,
+                    SL_GRPC_UNAUTHENTICATED, t0);
+        return false;
+    }
+    if ((res || method == M_ATTEMPT) && !sl_ident_allows(id, res ? res : "", res_len)) {
+        answer_text(s, ex, method, 403, "text/plain; charset=utf-8", denied, sizeof denied - 1,
+                    SL_GRPC_PERMISSION_DENIED, t0);
+        return false;
+    }
+    return true;
+}
+
 /* Levee's /attempt: under protection when the node has it, else the rate quotas alone. */
 static void attempt(sl_service *s, sl_exchange *ex, const sl_http_request *rq, int64_t t0)
 {
@@ -550,6 +621,9 @@ static void attempt(sl_service *s, sl_exchange *ex, const sl_http_request *rq, i
     header_value(rq, "x-prefix", &q.levee.prefix, &q.levee.prefix_len);
     header_value(rq, "x-method", &q.levee.method, &q.levee.method_len);
     header_value(rq, "x-req-id", &q.levee.req_id, &q.levee.req_id_len);
+    if (s->cfg.idents && !resource_allowed(s, ex, rq, M_ATTEMPT, q.levee.resource,
+                                           q.levee.resource_len, t0))
+        return;
     const sl_quota_snap *snap = sl_quotasrc_read(s->cfg.quotas, &p->quota_reader);
     int64_t now = sl_exchange_now_ms(ex);
     if (s->cfg.protect) {
@@ -569,6 +643,8 @@ static void release(sl_service *s, sl_exchange *ex, const sl_http_request *rq, i
     header_value(rq, "x-lease-id", &rr.lease_id, &rr.lease_id_len);
     header_value(rq, "x-resource", &rr.resource, &rr.resource_len);
     header_value(rq, "x-req-id", &rr.req_id, &rr.req_id_len);
+    if (s->cfg.idents && !resource_allowed(s, ex, rq, M_RELEASE, rr.resource, rr.resource_len, t0))
+        return;
     sl_attempt_release(s->cfg.protect, &rr, sl_exchange_now_ms(ex), &p->answer);
     respond_answer(s, ex, M_RELEASE, &p->answer, t0);
 }

@@ -16,6 +16,7 @@
 
 #include "api/gubernator.h"
 #include "api/levee.h"
+#include "auth/idents.h"
 #include "protect/protect.h"
 #include "config/quotasrc.h"
 #include "cluster/router.h"
@@ -43,6 +44,7 @@ typedef struct sl_service_config {
     sl_quotasrc *quotas;          /* Levee quotas for POST /attempt; NULL: /attempt is 404 */
     sl_levee_config levee;        /* how /attempt decides (no-quota mode, headers, ...) */
     sl_protect *protect;          /* shedders, leases, switches (protect/protect.h); may be NULL */
+    const sl_idents *idents;      /* client identities (--client-tokens-file); NULL: off */
     bool peers_any;               /* serve PeersV1 to anyone (--peer-auth=none); default: to the
                                      peer list's members only */
 } sl_service_config;

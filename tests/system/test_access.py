@@ -284,3 +284,88 @@ def test_peer_auth_none_serves_anyone(node_factory, pb):
             name="g", unique_key="x", hits=1, limit=5, duration=60000)]), timeout=5)
     assert e.value.code() == grpc.StatusCode.PERMISSION_DENIED
     ch.close()
+
+
+# ---- who is asking ----------------------------------------------------------------------------
+
+TOKENS = """# token                         name      prefixes
+tok-alpha-0123456789abcdef      alpha     alpha_,shared_
+tok-beta-0123456789abcdef       beta      beta_,api
+tok-root-0123456789abcdef       ops       *
+"""
+QUOTAS = """
+limit:
+  key_default: {rate: 100000, burst: 100000}
+"""
+
+
+def test_identities(node_factory, tmp_path, pb):
+    gub, _ = pb
+    tokens = tmp_path / "tokens"
+    tokens.write_text(TOKENS)
+    quotas = tmp_path / "quotas.yaml"
+    quotas.write_text(QUOTAS)
+    node = node_factory(["--workers", "1", "--standalone", "--quota-file", str(quotas),
+                         "--client-tokens-file", str(tokens)])
+    url = "http://%s/v1/GetRateLimits" % node.addr
+
+    def call(names, token=None):
+        h = {"Authorization": "Bearer " + token} if token else {}
+        reqs = [{"name": n, "unique_key": "k", "hits": 1, "limit": 10, "duration": 60000}
+                for n in names]
+        return http("POST", url, json.dumps({"requests": reqs}), h)
+
+    # the finding of the issue: anyone reads and drains any key. Now: no token, no answer
+    assert call(["alpha_x"])[0] == 401
+    assert call(["alpha_x"], "tok-unknown-0123456789abcdef")[0] == 401
+    assert call(["alpha_x"], "tok-alpha-0123456789abcdeX")[0] == 401
+    status, _, body = call(["alpha_x", "shared_y"], "tok-alpha-0123456789abcdef")
+    assert status == 200 and all(r["status"] == "UNDER_LIMIT"
+                                 for r in json.loads(body)["responses"])
+    # beta may not drain alpha's key: the whole call is refused, nothing is counted
+    status, _, body = call(["beta_ok", "alpha_x"], "tok-beta-0123456789abcdef")
+    assert status == 403 and b"item 1" in body
+    status, _, body = call(["alpha_x"], "tok-root-0123456789abcdef")
+    assert json.loads(body)["responses"][0]["remaining"] == "8"  # alpha's 1 + ops' 1, not beta's
+    # gRPC: UNAUTHENTICATED / PERMISSION_DENIED
+    grpc = pytest.importorskip("grpc")
+    ch = grpc.insecure_channel(node.addr)
+    get = ch.unary_unary("/pb.gubernator.V1/GetRateLimits",
+                         request_serializer=gub.GetRateLimitsReq.SerializeToString,
+                         response_deserializer=gub.GetRateLimitsResp.FromString)
+    req = gub.GetRateLimitsReq(requests=[gub.RateLimitReq(name="beta_q", unique_key="k", hits=1,
+                                                          limit=5, duration=60000)])
+    with pytest.raises(grpc.RpcError) as e:
+        get(req, timeout=5)
+    assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    with pytest.raises(grpc.RpcError) as e:
+        get(req, timeout=5, metadata=[("authorization", "Bearer tok-alpha-0123456789abcdef")])
+    assert e.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    r = get(req, timeout=5, metadata=[("authorization", "Bearer tok-beta-0123456789abcdef")])
+    assert r.responses[0].remaining == 4
+    ch.close()
+    # Levee /attempt: 401 without a token, 403 outside the prefixes, allowed inside
+    attempt = "http://%s/attempt" % node.addr
+    assert http("POST", attempt, b"", {"X-Resource": "api"})[0] == 401
+    beta = {"Authorization": "Bearer tok-beta-0123456789abcdef"}
+    assert http("POST", attempt, b"", dict(beta, **{"X-Resource": "other"}))[0] == 403
+    assert http("POST", attempt, b"", dict(beta, **{"X-Resource": "api"}))[0] == 200
+    assert http("POST", attempt, b"", dict(beta, **{"X-Resource": "api-admin"}))[0] == 200
+    # probes and metrics need no token
+    assert http("GET", "http://%s/v1/HealthCheck" % node.addr)[0] == 200
+    status, _, body = http("GET", "http://%s/metrics" % node.addr)
+    assert status == 200
+    assert b'code="UNAUTHENTICATED"' in body and b'code="PERMISSION_DENIED"' in body
+    # nothing logged per refused call
+    assert "tok-" not in node.logs()
+    assert node.logs().count("\n") < 10, node.logs()
+
+
+def test_identities_file_errors(node_factory, tmp_path):
+    bad = tmp_path / "tokens"
+    bad.write_text("short alpha alpha_\n")
+    node = node_factory(["--workers", "1", "--client-tokens-file", str(bad)], start=False)
+    node.start(wait=False)
+    assert node.proc.wait(10) != 0
+    assert "line 1: a token must be 16..512 bytes" in node.logs()
+    assert "short" not in node.logs().split("line 1")[1]
