@@ -201,9 +201,10 @@ static int cmp_slot(const void *a, const void *b)
 int sl_idents_parse(const char *buf, size_t len, sl_idents **out, char *err, size_t errlen)
 {
     *out = NULL;
-    if (len > SL_IDENTS_MAX_FILE)
-        return fail(err, errlen, 0, "the file is larger than %zu bytes", SL_IDENTS_MAX_FILE),
-               -EFBIG;
+    if (len > SL_IDENTS_MAX_FILE) {
+        fail(err, errlen, 0, "the file is larger than %zu bytes", SL_IDENTS_MAX_FILE);
+        return -EFBIG;
+    }
     sl_idents *s = calloc(1, sizeof *s);
     if (!s)
         return -ENOMEM;
