@@ -219,7 +219,8 @@ static const sl_opt daemon_opts[] = {
      .group = G_PROTECT,
      .help = "serve the admin endpoints (/v1/admin/...) on --admin-addr; false = no admin port"},
     {.name = "admin-addr", .type = SL_OPT_STRING, .offset = FIELD(admin_addr, char *),
-     .def_doc = "127.0.0.1:<listen-addr's port + 1>", .group = G_PROTECT, .metavar = "ADDR",
+     .def_doc = "127.0.0.1:<listen-addr's port + 1>, or any free port if that one is taken",
+     .group = G_PROTECT, .metavar = "ADDR",
      .help = "ip:port of the admin endpoints (never the client port); not loopback: needs "
              "--admin-token-file"},
     {.name = "admin-token-file", .type = SL_OPT_STRING,
@@ -294,24 +295,6 @@ static int replace_str(char **dst, const char *src, char *err, size_t errlen)
     return 0;
 }
 
-/* --admin-addr defaults to loopback on the client port + 1 (port 0 stays 0: any free port). */
-static int admin_defaults(sl_options *o, char *err, size_t errlen)
-{
-    if (o->admin_addr[0] != '\0')
-        return 0;
-    const char *colon = strrchr(o->listen_addr, ':');
-    int64_t port = 0;
-    if (colon == NULL || sl_opt_parse_int(colon + 1, &port) != 0 || port < 0 || port > 65535)
-        return sl_opt_fail(err, errlen, -EINVAL, "option 'listen-addr': '%s' is not ip:port",
-                           o->listen_addr);
-    if (port == 65535)
-        return sl_opt_fail(err, errlen, -EINVAL,
-                           "option 'admin-addr': required when listen-addr's port is 65535");
-    char a[32];
-    snprintf(a, sizeof a, "127.0.0.1:%d", port ? (int)port + 1 : 0);
-    return replace_str(&o->admin_addr, a, err, errlen);
-}
-
 /* Computed defaults and rules that span options. */
 static int finalize(sl_options *o, char *err, size_t errlen)
 {
@@ -332,8 +315,6 @@ static int finalize(sl_options *o, char *err, size_t errlen)
         return sl_opt_fail(err, errlen, -EINVAL, "option 'listen-addr': must not be empty");
     if (o->advertise_addr[0] == '\0' &&
         (rc = replace_str(&o->advertise_addr, o->listen_addr, err, errlen)) != 0)
-        return rc;
-    if ((rc = admin_defaults(o, err, errlen)) != 0)
         return rc;
     if ((o->shards & (o->shards - 1)) != 0)
         return sl_opt_fail(err, errlen, -EINVAL, "option 'shards': %lld is not a power of two",

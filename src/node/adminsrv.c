@@ -197,7 +197,12 @@ int sl_adminsrv_start(const sl_adminsrv_config *cfg, sl_adminsrv **out, char *er
         sv.limits.max_body_bytes = cfg->max_body_bytes ? cfg->max_body_bytes : 65536;
         sv.handler = handle;
         sv.handler_ud = a;
-        if ((rc = sl_server_start(&a->server, &sv)))
+        rc = sl_server_start(&a->server, &sv);
+        if (rc == -EADDRINUSE && cfg->any_port_if_taken) {
+            sv.port = 0;
+            rc = sl_server_start(&a->server, &sv);
+        }
+        if (rc)
             snprintf(err, errlen, "listen on %s %s: %s", what, cfg->addr, strerror(-rc));
     }
     if (rc) {

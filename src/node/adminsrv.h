@@ -25,6 +25,7 @@ typedef struct sl_adminsrv_config {
     sl_protect *protect;       /* the switchboard's owner; NULL: admin calls answer 503 */
     sl_metrics *metrics;       /* rendered at /metrics, and counts the listener's calls */
     uint32_t max_body_bytes;   /* largest request body */
+    bool any_port_if_taken;    /* addr's port in use: take any free port on its host instead */
 } sl_adminsrv_config;
 
 /* Largest token file read (a token is at most 512 bytes; the rest is whitespace). */

@@ -431,20 +431,32 @@ static void on_worker_stop(void *ud, int worker, uv_loop_t *loop)
 static int start_admin(sl_node *n, char *err, size_t errlen)
 {
     const sl_options *o = &n->opts;
-    sl_adminsrv_config ac = {.addr = o->admin_addr, .token_file = o->admin_token_file,
-                             .admin = true, .protect = n->protect, .metrics = n->metrics,
-                             .max_body_bytes = 65536};
+    /* The default: loopback, the client port + 1; if that is taken, any free loopback port (the
+     * log says which). An address given explicitly must be had. */
+    char dflt[32];
+    const char *colon = strrchr(o->listen_addr, ':');
+    long cport = colon ? strtol(colon + 1, NULL, 10) : 0;
+    snprintf(dflt, sizeof dflt, "127.0.0.1:%ld", cport > 0 && cport < 65535 ? cport + 1 : 0);
+    bool is_default = !o->admin_addr[0];
+    sl_adminsrv_config ac = {.addr = is_default ? dflt : o->admin_addr,
+                             .token_file = o->admin_token_file, .admin = true,
+                             .protect = n->protect, .metrics = n->metrics,
+                             .max_body_bytes = 65536, .any_port_if_taken = is_default};
     int rc;
     if (o->admin_api) {
         if ((rc = sl_adminsrv_start(&ac, &n->admin, err, errlen)))
             return rc;
-        sl_log_info(&n->log, "admin listening addr=%s port=%u token=%s", o->admin_addr,
+        if (is_default && cport > 0 && sl_adminsrv_port(n->admin) != cport + 1)
+            sl_log_warn(&n->log, "admin port %s is taken: the admin listener took a free port",
+                        dflt);
+        sl_log_info(&n->log, "admin listening addr=%s port=%u token=%s", ac.addr,
                     sl_adminsrv_port(n->admin), o->admin_token_file[0] ? "yes" : "no");
     }
     if (o->metrics_addr[0]) {
         ac.addr = o->metrics_addr;
         ac.token_file = NULL;
         ac.admin = false;
+        ac.any_port_if_taken = false;
         if ((rc = sl_adminsrv_start(&ac, &n->metrics_srv, err, errlen)))
             return rc;
     }

@@ -9,6 +9,7 @@ finding of the issue reproduced and shown fixed.
   advertised IP), an ordinary client on 127.0.0.1: its UpdatePeerGlobals / GetPeerRateLimits are
   PERMISSION_DENIED and counted, while the cluster's own forwarding and GLOBAL sync keep working."""
 import json
+import re
 import socket
 import subprocess
 import time
@@ -65,11 +66,37 @@ def test_killswitch_on_the_client_port_is_gone(node_factory):
     assert http("POST", "http://%s/v1/GetRateLimits" % admin, "{}")[0] == 404
 
 
+def admin_port_from_log(node):
+    m = re.search(r"admin listening addr=\S+ port=(\d+)", node.logs())
+    assert m, node.logs()
+    return int(m.group(1))
+
+
 def test_default_admin_addr_is_loopback_client_port_plus_one(node_factory):
     port = free_port()
     node = node_factory(["--workers", "1"], port=port)
-    assert http("GET", "http://127.0.0.1:%d/v1/admin/killswitch" % (port + 1))[0] == 200
-    assert "admin listening addr=127.0.0.1:%d" % (port + 1) in node.logs()
+    got = admin_port_from_log(node)
+    assert got == port + 1 or "is taken" in node.logs()
+    assert http("GET", "http://127.0.0.1:%d/v1/admin/killswitch" % got)[0] == 200
+    # the default port taken: the admin listener takes a free one and says so
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        taken = s.getsockname()[1]
+        node = node_factory(["--workers", "1"], port=taken - 1)
+        assert "admin port 127.0.0.1:%d is taken" % taken in node.logs()
+        got = admin_port_from_log(node)
+        assert got != taken
+        assert http("GET", "http://127.0.0.1:%d/v1/admin/killswitch" % got)[0] == 200
+    # an address given explicitly must be had
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        node = node_factory(["--workers", "1", "--admin-addr",
+                             "127.0.0.1:%d" % s.getsockname()[1]], start=False)
+        node.start(wait=False)
+        assert node.proc.wait(10) != 0
+        assert "Address already in use" in node.logs()
 
 
 def test_admin_api_false_has_no_admin_port(node_factory):
