@@ -7,7 +7,10 @@ finding of the issue reproduced and shown fixed.
   startup; the CLI follows (--admin-addr, --admin-token-file).
 - peers prove who they are: a cluster on 127.0.0.2-4 (each node's peer calls leave from its own
   advertised IP), an ordinary client on 127.0.0.1: its UpdatePeerGlobals / GetPeerRateLimits are
-  PERMISSION_DENIED and counted, while the cluster's own forwarding and GLOBAL sync keep working."""
+  PERMISSION_DENIED and counted, while the cluster's own forwarding and GLOBAL sync keep working.
+- who is asking: with --client-tokens-file, GetRateLimits (JSON and gRPC) and /attempt need a
+  known bearer token (401 / UNAUTHENTICATED) and names / resources inside its prefixes (403 /
+  PERMISSION_DENIED for the whole call, nothing drained); probes and /metrics need none."""
 import json
 import re
 import socket
