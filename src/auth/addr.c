@@ -73,9 +73,9 @@ int sl_addr_split(const char *addr, char *host, size_t hostlen, unsigned short *
     return 0;
 }
 
-/* The IP of addr as 16 bytes (IPv4 as v4-mapped IPv6): 0 or -EINVAL. */
-static int ip_of_addr(const char *addr, uint8_t ip[16])
+int sl_addr_ip_of(const char *addr, sl_addr_ip *out)
 {
+    uint8_t *ip = out->b;
     char host[INET6_ADDRSTRLEN + 8];
     if (sl_addr_host(addr, host, sizeof host))
         return -EINVAL;
@@ -89,8 +89,9 @@ static int ip_of_addr(const char *addr, uint8_t ip[16])
     return inet_pton(AF_INET6, host, ip) == 1 ? 0 : -EINVAL;
 }
 
-static int ip_of_sockaddr(const struct sockaddr *sa, uint8_t ip[16])
+int sl_addr_ip_of_sockaddr(const struct sockaddr *sa, sl_addr_ip *out)
 {
+    uint8_t *ip = out->b;
     if (!sa)
         return -EINVAL;
     if (sa->sa_family == AF_INET) {
@@ -110,9 +111,10 @@ static int ip_of_sockaddr(const struct sockaddr *sa, uint8_t ip[16])
 bool sl_addr_is_loopback(const char *addr)
 {
     static const uint8_t v6_lo[16] = {[15] = 1};
-    uint8_t ip[16];
-    if (ip_of_addr(addr, ip))
+    sl_addr_ip a;
+    if (sl_addr_ip_of(addr, &a))
         return false;
+    const uint8_t *ip = a.b;
     if (!memcmp(ip, v6_lo, 16))
         return true;
     static const uint8_t mapped[12] = {[10] = 0xff, [11] = 0xff};
@@ -121,17 +123,17 @@ bool sl_addr_is_loopback(const char *addr)
 
 bool sl_addr_same_ip(const struct sockaddr *sa, const char *addr)
 {
-    uint8_t a[16], b[16];
-    return !ip_of_sockaddr(sa, a) && !ip_of_addr(addr, b) && !memcmp(a, b, 16);
+    sl_addr_ip a, b;
+    return !sl_addr_ip_of_sockaddr(sa, &a) && !sl_addr_ip_of(addr, &b) && !memcmp(&a, &b, 16);
 }
 
 bool sl_addr_in_list(const struct sockaddr *sa, const char *const *addrs, size_t n)
 {
-    uint8_t a[16], b[16];
-    if (ip_of_sockaddr(sa, a))
+    sl_addr_ip a, b;
+    if (sl_addr_ip_of_sockaddr(sa, &a))
         return false;
     for (size_t i = 0; i < n; i++)
-        if (!ip_of_addr(addrs[i], b) && !memcmp(a, b, 16))
+        if (!sl_addr_ip_of(addrs[i], &b) && !memcmp(&a, &b, 16))
             return true;
     return false;
 }

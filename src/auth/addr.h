@@ -21,6 +21,15 @@ int sl_addr_split(const char *addr, char *host, size_t hostlen, unsigned short *
 /* Whether the host of addr (as above) is a loopback IP: 127.0.0.0/8, ::1, ::ffff:127.x. */
 bool sl_addr_is_loopback(const char *addr);
 
+/* An IP as 16 bytes (IPv4 as v4-mapped IPv6), so that one memcmp compares two addresses. */
+typedef struct sl_addr_ip {
+    unsigned char b[16];
+} sl_addr_ip;
+
+/* The IP of addr ("host:port", numeric) / of sa (AF_INET, AF_INET6): 0 or -EINVAL. */
+int sl_addr_ip_of(const char *addr, sl_addr_ip *ip);
+int sl_addr_ip_of_sockaddr(const struct sockaddr *sa, sl_addr_ip *ip);
+
 /* Whether sa (AF_INET or AF_INET6; a v4-mapped v6 counts as its v4) has the IP of addr
  * ("host:port", numeric). False for anything unparseable. */
 bool sl_addr_same_ip(const struct sockaddr *sa, const char *addr);

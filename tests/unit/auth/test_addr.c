@@ -76,6 +76,16 @@ static void test_same_ip(void **state)
     assert_false(sl_addr_same_ip((const struct sockaddr *)&l6, "127.0.0.1:1"));
     struct sockaddr un = {.sa_family = AF_UNIX};
     assert_false(sl_addr_same_ip(&un, "127.0.0.2:1"));
+    /* the 16-byte form: one memcmp compares a caller with a peer */
+    sl_addr_ip x, y;
+    assert_int_equal(sl_addr_ip_of("127.0.0.2:5454", &x), 0);
+    assert_int_equal(sl_addr_ip_of_sockaddr(sa, &y), 0);
+    assert_memory_equal(&x, &y, sizeof x);
+    assert_int_equal(sl_addr_ip_of("[::1]:1", &x), 0);
+    assert_int_equal(sl_addr_ip_of_sockaddr((const struct sockaddr *)&l6, &y), 0);
+    assert_memory_equal(&x, &y, sizeof x);
+    assert_int_equal(sl_addr_ip_of("peer.example:1", &x), -EINVAL);
+    assert_int_equal(sl_addr_ip_of_sockaddr(&un, &x), -EINVAL);
     const char *const peers[] = {"127.0.0.3:81", "bogus", "127.0.0.2:80"};
     assert_true(sl_addr_in_list(sa, peers, 3));
     assert_false(sl_addr_in_list(sa, peers, 2));
