@@ -574,6 +574,9 @@ static int build(sl_node *n, char *err, size_t errlen)
         return rc;
     }
 
+    /* Before the client port: once that answers, the admin port does too. */
+    if ((rc = start_admin(n, err, errlen)))
+        return rc;
     sl_server_config sv;
     sl_server_config_defaults(&sv);
     sv.host = host;
@@ -602,8 +605,6 @@ static int build(sl_node *n, char *err, size_t errlen)
         snprintf(err, errlen, "metrics: %s", strerror(-rc));
         return rc;
     }
-    if ((rc = start_admin(n, err, errlen)))
-        return rc;
     /* Last: every collector it renders exists, and sl_node_free() stops it first. */
     if ((rc = start_graphite(n, err, errlen)))
         return rc;
