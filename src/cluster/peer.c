@@ -86,6 +86,7 @@ struct sl_peer {
     char host[256];
     char port[8];
     struct sockaddr_storage sa;
+    struct sockaddr_storage src; /* cfg.source_ip, port 0; ss_family 0 when none */
     bool numeric;
     sl_peer_config cfg;
     conn *cur;
@@ -508,7 +509,11 @@ static void start_connect(conn *c, const struct sockaddr *sa, socklen_t salen)
 {
     c->state = C_CONNECTING;
     bool now;
-    c->fd = sl_h2sock_connect(sa, salen, &now);
+    const struct sockaddr *src = (const struct sockaddr *)&c->p->src;
+    c->fd = sl_h2sock_connect_from(sa, salen, src->sa_family ? src : NULL,
+                                   src->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                              : sizeof(struct sockaddr_in),
+                                   &now);
     if (c->fd < 0) {
         connect_failed_early(c, c->fd);
         c->fd = -1;
@@ -652,6 +657,11 @@ int sl_peer_new(const sl_peer_config *cfg, sl_peer **out)
         return -EINVAL;
     }
     snprintf(p->port, sizeof p->port, "%u", port);
+    if (cfg->source_ip && cfg->source_ip[0] &&
+        uv_ip4_addr(cfg->source_ip, 0, (struct sockaddr_in *)&p->src) != 0 &&
+        uv_ip6_addr(cfg->source_ip, 0, (struct sockaddr_in6 *)&p->src) != 0)
+        memset(&p->src, 0, sizeof p->src); /* not numeric: no bind */
+    p->cfg.source_ip = NULL; /* the caller's string is not kept */
     if (uv_ip4_addr(p->host, port, (struct sockaddr_in *)&p->sa) == 0 ||
         uv_ip6_addr(p->host, port, (struct sockaddr_in6 *)&p->sa) == 0)
         p->numeric = true;

@@ -46,6 +46,8 @@ typedef struct sl_peer_config {
                                     checked against the context's CA; NULL = h2c. Not owned, outlives
                                     the peer; each connection starts under the slot's context of
                                     the moment (a reload changes it for new connections). */
+    const char *source_ip;       /* numeric IP the connections come from (the node's advertised
+                                    IP, which peers check); NULL or "": the kernel's choice */
 } sl_peer_config;
 
 typedef struct sl_peer_result {

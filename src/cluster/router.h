@@ -122,6 +122,11 @@ void sl_router_update_globals(sl_router *r, int worker, const sl_gub_global *g, 
  * list. Any thread. */
 void sl_router_health(sl_router *r, bool *healthy, int32_t *peer_count, char *why, size_t why_len);
 
+/* Whether sa (a caller's address) has the IP of a member of the peer list as worker `worker`
+ * sees it (this node included); false when standalone. On that worker's thread. How PeersV1 is
+ * kept to peers without TLS (node/service.c). */
+bool sl_router_is_peer(sl_router *r, int worker, const struct sockaddr *sa);
+
 /* Peers this node knows, itself included (1 when standalone). */
 int sl_router_peer_count(const sl_router *r);
 

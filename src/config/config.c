@@ -28,10 +28,12 @@
 #define G_CLUSTER "Cluster"
 #define G_PROTECT "Protection"
 #define G_TLS "TLS"
+#define G_ACCESS "Access"
 
 static const char *const no_quota_choices[] = {"allow", "deny", "error", NULL};
 static const char *const discovery_choices[] = {"none", "static", "dns", "etcd", NULL};
 static const char *const picker_choices[] = {"ring", "hrw", NULL};
+static const char *const peer_auth_choices[] = {"address", "none", NULL};
 static const char *const priority_choices[] = {"critical", "post", "get", "test", NULL};
 static const char *const tls_client_auth_choices[] = {"none", "request", "require", NULL};
 
@@ -246,9 +248,31 @@ static const sl_opt daemon_opts[] = {
     {.name = "max-switches", .type = SL_OPT_INT, .offset = FIELD(max_switches, int64_t),
      .def = "4096", .min = 1, .max = 1000000, .group = G_PROTECT,
      .help = "most kill switches and concurrency entries held"},
+    /* Access: who may do what (docs/operations.md, "Access") */
     {.name = "admin-api", .type = SL_OPT_BOOL, .offset = FIELD(admin_api, bool), .def = "true",
-     .group = G_PROTECT,
-     .help = "serve GET/POST /v1/admin/killswitch on the client port"},
+     .group = G_ACCESS,
+     .help = "serve the admin endpoints (/v1/admin/...) on --admin-addr; false = no admin port"},
+    {.name = "admin-addr", .type = SL_OPT_STRING, .offset = FIELD(admin_addr, char *),
+     .def_doc = "127.0.0.1:<listen-addr's port + 1>, or any free port if that one is taken",
+     .group = G_ACCESS, .metavar = "ADDR",
+     .help = "ip:port of the admin endpoints (never the client port); not loopback: needs "
+             "--admin-token-file"},
+    {.name = "admin-token-file", .type = SL_OPT_STRING,
+     .offset = FIELD(admin_token_file, char *), .group = G_ACCESS, .metavar = "FILE",
+     .help = "file holding the admin bearer token (16..512 visible ASCII bytes); when set, "
+             "every admin call needs 'Authorization: Bearer <token>'"},
+    {.name = "peer-auth", .type = SL_OPT_ENUM, .offset = FIELD(peer_auth, int),
+     .def = "address", .choices = peer_auth_choices, .group = G_ACCESS,
+     .help = "who may call PeersV1: address = callers whose source IP is a peer's (peers bind "
+             "their calls to their advertise-addr IP); none = anyone (the old behaviour)"},
+    {.name = "client-tokens-file", .type = SL_OPT_STRING,
+     .offset = FIELD(client_tokens_file, char *), .group = G_ACCESS, .metavar = "FILE",
+     .help = "client identities, one '<token> <name> <prefix>[,<prefix>...]' a line (at most "
+             "1 MiB, 10000 identities); when set, GetRateLimits, /attempt and /release need "
+             "'Authorization: Bearer <token>' and names / resources inside its prefixes"},
+    {.name = "metrics-addr", .type = SL_OPT_STRING, .offset = FIELD(metrics_addr, char *),
+     .group = G_ACCESS, .metavar = "ADDR",
+     .help = "also serve GET /metrics (read-only, no token) on this ip:port"},
 };
 
 static const sl_opt_table daemon_table = {

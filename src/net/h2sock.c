@@ -11,12 +11,20 @@
 
 int sl_h2sock_connect(const struct sockaddr *sa, socklen_t len, bool *now)
 {
+    return sl_h2sock_connect_from(sa, len, NULL, 0, now);
+}
+
+int sl_h2sock_connect_from(const struct sockaddr *sa, socklen_t len, const struct sockaddr *src,
+                           socklen_t srclen, bool *now)
+{
     *now = false;
     int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (src && src->sa_family == sa->sa_family)
+        (void)bind(fd, src, srclen); /* not local: the kernel picks, as without src */
     if (connect(fd, sa, len) == 0) {
         *now = true;
     } else if (errno != EINPROGRESS) {

@@ -19,6 +19,12 @@
 /* A non-blocking, close-on-exec TCP socket with TCP_NODELAY, connecting to sa. The fd (>= 0)
  * with *now set when the connect completed at once, or a negative errno (nothing to close). */
 int sl_h2sock_connect(const struct sockaddr *sa, socklen_t len, bool *now);
+/* The same, bound first to the local address src (port 0: any) when src is not NULL and of sa's
+ * family: how a peer client makes its connections come from the node's own advertised IP, which
+ * the receiving node checks (docs/operations.md, "Peers"). A bind that fails (the IP is not
+ * local) leaves the choice to the kernel. */
+int sl_h2sock_connect_from(const struct sockaddr *sa, socklen_t len, const struct sockaddr *src,
+                           socklen_t srclen, bool *now);
 /* After the socket turned writable while connecting: 0 connected, or the connect's negative errno. */
 int sl_h2sock_connect_result(int fd);
 

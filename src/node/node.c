@@ -19,6 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth/addr.h"
+#include "auth/idents.h"
+#include "base/file.h"
 #include "protect/protect.h"
 #include "cluster/router.h"
 #include "config/config.h"
@@ -28,6 +31,7 @@
 #include "core/log.h"
 #include "core/metrics.h"
 #include "net/server.h"
+#include "node/adminsrv.h"
 #include "node/graphite.h"
 #include "node/service.h"
 #include "sluice/clock.h"
@@ -66,42 +70,10 @@ struct sl_node {
     int64_t gc_next_ms;    /* monotonic ms: when the next idle-key collection starts */
     bool gc_running;       /* a collection pass is in progress (worker 0 only) */
     sl_graphite *graphite; /* NULL without --graphite-addr */
+    sl_adminsrv *admin;    /* the admin listener (--admin-addr); NULL with --admin-api=false */
+    sl_adminsrv *metrics_srv; /* the read-only /metrics listener; NULL without --metrics-addr */
+    sl_idents *idents;     /* client identities; NULL without --client-tokens-file */
 };
-
-/* ---- address parsing ----------------------------------------------------------------------- */
-
-/* "host:port" or "[v6]:port" into host (numeric) and port. */
-static int split_addr(const char *addr, char *host, size_t hostlen, uint16_t *port)
-{
-    const char *colon;
-    const char *h = addr;
-    size_t hl;
-    if (addr[0] == '[') {
-        const char *end = strchr(addr, ']');
-        if (!end || end[1] != ':')
-            return -EINVAL;
-        h = addr + 1;
-        hl = (size_t)(end - h);
-        colon = end + 1;
-    } else {
-        colon = strrchr(addr, ':');
-        if (!colon)
-            return -EINVAL;
-        hl = (size_t)(colon - addr);
-    }
-    if (hl == 0 || hl >= hostlen)
-        return -EINVAL;
-    char *endp;
-    long p = strtol(colon + 1, &endp, 10);
-    if (*endp || p < 0 || p > 65535 || endp == colon + 1)
-        return -EINVAL;
-    memcpy(host, h, hl);
-    host[hl] = '\0';
-    if (!strcmp(host, "localhost"))
-        snprintf(host, hostlen, "127.0.0.1");
-    *port = (uint16_t)p;
-    return 0;
-}
 
 /* ---- metrics collectors -------------------------------------------------------------------- */
 
@@ -561,14 +533,75 @@ static void on_worker_stop(void *ud, int worker, uv_loop_t *loop)
 
 /* ---- lifecycle ----------------------------------------------------------------------------- */
 
+/* The admin listener (--admin-addr, unless --admin-api=false) and the read-only /metrics one
+ * (--metrics-addr): listeners of their own, so the client port serves neither admin call. */
+static int start_admin(sl_node *n, char *err, size_t errlen)
+{
+    const sl_options *o = &n->opts;
+    /* The default: loopback, the client port + 1; if that is taken, any free loopback port (the
+     * log says which). An address given explicitly must be had. */
+    char dflt[32];
+    const char *colon = strrchr(o->listen_addr, ':');
+    long cport = colon ? strtol(colon + 1, NULL, 10) : 0;
+    snprintf(dflt, sizeof dflt, "127.0.0.1:%ld", cport > 0 && cport < 65535 ? cport + 1 : 0);
+    bool is_default = !o->admin_addr[0];
+    sl_adminsrv_config ac = {.addr = is_default ? dflt : o->admin_addr,
+                             .token_file = o->admin_token_file, .admin = true,
+                             .protect = n->protect, .metrics = n->metrics,
+                             .max_body_bytes = 65536, .any_port_if_taken = is_default};
+    int rc;
+    if (o->admin_api) {
+        if ((rc = sl_adminsrv_start(&ac, &n->admin, err, errlen)))
+            return rc;
+        if (is_default && cport > 0 && sl_adminsrv_port(n->admin) != cport + 1)
+            sl_log_warn(&n->log, "admin port %s is taken: the admin listener took a free port",
+                        dflt);
+        sl_log_info(&n->log, "admin listening addr=%s port=%u token=%s", ac.addr,
+                    sl_adminsrv_port(n->admin), o->admin_token_file[0] ? "yes" : "no");
+    }
+    if (o->metrics_addr[0]) {
+        ac.addr = o->metrics_addr;
+        ac.token_file = NULL;
+        ac.admin = false;
+        ac.any_port_if_taken = false;
+        if ((rc = sl_adminsrv_start(&ac, &n->metrics_srv, err, errlen)))
+            return rc;
+    }
+    return 0;
+}
+
+/* --client-tokens-file: read once at start (a change needs a restart). */
+static int load_idents(sl_node *n, char *err, size_t errlen)
+{
+    const char *path = n->opts.client_tokens_file;
+    if (!path[0])
+        return 0;
+    char *buf = NULL, ferr[256];
+    size_t len = 0;
+    int rc = sl_file_read(path, SL_IDENTS_MAX_FILE, SL_FILE_REGULAR, &buf, &len, ferr, sizeof ferr);
+    if (rc) {
+        snprintf(err, errlen, "client-tokens-file %s", ferr);
+        return rc;
+    }
+    rc = sl_idents_parse(buf, len, &n->idents, ferr, sizeof ferr);
+    memset(buf, 0, len);
+    free(buf);
+    if (rc) {
+        snprintf(err, errlen, "client-tokens-file %s: %s", path, ferr);
+        return rc;
+    }
+    sl_log_info(&n->log, "client identities loaded count=%zu", sl_idents_count(n->idents));
+    return 0;
+}
+
 static int build(sl_node *n, char *err, size_t errlen)
 {
     sl_options *o = &n->opts;
     sl_log_init(&n->log, NULL, sl_log_level_for_verbose(o->verbose), o->instance_id);
 
     char host[128];
-    uint16_t port;
-    if (split_addr(o->listen_addr, host, sizeof host, &port)) {
+    unsigned short port;
+    if (sl_addr_split(o->listen_addr, host, sizeof host, &port)) {
         snprintf(err, errlen, "listen-addr '%s' is not host:port", o->listen_addr);
         return -EINVAL;
     }
@@ -621,6 +654,8 @@ static int build(sl_node *n, char *err, size_t errlen)
     if ((rc = start_storage_watch(n, err, errlen)))
         return rc;
 
+    if ((rc = load_idents(n, err, errlen)))
+        return rc;
     sl_service_config scfg = {
         .engine = n->engine,
         .router = n->router,
@@ -630,7 +665,8 @@ static int build(sl_node *n, char *err, size_t errlen)
         .advertise_addr = o->advertise_addr,
         .quotas = n->quotas,
         .protect = n->protect,
-        .admin_api = o->admin_api,
+        .peers_any = o->peer_auth == 1,
+        .idents = n->idents,
     };
     if (n->quotas) {
         scfg.health = quota_health;
@@ -648,6 +684,9 @@ static int build(sl_node *n, char *err, size_t errlen)
         return rc;
     }
 
+    /* Before the client port: once that answers, the admin port does too. */
+    if ((rc = start_admin(n, err, errlen)))
+        return rc;
     sl_server_config sv;
     sl_server_config_defaults(&sv);
     sv.host = host;
@@ -833,6 +872,8 @@ void sl_node_shutdown(sl_node *n, uint32_t grace_ms)
     sl_log_info(&n->log, "shutting down grace_ms=%u", grace_ms);
     sl_router_stop(n->router); /* leave the cluster first: peers stop sending here */
     sl_server_shutdown(n->server, grace_ms);
+    sl_adminsrv_shutdown(n->admin, grace_ms);
+    sl_adminsrv_shutdown(n->metrics_srv, grace_ms);
 }
 
 int sl_node_wait(sl_node *n)
@@ -847,8 +888,11 @@ void sl_node_free(sl_node *n)
     if (!n)
         return;
     sl_graphite_stop(n->graphite); /* before what its render reads (engine, server, quotas) */
+    sl_adminsrv_free(n->admin);       /* before the switchboard and metrics it serves */
+    sl_adminsrv_free(n->metrics_srv);
     sl_server_free(n->server);
     sl_service_free(n->service);
+    sl_idents_free(n->idents);
     sl_protect_free(n->protect);
     sl_killswitch_free(n->switches);
     sl_quotasrc_free(n->quotas);
