@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 int sl_addr_host(const char *addr, char *buf, size_t buflen)
 {
@@ -73,20 +74,28 @@ int sl_addr_split(const char *addr, char *host, size_t hostlen, unsigned short *
     return 0;
 }
 
-int sl_addr_ip_of(const char *addr, sl_addr_ip *out)
+/* name as an IP when it is an IP literal (no port, no brackets) or "localhost": 0 or -EINVAL. */
+static int literal_ip(const char *name, sl_addr_ip *out)
 {
     uint8_t *ip = out->b;
-    char host[INET6_ADDRSTRLEN + 8];
-    if (sl_addr_host(addr, host, sizeof host))
-        return -EINVAL;
     struct in_addr a4;
-    if (inet_pton(AF_INET, host, &a4) == 1) {
+    if (!strcmp(name, "localhost"))
+        name = "127.0.0.1";
+    if (inet_pton(AF_INET, name, &a4) == 1) {
         memset(ip, 0, 10);
         ip[10] = ip[11] = 0xff;
         memcpy(ip + 12, &a4, 4);
         return 0;
     }
-    return inet_pton(AF_INET6, host, ip) == 1 ? 0 : -EINVAL;
+    return inet_pton(AF_INET6, name, ip) == 1 ? 0 : -EINVAL;
+}
+
+int sl_addr_ip_of(const char *addr, sl_addr_ip *out)
+{
+    char host[INET6_ADDRSTRLEN + 8];
+    if (sl_addr_host(addr, host, sizeof host))
+        return -EINVAL;
+    return literal_ip(host, out);
 }
 
 int sl_addr_ip_of_sockaddr(const struct sockaddr *sa, sl_addr_ip *out)
@@ -135,5 +144,32 @@ bool sl_addr_in_list(const struct sockaddr *sa, const char *const *addrs, size_t
     for (size_t i = 0; i < n; i++)
         if (!sl_addr_ip_of(addrs[i], &b) && !memcmp(&a, &b, 16))
             return true;
+    return false;
+}
+
+/* Length of a DNS name without one trailing dot. */
+static size_t dns_len(const char *s)
+{
+    size_t n = strlen(s);
+    return n > 1 && s[n - 1] == '.' ? n - 1 : n;
+}
+
+bool sl_addr_names_host(const char *names, const char *addr)
+{
+    char host[256];
+    if (!names || sl_addr_host(addr, host, sizeof host))
+        return false;
+    sl_addr_ip hip, nip;
+    bool host_is_ip = literal_ip(host, &hip) == 0;
+    size_t hl = dns_len(host);
+    int k = 0;
+    for (const char *n = names; *n && k < 64; n += strlen(n) + 1, k++) {
+        if (literal_ip(n, &nip) == 0) {
+            if (host_is_ip && !memcmp(&hip, &nip, sizeof hip))
+                return true;
+        } else if (!host_is_ip && dns_len(n) == hl && !strncasecmp(n, host, hl)) {
+            return true;
+        }
+    }
     return false;
 }

@@ -37,4 +37,12 @@ bool sl_addr_same_ip(const struct sockaddr *sa, const char *addr);
 /* Whether sa has the IP of one of addrs[0..n). */
 bool sl_addr_in_list(const struct sockaddr *sa, const char *const *addrs, size_t n);
 
+/* Whether a certificate names the host of addr ("host:port", "[v6]:port", "host"): names is a
+ * list of NUL-terminated names ended by an empty one (sl_exchange_peer_identity's format: the
+ * identity, then the DNS and IP subjectAltNames). A name that is an IP literal (or "localhost",
+ * as 127.0.0.1) matches a host with the same IP; any other name matches a host spelled the same,
+ * ASCII case ignored, one trailing dot on either side ignored. No wildcards: "*.example.com"
+ * matches nothing (a peer list holds hosts, not patterns). At most 64 names are looked at. */
+bool sl_addr_names_host(const char *names, const char *addr);
+
 #endif

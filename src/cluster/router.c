@@ -1071,6 +1071,17 @@ bool sl_router_is_peer(sl_router *r, int worker, const struct sockaddr *sa)
     return false;
 }
 
+bool sl_router_names_peer(sl_router *r, int worker, const char *names)
+{
+    if (!r->cluster || !names || worker < 0 || worker >= r->nworkers)
+        return false;
+    const view *v = r->wk[worker].v;
+    for (size_t i = 0; v && i < v->n; i++)
+        if (sl_addr_names_host(names, sl_picker_addr(v->picker, i)))
+            return true;
+    return false;
+}
+
 static void on_members(void *ud, const char *const *addrs, size_t n)
 {
     sl_router_set_peers(ud, addrs, n);

@@ -126,6 +126,10 @@ void sl_router_health(sl_router *r, bool *healthy, int32_t *peer_count, char *wh
  * sees it (this node included); false when standalone. On that worker's thread. How PeersV1 is
  * kept to peers without TLS (node/service.c). */
 bool sl_router_is_peer(sl_router *r, int worker, const struct sockaddr *sa);
+/* Whether a verified certificate's names (sl_exchange_peer_identity's list) name the host of a
+ * member of the peer list as worker `worker` sees it (auth/addr.h sl_addr_names_host); false
+ * when standalone. On that worker's thread. How PeersV1 is kept to peers over mTLS. */
+bool sl_router_names_peer(sl_router *r, int worker, const char *names);
 
 /* Peers this node knows, itself included (1 when standalone). */
 int sl_router_peer_count(const sl_router *r);

@@ -5,6 +5,7 @@
  */
 #include "net/tls.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -23,6 +24,7 @@
 /* Encrypted output held at most (the connection's own output cap plus record overhead). */
 #define OUT_CAP (((size_t)64 << 20) + ((size_t)4 << 20))
 #define ID_MAX 255
+#define SAN_MAX 16 /* subjectAltNames kept after the identity */
 
 struct sl_tls_ctx {
     SSL_CTX *ssl;
@@ -322,6 +324,38 @@ int sl_tls_feed(sl_tls *t, const void *data, size_t len)
     return 0;
 }
 
+/* Printable ASCII only (a name reaches log lines and comparisons): other bytes become '?'. */
+static void clean_name(char *name)
+{
+    for (char *p = name; *p; p++)
+        if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
+            *p = '?';
+}
+
+/* The i-th subjectAltName as text into name (DNS as written, IP as inet_ntop gives it; other
+ * kinds: ""). */
+static void san_text(const GENERAL_NAME *g, char *name)
+{
+    name[0] = '\0';
+    if (g->type == GEN_DNS) {
+        const unsigned char *s = ASN1_STRING_get0_data(g->d.dNSName);
+        int n = ASN1_STRING_length(g->d.dNSName);
+        if (n > ID_MAX)
+            n = ID_MAX;
+        if (n > 0)
+            memcpy(name, s, (size_t)n);
+        name[n > 0 ? n : 0] = '\0';
+    } else if (g->type == GEN_IPADD) {
+        const unsigned char *s = ASN1_STRING_get0_data(g->d.iPAddress);
+        int n = ASN1_STRING_length(g->d.iPAddress);
+        if (n == 4 || n == 16)
+            inet_ntop(n == 4 ? AF_INET : AF_INET6, s, name, ID_MAX + 1);
+    }
+    clean_name(name);
+}
+
+/* The identity (first DNS SAN, else the CN), then every DNS and IP SAN (at most SAN_MAX), each
+ * NUL-terminated, the list ended by an empty name: what sl_tls_peer_identity returns. */
 static void take_identity(sl_tls *t)
 {
     X509 *x = SSL_get0_peer_certificate(t->ssl);
@@ -330,32 +364,39 @@ static void take_identity(sl_tls *t)
     char name[ID_MAX + 1];
     name[0] = '\0';
     GENERAL_NAMES *sans = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
-    if (sans) {
-        for (int i = 0; i < sk_GENERAL_NAME_num(sans) && !name[0]; i++) {
-            const GENERAL_NAME *g = sk_GENERAL_NAME_value(sans, i);
-            if (g->type != GEN_DNS)
-                continue;
-            const unsigned char *s = ASN1_STRING_get0_data(g->d.dNSName);
-            int n = ASN1_STRING_length(g->d.dNSName);
-            if (n > ID_MAX)
-                n = ID_MAX;
-            memcpy(name, s, (size_t)n);
-            name[n] = '\0';
-        }
-        GENERAL_NAMES_free(sans);
+    int nsans = sans ? sk_GENERAL_NAME_num(sans) : 0;
+    for (int i = 0; i < nsans && !name[0]; i++) {
+        const GENERAL_NAME *g = sk_GENERAL_NAME_value(sans, i);
+        if (g->type == GEN_DNS)
+            san_text(g, name);
     }
     if (!name[0]) {
         int n = X509_NAME_get_text_by_NID(X509_get_subject_name(x), NID_commonName, name,
                                           sizeof name);
         if (n < 0)
             name[0] = '\0';
+        clean_name(name);
     }
-    if (!name[0])
+    if (!name[0] || !(t->identity = malloc((size_t)(SAN_MAX + 2) * (ID_MAX + 1)))) {
+        GENERAL_NAMES_free(sans);
         return;
-    for (char *p = name; *p; p++)
-        if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
-            *p = '?';
-    t->identity = strdup(name);
+    }
+    size_t at = strlen(name) + 1;
+    memcpy(t->identity, name, at);
+    for (int i = 0, k = 0; i < nsans && k < SAN_MAX; i++) {
+        san_text(sk_GENERAL_NAME_value(sans, i), name);
+        if (!name[0])
+            continue;
+        size_t n = strlen(name) + 1;
+        memcpy(t->identity + at, name, n);
+        at += n;
+        k++;
+    }
+    t->identity[at] = '\0';
+    char *fit = realloc(t->identity, at + 1);
+    if (fit)
+        t->identity = fit;
+    GENERAL_NAMES_free(sans);
 }
 
 static void on_ready(sl_tls *t)

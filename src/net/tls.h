@@ -100,7 +100,9 @@ sl_tls_failure sl_tls_failure_get(const sl_tls *t);
 const char *sl_tls_alpn(const sl_tls *t);
 /* The verified peer certificate's identity: its first DNS subjectAltName, else its subject CN
  * (printable ASCII, at most 255 bytes; other bytes become '?'). NULL when the peer sent no
- * certificate or it did not verify. Valid once ready, for the session's life. */
+ * certificate or it did not verify. Valid once ready, for the session's life. After the
+ * identity's NUL come the certificate's DNS and IP subjectAltNames (at most 16, IPs as text),
+ * each NUL-terminated, the list ended by an empty string (auth/addr.h sl_addr_names_host). */
 const char *sl_tls_peer_identity(const sl_tls *t);
 /* OpenSSL's last reason for a failure (static text), for a log line. */
 const char *sl_tls_error(const sl_tls *t);

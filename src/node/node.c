@@ -666,6 +666,7 @@ static int build(sl_node *n, char *err, size_t errlen)
         .quotas = n->quotas,
         .protect = n->protect,
         .peers_any = o->peer_auth == 1,
+        .peers_mtls = n->peer_tls && o->peer_tls_ca[0],
         .idents = n->idents,
     };
     if (n->quotas) {

@@ -668,15 +668,20 @@ static bool method_is(const sl_http_request *rq, const char *m)
  * PeersV1 is for the members of the peer list only (issue 11). Without TLS a caller is judged by
  * its connection's source IP, which a peer's client sets by binding to its advertised IP
  * (cluster/peer.c); a client on the same IP as a peer passes, which docs/operations.md says.
- * CHECK POINT for peer mTLS: when the connection carries a verified peer certificate, its identity
- * (the name the TLS layer puts on the exchange) is what must match a peer here, and the source IP
- * test gives way to it.
+ * With peer mTLS (peer TLS and a peer CA) the source IP does not count: the connection must
+ * carry a verified client certificate, and one of its names (the identity or a DNS / IP
+ * subjectAltName) must be the host of an address in the peer list (sl_addr_names_host).
  */
 #define PEERS_PREFIX "/pb.gubernator.PeersV1/"
 
 static bool peer_allowed(sl_service *s, sl_exchange *ex, const sl_http_request *rq)
 {
-    return s->cfg.peers_any || sl_router_is_peer(s->cfg.router, sl_exchange_worker(ex), rq->peer);
+    if (s->cfg.peers_any)
+        return true;
+    if (s->cfg.peers_mtls)
+        return sl_router_names_peer(s->cfg.router, sl_exchange_worker(ex),
+                                    sl_exchange_peer_identity(ex));
+    return sl_router_is_peer(s->cfg.router, sl_exchange_worker(ex), rq->peer);
 }
 
 static void peer_denied(sl_service *s, sl_exchange *ex, int method, int64_t t0)

@@ -47,6 +47,8 @@ typedef struct sl_service_config {
     const sl_idents *idents;      /* client identities (--client-tokens-file); NULL: off */
     bool peers_any;               /* serve PeersV1 to anyone (--peer-auth=none); default: to the
                                      peer list's members only */
+    bool peers_mtls;              /* peer TLS with a peer CA: PeersV1 only to a verified client
+                                     certificate that names a peer's host (not to a source IP) */
 } sl_service_config;
 
 int sl_service_new(const sl_service_config *cfg, sl_service **out);

@@ -17,26 +17,10 @@ import time
 import grpc
 import pytest
 
+from certs import key_csr, make_ca, make_leaf, ossl
 from conftest import free_port, have
 
 pytestmark = pytest.mark.skipif(not have("openssl"), reason="needs the openssl command")
-
-
-def _ossl(d, *args):
-    subprocess.run(["openssl"] + list(args), cwd=d, check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
-
-
-def _key_csr(d, name, cn):
-    _ossl(d, "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-          "-keyout", name + ".key", "-out", name + ".csr", "-subj", "/CN=" + cn)
-
-
-def _sign(d, name, ca, san):
-    with open(os.path.join(d, name + ".ext"), "w") as f:
-        f.write("subjectAltName=%s\n" % san)
-    _ossl(d, "x509", "-req", "-in", name + ".csr", "-CA", ca + ".pem", "-CAkey", ca + ".key",
-          "-CAcreateserial", "-out", name + ".pem", "-days", "2", "-extfile", name + ".ext")
 
 
 @pytest.fixture(scope="module")
@@ -46,26 +30,24 @@ def certs():
     2020), stranger (from wrongca)."""
     d = tempfile.mkdtemp(prefix="sluice-tls-")
     for ca, cn in (("ca", "Sluice Test CA"), ("wrongca", "Other CA")):
-        _ossl(d, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-              "-keyout", ca + ".key", "-out", ca + ".pem", "-days", "2", "-subj", "/CN=" + cn)
+        make_ca(d, ca, cn)
     for name, cn, ca, san in (("server", "localhost", "ca", "DNS:localhost,IP:127.0.0.1"),
                               ("server2", "reloaded", "ca", "DNS:localhost,IP:127.0.0.1"),
                               ("client", "client", "ca", "DNS:client.test"),
                               ("node", "peer", "ca", "DNS:peer.sluice.test,DNS:localhost,IP:127.0.0.1"),
                               ("stranger", "stranger", "wrongca", "DNS:stranger.test")):
-        _key_csr(d, name, cn)
-        _sign(d, name, ca, san)
+        make_leaf(d, name, cn, ca, san)
     # expired: `openssl ca` takes explicit dates
-    _key_csr(d, "expired", "expired")
+    key_csr(d, "expired", "expired")
     with open(os.path.join(d, "ca.cnf"), "w") as f:
         f.write("[ca]\ndefault_ca=c\n[c]\ndatabase=index.txt\nnew_certs_dir=.\nserial=serial\n"
                 "default_md=sha256\npolicy=p\n[p]\ncommonName=supplied\n")
     open(os.path.join(d, "index.txt"), "w").close()
     with open(os.path.join(d, "serial"), "w") as f:
         f.write("1000\n")
-    _ossl(d, "ca", "-batch", "-config", "ca.cnf", "-cert", "ca.pem", "-keyfile", "ca.key",
-          "-in", "expired.csr", "-out", "expired.pem", "-notext",
-          "-startdate", "20200101000000Z", "-enddate", "20200102000000Z")
+    ossl(d, "ca", "-batch", "-config", "ca.cnf", "-cert", "ca.pem", "-keyfile", "ca.key",
+         "-in", "expired.csr", "-out", "expired.pem", "-notext",
+         "-startdate", "20200101000000Z", "-enddate", "20200102000000Z")
     yield lambda name: os.path.join(d, name)
     shutil.rmtree(d, ignore_errors=True)
 
@@ -146,14 +128,19 @@ def closed_quickly(sock, timeout=3.0):
         return False
 
 
-def grpc_stubs(pb, node, certs, client=None):
-    g, _ = pb
+def tls_channel(node, certs, client=None):
+    """A gRPC channel over TLS to node (verified against ca.pem), with client's certificate."""
     key = chain = None
     if client:
         key = open(certs(client + ".key"), "rb").read()
         chain = open(certs(client + ".pem"), "rb").read()
     creds = grpc.ssl_channel_credentials(open(certs("ca.pem"), "rb").read(), key, chain)
-    ch = grpc.secure_channel("localhost:%d" % node.port, creds)
+    return grpc.secure_channel("localhost:%d" % node.port, creds)
+
+
+def grpc_stubs(pb, node, certs, client=None):
+    g, _ = pb
+    ch = tls_channel(node, certs, client)
     get = ch.unary_unary("/pb.gubernator.V1/GetRateLimits",
                          request_serializer=g.GetRateLimitsReq.SerializeToString,
                          response_deserializer=g.GetRateLimitsResp.FromString)

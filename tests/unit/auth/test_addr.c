@@ -1,4 +1,5 @@
-/* sl_addr: host:port splitting, loopback, a connection's source IP against a list of addresses. */
+/* sl_addr: host:port splitting, loopback, a connection's source IP against a list of addresses,
+ * a certificate's names against a peer's host. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -92,12 +93,46 @@ static void test_same_ip(void **state)
     assert_false(sl_addr_in_list(sa, NULL, 0));
 }
 
+/* Names lists as the TLS layer builds them: identity, SANs, then an empty name. */
+static void test_names_host(void **state)
+{
+    (void)state;
+    static const char node[] = "peer.sluice.test\0peer.sluice.test\0localhost\0" "127.0.0.1\0";
+    assert_true(sl_addr_names_host(node, "127.0.0.1:5454"));      /* the IP SAN */
+    assert_true(sl_addr_names_host(node, "localhost:5454"));      /* localhost is 127.0.0.1 */
+    assert_true(sl_addr_names_host(node, "PEER.sluice.test:1"));  /* case ignored */
+    assert_true(sl_addr_names_host(node, "peer.sluice.test."));   /* trailing dot, no port */
+    assert_false(sl_addr_names_host(node, "127.0.0.2:5454"));
+    assert_false(sl_addr_names_host(node, "other.sluice.test:1"));
+    assert_false(sl_addr_names_host(node, "peer.sluice:1"));      /* a prefix is not the name */
+    /* the identity (first in the list) counts like any other name */
+    static const char cn[] = "10.0.0.7";
+    assert_true(sl_addr_names_host(cn, "10.0.0.7:81"));
+    assert_false(sl_addr_names_host(cn, "10.0.0.70:81"));
+    /* IPv6: compared as addresses, not as text */
+    static const char v6[] = "n6\0::1\0";
+    assert_true(sl_addr_names_host(v6, "[0:0::1]:5454"));
+    assert_false(sl_addr_names_host(v6, "127.0.0.1:5454"));
+    /* no wildcards; an IP literal never matches a host name and back; "ip:port" is no IP */
+    static const char wild[] = "*.sluice.test\0\0";
+    assert_false(sl_addr_names_host(wild, "a.sluice.test:1"));
+    static const char withport[] = "127.0.0.1:80";
+    assert_false(sl_addr_names_host(withport, "127.0.0.1:80"));
+    static const char ipname[] = "127.0.0.1";
+    assert_false(sl_addr_names_host(ipname, "host127:80"));
+    /* nothing to match */
+    assert_false(sl_addr_names_host("", "127.0.0.1:1"));
+    assert_false(sl_addr_names_host(NULL, "127.0.0.1:1"));
+    assert_false(sl_addr_names_host(node, ":1"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_loopback),
         cmocka_unit_test(test_same_ip),
+        cmocka_unit_test(test_names_host),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
