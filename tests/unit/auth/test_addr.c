@@ -106,7 +106,7 @@ static void test_names_host(void **state)
     assert_false(sl_addr_names_host(node, "other.sluice.test:1"));
     assert_false(sl_addr_names_host(node, "peer.sluice:1"));      /* a prefix is not the name */
     /* the identity (first in the list) counts like any other name */
-    static const char cn[] = "10.0.0.7";
+    static const char cn[] = "10.0.0.7\0";
     assert_true(sl_addr_names_host(cn, "10.0.0.7:81"));
     assert_false(sl_addr_names_host(cn, "10.0.0.70:81"));
     /* IPv6: compared as addresses, not as text */
@@ -116,9 +116,9 @@ static void test_names_host(void **state)
     /* no wildcards; an IP literal never matches a host name and back; "ip:port" is no IP */
     static const char wild[] = "*.sluice.test\0\0";
     assert_false(sl_addr_names_host(wild, "a.sluice.test:1"));
-    static const char withport[] = "127.0.0.1:80";
+    static const char withport[] = "127.0.0.1:80\0";
     assert_false(sl_addr_names_host(withport, "127.0.0.1:80"));
-    static const char ipname[] = "127.0.0.1";
+    static const char ipname[] = "127.0.0.1\0";
     assert_false(sl_addr_names_host(ipname, "host127:80"));
     /* nothing to match */
     assert_false(sl_addr_names_host("", "127.0.0.1:1"));
