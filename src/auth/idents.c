@@ -16,8 +16,9 @@
 #include "auth/bearer.h"
 
 struct sl_ident {
-    char *token;
+    char *token;        /* the bearer token, or the certificate name of a "cert:" line */
     size_t token_len;
+    bool cert;          /* a "cert:" line */
     char *name;
     char **prefixes;    /* NULL when all (a "*") */
     size_t *prefix_lens;
@@ -36,9 +37,11 @@ struct sl_idents {
     slot *by_hash;      /* sorted by hash */
 };
 
-static uint64_t token_hash(const char *t, size_t n)
+/* Tokens and certificate names hash with different seeds: one sorted array holds both, and a
+ * lookup in one space never lands on the other's entries (the kind is checked as well). */
+static uint64_t token_hash(const char *t, size_t n, bool cert)
 {
-    return XXH3_64bits(t, n);
+    return XXH3_64bits_withSeed(t, n, cert ? 1 : 0);
 }
 
 static int fail(char *err, size_t errlen, size_t line, const char *fmt, ...)
@@ -158,12 +161,22 @@ static int parse_line(sl_idents *s, const char *p, const char *end, size_t line,
         return fail(err, errlen, line, "expected <token> <name> <prefix>[,<prefix>...]");
     if (next_field(&p, end, &extra))
         return fail(err, errlen, line, "unexpected text after the prefixes");
-    if (tl < SL_BEARER_MIN_LEN || tl > SL_BEARER_MAX_LEN)
+    const size_t cpl = sizeof SL_IDENTS_CERT_PREFIX - 1;
+    bool cert = tl >= cpl && !memcmp(tok, SL_IDENTS_CERT_PREFIX, cpl);
+    if (cert) {
+        tok += cpl;
+        tl -= cpl;
+        if (tl == 0 || tl > SL_IDENTS_MAX_CERT_NAME)
+            return fail(err, errlen, line, "a certificate name must be 1..%d bytes",
+                        SL_IDENTS_MAX_CERT_NAME);
+    } else if (tl < SL_BEARER_MIN_LEN || tl > SL_BEARER_MAX_LEN) {
         return fail(err, errlen, line, "a token must be %d..%d bytes", SL_BEARER_MIN_LEN,
                     SL_BEARER_MAX_LEN);
+    }
     for (size_t i = 0; i < tl; i++)
         if (!sl_bearer_char_ok((unsigned char)tok[i]))
-            return fail(err, errlen, line, "a token is visible ASCII only");
+            return fail(err, errlen, line, cert ? "a certificate name is visible ASCII only"
+                                                : "a token is visible ASCII only");
     if (nl > SL_IDENTS_MAX_NAME)
         return fail(err, errlen, line, "a name is at most %d bytes", SL_IDENTS_MAX_NAME);
     for (size_t i = 0; i < nl; i++)
@@ -186,6 +199,7 @@ static int parse_line(sl_idents *s, const char *p, const char *end, size_t line,
     memset(id, 0, sizeof *id);
     id->token = dup_n(tok, tl);
     id->token_len = tl;
+    id->cert = cert;
     id->name = dup_n(name, nl);
     if (!id->token || !id->name)
         return -ENOMEM;
@@ -231,12 +245,14 @@ int sl_idents_parse(const char *buf, size_t len, sl_idents **out, char *err, siz
     }
     if (!rc) {
         for (size_t i = 0; i < s->n; i++)
-            s->by_hash[i] = (slot){token_hash(s->ids[i].token, s->ids[i].token_len), i};
+            s->by_hash[i] = (slot){token_hash(s->ids[i].token, s->ids[i].token_len,
+                                              s->ids[i].cert), i};
         qsort(s->by_hash, s->n, sizeof *s->by_hash, cmp_slot);
         for (size_t i = 1; i < s->n && !rc; i++)
             if (s->by_hash[i].hash == s->by_hash[i - 1].hash)
-                rc = fail(err, errlen, 0, "identities '%s' and '%s' have the same token",
-                          s->ids[s->by_hash[i - 1].idx].name, s->ids[s->by_hash[i].idx].name);
+                rc = fail(err, errlen, 0, "identities '%s' and '%s' have the same %s",
+                          s->ids[s->by_hash[i - 1].idx].name, s->ids[s->by_hash[i].idx].name,
+                          s->ids[s->by_hash[i].idx].cert ? "certificate name" : "token");
     }
     if (rc) {
         if (rc == -ENOMEM && err && errlen)
@@ -248,11 +264,11 @@ int sl_idents_parse(const char *buf, size_t len, sl_idents **out, char *err, siz
     return 0;
 }
 
-const sl_ident *sl_idents_find(const sl_idents *s, const char *tok, size_t len)
+static const sl_ident *find(const sl_idents *s, const char *tok, size_t len, bool cert)
 {
     if (!s || !s->n)
         return NULL;
-    uint64_t h = token_hash(tok, len);
+    uint64_t h = token_hash(tok, len, cert);
     size_t lo = 0, hi = s->n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -264,7 +280,17 @@ const sl_ident *sl_idents_find(const sl_idents *s, const char *tok, size_t len)
     if (lo == s->n || s->by_hash[lo].hash != h)
         return NULL;
     const sl_ident *id = &s->ids[s->by_hash[lo].idx];
-    return sl_bearer_equal(tok, len, id->token, id->token_len) ? id : NULL;
+    return id->cert == cert && sl_bearer_equal(tok, len, id->token, id->token_len) ? id : NULL;
+}
+
+const sl_ident *sl_idents_find(const sl_idents *s, const char *tok, size_t len)
+{
+    return find(s, tok, len, false);
+}
+
+const sl_ident *sl_idents_find_cert(const sl_idents *s, const char *name, size_t len)
+{
+    return find(s, name, len, true);
 }
 
 const char *sl_ident_name(const sl_ident *id)

@@ -293,16 +293,20 @@ static void answer_shed(sl_service *s, sl_exchange *ex, int method, int transpor
 
 /* ---- client identities (--client-tokens-file) ---------------------------------------------- */
 
-/* The identity of the caller's bearer token (one hash lookup), or NULL; *sent: whether it sent
- * an Authorization header at all. */
-static const sl_ident *ident_of(const sl_service *s, const sl_http_request *rq, bool *sent)
+/* The caller's identity, or NULL: the "cert:" identity of the connection's verified client
+ * certificate when the file has one for its name (one hash lookup), else that of its bearer token
+ * (one hash lookup); *sent: whether it sent an Authorization header at all. */
+static const sl_ident *ident_of(const sl_service *s, sl_exchange *ex, const sl_http_request *rq,
+                                bool *sent)
 {
+    const char *cn = sl_exchange_peer_identity(ex);
+    const sl_ident *id = cn ? sl_idents_find_cert(s->cfg.idents, cn, strlen(cn)) : NULL;
     const sl_http_header *h = sl_http_header_find(rq, "authorization");
     const char *tok;
     size_t len;
     *sent = h != NULL;
-    if (!h || sl_bearer_from_header(h->value, h->value_len, &tok, &len))
-        return NULL;
+    if (id || !h || sl_bearer_from_header(h->value, h->value_len, &tok, &len))
+        return id;
     return sl_idents_find(s->cfg.idents, tok, len);
 }
 
@@ -311,10 +315,11 @@ static const sl_ident *who(sl_service *s, sl_exchange *ex, const sl_http_request
                            int transport, int64_t t0)
 {
     bool h;
-    const sl_ident *id = ident_of(s, rq, &h);
+    const sl_ident *id = ident_of(s, ex, rq, &h);
     if (!id)
         answer_error(s, ex, method, transport, SL_GRPC_UNAUTHENTICATED,
-                     h ? "unknown bearer token" : "missing bearer token (Authorization: Bearer)",
+                     h ? "unknown bearer token"
+                       : "missing bearer token (Authorization: Bearer) or known client certificate",
                      t0);
     return id;
 }
@@ -589,15 +594,16 @@ _Static_assert(sizeof(sl_answer_header) == sizeof(sl_http_header) &&
                    offsetof(sl_answer_header, value_len) == offsetof(sl_http_header, value_len),
                "sl_answer_header must keep sl_http_header's layout");
 
-/* /attempt and /release with identities: a known token (401 otherwise) whose prefixes hold the
- * resource (403 otherwise; a /release without X-Resource is judged by its token alone). */
+/* /attempt and /release with identities: a known token or certificate (401 otherwise) whose
+ * prefixes hold the resource (403 otherwise; a /release without X-Resource is judged by its
+ * identity alone). */
 static bool resource_allowed(sl_service *s, sl_exchange *ex, const sl_http_request *rq, int method,
                              const char *res, size_t res_len, int64_t t0)
 {
     static const char unauth[] = "unauthorized: send Authorization: Bearer <client token>\n";
     static const char denied[] = "forbidden: this client may not use this resource\n";
     bool sent;
-    const sl_ident *id = ident_of(s, rq, &sent);
+    const sl_ident *id = ident_of(s, ex, rq, &sent);
     if (!id) {
         answer_text(s, ex, method, 401, "text/plain; charset=utf-8", unauth, sizeof unauth - 1,
                     SL_GRPC_UNAUTHENTICATED, t0);

@@ -420,3 +420,56 @@ def test_peer_with_a_certificate_from_another_ca_is_refused(node_factory, certs,
     assert owners == {a.addr}      # only A's own keys were answered
     assert failed                  # B's keys could not be forwarded
     assert a.proc.poll() is None and b.proc.poll() is None
+
+
+def test_client_identity_from_the_certificate(node_factory, certs, pb, tmp_path):
+    """--client-tokens-file with a "cert:<name>" line: a client whose verified certificate has
+    that name (client.test) is that identity, without a bearer token; a certificate the file
+    does not name, and no certificate, fall back to bearer tokens (401 / UNAUTHENTICATED)."""
+    g, _ = pb
+    tokens = tmp_path / "tokens"
+    tokens.write_text("cert:client.test  viacert  cert_,shared_\n"
+                      "tok-alpha-0123456789abcdef  alpha  alpha_\n")
+    node = start_tls(node_factory, certs, "--standalone", "--tls-ca", certs("ca.pem"),
+                     "--tls-client-auth", "request", "--client-tokens-file", str(tokens))
+
+    def call(client, names, token=None):
+        ch, get = grpc_stubs(pb, node, certs, client)
+        md = [("authorization", "Bearer " + token)] if token else None
+        try:
+            r = get(g.GetRateLimitsReq(requests=[g.RateLimitReq(
+                name=n, unique_key="k", hits=1, limit=10, duration=60000) for n in names]),
+                timeout=5, metadata=md)
+            return grpc.StatusCode.OK, r
+        except grpc.RpcError as e:
+            return e.code(), None
+        finally:
+            ch.close()
+
+    code, r = call("client", ["cert_a", "shared_b"])
+    assert code == grpc.StatusCode.OK and [x.remaining for x in r.responses] == [9, 9]
+    assert call("client", ["cert_a", "alpha_a"])[0] == grpc.StatusCode.PERMISSION_DENIED
+    # the certificate's identity wins over a token sent with it
+    assert call("client", ["alpha_a"], "tok-alpha-0123456789abcdef")[0] == \
+        grpc.StatusCode.PERMISSION_DENIED
+    # no certificate: tokens as before
+    assert call(None, ["cert_a"])[0] == grpc.StatusCode.UNAUTHENTICATED
+    assert call(None, ["alpha_a"], "tok-alpha-0123456789abcdef")[0] == grpc.StatusCode.OK
+    assert call(None, ["cert_a"], "tok-alpha-0123456789abcdef")[0] == \
+        grpc.StatusCode.PERMISSION_DENIED
+    # a valid certificate the file does not name (node: peer.sluice.test) is no identity
+    assert call("node", ["cert_a"])[0] == grpc.StatusCode.UNAUTHENTICATED
+    # a bearer token that spells the certificate line is no identity either
+    assert call(None, ["cert_a"], "cert:client.test")[0] == grpc.StatusCode.UNAUTHENTICATED
+    # the JSON gateway over HTTPS: 200 / 403 / 401
+    body = json.dumps({"requests": [{"name": "cert_j", "unique_key": "k", "hits": 1,
+                                     "limit": 10, "duration": 60000}]})
+    for client, want in (("client", 200), (None, 401), ("node", 401)):
+        st, _, s = https(node, certs, "/v1/GetRateLimits", client, method="POST", body=body)
+        s.close()
+        assert st == want, (client, st)
+    out = json.dumps({"requests": [{"name": "x_j", "unique_key": "k", "hits": 1, "limit": 10,
+                                    "duration": 60000}]})
+    st, _, s = https(node, certs, "/v1/GetRateLimits", "client", method="POST", body=out)
+    s.close()
+    assert st == 403

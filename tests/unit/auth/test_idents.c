@@ -1,4 +1,5 @@
-/* sl_idents: the tokens file format, its bounds and errors, lookup by token, prefix matching. */
+/* sl_idents: the tokens file format, its bounds and errors, lookup by token and by certificate
+ * name, prefix matching. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -131,12 +132,61 @@ static void test_bounds(void **state)
     free(big);
 }
 
+/* "cert:<name>" lines: found by the certificate's name, never by a bearer token, and back. */
+static void test_cert_identities(void **state)
+{
+    (void)state;
+    static const char text[] = "tok-alpha-0123456789abcdef alpha alpha_\n"
+                               "cert:client.test  viacert  cert_,shared_\n"
+                               "cert:svc  short  s_\n";
+    sl_idents *s;
+    char err[200];
+    assert_int_equal(parse(text, &s, err), 0);
+    assert_int_equal(sl_idents_count(s), 3);
+    const sl_ident *c = sl_idents_find_cert(s, "client.test", 11);
+    assert_non_null(c);
+    assert_string_equal(sl_ident_name(c), "viacert");
+    assert_true(sl_ident_allows(c, "cert_x", 6));
+    assert_false(sl_ident_allows(c, "alpha_x", 7));
+    /* a certificate name may be short: it is not a secret */
+    assert_non_null(sl_idents_find_cert(s, "svc", 3));
+    /* byte for byte: another case or a prefix is another name */
+    assert_null(sl_idents_find_cert(s, "Client.test", 11));
+    assert_null(sl_idents_find_cert(s, "client.tes", 10));
+    /* separate spaces: a token that spells the line does not find the certificate identity */
+    assert_null(sl_idents_find(s, "cert:client.test", 16));
+    assert_null(sl_idents_find(s, "client.test", 11));
+    assert_null(sl_idents_find_cert(s, "tok-alpha-0123456789abcdef", 26));
+    assert_non_null(sl_idents_find(s, "tok-alpha-0123456789abcdef", 26));
+    sl_idents_free(s);
+    /* a file of certificate identities only */
+    assert_int_equal(parse("cert:a b *\n", &s, err), 0);
+    assert_non_null(sl_idents_find_cert(s, "a", 1));
+    sl_idents_free(s);
+    /* errors */
+    expect_error("cert: n p\n", "line 1: a certificate name must be 1..255 bytes");
+    char line[400];
+    memset(line, 'c', sizeof line);
+    memcpy(line, "cert:", 5);
+    snprintf(line + 5 + 256, sizeof line - 5 - 256, " n p\n");
+    expect_error(line, "a certificate name must be 1..255 bytes");
+    expect_error("cert:a\x01b n p\n", "a certificate name is visible ASCII only");
+    expect_error("cert:x a p\ncert:x b q\n", "the same certificate name");
+    /* a token and a certificate name that are the same bytes are two identities */
+    assert_int_equal(parse("tok-0123456789abcdef a p\ncert:tok-0123456789abcdef b q\n", &s, err),
+                     0);
+    assert_string_equal(sl_ident_name(sl_idents_find(s, "tok-0123456789abcdef", 20)), "a");
+    assert_string_equal(sl_ident_name(sl_idents_find_cert(s, "tok-0123456789abcdef", 20)), "b");
+    sl_idents_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_and_find),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_bounds),
+        cmocka_unit_test(test_cert_identities),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
