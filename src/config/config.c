@@ -260,16 +260,19 @@ static const sl_opt daemon_opts[] = {
     {.name = "admin-token-file", .type = SL_OPT_STRING,
      .offset = FIELD(admin_token_file, char *), .group = G_ACCESS, .metavar = "FILE",
      .help = "file holding the admin bearer token (16..512 visible ASCII bytes); when set, "
-             "every admin call needs 'Authorization: Bearer <token>'"},
+             "every admin call needs 'Authorization: Bearer <token>' (read again on SIGHUP)"},
     {.name = "peer-auth", .type = SL_OPT_ENUM, .offset = FIELD(peer_auth, int),
      .def = "address", .choices = peer_auth_choices, .group = G_ACCESS,
      .help = "who may call PeersV1: address = callers whose source IP is a peer's (peers bind "
-             "their calls to their advertise-addr IP); none = anyone (the old behaviour)"},
+             "their calls to their advertise-addr IP), or with peer TLS and a peer CA, callers "
+             "whose verified certificate names a peer's host; none = anyone (the old behaviour)"},
     {.name = "client-tokens-file", .type = SL_OPT_STRING,
      .offset = FIELD(client_tokens_file, char *), .group = G_ACCESS, .metavar = "FILE",
-     .help = "client identities, one '<token> <name> <prefix>[,<prefix>...]' a line (at most "
-             "1 MiB, 10000 identities); when set, GetRateLimits, /attempt and /release need "
-             "'Authorization: Bearer <token>' and names / resources inside its prefixes"},
+     .help = "client identities, one '<token> <name> <prefix>[,<prefix>...]' a line, or "
+             "'cert:<certificate name> <name> <prefixes>' for a verified client certificate (at "
+             "most 1 MiB, 10000 identities; read again on SIGHUP); when set, GetRateLimits, "
+             "/attempt and /release need 'Authorization: Bearer <token>' or such a certificate, "
+             "and names / resources inside its prefixes"},
     {.name = "metrics-addr", .type = SL_OPT_STRING, .offset = FIELD(metrics_addr, char *),
      .group = G_ACCESS, .metavar = "ADDR",
      .help = "also serve GET /metrics (read-only, no token) on this ip:port"},

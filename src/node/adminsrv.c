@@ -113,7 +113,9 @@ static void handle(void *ud, sl_exchange *ex)
     sl_metrics_counter_inc(a->outcomes[o]);
 }
 
-static int load_token(sl_adminsrv *a, const char *path, char *err, size_t errlen)
+/* Read a token file: 0 with a copy of the token in *out (NUL-terminated, the caller wipes and
+ * frees it), or a negative errno with the reason in err (never the token). */
+static int read_token(const char *path, char **out, size_t *out_len, char *err, size_t errlen)
 {
     char *buf = NULL;
     size_t len = 0;
@@ -128,13 +130,13 @@ static int load_token(sl_adminsrv *a, const char *path, char *err, size_t errlen
     size_t tl;
     rc = sl_bearer_parse_secret(buf, len, &tok, &tl, &why);
     if (!rc) {
-        a->token = malloc(tl + 1);
-        if (!a->token)
+        *out = malloc(tl + 1);
+        if (!*out)
             rc = -ENOMEM;
         else {
-            memcpy(a->token, tok, tl);
-            a->token[tl] = '\0';
-            a->token_len = tl;
+            memcpy(*out, tok, tl);
+            (*out)[tl] = '\0';
+            *out_len = tl;
         }
     }
     memset(buf, 0, len); /* the secret does not linger in freed memory */
@@ -142,6 +144,50 @@ static int load_token(sl_adminsrv *a, const char *path, char *err, size_t errlen
     if (rc)
         snprintf(err, errlen, "admin-token-file %s: %s", path,
                  rc == -ENOMEM ? "out of memory" : why);
+    return rc;
+}
+
+static void wipe_token(char *tok, size_t len)
+{
+    if (tok) {
+        memset(tok, 0, len);
+        free(tok);
+    }
+}
+
+/* A new token on its way to the listener's one worker thread, which alone reads a->token. */
+typedef struct token_swap {
+    sl_adminsrv *a;
+    char *token;
+    size_t len;
+} token_swap;
+
+static void swap_token(void *ud)
+{
+    token_swap *t = ud;
+    wipe_token(t->a->token, t->a->token_len);
+    t->a->token = t->token;
+    t->a->token_len = t->len;
+    free(t);
+}
+
+int sl_adminsrv_reload_token(sl_adminsrv *a, char *err, size_t errlen)
+{
+    if (!a || !a->token || !a->cfg.token_file || !a->cfg.token_file[0])
+        return 1;
+    token_swap *t = calloc(1, sizeof *t);
+    if (!t) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    t->a = a;
+    int rc = read_token(a->cfg.token_file, &t->token, &t->len, err, errlen);
+    if (!rc && (rc = sl_server_post(a->server, 0, swap_token, t)) != 0)
+        snprintf(err, errlen, "the admin listener is not running");
+    if (rc) {
+        wipe_token(t->token, t->len);
+        free(t);
+    }
     return rc;
 }
 
@@ -182,7 +228,7 @@ int sl_adminsrv_start(const sl_adminsrv_config *cfg, sl_adminsrv **out, char *er
     if (!a)
         return -ENOMEM;
     a->cfg = *cfg;
-    int rc = has_token ? load_token(a, cfg->token_file, err, errlen) : 0;
+    int rc = has_token ? read_token(cfg->token_file, &a->token, &a->token_len, err, errlen) : 0;
     if (!rc && (rc = register_metrics(a)))
         snprintf(err, errlen, "metrics: %s", strerror(-rc));
     if (!rc) {
@@ -233,9 +279,6 @@ void sl_adminsrv_free(sl_adminsrv *a)
         sl_server_wait(a->server);
         sl_server_free(a->server);
     }
-    if (a->token) {
-        memset(a->token, 0, a->token_len);
-        free(a->token);
-    }
+    wipe_token(a->token, a->token_len);
     free(a);
 }

@@ -3,7 +3,7 @@
  * status, and /metrics) on an address of their own (--admin-addr, loopback by default), never on
  * the client port. With a token (--admin-token-file) every call must carry
  * "Authorization: Bearer <token>" (compared in constant time); the node refuses to bind a
- * non-loopback admin address without one. The same module serves the optional read-only
+ * non-loopback admin address without one; the token file is read again on SIGHUP. The same module serves the optional read-only
  * --metrics-addr listener (metrics only, no token). One worker thread: admin calls are rare.
  */
 #ifndef SLUICE_NODE_ADMINSRV_H
@@ -34,6 +34,10 @@ typedef struct sl_adminsrv_config {
 /* Read the token, bind and serve: 0, or a negative errno with the reason in err. */
 int sl_adminsrv_start(const sl_adminsrv_config *cfg, sl_adminsrv **out, char *err, size_t errlen);
 uint16_t sl_adminsrv_port(const sl_adminsrv *a);
+/* SIGHUP: read the token file again. 0: the new token is handed to the listener's thread (calls
+ * it serves from then on need it); 1: the listener has no token file (nothing to do); a negative
+ * errno with the reason in err (never the token): the current token stays. Any thread. */
+int sl_adminsrv_reload_token(sl_adminsrv *a, char *err, size_t errlen);
 /* Drain (callable from a signal handler, like sl_server_shutdown). */
 void sl_adminsrv_shutdown(sl_adminsrv *a, uint32_t grace_ms);
 /* Wait for the listener to end (after a shutdown) and free it. NULL is fine. */

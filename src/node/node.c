@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -570,12 +571,10 @@ static int start_admin(sl_node *n, char *err, size_t errlen)
     return 0;
 }
 
-/* --client-tokens-file: read once at start (a change needs a restart). */
-static int load_idents(sl_node *n, char *err, size_t errlen)
+/* --client-tokens-file into *out: 0, or a negative errno with the reason in err (never a
+ * token). */
+static int read_idents(const char *path, sl_idents **out, char *err, size_t errlen)
 {
-    const char *path = n->opts.client_tokens_file;
-    if (!path[0])
-        return 0;
     char *buf = NULL, ferr[256];
     size_t len = 0;
     int rc = sl_file_read(path, SL_IDENTS_MAX_FILE, SL_FILE_REGULAR, &buf, &len, ferr, sizeof ferr);
@@ -583,15 +582,79 @@ static int load_idents(sl_node *n, char *err, size_t errlen)
         snprintf(err, errlen, "client-tokens-file %s", ferr);
         return rc;
     }
-    rc = sl_idents_parse(buf, len, &n->idents, ferr, sizeof ferr);
+    rc = sl_idents_parse(buf, len, out, ferr, sizeof ferr);
     memset(buf, 0, len);
     free(buf);
-    if (rc) {
+    if (rc)
         snprintf(err, errlen, "client-tokens-file %s: %s", path, ferr);
-        return rc;
+    return rc;
+}
+
+/* --client-tokens-file at start (SIGHUP reads it again: reload_idents). */
+static int load_idents(sl_node *n, char *err, size_t errlen)
+{
+    const char *path = n->opts.client_tokens_file;
+    if (!path[0])
+        return 0;
+    int rc = read_idents(path, &n->idents, err, errlen);
+    if (!rc)
+        sl_log_info(&n->log, "client identities loaded count=%zu", sl_idents_count(n->idents));
+    return rc;
+}
+
+/* A swapped-out identity set, freed once every worker has run a posted step: by then no call
+ * that could have read it is still running (a worker runs one callback at a time). */
+typedef struct idents_retire {
+    sl_idents *old;
+    _Atomic int left;
+    _Atomic bool keep; /* a post failed on a live worker: never free (a leak beats a use after) */
+} idents_retire;
+
+static void idents_retire_step(void *ud)
+{
+    idents_retire *r = ud;
+    if (atomic_fetch_sub(&r->left, 1) == 1) {
+        if (!atomic_load(&r->keep))
+            sl_idents_free(r->old);
+        free(r);
     }
-    sl_log_info(&n->log, "client identities loaded count=%zu", sl_idents_count(n->idents));
-    return 0;
+}
+
+static void reload_idents(sl_node *n)
+{
+    const char *path = n->opts.client_tokens_file;
+    if (!path[0] || !n->idents || !n->service || !n->server)
+        return;
+    sl_idents *next;
+    char err[512];
+    if (read_idents(path, &next, err, sizeof err)) {
+        sl_log_error(&n->log, "reload of the client tokens file failed, keeping the current "
+                              "identities: %s", err);
+        return;
+    }
+    idents_retire *r = calloc(1, sizeof *r);
+    if (!r) {
+        sl_idents_free(next);
+        sl_log_error(&n->log, "reload of the client tokens file failed, keeping the current "
+                              "identities: out of memory");
+        return;
+    }
+    r->old = n->idents;
+    int workers = (int)n->opts.workers;
+    atomic_init(&r->left, workers + 1);
+    atomic_init(&r->keep, false);
+    sl_service_swap_idents(n->service, next);
+    n->idents = next;
+    for (int i = 0; i < workers; i++) {
+        int rc = sl_server_post(n->server, i, idents_retire_step, r);
+        if (rc && rc != -ESHUTDOWN)
+            atomic_store(&r->keep, true);
+        if (rc)
+            idents_retire_step(r);
+    }
+    idents_retire_step(r); /* this thread's share */
+    sl_log_info(&n->log, "reload: client identities read again count=%zu",
+                sl_idents_count(next));
 }
 
 static int build(sl_node *n, char *err, size_t errlen)
@@ -845,6 +908,14 @@ int sl_node_decide(sl_node *n, const sl_request *reqs, sl_response *resps, size_
 void sl_node_reload(sl_node *n)
 {
     reload_tls(n);
+    reload_idents(n);
+    char aerr[512];
+    int arc = sl_adminsrv_reload_token(n->admin, aerr, sizeof aerr);
+    if (arc < 0)
+        sl_log_error(&n->log, "reload of the admin token failed, keeping the current one: %s",
+                     aerr);
+    else if (arc == 0)
+        sl_log_info(&n->log, "reload: admin token read again");
     if (n->switches) {
         char kerr[256];
         int krc = sl_killswitch_reload(n->switches, kerr, sizeof kerr);

@@ -85,6 +85,7 @@ struct sl_service {
     sl_metrics_histogram *latency[M_COUNT][T_COUNT];
     sl_metrics_counter *attempts[SL_ANSWER_OUTCOME_COUNT];
     sl_metrics_counter *peer_denied; /* PeersV1 calls from a non-member */
+    _Atomic(const sl_idents *) idents; /* cfg.idents, then what sl_service_swap_idents set */
 };
 
 /* ---- metrics ------------------------------------------------------------------------------- */
@@ -293,6 +294,18 @@ static void answer_shed(sl_service *s, sl_exchange *ex, int method, int transpor
 
 /* ---- client identities (--client-tokens-file) ---------------------------------------------- */
 
+/* The current identities (NULL: off); a set swapped out stays valid until this call returns
+ * (sl_service_swap_idents). */
+static const sl_idents *idents_of(const sl_service *s)
+{
+    return atomic_load_explicit(&((sl_service *)s)->idents, memory_order_acquire);
+}
+
+const sl_idents *sl_service_swap_idents(sl_service *s, const sl_idents *next)
+{
+    return atomic_exchange_explicit(&s->idents, next, memory_order_acq_rel);
+}
+
 /* The caller's identity, or NULL: the "cert:" identity of the connection's verified client
  * certificate when the file has one for its name (one hash lookup), else that of its bearer token
  * (one hash lookup); *sent: whether it sent an Authorization header at all. */
@@ -300,14 +313,15 @@ static const sl_ident *ident_of(const sl_service *s, sl_exchange *ex, const sl_h
                                 bool *sent)
 {
     const char *cn = sl_exchange_peer_identity(ex);
-    const sl_ident *id = cn ? sl_idents_find_cert(s->cfg.idents, cn, strlen(cn)) : NULL;
+    const sl_idents *set = idents_of(s);
+    const sl_ident *id = cn ? sl_idents_find_cert(set, cn, strlen(cn)) : NULL;
     const sl_http_header *h = sl_http_header_find(rq, "authorization");
     const char *tok;
     size_t len;
     *sent = h != NULL;
     if (id || !h || sl_bearer_from_header(h->value, h->value_len, &tok, &len))
         return id;
-    return sl_idents_find(s->cfg.idents, tok, len);
+    return sl_idents_find(set, tok, len);
 }
 
 /* The caller's identity, or NULL after answering UNAUTHENTICATED (HTTP 401). */
@@ -414,7 +428,7 @@ static void get_rate_limits(sl_service *s, sl_exchange *ex, const sl_http_reques
     const uint8_t *msg = NULL;
     size_t len = 0;
     const sl_ident *id = NULL;
-    if (s->cfg.idents && method == M_GET_RATE_LIMITS && !(id = who(s, ex, rq, method, transport, t0)))
+    if (idents_of(s) && method == M_GET_RATE_LIMITS && !(id = who(s, ex, rq, method, transport, t0)))
         return;
     if (transport == T_GRPC && grpc_payload(s, rq, &msg, &len, &st)) {
         answer_status(s, ex, method, transport, &st, t0);
@@ -627,7 +641,7 @@ static void attempt(sl_service *s, sl_exchange *ex, const sl_http_request *rq, i
     header_value(rq, "x-prefix", &q.levee.prefix, &q.levee.prefix_len);
     header_value(rq, "x-method", &q.levee.method, &q.levee.method_len);
     header_value(rq, "x-req-id", &q.levee.req_id, &q.levee.req_id_len);
-    if (s->cfg.idents && !resource_allowed(s, ex, rq, M_ATTEMPT, q.levee.resource,
+    if (idents_of(s) && !resource_allowed(s, ex, rq, M_ATTEMPT, q.levee.resource,
                                            q.levee.resource_len, t0))
         return;
     const sl_quota_snap *snap = sl_quotasrc_read(s->cfg.quotas, &p->quota_reader);
@@ -649,7 +663,7 @@ static void release(sl_service *s, sl_exchange *ex, const sl_http_request *rq, i
     header_value(rq, "x-lease-id", &rr.lease_id, &rr.lease_id_len);
     header_value(rq, "x-resource", &rr.resource, &rr.resource_len);
     header_value(rq, "x-req-id", &rr.req_id, &rr.req_id_len);
-    if (s->cfg.idents && !resource_allowed(s, ex, rq, M_RELEASE, rr.resource, rr.resource_len, t0))
+    if (idents_of(s) && !resource_allowed(s, ex, rq, M_RELEASE, rr.resource, rr.resource_len, t0))
         return;
     sl_attempt_release(s->cfg.protect, &rr, sl_exchange_now_ms(ex), &p->answer);
     respond_answer(s, ex, M_RELEASE, &p->answer, t0);
@@ -802,6 +816,7 @@ int sl_service_new(const sl_service_config *cfg, sl_service **out)
     if (!s)
         return -ENOMEM;
     s->cfg = *cfg;
+    atomic_init(&s->idents, cfg->idents);
     s->npools = (cfg->workers > 0 ? cfg->workers : 1) + 1;
     size_t bytes = (size_t)s->npools * sizeof *s->pools; /* a multiple of the 64-byte alignment */
     s->pools = aligned_alloc(64, bytes);

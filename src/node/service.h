@@ -54,6 +54,13 @@ typedef struct sl_service_config {
 int sl_service_new(const sl_service_config *cfg, sl_service **out);
 void sl_service_free(sl_service *s);
 
+/* Replace the client identities (a reload of --client-tokens-file): calls that start from now
+ * on use next; the previous set is returned, still in use by calls running on the workers. The
+ * caller frees it once every worker has run past its current call (e.g. after an sl_server_post
+ * to each has run). Switching identities on or off is not for this: next and the service's set
+ * are both non-NULL. Any thread. */
+const sl_idents *sl_service_swap_idents(sl_service *s, const sl_idents *next);
+
 /* The sl_http_handler for the server (ud = the service). */
 void sl_service_handle(void *ud, sl_exchange *ex);
 

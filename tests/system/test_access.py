@@ -13,6 +13,7 @@ finding of the issue reproduced and shown fixed.
   PERMISSION_DENIED for the whole call, nothing drained); probes and /metrics need none."""
 import json
 import re
+import signal
 import socket
 import subprocess
 import time
@@ -399,3 +400,57 @@ def test_identities_file_errors(node_factory, tmp_path):
     assert node.proc.wait(10) != 0
     assert "line 1: a token must be 16..512 bytes" in node.logs()
     assert "short" not in node.logs().split("line 1")[1]
+
+
+def wait_log(node, text, count=1, timeout=5.0):
+    assert wait_for(lambda: node.logs().count(text) >= count, timeout), node.logs()
+
+
+def test_sighup_reloads_tokens_and_admin_token(node_factory, tmp_path):
+    """SIGHUP reads --client-tokens-file and --admin-token-file again: the new tokens work, the
+    old ones stop working; a bad file is logged and the current tokens stay."""
+    tokens = tmp_path / "tokens"
+    tokens.write_text(TOKENS)
+    admin_tok = tmp_path / "admin.token"
+    admin_tok.write_text(TOKEN + "\n")
+    admin = "127.0.0.1:%d" % free_port()
+    node = node_factory(["--workers", "2", "--standalone", "--client-tokens-file", str(tokens),
+                         "--admin-addr", admin, "--admin-token-file", str(admin_tok)])
+    url = "http://%s/v1/GetRateLimits" % node.addr
+
+    def call(name, token):
+        reqs = [{"name": name, "unique_key": "k", "hits": 1, "limit": 1000, "duration": 60000}]
+        return http("POST", url, json.dumps({"requests": reqs}),
+                    {"Authorization": "Bearer " + token})[0]
+
+    def admin_status(token):
+        return http("GET", "http://%s/v1/admin/killswitch" % admin, None,
+                    {"Authorization": "Bearer " + token})[0]
+
+    new_admin = "admin-token-after-reload-0123456789"
+    assert call("alpha_x", "tok-alpha-0123456789abcdef") == 200
+    assert call("gamma_x", "tok-gamma-0123456789abcdef") == 401
+    assert admin_status(TOKEN) == 200 and admin_status(new_admin) == 401
+    # new files: alpha's token is gone, gamma's is new; a new admin token
+    tokens.write_text("tok-gamma-0123456789abcdef gamma gamma_\n")
+    admin_tok.write_text(new_admin + "\n")
+    node.signal(signal.SIGHUP)
+    wait_log(node, "reload: client identities read again count=1")
+    wait_log(node, "reload: admin token read again")
+    # every worker: several connections (each call is a new one)
+    for _ in range(6):
+        assert call("gamma_x", "tok-gamma-0123456789abcdef") == 200
+        assert call("alpha_x", "tok-alpha-0123456789abcdef") == 401
+    assert call("alpha_x", "tok-gamma-0123456789abcdef") == 403
+    assert admin_status(new_admin) == 200 and admin_status(TOKEN) == 401
+    # bad files: logged (without the tokens), the current ones stay
+    tokens.write_text("short gamma gamma_\n")
+    admin_tok.write_text("short\n")
+    node.signal(signal.SIGHUP)
+    wait_log(node, "reload of the client tokens file failed, keeping the current identities")
+    wait_log(node, "reload of the admin token failed, keeping the current one")
+    assert "line 1: a token must be 16..512 bytes" in node.logs()
+    assert call("gamma_x", "tok-gamma-0123456789abcdef") == 200
+    assert admin_status(new_admin) == 200
+    assert "tok-gamma" not in node.logs() and new_admin not in node.logs()
+    assert node.proc.poll() is None
