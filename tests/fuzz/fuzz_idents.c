@@ -1,7 +1,8 @@
 /*
  * libFuzzer driver for auth/idents (the --client-tokens-file parser) and auth/bearer (the
  * Authorization header and the admin token file): arbitrary bytes never crash or overrun, an
- * error message never quotes a token, and every parsed identity is found again by its own token.
+ * error message never quotes a token, and every parsed identity is found again by its own token
+ * (a "cert:" line by its certificate name, and never as a token).
  * A broken property traps, which libFuzzer reports as a crash.
  */
 #include <stddef.h>
@@ -35,7 +36,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             while (p < le && *p != ' ' && *p != '\t' && *p != '\r')
                 p++;
             size_t tl = (size_t)(p - t);
-            if (tl >= SL_BEARER_MIN_LEN && t[0] != '#') {
+            const size_t cpl = sizeof SL_IDENTS_CERT_PREFIX - 1;
+            if (tl > cpl && !memcmp(t, SL_IDENTS_CERT_PREFIX, cpl)) {
+                /* a certificate line: found by its name, never as a bearer token */
+                const sl_ident *id = sl_idents_find_cert(s, t + cpl, tl - cpl);
+                CHECK(id != NULL);
+                CHECK(strlen(sl_ident_name(id)) <= SL_IDENTS_MAX_NAME);
+                CHECK(sl_idents_find(s, t, tl) == NULL);
+            } else if (tl >= SL_BEARER_MIN_LEN && t[0] != '#') {
                 const sl_ident *id = sl_idents_find(s, t, tl);
                 CHECK(id != NULL);
                 CHECK(strlen(sl_ident_name(id)) <= SL_IDENTS_MAX_NAME);

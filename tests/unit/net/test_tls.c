@@ -94,8 +94,8 @@ static void write_pem(const char *name, X509 *x, EVP_PKEY *k)
 }
 
 /* ca.pem; server.pem/.key (CN localhost, SAN localhost); server2 (a second server certificate,
- * CN reloaded); client (CN peer-a, SAN a.peers.test); expired client; wrongca.pem and a client
- * signed by it. */
+ * CN reloaded); client (CN peer-a, SANs a.peers.test, b.peers.test, IP 10.1.2.3); expired
+ * client; wrongca.pem and a client signed by it. */
 static int setup(void **state)
 {
     snprintf(dir, sizeof dir, "/tmp/sl_tls_XXXXXX");
@@ -113,7 +113,7 @@ static int setup(void **state)
     } certs[] = {
         {"server", "localhost", "localhost", ca, cak, 0, 86400},
         {"server2", "reloaded", "localhost", ca, cak, 0, 86400},
-        {"client", "peer-a", "a.peers.test", ca, cak, 0, 86400},
+        {"client", "peer-a", "a.peers.test,DNS:b.peers.test,IP:10.1.2.3", ca, cak, 0, 86400},
         {"cnonly", "just-a-cn", NULL, ca, cak, 0, 86400},
         {"expired", "old", NULL, ca, cak, -7200, -3600},
         {"stranger", "stranger", NULL, ca2, cak2, 0, 86400},
@@ -305,9 +305,18 @@ static void test_client_auth(void **state)
         int rc = handshake(cl, sv);
         if (cases[i].ok) {
             assert_int_equal(rc, 0);
-            if (cases[i].identity)
-                assert_string_equal(sl_tls_peer_identity(sv), cases[i].identity);
-            else
+            if (cases[i].identity) {
+                const char *id = sl_tls_peer_identity(sv);
+                assert_string_equal(id, cases[i].identity);
+                /* then every DNS and IP subjectAltName, the list ended by an empty name */
+                const char *n = id + strlen(id) + 1;
+                if (!strcmp(cases[i].cert, "client")) {
+                    const char *sans[] = {"a.peers.test", "b.peers.test", "10.1.2.3"};
+                    for (size_t k = 0; k < 3; k++, n += strlen(n) + 1)
+                        assert_string_equal(n, sans[k]);
+                }
+                assert_string_equal(n, "");
+            } else
                 assert_null(sl_tls_peer_identity(sv));
             exchange_data(cl, sv);
         } else {
