@@ -3,8 +3,9 @@
  * status, and /metrics) on an address of their own (--admin-addr, loopback by default), never on
  * the client port. With a token (--admin-token-file) every call must carry
  * "Authorization: Bearer <token>" (compared in constant time); the node refuses to bind a
- * non-loopback admin address without one; the token file is read again on SIGHUP. The same module serves the optional read-only
- * --metrics-addr listener (metrics only, no token). One worker thread: admin calls are rare.
+ * non-loopback admin address without one; the token file is read again on SIGHUP. The same
+ * module serves the optional read-only --metrics-addr listener (metrics only, no token). One
+ * worker thread: admin calls are rare.
  */
 #ifndef SLUICE_NODE_ADMINSRV_H
 #define SLUICE_NODE_ADMINSRV_H

@@ -428,7 +428,8 @@ static void get_rate_limits(sl_service *s, sl_exchange *ex, const sl_http_reques
     const uint8_t *msg = NULL;
     size_t len = 0;
     const sl_ident *id = NULL;
-    if (idents_of(s) && method == M_GET_RATE_LIMITS && !(id = who(s, ex, rq, method, transport, t0)))
+    if (idents_of(s) && method == M_GET_RATE_LIMITS &&
+        !(id = who(s, ex, rq, method, transport, t0)))
         return;
     if (transport == T_GRPC && grpc_payload(s, rq, &msg, &len, &st)) {
         answer_status(s, ex, method, transport, &st, t0);
