@@ -153,6 +153,18 @@ def is_up(node, timeout=2.0):
         return False
 
 
+def warm(node, conns=16):
+    """Open and use `conns` connections one after another, so that every worker has served one
+    (a loop opens a few descriptors of its own with its first connection: libuv's reserve) and
+    fd counts taken afterwards are stable."""
+    for _ in range(conns):
+        try:
+            http("GET", "http://%s/v1/LiveCheck" % node.addr, timeout=2)
+        except OSError:
+            pass
+    time.sleep(0.2)
+
+
 def wait_until(pred, timeout, interval=0.05):
     """Poll pred() until true or timeout; returns its last value."""
     deadline = time.time() + timeout
@@ -459,6 +471,109 @@ def h2_goaway_code(data):
     return None
 
 
+def h2_header_frames(sid, block, end_stream=False, max_frame=16384):
+    """A header block as HEADERS + CONTINUATION frames of at most max_frame bytes."""
+    parts = [block[i:i + max_frame] for i in range(0, len(block), max_frame)] or [b""]
+    out = []
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        flags = (END_HEADERS if last else 0)
+        if i == 0:
+            out.append(h2_frame(HEADERS, flags | (END_STREAM if end_stream else 0), sid, part))
+        else:
+            out.append(h2_frame(CONTINUATION, flags, sid, part))
+    return b"".join(out)
+
+
+def batch_body(items, prefix="chaos"):
+    """A GetRateLimits JSON body of `items` items (distinct keys)."""
+    return json.dumps({"requests": [{"name": prefix, "unique_key": "k%d" % i, "hits": 1,
+                                     "limit": 1000000, "duration": 60000}
+                                    for i in range(items)]}).encode()
+
+
+class H2Conn:
+    """A raw HTTP/2 connection for attacks: sends the preface and `settings`, reads whatever the
+    server sends (frames parsed, GOAWAY and closing noted, PINGs not answered) and tracks the
+    server's connection-level receive window so DATA stays within it."""
+
+    def __init__(self, addr, settings=None, timeout=5.0):
+        self.sock = connect(addr, timeout)
+        self.buf = b""
+        self.closed = False
+        self.goaway = None
+        self.send_window = 65535
+        self.frames = 0
+        self.sock.sendall(H2_PREFACE + h2_settings(**(settings or {})))
+
+    def send(self, data):
+        try:
+            self.sock.sendall(data)
+            return True
+        except OSError:
+            self.closed = True
+            return False
+
+    def poll(self, wait=0.0):
+        """Read what arrived (waiting up to `wait` s for the first bytes); parse frames."""
+        if self.closed:
+            return
+        self.sock.settimeout(wait if wait > 0 else 0.0001)
+        try:
+            while True:
+                chunk = self.sock.recv(1 << 20)
+                if not chunk:
+                    self.closed = True
+                    break
+                self.buf += chunk
+                self.sock.settimeout(0.0001)
+        except (socket.timeout, BlockingIOError):
+            pass
+        except OSError:
+            self.closed = True
+        frames = h2_frames(self.buf)
+        used = sum(9 + len(f[3]) for f in frames)
+        self.buf = self.buf[used:]
+        for ftype, flags, sid, payload in frames:
+            self.frames += 1
+            if ftype == GOAWAY and len(payload) >= 8 and self.goaway is None:
+                self.goaway = struct.unpack(">I", payload[4:8])[0]
+            elif ftype == WINDOW_UPDATE and sid == 0 and len(payload) == 4:
+                self.send_window += struct.unpack(">I", payload)[0] & 0x7fffffff
+            elif ftype == SETTINGS and not flags & ACK:
+                self.send(h2_frame(SETTINGS, ACK, 0))
+
+    def send_data(self, sid, data, end_stream=True, wait=2.0):
+        """DATA within the server's connection window (waits for WINDOW_UPDATE up to `wait`)."""
+        deadline = time.time() + wait
+        while len(data) > self.send_window and not self.closed and time.time() < deadline:
+            self.poll(0.05)
+        if len(data) > self.send_window or self.closed:
+            return False
+        self.send_window -= len(data)
+        ok = True
+        for i in range(0, len(data), 16384):
+            part = data[i:i + 16384]
+            ok = ok and self.send(h2_data(sid, part, end_stream and i + 16384 >= len(data)))
+        return ok
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+def cpu_seconds(pid):
+    """User + system CPU time a process used so far, in seconds."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 # ---- the whole measurement ------------------------------------------------------------------
 
 
@@ -484,7 +599,7 @@ def run_attack(node, attack, n=4, name="attack", seconds=2.0, warmup=0.5, mode="
     pid = node.proc.pid
     port = int(node.addr.rsplit(":", 1)[1])
     assert is_up(node)
-    time.sleep(0.2)
+    warm(node)
     fds0 = fd_count(pid)
     unloaded = measure_rate(node.addr, seconds, mode)
     rss0 = rss_bytes(pid)
