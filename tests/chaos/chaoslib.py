@@ -590,7 +590,8 @@ def record(name, figures):
 def run_attack(node, attack, n=4, name="attack", seconds=2.0, warmup=0.5, mode="http",
                min_ratio=0.5, max_rss=512 << 20, settle=10.0, fd_slack=0, check=None):
     """Measure the good client unloaded, then during `n` Attackers(attack) (after `warmup` s),
-    then stop the attackers and check for leaks. Asserts: the server stays up, its peak RSS stays
+    then stop the attackers, check for leaks and measure it again (unloaded: the mean of before
+    and after). Asserts: the server stays up, its peak RSS stays
     below `max_rss` bytes, the good client's rate during the attack is >= min_ratio x unloaded
     (min_ratio None: not checked), and within `settle` s after the attackers left the server's fd
     count is back to its count before (+ fd_slack) and no TCP connection is left on its port.
@@ -630,7 +631,14 @@ def run_attack(node, attack, n=4, name="attack", seconds=2.0, warmup=0.5, mode="
     assert up_during, "sluiced died during %s:\n%s" % (name, node.logs()[-4000:])
     wait_until(lambda: fd_count(pid) <= fds0 + fd_slack and tcp_conns(port) == 0, settle)
     fds_after, conns_after = fd_count(pid), tcp_conns(port)
+    # The unloaded rate is measured before and after the attack and averaged: the machine's own
+    # load drifts, and the good client must also be served again once the attackers left.
+    after = measure_rate(node.addr, seconds, mode) if node.proc.poll() is None else {"rate": 0}
+    before_rate = unloaded["rate"]
+    unloaded = dict(unloaded, rate=(before_rate + after["rate"]) / 2)
     figures = {
+        "before_rps": round(before_rate, 1),
+        "after_rps": round(after["rate"], 1),
         "unloaded_rps": round(unloaded["rate"], 1),
         "during_rps": round(during["rate"], 1),
         "ratio": round(during["rate"] / unloaded["rate"], 2) if unloaded["rate"] else None,
@@ -642,7 +650,8 @@ def run_attack(node, attack, n=4, name="attack", seconds=2.0, warmup=0.5, mode="
     }
     record(name, figures)
     assert is_up(node), "sluiced not answering after %s:\n%s" % (name, node.logs()[-4000:])
-    assert unloaded["rate"] > 0, "good client got nothing unloaded: %r" % unloaded
+    assert before_rate > 0, "good client got nothing unloaded: %r" % unloaded
+    assert after["rate"] > 0, "good client got nothing after %s" % name
     assert peak["rss"] <= max_rss, "RSS peaked at %d bytes > %d" % (peak["rss"], max_rss)
     if min_ratio is not None:
         assert during["rate"] >= min_ratio * unloaded["rate"], \
