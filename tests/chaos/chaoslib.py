@@ -587,22 +587,14 @@ def record(name, figures):
             f.write(line + "\n")
 
 
-def run_attack(node, attack, n=4, name="attack", seconds=2.0, warmup=0.5, mode="http",
-               min_ratio=0.5, max_rss=512 << 20, settle=10.0, fd_slack=0, check=None):
-    """Measure the good client unloaded, then during `n` Attackers(attack) (after `warmup` s),
-    then stop the attackers, check for leaks and measure it again (unloaded: the mean of before
-    and after). Asserts: the server stays up, its peak RSS stays
-    below `max_rss` bytes, the good client's rate during the attack is >= min_ratio x unloaded
-    (min_ratio None: not checked), and within `settle` s after the attackers left the server's fd
-    count is back to its count before (+ fd_slack) and no TCP connection is left on its port.
-    `check(node)`, if given, runs while the attack is still on (e.g. a metric must have moved).
-    Returns the figures (dict)."""
+def _attack_once(node, attack, n, name, seconds, warmup, mode, settle, fd_slack, check):
+    """One measured round of run_attack: figures, plus what the assertions need."""
     pid = node.proc.pid
     port = int(node.addr.rsplit(":", 1)[1])
     assert is_up(node)
     warm(node)
     fds0 = fd_count(pid)
-    unloaded = measure_rate(node.addr, seconds, mode)
+    before = measure_rate(node.addr, seconds, mode)
     rss0 = rss_bytes(pid)
     peak = {"rss": rss0, "fds": fds0, "conns": 0}
     sampling = threading.Event()
@@ -634,32 +626,51 @@ def run_attack(node, attack, n=4, name="attack", seconds=2.0, warmup=0.5, mode="
     # The unloaded rate is measured before and after the attack and averaged: the machine's own
     # load drifts, and the good client must also be served again once the attackers left.
     after = measure_rate(node.addr, seconds, mode) if node.proc.poll() is None else {"rate": 0}
-    before_rate = unloaded["rate"]
-    unloaded = dict(unloaded, rate=(before_rate + after["rate"]) / 2)
-    figures = {
-        "before_rps": round(before_rate, 1),
+    unloaded = (before["rate"] + after["rate"]) / 2
+    return {
+        "before_rps": round(before["rate"], 1),
         "after_rps": round(after["rate"], 1),
-        "unloaded_rps": round(unloaded["rate"], 1),
+        "unloaded_rps": round(unloaded, 1),
         "during_rps": round(during["rate"], 1),
-        "ratio": round(during["rate"] / unloaded["rate"], 2) if unloaded["rate"] else None,
+        "ratio": round(during["rate"] / unloaded, 2) if unloaded else 0.0,
         "rss_before_mib": round(rss0 / 2**20, 1),
         "rss_peak_mib": round(peak["rss"] / 2**20, 1),
         "fds_before": fds0, "fds_peak": peak["fds"], "fds_after": fds_after,
         "conns_peak": peak["conns"], "conns_after": conns_after,
         "attacker_errors": len(attackers.errors),
-    }
-    record(name, figures)
-    assert is_up(node), "sluiced not answering after %s:\n%s" % (name, node.logs()[-4000:])
-    assert before_rate > 0, "good client got nothing unloaded: %r" % unloaded
-    assert after["rate"] > 0, "good client got nothing after %s" % name
-    assert peak["rss"] <= max_rss, "RSS peaked at %d bytes > %d" % (peak["rss"], max_rss)
-    if min_ratio is not None:
-        assert during["rate"] >= min_ratio * unloaded["rate"], \
-            "good client at %.0f/s during %s vs %.0f/s unloaded" % (during["rate"], name,
-                                                                     unloaded["rate"])
-    assert fds_after <= fds0 + fd_slack, "fds %d after %s, %d before" % (fds_after, name, fds0)
-    assert conns_after == 0, "%d connections left after %s" % (conns_after, name)
-    return figures
+    }, peak["rss"]
+
+
+def run_attack(node, attack, n=4, name="attack", seconds=2.0, warmup=0.5, mode="http",
+               min_ratio=0.5, max_rss=512 << 20, settle=10.0, fd_slack=0, check=None, tries=2):
+    """Measure the good client unloaded, then during `n` Attackers(attack) (after `warmup` s),
+    then stop the attackers, check for leaks and measure it again (unloaded: the mean of before
+    and after). Asserts: the server stays up, its peak RSS stays below `max_rss` bytes, the good
+    client's rate during the attack is >= min_ratio x unloaded (min_ratio None: not checked),
+    and within `settle` s after the attackers left the server's fd count is back to its count
+    before (+ fd_slack) and no TCP connection is left on its port. `check(node)`, if given, runs
+    while the attack is still on (e.g. a metric must have moved).
+
+    The test machines are shared and their load drifts, so a round whose only failure is the
+    rate ratio is run again, up to `tries` rounds in all (every round must pass every other
+    assertion). Returns the figures of the last round (dict), with "rounds"."""
+    for rnd in range(1, tries + 1):
+        figures, rss_peak = _attack_once(node, attack, n, name, seconds, warmup, mode, settle,
+                                         fd_slack, check)
+        figures["rounds"] = rnd
+        record(name, figures)
+        assert is_up(node), "sluiced not answering after %s:\n%s" % (name, node.logs()[-4000:])
+        assert figures["before_rps"] > 0, "good client got nothing unloaded: %r" % figures
+        assert figures["after_rps"] > 0, "good client got nothing after %s" % name
+        assert rss_peak <= max_rss, "RSS peaked at %d bytes > %d" % (rss_peak, max_rss)
+        assert figures["fds_after"] <= figures["fds_before"] + fd_slack, \
+            "fds %d after %s, %d before" % (figures["fds_after"], name, figures["fds_before"])
+        assert figures["conns_after"] == 0, \
+            "%d connections left after %s" % (figures["conns_after"], name)
+        if min_ratio is None or figures["ratio"] >= min_ratio:
+            return figures
+    raise AssertionError("good client at %.0f/s during %s vs %.0f/s unloaded (%d rounds)"
+                         % (figures["during_rps"], name, figures["unloaded_rps"], tries))
 
 
 # ---- the good client's child process --------------------------------------------------------
