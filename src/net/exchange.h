@@ -215,6 +215,7 @@ struct sl_exchange {
     void *owner;                 /* h1/h2 connection; NULL once detached */
     sl_exchange *next, *prev;    /* owner's lists; ctx free list */
     sl_exchange *qnext;          /* h2: dispatch list */
+    sl_exchange *rnext, *rprev;  /* h2: requests being received, oldest first */
     int32_t stream_id;           /* HTTP/2 */
     uint8_t refs;                /* owner + handler */
     uint8_t state;
