@@ -4,9 +4,10 @@
  * exchange and read by nghttp2's data provider) lives exactly as long as nghttp2 may read it.
  *
  * Abuse bounds kept here, all per connection and counted without work per request:
- *  - a connection that provokes max_conn_errors protocol errors or refusals (431, 413, resets)
- *    is told GOAWAY ENHANCE_YOUR_CALM and closed, so oversized header blocks cost a bounded
- *    amount of decoding per connection;
+ *  - a connection that provokes max_conn_errors protocol errors or refusals of its requests
+ *    (431, 413, invalid frames) is told GOAWAY ENHANCE_YOUR_CALM and closed, so oversized header
+ *    blocks cost a bounded amount of decoding per connection (streams refused for our own
+ *    buffer budgets do not count: a busy client may retry them);
  *  - answers submitted and not yet sent (a client that shuts its flow-control window) are
  *    charged in bytes, with the request they answer, to the connection and to the ctx; above
  *    either budget new streams of a connection holding such answers are refused
@@ -273,7 +274,8 @@ static int on_data_chunk(nghttp2_session *ss, uint8_t flags, int32_t stream_id,
     if (h->held + len > lim->conn_buffer_bytes) {
         /* Too much held on this connection: refuse the stream so the client may retry. */
         ex->reject = REJECT_RESET;
-        provoked(h);
+        /* Our budget, not the client's error: counted, but not toward max_conn_errors. */
+        sl_net_stat_add(h->c->ctx, SL_NET_PROTOCOL_ERRORS, 1);
         nghttp2_submit_rst_stream(ss, NGHTTP2_FLAG_NONE, stream_id, NGHTTP2_REFUSED_STREAM);
         return 0;
     }
