@@ -107,6 +107,7 @@ typedef struct sl_engine_stats {
     uint64_t capacity;                           /* slots allocated */
     uint64_t bytes;                              /* bytes held by the store (tables + side buffers) */
     uint64_t evictions;                          /* keys evicted because the store was full */
+    uint64_t evictions_limited;                  /* keys at their limit evicted (not in evictions) */
     uint64_t expirations;                        /* keys removed because they expired */
     uint64_t collections;                        /* keys removed as idle (sl_engine_collect_idle) */
     uint64_t errors;                             /* requests answered with a per-item error */
@@ -144,6 +145,16 @@ size_t sl_engine_expire(sl_engine *e, int64_t now_ms, size_t max_work);
  */
 size_t sl_engine_collect_idle(sl_engine *e, int64_t now_ms, int64_t idle_ms, size_t max_work,
                               bool *pass_done);
+
+/*
+ * The same walk, which also removes every information-free key (its state equals a fresh key's:
+ * bucket full, TAT <= now, window over, no lease; removing it changes no answer) that has had no
+ * hits for at least free_idle_ms (<= 0: none). idle_ms as above (<= 0: no key is collected for
+ * idleness alone). sl_engine_collect_idle(e, now, idle, ...) is sl_engine_collect(e, now, idle, -1,
+ * ...).
+ */
+size_t sl_engine_collect(sl_engine *e, int64_t now_ms, int64_t idle_ms, int64_t free_idle_ms,
+                         size_t max_work, bool *pass_done);
 
 /* Remove one key (name, unique_key). Returns true if it was held. */
 bool sl_engine_remove(sl_engine *e, const char *name, size_t name_len, const char *key,

@@ -87,6 +87,11 @@ static const sl_opt daemon_opts[] = {
      .def = "0", .min = 0, .max = 18 * 3600 * SEC, .group = G_ENGINE,
      .help = "collect keys without hits for this long (Levee's GC); 0 = off (a collected key "
              "starts afresh, so keep it above your longest limit duration)"},
+    {.name = "gc-collect-free", .type = SL_OPT_DURATION,
+     .offset = FIELD(gc_collect_free_ns, int64_t), .def = "10s", .min = 0,
+     .max = 18 * 3600 * SEC, .group = G_ENGINE,
+     .help = "collect information-free keys (state equal to a fresh key's: nothing is reset) "
+             "without hits for this long, every gc-period; 0 = off"},
     {.name = "gc-max-work", .type = SL_OPT_INT, .offset = FIELD(gc_max_work, int64_t),
      .def = "10000", .min = 1, .max = INT64_C(1) << 32, .group = G_ENGINE,
      .help = "most key slots one collector run examines (bounds its pause)"},

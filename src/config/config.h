@@ -53,6 +53,7 @@ typedef struct sl_options {
     int64_t gc_max_keys;
     int64_t gc_period_ns;
     int64_t gc_collect_ns;
+    int64_t gc_collect_free_ns;
     int64_t gc_max_work;
     int64_t shards;
     int64_t max_log_limit;

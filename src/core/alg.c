@@ -152,6 +152,30 @@ void sl_alg_release(sl_state *st)
     st->aux32 = 0;
 }
 
+sl_alg_info sl_alg_info_of(const sl_state *st, int64_t expire_at, int64_t now)
+{
+    if (sl_alg_expired(expire_at, now))
+        return SL_INFO_FREE;
+    switch (st->algorithm) {
+    case SL_TOKEN_BUCKET:
+        return sl_tb_info(st);
+    case SL_LEAKY_BUCKET:
+        return sl_lb_info(st, now);
+    case SL_GCRA:
+        return sl_gcra_info(st, now);
+    case SL_FIXED_WINDOW:
+        return sl_win_fixed_info(st);
+    case SL_SLIDING_WINDOW:
+        return sl_win_sliding_info(st);
+    case SL_SLIDING_LOG:
+        return sl_slog_info(st, now);
+    case SL_CONCURRENCY:
+        return sl_conc_info(st, now);
+    default:
+        return SL_INFO_FREE; /* SL_ALG_NONE: nothing held */
+    }
+}
+
 uint64_t sl_alg_side_bytes(const sl_state *st)
 {
     if (st->algorithm == SL_SLIDING_LOG)

@@ -173,7 +173,13 @@ size_t sl_engine_expire(sl_engine *e, int64_t now_ms, size_t max_work)
 size_t sl_engine_collect_idle(sl_engine *e, int64_t now_ms, int64_t idle_ms, size_t max_work,
                               bool *pass_done)
 {
-    return sl_store_collect(e->store, now_ms, idle_ms, max_work, pass_done);
+    return sl_store_collect(e->store, now_ms, idle_ms, -1, max_work, pass_done);
+}
+
+size_t sl_engine_collect(sl_engine *e, int64_t now_ms, int64_t idle_ms, int64_t free_idle_ms,
+                         size_t max_work, bool *pass_done)
+{
+    return sl_store_collect(e->store, now_ms, idle_ms, free_idle_ms, max_work, pass_done);
 }
 
 bool sl_engine_remove(sl_engine *e, const char *name, size_t name_len, const char *key,

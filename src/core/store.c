@@ -40,10 +40,12 @@
  * with every shard full. The memory is therefore bounded by 80 * (limit * shards) bytes + side
  * buffers, whatever the keys.
  *
- * Eviction (approximated LRU, as Redis does): a new key in a full shard (or when the store holds
- * max_keys) replaces a victim from its own shard: a clock hand walks the table, the next
- * LRU_SAMPLE (16) occupied slots are examined, an expired key among them is taken at once, else
- * the one with the oldest stamp. If the new key's shard holds nothing while the store is full, a
+ * Eviction (approximated LRU, as Redis does, ordered by what it would forget): a new key in a full
+ * shard (or when the store holds max_keys) replaces a victim from its own shard: a clock hand walks
+ * the table, the next LRU_SAMPLE (16) occupied slots are examined, an information-free key among
+ * them (expired, or in the state of a fresh key: sl_alg_info_of) is taken at once, else the oldest
+ * key that is not at its limit; a key at its limit goes only when a walk over the whole shard
+ * finds no other (see evict_one). If the new key's shard holds nothing while the store is full, a
  * key is evicted from another shard taken with trylock (never blocking while holding a lock, so no
  * deadlock).
  *
@@ -110,9 +112,11 @@ typedef struct sl_shard {
     uint32_t expire_hand;
     uint64_t side_bytes;
     uint64_t evictions, expirations, errors;
-    /* Lines 2-3. */
+    /* Lines 2-4. */
     uint64_t decisions[SL_ALGORITHM_COUNT][2];
     uint64_t collections; /* keys removed by sl_store_collect() for idleness */
+    uint64_t evictions_limited; /* evicted while at their limit (sl_alg_info_of LIMITED) */
+    uint32_t limited_unit; /* stamp unit + 1 of a full scan that found only limited keys; 0 none */
 } __attribute__((aligned(64))) sl_shard;
 
 _Static_assert(offsetof(sl_shard, tab) == 64,
@@ -343,32 +347,51 @@ static int grow(sl_shard *sh)
     return 0;
 }
 
-/* Evict one key (the shard holds at least one): sample from the clock hand, prefer an expired key,
- * else the oldest last access. Leaves the global count alone (the caller puts a key in its place).
+/*
+ * Evict one key (the shard holds at least one). Order: what eviction would forget
+ * (sl_alg_info_of), then age. From the clock hand, LRU_SAMPLE occupied slots are examined; the
+ * first information-free key (expired, or equal to a fresh key) is taken at once, else the oldest
+ * key that holds some information, else (every sampled key is at its limit) the walk goes on over
+ * the whole table looking for any key not at its limit, and only if there is none is the oldest
+ * limited key evicted (counted apart). A whole-table walk that found only limited keys is not
+ * repeated within the same stamp unit (1.024 s), so a shard full of limited keys costs one walk
+ * per second, not one per insert. Leaves the global count alone (the caller puts a key in its
+ * place).
  */
 static void evict_one(sl_shard *sh, int64_t now)
 {
     const sl_slot *t = sh->tab;
     uint32_t cap = sh->cap, i = sh->evict_hand < cap ? sh->evict_hand : 0;
     uint16_t stamp_now = (uint16_t)((uint64_t)now >> 10);
+    bool walk_all = sh->limited_unit != (uint32_t)stamp_now + 1;
     uint32_t best = UINT32_MAX, best_age = 0, sampled = 0;
+    sl_alg_info best_info = SL_INFO_LIMITED;
     bool expired = false;
-    for (uint32_t n = 0; n < cap && sampled < LRU_SAMPLE; n++, i = next_slot(i, cap)) {
+    uint32_t n;
+    for (n = 0; n < cap; n++, i = next_slot(i, cap)) {
+        if (sampled >= LRU_SAMPLE && (best_info != SL_INFO_LIMITED || !walk_all))
+            break;
         if (!t[i].hash)
             continue;
         sampled++;
-        if (sl_alg_expired(meta_expire(t[i].meta), now)) {
+        int64_t exp = meta_expire(t[i].meta);
+        sl_alg_info info = sl_alg_info_of(&t[i].st, exp, now);
+        if (info == SL_INFO_FREE) {
             best = i;
-            expired = true;
+            best_info = info;
+            expired = sl_alg_expired(exp, now);
             i = next_slot(i, cap);
             break;
         }
         uint32_t age = (uint16_t)(stamp_now - meta_stamp(t[i].meta));
-        if (best == UINT32_MAX || age > best_age) {
+        if (best == UINT32_MAX || info < best_info || (info == best_info && age > best_age)) {
             best = i;
+            best_info = info;
             best_age = age;
         }
     }
+    if (n == cap && best_info == SL_INFO_LIMITED)
+        sh->limited_unit = (uint32_t)stamp_now + 1;
     sh->evict_hand = i;
     if (best == UINT32_MAX)
         return; /* empty shard: callers never get here */
@@ -376,6 +399,8 @@ static void evict_one(sl_shard *sh, int64_t now)
     delete_at(sh, best);
     if (expired)
         sh->expirations++;
+    else if (best_info == SL_INFO_LIMITED)
+        sh->evictions_limited++;
     else
         sh->evictions++;
 }
@@ -700,8 +725,8 @@ static inline bool idle_for(uint64_t meta, int64_t now, int64_t idle_ms)
     return least_idle >= idle_ms;
 }
 
-size_t sl_store_collect(sl_store *s, int64_t now, int64_t idle_ms, size_t max_work,
-                        bool *pass_done)
+size_t sl_store_collect(sl_store *s, int64_t now, int64_t idle_ms, int64_t free_idle_ms,
+                        size_t max_work, bool *pass_done)
 {
     if (pass_done)
         *pass_done = false;
@@ -719,8 +744,11 @@ size_t sl_store_collect(sl_store *s, int64_t now, int64_t idle_ms, size_t max_wo
                 i++;
                 continue;
             }
-            bool expired = sl_alg_expired(meta_expire(sl->meta), now);
-            if (!expired && (idle_ms <= 0 || !idle_for(sl->meta, now, idle_ms))) {
+            int64_t exp = meta_expire(sl->meta);
+            bool expired = sl_alg_expired(exp, now);
+            if (!expired && (idle_ms <= 0 || !idle_for(sl->meta, now, idle_ms)) &&
+                (free_idle_ms <= 0 || !idle_for(sl->meta, now, free_idle_ms) ||
+                 sl_alg_info_of(&sl->st, exp, now) != SL_INFO_FREE)) {
                 i++;
                 continue;
             }
@@ -765,6 +793,7 @@ void sl_store_stats(sl_store *s, sl_engine_stats *out)
         out->evictions += sh->evictions;
         out->expirations += sh->expirations;
         out->collections += sh->collections;
+        out->evictions_limited += sh->evictions_limited;
         out->errors += sh->errors;
         for (int a = 0; a < SL_ALGORITHM_COUNT; a++)
             for (int st = 0; st < 2; st++)

@@ -6,7 +6,8 @@
  * locked, so decisions on one key are linearizable and decisions on other shards run in parallel.
  *
  * Bounded memory: at most `max_keys` keys in total; a table grows x2 up to a per-shard maximum
- * derived from max_keys; a full shard evicts an approximately least recently used key.
+ * derived from max_keys; a full shard evicts an information-free key if it finds one, else an
+ * approximately least recently used key not at its limit, and a key at its limit last.
  * The layout and its reasons are described at the top of store.c.
  */
 #ifndef SLUICE_CORE_STORE_H
@@ -77,14 +78,15 @@ size_t sl_store_expire(sl_store *s, int64_t now, size_t max_work);
 /*
  * Idle collection: examine at most max_work slots, continuing one walk over every shard's table in
  * order from where the previous call stopped, and remove each key that has expired (counted as an
- * expiration) or has not been accessed for at least idle_ms (a collection; idle_ms <= 0: expired
- * keys only). Idleness is judged from the LRU stamp, never early, at most 1.024 s late, and not
+ * expiration), has not been accessed for at least idle_ms (a collection; idle_ms <= 0: none), or
+ * is information-free (sl_alg_info_of) and has not been accessed for at least free_idle_ms (a
+ * collection; free_idle_ms <= 0: none). Idleness is judged from the LRU stamp, never early, at most 1.024 s late, and not
  * beyond 18.6 hours (see store.c). Returns the number removed; *pass_done (may be NULL) is set when
  * the walk reached the end of the last shard in this call: every slot has been examined since the
  * previous pass ended. A call never goes past the end of a pass. Calls are serialised by a mutex.
  */
-size_t sl_store_collect(sl_store *s, int64_t now, int64_t idle_ms, size_t max_work,
-                        bool *pass_done);
+size_t sl_store_collect(sl_store *s, int64_t now, int64_t idle_ms, int64_t free_idle_ms,
+                        size_t max_work, bool *pass_done);
 
 /* Fill keys, capacity, bytes, evictions, expirations, collections, errors (from sl_alg_decide)
  * and decisions; every field is overwritten. Locks each shard briefly, one at a time. */
