@@ -100,7 +100,16 @@ typedef struct sl_engine_config {
     int32_t max_sub_windows; /* SLIDING_WINDOW: most sub-windows accepted */
     int64_t max_concurrency_limit; /* CONCURRENCY: largest limit (16 bytes per lease held) */
     uint64_t hash_seed;      /* 0 = random per engine (hash flooding resistance) */
+    /* Impossible inputs (docs/algorithms.md, "Bad input and overflow"); 0 = no bound. */
+    int64_t max_count;        /* largest |hits|, limit and burst (default 2^53) */
+    int64_t max_duration_ms;  /* largest duration (default 100 years; Gregorian codes exempt) */
+    int64_t max_clock_skew_ms; /* largest |created_at - now| when created_at is set (default 0) */
 } sl_engine_config;
+
+/* Defaults of sl_engine_config_default(): 2^53 is the largest integer a double (the leaky bucket's
+ * remaining, a JSON number) holds exactly; 100 years of ms. */
+#define SL_DEFAULT_MAX_COUNT (INT64_C(1) << 53)
+#define SL_DEFAULT_MAX_DURATION_MS (INT64_C(36525) * 86400000) /* 36,525 days */
 
 typedef struct sl_engine_stats {
     uint64_t keys;                               /* keys held now */
@@ -162,8 +171,12 @@ bool sl_engine_remove(sl_engine *e, const char *name, size_t name_len, const cha
 
 void sl_engine_stats_get(sl_engine *e, sl_engine_stats *out);
 
-/* Validate a request without deciding it: NULL if valid, else the static error message. */
+/* Validate a request without deciding it: NULL if valid, else the static error message. The
+ * clock-skew bound needs the time: sl_request_check_time() (the engine calls both). */
 const char *sl_request_validate(const sl_request *req, const sl_engine_config *cfg);
+/* NULL, or the error for a created_at further than cfg->max_clock_skew_ms from now_ms. */
+const char *sl_request_check_time(const sl_request *req, const sl_engine_config *cfg,
+                                  int64_t now_ms);
 
 const char *sl_algorithm_name(int32_t algorithm);   /* "TOKEN_BUCKET", ... or NULL */
 int sl_algorithm_from_name(const char *s, size_t n); /* -1 if unknown; accepts any case */

@@ -104,6 +104,17 @@ static const sl_opt daemon_opts[] = {
     {.name = "max-sub-windows", .type = SL_OPT_INT, .offset = FIELD(max_sub_windows, int64_t),
      .def = "60", .min = 1, .max = 100000, .group = G_ENGINE,
      .help = "most sub-windows accepted for SLIDING_WINDOW"},
+    {.name = "max-count", .type = SL_OPT_INT, .offset = FIELD(max_count, int64_t),
+     .def = "9007199254740992", .min = 1, .max = INT64_MAX, .group = G_ENGINE,
+     .help = "largest limit, burst and |hits| accepted (default 2^53); more is a per-item error"},
+    {.name = "max-duration", .type = SL_OPT_DURATION, .offset = FIELD(max_duration_ns, int64_t),
+     .def = "876600h", .min = 1 * MS, .max = INT64_C(876600) * 3600 * SEC, .group = G_ENGINE,
+     .help = "longest limit duration accepted (default 100 years); more is a per-item error"},
+    {.name = "max-clock-skew", .type = SL_OPT_DURATION,
+     .offset = FIELD(max_clock_skew_ns, int64_t), .def = "10s", .min = 0,
+     .max = 86400 * SEC, .group = G_ENGINE,
+     .help = "a request's created_at further than this from the server's clock is a per-item "
+             "error; 0 = any created_at"},
 
     /* Quotas (Levee) */
     {.name = "standalone", .type = SL_OPT_BOOL, .offset = FIELD(standalone, bool), .def = "false",

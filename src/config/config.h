@@ -54,6 +54,9 @@ typedef struct sl_options {
     int64_t gc_period_ns;
     int64_t gc_collect_ns;
     int64_t gc_collect_free_ns;
+    int64_t max_count;
+    int64_t max_duration_ns;
+    int64_t max_clock_skew_ns;
     int64_t gc_max_work;
     int64_t shards;
     int64_t max_log_limit;

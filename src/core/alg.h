@@ -68,6 +68,9 @@ typedef struct sl_alg_config {
     int64_t max_log_limit;
     int32_t max_sub_windows;
     int64_t max_concurrency_limit;
+    /* Largest remaining a token bucket keeps: Gubernator lets negative hits raise it past the
+     * limit, and repeated give-backs would reach INT64_MAX. <= 0: no bound. */
+    int64_t max_count;
     /* CONCURRENCY's lease-id generator (the engine's, core/concurrency.h); NULL: random ids */
     struct sl_conc_ids *lease_ids;
 } sl_alg_config;

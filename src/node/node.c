@@ -507,6 +507,9 @@ static int build(sl_node *n, char *err, size_t errlen)
     ec.max_log_limit = o->max_log_limit;
     ec.max_sub_windows = (int32_t)o->max_sub_windows;
     ec.max_concurrency_limit = o->max_concurrency_limit;
+    ec.max_count = o->max_count;
+    ec.max_duration_ms = o->max_duration_ns / 1000000;
+    ec.max_clock_skew_ms = o->max_clock_skew_ns / 1000000;
     rc = sl_engine_new(&ec, &n->engine);
     if (rc) {
         snprintf(err, errlen, "engine: %s", strerror(-rc));
