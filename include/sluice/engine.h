@@ -95,6 +95,8 @@ typedef struct sl_response {
 
 typedef struct sl_engine_config {
     size_t max_keys;         /* hard cap on keys held (gc-max-keys); LRU idle keys are evicted */
+    uint64_t max_memory;     /* hard cap on the store's bytes, side buffers included (sluiced's
+                                max-memory, SL_DEFAULT_MAX_MEMORY); 0 (default) = keys only */
     unsigned shards;         /* power of two; 0 = default (64) */
     int64_t max_log_limit;   /* SLIDING_LOG: largest limit accepted (memory is O(limit) per key) */
     int32_t max_sub_windows; /* SLIDING_WINDOW: most sub-windows accepted */
@@ -108,6 +110,7 @@ typedef struct sl_engine_config {
 
 /* Defaults of sl_engine_config_default(): 2^53 is the largest integer a double (the leaky bucket's
  * remaining, a JSON number) holds exactly; 100 years of ms. */
+#define SL_DEFAULT_MAX_MEMORY ((uint64_t)256 << 20)
 #define SL_DEFAULT_MAX_COUNT (INT64_C(1) << 53)
 #define SL_DEFAULT_MAX_DURATION_MS (INT64_C(36525) * 86400000) /* 36,525 days */
 

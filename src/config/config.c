@@ -80,6 +80,10 @@ static const sl_opt daemon_opts[] = {
     {.name = "gc-max-keys", .type = SL_OPT_INT, .offset = FIELD(gc_max_keys, int64_t),
      .def = "1000000", .min = 1, .max = INT64_C(1) << 40, .group = G_ENGINE,
      .help = "most keys held; past it idle keys are collected, LRU first"},
+    {.name = "max-memory", .type = SL_OPT_SIZE, .offset = FIELD(max_memory, uint64_t),
+     .def = "256MiB", .min = 0, .max = UINT64_C(1) << 50, .group = G_ENGINE,
+     .help = "most bytes the key store holds, side buffers (sliding logs, sub-windows, leases) "
+             "included; past it keys are evicted as at gc-max-keys; 0 = keys only"},
     {.name = "gc-period", .type = SL_OPT_DURATION, .offset = FIELD(gc_period_ns, int64_t),
      .def = "1s", .min = 1 * MS, .max = 86400 * SEC, .group = G_ENGINE,
      .help = "how often the collector of inactive keys runs"},

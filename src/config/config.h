@@ -54,6 +54,7 @@ typedef struct sl_options {
     int64_t gc_period_ns;
     int64_t gc_collect_ns;
     int64_t gc_collect_free_ns;
+    uint64_t max_memory;
     int64_t max_count;
     int64_t max_duration_ns;
     int64_t max_clock_skew_ns;

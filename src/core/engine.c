@@ -46,6 +46,7 @@ void sl_engine_config_default(sl_engine_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
     cfg->max_keys = DEFAULT_MAX_KEYS;
+    cfg->max_memory = 0; /* keys only: sluiced sets --max-memory (SL_DEFAULT_MAX_MEMORY) */
     cfg->shards = DEFAULT_SHARDS;
     cfg->max_log_limit = SL_ALG_DEFAULT_MAX_LOG_LIMIT;
     cfg->max_sub_windows = SL_ALG_DEFAULT_MAX_SUB_WINDOWS;
@@ -84,6 +85,7 @@ int sl_engine_new(const sl_engine_config *cfg, sl_engine **out)
     sl_conc_ids_init(&e->lease_ids, 0);
     sl_store_config sc = {
         .max_keys = e->cfg.max_keys,
+        .max_bytes = e->cfg.max_memory,
         .shards = e->cfg.shards,
         .alg = {.max_log_limit = e->cfg.max_log_limit, .max_sub_windows = e->cfg.max_sub_windows,
                 .max_concurrency_limit = e->cfg.max_concurrency_limit,

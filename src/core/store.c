@@ -38,7 +38,10 @@
  * cap_max = ceil(1.25 * limit); that last step is a partial doubling, which is why capacities need
  * not be powers of two. At 1M keys over 64 shards: limit 16,133, cap_max 20,167, 82.6 bytes per key
  * with every shard full. The memory is therefore bounded by 80 * (limit * shards) bytes + side
- * buffers, whatever the keys.
+ * buffers, whatever the keys; with max_bytes, each shard also keeps its table plus its keys' side
+ * buffers (side_bytes, exact) within max_bytes / shards: an insert evicts until a new key's buffer
+ * fits (or refuses the key when the buffer alone could never fit), a buffer that grows on a held
+ * key makes other keys of its shard leave, and a table does not grow past the budget.
  *
  * Eviction (approximated LRU, as Redis does, ordered by what it would forget): a new key in a full
  * shard (or when the store holds max_keys) replaces a victim from its own shard: a clock hand walks
@@ -130,6 +133,7 @@ struct sl_store {
     uint64_t mask;
     unsigned nshards;
     size_t max_keys;
+    uint64_t shard_mem;                   /* bytes a shard may hold (table + side buffers); 0 any */
     sl_alg_config alg;
     unsigned expire_next;                 /* next shard sl_store_expire() starts at (atomic) */
     pthread_mutex_t collect_mu;           /* sl_store_collect()'s cursor: */
@@ -138,6 +142,9 @@ struct sl_store {
     _Alignas(64) size_t nkeys;            /* keys held + inserts in progress (atomic) */
     char pad[64 - sizeof(size_t)];
 };
+
+const char sl_store_err_memory[] =
+    "the key store is at max-memory: no room for this key's state";
 
 /* --- small helpers -------------------------------------------------------------------------- */
 
@@ -355,10 +362,10 @@ static int grow(sl_shard *sh)
  * the whole table looking for any key not at its limit, and only if there is none is the oldest
  * limited key evicted (counted apart). A whole-table walk that found only limited keys is not
  * repeated within the same stamp unit (1.024 s), so a shard full of limited keys costs one walk
- * per second, not one per insert. Leaves the global count alone (the caller puts a key in its
- * place).
+ * per second, not one per insert. The key with hash `keep` (0: none) is never taken. Leaves the
+ * global count alone (the caller puts a key in its place). False when there was nothing to take.
  */
-static void evict_one(sl_shard *sh, int64_t now)
+static bool evict_one(sl_shard *sh, int64_t now, uint64_t keep)
 {
     const sl_slot *t = sh->tab;
     uint32_t cap = sh->cap, i = sh->evict_hand < cap ? sh->evict_hand : 0;
@@ -371,7 +378,7 @@ static void evict_one(sl_shard *sh, int64_t now)
     for (n = 0; n < cap; n++, i = next_slot(i, cap)) {
         if (sampled >= LRU_SAMPLE && (best_info != SL_INFO_LIMITED || !walk_all))
             break;
-        if (!t[i].hash)
+        if (!t[i].hash || t[i].hash == keep)
             continue;
         sampled++;
         int64_t exp = meta_expire(t[i].meta);
@@ -394,7 +401,7 @@ static void evict_one(sl_shard *sh, int64_t now)
         sh->limited_unit = (uint32_t)stamp_now + 1;
     sh->evict_hand = i;
     if (best == UINT32_MAX)
-        return; /* empty shard: callers never get here */
+        return false; /* no key but `keep` */
     drop_state(sh, &sh->tab[best].st);
     delete_at(sh, best);
     if (expired)
@@ -403,6 +410,7 @@ static void evict_one(sl_shard *sh, int64_t now)
         sh->evictions_limited++;
     else
         sh->evictions++;
+    return true;
 }
 
 /* The store is full and `self` holds nothing: evict a key from another shard, taken with trylock
@@ -416,7 +424,7 @@ static bool evict_elsewhere(sl_store *s, sl_shard *self, int64_t now)
             continue;
         bool done = o->count > 0;
         if (done)
-            evict_one(o, now);
+            evict_one(o, now, 0);
         shard_unlock(o);
         if (done)
             return true;
@@ -424,18 +432,43 @@ static bool evict_elsewhere(sl_store *s, sl_shard *self, int64_t now)
     return false;
 }
 
+/* Bytes the shard holds: its table and its keys' side buffers (exact: what was allocated). */
+static inline uint64_t shard_bytes(const sl_shard *sh)
+{
+    return (uint64_t)sh->cap * sizeof(sl_slot) + sh->side_bytes;
+}
+
+/* Would the shard's next, larger table stay within its byte budget? */
+static bool grow_fits(const sl_store *s, const sl_shard *sh)
+{
+    uint32_t ncap = sh->cap > sh->cap_max / 2 ? sh->cap_max : sh->cap * 2;
+    return !s->shard_mem || (uint64_t)ncap * sizeof(sl_slot) + sh->side_bytes <= s->shard_mem;
+}
+
+/* max-memory: evict keys of sh (never `keep`), in eviction order, until its bytes plus `extra`
+ * fit its budget. False if they cannot (nothing else left to evict). */
+static bool fit_memory(sl_store *s, sl_shard *sh, uint64_t keep, uint64_t extra, int64_t now)
+{
+    while (shard_bytes(sh) + extra > s->shard_mem) {
+        if (!evict_one(sh, now, keep))
+            return false;
+        keys_add(s, -1);
+    }
+    return true;
+}
+
 /* Make room in sh for one new key and account for it in the global count. */
 static void make_room(sl_store *s, sl_shard *sh, int64_t now)
 {
     for (;;) {
         if (sh->count >= sh->limit) {
-            evict_one(sh, now); /* one out, one in: the global count is unchanged */
+            evict_one(sh, now, 0); /* one out, one in: the global count is unchanged */
             return;
         }
         size_t n = __atomic_load_n(&s->nkeys, __ATOMIC_RELAXED);
         if (n >= s->max_keys) {
             if (sh->count > 0) {
-                evict_one(sh, now);
+                evict_one(sh, now, 0);
                 return;
             }
             if (evict_elsewhere(s, sh, now))
@@ -447,10 +480,10 @@ static void make_room(sl_store *s, sl_shard *sh, int64_t now)
         if (!__atomic_compare_exchange_n(&s->nkeys, &n, n + 1, true, __ATOMIC_RELAXED,
                                          __ATOMIC_RELAXED))
             continue;
-        if (sh->count >= sh->grow_at && grow(sh) != 0) {
-            /* No memory for a larger table: replace a key instead of adding one. */
+        if (sh->count >= sh->grow_at && (!grow_fits(s, sh) || grow(sh) != 0)) {
+            /* No memory (or no byte budget) for a larger table: replace a key instead. */
             keys_add(s, -1);
-            evict_one(sh, now);
+            evict_one(sh, now, 0);
         }
         return;
     }
@@ -461,7 +494,8 @@ static void make_room(sl_store *s, sl_shard *sh, int64_t now)
  * into each caller with a constant fn, so the algorithm call on the hot path is direct.
  */
 static inline __attribute__((always_inline)) bool
-access_key(sl_store *s, sl_shard *sh, uint64_t h, int64_t now, sl_store_fn fn, void *ctx)
+access_key(sl_store *s, sl_shard *sh, uint64_t h, int64_t now, sl_store_fn fn, void *ctx,
+           bool *refused)
 {
     uint32_t i;
     if (find(sh, h, &i)) {
@@ -484,6 +518,11 @@ access_key(sl_store *s, sl_shard *sh, uint64_t h, int64_t now, sl_store_fn fn, v
             return false;
         }
         sl->meta = meta_pack(expire_at, now);
+        /* A side buffer grew past the byte budget: other keys make way (this one's decision is
+         * made; it alone may exceed the budget by its own buffer, bounded by max-log-limit etc.). */
+        if (__builtin_expect(side_after > side, 0) && s->shard_mem &&
+            shard_bytes(sh) > s->shard_mem)
+            fit_memory(s, sh, h, 0, now);
         return true;
     }
     /* New key: decide on a scratch state, so that nothing is evicted or inserted unless the
@@ -494,9 +533,19 @@ access_key(sl_store *s, sl_shard *sh, uint64_t h, int64_t now, sl_store_fn fn, v
     fn(&st, &expire_at, ctx);
     if (st.algorithm == SL_ALG_NONE)
         return false;
+    uint64_t side = sl_alg_side_bytes(&st);
+    if (side && s->shard_mem &&
+        ((uint64_t)sh->cap * sizeof(sl_slot) + side > s->shard_mem ||
+         !fit_memory(s, sh, 0, side, now))) {
+        /* Its side buffer alone exceeds what the shard may hold: no key for it (and, checked
+         * first, none evicted for nothing). */
+        sl_alg_release(&st);
+        *refused = true;
+        return false;
+    }
     make_room(s, sh, now);
     insert(sh, h, meta_pack(expire_at, now), &st);
-    sh->side_bytes += sl_alg_side_bytes(&st);
+    sh->side_bytes += side;
     return true;
 }
 
@@ -547,6 +596,7 @@ int sl_store_new(const sl_store_config *cfg, sl_store **out)
     s->nshards = shards;
     s->mask = shards - 1;
     s->max_keys = cfg->max_keys;
+    s->shard_mem = cfg->max_bytes / shards;
     s->alg = cfg->alg;
     for (unsigned i = 0; i < shards; i++) {
         sl_shard *sh = &s->shards[i];
@@ -606,8 +656,13 @@ void sl_store_decide(sl_store *s, uint64_t hash, const sl_request *req, int64_t 
     uint64_t h = norm_hash(hash);
     sl_shard *sh = shard_of(s, h);
     decide_ctx c = {req, now, &s->alg, resp};
+    bool refused = false;
     shard_lock(sh);
-    access_key(s, sh, h, now, decide_fn, &c);
+    access_key(s, sh, h, now, decide_fn, &c, &refused);
+    if (__builtin_expect(refused, 0)) {
+        sl_response err = {.error = sl_store_err_memory};
+        *resp = err;
+    }
     if (resp->error) {
         sh->errors++;
     } else if ((uint32_t)req->algorithm < SL_ALGORITHM_COUNT) {
@@ -639,8 +694,9 @@ bool sl_store_update(sl_store *s, uint64_t hash, int64_t now, sl_store_fn fn, vo
 {
     uint64_t h = norm_hash(hash);
     sl_shard *sh = shard_of(s, h);
+    bool refused = false;
     shard_lock(sh);
-    bool held = access_key(s, sh, h, now, fn, ctx);
+    bool held = access_key(s, sh, h, now, fn, ctx, &refused);
     shard_unlock(sh);
     return held;
 }

@@ -5,7 +5,9 @@
  * (engine.c). The store runs the algorithm (core/alg.h) on a key's state with the key's shard
  * locked, so decisions on one key are linearizable and decisions on other shards run in parallel.
  *
- * Bounded memory: at most `max_keys` keys in total; a table grows x2 up to a per-shard maximum
+ * Bounded memory: at most `max_keys` keys in total and at most `max_bytes` bytes of tables and side
+ * buffers (each shard keeps within its share, evicting in the same order, refusing a new key whose
+ * buffer alone cannot fit); a table grows x2 up to a per-shard maximum
  * derived from max_keys; a full shard evicts an information-free key if it finds one, else an
  * approximately least recently used key not at its limit, and a key at its limit last.
  * The layout and its reasons are described at the top of store.c.
@@ -24,12 +26,16 @@ typedef struct sl_store sl_store;
 
 typedef struct sl_store_config {
     size_t max_keys;        /* > 0: hard cap on keys held */
+    uint64_t max_bytes;     /* cap on tables + side buffers, split evenly over the shards; 0 none */
     unsigned shards;        /* power of two, >= 1; reduced when max_keys is too small for it */
     sl_alg_config alg;      /* passed to sl_alg_decide() */
 } sl_store_config;
 
 /* Most shards a store accepts (a shard costs a few hundred bytes plus its table). */
 #define SL_STORE_MAX_SHARDS 65536u
+
+/* The error of a new key whose side buffer alone exceeds a shard's share of max_bytes. */
+extern const char sl_store_err_memory[];
 
 /* 0, -EINVAL (max_keys 0, shards not a power of two or too many) or -ENOMEM. */
 int sl_store_new(const sl_store_config *cfg, sl_store **out);

@@ -503,6 +503,7 @@ static int build(sl_node *n, char *err, size_t errlen)
     sl_engine_config ec;
     sl_engine_config_default(&ec);
     ec.max_keys = (size_t)o->gc_max_keys;
+    ec.max_memory = o->max_memory;
     ec.shards = (unsigned)o->shards;
     ec.max_log_limit = o->max_log_limit;
     ec.max_sub_windows = (int32_t)o->max_sub_windows;
