@@ -49,6 +49,10 @@ static const sl_opt daemon_opts[] = {
      .help = "event-loop threads sharing the port; 0 = one per CPU"},
     {.name = "verbose", .short_name = 'v', .type = SL_OPT_BOOL, .offset = FIELD(verbose, bool),
      .def = "false", .group = G_GENERAL, .help = "log at debug level"},
+    {.name = "log-request-lines", .type = SL_OPT_INT, .offset = FIELD(log_request_lines, int64_t),
+     .def = "20", .min = 1, .max = 100000, .group = G_GENERAL,
+     .help = "per-request log lines a second at most (the rest are counted: \"N similar lines "
+             "suppressed\")"},
 
     /* Limits */
     {.name = "max-conns", .type = SL_OPT_INT, .offset = FIELD(max_conns, int64_t), .def = "10000",

@@ -40,6 +40,7 @@ typedef struct sl_options {
     char *listen_addr;
     int64_t workers;           /* defaults to the number of online CPUs */
     bool verbose;
+    int64_t log_request_lines;
     /* Limits */
     int64_t max_conns;
     uint64_t max_header_bytes;

@@ -482,6 +482,7 @@ static int build(sl_node *n, char *err, size_t errlen)
 {
     sl_options *o = &n->opts;
     sl_log_init(&n->log, NULL, sl_log_level_for_verbose(o->verbose), o->instance_id);
+    sl_log_set_request_rate(&n->log, (uint32_t)o->log_request_lines);
 
     char host[128];
     uint16_t port;
