@@ -48,6 +48,11 @@ typedef struct sl_options {
     int64_t idle_timeout_ns;
     int64_t read_timeout_ns;
     int64_t max_streams;
+    int64_t write_timeout_ns;
+    uint64_t max_conn_body_bytes;
+    uint64_t max_conn_unsent_bytes;
+    uint64_t max_unsent_bytes;
+    int64_t max_conn_errors;
     int64_t shutdown_timeout_ns;
     int64_t max_batch;
     /* Engine */

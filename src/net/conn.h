@@ -30,6 +30,8 @@ typedef enum sl_conn_phase {
     SL_CONN_IDLE,    /* between requests, nothing owed: idle timeout */
     SL_CONN_READING, /* part of a request received: read timeout */
     SL_CONN_BUSY,    /* waiting for handlers to answer: no timeout of ours */
+    SL_CONN_WRITING, /* answers made, held back by the client (HTTP/2 flow control): write
+                        timeout, progress is `produced` */
 } sl_conn_phase;
 
 typedef void (*sl_conn_wake_cb)(void *ud);
@@ -48,7 +50,10 @@ typedef struct sl_conn {
     bool fatal;                 /* close without further output handling */
     uint8_t sniff_len;
     char sniff[24];
-    uint64_t completed;         /* requests completed (progress marker for timeouts) */
+    uint64_t completed;         /* progress marker for the read timeout: requests completed
+                                   (HTTP/2: times no request was left half received) */
+    uint64_t produced;          /* HTTP/2 answer body bytes released by the client's window
+                                   (progress marker for the write timeout) */
     union {
         sl_h1 *h1;
         sl_h2 *h2;

@@ -47,7 +47,7 @@ typedef struct {
 } stat_collector;
 
 /* Rows in that table (checked where it is defined). */
-#define N_STAT_COLLECTORS 10
+#define N_STAT_COLLECTORS 11
 
 struct sl_node {
     stat_collector collectors[N_STAT_COLLECTORS];
@@ -149,9 +149,14 @@ static const struct stat_family stat_families[] = {
     {SRC_SERVER, SL_METRICS_GAUGE, "sluice_connections_open", "Client connections open now.", NULL,
      {{NULL, NET(conns_open)}}},
     {SRC_SERVER, SL_METRICS_COUNTER, "sluice_connections_total",
-     "Connections accepted, refused (over --max-conns) and closed for a timeout.", "event",
+     "Connections accepted, refused (over --max-conns), closed for a timeout, and closed for "
+     "provoking protocol errors (calmed: --max-conn-errors on HTTP/2, the first on HTTP/1.1).",
+     "event",
      {{"accepted", NET(conns_accepted)}, {"refused", NET(conns_refused)},
-      {"timed_out", NET(conns_timed_out)}}},
+      {"timed_out", NET(conns_timed_out)}, {"calmed", NET(conns_calmed)}}},
+    {SRC_SERVER, SL_METRICS_COUNTER, "sluice_accept_paused_total",
+     "Times accepting paused at the file-descriptor limit (EMFILE/ENFILE), resumed by a timer.",
+     NULL, {{NULL, NET(accept_pauses)}}},
     {SRC_SERVER, SL_METRICS_COUNTER, "sluice_http_requests_total", "Requests by HTTP version.",
      "protocol", {{"http1", NET(requests_h1)}, {"http2", NET(requests_h2)}}},
     {SRC_SERVER, SL_METRICS_COUNTER, "sluice_protocol_errors_total",
@@ -575,6 +580,11 @@ static int build(sl_node *n, char *err, size_t errlen)
     sv.max_conns = (uint32_t)o->max_conns;
     sv.idle_timeout_ms = (uint32_t)(o->idle_timeout_ns / 1000000);
     sv.read_timeout_ms = (uint32_t)(o->read_timeout_ns / 1000000);
+    sv.write_timeout_ms = (uint32_t)(o->write_timeout_ns / 1000000);
+    sv.limits.conn_buffer_bytes = (size_t)o->max_conn_body_bytes;
+    sv.limits.conn_unsent_bytes = (size_t)o->max_conn_unsent_bytes;
+    sv.limits.unsent_bytes = (size_t)o->max_unsent_bytes;
+    sv.limits.max_conn_errors = (uint32_t)o->max_conn_errors;
     sv.limits.max_header_bytes = (size_t)o->max_header_bytes;
     sv.limits.max_body_bytes = (size_t)o->max_body_bytes + 64; /* gRPC framing and slack */
     sv.limits.h2_max_streams = (uint32_t)o->max_streams;

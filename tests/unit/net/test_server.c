@@ -5,6 +5,7 @@
  * its sockets (poll with a generous cap), never on fixed sleeps.
  */
 #define _GNU_SOURCE /* memmem */
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -19,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -420,6 +422,57 @@ static void test_max_conns(void **state)
     cli_free(c2);
     cli_free(c3);
     cli_free(c4);
+    stop(f);
+}
+
+/* issue 11: at the file-descriptor limit the listener pauses (counted) instead of spinning, and
+ * serves again once descriptors are free. The limit is this process's own, lowered for the test
+ * and restored. */
+static int open_fds(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    assert_non_null(d);
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n - 3; /* ".", ".." and the directory's own descriptor */
+}
+
+static void test_fd_limit_pauses_accept(void **state)
+{
+    fix *f = start(NULL);
+    struct rlimit old;
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+    struct rlimit low = {(rlim_t)open_fds() + 8, old.rlim_max};
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+    int fds[64];
+    int n = 0;
+    while (n < 64) {
+        int fd = dial(f->port);
+        if (fd < 0)
+            break; /* our own side ran out: the server's accepts did first */
+        fds[n++] = fd;
+    }
+    bool paused = false;
+    for (int i = 0; i < WAIT_MS && !paused; i++) {
+        sl_net_stats st;
+        sl_server_stats(f->srv, &st);
+        paused = st.accept_pauses > 0;
+        struct pollfd none;
+        poll(&none, 0, 1);
+    }
+    for (int i = 0; i < n; i++)
+        close(fds[i]);
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+    assert_true(paused);
+    /* Descriptors are free again: a new client is served. */
+    cli *c = cli_new(f->port);
+    send_str(c, "GET /echo HTTP/1.1\r\n\r\n");
+    resp r;
+    assert_int_equal(read_resp(c, &r), 0);
+    assert_int_equal(r.status, 200);
+    cli_free(c);
     stop(f);
 }
 
@@ -869,6 +922,7 @@ int main(void)
         cmocka_unit_test(test_keepalive_pipelining),
         cmocka_unit_test(test_async_answers),
         cmocka_unit_test(test_max_conns),
+        cmocka_unit_test(test_fd_limit_pauses_accept),
         cmocka_unit_test(test_timeouts),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_h2_socket),
