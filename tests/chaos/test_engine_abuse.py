@@ -54,6 +54,17 @@ class H1:
         self.s.close()
 
 
+def paced(stop, interval):
+    """Yield every `interval` seconds (catching up when late) until stop is set."""
+    next_t = time.monotonic()
+    while not stop.is_set():
+        next_t += interval
+        delay = next_t - time.monotonic()
+        if delay > 0 and stop.wait(delay):
+            return
+        yield
+
+
 def rate_limits(c, items):
     st, body = c.post("/v1/GetRateLimits", json.dumps({"requests": items}).encode())
     assert st == 200, (st, body[:200])
@@ -82,12 +93,7 @@ def key_flood(addr, counter, batch=500, per_thread=20000):
         c = H1(addr)
         try:
             n = 0
-            next_t = time.monotonic()
-            while not stop.is_set():
-                next_t += interval
-                delay = next_t - time.monotonic()
-                if delay > 0 and stop.wait(delay):
-                    break
+            for _ in paced(stop, interval):
                 body = ('{"requests":[' + ",".join(
                     '{"name":"flood","unique_key":"a%d-%d","hits":1,"limit":1000000,'
                     '"duration":600000}' % (i, n + k) for k in range(batch)) + "]}").encode()
@@ -161,12 +167,7 @@ def log_flood(addr, counter, batch=50, per_thread=1250):
         c = H1(addr)
         try:
             n = 0
-            next_t = time.monotonic()
-            while not stop.is_set():
-                next_t += interval
-                delay = next_t - time.monotonic()
-                if delay > 0 and stop.wait(delay):
-                    break
+            for _ in paced(stop, interval):
                 items = [item("log%d-%d" % (i, n + k), limit=10000, name="slog",
                               algorithm="SLIDING_LOG") for k in range(batch)]
                 for r in rate_limits(c, items):
