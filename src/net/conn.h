@@ -51,7 +51,7 @@ typedef struct sl_conn {
     uint8_t sniff_len;
     char sniff[24];
     uint64_t completed;         /* progress marker for the read timeout: requests completed
-                                   (HTTP/2: times no request was left half received) */
+                                   (HTTP/2: the oldest one being received) */
     uint64_t produced;          /* HTTP/2 answer body bytes released by the client's window
                                    (progress marker for the write timeout) */
     union {

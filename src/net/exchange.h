@@ -99,9 +99,9 @@ typedef struct sl_http_limits {
                                    stops reading: 4 MiB */
     size_t unsent_bytes;        /* the same summed over the ctx's connections, above which every
                                    connection holding unsent answers stops reading: 256 MiB */
-    uint32_t max_conn_errors;   /* protocol errors and refused requests (431, 413, reset) one
-                                   connection may provoke before it is closed (HTTP/2: GOAWAY
-                                   ENHANCE_YOUR_CALM): 16 */
+    uint32_t max_conn_errors;   /* protocol errors and refused requests (431, 413, invalid
+                                   frames) one connection may provoke before it is closed
+                                   (HTTP/2: GOAWAY ENHANCE_YOUR_CALM): 16 */
 } sl_http_limits;
 
 void sl_http_limits_defaults(sl_http_limits *l);
@@ -215,6 +215,7 @@ struct sl_exchange {
     void *owner;                 /* h1/h2 connection; NULL once detached */
     sl_exchange *next, *prev;    /* owner's lists; ctx free list */
     sl_exchange *qnext;          /* h2: dispatch list */
+    sl_exchange *rnext, *rprev;  /* h2: requests being received, oldest first */
     int32_t stream_id;           /* HTTP/2 */
     uint8_t refs;                /* owner + handler */
     uint8_t state;

@@ -4,16 +4,17 @@
  * exchange and read by nghttp2's data provider) lives exactly as long as nghttp2 may read it.
  *
  * Abuse bounds kept here, all per connection and counted without work per request:
- *  - a connection that provokes max_conn_errors protocol errors or refusals (431, 413, resets)
- *    is told GOAWAY ENHANCE_YOUR_CALM and closed, so oversized header blocks cost a bounded
- *    amount of decoding per connection;
+ *  - a connection that provokes max_conn_errors protocol errors or refusals of its requests
+ *    (431, 413, invalid frames) is told GOAWAY ENHANCE_YOUR_CALM and closed, so oversized header
+ *    blocks cost a bounded amount of decoding per connection (streams refused for our own
+ *    buffer budgets do not count: a busy client may retry them);
  *  - answers submitted and not yet sent (a client that shuts its flow-control window) are
  *    charged in bytes, with the request they answer, to the connection and to the ctx; above
  *    either budget new streams of a connection holding such answers are refused
  *    (REFUSED_STREAM), and the phase says SL_CONN_WRITING so the driver's write timeout applies;
- *  - the read-timeout progress marker (conn->completed) moves only when no request is half
- *    received, so each unfinished request body keeps its own deadline: completing other
- *    requests on the same connection does not extend it;
+ *  - the read-timeout progress marker (conn->completed) moves only when the oldest request
+ *    being received is complete, so an unfinished request body keeps its deadline: completing
+ *    other requests on the same connection does not extend it;
  *  - after the client's EOF, answers its shut window holds can never leave: the connection is
  *    done once nothing can be sent and no handler owes an answer.
  */
@@ -32,6 +33,7 @@ struct sl_h2 {
     sl_exchange *rq_head, *rq_tail; /* complete requests waiting for dispatch after mem_recv */
     sl_exchange *all;               /* every exchange attached to an open stream */
     uint32_t receiving;             /* streams whose request is incomplete */
+    sl_exchange *recv_head, *recv_tail; /* those streams, oldest first */
     size_t held;                    /* request bytes held by attached exchanges */
     size_t unsent;                  /* bytes charged by answered, unclosed streams */
     uint32_t errors;                /* protocol errors and refusals this client provoked */
@@ -69,12 +71,23 @@ static void unlink_all(sl_h2 *h, sl_exchange *ex)
 
 static void stop_receiving(sl_h2 *h, sl_exchange *ex)
 {
-    if (ex->counted) {
-        ex->counted = false;
-        /* Progress for the read timeout only when no request is left half received. */
-        if (--h->receiving == 0)
-            h->c->completed++;
-    }
+    if (!ex->counted)
+        return;
+    ex->counted = false;
+    h->receiving--;
+    /* Progress for the read timeout only when the oldest request being received is complete:
+     * requests finished meanwhile on other streams do not extend its deadline. */
+    if (ex == h->recv_head)
+        h->c->completed++;
+    if (ex->rprev)
+        ex->rprev->rnext = ex->rnext;
+    else
+        h->recv_head = ex->rnext;
+    if (ex->rnext)
+        ex->rnext->rprev = ex->rprev;
+    else
+        h->recv_tail = ex->rprev;
+    ex->rnext = ex->rprev = NULL;
 }
 
 /* Answer bytes a stream holds until nghttp2 closes it: request arena, answer, and a share for
@@ -176,6 +189,13 @@ static int on_begin_headers(nghttp2_session *ss, const nghttp2_frame *frame, voi
     }
     ex->counted = true;
     h->receiving++;
+    ex->rnext = NULL;
+    ex->rprev = h->recv_tail;
+    if (h->recv_tail)
+        h->recv_tail->rnext = ex;
+    else
+        h->recv_head = ex;
+    h->recv_tail = ex;
     link_all(h, ex);
     nghttp2_session_set_stream_user_data(ss, frame->hd.stream_id, ex);
     return 0;
@@ -254,7 +274,8 @@ static int on_data_chunk(nghttp2_session *ss, uint8_t flags, int32_t stream_id,
     if (h->held + len > lim->conn_buffer_bytes) {
         /* Too much held on this connection: refuse the stream so the client may retry. */
         ex->reject = REJECT_RESET;
-        provoked(h);
+        /* Our budget, not the client's error: counted, but not toward max_conn_errors. */
+        sl_net_stat_add(h->c->ctx, SL_NET_PROTOCOL_ERRORS, 1);
         nghttp2_submit_rst_stream(ss, NGHTTP2_FLAG_NONE, stream_id, NGHTTP2_REFUSED_STREAM);
         return 0;
     }

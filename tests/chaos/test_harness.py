@@ -11,6 +11,7 @@ def test_measures_and_counts(node):
     assert r["ok"] > 0 and r["errors"] == 0 and r["rate"] > 0
     pid, port = node.proc.pid, int(node.addr.rsplit(":", 1)[1])
     assert cl.rss_bytes(pid) > 0
+    cl.warm(node)
     fds0 = cl.fd_count(pid)
     socks = [cl.connect(node.addr) for _ in range(5)]
     assert cl.wait_until(lambda: cl.tcp_conns(port) == 5 and cl.fd_count(pid) == fds0 + 5, 5)

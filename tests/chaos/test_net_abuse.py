@@ -218,7 +218,7 @@ def test_fd_exhaustion_pauses_and_recovers(node_factory):
     # The attackers left: new clients are served again.
     assert cl.wait_until(lambda: cl.tcp_conns(_ports(node)) == 0, 10)
     after = cl.measure_rate(node.addr, 1.5)
-    assert after["rate"] >= 0.5 * unloaded["rate"]
+    assert after["ok"] > 0 and after["errors"] == 0, after
     paused = cl.metric(node.addr, "sluice_accept_paused_total")
     assert paused > paused0
     cl.record("fd-exhaustion", {"unloaded_rps": round(unloaded["rate"], 1),

@@ -737,6 +737,10 @@ static void test_held_body_keeps_deadline(void **state)
     assert_true(slow > 0);
     cstream *st = &f->cl.st[f->cl.nst++];
     st->id = slow;
+    int32_t slow2 = nghttp2_submit_headers(f->cl.s, NGHTTP2_FLAG_NONE, -1, NULL, nv, 5, NULL);
+    assert_true(slow2 > 0);
+    cstream *st2 = &f->cl.st[f->cl.nst++];
+    st2->id = slow2;
     exchange_frames(f);
     assert_int_equal(sl_conn_phase_get(f->c), SL_CONN_READING);
     uint64_t marker = f->c->completed;
@@ -747,13 +751,21 @@ static void test_held_body_keeps_deadline(void **state)
         assert_int_equal(sl_conn_phase_get(f->c), SL_CONN_READING);
         assert_int_equal(f->c->completed, marker);
     }
+    /* The oldest one completes: the deadline moves on to the next oldest. */
     static const uint8_t body[] = "{}";
-    body_src b = {body, 2, 0};
+    body_src b = {body, 2, 0}, b2 = {body, 2, 0};
     nghttp2_data_provider prd = {.source.ptr = &b, .read_callback = c_read_body};
     assert_int_equal(nghttp2_submit_data(f->cl.s, NGHTTP2_FLAG_END_STREAM, slow, &prd), 0);
     exchange_frames(f);
     assert_int_equal(st->status, 200);
     assert_int_equal(f->t.calls, 4);
+    assert_true(f->c->completed != marker);
+    assert_int_equal(sl_conn_phase_get(f->c), SL_CONN_READING);
+    marker = f->c->completed;
+    prd.source.ptr = &b2;
+    assert_int_equal(nghttp2_submit_data(f->cl.s, NGHTTP2_FLAG_END_STREAM, slow2, &prd), 0);
+    exchange_frames(f);
+    assert_int_equal(st2->status, 200);
     assert_true(f->c->completed != marker);
     assert_int_equal(sl_conn_phase_get(f->c), SL_CONN_IDLE);
     fix_free(f);
