@@ -245,13 +245,14 @@ IMPOSSIBLE = [
 ]
 
 
-def impossible(addr, counter):
+def impossible(addr, counter, per_thread=500):
+    """Batches of every impossible item, 500 a second per thread (the point is the answers)."""
     items = [it for it, _ in IMPOSSIBLE]
 
     def attack(stop, i):
         c = H1(addr)
         try:
-            while not stop.is_set():
+            for _ in paced(stop, 1.0 / per_thread):
                 for r, (_, word) in zip(rate_limits(c, items), IMPOSSIBLE):
                     assert word in r.get("error", ""), r
                 counter[0] += len(items)
