@@ -4,8 +4,10 @@
  *   options -> logger, metrics, engine, router, service, server (worker loops)
  *
  * Worker 0's loop also runs the engine's active expiry (bounded work per tick) and, every
- * gc-period, a collection of keys idle for gc-collect: one pass over the store in slices of
- * gc-max-work slots, GC_SLICE_MS apart, so that no slice holds the loop long. The node's own
+ * gc-period, a collection of information-free keys idle for gc-collect-free (and of any key idle
+ * for gc-collect, when set): one pass over the store in slices of gc-max-work slots, GC_SLICE_MS
+ * apart, so that no slice holds the loop long. Once a second it logs evictions of keys at their
+ * limit, if any (one line with their count). The node's own
  * metrics (keys held, decisions, connections) are collectors that read the engine's and the
  * server's counters at render time, so the hot paths keep no extra counters for them. With
  * --graphite-addr a bridge thread pushes the same registry to Graphite (node/graphite.h).
@@ -69,6 +71,8 @@ struct sl_node {
     bool expiry_started;
     int64_t gc_next_ms;    /* monotonic ms: when the next idle-key collection starts */
     bool gc_running;       /* a collection pass is in progress (worker 0 only) */
+    int64_t limited_check_ms; /* monotonic ms: next look at evictions of limited keys */
+    uint64_t limited_logged;  /* evictions of limited keys already logged */
     sl_graphite *graphite; /* NULL without --graphite-addr */
     sl_adminsrv *admin;    /* the admin listener (--admin-addr); NULL with --admin-api=false */
     sl_adminsrv *metrics_srv; /* the read-only /metrics listener; NULL without --metrics-addr */
@@ -109,10 +113,11 @@ static const struct stat_family stat_families[] = {
     {SRC_ENGINE, SL_METRICS_GAUGE, "sluice_store_bytes", "Bytes held by the key store.", NULL,
      {{NULL, ENG(bytes)}}},
     {SRC_ENGINE, SL_METRICS_COUNTER, "sluice_keys_removed_total",
-     "Keys removed: evicted because the store was full, expired, or collected as idle "
-     "(gc-collect).", "reason",
+     "Keys removed: evicted because the store was full (evicted_limited: a key at its limit, "
+     "evicted only when no other could go), expired, or collected (gc-collect, gc-collect-free).",
+     "reason",
      {{"evicted", ENG(evictions)}, {"expired", ENG(expirations)},
-      {"collected", ENG(collections)}}},
+      {"collected", ENG(collections)}, {"evicted_limited", ENG(evictions_limited)}}},
     {SRC_ENGINE, SL_METRICS_COUNTER, "sluice_item_errors_total",
      "Rate-limit items answered with a per-item error (bad input).", NULL, {{NULL, ENG(errors)}}},
     {SRC_SERVER, SL_METRICS_GAUGE, "sluice_connections_open", "Client connections open now.", NULL,
@@ -482,14 +487,32 @@ static int start_protection(sl_node *n, char *err, size_t errlen)
 
 /* ---- worker hooks -------------------------------------------------------------------------- */
 
+/* A key at its limit was evicted (the store was full of keys at their limit): say so, at most
+ * once a second, with how many since the last line. */
+static void log_limited_evictions(sl_node *n, int64_t mono)
+{
+    n->limited_check_ms = mono + 1000;
+    sl_engine_stats st;
+    sl_engine_stats_get(n->engine, &st);
+    if (st.evictions_limited > n->limited_logged)
+        sl_log_warn(&n->log,
+                    "store full of keys at their limit: evicted %llu of them (limits reset); "
+                    "raise --gc-max-keys",
+                    (unsigned long long)(st.evictions_limited - n->limited_logged));
+    n->limited_logged = st.evictions_limited;
+}
+
 static void expiry_tick(uv_timer_t *t)
 {
     sl_node *n = t->data;
     int64_t now = sl_wall_ms(), mono = sl_mono_ns() / 1000000;
     size_t work = (size_t)n->opts.gc_max_work;
-    /* gc-collect 0 (if the option table allows it) = no idle collection: keys leave when they
-     * expire or are evicted at gc-max-keys */
-    if (!n->gc_running && n->opts.gc_collect_ns > 0 && mono >= n->gc_next_ms) {
+    if (mono >= n->limited_check_ms)
+        log_limited_evictions(n, mono);
+    /* gc-collect and gc-collect-free both 0 = no idle collection: keys leave when they expire or
+     * are evicted at gc-max-keys */
+    if (!n->gc_running && (n->opts.gc_collect_ns > 0 || n->opts.gc_collect_free_ns > 0) &&
+        mono >= n->gc_next_ms) {
         n->gc_running = true;
         n->gc_next_ms = mono + n->opts.gc_period_ns / 1000000;
     }
@@ -499,7 +522,8 @@ static void expiry_tick(uv_timer_t *t)
     }
     /* A collection removes expired keys too, so it replaces the expiry slice while it runs. */
     bool done = false;
-    sl_engine_collect_idle(n->engine, now, n->opts.gc_collect_ns / 1000000, work, &done);
+    sl_engine_collect(n->engine, now, n->opts.gc_collect_ns / 1000000,
+                      n->opts.gc_collect_free_ns / 1000000, work, &done);
     if (done) {
         n->gc_running = false;
         uv_timer_start(t, expiry_tick, EXPIRY_TICK_MS, EXPIRY_TICK_MS);
@@ -603,6 +627,7 @@ static int build(sl_node *n, char *err, size_t errlen)
 {
     sl_options *o = &n->opts;
     sl_log_init(&n->log, NULL, sl_log_level_for_verbose(o->verbose), o->instance_id);
+    sl_log_set_request_rate(&n->log, (uint32_t)o->log_request_lines);
 
     char host[128];
     unsigned short port;
@@ -624,10 +649,14 @@ static int build(sl_node *n, char *err, size_t errlen)
     sl_engine_config ec;
     sl_engine_config_default(&ec);
     ec.max_keys = (size_t)o->gc_max_keys;
+    ec.max_memory = o->max_memory;
     ec.shards = (unsigned)o->shards;
     ec.max_log_limit = o->max_log_limit;
     ec.max_sub_windows = (int32_t)o->max_sub_windows;
     ec.max_concurrency_limit = o->max_concurrency_limit;
+    ec.max_count = o->max_count;
+    ec.max_duration_ms = o->max_duration_ns / 1000000;
+    ec.max_clock_skew_ms = o->max_clock_skew_ns / 1000000;
     rc = sl_engine_new(&ec, &n->engine);
     if (rc) {
         snprintf(err, errlen, "engine: %s", strerror(-rc));
