@@ -187,3 +187,13 @@ void sl_engine_stats_get(sl_engine *e, sl_engine_stats *out)
     sl_store_stats(e->store, out);
     out->errors += __atomic_load_n(&e->errors, __ATOMIC_RELAXED);
 }
+
+sl_store *sl_engine_store(sl_engine *e)
+{
+    return e->store;
+}
+
+uint64_t sl_engine_hash_seed(const sl_engine *e)
+{
+    return e->cfg.hash_seed;
+}
