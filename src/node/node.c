@@ -29,6 +29,7 @@
 #include "core/metrics.h"
 #include "net/server.h"
 #include "node/graphite.h"
+#include "node/statedir.h"
 #include "node/service.h"
 #include "sluice/clock.h"
 
@@ -65,6 +66,8 @@ struct sl_node {
     int64_t gc_next_ms;    /* monotonic ms: when the next idle-key collection starts */
     bool gc_running;       /* a collection pass is in progress (worker 0 only) */
     sl_graphite *graphite; /* NULL without --graphite-addr */
+    sl_statedir_timer snapshot_timer; /* --snapshot-period writer (node/statedir.h) */
+    bool snapshot_written;            /* the shutdown snapshot is done (sl_node_wait) */
 };
 
 /* ---- address parsing ----------------------------------------------------------------------- */
@@ -483,9 +486,24 @@ static int build(sl_node *n, char *err, size_t errlen)
     ec.max_log_limit = o->max_log_limit;
     ec.max_sub_windows = (int32_t)o->max_sub_windows;
     ec.max_concurrency_limit = o->max_concurrency_limit;
+    /* --state-dir: a valid snapshot's keys were hashed with its seed, so the engine takes it. */
+    sl_alg_config acfg = {.max_log_limit = ec.max_log_limit, .max_sub_windows = ec.max_sub_windows,
+                          .max_concurrency_limit = ec.max_concurrency_limit};
+    sl_statedir_snap snap = {0};
+    if (o->state_dir && sl_statedir_read(o->state_dir, &acfg, &n->log, &snap))
+        ec.hash_seed = snap.seed;
     rc = sl_engine_new(&ec, &n->engine);
     if (rc) {
+        sl_statedir_load(&snap, NULL, &acfg, 0, &n->log); /* unmaps only */
         snprintf(err, errlen, "engine: %s", strerror(-rc));
+        return rc;
+    }
+    if (snap.map)
+        sl_statedir_load(&snap, n->engine, &acfg, sl_wall_ms(), &n->log);
+    if (o->state_dir &&
+        (rc = sl_statedir_timer_start(&n->snapshot_timer, o->state_dir, n->engine,
+                                      o->snapshot_period_ns / 1000000, &n->log))) {
+        snprintf(err, errlen, "snapshot timer: %s", strerror(-rc));
         return rc;
     }
     if ((rc = register_engine_metrics(n))) {
@@ -722,6 +740,12 @@ void sl_node_shutdown(sl_node *n, uint32_t grace_ms)
 int sl_node_wait(sl_node *n)
 {
     int rc = sl_server_wait(n->server);
+    /* Drained: the store holds its final state. */
+    sl_statedir_timer_stop(&n->snapshot_timer);
+    if (n->opts.state_dir && !n->snapshot_written) {
+        sl_statedir_write(n->opts.state_dir, n->engine, sl_wall_ms(), &n->log);
+        n->snapshot_written = true;
+    }
     sl_log_info(&n->log, "stopped");
     return rc;
 }
@@ -731,6 +755,7 @@ void sl_node_free(sl_node *n)
     if (!n)
         return;
     sl_graphite_stop(n->graphite); /* before what its render reads (engine, server, quotas) */
+    sl_statedir_timer_stop(&n->snapshot_timer);
     sl_server_free(n->server);
     sl_service_free(n->service);
     sl_protect_free(n->protect);
