@@ -25,6 +25,7 @@ typedef struct sl_statedir_snap {
     size_t len;
     uint64_t seed;
     uint64_t keys;
+    int64_t start_ns, start_cpu_ns; /* when reading began: the load's figures include the check */
 } sl_statedir_snap;
 
 /*
