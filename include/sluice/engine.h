@@ -100,6 +100,9 @@ typedef struct sl_engine_config {
     int32_t max_sub_windows; /* SLIDING_WINDOW: most sub-windows accepted */
     int64_t max_concurrency_limit; /* CONCURRENCY: largest limit (16 bytes per lease held) */
     uint64_t hash_seed;      /* 0 = random per engine (hash flooding resistance) */
+    bool cluster_keys;       /* hash keys through the cluster's key id (name + "_" + unique_key,
+                                the picker's hash) with a keyed permutation, so that a held key's
+                                owner can be found from its store hash (state hand-off) */
 } sl_engine_config;
 
 typedef struct sl_engine_stats {

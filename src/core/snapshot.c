@@ -34,12 +34,13 @@ static uint32_t get32(const uint8_t *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-void sl_snapshot_header(uint8_t out[SL_SNAPSHOT_HEADER], uint64_t seed, uint64_t keys,
-                        uint64_t body_len, uint64_t sum)
+void sl_snapshot_header(uint8_t out[SL_SNAPSHOT_HEADER], uint64_t seed, unsigned flags,
+                        uint64_t keys, uint64_t body_len, uint64_t sum)
 {
     memcpy(out, SL_SNAPSHOT_MAGIC, 8);
     uint8_t v[8];
-    put64(v, (uint64_t)SL_SNAPSHOT_VERSION | (uint64_t)SL_SNAPSHOT_HEADER << 32);
+    put64(v, (uint64_t)SL_SNAPSHOT_VERSION | (uint64_t)(flags & 0xffff) << 16 |
+                 (uint64_t)SL_SNAPSHOT_HEADER << 32);
     memcpy(out + 8, v, 8);
     put64(out + 16, seed);
     put64(out + 24, keys);
@@ -59,11 +60,14 @@ int sl_snapshot_check(const uint8_t *buf, size_t len, const sl_alg_config *cfg,
         *why = "truncated";
         return -EINVAL;
     }
-    if (get32(buf + 8) != SL_SNAPSHOT_VERSION || get32(buf + 12) != SL_SNAPSHOT_HEADER) {
+    unsigned flags = get32(buf + 8) >> 16;
+    if ((get32(buf + 8) & 0xffff) != SL_SNAPSHOT_VERSION || get32(buf + 12) != SL_SNAPSHOT_HEADER ||
+        (flags & ~SL_SNAPSHOT_CLUSTER_KEYS)) {
         *why = "unsupported snapshot version";
         return -EINVAL;
     }
-    sl_snapshot_info in = {get64(buf + 16), get64(buf + 24), get64(buf + 32)};
+    sl_snapshot_info in = {.seed = get64(buf + 16), .flags = flags, .keys = get64(buf + 24),
+                           .body_len = get64(buf + 32)};
     if (in.body_len != len - SL_SNAPSHOT_HEADER) {
         *why = in.body_len > len - SL_SNAPSHOT_HEADER ? "truncated" : "trailing bytes";
         return -EINVAL;
@@ -142,7 +146,8 @@ static bool put_key(uint64_t hash, int64_t expire_at, const sl_state *st, void *
     return true;
 }
 
-int sl_snapshot_writer_init(sl_snapshot_writer *w, sl_store *s, uint64_t seed, int64_t now)
+int sl_snapshot_writer_init(sl_snapshot_writer *w, sl_store *s, uint64_t seed, unsigned flags,
+                            int64_t now)
 {
     memset(w, 0, sizeof *w);
     w->xxh = XXH64_createState();
@@ -151,6 +156,7 @@ int sl_snapshot_writer_init(sl_snapshot_writer *w, sl_store *s, uint64_t seed, i
     XXH64_reset(w->xxh, 0);
     w->store = s;
     w->seed = seed;
+    w->flags = flags;
     w->now = now;
     return 0;
 }
@@ -180,7 +186,7 @@ long sl_snapshot_writer_next(sl_snapshot_writer *w, uint8_t *buf, size_t cap)
 
 void sl_snapshot_writer_header(const sl_snapshot_writer *w, uint8_t out[SL_SNAPSHOT_HEADER])
 {
-    sl_snapshot_header(out, w->seed, w->keys, w->body_len, XXH64_digest(w->xxh));
+    sl_snapshot_header(out, w->seed, w->flags, w->keys, w->body_len, XXH64_digest(w->xxh));
 }
 
 void sl_snapshot_writer_free(sl_snapshot_writer *w)

@@ -3,14 +3,15 @@
  * file I/O; this module is pure). A snapshot is a fixed header and a body of key state records
  * (core/keystate.h), one per key, in no particular order:
  *
- *     0          8         12         16          24         32            40          48
- *     +----------+---------+----------+-----------+----------+-------------+-----------+------
- *     | magic    | version | hdr size | hash seed | keys     | body length | XXH64     | body
- *     | SLSNAP\0\n| u32 = 1 | u32 = 48 | u64       | u64      | u64         | u64       | ...
- *     +----------+---------+----------+-----------+----------+-------------+-----------+------
+ *     0          8         10       12         16          24       32            40       48
+ *     +----------+---------+--------+----------+-----------+--------+-------------+--------+-----
+ *     | magic    | version | flags  | hdr size | hash seed | keys   | body length | XXH64  | body
+ *     | SLSNAP\0\n| u16 = 1 | u16    | u32 = 48 | u64       | u64    | u64         | u64    | ...
+ *     +----------+---------+--------+----------+-----------+--------+-------------+--------+-----
  *
- * (little-endian). The checksum is XXH64 of the body with seed 0. The hash seed is the engine's:
- * records carry store hashes, so a snapshot is loaded into an engine created with that seed.
+ * (little-endian). The checksum is XXH64 of the body with seed 0. The hash seed and the flags
+ * (SL_SNAPSHOT_CLUSTER_KEYS: the engine hashed keys with cluster_keys) are the engine's: records
+ * carry store hashes, so a snapshot is loaded into an engine created with that seed and mode.
  * A snapshot is accepted only whole: sl_snapshot_check() verifies the header, the exact length,
  * the checksum and that every record decodes, before anything is loaded.
  */
@@ -26,16 +27,18 @@
 #define SL_SNAPSHOT_HEADER 48
 #define SL_SNAPSHOT_VERSION 1
 #define SL_SNAPSHOT_MAGIC "SLSNAP\0\n" /* 8 bytes */
+#define SL_SNAPSHOT_CLUSTER_KEYS 1u    /* flags: store hashes are sl_engine_hash_of_id() */
 
 typedef struct sl_snapshot_info {
     uint64_t seed;      /* the engine hash seed the records were taken with */
+    unsigned flags;     /* SL_SNAPSHOT_CLUSTER_KEYS */
     uint64_t keys;      /* records in the body */
     uint64_t body_len;
 } sl_snapshot_info;
 
 /* Write the header for a body of `keys` records, `body_len` bytes, whose XXH64 (seed 0) is sum. */
-void sl_snapshot_header(uint8_t out[SL_SNAPSHOT_HEADER], uint64_t seed, uint64_t keys,
-                        uint64_t body_len, uint64_t sum);
+void sl_snapshot_header(uint8_t out[SL_SNAPSHOT_HEADER], uint64_t seed, unsigned flags,
+                        uint64_t keys, uint64_t body_len, uint64_t sum);
 
 /*
  * Writer: the body of a store's snapshot, produced chunk by chunk into the caller's buffer (which
@@ -48,11 +51,13 @@ typedef struct sl_snapshot_writer {
     sl_store_cursor cur;
     int64_t now;
     uint64_t seed, keys, body_len;
+    unsigned flags;
     void *xxh;          /* XXH64 state of the body */
 } sl_snapshot_writer;
 
-/* 0 or -ENOMEM. seed: the engine's hash seed (sl_engine_hash_seed). */
-int sl_snapshot_writer_init(sl_snapshot_writer *w, sl_store *s, uint64_t seed, int64_t now);
+/* 0 or -ENOMEM. seed, flags: the engine's hash seed (sl_engine_hash_seed) and mode. */
+int sl_snapshot_writer_init(sl_snapshot_writer *w, sl_store *s, uint64_t seed, unsigned flags,
+                            int64_t now);
 /* Fill buf with whole records: bytes written, 0 when the store has been walked, -E2BIG when one
  * key's record does not fit in cap bytes. */
 long sl_snapshot_writer_next(sl_snapshot_writer *w, uint8_t *buf, size_t cap);

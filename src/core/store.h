@@ -141,4 +141,12 @@ struct sl_engine;
 sl_store *sl_engine_store(struct sl_engine *e);
 uint64_t sl_engine_hash_seed(const struct sl_engine *e);
 
+/* The cluster-wide id of a key: XXH3-64 of name + "_" + unique_key with SL_KEY_ID_SEED, which is
+ * Gubernator's hash key and what pickers place on the ring (cluster/picker.h). */
+#define SL_KEY_ID_SEED 0x736c756963652121ULL
+uint64_t sl_key_id(const char *name, size_t name_len, const char *key, size_t key_len);
+/* With sl_engine_config.cluster_keys: the store hash of a key id and back (a bijection). */
+uint64_t sl_engine_hash_of_id(const struct sl_engine *e, uint64_t id);
+uint64_t sl_engine_id_of_hash(const struct sl_engine *e, uint64_t hash);
+
 #endif

@@ -30,6 +30,7 @@
 #include "net/server.h"
 #include "node/graphite.h"
 #include "node/statedir.h"
+#include "core/snapshot.h"
 #include "node/service.h"
 #include "sluice/clock.h"
 
@@ -68,6 +69,7 @@ struct sl_node {
     sl_graphite *graphite; /* NULL without --graphite-addr */
     sl_statedir_timer snapshot_timer; /* --snapshot-period writer (node/statedir.h) */
     bool snapshot_written;            /* the shutdown snapshot is done (sl_node_wait) */
+    unsigned snapshot_flags;          /* SL_SNAPSHOT_CLUSTER_KEYS when clustered */
 };
 
 /* ---- address parsing ----------------------------------------------------------------------- */
@@ -489,9 +491,19 @@ static int build(sl_node *n, char *err, size_t errlen)
     /* --state-dir: a valid snapshot's keys were hashed with its seed, so the engine takes it. */
     sl_alg_config acfg = {.max_log_limit = ec.max_log_limit, .max_sub_windows = ec.max_sub_windows,
                           .max_concurrency_limit = ec.max_concurrency_limit};
+    /* In a cluster, store hashes are permuted key ids (hand-off finds owners from them). */
+    ec.cluster_keys = o->discovery != SL_DISCOVERY_NONE;
+    n->snapshot_flags = ec.cluster_keys ? SL_SNAPSHOT_CLUSTER_KEYS : 0;
     sl_statedir_snap snap = {0};
-    if (o->state_dir && sl_statedir_read(o->state_dir, &acfg, &n->log, &snap))
-        ec.hash_seed = snap.seed;
+    if (o->state_dir && sl_statedir_read(o->state_dir, &acfg, &n->log, &snap)) {
+        if (snap.flags != n->snapshot_flags) {
+            sl_log_warn(&n->log, "snapshot skipped, starting empty: written by a %s node",
+                        snap.flags ? "clustered" : "standalone");
+            sl_statedir_load(&snap, NULL, &acfg, 0, &n->log); /* unmaps only */
+        } else {
+            ec.hash_seed = snap.seed;
+        }
+    }
     rc = sl_engine_new(&ec, &n->engine);
     if (rc) {
         sl_statedir_load(&snap, NULL, &acfg, 0, &n->log); /* unmaps only */
@@ -502,7 +514,8 @@ static int build(sl_node *n, char *err, size_t errlen)
         sl_statedir_load(&snap, n->engine, &acfg, sl_wall_ms(), &n->log);
     if (o->state_dir &&
         (rc = sl_statedir_timer_start(&n->snapshot_timer, o->state_dir, n->engine,
-                                      o->snapshot_period_ns / 1000000, &n->log))) {
+                                      n->snapshot_flags, o->snapshot_period_ns / 1000000,
+                                      &n->log))) {
         snprintf(err, errlen, "snapshot timer: %s", strerror(-rc));
         return rc;
     }
@@ -743,7 +756,7 @@ int sl_node_wait(sl_node *n)
     /* Drained: the store holds its final state. */
     sl_statedir_timer_stop(&n->snapshot_timer);
     if (n->opts.state_dir && !n->snapshot_written) {
-        sl_statedir_write(n->opts.state_dir, n->engine, sl_wall_ms(), &n->log);
+        sl_statedir_write(n->opts.state_dir, n->engine, n->snapshot_flags, sl_wall_ms(), &n->log);
         n->snapshot_written = true;
     }
     sl_log_info(&n->log, "stopped");

@@ -76,6 +76,7 @@ bool sl_statedir_read(const char *dir, const sl_alg_config *cfg, sl_logger *log,
     snap->len = (size_t)sb.st_size;
     snap->seed = info.seed;
     snap->keys = info.keys;
+    snap->flags = info.flags;
     snap->start_ns = t0;
     snap->start_cpu_ns = c0;
     return true;
@@ -120,9 +121,10 @@ static int write_all(int fd, const uint8_t *p, size_t n)
     return 0;
 }
 
-static int write_snapshot(int fd, sl_engine *e, int64_t now, sl_snapshot_writer *w)
+static int write_snapshot(int fd, sl_engine *e, unsigned flags, int64_t now,
+                          sl_snapshot_writer *w)
 {
-    int rc = sl_snapshot_writer_init(w, sl_engine_store(e), sl_engine_hash_seed(e), now);
+    int rc = sl_snapshot_writer_init(w, sl_engine_store(e), sl_engine_hash_seed(e), flags, now);
     if (rc)
         return rc;
     uint8_t *buf = malloc(CHUNK);
@@ -144,7 +146,7 @@ static int write_snapshot(int fd, sl_engine *e, int64_t now, sl_snapshot_writer 
     return rc;
 }
 
-int sl_statedir_write(const char *dir, sl_engine *e, int64_t now, sl_logger *log)
+int sl_statedir_write(const char *dir, sl_engine *e, unsigned flags, int64_t now, sl_logger *log)
 {
     char path[4096], tmp[4096];
     int rc = path_of(path, sizeof path, dir, "");
@@ -162,7 +164,7 @@ int sl_statedir_write(const char *dir, sl_engine *e, int64_t now, sl_logger *log
         return rc;
     }
     sl_snapshot_writer w;
-    rc = write_snapshot(fd, e, now, &w);
+    rc = write_snapshot(fd, e, flags, now, &w);
     if (close(fd) && !rc)
         rc = -errno;
     if (!rc && rename(tmp, path))
@@ -206,21 +208,22 @@ static void *timer_main(void *arg)
         if (t->stop)
             break;
         pthread_mutex_unlock(&t->mu);
-        sl_statedir_write(t->dir, t->engine, sl_wall_ms(), t->log);
+        sl_statedir_write(t->dir, t->engine, t->flags, sl_wall_ms(), t->log);
         pthread_mutex_lock(&t->mu);
     }
     pthread_mutex_unlock(&t->mu);
     return NULL;
 }
 
-int sl_statedir_timer_start(sl_statedir_timer *t, const char *dir, sl_engine *e, int64_t period_ms,
-                            sl_logger *log)
+int sl_statedir_timer_start(sl_statedir_timer *t, const char *dir, sl_engine *e, unsigned flags,
+                            int64_t period_ms, sl_logger *log)
 {
     memset(t, 0, sizeof *t);
     if (period_ms <= 0)
         return 0;
     t->dir = dir;
     t->engine = e;
+    t->flags = flags;
     t->period_ms = period_ms;
     t->log = log;
     pthread_condattr_t ca;

@@ -25,6 +25,7 @@ typedef struct sl_statedir_snap {
     size_t len;
     uint64_t seed;
     uint64_t keys;
+    unsigned flags;                 /* SL_SNAPSHOT_CLUSTER_KEYS */
     int64_t start_ns, start_cpu_ns; /* when reading began: the load's figures include the check */
 } sl_statedir_snap;
 
@@ -41,8 +42,9 @@ void sl_statedir_load(sl_statedir_snap *snap, sl_engine *e, const sl_alg_config 
                       int64_t now, sl_logger *log);
 
 /* Write the engine's store to DIR's snapshot at `now`: 0 or a negative errno (logged either way).
- * Callers serialise their writes. */
-int sl_statedir_write(const char *dir, sl_engine *e, int64_t now, sl_logger *log);
+ * flags: SL_SNAPSHOT_CLUSTER_KEYS when the engine was created with cluster_keys. Callers
+ * serialise their writes. */
+int sl_statedir_write(const char *dir, sl_engine *e, unsigned flags, int64_t now, sl_logger *log);
 
 /* Periodic writes on a thread of its own. */
 typedef struct sl_statedir_timer {
@@ -52,13 +54,14 @@ typedef struct sl_statedir_timer {
     bool running, stop;
     const char *dir;
     sl_engine *engine;
+    unsigned flags;
     int64_t period_ms;
     sl_logger *log;
 } sl_statedir_timer;
 
 /* 0 or a negative errno; period_ms <= 0 starts nothing. */
-int sl_statedir_timer_start(sl_statedir_timer *t, const char *dir, sl_engine *e, int64_t period_ms,
-                            sl_logger *log);
+int sl_statedir_timer_start(sl_statedir_timer *t, const char *dir, sl_engine *e, unsigned flags,
+                            int64_t period_ms, sl_logger *log);
 /* Stop and join (a no-op when not started); a write in progress completes first. */
 void sl_statedir_timer_stop(sl_statedir_timer *t);
 

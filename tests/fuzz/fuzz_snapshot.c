@@ -57,7 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     uint8_t *buf = malloc(SL_SNAPSHOT_HEADER + size + 1);
     CHECK(buf != NULL);
-    sl_snapshot_header(buf, 7, keys, size, XXH64(data, size, 0));
+    sl_snapshot_header(buf, 7, 0, keys, size, XXH64(data, size, 0));
     if (size)
         memcpy(buf + SL_SNAPSHOT_HEADER, data, size);
     check_and_load(buf, SL_SNAPSHOT_HEADER + size);

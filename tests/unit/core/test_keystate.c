@@ -3,7 +3,8 @@
  * one store (sl_store_export + sl_keystate_encode) and imported into another (sl_keystate_decode +
  * sl_store_import) answers exactly as the original; a merge keeps the more restrictive state
  * whichever side it arrives on; the decoder refuses malformed records; a snapshot round-trips and
- * a truncated, corrupt or foreign one is refused whole.
+ * a truncated, corrupt or foreign one is refused whole; with cluster keys, a held key's id (and so
+ * its owner) is recovered from its store hash and its state answers the same in another engine.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -296,7 +297,7 @@ typedef struct snap {
 static snap snapshot_of(sl_store *s, int64_t now, size_t chunk)
 {
     sl_snapshot_writer w;
-    assert_int_equal(sl_snapshot_writer_init(&w, s, 42, now), 0);
+    assert_int_equal(sl_snapshot_writer_init(&w, s, 42, 0, now), 0);
     uint8_t *out = malloc(1 << 20);
     size_t len = SL_SNAPSHOT_HEADER;
     uint8_t *tmp = malloc(chunk);
@@ -398,7 +399,7 @@ static void test_snapshot_refused_whole(void **state)
     /* a valid checksum over a malformed record (crafted): still refused */
     sn.data[SL_SNAPSHOT_HEADER] = 7; /* record version */
     uint8_t hdr[SL_SNAPSHOT_HEADER];
-    sl_snapshot_header(hdr, 42, 50, sn.len - SL_SNAPSHOT_HEADER,
+    sl_snapshot_header(hdr, 42, 0, 50, sn.len - SL_SNAPSHOT_HEADER,
                        XXH64(sn.data + SL_SNAPSHOT_HEADER, sn.len - SL_SNAPSHOT_HEADER, 0));
     memcpy(sn.data, hdr, sizeof hdr);
     assert_int_equal(sl_snapshot_check(sn.data, sn.len, &ALG, &info, &why), -EINVAL);
@@ -406,6 +407,66 @@ static void test_snapshot_refused_whole(void **state)
     assert_int_equal(sl_snapshot_check(sn.data, sn.len, &ALG, &info, &why), -EINVAL);
     free(sn.data);
     sl_store_free(s);
+}
+
+/* --- cluster keys: a key's owner can be found from its store hash, and its state moved to an
+ * engine with another seed ---------------------------------------------------------------------- */
+
+static bool first_key(uint64_t hash, int64_t expire_at, const sl_state *st, void *ctx)
+{
+    (void)expire_at;
+    (void)st;
+    *(uint64_t *)ctx = hash;
+    return false;
+}
+
+static void test_cluster_keys_move_between_engines(void **state)
+{
+    (void)state;
+    uint64_t x = 1;
+    sl_engine_config c;
+    sl_engine_config_default(&c);
+    c.max_keys = 1000;
+    c.cluster_keys = true;
+    c.hash_seed = 11;
+    sl_engine *a, *b;
+    assert_int_equal(sl_engine_new(&c, &a), 0);
+    c.hash_seed = 22;
+    assert_int_equal(sl_engine_new(&c, &b), 0);
+    for (int i = 0; i < 1000; i++) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        assert_int_equal(sl_engine_hash_of_id(a, sl_engine_id_of_hash(a, x)), x);
+        assert_int_equal(sl_engine_id_of_hash(a, sl_engine_hash_of_id(a, x)), x);
+    }
+    sl_request r = req_for(SL_TOKEN_BUCKET, 7);
+    r.name = "acct";
+    r.name_len = 4;
+    r.unique_key = "42";
+    r.unique_key_len = 2;
+    sl_response ra, rb;
+    sl_engine_decide(a, &r, &ra, T0);
+    /* the one key a holds: its id is the picker's hash of "acct_42" */
+    uint64_t ha = 0;
+    sl_store_cursor cur = {0, 0};
+    while (cur.shard < sl_store_shards(sl_engine_store(a)) && !ha)
+        sl_store_export(sl_engine_store(a), &cur, T0, 1000, first_key, &ha);
+    assert_true(ha != 0);
+    uint64_t id = sl_engine_id_of_hash(a, ha);
+    assert_int_equal(id, sl_key_id("acct", 4, "42", 2));
+    /* moved to b under b's hash of the same id, it answers there as it did in a */
+    sl_state st;
+    int64_t exp;
+    assert_true(sl_store_get(sl_engine_store(a), ha, T0, &st, &exp));
+    uint64_t hb = sl_engine_hash_of_id(b, id);
+    assert_true(hb != ha);
+    assert_true(sl_store_import(sl_engine_store(b), hb, T0, &st, exp));
+    r.hits = 0;
+    sl_engine_decide(a, &r, &ra, T0 + 5);
+    sl_engine_decide(b, &r, &rb, T0 + 5);
+    assert_int_equal(rb.remaining, 3);
+    assert_same(ra, rb);
+    sl_engine_free(a);
+    sl_engine_free(b);
 }
 
 int main(void)
@@ -419,6 +480,7 @@ int main(void)
         cmocka_unit_test(test_decoder_refuses_malformed),
         cmocka_unit_test(test_snapshot_round_trip),
         cmocka_unit_test(test_snapshot_refused_whole),
+        cmocka_unit_test(test_cluster_keys_move_between_engines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
