@@ -37,11 +37,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/timerfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cluster/batcher.h"
 #include "cluster/global.h"
 #include "cluster/globalsync.h"
+#include "cluster/handoff.h"
 #include "cluster/members.h"
 #include "cluster/peer.h"
 #include "cluster/picker.h"
@@ -165,6 +167,9 @@ struct sl_router {
         *m_views;
     sl_metrics_histogram *m_call_seconds;
     sl_metrics_gauge *m_peers;
+    /* hand-off (cluster/handoff.h), on worker 0 */
+    sl_handoff *handoff;
+    _Atomic bool leaving, leave_done;
 };
 
 static const char *const method_names[3] = {"GetPeerRateLimits", "GetPeerRateLimits.global",
@@ -949,6 +954,11 @@ static void apply_view(wk *w, view *nv)
     free(oldp);
     view_unref(old);
     flush_urgent(w);
+    /* Hand-off: keys held here that another node owns now go to it (a leaving node: all keys). */
+    if (r->handoff && old && nv->n > 0 && (nv->self >= 0 || atomic_load(&r->leaving))) {
+        atomic_fetch_add(&nv->refs, 1);
+        sl_handoff_begin(r->handoff, nv->picker, nv->self, nv);
+    }
 }
 
 static view *latest_ref(sl_router *r)
@@ -1004,6 +1014,103 @@ static void on_members(void *ud, const char *const *addrs, size_t n)
     sl_router_set_peers(ud, addrs, n);
 }
 
+/* ---- hand-off glue (worker 0) ----------------------------------------------------------------- */
+
+typedef struct hcall {
+    sl_handoff_sent_cb cb;
+    void *ud;
+} hcall;
+
+static void on_transfer_done(void *ud, const sl_peer_result *res)
+{
+    hcall *c = ud;
+    int err = res->err ? res->err : res->grpc_status != SL_GRPC_OK ? -EPROTO : 0;
+    c->cb(c->ud, err);
+    free(c);
+}
+
+/* A hand-off batch's deadline: a batch is up to 256 KiB, so more than a forwarding call's. */
+static int64_t handoff_timeout_ms(const sl_router *r)
+{
+    int64_t t = 10 * r->batch_timeout_ms;
+    return t < 2000 ? 2000 : t;
+}
+
+static int handoff_send(void *ud, size_t peer, sl_buf *framed, sl_handoff_sent_cb cb, void *cb_ud)
+{
+    wk *w = ud;
+    if (peer >= w->npeers || !w->peers[peer])
+        return -ENOTCONN;
+    hcall *c = malloc(sizeof *c);
+    if (!c)
+        return -ENOMEM;
+    c->cb = cb;
+    c->ud = cb_ud;
+    int rc = sl_peer_call(w->peers[peer]->conn, SL_GUB_PATH_TRANSFER_KEYS, framed,
+                          handoff_timeout_ms(w->r), on_transfer_done, c);
+    if (rc)
+        free(c);
+    return rc;
+}
+
+static void handoff_release(void *ud, void *token)
+{
+    (void)ud;
+    view_unref(token);
+}
+
+static void handoff_done(void *ud, void *token)
+{
+    wk *w = ud;
+    view *v = token;
+    if (v->self < 0 && atomic_load(&w->r->leaving))
+        atomic_store(&w->r->leave_done, true);
+}
+
+int64_t sl_router_transfer_keys(sl_router *r, const uint8_t *records, size_t len, int64_t now_ms)
+{
+    sl_alg_config alg = {0};
+    if (r->has_ecfg) {
+        alg.max_log_limit = r->ecfg.max_log_limit;
+        alg.max_sub_windows = r->ecfg.max_sub_windows;
+        alg.max_concurrency_limit = r->ecfg.max_concurrency_limit;
+    }
+    return (int64_t)sl_handoff_receive(r->engine, &alg, records, len, now_ms, NULL);
+}
+
+int sl_router_leave(sl_router *r, int64_t timeout_ms)
+{
+    if (!r->cluster || !r->server)
+        return 0;
+    view *v = latest_ref(r);
+    if (!v)
+        return 0;
+    if (v->self < 0 || v->n <= 1) {
+        view_unref(v);
+        return 0;
+    }
+    const char **rest = calloc(v->n, sizeof *rest);
+    if (!rest) {
+        view_unref(v);
+        return -ENOMEM;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < v->n; i++)
+        if ((long)i != v->self)
+            rest[k++] = sl_picker_addr(v->picker, i);
+    atomic_store(&r->leave_done, false);
+    atomic_store(&r->leaving, true);
+    sl_router_set_peers(r, rest, k); /* every worker forwards everything; worker 0 pushes */
+    free(rest);
+    view_unref(v);
+    int64_t deadline = sl_mono_ns() + timeout_ms * 1000000;
+    while (!atomic_load(&r->leave_done) && sl_mono_ns() < deadline) {
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+    return atomic_load(&r->leave_done) ? 0 : -ETIMEDOUT;
+}
+
 /* ---- lifecycle on workers ------------------------------------------------------------------- */
 
 void sl_router_worker_start(sl_router *r, int worker, uv_loop_t *loop)
@@ -1023,6 +1130,13 @@ void sl_router_worker_start(sl_router *r, int worker, uv_loop_t *loop)
         sl_log_error(r->log, "timerfd: %s: batches go at once", strerror(errno));
     }
     sl_globalsync_start(w->gsync, loop);
+    if (worker == 0) {
+        sl_handoff_config hc = {.engine = r->engine, .loop = loop, .log = r->log,
+                                .send = handoff_send, .release = handoff_release,
+                                .done = handoff_done, .ud = w};
+        if (sl_handoff_new(&hc, &r->handoff))
+            sl_log_error(r->log, "hand-off: out of memory: keys will not move on list changes");
+    }
     w->started = true;
     view *v = latest_ref(r);
     if (!v) {
@@ -1054,6 +1168,10 @@ void sl_router_worker_stop(sl_router *r, int worker)
     /* the server has drained: no call waits for an answer any more. GLOBAL hits not sent yet
      * are dropped (the owner's state is at most one sync interval behind). */
     w->stopping = true;
+    if (worker == 0 && r->handoff) {
+        sl_handoff_close(r->handoff); /* before the peers: their cancelled calls find it closed */
+        r->handoff = NULL;
+    }
     sl_globalsync_stop(w->gsync);
     for (size_t i = 0; i < w->npeers; i++)
         if (w->peers[i])

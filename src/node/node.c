@@ -746,8 +746,14 @@ void sl_node_shutdown(sl_node *n, uint32_t grace_ms)
     if (grace_ms == 0)
         grace_ms = (uint32_t)(n->opts.shutdown_timeout_ns / 1000000);
     sl_log_info(&n->log, "shutting down grace_ms=%u", grace_ms);
+    int64_t t0 = sl_mono_ns();
     sl_router_stop(n->router); /* leave the cluster first: peers stop sending here */
-    sl_server_shutdown(n->server, grace_ms);
+    /* then hand every key to its next owner (cluster only), then drain: all within grace_ms */
+    int rc = sl_router_leave(n->router, grace_ms);
+    if (rc)
+        sl_log_warn(&n->log, "leave: keys not all handed off: %s", strerror(-rc));
+    int64_t spent = (sl_mono_ns() - t0) / 1000000;
+    sl_server_shutdown(n->server, spent < grace_ms ? grace_ms - (uint32_t)spent : 1);
 }
 
 int sl_node_wait(sl_node *n)

@@ -118,3 +118,54 @@ def test_truncated_snapshot_starts_empty(node_factory):
 
 def test_foreign_snapshot_starts_empty(node_factory):
     bad_snapshot_starts_empty(node_factory, lambda d: b"PK\x03\x04" + d[4:], "not a sluice snapshot")
+
+
+# ---- hand-off on membership change (etcd) ---------------------------------------------------
+
+from test_cluster import etcd, etcd_cluster, peer_count, start_nodes, wait_for  # noqa: E402,F401
+from conftest import free_port  # noqa: E402
+
+
+def handoffs_done(n):
+    return n.logs().count("hand-off done")
+
+
+def exhaust(addr, keys, limit):
+    for i in range(0, len(keys), 500):
+        rs = get_rate_limits(addr, [rl(k, hits=limit, limit=limit) for k in keys[i:i + 500]])
+        assert all(r.get("status", "UNDER_LIMIT") == "UNDER_LIMIT" and not r.get("error")
+                   for r in rs), rs[:3]
+
+
+def admitted(addr, keys, limit):
+    n = 0
+    for i in range(0, len(keys), 500):
+        rs = get_rate_limits(addr, [rl(k, hits=1, limit=limit) for k in keys[i:i + 500]])
+        assert not any(r.get("error") for r in rs), [r for r in rs if r.get("error")][:3]
+        n += sum(1 for r in rs if r.get("status", "UNDER_LIMIT") == "UNDER_LIMIT")
+    return n
+
+
+def test_etcd_join_hands_off_exhausted_keys(node_factory, etcd):
+    prefix = "/sluice-state-%d" % os.getpid()
+    nodes, flags = etcd_cluster(node_factory, etcd, 2, prefix)
+    assert wait_for(lambda: all(peer_count(n.addr) == 2 for n in nodes), 5)
+    keys = ["x%d" % i for i in range(1000)]
+    exhaust(nodes[0].addr, keys, 5)
+    assert admitted(nodes[1].addr, keys, 5) == 0
+    before = [handoffs_done(n) for n in nodes]
+    t0 = time.time()
+    n3 = start_nodes(node_factory, ["127.0.0.1:%d" % free_port()], lambda a: flags)[0]
+    nodes.append(n3)
+    assert wait_for(lambda: all(peer_count(n.addr) == 3 for n in nodes), 5)
+    assert wait_for(lambda: all(handoffs_done(n) > b for n, b in zip(nodes, before)), 5), \
+        [n.logs() for n in nodes]
+    took = time.time() - t0
+    moved = sum(int(m) for n in nodes[:2]
+                for m in re.findall(r"hand-off done keys=(\d+)", n.logs())[-1:])
+    print("join: %d of 1000 keys handed to the new node, done %.0f ms after it started"
+          % (moved, took * 1000))
+    assert 200 < moved < 600  # about a third moves
+    # every key is still exhausted, asked through any node (the new one included)
+    for n in nodes:
+        assert admitted(n.addr, keys, 5) == 0
