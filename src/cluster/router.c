@@ -955,7 +955,8 @@ static void apply_view(wk *w, view *nv)
     view_unref(old);
     flush_urgent(w);
     /* Hand-off: keys held here that another node owns now go to it (a leaving node: all keys). */
-    if (r->handoff && old && nv->n > 0 && (nv->self >= 0 || atomic_load(&r->leaving))) {
+    if (w->id == 0 && r->handoff && old && nv->n > 0 &&
+        (nv->self >= 0 || atomic_load(&r->leaving))) {
         atomic_fetch_add(&nv->refs, 1);
         sl_handoff_begin(r->handoff, nv->picker, nv->self, nv);
     }

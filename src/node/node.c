@@ -494,6 +494,10 @@ static int build(sl_node *n, char *err, size_t errlen)
     /* In a cluster, store hashes are permuted key ids (hand-off finds owners from them). */
     ec.cluster_keys = o->discovery != SL_DISCOVERY_NONE;
     n->snapshot_flags = ec.cluster_keys ? SL_SNAPSHOT_CLUSTER_KEYS : 0;
+    if (o->state_dir && !o->state_dir[0]) { /* an unset string option reads "" */
+        free(o->state_dir);
+        o->state_dir = NULL;
+    }
     sl_statedir_snap snap = {0};
     if (o->state_dir && sl_statedir_read(o->state_dir, &acfg, &n->log, &snap)) {
         if (snap.flags != n->snapshot_flags) {
