@@ -51,6 +51,10 @@ struct sl_handoff {
     size_t inflight;            /* this walk's calls running */
     bool failed_logged;
     int64_t t0;
+    /* keys taken by peers during this walk: removed when it ends, since removing a key shifts
+     * others back into slots the walk may have passed (they would be missed) */
+    uint64_t *taken;
+    size_t ntaken, captaken;
     sl_handoff_stats st;
 };
 
@@ -76,8 +80,44 @@ static void drop_outs(sl_handoff *h)
     h->npeers = 0;
 }
 
+static void remove_taken(sl_handoff *h)
+{
+    sl_store *s = sl_engine_store(h->cfg.engine);
+    for (size_t i = 0; i < h->ntaken; i++)
+        sl_store_remove(s, h->taken[i]);
+    free(h->taken);
+    h->taken = NULL;
+    h->ntaken = h->captaken = 0;
+}
+
+/* Keys a peer took: removed now, or at the end of the walk in progress. */
+static void keys_taken(sl_handoff *h, const uint64_t *hashes, size_t n, bool defer)
+{
+    if (defer && h->ntaken + n > h->captaken) {
+        size_t cap = h->captaken ? h->captaken : 4096;
+        while (cap < h->ntaken + n)
+            cap *= 2;
+        uint64_t *p = realloc(h->taken, cap * sizeof *p);
+        if (p) {
+            h->taken = p;
+            h->captaken = cap;
+        } else {
+            defer = false; /* no memory to wait: remove now (the walk may miss a few keys) */
+        }
+    }
+    if (defer) {
+        memcpy(h->taken + h->ntaken, hashes, n * sizeof *hashes);
+        h->ntaken += n;
+        return;
+    }
+    sl_store *s = sl_engine_store(h->cfg.engine);
+    for (size_t i = 0; i < n; i++)
+        sl_store_remove(s, hashes[i]);
+}
+
 static void end_walk(sl_handoff *h)
 {
+    remove_taken(h);
     if (!h->walking)
         return;
     h->walking = false;
@@ -96,9 +136,7 @@ static void on_sent(void *ud, int err)
     sl_handoff *h = c->h;
     if (!h->closing) {
         if (err == 0) {
-            sl_store *s = sl_engine_store(h->cfg.engine);
-            for (size_t i = 0; i < c->n; i++)
-                sl_store_remove(s, c->hashes[i]);
+            keys_taken(h, c->hashes, c->n, h->walking);
             h->st.keys += c->n;
             h->st.bytes += c->bytes;
             h->st.calls++;

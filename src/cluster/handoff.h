@@ -10,7 +10,8 @@
  * cluster_keys), asks the picker for the owner, and appends the key's record, with the id in its
  * hash field, to that owner's batch. A batch of `batch_bytes` goes out as one call; one call per
  * peer is in flight at a time, and the walk waits while a full batch cannot go. When a call
- * succeeds, the keys it carried are removed here; when it fails, they stay (the next change sends
+ * succeeds, the keys it carried are removed here (once the walk is over: a removal shifts keys
+ * back into slots the walk has passed); when it fails, they stay (the next change sends
  * them again) and the failure is logged once per walk. A new list restarts the walk; batches not
  * sent yet are dropped (their keys are walked again under the new list).
  *
