@@ -226,4 +226,6 @@ def test_etcd_rolling_restart_under_load(node_factory, etcd):
     print("rolling restart: most admitted for one key %d (limit %d), %d admitted beyond limits "
           "over 100 keys, %d failed calls" % (worst, limit, over, errors[0]))
     assert all(c >= limit for c in counts.values())  # the load did exhaust every key
-    assert worst <= limit + 2 * 3  # the bound (docs/cluster.md): see the test's docstring
+    # the bound (docs/cluster.md, "The bound"): at this rate, at most 2 per ownership change; each
+    # restart moves the node's keys twice (leave, rejoin), and a key moves at most twice a restart
+    assert worst <= limit + 2 * 6
