@@ -15,6 +15,10 @@
 
 #define DEFAULT_BATCH_BYTES (256u * 1024)
 #define DEFAULT_STEP_WORK 4096u
+/* A walk that left keys behind (a call failed: e.g. a new peer listed in DNS before it listens)
+ * runs again after retry_ms, at most `retries` times, for the keys still here. */
+#define DEFAULT_RETRY_MS 1000
+#define DEFAULT_RETRIES 5
 
 /* One peer's batch being filled. */
 typedef struct outq {
@@ -55,6 +59,7 @@ struct sl_handoff {
      * others back into slots the walk may have passed (they would be missed) */
     uint64_t *taken;
     size_t ntaken, captaken;
+    int retries;
     sl_handoff_stats st;
 };
 
@@ -129,6 +134,7 @@ static void end_walk(sl_handoff *h)
 }
 
 static void schedule(sl_handoff *h);
+static void on_timer(uv_timer_t *t);
 
 static void on_sent(void *ud, int err)
 {
@@ -259,6 +265,15 @@ static void step(sl_handoff *h)
     }
     if (pending || h->inflight)
         return;
+    /* a leaving node (self -1) does not retry: its shutdown deadline runs */
+    if (h->st.failed_keys && h->self >= 0 && h->retries < h->cfg.retries) {
+        remove_taken(h);
+        h->retries++;
+        h->st.failed_keys = 0;
+        h->cur = (sl_store_cursor){0, 0};
+        uv_timer_start(&h->timer, on_timer, (uint64_t)h->cfg.retry_ms, 0);
+        return;
+    }
     h->st.walks_done++;
     h->st.last_ms = sl_wall_ms();
     if (h->cfg.log)
@@ -293,6 +308,12 @@ int sl_handoff_new(const sl_handoff_config *cfg, sl_handoff **out)
         h->cfg.batch_bytes = DEFAULT_BATCH_BYTES;
     if (!h->cfg.step_work)
         h->cfg.step_work = DEFAULT_STEP_WORK;
+    if (!h->cfg.retries)
+        h->cfg.retries = DEFAULT_RETRIES;
+    if (h->cfg.retries < 0)
+        h->cfg.retries = 0;
+    if (h->cfg.retry_ms <= 0)
+        h->cfg.retry_ms = DEFAULT_RETRY_MS;
     uv_timer_init(cfg->loop, &h->timer);
     h->timer.data = h;
     h->refs = 1;
@@ -331,6 +352,7 @@ void sl_handoff_begin(sl_handoff *h, const sl_picker *picker, long self, void *t
     h->inflight = 0;
     h->walking = true;
     h->failed_logged = false;
+    h->retries = 0;
     h->t0 = sl_mono_ns();
     h->st.walks++;
     h->st.keys = h->st.bytes = h->st.calls = h->st.failed_calls = h->st.failed_keys = 0;

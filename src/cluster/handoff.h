@@ -11,8 +11,9 @@
  * hash field, to that owner's batch. A batch of `batch_bytes` goes out as one call; one call per
  * peer is in flight at a time, and the walk waits while a full batch cannot go. When a call
  * succeeds, the keys it carried are removed here (once the walk is over: a removal shifts keys
- * back into slots the walk has passed); when it fails, they stay (the next change sends
- * them again) and the failure is logged once per walk. A new list restarts the walk; batches not
+ * back into slots the walk has passed); when it fails, they stay, the failure is logged once per
+ * walk, and the walk runs again a second later for the keys left (at most 5 times; then the next
+ * list change sends them; a leaving node does not retry). A new list restarts the walk; batches not
  * sent yet are dropped (their keys are walked again under the new list).
  *
  * The receiver (sl_handoff_receive) is pure: decode each record, map the id to this engine's store
@@ -42,6 +43,8 @@ typedef struct sl_handoff_config {
     uv_loop_t *loop;            /* the loop every call below runs on */
     size_t batch_bytes;         /* records per call, in bytes; 0 = 256 KiB */
     size_t step_work;           /* store slots examined per step; 0 = 4096 */
+    int retries;                /* walks again after failed calls: 0 = 5, < 0 = none */
+    int64_t retry_ms;           /* between them; 0 = 1000 */
     sl_logger *log;             /* may be NULL */
     /* Start a TransferKeys call to the peer with index `peer` in the list given to begin(), with
      * `framed` (a framed TransferKeysReq, taken on success). 0: cb will run once, later; else a

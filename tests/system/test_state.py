@@ -229,3 +229,29 @@ def test_etcd_rolling_restart_under_load(node_factory, etcd):
     # the bound (docs/cluster.md, "The bound"): at this rate, at most 2 per ownership change; each
     # restart moves the node's keys twice (leave, rejoin), and a key moves at most twice a restart
     assert worst <= limit + 2 * 6
+
+
+from test_cluster import LOOPBACKS, common_port, dns  # noqa: E402,F401
+
+
+def test_dns_join_hands_off_exhausted_keys(node_factory, dns):
+    """As with etcd, with the list from DNS. The name lists the new node as soon as it starts,
+    so the others may try to hand it keys before it listens: those walks run again."""
+    port = common_port()
+    name = "state.sluice.test"
+    dns.set(name, LOOPBACKS[:2])
+    addrs = ["%s:%d" % (ip, port) for ip in LOOPBACKS[:3]]
+    flags = ["--discovery", "dns", "--dns-name", name, "--dns-server", dns.addr,
+             "--dns-period", "200ms", "--batch-timeout", "300ms"]
+    nodes = start_nodes(node_factory, addrs[:2], lambda a: flags)
+    assert wait_for(lambda: all(peer_count(n.addr) == 2 for n in nodes), 5)
+    keys = ["d%d" % i for i in range(1000)]
+    exhaust(nodes[0].addr, keys, 5)
+    before = [handoffs_done(n) for n in nodes]
+    dns.set(name, LOOPBACKS[:3])
+    nodes += start_nodes(node_factory, addrs[2:], lambda a: flags)
+    assert wait_for(lambda: all(peer_count(n.addr) == 3 for n in nodes), 5)
+    assert wait_for(lambda: all(handoffs_done(n) > b for n, b in zip(nodes, before)), 10), \
+        [n.logs() for n in nodes]
+    for n in nodes:
+        assert admitted(n.addr, keys, 5) == 0

@@ -4,7 +4,8 @@
  * TransferKeysReq to b's receiver (sl_handoff_receive) and completes the call on a later loop
  * iteration, as a peer call does. Checked: every key b owns arrives and answers there as it did
  * on a, with small batches (many calls, the walk waiting on a call in flight); a's own keys stay;
- * the moved ones leave a; a failing transport keeps every key on a and counts it; a leaving node
+ * the moved ones leave a; a failing transport keeps every key on a and counts it, and a walk
+ * whose first calls failed runs again and delivers; a leaving node
  * (self -1) sends everything. The loop only runs callbacks; nothing sleeps.
  */
 #include <errno.h>
@@ -43,7 +44,8 @@ typedef struct fixture {
     sl_picker *picker;
     pending q[64];
     size_t nq;
-    int fail;           /* nonzero: every send fails at once with this */
+    int fail;           /* nonzero: sends fail at once with this ... */
+    int fail_calls;     /* ... this many times (< 0: always) */
     size_t calls, records_bytes, max_inflight, inflight;
 } fixture;
 
@@ -64,8 +66,11 @@ static int send_to_b(void *ud, size_t peer, sl_buf *framed, sl_handoff_sent_cb c
 {
     fixture *f = ud;
     assert_int_equal(peer, (size_t)sl_picker_find(f->picker, "b:1"));
-    if (f->fail)
+    if (f->fail && f->fail_calls) {
+        if (f->fail_calls > 0)
+            f->fail_calls--;
         return f->fail;
+    }
     sl_grpc_msg m;
     const char *err;
     assert_int_equal(sl_grpc_frame_decode(framed->data, framed->len, 1 << 24, &m, &err), 0);
@@ -142,10 +147,12 @@ static void teardown(fixture *f)
     sl_engine_free(f->b);
 }
 
-static void run_walk(fixture *f, long self, size_t batch_bytes, sl_handoff_stats *st)
+static void run_walk(fixture *f, long self, size_t batch_bytes, int retries,
+                     sl_handoff_stats *st)
 {
     sl_handoff_config hc = {.engine = f->a, .loop = &f->loop, .batch_bytes = batch_bytes,
-                            .step_work = 100, .send = send_to_b, .ud = f};
+                            .step_work = 100, .retries = retries, .retry_ms = 1,
+                            .send = send_to_b, .ud = f};
     sl_handoff *h;
     assert_int_equal(sl_handoff_new(&hc, &h), 0);
     sl_handoff_begin(h, f->picker, self, NULL);
@@ -173,7 +180,7 @@ static void test_keys_move_to_their_owner(void **state)
     for (int i = 0; i < NKEYS; i++)
         peek(f.a, i, &before[i]);
     sl_handoff_stats st;
-    run_walk(&f, sl_picker_find(f.picker, "a:1"), 4096, &st);
+    run_walk(&f, sl_picker_find(f.picker, "a:1"), 4096, -1, &st);
     size_t moved = 0;
     for (int i = 0; i < NKEYS; i++) {
         sl_response ra, rb;
@@ -209,7 +216,7 @@ static void test_leaving_node_sends_everything(void **state)
     sl_picker_free(f.picker);
     const char *addrs[] = {"b:1"};
     assert_int_equal(sl_picker_new(SL_PICKER_KIND_RING, 64, addrs, 1, &f.picker), 0);
-    run_walk(&f, -1, 0, &st);
+    run_walk(&f, -1, 0, -1, &st);
     assert_int_equal(st.keys, NKEYS);
     sl_engine_stats es;
     sl_engine_stats_get(f.a, &es);
@@ -225,8 +232,9 @@ static void test_failed_sends_keep_the_keys(void **state)
     fixture f;
     setup(&f);
     f.fail = -ECONNREFUSED;
+    f.fail_calls = -1;
     sl_handoff_stats st;
-    run_walk(&f, sl_picker_find(f.picker, "a:1"), 4096, &st);
+    run_walk(&f, sl_picker_find(f.picker, "a:1"), 4096, 2, &st); /* retried twice, in vain */
     assert_int_equal(st.keys, 0);
     assert_true(st.failed_keys > 0);
     sl_engine_stats es;
@@ -234,6 +242,28 @@ static void test_failed_sends_keep_the_keys(void **state)
     assert_int_equal(es.keys, NKEYS);
     sl_engine_stats_get(f.b, &es);
     assert_int_equal(es.keys, 0);
+    teardown(&f);
+}
+
+/* The first calls fail (a peer not listening yet): the walk runs again and the keys arrive. */
+static void test_failed_sends_are_retried(void **state)
+{
+    (void)state;
+    fixture f;
+    setup(&f);
+    f.fail = -ECONNREFUSED;
+    f.fail_calls = 3;
+    sl_handoff_stats st;
+    run_walk(&f, sl_picker_find(f.picker, "a:1"), 4096, 0, &st);
+    assert_int_equal(st.failed_keys, 0);
+    size_t for_b = 0;
+    for (int i = 0; i < NKEYS; i++)
+        for_b += owned_by_b(&f, i);
+    sl_engine_stats es;
+    sl_engine_stats_get(f.b, &es);
+    assert_int_equal(es.keys, for_b);
+    sl_engine_stats_get(f.a, &es);
+    assert_int_equal(es.keys, NKEYS - for_b);
     teardown(&f);
 }
 
@@ -266,6 +296,7 @@ int main(void)
         cmocka_unit_test(test_keys_move_to_their_owner),
         cmocka_unit_test(test_leaving_node_sends_everything),
         cmocka_unit_test(test_failed_sends_keep_the_keys),
+        cmocka_unit_test(test_failed_sends_are_retried),
         cmocka_unit_test(test_transfer_messages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
