@@ -10,8 +10,8 @@ A real etcd and two sluiced nodes on this machine. Node B starts alone and takes
 The figures are B's own log lines, "hand-off done keys= bytes= calls= ms=" (bytes: key state
 records on the wire, without the gRPC/HTTP/2 framing, which adds 5 + 9 bytes per 256 KiB call).
 The reference, measured in the same run, is the time B takes to write the same keys as a snapshot
-(--state-dir, a local walk + encode + write): the hand-off's cost over a pure walk is the network
-and the receiver's merge.
+(B restarts once with --state-dir before A joins: a local walk + encode + write): the hand-off's
+cost over a pure walk is the network and the receiver's merge.
 
 Run with SLUICE_BUILD=<build dir> (default: build/). Needs /usr/bin/etcd. Takes ~1 min for 1M.
 """
@@ -23,19 +23,13 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-SLUICED = os.path.join(os.environ.get("SLUICE_BUILD", os.path.join(ROOT, "build")), "bin",
-                       "sluiced")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from state import SLUICED, fill, free_port  # noqa: E402  (bench/state.py)
 
 
 def get(url, timeout=1):
@@ -57,16 +51,6 @@ def wait(pred, secs):
 
 def peers(addr):
     return json.loads(get("http://%s/v1/HealthCheck" % addr)).get("peer_count")
-
-
-def fill(addr, keys, batch=5000):
-    for base in range(0, keys, batch):
-        reqs = [{"name": "b", "unique_key": "k%d" % i, "hits": 1, "limit": 10,
-                 "duration": 3600000} for i in range(base, min(keys, base + batch))]
-        req = urllib.request.Request("http://%s/v1/GetRateLimits" % addr,
-                                     data=json.dumps({"requests": reqs}).encode(), method="POST")
-        with urllib.request.urlopen(req, timeout=60) as r:
-            r.read()
 
 
 def main():
@@ -97,6 +81,16 @@ def main():
         t = time.time()
         fill(ab, a.keys)
         print("B took %d keys in %.1f s" % (a.keys, time.time() - t))
+        # the reference: B restarts once, writing its keys to --state-dir and loading them back
+        b.send_signal(signal.SIGTERM)
+        b.wait(180)
+        c1 = open(blog.name).read().count("hand-off done")
+        b = subprocess.Popen([SLUICED, "--listen-addr", ab, "--state-dir", d] + common,
+                             stdout=blog, stderr=subprocess.STDOUT)
+        procs.append(b)
+        assert wait(lambda: peers(ab) == 1, 60)
+        # its first list (itself) walks the store once, sending nothing: wait for that walk
+        assert wait(lambda: open(blog.name).read().count("hand-off done") > c1, 60)
         alog = open(os.path.join(d, "a.log"), "w+")
         n0 = open(blog.name).read().count("hand-off done")
         A = subprocess.Popen([SLUICED, "--listen-addr", aa] + common, stdout=alog,
@@ -119,9 +113,10 @@ def main():
                   "(%.0f keys/s)" % (label, keys, nbytes, int(nbytes) / max(1, int(keys)), calls,
                                      failed, ms, int(keys) / max(0.001, float(ms) / 1000)))
         print("total moved: %d keys" % moved)
-        if snap:
-            print("reference: snapshot of %s keys left on B written in %s ms" % (snap[-1][0],
-                                                                               snap[-1][2]))
+        keys, _, ms, _ = snap[0]
+        print("reference: B wrote its %s keys to a snapshot in %s ms (local walk, encode, write); "
+              "join + leave / snapshot: %.2f" % (keys, ms, sum(float(h[4]) for h in hs[-2:])
+                                                   / max(0.001, float(ms))))
         A.send_signal(signal.SIGTERM)
         A.wait(60)
     finally:

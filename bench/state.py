@@ -51,14 +51,15 @@ def stop(p):
     p.wait(120)
 
 
-def fill(port, keys, batch=5000):
+def fill(addr, keys, batch=5000):
+    """Give the node at addr ("host:port") `keys` token-bucket keys, one hit each."""
+    url = "http://%s/v1/GetRateLimits" % addr
     for base in range(0, keys, batch):
         reqs = [{"name": "b", "unique_key": "k%d" % i, "hits": 1, "limit": 10,
                  "duration": 3600000} for i in range(base, min(keys, base + batch))]
         body = json.dumps({"requests": reqs}).encode()
-        req = urllib.request.Request("http://127.0.0.1:%d/v1/GetRateLimits" % port, data=body,
-                                     method="POST")
-        with urllib.request.urlopen(req, timeout=30) as r:
+        req = urllib.request.Request(url, data=body, method="POST")
+        with urllib.request.urlopen(req, timeout=60) as r:
             r.read()
 
 
@@ -77,7 +78,7 @@ def main():
         stop(p)
         p, _ = start(d, port, log)
         t = time.time()
-        fill(port, a.keys)
+        fill("127.0.0.1:%d" % port, a.keys)
         print("filled %d keys in %.1f s" % (a.keys, time.time() - t))
         stop(p)
         p, took = start(d, port, log)

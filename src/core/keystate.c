@@ -14,34 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/le.h"
 #include "core/concurrency.h"
-
-/* ---------------------------------------------------------------- little-endian words */
-
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
 
 static int64_t limit_or(int64_t v, int64_t dflt)
 {
@@ -85,10 +59,10 @@ size_t sl_keystate_encode(uint64_t hash, int64_t expire_at, const sl_state *st, 
     out[2] = st->status;
     out[4] = (uint8_t)st->aux16;
     out[5] = (uint8_t)(st->aux16 >> 8);
-    put32(out + 8, st->aux32);
-    put32(out + 12, (uint32_t)words);
-    put64(out + 16, hash);
-    put64(out + 24, (uint64_t)expire_at);
+    sl_le_put32(out + 8, st->aux32);
+    sl_le_put32(out + 12, (uint32_t)words);
+    sl_le_put64(out + 16, hash);
+    sl_le_put64(out + 24, (uint64_t)expire_at);
     uint64_t w[5];
     memcpy(w, st->u.raw, sizeof w);
     uint8_t *tail = out + SL_KEYSTATE_FIXED;
@@ -96,14 +70,14 @@ size_t sl_keystate_encode(uint64_t hash, int64_t expire_at, const sl_state *st, 
     case SL_SLIDING_WINDOW:
         if (st->aux32 > 1) {
             for (uint32_t i = 0; i < st->aux32; i++)
-                put64(tail + 8 * i, (uint64_t)st->u.sw.ring[i]);
+                sl_le_put64(tail + 8 * i, (uint64_t)st->u.sw.ring[i]);
             w[4] = 0;
         }
         break;
     case SL_SLIDING_LOG: {
         const int64_t c = st->u.log.cap;
         for (int64_t i = 0; i < st->u.log.len; i++)
-            put64(tail + 8 * i, (uint64_t)st->u.log.ring[(st->u.log.head + i) % c]);
+            sl_le_put64(tail + 8 * i, (uint64_t)st->u.log.ring[(st->u.log.head + i) % c]);
         w[0] = (uint64_t)c;
         w[1] = (uint64_t)st->u.log.duration;
         w[2] = 0;
@@ -116,7 +90,7 @@ size_t sl_keystate_encode(uint64_t hash, int64_t expire_at, const sl_state *st, 
         uint32_t len;
         const uint64_t *pairs = sl_conc_leases(st, &limit, &len);
         for (uint64_t i = 0; i < 2 * (uint64_t)len; i++)
-            put64(tail + 8 * i, pairs[i]);
+            sl_le_put64(tail + 8 * i, pairs[i]);
         w[0] = (uint64_t)limit;
         w[1] = w[2] = w[3] = w[4] = 0;
         break;
@@ -129,7 +103,7 @@ size_t sl_keystate_encode(uint64_t hash, int64_t expire_at, const sl_state *st, 
         break;
     }
     for (int i = 0; i < 5; i++)
-        put64(out + 32 + 8 * i, w[i]);
+        sl_le_put64(out + 32 + 8 * i, w[i]);
     return need;
 }
 
@@ -149,12 +123,12 @@ int sl_keystate_decode(const uint8_t *src, size_t len, const sl_alg_config *cfg,
         return -EINVAL;
     uint8_t alg = src[1], status = src[2];
     uint16_t aux16 = (uint16_t)(src[4] | src[5] << 8);
-    uint32_t aux32 = get32(src + 8), words = get32(src + 12);
+    uint32_t aux32 = sl_le_get32(src + 8), words = sl_le_get32(src + 12);
     if (alg >= SL_ALGORITHM_COUNT || (size_t)words > (len - SL_KEYSTATE_FIXED) / 8)
         return -EINVAL;
     int64_t w[5];
     for (int i = 0; i < 5; i++)
-        w[i] = i64(get64(src + 32 + 8 * i));
+        w[i] = i64(sl_le_get64(src + 32 + 8 * i));
     const uint8_t *tail = src + SL_KEYSTATE_FIXED;
     sl_state st;
     memset(&st, 0, sizeof st);
@@ -204,7 +178,7 @@ int sl_keystate_decode(const uint8_t *src, size_t len, const sl_alg_config *cfg,
             if (!ring)
                 return -ENOMEM;
             for (uint32_t i = 0; i < aux32; i++)
-                ring[i] = i64(get64(tail + 8 * i));
+                ring[i] = i64(sl_le_get64(tail + 8 * i));
             st.u.sw.ring = ring;
         }
         break;
@@ -214,13 +188,13 @@ int sl_keystate_decode(const uint8_t *src, size_t len, const sl_alg_config *cfg,
             (uint64_t)n != words)
             return -EINVAL;
         for (int64_t i = 1; i < n; i++)
-            if (i64(get64(tail + 8 * i)) < i64(get64(tail + 8 * (i - 1))))
+            if (i64(sl_le_get64(tail + 8 * i)) < i64(sl_le_get64(tail + 8 * (i - 1))))
                 return -EINVAL;
         int64_t *ring = malloc((size_t)cap * sizeof *ring);
         if (!ring)
             return -ENOMEM;
         for (int64_t i = 0; i < n; i++)
-            ring[i] = i64(get64(tail + 8 * i));
+            ring[i] = i64(sl_le_get64(tail + 8 * i));
         st.u.log.cap = cap;
         st.u.log.duration = w[1];
         st.u.log.ring = ring;
@@ -237,7 +211,7 @@ int sl_keystate_decode(const uint8_t *src, size_t len, const sl_alg_config *cfg,
         if (!pairs)
             return -ENOMEM;
         for (uint32_t i = 0; i < words; i++)
-            pairs[i] = get64(tail + 8 * i);
+            pairs[i] = sl_le_get64(tail + 8 * i);
         int rc = 0;
         for (uint32_t i = 0; i < n && !rc; i++)
             if (!pairs[2 * i])
@@ -252,8 +226,8 @@ int sl_keystate_decode(const uint8_t *src, size_t len, const sl_alg_config *cfg,
     default:
         return -EINVAL;
     }
-    out->hash = get64(src + 16);
-    out->expire_at = i64(get64(src + 24));
+    out->hash = sl_le_get64(src + 16);
+    out->expire_at = i64(sl_le_get64(src + 24));
     out->st = st;
     *used = SL_KEYSTATE_FIXED + 8 * (size_t)words;
     return 0;

@@ -10,42 +10,24 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "base/le.h"
 #include "core/keystate.h"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
-
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
 
 void sl_snapshot_header(uint8_t out[SL_SNAPSHOT_HEADER], uint64_t seed, unsigned flags,
                         uint64_t keys, uint64_t body_len, uint64_t sum)
 {
     memcpy(out, SL_SNAPSHOT_MAGIC, 8);
     uint8_t v[8];
-    put64(v, (uint64_t)SL_SNAPSHOT_VERSION | (uint64_t)(flags & 0xffff) << 16 |
+    sl_le_put64(v, (uint64_t)SL_SNAPSHOT_VERSION | (uint64_t)(flags & 0xffff) << 16 |
                  (uint64_t)SL_SNAPSHOT_HEADER << 32);
     memcpy(out + 8, v, 8);
-    put64(out + 16, seed);
-    put64(out + 24, keys);
-    put64(out + 32, body_len);
-    put64(out + 40, sum);
+    sl_le_put64(out + 16, seed);
+    sl_le_put64(out + 24, keys);
+    sl_le_put64(out + 32, body_len);
+    sl_le_put64(out + 40, sum);
 }
 
 int sl_snapshot_check(const uint8_t *buf, size_t len, const sl_alg_config *cfg,
@@ -60,20 +42,20 @@ int sl_snapshot_check(const uint8_t *buf, size_t len, const sl_alg_config *cfg,
         *why = "truncated";
         return -EINVAL;
     }
-    unsigned flags = get32(buf + 8) >> 16;
-    if ((get32(buf + 8) & 0xffff) != SL_SNAPSHOT_VERSION || get32(buf + 12) != SL_SNAPSHOT_HEADER ||
+    unsigned flags = sl_le_get32(buf + 8) >> 16;
+    if ((sl_le_get32(buf + 8) & 0xffff) != SL_SNAPSHOT_VERSION || sl_le_get32(buf + 12) != SL_SNAPSHOT_HEADER ||
         (flags & ~SL_SNAPSHOT_CLUSTER_KEYS)) {
         *why = "unsupported snapshot version";
         return -EINVAL;
     }
-    sl_snapshot_info in = {.seed = get64(buf + 16), .flags = flags, .keys = get64(buf + 24),
-                           .body_len = get64(buf + 32)};
+    sl_snapshot_info in = {.seed = sl_le_get64(buf + 16), .flags = flags, .keys = sl_le_get64(buf + 24),
+                           .body_len = sl_le_get64(buf + 32)};
     if (in.body_len != len - SL_SNAPSHOT_HEADER) {
         *why = in.body_len > len - SL_SNAPSHOT_HEADER ? "truncated" : "trailing bytes";
         return -EINVAL;
     }
     const uint8_t *body = buf + SL_SNAPSHOT_HEADER;
-    if (XXH64(body, (size_t)in.body_len, 0) != get64(buf + 40)) {
+    if (XXH64(body, (size_t)in.body_len, 0) != sl_le_get64(buf + 40)) {
         *why = "checksum mismatch";
         return -EINVAL;
     }
