@@ -70,6 +70,8 @@ struct sl_node {
     sl_statedir_timer snapshot_timer; /* --snapshot-period writer (node/statedir.h) */
     bool snapshot_written;            /* the shutdown snapshot is done (sl_node_wait) */
     unsigned snapshot_flags;          /* SL_SNAPSHOT_CLUSTER_KEYS when clustered */
+    int argc;                         /* the options, kept to read them again on reload */
+    char **argv;
 };
 
 /* ---- address parsing ----------------------------------------------------------------------- */
@@ -621,6 +623,52 @@ static int node_start_options(sl_node *n, char *err, size_t errlen)
     return rc;
 }
 
+/* A copy of the options (argv[0] included) for reload_peers(). 0 or -ENOMEM. */
+static int keep_args(sl_node *n, int argc, char *const *argv)
+{
+    n->argv = calloc((size_t)argc + 1, sizeof *n->argv);
+    if (!n->argv)
+        return -ENOMEM;
+    n->argc = argc;
+    for (int i = 0; i < argc; i++)
+        if (!(n->argv[i] = strdup(argv[i])))
+            return -ENOMEM;
+    return 0;
+}
+
+/* SIGHUP with a static list: read the options again (the --config file may list other peers;
+ * flags and the environment win over it, as at start) and apply a changed list: the hand-off then
+ * moves the keys whose owner changed (cluster/handoff.h). */
+static void reload_peers(sl_node *n)
+{
+    if (n->opts.discovery != SL_DISCOVERY_STATIC || !n->argv)
+        return;
+    sl_options o;
+    memset(&o, 0, sizeof o);
+    char err[256];
+    int rc = sl_config_parse(&o, n->argc, n->argv, NULL, err, sizeof err);
+    if (rc) {
+        sl_log_error(&n->log, "reload: options not read again, keeping the peer list: %s",
+                     rc > 0 ? "unexpected --help or --version" : err);
+    } else if (o.discovery != SL_DISCOVERY_STATIC) {
+        sl_log_error(&n->log, "reload: discovery changes need a restart; keeping the peer list");
+    } else {
+        bool same = o.peers.n == n->opts.peers.n;
+        for (size_t i = 0; same && i < o.peers.n; i++)
+            same = strcmp(o.peers.items[i], n->opts.peers.items[i]) == 0;
+        if (same) {
+            sl_log_info(&n->log, "reload: peer list unchanged");
+        } else {
+            sl_router_set_peers(n->router, (const char *const *)o.peers.items, o.peers.n);
+            sl_opt_list t = n->opts.peers;
+            n->opts.peers = o.peers;
+            o.peers = t;
+            sl_log_info(&n->log, "reload: peer list read again: %zu peers", n->opts.peers.n);
+        }
+    }
+    sl_config_free(&o);
+}
+
 int sl_node_start(int argc, char *const *args, sl_node **out, char *err, size_t errlen)
 {
     sl_node *n = calloc(1, sizeof *n);
@@ -636,6 +684,8 @@ int sl_node_start(int argc, char *const *args, sl_node **out, char *err, size_t 
     for (int i = 0; i < argc; i++)
         argv[i + 1] = args[i];
     int rc = sl_config_parse(&n->opts, argc + 1, argv, NULL, err, errlen);
+    if (rc == 0)
+        rc = keep_args(n, argc + 1, argv);
     free(argv);
     if (rc == 0)
         rc = node_start_options(n, err, errlen);
@@ -724,6 +774,7 @@ int sl_node_decide(sl_node *n, const sl_request *reqs, sl_response *resps, size_
 
 void sl_node_reload(sl_node *n)
 {
+    reload_peers(n);
     if (n->switches) {
         char kerr[256];
         int krc = sl_killswitch_reload(n->switches, kerr, sizeof kerr);
@@ -789,5 +840,8 @@ void sl_node_free(sl_node *n)
     sl_engine_free(n->engine);
     sl_metrics_free(n->metrics);
     sl_config_free(&n->opts);
+    for (int i = 0; n->argv && i < n->argc; i++)
+        free(n->argv[i]);
+    free(n->argv);
     free(n);
 }

@@ -255,3 +255,29 @@ def test_dns_join_hands_off_exhausted_keys(node_factory, dns):
         [n.logs() for n in nodes]
     for n in nodes:
         assert admitted(n.addr, keys, 5) == 0
+
+
+def test_static_list_changed_by_sighup_hands_off(node_factory, tmp_path):
+    """Static discovery: the peer list lives in each node's --config file; a third node starts
+    with the new list, the file of the other two is rewritten and they get SIGHUP."""
+    addrs = ["127.0.0.1:%d" % free_port() for _ in range(3)]
+    cfg = tmp_path / "sluiced.yaml"
+    cfg.write_text("discovery: static\npeers: %s\n" % ",".join(addrs[:2]))
+    nodes = start_nodes(node_factory, addrs[:2], lambda a: ["--config", str(cfg)])
+    assert wait_for(lambda: all(peer_count(n.addr) == 2 for n in nodes), 5)
+    keys = ["s%d" % i for i in range(1000)]
+    exhaust(nodes[0].addr, keys, 5)
+    cfg.write_text("discovery: static\npeers: %s\n" % ",".join(addrs))
+    nodes += start_nodes(node_factory, addrs[2:], lambda a: ["--config", str(cfg)])
+    before = [handoffs_done(n) for n in nodes[:2]]
+    for n in nodes[:2]:
+        n.signal(signal.SIGHUP)
+    assert wait_for(lambda: all(peer_count(n.addr) == 3 for n in nodes), 5)
+    assert wait_for(lambda: all(handoffs_done(n) > b for n, b in zip(nodes, before)), 5), \
+        [n.logs() for n in nodes]
+    assert "reload: peer list read again: 3 peers" in nodes[0].logs()
+    moved = sum(int(m) for n in nodes[:2]
+                for m in re.findall(r"hand-off done keys=(\d+)", n.logs())[-1:])
+    assert 200 < moved < 600
+    for n in nodes:
+        assert admitted(n.addr, keys, 5) == 0
