@@ -60,6 +60,7 @@ struct sl_handoff {
     uint64_t *taken;
     size_t ntaken, captaken;
     int retries;
+    bool swept;                 /* the second pass is running (see step) */
     sl_handoff_stats st;
 };
 
@@ -265,10 +266,21 @@ static void step(sl_handoff *h)
     }
     if (pending || h->inflight)
         return;
+    /* A second pass, once the taken keys are removed: a key that another key's removal (expiry,
+     * eviction) or a table growth moved into a slot the first pass had already visited was
+     * missed; the second pass finds only such keys (the others are gone or stay). */
+    if (!h->swept) {
+        remove_taken(h);
+        h->swept = true;
+        h->cur = (sl_store_cursor){0, 0};
+        schedule(h);
+        return;
+    }
     /* a leaving node (self -1) does not retry: its shutdown deadline runs */
     if (h->st.failed_keys && h->self >= 0 && h->retries < h->cfg.retries) {
         remove_taken(h);
         h->retries++;
+        h->swept = false;
         h->st.failed_keys = 0;
         h->cur = (sl_store_cursor){0, 0};
         uv_timer_start(&h->timer, on_timer, (uint64_t)h->cfg.retry_ms, 0);
@@ -353,6 +365,7 @@ void sl_handoff_begin(sl_handoff *h, const sl_picker *picker, long self, void *t
     h->walking = true;
     h->failed_logged = false;
     h->retries = 0;
+    h->swept = false;
     h->t0 = sl_mono_ns();
     h->st.walks++;
     h->st.keys = h->st.bytes = h->st.calls = h->st.failed_calls = h->st.failed_keys = 0;

@@ -13,7 +13,10 @@
  * succeeds, the keys it carried are removed here (once the walk is over: a removal shifts keys
  * back into slots the walk has passed); when it fails, they stay, the failure is logged once per
  * walk, and the walk runs again a second later for the keys left (at most 5 times; then the next
- * list change sends them; a leaving node does not retry). A new list restarts the walk; batches not
+ * list change sends them; a leaving node does not retry).
+ * Every walk makes a second pass over the store once the keys taken in the first are removed:
+ * a key that a concurrent removal (expiry, eviction) or table growth moved into a slot the first
+ * pass had passed is found then. A new list restarts the walk; batches not
  * sent yet are dropped (their keys are walked again under the new list).
  *
  * The receiver (sl_handoff_receive) is pure: decode each record, map the id to this engine's store
