@@ -144,12 +144,18 @@ static void on_sent(void *ud, int err)
     if (!h->closing) {
         if (err == 0) {
             keys_taken(h, c->hashes, c->n, h->walking);
+            if (h->cfg.m_sent)
+                sl_metrics_counter_add(h->cfg.m_sent, c->n);
+            if (h->cfg.m_bytes)
+                sl_metrics_counter_add(h->cfg.m_bytes, c->bytes);
             h->st.keys += c->n;
             h->st.bytes += c->bytes;
             h->st.calls++;
         } else {
             h->st.failed_calls++;
             h->st.failed_keys += c->n;
+            if (h->cfg.m_failed)
+                sl_metrics_counter_add(h->cfg.m_failed, c->n);
             if (!h->failed_logged && h->cfg.log)
                 sl_log_warn(h->cfg.log, "hand-off of %zu keys failed: %s (they stay here)", c->n,
                             strerror(-err));
@@ -182,6 +188,8 @@ static void send_batch(sl_handoff *h, size_t i)
     if (rc) {
         h->st.failed_calls++;
         h->st.failed_keys += q->n;
+        if (h->cfg.m_failed)
+            sl_metrics_counter_add(h->cfg.m_failed, q->n);
         if (!h->failed_logged && h->cfg.log)
             sl_log_warn(h->cfg.log, "hand-off of %zu keys failed: %s (they stay here)", q->n,
                         strerror(-rc));

@@ -34,6 +34,7 @@
 #include "cluster/picker.h"
 #include "core/alg.h"
 #include "core/log.h"
+#include "core/metrics.h"
 #include "sluice/engine.h"
 
 typedef struct sl_handoff sl_handoff;
@@ -49,6 +50,8 @@ typedef struct sl_handoff_config {
     int retries;                /* walks again after failed calls: 0 = 5, < 0 = none */
     int64_t retry_ms;           /* between them; 0 = 1000 */
     sl_logger *log;             /* may be NULL */
+    /* counters (each may be NULL): keys a peer took, keys whose call failed, record bytes taken */
+    sl_metrics_counter *m_sent, *m_failed, *m_bytes;
     /* Start a TransferKeys call to the peer with index `peer` in the list given to begin(), with
      * `framed` (a framed TransferKeysReq, taken on success). 0: cb will run once, later; else a
      * negative errno and cb never runs. */

@@ -167,6 +167,7 @@ struct sl_router {
         *m_views;
     sl_metrics_histogram *m_call_seconds;
     sl_metrics_gauge *m_peers;
+    sl_metrics_counter *m_handoff_sent, *m_handoff_failed, *m_handoff_bytes;
     /* hand-off (cluster/handoff.h), on worker 0 */
     sl_handoff *handoff;
     _Atomic bool leaving, leave_done;
@@ -268,6 +269,16 @@ static void register_metrics(sl_router *r, sl_metrics *m)
                            &r->m_views);
     sl_metrics_gauge_new(m, "sluice_cluster_peers", "Peers in the current list (this node too)",
                          &r->m_peers);
+    sl_metrics_family *ho = NULL;
+    if (sl_metrics_counter_family(m, "sluice_handoff_keys_total",
+                                  "Key states handed to their new owner on a list change or leave",
+                                  "result", &ho) == 0) {
+        const char *sent[1] = {"sent"}, *failed[1] = {"failed"};
+        r->m_handoff_sent = sl_metrics_counter_get(ho, sent, 1);
+        r->m_handoff_failed = sl_metrics_counter_get(ho, failed, 1);
+    }
+    sl_metrics_counter_new(m, "sluice_handoff_bytes_total",
+                           "Bytes of key state records taken by new owners", &r->m_handoff_bytes);
     const double b[] = {SL_METRICS_LATENCY_BUCKETS};
     sl_metrics_histogram_new(m, "sluice_peer_call_seconds", "Latency of calls to peers", b,
                              SL_METRICS_LATENCY_NBUCKETS, 1e9, &r->m_call_seconds);
@@ -1133,8 +1144,9 @@ void sl_router_worker_start(sl_router *r, int worker, uv_loop_t *loop)
     sl_globalsync_start(w->gsync, loop);
     if (worker == 0) {
         sl_handoff_config hc = {.engine = r->engine, .loop = loop, .log = r->log,
-                                .send = handoff_send, .release = handoff_release,
-                                .done = handoff_done, .ud = w};
+                                .m_sent = r->m_handoff_sent, .m_failed = r->m_handoff_failed,
+                                .m_bytes = r->m_handoff_bytes, .send = handoff_send,
+                                .release = handoff_release, .done = handoff_done, .ud = w};
         if (sl_handoff_new(&hc, &r->handoff))
             sl_log_error(r->log, "hand-off: out of memory: keys will not move on list changes");
     }

@@ -171,6 +171,12 @@ def test_etcd_join_hands_off_exhausted_keys(node_factory, etcd):
     print("join: %d of 1000 keys handed to the new node, done %.0f ms after it started"
           % (moved, took * 1000))
     assert 200 < moved < 600  # about a third moves
+    sent = 0
+    for n in nodes[:2]:
+        _, _, body = http("GET", "http://%s/metrics" % n.addr)
+        m = re.search(r'sluice_handoff_keys_total\{result="sent"\} (\d+)', body.decode())
+        sent += int(m.group(1)) if m else 0
+    assert sent == moved
     # every key is still exhausted, asked through any node (the new one included)
     for n in nodes:
         assert admitted(n.addr, keys, 5) == 0
