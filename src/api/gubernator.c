@@ -892,28 +892,34 @@ int sl_gub_encode_transfer_req(const uint8_t *records, size_t len, sl_buf *out)
     return sl_grpc_frame_end(out, mark);
 }
 
-int sl_gub_decode_transfer_req(const uint8_t *msg, size_t len, const uint8_t **records,
-                               size_t *records_len)
+/* The last occurrence of field `want` (wire type wt: SL_PB_LEN into *bytes, SL_PB_VARINT into
+ * *v), skipping every other field. 0 (the field may be absent: outputs untouched) or -EINVAL. */
+static int last_field(const uint8_t *msg, size_t len, uint32_t want, unsigned wt_want,
+                      sl_pb_rd *bytes, uint64_t *v)
 {
     sl_pb_rd r = {msg, msg + len};
-    *records = NULL;
-    *records_len = 0;
     while (r.p < r.end) {
         uint32_t field;
         unsigned wt;
         if (!sl_pb_key(&r, &field, &wt))
             return -EINVAL;
-        if (field == 1 && wt == SL_PB_LEN) {
-            sl_pb_rd sub;
-            if (!sl_pb_bytes(&r, &sub))
-                return -EINVAL;
-            *records = sub.p; /* the last one wins, as protobuf's merge of a scalar */
-            *records_len = (size_t)(sub.end - sub.p);
-        } else if (!sl_pb_skip(&r, wt)) {
+        bool ok = field != want || wt != wt_want ? sl_pb_skip(&r, wt)
+                  : wt == SL_PB_LEN              ? sl_pb_bytes(&r, bytes)
+                                                 : sl_pb_varint(&r, v);
+        if (!ok)
             return -EINVAL;
-        }
     }
     return 0;
+}
+
+int sl_gub_decode_transfer_req(const uint8_t *msg, size_t len, const uint8_t **records,
+                               size_t *records_len)
+{
+    sl_pb_rd sub = {NULL, NULL};
+    int rc = last_field(msg, len, 1, SL_PB_LEN, &sub, NULL);
+    *records = rc ? NULL : sub.p; /* the last one wins, as protobuf's merge of a scalar */
+    *records_len = rc ? 0 : (size_t)(sub.end - sub.p);
+    return rc;
 }
 
 int sl_gub_encode_transfer_resp(int64_t accepted, sl_buf *out)
@@ -932,21 +938,8 @@ int sl_gub_encode_transfer_resp(int64_t accepted, sl_buf *out)
 
 int sl_gub_decode_transfer_resp(const uint8_t *msg, size_t len, int64_t *accepted)
 {
-    sl_pb_rd r = {msg, msg + len};
-    *accepted = 0;
-    while (r.p < r.end) {
-        uint32_t field;
-        unsigned wt;
-        if (!sl_pb_key(&r, &field, &wt))
-            return -EINVAL;
-        if (field == 1 && wt == SL_PB_VARINT) {
-            uint64_t v;
-            if (!sl_pb_varint(&r, &v))
-                return -EINVAL;
-            *accepted = (int64_t)v;
-        } else if (!sl_pb_skip(&r, wt)) {
-            return -EINVAL;
-        }
-    }
-    return 0;
+    uint64_t v = 0;
+    int rc = last_field(msg, len, 1, SL_PB_VARINT, NULL, &v);
+    *accepted = rc ? 0 : (int64_t)v;
+    return rc;
 }

@@ -137,6 +137,19 @@ static void end_walk(sl_handoff *h)
 static void schedule(sl_handoff *h);
 static void on_timer(uv_timer_t *t);
 
+/* A batch of n keys was not taken (err < 0): they stay here. Logged once per walk. */
+static void batch_failed(sl_handoff *h, size_t n, int err)
+{
+    h->st.failed_calls++;
+    h->st.failed_keys += n;
+    if (h->cfg.m_failed)
+        sl_metrics_counter_add(h->cfg.m_failed, n);
+    if (!h->failed_logged && h->cfg.log)
+        sl_log_warn(h->cfg.log, "hand-off of %zu keys failed: %s (they stay here)", n,
+                    strerror(-err));
+    h->failed_logged = true;
+}
+
 static void on_sent(void *ud, int err)
 {
     sent *c = ud;
@@ -152,14 +165,7 @@ static void on_sent(void *ud, int err)
             h->st.bytes += c->bytes;
             h->st.calls++;
         } else {
-            h->st.failed_calls++;
-            h->st.failed_keys += c->n;
-            if (h->cfg.m_failed)
-                sl_metrics_counter_add(h->cfg.m_failed, c->n);
-            if (!h->failed_logged && h->cfg.log)
-                sl_log_warn(h->cfg.log, "hand-off of %zu keys failed: %s (they stay here)", c->n,
-                            strerror(-err));
-            h->failed_logged = true;
+            batch_failed(h, c->n, err);
         }
         if (c->gen == h->gen && h->walking) {
             h->outs[c->peer].inflight = false;
@@ -186,14 +192,7 @@ static void send_batch(sl_handoff *h, size_t i)
     }
     sl_buf_free(&framed);
     if (rc) {
-        h->st.failed_calls++;
-        h->st.failed_keys += q->n;
-        if (h->cfg.m_failed)
-            sl_metrics_counter_add(h->cfg.m_failed, q->n);
-        if (!h->failed_logged && h->cfg.log)
-            sl_log_warn(h->cfg.log, "hand-off of %zu keys failed: %s (they stay here)", q->n,
-                        strerror(-rc));
-        h->failed_logged = true;
+        batch_failed(h, q->n, rc);
         free(c);
         q->n = 0; /* the hashes array is reused */
     } else {
