@@ -10,6 +10,10 @@ numbers drift on shared machines; the ratios are what we track (docs/performance
   c. HTTP/1.1 POST /v1/GetRateLimits (wrk) vs nginx HTTP/1.1 return 200
   d. Levee POST /attempt across 10,000 resources (wrk + Lua) vs nginx with the same script
   e. the engine in-process: sluice bench engine, 1 and 2 threads over 1,000,000 keys
+  t. TLS (one certificate, made here with the openssl command, for both servers):
+     t1. gRPC GetRateLimits, 1 item per call, over TLS (ALPN h2) vs nginx h2 over TLS return 200
+     t2. TLS handshakes per second: every connection new, one request each (h2load -c N -n N,
+         repeated), sluiced vs nginx
 """
 import argparse
 import json
@@ -56,10 +60,34 @@ def percentile(values, p):
 
 
 class Nginx:
-    def __init__(self, tmp):
+    """nginx `return 200`: HTTP/1.1 on h1, h2c on h2; with tls=(cert, key) instead h2 over TLS on
+    `tls` (case t), with the certificate sluiced is given."""
+
+    def __init__(self, tmp, tls=None):
         self.dir = tempfile.mkdtemp(prefix="nginx-", dir=tmp)
         self.h1 = free_port()
         self.h2 = free_port()
+        self.tls = free_port()
+        if tls:
+            servers = f"""  server {{
+    listen 127.0.0.1:{self.tls} ssl http2;
+    ssl_certificate {tls[0]};
+    ssl_certificate_key {tls[1]};
+    location / {{ return 200 ""; }}
+  }}
+"""
+            ports = [self.tls]
+        else:
+            servers = f"""  server {{
+    listen 127.0.0.1:{self.h1};
+    location / {{ return 200 ""; }}
+  }}
+  server {{
+    listen 127.0.0.1:{self.h2} http2;
+    location / {{ return 200 ""; }}
+  }}
+"""
+            ports = [self.h1, self.h2]
         conf = os.path.join(self.dir, "nginx.conf")
         user = "user root;\n" if os.geteuid() == 0 else ""
         with open(conf, "w") as f:
@@ -77,20 +105,12 @@ http {{
   scgi_temp_path {self.dir}/scgi;
   keepalive_requests 1000000;
   http2_max_requests 1000000;
-  server {{
-    listen 127.0.0.1:{self.h1};
-    location / {{ return 200 ""; }}
-  }}
-  server {{
-    listen 127.0.0.1:{self.h2} http2;
-    location / {{ return 200 ""; }}
-  }}
-}}
+{servers}}}
 """)
         self.proc = subprocess.Popen(["nginx", "-c", conf], stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)
-        wait_port(self.h1)
-        wait_port(self.h2)
+        for p in ports:
+            wait_port(p)
 
     def stop(self):
         self.proc.send_signal(signal.SIGQUIT)
@@ -98,6 +118,52 @@ http {{
             self.proc.wait(10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+
+
+def tls_cert(tmp):
+    """A self-signed P-256 certificate for 127.0.0.1/localhost: (cert, key) paths."""
+    cert, key = os.path.join(tmp, "tls.pem"), os.path.join(tmp, "tls.key")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", cert, "-days", "2",
+                    "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return cert, key
+
+
+def handshakes(url, seconds, conns=200):
+    """New TLS connections per second: h2load runs of `conns` clients with one request each
+    (so every request opens a connection and does a full handshake), repeated for `seconds`."""
+    done = 0
+    t0 = time.time()
+    while time.time() - t0 < seconds:
+        out = subprocess.run(["h2load", "-t1", "-c%d" % conns, "-n%d" % conns, url],
+                             capture_output=True, text=True).stdout
+        m = re.search(r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded", out)
+        done += int(m.group(4)) if m else 0
+    el = time.time() - t0
+    return {"handshakes_per_sec": done / el if el else 0.0, "connections": done,
+            "cmd": "h2load -t1 -c%d -n%d %s (repeated)" % (conns, conns, url)}
+
+
+def tls_bench(tmp, seconds, workers, grpc_body):
+    cert, key = tls_cert(tmp)
+    ng = Nginx(tmp, tls=(cert, key))
+    sl = Sluiced(tmp, workers, ["--standalone", "--tls-cert", cert, "--tls-key", key])
+    grpc_hdr = ["content-type: application/grpc", "te: trailers"]
+    try:
+        ref = h2load("https://127.0.0.1:%d/" % ng.tls, seconds, grpc_body, tmp=tmp)
+        got = h2load("https://127.0.0.1:%d/pb.gubernator.V1/GetRateLimits" % sl.port, seconds,
+                     grpc_body, grpc_hdr, tmp=tmp)
+        hs_ref = handshakes("https://127.0.0.1:%d/" % ng.tls, seconds)
+        hs_got = handshakes("https://127.0.0.1:%d/v1/LiveCheck" % sl.port, seconds)
+    finally:
+        sl.stop()
+        ng.stop()
+    return {"grpc_1item": {"sluiced": got, "nginx_h2_tls": ref,
+                           "ratio": got["rps"] / ref["rps"] if ref["rps"] else 0},
+            "handshakes": {"sluiced": hs_got, "nginx": hs_ref,
+                           "ratio": hs_got["handshakes_per_sec"] / hs_ref["handshakes_per_sec"]
+                           if hs_ref["handshakes_per_sec"] else 0}}
 
 
 class Sluiced:
@@ -223,7 +289,7 @@ def fmt_lat(r):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=int, default=5, help="duration of each load run")
-    ap.add_argument("--only", default="a,b,c,d,e", help="comma list of benchmarks to run")
+    ap.add_argument("--only", default="a,b,c,d,e,t", help="comma list of benchmarks to run")
     ap.add_argument("--workers", type=int, default=2, help="sluiced and nginx worker count")
     args = ap.parse_args()
     only = set(args.only.split(","))
@@ -239,7 +305,7 @@ def main():
             sl = Sluiced(tmp, args.workers, ["--standalone", "--quota-file", quota])
             base = "http://127.0.0.1:%d" % sl.port
         grpc_hdr = ["content-type: application/grpc", "te: trailers"]
-        if only & {"a", "b"}:
+        if only & {"a", "b", "t"}:
             bodies = grpc_bodies(tmp)
         if "a" in only:
             ref = h2load("http://127.0.0.1:%d/" % nginx.h2, args.seconds, bodies[1], tmp=tmp)
@@ -270,6 +336,16 @@ def main():
                                           "ratio": got["rps"] / ref["rps"] if ref["rps"] else 0}
             print("d. Levee /attempt      sluiced %9.0f req/s (%s)  nginx %9.0f req/s (%s)  ratio %.2f"
                   % (got["rps"], fmt_lat(got), ref["rps"], fmt_lat(ref), results["d_levee_attempt"]["ratio"]))
+        if "t" in only:
+            t = tls_bench(tmp, args.seconds, args.workers, bodies[1])
+            results["t_tls_grpc_1item"] = t["grpc_1item"]
+            results["t_tls_handshakes"] = t["handshakes"]
+            g, h = t["grpc_1item"], t["handshakes"]
+            print("t1. TLS gRPC 1 item/call sluiced %9.0f calls/s (%s)  nginx h2 TLS %9.0f req/s (%s)  "
+                  "ratio %.2f" % (g["sluiced"]["rps"], fmt_lat(g["sluiced"]), g["nginx_h2_tls"]["rps"],
+                                  fmt_lat(g["nginx_h2_tls"]), g["ratio"]))
+            print("t2. TLS handshakes       sluiced %9.0f conn/s  nginx %9.0f conn/s  ratio %.2f"
+                  % (h["sluiced"]["handshakes_per_sec"], h["nginx"]["handshakes_per_sec"], h["ratio"]))
     finally:
         if sl:
             sl.stop()

@@ -16,15 +16,15 @@ KIND=${1:-build}
 BUILD=(
   build-essential cmake pkg-config
   libuv1-dev node-llhttp libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler
-  libcurl4-openssl-dev libyaml-dev libjansson-dev libxxhash-dev
+  libcurl4-openssl-dev libyaml-dev libjansson-dev libxxhash-dev libssl-dev
 )
 TEST=(
   clang libclang-rt-14-dev libcmocka-dev
   etcd-server etcd-client prometheus
   python3 python3-pytest python3-grpcio python3-protobuf protobuf-compiler
-  curl wrk iproute2 procps
+  curl wrk iproute2 procps openssl
 )
-BENCH=(python3 nginx-light wrk nghttp2-client)
+BENCH=(python3 nginx-light wrk nghttp2-client openssl)
 FUZZ=(clang libclang-rt-14-dev)
 PLOTS=(gnuplot-nox)
 

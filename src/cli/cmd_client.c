@@ -10,6 +10,8 @@
  *
  * check and health speak gRPC over h2c through the client library; attempt speaks HTTP/1.1 through
  * libcurl by default (what most Levee callers use), or h2c through the library with --http2.
+ * attempt speaks HTTPS with --tls (or any --tls-ca/--tls-cert/--tls-key); the client library, and
+ * so check, health and attempt --http2, stays plaintext (it does not link OpenSSL).
  * The CLI never fails open: a failure the library would have answered "allowed" is reported as
  * such and exits 3.
  */
@@ -452,8 +454,9 @@ static int health_run(const health_opts *o)
 typedef struct attempt_opts {
     cli_common co;
     char *resource, *prefix, *method, *req_id, *priority; /* NULL: header not sent */
-    bool acquire, http2;
+    bool acquire, http2, tls;
     char *release;                                        /* NULL: an attempt */
+    char *tls_ca, *tls_cert, *tls_key;                    /* NULL: unset */
 } attempt_opts;
 
 #define A_HEADER(f, n, mv, h)                                                                     \
@@ -472,6 +475,11 @@ static const sl_opt attempt_opts_table[] = {
     A_HEADER(release, "release", "LEASE", "give a lease back (POST /release with X-Lease-Id)"),
     {.name = "http2", .type = SL_OPT_BOOL, .offset = offsetof(attempt_opts, http2),
      .help = "HTTP/2 without TLS through libsluice's client instead of HTTP/1.1 (libcurl)"},
+    {.name = "tls", .type = SL_OPT_BOOL, .offset = offsetof(attempt_opts, tls),
+     .help = "HTTPS (HTTP/1.1 over TLS); implied by the --tls-* files"},
+    A_HEADER(tls_ca, "tls-ca", "FILE", "CA bundle the server's certificate must chain to"),
+    A_HEADER(tls_cert, "tls-cert", "FILE", "client certificate (PEM), for --tls-client-auth"),
+    A_HEADER(tls_key, "tls-key", "FILE", "private key of --tls-cert"),
 };
 
 static const sl_opt_table attempt_table = {
@@ -545,7 +553,7 @@ static bool value_ok(const char *v)
 /* The attempt (or acquire / release) over HTTP/1.1 with libcurl. 0 when the server answered (the
  * reply says what), else the negative errno with r->err set. */
 static int attempt_http1(const char *addr, const sl_attempt *a, bool acquire, const char *lease,
-                         int timeout_ms, sl_attempt_reply *r)
+                         int timeout_ms, const attempt_opts *tls, sl_attempt_reply *r)
 {
     sl_attempt_reply_init(r);
     const char *host = strncmp(addr, "http://", 7) == 0 ? addr + 7 : addr;
@@ -558,7 +566,8 @@ static int attempt_http1(const char *addr, const sl_attempt *a, bool acquire, co
         has_port = memchr(host, ':', hl) != NULL;
     }
     char url[600];
-    int n = snprintf(url, sizeof url, "http://%.*s%s%s", (int)hl, host,
+    bool https = tls->tls || tls->tls_ca || tls->tls_cert || tls->tls_key;
+    int n = snprintf(url, sizeof url, "%s://%.*s%s%s", https ? "https" : "http", (int)hl, host,
                      has_port ? "" : ":5454", lease ? "/release" : "/attempt");
     if (hl == 0 || n < 0 || (size_t)n >= sizeof url)
         return r->err = -EINVAL;
@@ -600,6 +609,12 @@ static int attempt_http1(const char *addr, const sl_attempt *a, bool acquire, co
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
     curl_easy_setopt(h, CURLOPT_USERAGENT, "sluice-cli");
+    if (tls->tls_ca)
+        curl_easy_setopt(h, CURLOPT_CAINFO, tls->tls_ca);
+    if (tls->tls_cert)
+        curl_easy_setopt(h, CURLOPT_SSLCERT, tls->tls_cert);
+    if (tls->tls_key)
+        curl_easy_setopt(h, CURLOPT_SSLKEY, tls->tls_key);
     CURLcode cc = curl_easy_perform(h);
     long status = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
@@ -688,6 +703,10 @@ static int attempt_run(const attempt_opts *o)
                     .req_id = o->req_id, .priority = o->priority};
     const char *lease = o->release, *addr = o->co.addr;
     bool acquire = o->acquire, http2 = o->http2, json = o->co.json;
+    if (http2 && (o->tls || o->tls_ca || o->tls_cert || o->tls_key)) {
+        fprintf(stderr, "sluice attempt: --http2 is h2c only; TLS is HTTP/1.1 (drop --http2)\n");
+        return EXIT_USAGE;
+    }
     int tmo = timeout_ms(&o->co);
     if (lease && (acquire || !lease[0])) {
         fprintf(stderr, "sluice attempt: --release takes a lease id and excludes --acquire\n");
@@ -709,7 +728,7 @@ static int attempt_run(const attempt_opts *o)
         rc = attempt_http2(addr, &a, acquire, lease, tmo, &r);
     } else {
         curl_global_init(CURL_GLOBAL_DEFAULT);
-        rc = attempt_http1(addr, &a, acquire, lease, tmo, &r);
+        rc = attempt_http1(addr, &a, acquire, lease, tmo, o, &r);
         curl_global_cleanup();
     }
     if (rc == -EINVAL)

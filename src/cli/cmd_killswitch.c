@@ -2,7 +2,8 @@
  * sluice killswitch: turn a limiter off (it then admits everything), put it in shadow mode (it
  * decides and counts but admits), or back on, by name - for every node at once through etcd
  * (<root>/killswitch/<NAME>, watched by every sluiced: obeyed within a second), or for one node
- * through its admin endpoint (POST /v1/admin/killswitch). docs/protection.md lists the names.
+ * through its admin listener (POST /v1/admin/killswitch on sluiced's --admin-addr, with the
+ * bearer token of --admin-token-file when it has one). docs/protection.md lists the names.
  */
 #include <curl/curl.h>
 #include <errno.h>
@@ -14,19 +15,28 @@
 
 #include <jansson.h>
 
+#include "auth/bearer.h"
+#include "base/file.h"
 #include "cli/commands.h"
 #include "config/etcd.h"
 #include "config/killswitch.h"
 
 typedef struct ks_opts {
     char *addr; /* NULL: etcd */
+    char *token_file; /* NULL: no token */
     sl_cli_storage storage;
 } ks_opts;
 
 static const sl_opt ks_opts_table[] = {
+    {.name = "admin-addr", .type = SL_OPT_STRING, .offset = offsetof(ks_opts, addr),
+     .nullable = true, .metavar = "HOST:PORT",
+     .help = "one node only, through its admin listener (sluiced --admin-addr; port 5455 if "
+             "none is given); until etcd next writes NAME"},
     {.name = "addr", .type = SL_OPT_STRING, .offset = offsetof(ks_opts, addr), .nullable = true,
-     .metavar = "HOST:PORT",
-     .help = "one node only, through its admin endpoint (until etcd next writes NAME)"},
+     .metavar = "HOST:PORT", .help = "the same as --admin-addr (its former name)"},
+    {.name = "admin-token-file", .type = SL_OPT_STRING, .offset = offsetof(ks_opts, token_file),
+     .nullable = true, .metavar = "FILE",
+     .help = "file holding the node's admin bearer token (sluiced --admin-token-file)"},
     SL_CLI_STORAGE_OPTS(ks_opts),
 };
 
@@ -67,26 +77,33 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
     return len;
 }
 
-/* GET (json NULL) or POST json to http://addr/v1/admin/killswitch. The HTTP status, or -1. */
-static long admin_call(const char *addr, const char *json, long timeout, body_buf *out)
+/* GET (json NULL) or POST json to http://addr/v1/admin/killswitch, with "Authorization: Bearer
+ * <token>" when token is not NULL. The HTTP status, or -1. */
+static long admin_call(const char *addr, const char *token, const char *json, long timeout,
+                       body_buf *out)
 {
     const char *host = strncmp(addr, "http://", 7) == 0 ? addr + 7 : addr;
     char url[600];
     int n = snprintf(url, sizeof url, "http://%s%s/v1/admin/killswitch", host,
-                     strchr(host, ':') ? "" : ":5454");
+                     strchr(host, ':') ? "" : ":5455");
     if (n < 0 || (size_t)n >= sizeof url)
         return -1;
     CURL *h = curl_easy_init();
     if (!h)
         return -1;
     struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+    char auth[SL_BEARER_MAX_LEN + 32];
+    if (token) {
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+        hdrs = curl_slist_append(hdrs, auth);
+    }
     out->len = 0;
     out->data[0] = 0;
     curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
     if (json) {
         curl_easy_setopt(h, CURLOPT_POST, 1L);
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, json);
-        curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
     }
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
@@ -101,17 +118,19 @@ static long admin_call(const char *addr, const char *json, long timeout, body_bu
         snprintf(out->data, sizeof out->data, "%s", curl_easy_strerror(cc));
     curl_slist_free_all(hdrs);
     curl_easy_cleanup(h);
+    if (token)
+        memset(auth, 0, sizeof auth);
     return status;
 }
 
-static int via_admin(const char *addr, const char *cmd, const char *name, int mode, long timeout)
+static int via_admin(const char *addr, const char *token, const char *cmd, const char *name, int mode, long timeout)
 {
     body_buf *b = malloc(sizeof *b);
     if (!b)
         return 1;
     int ret = 0;
     if (!strcmp(cmd, "status")) {
-        long st = admin_call(addr, NULL, timeout, b);
+        long st = admin_call(addr, token, NULL, timeout, b);
         if (st != 200) {
             fprintf(stderr, "sluice killswitch: %s: %s%s\n", addr,
                     st < 0 ? "" : "HTTP error ", b->data);
@@ -132,7 +151,7 @@ static int via_admin(const char *addr, const char *cmd, const char *name, int mo
         free(b);
         return 1;
     }
-    long st = admin_call(addr, body, timeout, b);
+    long st = admin_call(addr, token, body, timeout, b);
     free(body);
     if (st != 200) {
         fprintf(stderr, "sluice killswitch: %s: %s%s\n", addr, st < 0 ? "" : "HTTP error ",
@@ -206,6 +225,30 @@ static int via_etcd(const sl_cli_storage *storage, const char *cmd, const char *
 
 static int run(const ks_opts *o, const char *cmd, const char *name);
 
+/* The token in path into token (NUL-terminated): 0, or -1 after a message. */
+static int read_token(const char *path, char token[SL_BEARER_MAX_LEN + 1])
+{
+    char *buf = NULL, err[300];
+    size_t len = 0;
+    const char *tok, *why = "";
+    size_t tl = 0;
+    int rc = sl_file_read(path, 4096, SL_FILE_REGULAR, &buf, &len, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "sluice killswitch: %s\n", err);
+        return -1;
+    }
+    rc = sl_bearer_parse_secret(buf, len, &tok, &tl, &why);
+    if (rc)
+        fprintf(stderr, "sluice killswitch: %s: %s\n", path, why);
+    else {
+        memcpy(token, tok, tl);
+        token[tl] = '\0';
+    }
+    memset(buf, 0, len);
+    free(buf);
+    return rc ? -1 : 0;
+}
+
 int sl_cmd_killswitch(int argc, char **argv)
 {
     ks_opts o = {0};
@@ -249,7 +292,18 @@ static int run(const ks_opts *o, const char *cmd, const char *name)
         fprintf(stderr, "sluice killswitch: status takes no NAME\n");
         return 2;
     }
-    if (o->addr)
-        return via_admin(o->addr, cmd, name, mode, (long)(o->storage.timeout_ns / 1000000));
+    if (o->addr) {
+        char token[SL_BEARER_MAX_LEN + 1];
+        if (o->token_file && read_token(o->token_file, token))
+            return 2;
+        int ret = via_admin(o->addr, o->token_file ? token : NULL, cmd, name, mode,
+                            (long)(o->storage.timeout_ns / 1000000));
+        memset(token, 0, sizeof token);
+        return ret;
+    }
+    if (o->token_file) {
+        fprintf(stderr, "sluice killswitch: --admin-token-file goes with --admin-addr\n");
+        return 2;
+    }
     return via_etcd(&o->storage, cmd, name, mode);
 }

@@ -239,6 +239,37 @@ static int wait_on(sl_global *g, wlist *l, gent *e)
     return sig;
 }
 
+/* Queue e on a waiting list unless it is there already (*waiting, e's flag for that list; under
+ * e's shard lock). 0, with *signals set when it was queued now, or -ENOMEM. */
+static int wait_once(sl_global *g, wlist *l, gent *e, bool *waiting, int *signals)
+{
+    if (*waiting)
+        return 0;
+    int sig = wait_on(g, l, e);
+    if (sig < 0)
+        return sig;
+    *waiting = true;
+    *signals = sig;
+    return 0;
+}
+
+/* r's entry, its shard locked (*sp) and its parameters set from r; NULL, unlocked and counted in
+ * `full`, when the table has no room for it. */
+static gent *lock_entry(sl_global *g, uint64_t h, const sl_request *r, int64_t now, shard **sp)
+{
+    shard *s = shard_of(g, h);
+    pthread_mutex_lock(&s->mu);
+    gent *e = get_req(g, s, h, r);
+    if (!e) {
+        pthread_mutex_unlock(&s->mu);
+        atomic_fetch_add_explicit(&g->full, 1, memory_order_relaxed);
+        return NULL;
+    }
+    set_params(e, r, now);
+    *sp = s;
+    return e;
+}
+
 static int64_t fresh_reset(const gent *e, int64_t now)
 {
     if (e->behavior & SL_DURATION_IS_GREGORIAN) {
@@ -279,15 +310,10 @@ int sl_global_hit(sl_global *g, uint64_t h, const sl_request *r, int64_t now, sl
                   int *signals)
 {
     *signals = 0;
-    shard *s = shard_of(g, h);
-    pthread_mutex_lock(&s->mu);
-    gent *e = get_req(g, s, h, r);
-    if (!e) {
-        pthread_mutex_unlock(&s->mu);
-        atomic_fetch_add_explicit(&g->full, 1, memory_order_relaxed);
+    shard *s;
+    gent *e = lock_entry(g, h, r, now, &s);
+    if (!e)
         return -ENOSPC;
-    }
-    set_params(e, r, now);
     refresh_base(e, r, now);
 
     int64_t rem = e->base_remaining - e->used;
@@ -326,15 +352,7 @@ int sl_global_hit(sl_global *g, uint64_t h, const sl_request *r, int64_t now, sl
             e->first_at = r->created_at ? r->created_at : now;
         e->unsent += r->hits;
         e->extra_behavior |= r->behavior & SL_RESET_REMAINING;
-        if (!e->hits_waiting) {
-            int sig = wait_on(g, &g->hits, e);
-            if (sig < 0)
-                rc = sig;
-            else {
-                e->hits_waiting = true;
-                *signals = sig;
-            }
-        }
+        rc = wait_once(g, &g->hits, e, &e->hits_waiting, signals);
     }
     pthread_mutex_unlock(&s->mu);
     atomic_fetch_add_explicit(&g->local_answers, 1, memory_order_relaxed);
@@ -344,25 +362,11 @@ int sl_global_hit(sl_global *g, uint64_t h, const sl_request *r, int64_t now, sl
 int sl_global_touch(sl_global *g, uint64_t h, const sl_request *r, int64_t now, int *signals)
 {
     *signals = 0;
-    shard *s = shard_of(g, h);
-    pthread_mutex_lock(&s->mu);
-    gent *e = get_req(g, s, h, r);
-    if (!e) {
-        pthread_mutex_unlock(&s->mu);
-        atomic_fetch_add_explicit(&g->full, 1, memory_order_relaxed);
+    shard *s;
+    gent *e = lock_entry(g, h, r, now, &s);
+    if (!e)
         return -ENOSPC;
-    }
-    set_params(e, r, now);
-    int rc = 0;
-    if (!e->touched_waiting) {
-        int sig = wait_on(g, &g->touched, e);
-        if (sig < 0)
-            rc = sig;
-        else {
-            e->touched_waiting = true;
-            *signals = sig;
-        }
-    }
+    int rc = wait_once(g, &g->touched, e, &e->touched_waiting, signals);
     pthread_mutex_unlock(&s->mu);
     return rc;
 }

@@ -536,6 +536,7 @@ static int etcd_setup(sl_members *m)
         .endpoints = m->cfg.etcd_endpoints,
         .n_endpoints = m->cfg.n_etcd_endpoints,
         .request_timeout_ms = m->cfg.etcd_timeout_ms ? m->cfg.etcd_timeout_ms : 2000,
+        .tls = m->cfg.etcd_tls,
     };
     int rc = sl_etcd_new(&ec, &m->etcd);
     if (rc)

@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config/etcd.h"
 #include "core/log.h"
 
 typedef struct sl_members sl_members;
@@ -53,6 +54,7 @@ typedef struct sl_members_config {
     const char *prefix;                /* storage prefix, e.g. "/sluice" */
     int64_t lease_ttl_ms;              /* 0 = 5000; rounded up to whole seconds (etcd's unit) */
     int64_t etcd_timeout_ms;           /* unary etcd calls; 0 = 2000 */
+    sl_etcd_tls etcd_tls;              /* etcd over https:// */
     sl_logger *log;                    /* may be NULL */
     sl_members_fn on_change;
     void *ud;

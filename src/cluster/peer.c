@@ -15,6 +15,10 @@
  * The session completes a call by handing its answer to on_answer(), which keeps what the result
  * needs (it takes the body's memory) and queues the call; queued calls are delivered at the end
  * of each libuv callback, so user code never runs inside the session or nghttp2.
+ *
+ * With a TLS context (cfg.tls) the same session runs over a TLS session (net/tls.h) between it
+ * and the socket: the handshake starts when TCP connects, frames written before it completes wait
+ * in `out`, and the peer's certificate must chain to the context's CA.
  */
 #include "cluster/peer.h"
 
@@ -27,6 +31,7 @@
 
 #include "net/h2client.h"
 #include "net/h2sock.h"
+#include "net/tls.h"
 #include "wire/grpc_frame.h"
 
 #define READ_BUF 16384
@@ -70,7 +75,9 @@ struct conn {
     sl_h2c *sess;
     int64_t connect_deadline;
     sl_buf out;
+    sl_tls *tls;             /* TLS to the peer, or NULL */
     uint8_t rbuf[READ_BUF];
+    uint8_t plain[READ_BUF]; /* TLS: plaintext of the record being read */
 };
 
 struct sl_peer {
@@ -79,6 +86,7 @@ struct sl_peer {
     char host[256];
     char port[8];
     struct sockaddr_storage sa;
+    struct sockaddr_storage src; /* cfg.source_ip, port 0; ss_family 0 when none */
     bool numeric;
     sl_peer_config cfg;
     conn *cur;
@@ -239,6 +247,7 @@ static void on_handle_closed(uv_handle_t *h)
     if (c->fd >= 0)
         close(c->fd); /* only now: libuv no longer watches it */
     sl_buf_free(&c->out);
+    sl_tls_free(c->tls);
     free(c);
     p->conns--;
     deliver(p); /* calls a write failure inside sl_peer_call() failed; frees a closed peer */
@@ -292,11 +301,54 @@ static void watch(conn *c, int events)
         conn_kill(c, -ECONNRESET, "cannot watch the peer connection");
 }
 
+/* TLS: the session's frames sealed and sent (bounded: nothing more is sealed while a high-water
+ * mark of ciphertext waits for the socket). 0 or a negative errno, as sl_h2sock_write. */
+static int tls_write(conn *c)
+{
+    sl_buf *o = sl_tls_out(c->tls);
+    for (;;) {
+        if (o->len < OUT_HIGH_WATER) {
+            int rc = sl_h2c_send(c->sess, &c->out, OUT_HIGH_WATER);
+            if (rc < 0)
+                return rc;
+            ssize_t k = c->out.len ? sl_tls_write(c->tls, c->out.data, c->out.len) : 0;
+            if (k < 0)
+                return (int)k;
+            sl_buf_consume(&c->out, (size_t)k);
+        }
+        if (!o->len)
+            return 0;
+        int rc = sl_h2sock_send(c->fd, o);
+        if (rc < 0)
+            return rc == -EAGAIN ? 0 : rc;
+    }
+}
+
+/* TLS (sl_h2sock_read_to's feed): bytes read, through the TLS session into the HTTP/2 session.
+ * 0, -ECONNRESET (close_notify), -EKEYREJECTED (TLS failed: handshake, certificate, bad record),
+ * -EPROTO (HTTP/2). */
+static int tls_feed(void *ud, const uint8_t *p, size_t n)
+{
+    conn *c = ud;
+    if (sl_tls_feed(c->tls, p, n) != 0)
+        return -EKEYREJECTED;
+    for (;;) {
+        ssize_t m = sl_tls_read(c->tls, c->plain, sizeof c->plain);
+        if (m == 0)
+            return 0;
+        if (m < 0)
+            return m == -ECONNRESET ? -ECONNRESET : -EKEYREJECTED;
+        if (sl_h2c_recv(c->sess, c->plain, (size_t)m) < 0)
+            return -EPROTO;
+    }
+}
+
+
 static void conn_flush(conn *c)
 {
     if (c->state != C_OPEN)
         return;
-    int rc = sl_h2sock_write(c->sess, c->fd, &c->out, OUT_HIGH_WATER);
+    int rc = c->tls ? tls_write(c) : sl_h2sock_write(c->sess, c->fd, &c->out, OUT_HIGH_WATER);
     if (rc < 0) {
         if (rc == -EPROTO || rc == -ENOMEM)
             conn_kill(c, rc, rc == -ENOMEM ? "out of memory" : "HTTP/2 session error");
@@ -305,12 +357,14 @@ static void conn_flush(conn *c)
         return;
     }
     /* the peer said GOAWAY (or ended the session) and everything on it is over: close it */
+    /* unsent: what waits for the socket (with TLS, the ciphertext; plaintext waits for it) */
+    size_t unsent = c->tls ? sl_tls_out(c->tls)->len : c->out.len;
     if ((c->goaway || sl_h2c_over(c->sess)) && sl_h2c_pending(c->sess) == 0 &&
-        sl_h2c_abandoned(c->sess) == 0 && c->out.len == 0) {
+        sl_h2c_abandoned(c->sess) == 0 && c->out.len == 0 && unsent == 0) {
         conn_kill(c, -ECONNRESET, "connection closed");
         return;
     }
-    watch(c, UV_READABLE | (c->out.len ? UV_WRITABLE : 0));
+    watch(c, UV_READABLE | (unsent ? UV_WRITABLE : 0));
 }
 
 static void note_goaway(conn *c)
@@ -326,10 +380,27 @@ static void note_goaway(conn *c)
     }
 }
 
+/* A TLS connection is connecting until its handshake is done: the connect deadline covers it, and
+ * a failed handshake is a failed connect (backoff), not a broken connection. */
+static bool connecting(const conn *c)
+{
+    return c->state != C_OPEN || (c->tls && !sl_tls_ready(c->tls));
+}
+
+static void tls_failed(conn *c)
+{
+    if (connecting(c))
+        c->was_open = false;
+    conn_kill(c, -ECONNRESET, "TLS with peer failed (handshake or certificate)");
+}
+
 static void do_read(conn *c)
 {
-    int rc = sl_h2sock_read(c->sess, c->fd, c->rbuf, sizeof c->rbuf, READS_PER_EVENT);
-    if (rc == -EPROTO)
+    int rc = c->tls ? sl_h2sock_read_to(c->fd, c->rbuf, sizeof c->rbuf, READS_PER_EVENT, tls_feed, c)
+                    : sl_h2sock_read(c->sess, c->fd, c->rbuf, sizeof c->rbuf, READS_PER_EVENT);
+    if (rc == -EKEYREJECTED)
+        tls_failed(c);
+    else if (rc == -EPROTO)
         conn_kill(c, -EPROTO, "HTTP/2 protocol error from peer");
     else if (rc == -ECONNRESET)
         conn_kill(c, -ECONNRESET, "peer closed the connection");
@@ -348,6 +419,8 @@ static void on_open(conn *c)
     p->backoff = p->cfg.backoff_min_ms;
     p->fail_until = 0;
     p->last_err = 0;
+    if (c->tls && sl_tls_read(c->tls, NULL, 0) < 0) /* the ClientHello, sent by conn_flush */
+        tls_failed(c);
 }
 
 static void on_poll(uv_poll_t *h, int status, int events)
@@ -393,7 +466,7 @@ static void on_timer(uv_timer_t *t)
         deliver(p);
         return;
     }
-    if (c->state != C_OPEN && now >= c->connect_deadline) {
+    if (connecting(c) && now >= c->connect_deadline) {
         conn_kill(c, -ETIMEDOUT, "connect to peer timed out");
         deliver(p);
         return;
@@ -413,7 +486,7 @@ static void on_timer(uv_timer_t *t)
 static void rearm(conn *c)
 {
     int64_t next = sl_h2c_next_deadline(c->sess);
-    if (c->state != C_OPEN && c->connect_deadline < next)
+    if (connecting(c) && c->connect_deadline < next)
         next = c->connect_deadline;
     if (c->early_err)
         next = 0;
@@ -436,7 +509,11 @@ static void start_connect(conn *c, const struct sockaddr *sa, socklen_t salen)
 {
     c->state = C_CONNECTING;
     bool now;
-    c->fd = sl_h2sock_connect(sa, salen, &now);
+    const struct sockaddr *src = (const struct sockaddr *)&c->p->src;
+    c->fd = sl_h2sock_connect_from(sa, salen, src->sa_family ? src : NULL,
+                                   src->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                              : sizeof(struct sockaddr_in),
+                                   &now);
     if (c->fd < 0) {
         connect_failed_early(c, c->fd);
         c->fd = -1;
@@ -493,6 +570,11 @@ static conn *conn_new(sl_peer *p)
     sl_h2c_config hc = {.max_body = p->cfg.max_msg + SL_GRPC_HDR_LEN,
                         .stream_window = STREAM_WINDOW, .conn_window = CONN_WINDOW};
     if (sl_h2c_new(&hc, &c->sess) != 0) {
+        free(c);
+        return NULL;
+    }
+    if (p->cfg.tls && !(c->tls = sl_tls_slot_session(p->cfg.tls, NULL))) {
+        sl_h2c_free(c->sess, -ENOMEM);
         free(c);
         return NULL;
     }
@@ -575,6 +657,11 @@ int sl_peer_new(const sl_peer_config *cfg, sl_peer **out)
         return -EINVAL;
     }
     snprintf(p->port, sizeof p->port, "%u", port);
+    if (cfg->source_ip && cfg->source_ip[0] &&
+        uv_ip4_addr(cfg->source_ip, 0, (struct sockaddr_in *)&p->src) != 0 &&
+        uv_ip6_addr(cfg->source_ip, 0, (struct sockaddr_in6 *)&p->src) != 0)
+        memset(&p->src, 0, sizeof p->src); /* not numeric: no bind */
+    p->cfg.source_ip = NULL; /* the caller's string is not kept */
     if (uv_ip4_addr(p->host, port, (struct sockaddr_in *)&p->sa) == 0 ||
         uv_ip6_addr(p->host, port, (struct sockaddr_in6 *)&p->sa) == 0)
         p->numeric = true;

@@ -29,6 +29,7 @@
 #include <uv.h>
 
 #include "base/buf.h"
+#include "net/tls.h"
 
 typedef struct sl_peer sl_peer;
 
@@ -41,6 +42,12 @@ typedef struct sl_peer_config {
     size_t max_msg;              /* largest response message; 0 = 4 MiB */
     size_t max_abandoned;        /* timed-out streams the peer has not closed yet before the
                                     connection is dropped; 0 = 1024 */
+    sl_tls_slot *tls;            /* a client context: TLS (ALPN h2) to the peer, its certificate
+                                    checked against the context's CA; NULL = h2c. Not owned, outlives
+                                    the peer; each connection starts under the slot's context of
+                                    the moment (a reload changes it for new connections). */
+    const char *source_ip;       /* numeric IP the connections come from (the node's advertised
+                                    IP, which peers check); NULL or "": the kernel's choice */
 } sl_peer_config;
 
 typedef struct sl_peer_result {

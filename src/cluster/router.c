@@ -31,6 +31,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <netdb.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -40,6 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "auth/addr.h"
 #include "cluster/batcher.h"
 #include "cluster/global.h"
 #include "cluster/globalsync.h"
@@ -68,6 +70,9 @@ typedef struct view {
     size_t n;
     long self;                  /* our index, or -1 when we are not in the list */
     peer_health *health;
+    sl_addr_ip *ips;            /* the peers' IPs (names resolved when the view was built),
+                                   for sl_router_is_peer */
+    size_t nips, capips;
 } view;
 
 static void view_unref(view *v)
@@ -75,6 +80,7 @@ static void view_unref(view *v)
     if (v && atomic_fetch_sub(&v->refs, 1) == 1) {
         sl_picker_free(v->picker);
         free(v->health);
+        free(v->ips);
         free(v);
     }
 }
@@ -145,6 +151,8 @@ struct sl_router {
     bool cluster;
     sl_router_config cfg;
     char *advertise;
+    char source_ip[64];         /* advertise's IP when numeric and specified: peer calls come
+                                   from it (peers judge PeersV1 callers by source IP) */
     char **peers;               /* static list copy */
     char *dns_name, *dns_server, *prefix;
     char **etcd_eps;
@@ -199,6 +207,7 @@ void sl_router_config_from_options(sl_router_config *c, const sl_options *o)
     c->storage_prefix = o->storage_prefix;
     c->peer_lease_ttl_ns = o->peer_lease_ttl_ns;
     c->etcd_timeout_ns = o->storage_timeout_ns;
+    c->etcd_tls = (sl_etcd_tls){o->storage_tls_ca, o->storage_tls_cert, o->storage_tls_key};
     c->picker = o->peer_picker;
     c->replicas = (unsigned)o->replicas;
     c->batch_wait_ns = o->batch_wait_ns;
@@ -284,7 +293,49 @@ static void register_metrics(sl_router *r, sl_metrics *m)
                              SL_METRICS_LATENCY_NBUCKETS, 1e9, &r->m_call_seconds);
 }
 
-static view *view_build(sl_router *r, const char *const *addrs, size_t n)
+static int view_add_ip(view *v, const sl_addr_ip *ip)
+{
+    if (v->nips == v->capips) {
+        size_t cap = v->capips ? v->capips * 2 : 8;
+        sl_addr_ip *ips = realloc(v->ips, cap * sizeof *ips);
+        if (!ips)
+            return -ENOMEM;
+        v->ips = ips;
+        v->capips = cap;
+    }
+    v->ips[v->nips++] = *ip;
+    return 0;
+}
+
+/* The IPs the peers' calls come from (PeersV1 callers are judged by them): a numeric address's
+ * own, a name's as the resolver gives them now (at most 8; resolve false: names are left out,
+ * for the worker-start view of this node alone, which must not block its loop). */
+static int view_ips(view *v, bool resolve)
+{
+    for (size_t i = 0; i < v->n; i++) {
+        const char *a = sl_picker_addr(v->picker, i);
+        sl_addr_ip ip;
+        char host[256];
+        if (!sl_addr_ip_of(a, &ip)) {
+            if (view_add_ip(v, &ip))
+                return -ENOMEM;
+            continue;
+        }
+        struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
+        if (!resolve || sl_addr_host(a, host, sizeof host) || getaddrinfo(host, NULL, &hints, &res))
+            continue;
+        int k = 0, rc = 0;
+        for (struct addrinfo *ai = res; ai && k < 8 && !rc; ai = ai->ai_next, k++)
+            if (!sl_addr_ip_of_sockaddr(ai->ai_addr, &ip))
+                rc = view_add_ip(v, &ip);
+        freeaddrinfo(res);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static view *view_build(sl_router *r, const char *const *addrs, size_t n, bool resolve)
 {
     view *v = calloc(1, sizeof *v);
     if (!v)
@@ -297,8 +348,10 @@ static view *view_build(sl_router *r, const char *const *addrs, size_t n)
     v->n = sl_picker_count(v->picker);
     v->self = sl_picker_find(v->picker, r->advertise);
     v->health = calloc(v->n ? v->n : 1, sizeof *v->health);
-    if (!v->health) {
+    if (!v->health || view_ips(v, resolve)) {
         sl_picker_free(v->picker);
+        free(v->health);
+        free(v->ips);
         free(v);
         return NULL;
     }
@@ -356,6 +409,9 @@ int sl_router_new(const sl_router_config *cfg, sl_router **out)
 
     int rc = -ENOMEM;
     r->advertise = dup_opt(c->advertise_addr ? c->advertise_addr : "");
+    if (r->advertise && !sl_addr_host(r->advertise, r->source_ip, sizeof r->source_ip) &&
+        (!strcmp(r->source_ip, "0.0.0.0") || !strcmp(r->source_ip, "::")))
+        r->source_ip[0] = '\0'; /* unspecified: the kernel picks */
     r->dns_name = dup_opt(c->dns_name);
     r->dns_server = dup_opt(c->dns_server);
     r->prefix = dup_opt(c->storage_prefix ? c->storage_prefix : "/sluice");
@@ -399,7 +455,7 @@ int sl_router_new(const sl_router_config *cfg, sl_router **out)
     }
     /* a static list is known now: workers start with it */
     if (c->discovery == SL_DISCOVERY_STATIC) {
-        r->latest = view_build(r, (const char *const *)r->peers, c->n_peers);
+        r->latest = view_build(r, (const char *const *)r->peers, c->n_peers, true);
         if (!r->latest) {
             rc = -EINVAL;
             goto fail;
@@ -888,6 +944,8 @@ static wpeer *wpeer_new(wk *w, const char *addr)
         .addr = addr,
         .connect_timeout_ms = r->batch_timeout_ms < 1000 ? r->batch_timeout_ms : 1000,
         .max_msg = r->cfg.gub.max_msg,
+        .tls = r->cfg.peer_tls,
+        .source_ip = r->source_ip,
     };
     if (!wp->addr || sl_peer_new(&pc, &wp->conn)) {
         free(wp->addr);
@@ -1000,7 +1058,7 @@ void sl_router_set_peers(sl_router *r, const char *const *addrs, size_t n)
 {
     if (!r->cluster)
         return;
-    view *v = view_build(r, addrs, n);
+    view *v = view_build(r, addrs, n, true);
     if (!v) {
         sl_log_error(r->log, "cannot build a picker over %zu peers", n);
         return;
@@ -1019,6 +1077,20 @@ void sl_router_set_peers(sl_router *r, const char *const *addrs, size_t n)
     if (srv)
         for (int i = 0; i < r->nworkers; i++)
             sl_server_post(srv, i, on_view_posted, &r->wk[i]);
+}
+
+bool sl_router_is_peer(sl_router *r, int worker, const struct sockaddr *sa)
+{
+    if (!r->cluster || !sa || worker < 0 || worker >= r->nworkers)
+        return false;
+    const view *v = r->wk[worker].v;
+    sl_addr_ip ip;
+    if (!v || sl_addr_ip_of_sockaddr(sa, &ip))
+        return false;
+    for (size_t i = 0; i < v->nips; i++)
+        if (!memcmp(&ip, &v->ips[i], sizeof ip))
+            return true;
+    return false;
 }
 
 static void on_members(void *ud, const char *const *addrs, size_t n)
@@ -1155,7 +1227,7 @@ void sl_router_worker_start(sl_router *r, int worker, uv_loop_t *loop)
     if (!v) {
         /* no list yet (DNS, etcd): alone until one arrives */
         const char *self = r->advertise;
-        v = view_build(r, &self, r->advertise[0] ? 1 : 0);
+        v = view_build(r, &self, r->advertise[0] ? 1 : 0, false);
         if (v)
             v->version = 0;
     }
@@ -1231,6 +1303,7 @@ int sl_router_start(sl_router *r, sl_server *srv)
         .prefix = r->prefix,
         .lease_ttl_ms = r->cfg.peer_lease_ttl_ns / 1000000,
         .etcd_timeout_ms = r->cfg.etcd_timeout_ns / 1000000,
+        .etcd_tls = r->cfg.etcd_tls,
         .log = r->log,
         .on_change = on_members,
         .ud = r,

@@ -36,6 +36,7 @@
 #include "api/batch.h"
 #include "api/gubernator.h"
 #include "config/config.h"
+#include "config/etcd.h"
 #include "core/log.h"
 #include "core/metrics.h"
 #include "net/server.h"
@@ -63,6 +64,7 @@ typedef struct sl_router_config {
     const char *storage_prefix;
     int64_t peer_lease_ttl_ns;
     int64_t etcd_timeout_ns;
+    sl_etcd_tls etcd_tls;                /* etcd over https:// (--storage-tls-*) */
     int picker;                          /* sl_peer_picker */
     unsigned replicas;
     int64_t batch_wait_ns;               /* 500 us */
@@ -73,6 +75,8 @@ typedef struct sl_router_config {
     size_t global_max_keys;              /* GLOBAL keys held for local answers; 100000 */
     bool fail_open;
     sl_gub_config gub;                   /* limits for decoding peers' answers; zero = defaults */
+    sl_tls_slot *peer_tls;               /* client context for peer calls over TLS (not owned;
+                                            outlives the router; reloadable); NULL = h2c */
     sl_logger *log;                      /* may be NULL */
     sl_metrics *metrics;                 /* may be NULL */
 } sl_router_config;
@@ -127,6 +131,11 @@ int sl_router_leave(sl_router *r, int64_t timeout_ms);
  * ("|"-joined, Gubernator's style) while calls to some peer fail or this node is not in the peer
  * list. Any thread. */
 void sl_router_health(sl_router *r, bool *healthy, int32_t *peer_count, char *why, size_t why_len);
+
+/* Whether sa (a caller's address) has the IP of a member of the peer list as worker `worker`
+ * sees it (this node included); false when standalone. On that worker's thread. How PeersV1 is
+ * kept to peers without TLS (node/service.c). */
+bool sl_router_is_peer(sl_router *r, int worker, const struct sockaddr *sa);
 
 /* Peers this node knows, itself included (1 when standalone). */
 int sl_router_peer_count(const sl_router *r);

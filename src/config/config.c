@@ -27,11 +27,15 @@
 #define G_METRICS "Metrics"
 #define G_CLUSTER "Cluster"
 #define G_PROTECT "Protection"
+#define G_TLS "TLS"
+#define G_ACCESS "Access"
 
 static const char *const no_quota_choices[] = {"allow", "deny", "error", NULL};
 static const char *const discovery_choices[] = {"none", "static", "dns", "etcd", NULL};
 static const char *const picker_choices[] = {"ring", "hrw", NULL};
+static const char *const peer_auth_choices[] = {"address", "none", NULL};
 static const char *const priority_choices[] = {"critical", "post", "get", "test", NULL};
+static const char *const tls_client_auth_choices[] = {"none", "request", "require", NULL};
 
 static const sl_opt daemon_opts[] = {
     /* General */
@@ -75,6 +79,37 @@ static const sl_opt daemon_opts[] = {
     {.name = "max-batch", .type = SL_OPT_INT, .offset = FIELD(max_batch, int64_t), .def = "1000",
      .min = 1, .max = 1000000, .group = G_LIMITS,
      .help = "most requests in one GetRateLimits call"},
+
+    /* TLS */
+    {.name = "tls-cert", .type = SL_OPT_STRING, .offset = FIELD(tls_cert, char *),
+     .group = G_TLS, .metavar = "FILE",
+     .help = "PEM certificate chain: the client port speaks TLS only (ALPN h2, http/1.1)"},
+    {.name = "tls-key", .type = SL_OPT_STRING, .offset = FIELD(tls_key, char *), .group = G_TLS,
+     .metavar = "FILE", .help = "PEM private key of --tls-cert (both reload on SIGHUP)"},
+    {.name = "tls-ca", .type = SL_OPT_STRING, .offset = FIELD(tls_ca, char *), .group = G_TLS,
+     .metavar = "FILE", .help = "PEM CA bundle that client certificates must chain to"},
+    {.name = "tls-client-auth", .type = SL_OPT_ENUM, .offset = FIELD(tls_client_auth, int),
+     .def = "none", .choices = tls_client_auth_choices, .group = G_TLS,
+     .help = "client certificates: not asked, asked (verified if sent), or required"},
+    {.name = "tls-handshake-timeout", .type = SL_OPT_DURATION,
+     .offset = FIELD(tls_handshake_timeout_ns, int64_t), .def = "10s", .min = 1 * MS,
+     .max = 600 * SEC, .group = G_TLS,
+     .help = "close a TLS connection whose handshake is not done within this"},
+    {.name = "peer-tls-cert", .type = SL_OPT_STRING, .offset = FIELD(peer_tls_cert, char *),
+     .def_doc = "--tls-cert", .group = G_TLS, .metavar = "FILE",
+     .help = "certificate this node shows its peers (peer calls use TLS when the port does)"},
+    {.name = "peer-tls-key", .type = SL_OPT_STRING, .offset = FIELD(peer_tls_key, char *),
+     .def_doc = "--tls-key", .group = G_TLS, .metavar = "FILE",
+     .help = "private key of --peer-tls-cert"},
+    {.name = "peer-tls-ca", .type = SL_OPT_STRING, .offset = FIELD(peer_tls_ca, char *),
+     .def_doc = "--tls-ca", .group = G_TLS, .metavar = "FILE",
+     .help = "CA bundle that peers' certificates must chain to"},
+    {.name = "storage-tls-ca", .type = SL_OPT_STRING, .offset = FIELD(storage_tls_ca, char *),
+     .group = G_TLS, .metavar = "FILE", .help = "CA bundle for https:// etcd endpoints"},
+    {.name = "storage-tls-cert", .type = SL_OPT_STRING, .offset = FIELD(storage_tls_cert, char *),
+     .group = G_TLS, .metavar = "FILE", .help = "client certificate shown to etcd"},
+    {.name = "storage-tls-key", .type = SL_OPT_STRING, .offset = FIELD(storage_tls_key, char *),
+     .group = G_TLS, .metavar = "FILE", .help = "private key of --storage-tls-cert"},
 
     /* Engine */
     {.name = "gc-max-keys", .type = SL_OPT_INT, .offset = FIELD(gc_max_keys, int64_t),
@@ -223,9 +258,31 @@ static const sl_opt daemon_opts[] = {
     {.name = "max-switches", .type = SL_OPT_INT, .offset = FIELD(max_switches, int64_t),
      .def = "4096", .min = 1, .max = 1000000, .group = G_PROTECT,
      .help = "most kill switches and concurrency entries held"},
+    /* Access: who may do what (docs/operations.md, "Access") */
     {.name = "admin-api", .type = SL_OPT_BOOL, .offset = FIELD(admin_api, bool), .def = "true",
-     .group = G_PROTECT,
-     .help = "serve GET/POST /v1/admin/killswitch on the client port"},
+     .group = G_ACCESS,
+     .help = "serve the admin endpoints (/v1/admin/...) on --admin-addr; false = no admin port"},
+    {.name = "admin-addr", .type = SL_OPT_STRING, .offset = FIELD(admin_addr, char *),
+     .def_doc = "127.0.0.1:<listen-addr's port + 1>, or any free port if that one is taken",
+     .group = G_ACCESS, .metavar = "ADDR",
+     .help = "ip:port of the admin endpoints (never the client port); not loopback: needs "
+             "--admin-token-file"},
+    {.name = "admin-token-file", .type = SL_OPT_STRING,
+     .offset = FIELD(admin_token_file, char *), .group = G_ACCESS, .metavar = "FILE",
+     .help = "file holding the admin bearer token (16..512 visible ASCII bytes); when set, "
+             "every admin call needs 'Authorization: Bearer <token>'"},
+    {.name = "peer-auth", .type = SL_OPT_ENUM, .offset = FIELD(peer_auth, int),
+     .def = "address", .choices = peer_auth_choices, .group = G_ACCESS,
+     .help = "who may call PeersV1: address = callers whose source IP is a peer's (peers bind "
+             "their calls to their advertise-addr IP); none = anyone (the old behaviour)"},
+    {.name = "client-tokens-file", .type = SL_OPT_STRING,
+     .offset = FIELD(client_tokens_file, char *), .group = G_ACCESS, .metavar = "FILE",
+     .help = "client identities, one '<token> <name> <prefix>[,<prefix>...]' a line (at most "
+             "1 MiB, 10000 identities); when set, GetRateLimits, /attempt and /release need "
+             "'Authorization: Bearer <token>' and names / resources inside its prefixes"},
+    {.name = "metrics-addr", .type = SL_OPT_STRING, .offset = FIELD(metrics_addr, char *),
+     .group = G_ACCESS, .metavar = "ADDR",
+     .help = "also serve GET /metrics (read-only, no token) on this ip:port"},
 };
 
 static const sl_opt_table daemon_table = {
@@ -315,6 +372,26 @@ static int finalize(sl_options *o, char *err, size_t errlen)
     if (o->shed_low > o->shed_target)
         return sl_opt_fail(err, errlen, -EINVAL, "option 'shed-low': %lld is above shed-target (%lld)",
                     (long long)o->shed_low, (long long)o->shed_target);
+    if ((o->tls_cert[0] != '\0') != (o->tls_key[0] != '\0'))
+        return sl_opt_fail(err, errlen, -EINVAL, "option 'tls-cert': needs tls-key, and back");
+    if (o->tls_client_auth != SL_TLS_CLIENT_AUTH_NONE && o->tls_ca[0] == '\0')
+        return sl_opt_fail(err, errlen, -EINVAL, "option 'tls-client-auth': needs tls-ca");
+    if (o->tls_cert[0] == '\0' && o->tls_client_auth != SL_TLS_CLIENT_AUTH_NONE)
+        return sl_opt_fail(err, errlen, -EINVAL, "option 'tls-client-auth': needs tls-cert");
+    if ((o->storage_tls_cert[0] != '\0') != (o->storage_tls_key[0] != '\0'))
+        return sl_opt_fail(err, errlen, -EINVAL,
+                           "option 'storage-tls-cert': needs storage-tls-key, and back");
+    /* Peers: with TLS on the port, peer calls speak TLS too, with the server's files unless the
+     * peer-tls-* options name others. */
+    if (o->peer_tls_cert[0] == '\0' && o->tls_cert[0] != '\0' &&
+        ((rc = replace_str(&o->peer_tls_cert, o->tls_cert, err, errlen)) != 0 ||
+         (rc = replace_str(&o->peer_tls_key, o->tls_key, err, errlen)) != 0))
+        return rc;
+    if (o->peer_tls_ca[0] == '\0' && o->tls_ca[0] != '\0' &&
+        (rc = replace_str(&o->peer_tls_ca, o->tls_ca, err, errlen)) != 0)
+        return rc;
+    if ((o->peer_tls_cert[0] != '\0') != (o->peer_tls_key[0] != '\0'))
+        return sl_opt_fail(err, errlen, -EINVAL, "option 'peer-tls-cert': needs peer-tls-key, and back");
     if (o->standalone && o->discovery != SL_DISCOVERY_NONE)
         return sl_opt_fail(err, errlen, -EINVAL,
                     "option 'standalone': cannot be combined with discovery=%s",

@@ -27,6 +27,12 @@ typedef enum sl_discovery {
     SL_DISCOVERY_ETCD = 3,
 } sl_discovery;
 
+typedef enum sl_tls_client_auth {
+    SL_TLS_CLIENT_AUTH_NONE = 0,
+    SL_TLS_CLIENT_AUTH_REQUEST = 1,
+    SL_TLS_CLIENT_AUTH_REQUIRE = 2,
+} sl_tls_client_auth;
+
 typedef enum sl_peer_picker {
     SL_PICKER_RING = 0,
     SL_PICKER_HRW = 1,
@@ -49,6 +55,18 @@ typedef struct sl_options {
     int64_t max_streams;
     int64_t shutdown_timeout_ns;
     int64_t max_batch;
+    /* TLS ("" = unset) */
+    char *tls_cert;
+    char *tls_key;
+    char *tls_ca;
+    int tls_client_auth;       /* sl_tls_client_auth */
+    int64_t tls_handshake_timeout_ns;
+    char *peer_tls_cert;       /* default tls_cert (with tls_key) */
+    char *peer_tls_key;
+    char *peer_tls_ca;         /* default tls_ca */
+    char *storage_tls_ca;
+    char *storage_tls_cert;
+    char *storage_tls_key;
     /* Engine */
     int64_t gc_max_keys;
     int64_t gc_period_ns;
@@ -100,6 +118,11 @@ typedef struct sl_options {
     int64_t max_concurrency_limit;
     int64_t max_switches;
     bool admin_api;
+    char *admin_addr;          /* "" = 127.0.0.1:<listen port + 1> (node/node.c) */
+    char *admin_token_file;    /* "" = no token (loopback admin only) */
+    char *metrics_addr;        /* "" = /metrics on the client port only */
+    char *client_tokens_file;  /* "" = no client identities */
+    int peer_auth;             /* 0 address: PeersV1 to peers' IPs only; 1 none: to anyone */
 } sl_options;
 
 /* sluiced's table (program "sluiced", prefix "SLUICE_"). */

@@ -30,6 +30,7 @@ struct sl_etcd {
     int64_t connect_timeout_ms;
     int64_t request_timeout_ms;
     size_t max_response;
+    char *tls[3];            /* CA bundle, client certificate, key (NULL: unset) */
     pthread_mutex_t mu;      /* the unary handle */
     CURL *curl;
     pthread_mutex_t info_mu; /* last_error */
@@ -299,6 +300,12 @@ int sl_etcd_new(const sl_etcd_config *cfg, sl_etcd **out)
     e->connect_timeout_ms = cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 1000;
     e->request_timeout_ms = cfg->request_timeout_ms > 0 ? cfg->request_timeout_ms : 5000;
     e->max_response = cfg->max_response ? cfg->max_response : SL_ETCD_DEFAULT_MAX_RESPONSE;
+    const char *tls[3] = {cfg->tls.ca_file, cfg->tls.cert_file, cfg->tls.key_file};
+    for (int i = 0; i < 3; i++)
+        if (tls[i] && tls[i][0] && !(e->tls[i] = strdup(tls[i]))) {
+            sl_etcd_free(e);
+            return -ENOMEM;
+        }
     pthread_mutex_init(&e->mu, NULL);
     pthread_mutex_init(&e->info_mu, NULL);
     e->curl = curl_easy_init();
@@ -318,6 +325,8 @@ void sl_etcd_free(sl_etcd *e)
         curl_easy_cleanup(e->curl);
     for (size_t i = 0; i < e->n; i++)
         free(e->endpoints[i]);
+    for (int i = 0; i < 3; i++)
+        free(e->tls[i]);
     pthread_mutex_destroy(&e->mu);
     pthread_mutex_destroy(&e->info_mu);
     free(e);
@@ -388,6 +397,12 @@ static void common_opts(sl_etcd *e, CURL *c)
     curl_easy_setopt(c, CURLOPT_TCP_KEEPIDLE, 10L);
     curl_easy_setopt(c, CURLOPT_TCP_KEEPINTVL, 5L);
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    if (e->tls[0])
+        curl_easy_setopt(c, CURLOPT_CAINFO, e->tls[0]);
+    if (e->tls[1])
+        curl_easy_setopt(c, CURLOPT_SSLCERT, e->tls[1]);
+    if (e->tls[2])
+        curl_easy_setopt(c, CURLOPT_SSLKEY, e->tls[2]);
 }
 
 /* No "Expect: 100-continue" on larger bodies: it would cost a round trip per call. */

@@ -31,12 +31,21 @@
  * fit; a misbehaving peer must not make the client buffer without bound. */
 #define SL_ETCD_DEFAULT_MAX_RESPONSE ((size_t)64 << 20)
 
+/* TLS to https:// endpoints (PEM files; NULL or "" = unset): the CA bundle that etcd's
+ * certificate must chain to (unset: the system's), and a client certificate with its key. */
+typedef struct sl_etcd_tls {
+    const char *ca_file;
+    const char *cert_file;
+    const char *key_file;
+} sl_etcd_tls;
+
 typedef struct sl_etcd_config {
     const char *const *endpoints; /* URLs without a trailing path; at least one */
     size_t n_endpoints;
     int64_t connect_timeout_ms;   /* 0 = 1000 */
     int64_t request_timeout_ms;   /* unary calls; 0 = 5000 */
     size_t max_response;          /* 0 = SL_ETCD_DEFAULT_MAX_RESPONSE */
+    sl_etcd_tls tls;
 } sl_etcd_config;
 
 typedef struct sl_etcd sl_etcd;

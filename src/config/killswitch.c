@@ -116,42 +116,77 @@ static json_t *load_object(const char *s, size_t len, const char **err)
     return root;
 }
 
-int sl_killswitch_parse_conc(const char *s, size_t len, sl_killswitch_conc *out, const char **err)
+/* One member of a limit's JSON object: its name, how its value is read, where it goes, and the
+ * message when the value is not right. */
+typedef struct jfield {
+    const char *name;
+    enum { JF_INT, JF_NUMBER, JF_DURATION } type;
+    void *dst;         /* int64_t (JF_INT, JF_DURATION: milliseconds) or double (JF_NUMBER) */
+    int64_t min, max;  /* JF_INT: inclusive bounds */
+    const char *bad;
+} jfield;
+
+/* The members of the JSON object s[0..len), each into the field of fs[0..n) with its name; any
+ * other member is an error (`unknown`). 0, or -EINVAL with *err at the first bad member. */
+static int parse_object(const char *s, size_t len, const jfield *fs, size_t n,
+                        const char *unknown, const char **err)
 {
     json_t *root = load_object(s, len, err);
     if (!root)
         return -EINVAL;
-    int rc = -EINVAL;
+    int rc = 0;
     const char *key;
     json_t *v;
-    sl_killswitch_conc c = {.limit = -1, .duration_ms = SL_KILLSWITCH_DEFAULT_DURATION_MS};
     json_object_foreach(root, key, v) {
-        if (!strcmp(key, "limit")) {
-            if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-                json_integer_value(v) > SL_KILLSWITCH_MAX_LIMIT) {
-                *err = "concurrency \"limit\" must be a whole number >= 0";
-                goto out;
-            }
-            c.limit = json_integer_value(v);
-        } else if (!strcmp(key, "duration")) {
-            if (duration_json(v, &c.duration_ms)) {
-                *err = "concurrency \"duration\" must be milliseconds or a duration (\"30s\")";
-                goto out;
-            }
+        const jfield *f = NULL;
+        for (size_t i = 0; i < n && !f; i++)
+            if (!strcmp(key, fs[i].name))
+                f = &fs[i];
+        bool ok = false;
+        if (!f) {
+            *err = unknown;
+        } else if (f->type == JF_INT) {
+            ok = json_is_integer(v) && json_integer_value(v) >= f->min &&
+                 json_integer_value(v) <= f->max;
+            if (ok)
+                *(int64_t *)f->dst = json_integer_value(v);
+        } else if (f->type == JF_NUMBER) {
+            ok = json_is_number(v);
+            if (ok)
+                *(double *)f->dst = json_number_value(v);
         } else {
-            *err = "unknown field in a concurrency limit (limit, duration)";
-            goto out;
+            ok = duration_json(v, f->dst) == 0;
+        }
+        if (!ok) {
+            if (f)
+                *err = f->bad;
+            rc = -EINVAL;
+            break;
         }
     }
-    if (c.limit < 0) {
-        *err = "a concurrency limit needs \"limit\"";
-        goto out;
-    }
-    *out = c;
-    rc = 0;
-out:
     json_decref(root);
     return rc;
+}
+
+int sl_killswitch_parse_conc(const char *s, size_t len, sl_killswitch_conc *out, const char **err)
+{
+    sl_killswitch_conc c = {.limit = -1, .duration_ms = SL_KILLSWITCH_DEFAULT_DURATION_MS};
+    const jfield fs[] = {
+        {"limit", JF_INT, &c.limit, 0, SL_KILLSWITCH_MAX_LIMIT,
+         "concurrency \"limit\" must be a whole number >= 0"},
+        {"duration", JF_DURATION, &c.duration_ms, 0, 0,
+         "concurrency \"duration\" must be milliseconds or a duration (\"30s\")"},
+    };
+    int rc = parse_object(s, len, fs, sizeof fs / sizeof fs[0],
+                          "unknown field in a concurrency limit (limit, duration)", err);
+    if (rc)
+        return rc;
+    if (c.limit < 0) {
+        *err = "a concurrency limit needs \"limit\"";
+        return -EINVAL;
+    }
+    *out = c;
+    return 0;
 }
 
 int sl_killswitch_fleet_check(const sl_killswitch_fleet *f, const char **err)
@@ -170,41 +205,19 @@ int sl_killswitch_fleet_check(const sl_killswitch_fleet *f, const char **err)
 int sl_killswitch_parse_fleet(const char *s, size_t len, sl_killswitch_fleet *out,
                               const char **err)
 {
-    json_t *root = load_object(s, len, err);
-    if (!root)
-        return -EINVAL;
-    int rc = -EINVAL;
-    const char *key;
-    json_t *v;
     sl_killswitch_fleet f = {.capacity = 0, .reserve = SL_KILLSWITCH_DEFAULT_RESERVE,
                              .duration_ms = SL_KILLSWITCH_DEFAULT_DURATION_MS};
-    json_object_foreach(root, key, v) {
-        if (!strcmp(key, "capacity")) {
-            if (!json_is_integer(v)) {
-                *err = "fleet \"capacity\" must be a whole number >= 1";
-                goto out;
-            }
-            f.capacity = json_integer_value(v);
-        } else if (!strcmp(key, "reserve")) {
-            if (!json_is_number(v)) {
-                *err = "fleet \"reserve\" must be in [0, 1)";
-                goto out;
-            }
-            f.reserve = json_number_value(v);
-        } else if (!strcmp(key, "duration")) {
-            if (duration_json(v, &f.duration_ms)) {
-                *err = "fleet \"duration\" must be milliseconds or a duration (\"60s\")";
-                goto out;
-            }
-        } else {
-            *err = "unknown field in fleet (capacity, reserve, duration)";
-            goto out;
-        }
-    }
-    if ((rc = sl_killswitch_fleet_check(&f, err)) == 0)
+    const jfield fs[] = {
+        {"capacity", JF_INT, &f.capacity, INT64_MIN, INT64_MAX,
+         "fleet \"capacity\" must be a whole number >= 1"},
+        {"reserve", JF_NUMBER, &f.reserve, 0, 0, "fleet \"reserve\" must be in [0, 1)"},
+        {"duration", JF_DURATION, &f.duration_ms, 0, 0,
+         "fleet \"duration\" must be milliseconds or a duration (\"60s\")"},
+    };
+    int rc = parse_object(s, len, fs, sizeof fs / sizeof fs[0],
+                          "unknown field in fleet (capacity, reserve, duration)", err);
+    if (rc == 0 && (rc = sl_killswitch_fleet_check(&f, err)) == 0)
         *out = f;
-out:
-    json_decref(root);
     return rc;
 }
 

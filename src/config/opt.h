@@ -31,7 +31,9 @@
  * return 0 or a negative errno and write the message into err (errlen bytes, may be 0).
  *
  * The engine is generic over a table and a target struct: sluiced's table is config/config.c, and
- * each `sluice` subcommand has one of its own (src/cli).
+ * each `sluice` subcommand has one of its own (src/cli). It is implemented in four files (see
+ * config/opt.c): opt.c (table, lookup, storing values), optvalue.c (value parsers and formatters),
+ * optsrc.c (file, environment, flags) and opthelp.c (--help, dump); this header is its whole API.
  */
 #ifndef SLUICE_CONFIG_OPT_H
 #define SLUICE_CONFIG_OPT_H

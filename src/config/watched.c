@@ -503,7 +503,8 @@ int sl_watched_source_new(const sl_watched_source_config *cfg, sl_watched_source
         sl_etcd_config ec = {.endpoints = cfg->etcd_endpoints,
                              .n_endpoints = cfg->n_endpoints,
                              .connect_timeout_ms = cfg->connect_timeout_ms,
-                             .request_timeout_ms = cfg->request_timeout_ms};
+                             .request_timeout_ms = cfg->request_timeout_ms,
+                             .tls = cfg->etcd_tls};
         rc = sl_etcd_new(&ec, &src->etcd);
         if (rc == 0)
             rc = sl_etcd_watch_new(src->etcd, &src->watch);

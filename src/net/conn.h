@@ -3,8 +3,9 @@
  * buffer). It sniffs the protocol from the first bytes — the HTTP/2 client preface
  * "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" means HTTP/2 with prior knowledge, anything else HTTP/1.1 —
  * and owns the protocol state (h1.c or h2.c) from then on. Nothing here knows about sockets, so
- * the same code runs under libuv (server.c), in unit tests and under libFuzzer; a future TLS
- * layer sits between the socket and sl_conn_feed without touching it.
+ * the same code runs under libuv (server.c), in unit tests and under libFuzzer. On a TLS port the
+ * TLS layer (tls.h) sits between the socket and sl_conn_feed: the connection sees plaintext, and
+ * the driver seals `out` (ALPN's choice needs no help here: an h2 client sends the preface).
  *
  * The driver's loop:
  *   feed what was read -> write sl_conn_out() -> consume what was written;
@@ -49,6 +50,8 @@ typedef struct sl_conn {
     uint8_t sniff_len;
     char sniff[24];
     uint64_t completed;         /* requests completed (progress marker for timeouts) */
+    const char *peer_identity;  /* TLS: the verified client certificate's name (net/tls.h), set
+                                   by the driver once the handshake is done; NULL otherwise */
     union {
         sl_h1 *h1;
         sl_h2 *h2;

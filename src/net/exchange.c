@@ -332,6 +332,11 @@ void sl_exchange_finish_request(sl_exchange *ex, sl_http_proto proto)
     r->peer = ex->has_peer ? (const struct sockaddr *)&ex->peer : NULL;
 }
 
+const char *sl_exchange_peer_identity(const sl_exchange *ex)
+{
+    return ex->owner ? ex->peer_identity : NULL;
+}
+
 void sl_exchange_dispatch(sl_exchange *ex)
 {
     sl_http_ctx *ctx = ex->ctx;

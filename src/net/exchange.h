@@ -124,6 +124,11 @@ typedef struct sl_net_stats {
 /* ---- the request and the answer (handler side) ---- */
 
 const sl_http_request *sl_exchange_request(const sl_exchange *ex);
+/* TLS with client certificates: the identity of the verified certificate the client presented
+ * (its first DNS subjectAltName, else its subject CN; see net/tls.h), e.g. to serve PeersV1
+ * only to a certificate that names a peer. NULL on plaintext, without a verified certificate,
+ * or once the connection is gone. Valid until the exchange is answered. */
+const char *sl_exchange_peer_identity(const sl_exchange *ex);
 /* Case-insensitive lookup of the first header with this name, or NULL. */
 const sl_http_header *sl_http_header_find(const sl_http_request *r, const char *name);
 
@@ -234,6 +239,7 @@ struct sl_exchange {
     sl_exchange_cancel_cb cancel_cb;
     void *cancel_ud;
     void *user;
+    const char *peer_identity;   /* the connection's (conn.h); read only while owner != NULL */
     struct sockaddr_storage peer; /* copied: the view must outlive the connection */
     bool has_peer;
 };

@@ -65,6 +65,7 @@ static int on_message_begin(llhttp_t *p)
         ex->peer = c->peer;
         ex->has_peer = true;
     }
+    ex->peer_identity = c->peer_identity;
     h->cur = ex;
     h->msg_in_progress = true;
     h->field_open = h->value_open = h->url_open = false;

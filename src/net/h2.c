@@ -115,6 +115,7 @@ static int on_begin_headers(nghttp2_session *ss, const nghttp2_frame *frame, voi
         ex->peer = h->c->peer;
         ex->has_peer = true;
     }
+    ex->peer_identity = h->c->peer_identity;
     ex->counted = true;
     h->receiving++;
     link_all(h, ex);

@@ -11,12 +11,20 @@
 
 int sl_h2sock_connect(const struct sockaddr *sa, socklen_t len, bool *now)
 {
+    return sl_h2sock_connect_from(sa, len, NULL, 0, now);
+}
+
+int sl_h2sock_connect_from(const struct sockaddr *sa, socklen_t len, const struct sockaddr *src,
+                           socklen_t srclen, bool *now)
+{
     *now = false;
     int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (src && src->sa_family == sa->sa_family)
+        (void)bind(fd, src, srclen); /* not local: the kernel picks, as without src */
     if (connect(fd, sa, len) == 0) {
         *now = true;
     } else if (errno != EINPROGRESS) {
@@ -42,13 +50,25 @@ int sl_h2sock_connect_result(int fd)
     return 0;
 }
 
+static int feed_session(void *ud, const uint8_t *p, size_t n)
+{
+    return sl_h2c_recv(ud, p, n) < 0 ? -EPROTO : 0;
+}
+
 int sl_h2sock_read(sl_h2c *s, int fd, uint8_t *buf, size_t cap, int max_reads)
+{
+    return sl_h2sock_read_to(fd, buf, cap, max_reads, feed_session, s);
+}
+
+int sl_h2sock_read_to(int fd, uint8_t *buf, size_t cap, int max_reads,
+                      int (*feed)(void *ud, const uint8_t *p, size_t n), void *ud)
 {
     for (int i = 0; i < max_reads; i++) {
         ssize_t n = recv(fd, buf, cap, 0);
         if (n > 0) {
-            if (sl_h2c_recv(s, buf, (size_t)n) < 0)
-                return -EPROTO;
+            int rc = feed(ud, buf, (size_t)n);
+            if (rc < 0)
+                return rc;
             if ((size_t)n < cap)
                 return 0;
             continue;
@@ -62,14 +82,9 @@ int sl_h2sock_read(sl_h2c *s, int fd, uint8_t *buf, size_t cap, int max_reads)
     return 0;
 }
 
-int sl_h2sock_write(sl_h2c *s, int fd, sl_buf *out, size_t high_water)
+int sl_h2sock_send(int fd, sl_buf *out)
 {
-    for (;;) {
-        int rc = sl_h2c_send(s, out, high_water);
-        if (rc < 0)
-            return rc;
-        if (out->len == 0)
-            return 0;
+    while (out->len) {
         /* MSG_NOSIGNAL: a peer that hung up is EPIPE here, not a SIGPIPE for the process */
         ssize_t w = send(fd, out->data, out->len, MSG_NOSIGNAL);
         if (w > 0) {
@@ -79,7 +94,22 @@ int sl_h2sock_write(sl_h2c *s, int fd, sl_buf *out, size_t high_water)
         if (w < 0 && errno == EINTR)
             continue;
         if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return 0;
+            return -EAGAIN;
         return w < 0 ? -errno : -EPIPE;
+    }
+    return 0;
+}
+
+int sl_h2sock_write(sl_h2c *s, int fd, sl_buf *out, size_t high_water)
+{
+    for (;;) {
+        int rc = sl_h2c_send(s, out, high_water);
+        if (rc < 0)
+            return rc;
+        if (out->len == 0)
+            return 0;
+        rc = sl_h2sock_send(fd, out);
+        if (rc < 0)
+            return rc == -EAGAIN ? 0 : rc;
     }
 }

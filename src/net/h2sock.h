@@ -19,6 +19,12 @@
 /* A non-blocking, close-on-exec TCP socket with TCP_NODELAY, connecting to sa. The fd (>= 0)
  * with *now set when the connect completed at once, or a negative errno (nothing to close). */
 int sl_h2sock_connect(const struct sockaddr *sa, socklen_t len, bool *now);
+/* The same, bound first to the local address src (port 0: any) when src is not NULL and of sa's
+ * family: how a peer client makes its connections come from the node's own advertised IP, which
+ * the receiving node checks (docs/operations.md, "Peers"). A bind that fails (the IP is not
+ * local) leaves the choice to the kernel. */
+int sl_h2sock_connect_from(const struct sockaddr *sa, socklen_t len, const struct sockaddr *src,
+                           socklen_t srclen, bool *now);
 /* After the socket turned writable while connecting: 0 connected, or the connect's negative errno. */
 int sl_h2sock_connect_result(int fd);
 
@@ -26,9 +32,17 @@ int sl_h2sock_connect_result(int fd);
  * 0: nothing more for now. -ECONNRESET: the peer closed. -EPROTO: the session rejected the
  * bytes. Another negative errno: the socket failed. */
 int sl_h2sock_read(sl_h2c *s, int fd, uint8_t *buf, size_t cap, int max_reads);
+/* The same reads with what arrives handed to feed(ud, bytes, n) instead of the session (e.g. a
+ * TLS layer in front of it, cluster/peer.c): feed's negative errno ends the reads and is
+ * returned. 0: nothing more for now; -ECONNRESET: the peer closed; else the socket's error. */
+int sl_h2sock_read_to(int fd, uint8_t *buf, size_t cap, int max_reads,
+                      int (*feed)(void *ud, const uint8_t *p, size_t n), void *ud);
 /* Move the session's frames out: fill `out` up to high_water, send, repeat until the session has
  * nothing left or the socket is full (what it did not take stays in `out`). 0, or a negative
  * errno: the session (-EPROTO, -ENOMEM) or the socket (-EPIPE, -ECONNRESET, ...) failed. */
 int sl_h2sock_write(sl_h2c *s, int fd, sl_buf *out, size_t high_water);
+/* Send what `out` holds, consuming what the socket took: 0 all of it, -EAGAIN the socket is full,
+ * or the socket's negative errno. */
+int sl_h2sock_send(int fd, sl_buf *out);
 
 #endif

@@ -27,13 +27,17 @@
 
 #include "net/conn.h"
 
-enum { TL_IDLE, TL_READING, TL_WRITING, TL_LINGER, TL_BUSY, TL_COUNT };
+enum { TL_IDLE, TL_READING, TL_WRITING, TL_LINGER, TL_BUSY, TL_HANDSHAKE, TL_COUNT };
 
 #define READ_BUF_SIZE (64 * 1024)
 /* Output buffers above this are released once written, so one large answer does not pin
  * memory for the connection's lifetime. */
 #define KEEP_OUT_BYTES (256 * 1024)
 #define WBUF_CAP ((size_t)64 << 20)
+/* Plaintext out of one TLS read: a record's worth. */
+#define TLS_PLAIN_BUF (16 * 1024)
+
+enum { TS_HANDSHAKES, TS_PLAINTEXT, TS_CERT, TS_PROTOCOL, TS_TIMED_OUT, TS_RELOADS, TS_COUNT };
 
 typedef struct worker worker;
 typedef struct sconn sconn;
@@ -52,7 +56,8 @@ struct sconn {
     uint64_t tprog;
     sconn *dnext;
     uint64_t nwrites;
-    bool dirty, writing, reading, closing, shut, eof, counted;
+    sl_tls *tls;        /* TLS session; NULL on a plaintext server */
+    bool dirty, writing, reading, closing, shut, eof, counted, tls_ready;
 };
 
 typedef struct post_item {
@@ -87,6 +92,7 @@ struct worker {
     post_item *post_head, *post_tail;
     bool post_closed;
     char rbuf[READ_BUF_SIZE];
+    char tbuf[TLS_PLAIN_BUF]; /* TLS: plaintext of the read being processed */
 };
 
 struct sl_server {
@@ -97,6 +103,8 @@ struct sl_server {
     _Atomic uint32_t open;
     _Atomic int shutdown_req;
     _Atomic uint32_t grace_ms;
+    sl_tls_slot *tls;   /* the context for new connections (replaced on reload); NULL: plaintext */
+    _Atomic uint64_t tls_stat[TS_COUNT];
 };
 
 void sl_server_config_defaults(sl_server_config *cfg)
@@ -110,6 +118,7 @@ void sl_server_config_defaults(sl_server_config *cfg)
     cfg->read_timeout_ms = 30000;
     cfg->write_timeout_ms = 30000;
     cfg->linger_ms = 2000;
+    cfg->tls_handshake_timeout_ms = 10000;
     sl_http_limits_defaults(&cfg->limits);
 }
 
@@ -182,6 +191,8 @@ static void close_now(sconn *sc)
     /* Detach the exchanges now, so handlers learn at once that the client is gone. */
     sl_conn_free(sc->c);
     sc->c = NULL;
+    sl_tls_free(sc->tls); /* after the conn: it points at the session's peer identity */
+    sc->tls = NULL;
     uv_close((uv_handle_t *)&sc->tcp, on_closed);
 }
 
@@ -217,6 +228,8 @@ static void on_shutdown(uv_shutdown_t *req, int status)
         close_now(sc);
 }
 
+static int send_direct(sconn *sc, const uint8_t *data, size_t len);
+
 /* Everything is answered and written: send FIN, then read and drop until the client closes (or
  * the linger timeout), so unread input does not turn our close into a reset that could destroy
  * the last answer on its way. */
@@ -226,6 +239,14 @@ static void begin_shut(sconn *sc)
     if (sc->shut)
         return;
     sc->shut = true;
+    if (sc->tls && sc->tls_ready) {
+        /* TLS: a close_notify before the FIN, best effort (a few bytes on an idle socket) */
+        sl_tls_close(sc->tls);
+        sl_buf *o = sl_tls_out(sc->tls);
+        if (o->len > 0)
+            send_direct(sc, o->data, o->len);
+        sl_buf_reset(o);
+    }
     tl_remove(w, sc);
     tl_append(w, sc, TL_LINGER);
     sc->sreq.data = sc;
@@ -287,6 +308,18 @@ static void flush(sconn *sc)
     if (sc->writing)
         return;
     sl_buf *out = sl_conn_out(sc->c);
+    if (sc->tls) {
+        /* Seal the plaintext; what goes to the socket is the session's output. */
+        if (out->len && sc->tls_ready) {
+            ssize_t k = sl_tls_write(sc->tls, out->data, out->len);
+            if (k < 0) {
+                close_now(sc);
+                return;
+            }
+            sl_buf_consume(out, (size_t)k);
+        }
+        out = sl_tls_out(sc->tls);
+    }
     if (!out->len)
         return;
     int n = send_direct(sc, out->data, out->len);
@@ -327,6 +360,9 @@ static void timer_update(sconn *sc)
     if (sc->writing) {
         want = TL_WRITING;
         prog = sc->nwrites;
+    } else if (sc->tls && !sc->tls_ready) {
+        want = TL_HANDSHAKE;
+        prog = 0;
     } else {
         sl_conn_phase ph = sl_conn_phase_get(sc->c);
         want = ph == SL_CONN_IDLE ? TL_IDLE : ph == SL_CONN_READING ? TL_READING : TL_BUSY;
@@ -385,6 +421,52 @@ static void conn_progress(sconn *sc)
     timer_update(sc);
 }
 
+static void tls_stat(sl_server *srv, int which)
+{
+    atomic_fetch_add_explicit(&srv->tls_stat[which], 1, memory_order_relaxed);
+}
+
+/* TLS: network bytes into the session, its plaintext into the connection. A failed handshake
+ * (plaintext, a refused certificate, garbage) is counted, its alert sent if the socket takes it,
+ * and the connection closed; no log line (an attacker could flood it), the counters tell. */
+static void tls_read(sconn *sc, const char *data, size_t len)
+{
+    worker *w = sc->w;
+    ssize_t n = sl_tls_feed(sc->tls, data, len);
+    while (n >= 0) {
+        n = sl_tls_read(sc->tls, w->tbuf, sizeof w->tbuf);
+        if (!sc->tls_ready && sl_tls_ready(sc->tls)) {
+            sc->tls_ready = true;
+            sc->c->peer_identity = sl_tls_peer_identity(sc->tls);
+            tls_stat(w->srv, TS_HANDSHAKES);
+        }
+        if (n <= 0)
+            break;
+        if (sl_conn_feed(sc->c, w->tbuf, (size_t)n) < 0 || sc->c->fatal)
+            return;
+    }
+    if (n == 0)
+        return;
+    if (!sc->tls_ready) {
+        sl_tls_failure f = sl_tls_failure_get(sc->tls);
+        tls_stat(w->srv, f == SL_TLS_FAIL_PLAINTEXT ? TS_PLAINTEXT
+                         : f == SL_TLS_FAIL_CERT    ? TS_CERT
+                                                    : TS_PROTOCOL);
+        sl_buf *o = sl_tls_out(sc->tls);
+        if (!sc->writing && o->len)
+            send_direct(sc, o->data, o->len);
+        close_now(sc);
+        return;
+    }
+    if (n == -ECONNRESET) { /* close_notify: the client's sending side is done */
+        sc->eof = true;
+        set_reading(sc, false);
+        sl_conn_eof(sc->c);
+        return;
+    }
+    sc->c->fatal = true; /* a bad record after the handshake */
+}
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     sconn *sc = s->data;
@@ -394,7 +476,10 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         sl_net_stat_add(sc->w->ctx, SL_NET_BYTES_IN, (uint64_t)nread);
         if (sc->shut)
             return; /* lingering: dropped */
-        sl_conn_feed(sc->c, buf->base, (size_t)nread);
+        if (sc->tls)
+            tls_read(sc, buf->base, (size_t)nread);
+        else
+            sl_conn_feed(sc->c, buf->base, (size_t)nread);
         conn_progress(sc);
         return;
     }
@@ -475,7 +560,14 @@ static void on_connection(uv_stream_t *server, int status)
         uv_close((uv_handle_t *)&sc->tcp, on_closed);
         return;
     }
-    tl_append(w, sc, TL_READING);
+    if (srv->tls) {
+        sc->tls = sl_tls_slot_session(srv->tls, NULL);
+        if (!sc->tls) {
+            close_now(sc);
+            return;
+        }
+    }
+    tl_append(w, sc, sc->tls ? TL_HANDSHAKE : TL_READING);
     set_reading(sc, true);
     if (!sc->reading)
         close_now(sc);
@@ -495,6 +587,8 @@ static void on_tick(uv_timer_t *t)
         sconn *sc;
         while ((sc = w->lists[l].head) && sc->tstamp + to <= now) {
             sl_net_stat_add(w->ctx, SL_NET_CONNS_TIMED_OUT, 1);
+            if (l == TL_HANDSHAKE)
+                tls_stat(w->srv, TS_TIMED_OUT);
             if (l == TL_IDLE) {
                 /* Politely: GOAWAY on HTTP/2, then the usual FIN and linger. */
                 sl_conn_shutdown(sc->c);
@@ -660,6 +754,7 @@ static int worker_init(worker *w)
     w->timeout[TL_WRITING] = cfg->write_timeout_ms;
     w->timeout[TL_LINGER] = cfg->linger_ms;
     w->timeout[TL_BUSY] = 0;
+    w->timeout[TL_HANDSHAKE] = srv->tls ? cfg->tls_handshake_timeout_ms : 0;
     uint32_t tick = 1000;
     for (int l = 0; l < TL_COUNT; l++)
         if (w->timeout[l] && w->timeout[l] / 4 < tick)
@@ -749,10 +844,12 @@ int sl_server_start(sl_server **out, const sl_server_config *cfg_in)
 
     srv->nworkers = cfg->workers;
     srv->workers = calloc((size_t)srv->nworkers, sizeof *srv->workers);
-    if (!srv->workers) {
+    if (!srv->workers || (cfg->tls && !(srv->tls = sl_tls_slot_new(cfg->tls)))) {
+        free(srv->workers);
         free(srv);
         return -ENOMEM;
     }
+    cfg->tls = NULL; /* the caller's reference stays the caller's; ours is in srv->tls */
     int rc = cfg->port ? probe_free((struct sockaddr *)&ss, slen) : 0;
     for (int i = 0; i < srv->nworkers; i++) {
         worker *w = &srv->workers[i];
@@ -853,7 +950,30 @@ void sl_server_free(sl_server *srv)
     for (int i = 0; i < srv->nworkers; i++)
         worker_teardown(&srv->workers[i]);
     free(srv->workers);
+    sl_tls_slot_free(srv->tls);
     free(srv);
+}
+
+int sl_server_set_tls(sl_server *srv, sl_tls_ctx *ctx)
+{
+    if (!ctx || !srv->tls)
+        return -EINVAL;
+    sl_tls_slot_set(srv->tls, ctx);
+    tls_stat(srv, TS_RELOADS);
+    return 0;
+}
+
+void sl_server_tls_stats(const sl_server *srv, sl_tls_stats *out)
+{
+    uint64_t v[TS_COUNT];
+    for (int i = 0; i < TS_COUNT; i++)
+        v[i] = atomic_load_explicit(&srv->tls_stat[i], memory_order_relaxed);
+    *out = (sl_tls_stats){.handshakes = v[TS_HANDSHAKES],
+                          .fail_plaintext = v[TS_PLAINTEXT],
+                          .fail_cert = v[TS_CERT],
+                          .fail_protocol = v[TS_PROTOCOL],
+                          .timed_out = v[TS_TIMED_OUT],
+                          .reloads = v[TS_RELOADS]};
 }
 
 int sl_server_post(sl_server *srv, int worker_idx, void (*fn)(void *ud), void *ud)

@@ -31,6 +31,7 @@
 #include <uv.h>
 
 #include "net/exchange.h"
+#include "net/tls.h"
 
 typedef struct sl_server sl_server;
 
@@ -48,6 +49,9 @@ typedef struct sl_server_config {
     uint32_t linger_ms;        /* after the last answer: read and drop before closing, so the
                                   client sees the answer rather than a reset; default 2000 */
     sl_http_limits limits;     /* protocol limits (0 fields: defaults) */
+    sl_tls_ctx *tls;           /* a server context: every connection speaks TLS (the server takes
+                                  its own reference); NULL: plaintext */
+    uint32_t tls_handshake_timeout_ms; /* a TLS handshake must complete within this; 10000 */
     sl_http_handler handler;
     void *handler_ud;
     /* Optional, run in the worker thread: attach per-loop things (signals, peer clients) before
@@ -82,6 +86,13 @@ void sl_server_free(sl_server *srv);
  * back: post, then respond inside fn). 0, -EINVAL, -ENOMEM, or -ESHUTDOWN once the worker ended
  * (fn is then not run: the caller still owns ud). */
 int sl_server_post(sl_server *srv, int worker, void (*fn)(void *ud), void *ud);
+
+/* TLS (a server started with cfg.tls): the context for connections accepted from now on, e.g.
+ * certificates reloaded on SIGHUP. Connections already open keep theirs (each session holds a
+ * reference). Takes its own reference; callable from any thread. -EINVAL on a plaintext server. */
+int sl_server_set_tls(sl_server *srv, sl_tls_ctx *ctx);
+/* TLS counters summed over workers (zeros on a plaintext server); callable from any thread. */
+void sl_server_tls_stats(const sl_server *srv, sl_tls_stats *out);
 
 /* Counters summed over workers; callable from any thread. */
 void sl_server_stats(const sl_server *srv, sl_net_stats *out);

@@ -19,6 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth/addr.h"
+#include "auth/idents.h"
+#include "base/file.h"
 #include "protect/protect.h"
 #include "cluster/router.h"
 #include "config/config.h"
@@ -28,6 +31,7 @@
 #include "core/log.h"
 #include "core/metrics.h"
 #include "net/server.h"
+#include "node/adminsrv.h"
 #include "node/graphite.h"
 #include "node/statedir.h"
 #include "core/snapshot.h"
@@ -47,7 +51,7 @@ typedef struct {
 } stat_collector;
 
 /* Rows in that table (checked where it is defined). */
-#define N_STAT_COLLECTORS 10
+#define N_STAT_COLLECTORS 12
 
 struct sl_node {
     stat_collector collectors[N_STAT_COLLECTORS];
@@ -60,6 +64,7 @@ struct sl_node {
     sl_server *server;
     sl_watched_source *storage; /* the one etcd watch feeding quotas and switches, or NULL */
     sl_quotasrc *quotas;   /* Levee quotas (file or etcd); NULL when neither is configured */
+    sl_tls_slot *peer_tls; /* client context of peer calls over TLS (reloaded on SIGHUP), or NULL */
     sl_killswitch *switches; /* kill switches, shadow mode, concurrency and fleet settings */
     sl_protect *protect;     /* leases, shedders, switches on the request path */
     uv_timer_t expiry_timer;
@@ -67,47 +72,15 @@ struct sl_node {
     int64_t gc_next_ms;    /* monotonic ms: when the next idle-key collection starts */
     bool gc_running;       /* a collection pass is in progress (worker 0 only) */
     sl_graphite *graphite; /* NULL without --graphite-addr */
+    sl_adminsrv *admin;    /* the admin listener (--admin-addr); NULL with --admin-api=false */
+    sl_adminsrv *metrics_srv; /* the read-only /metrics listener; NULL without --metrics-addr */
+    sl_idents *idents;     /* client identities; NULL without --client-tokens-file */
     sl_statedir_timer snapshot_timer; /* --snapshot-period writer (node/statedir.h) */
     bool snapshot_written;            /* the shutdown snapshot is done (sl_node_wait) */
     unsigned snapshot_flags;          /* SL_SNAPSHOT_CLUSTER_KEYS when clustered */
     int argc;                         /* the options, kept to read them again on reload */
     char **argv;
 };
-
-/* ---- address parsing ----------------------------------------------------------------------- */
-
-/* "host:port" or "[v6]:port" into host (numeric) and port. */
-static int split_addr(const char *addr, char *host, size_t hostlen, uint16_t *port)
-{
-    const char *colon;
-    const char *h = addr;
-    size_t hl;
-    if (addr[0] == '[') {
-        const char *end = strchr(addr, ']');
-        if (!end || end[1] != ':')
-            return -EINVAL;
-        h = addr + 1;
-        hl = (size_t)(end - h);
-        colon = end + 1;
-    } else {
-        colon = strrchr(addr, ':');
-        if (!colon)
-            return -EINVAL;
-        hl = (size_t)(colon - addr);
-    }
-    if (hl == 0 || hl >= hostlen)
-        return -EINVAL;
-    char *endp;
-    long p = strtol(colon + 1, &endp, 10);
-    if (*endp || p < 0 || p > 65535 || endp == colon + 1)
-        return -EINVAL;
-    memcpy(host, h, hl);
-    host[hl] = '\0';
-    if (!strcmp(host, "localhost"))
-        snprintf(host, hostlen, "127.0.0.1");
-    *port = (uint16_t)p;
-    return 0;
-}
 
 /* ---- metrics collectors -------------------------------------------------------------------- */
 
@@ -117,7 +90,7 @@ static int split_addr(const char *addr, char *host, size_t hostlen, uint16_t *po
  * family: where its stats come from, and which uint64 fields of that struct become which label
  * values (one unlabelled field, or up to four labelled ones).
  */
-enum { SRC_ENGINE, SRC_SERVER, SRC_GRAPHITE };
+enum { SRC_ENGINE, SRC_SERVER, SRC_GRAPHITE, SRC_TLS };
 
 typedef struct {
     const char *value; /* label value, NULL for an unlabelled family */
@@ -134,6 +107,7 @@ struct stat_family {
 #define ENG(field) offsetof(sl_engine_stats, field)
 #define NET(field) offsetof(sl_net_stats, field)
 #define GRA(field) offsetof(sl_graphite_stats, field)
+#define TLS(field) offsetof(sl_tls_stats, field)
 
 static const struct stat_family stat_families[] = {
     {SRC_ENGINE, SL_METRICS_GAUGE, "sluice_keys",
@@ -161,6 +135,15 @@ static const struct stat_family stat_families[] = {
      {{NULL, NET(protocol_errors)}}},
     {SRC_SERVER, SL_METRICS_COUNTER, "sluice_network_bytes_total", "Bytes received and sent.",
      "direction", {{"in", NET(bytes_in)}, {"out", NET(bytes_out)}}},
+    {SRC_TLS, SL_METRICS_COUNTER, "sluice_tls_handshakes_total",
+     "TLS handshakes on the client port: completed (ok), plaintext sent to the TLS port, client "
+     "certificate missing, expired or from another CA (cert), other failures (protocol).",
+     "result",
+     {{"ok", TLS(handshakes)}, {"plaintext", TLS(fail_plaintext)}, {"cert", TLS(fail_cert)},
+      {"protocol", TLS(fail_protocol)}}},
+    {SRC_TLS, SL_METRICS_COUNTER, "sluice_tls_events_total",
+     "TLS handshakes closed at --tls-handshake-timeout (timed_out), certificates reloaded "
+     "(reloaded).", "event", {{"timed_out", TLS(timed_out)}, {"reloaded", TLS(reloads)}}},
     {SRC_GRAPHITE, SL_METRICS_COUNTER, "sluice_graphite_pushes_total",
      "Pushes to Graphite that went through (ok) or not (failed).", "result",
      {{"ok", GRA(pushes)}, {"failed", GRA(failures)}}},
@@ -175,6 +158,7 @@ static void collect_stats(void *arg, sl_metrics_sink *sink)
         sl_engine_stats e;
         sl_net_stats s;
         sl_graphite_stats g;
+        sl_tls_stats t;
     } st;
     switch (c->fam->src) {
     case SRC_ENGINE:
@@ -182,6 +166,9 @@ static void collect_stats(void *arg, sl_metrics_sink *sink)
         break;
     case SRC_SERVER:
         sl_server_stats(c->node->server, &st.s);
+        break;
+    case SRC_TLS:
+        sl_server_tls_stats(c->node->server, &st.t);
         break;
     default:
         sl_graphite_stats_get(c->node->graphite, &st.g);
@@ -277,7 +264,98 @@ static int register_engine_metrics(sl_node *n)
 
 static int register_server_metrics(sl_node *n)
 {
-    return register_stats(n, SRC_SERVER);
+    int rc = register_stats(n, SRC_SERVER);
+    if (!rc && n->opts.tls_cert[0])
+        rc = register_stats(n, SRC_TLS);
+    return rc;
+}
+
+/* ---- TLS ----------------------------------------------------------------------------------- */
+
+/* The client port's context from --tls-cert/--tls-key/--tls-ca/--tls-client-auth. */
+static int load_server_tls(sl_node *n, sl_tls_ctx **out, char *err, size_t errlen)
+{
+    const sl_options *o = &n->opts;
+    sl_tls_config tc = {
+        .server = true,
+        .cert_file = o->tls_cert,
+        .key_file = o->tls_key,
+        .ca_file = o->tls_ca[0] ? o->tls_ca : NULL,
+        .client_auth = (sl_tls_auth)o->tls_client_auth,
+    };
+    /* In a cluster with a peer CA, the port asks for client certificates (require stays
+     * require) and trusts the peer CA too, so that a peer's certificate is verified and its
+     * name recorded on the connection (sl_exchange_peer_identity). */
+    if (o->discovery != SL_DISCOVERY_NONE && o->peer_tls_ca[0]) {
+        if (tc.client_auth == SL_TLS_AUTH_NONE)
+            tc.client_auth = SL_TLS_AUTH_REQUEST;
+        if (!tc.ca_file)
+            tc.ca_file = o->peer_tls_ca;
+        else if (strcmp(tc.ca_file, o->peer_tls_ca) != 0)
+            tc.ca_file2 = o->peer_tls_ca;
+    }
+    return sl_tls_ctx_new(out, &tc, err, errlen);
+}
+
+/* Peer calls speak TLS when the client port does (peers call each other's client port), with
+ * --peer-tls-cert/--peer-tls-key/--peer-tls-ca (defaults: the --tls-* files). */
+static int load_peer_tls(sl_node *n, sl_tls_ctx **out, char *err, size_t errlen)
+{
+    const sl_options *o = &n->opts;
+    sl_tls_config tc = {
+        .cert_file = o->peer_tls_cert[0] ? o->peer_tls_cert : NULL,
+        .key_file = o->peer_tls_key[0] ? o->peer_tls_key : NULL,
+        .ca_file = o->peer_tls_ca[0] ? o->peer_tls_ca : NULL,
+        .alpn = "h2",
+    };
+    char e[256];
+    int rc = sl_tls_ctx_new(out, &tc, e, sizeof e);
+    if (rc)
+        snprintf(err, errlen, "peer TLS: %s", e);
+    return rc;
+}
+
+static int start_peer_tls(sl_node *n, char *err, size_t errlen)
+{
+    const sl_options *o = &n->opts;
+    if (!o->tls_cert[0] || o->discovery == SL_DISCOVERY_NONE)
+        return 0;
+    if (!o->peer_tls_ca[0])
+        sl_log_warn(&n->log, "peer TLS without --peer-tls-ca or --tls-ca: peers' certificates "
+                             "are not verified");
+    sl_tls_ctx *ctx;
+    int rc = load_peer_tls(n, &ctx, err, errlen);
+    if (rc)
+        return rc;
+    n->peer_tls = sl_tls_slot_new(ctx);
+    sl_tls_ctx_unref(ctx);
+    return n->peer_tls ? 0 : -ENOMEM;
+}
+
+/* SIGHUP: certificates and keys read again; new connections get them, open ones keep theirs. */
+static void reload_tls(sl_node *n)
+{
+    if (!n->opts.tls_cert[0] || !n->server)
+        return;
+    sl_tls_ctx *ctx;
+    char err[256];
+    if (load_server_tls(n, &ctx, err, sizeof err)) {
+        sl_log_error(&n->log, "reload of the TLS certificate failed, keeping the current one: %s",
+                     err);
+        return;
+    }
+    sl_server_set_tls(n->server, ctx);
+    sl_tls_ctx_unref(ctx);
+    if (n->peer_tls) {
+        if (load_peer_tls(n, &ctx, err, sizeof err)) {
+            sl_log_error(&n->log, "reload of the peer TLS certificate failed, keeping the current "
+                                  "one: %s", err);
+            return;
+        }
+        sl_tls_slot_set(n->peer_tls, ctx);
+        sl_tls_ctx_unref(ctx);
+    }
+    sl_log_info(&n->log, "reload: TLS certificate and key read again");
 }
 
 /* ---- Levee quotas -------------------------------------------------------------------------- */
@@ -315,6 +393,7 @@ static int start_storage(sl_node *n, char *err, size_t errlen)
         .n_endpoints = neps,
         .prefix = o->storage_prefix,
         .request_timeout_ms = o->storage_timeout_ns / 1000000,
+        .etcd_tls = {o->storage_tls_ca, o->storage_tls_cert, o->storage_tls_key},
         .log = &n->log,
     };
     int rc = sl_watched_source_new(&sc, &n->storage);
@@ -461,14 +540,75 @@ static void on_worker_stop(void *ud, int worker, uv_loop_t *loop)
 
 /* ---- lifecycle ----------------------------------------------------------------------------- */
 
+/* The admin listener (--admin-addr, unless --admin-api=false) and the read-only /metrics one
+ * (--metrics-addr): listeners of their own, so the client port serves neither admin call. */
+static int start_admin(sl_node *n, char *err, size_t errlen)
+{
+    const sl_options *o = &n->opts;
+    /* The default: loopback, the client port + 1; if that is taken, any free loopback port (the
+     * log says which). An address given explicitly must be had. */
+    char dflt[32];
+    const char *colon = strrchr(o->listen_addr, ':');
+    long cport = colon ? strtol(colon + 1, NULL, 10) : 0;
+    snprintf(dflt, sizeof dflt, "127.0.0.1:%ld", cport > 0 && cport < 65535 ? cport + 1 : 0);
+    bool is_default = !o->admin_addr[0];
+    sl_adminsrv_config ac = {.addr = is_default ? dflt : o->admin_addr,
+                             .token_file = o->admin_token_file, .admin = true,
+                             .protect = n->protect, .metrics = n->metrics,
+                             .max_body_bytes = 65536, .any_port_if_taken = is_default};
+    int rc;
+    if (o->admin_api) {
+        if ((rc = sl_adminsrv_start(&ac, &n->admin, err, errlen)))
+            return rc;
+        if (is_default && cport > 0 && sl_adminsrv_port(n->admin) != cport + 1)
+            sl_log_warn(&n->log, "admin port %s is taken: the admin listener took a free port",
+                        dflt);
+        sl_log_info(&n->log, "admin listening addr=%s port=%u token=%s", ac.addr,
+                    sl_adminsrv_port(n->admin), o->admin_token_file[0] ? "yes" : "no");
+    }
+    if (o->metrics_addr[0]) {
+        ac.addr = o->metrics_addr;
+        ac.token_file = NULL;
+        ac.admin = false;
+        ac.any_port_if_taken = false;
+        if ((rc = sl_adminsrv_start(&ac, &n->metrics_srv, err, errlen)))
+            return rc;
+    }
+    return 0;
+}
+
+/* --client-tokens-file: read once at start (a change needs a restart). */
+static int load_idents(sl_node *n, char *err, size_t errlen)
+{
+    const char *path = n->opts.client_tokens_file;
+    if (!path[0])
+        return 0;
+    char *buf = NULL, ferr[256];
+    size_t len = 0;
+    int rc = sl_file_read(path, SL_IDENTS_MAX_FILE, SL_FILE_REGULAR, &buf, &len, ferr, sizeof ferr);
+    if (rc) {
+        snprintf(err, errlen, "client-tokens-file %s", ferr);
+        return rc;
+    }
+    rc = sl_idents_parse(buf, len, &n->idents, ferr, sizeof ferr);
+    memset(buf, 0, len);
+    free(buf);
+    if (rc) {
+        snprintf(err, errlen, "client-tokens-file %s: %s", path, ferr);
+        return rc;
+    }
+    sl_log_info(&n->log, "client identities loaded count=%zu", sl_idents_count(n->idents));
+    return 0;
+}
+
 static int build(sl_node *n, char *err, size_t errlen)
 {
     sl_options *o = &n->opts;
     sl_log_init(&n->log, NULL, sl_log_level_for_verbose(o->verbose), o->instance_id);
 
     char host[128];
-    uint16_t port;
-    if (split_addr(o->listen_addr, host, sizeof host, &port)) {
+    unsigned short port;
+    if (sl_addr_split(o->listen_addr, host, sizeof host, &port)) {
         snprintf(err, errlen, "listen-addr '%s' is not host:port", o->listen_addr);
         return -EINVAL;
     }
@@ -534,6 +674,9 @@ static int build(sl_node *n, char *err, size_t errlen)
                              .log = &n->log, .metrics = n->metrics};
     sl_router_config_from_options(&rcfg, o);
     rcfg.dns_server = o->dns_server;
+    if ((rc = start_peer_tls(n, err, errlen)))
+        return rc;
+    rcfg.peer_tls = n->peer_tls;
     if ((rc = sl_router_new(&rcfg, &n->router))) {
         snprintf(err, errlen, "router: %s", strerror(-rc));
         return rc;
@@ -548,6 +691,8 @@ static int build(sl_node *n, char *err, size_t errlen)
     if ((rc = start_storage_watch(n, err, errlen)))
         return rc;
 
+    if ((rc = load_idents(n, err, errlen)))
+        return rc;
     sl_service_config scfg = {
         .engine = n->engine,
         .router = n->router,
@@ -557,7 +702,8 @@ static int build(sl_node *n, char *err, size_t errlen)
         .advertise_addr = o->advertise_addr,
         .quotas = n->quotas,
         .protect = n->protect,
-        .admin_api = o->admin_api,
+        .peers_any = o->peer_auth == 1,
+        .idents = n->idents,
     };
     if (n->quotas) {
         scfg.health = quota_health;
@@ -575,6 +721,9 @@ static int build(sl_node *n, char *err, size_t errlen)
         return rc;
     }
 
+    /* Before the client port: once that answers, the admin port does too. */
+    if ((rc = start_admin(n, err, errlen)))
+        return rc;
     sl_server_config sv;
     sl_server_config_defaults(&sv);
     sv.host = host;
@@ -591,7 +740,12 @@ static int build(sl_node *n, char *err, size_t errlen)
     sv.on_worker_start = on_worker_start;
     sv.on_worker_stop = on_worker_stop;
     sv.hooks_ud = n;
-    if ((rc = sl_server_start(&n->server, &sv))) {
+    sv.tls_handshake_timeout_ms = (uint32_t)(o->tls_handshake_timeout_ns / 1000000);
+    if (o->tls_cert[0] && (rc = load_server_tls(n, &sv.tls, err, errlen)))
+        return rc;
+    rc = sl_server_start(&n->server, &sv);
+    sl_tls_ctx_unref(sv.tls); /* the server holds its own reference */
+    if (rc) {
         snprintf(err, errlen, "listen on %s: %s", o->listen_addr, strerror(-rc));
         return rc;
     }
@@ -774,6 +928,7 @@ int sl_node_decide(sl_node *n, const sl_request *reqs, sl_response *resps, size_
 
 void sl_node_reload(sl_node *n)
 {
+    reload_tls(n);
     reload_peers(n);
     if (n->switches) {
         char kerr[256];
@@ -808,7 +963,10 @@ void sl_node_shutdown(sl_node *n, uint32_t grace_ms)
     if (rc)
         sl_log_warn(&n->log, "leave: keys not all handed off: %s", strerror(-rc));
     int64_t spent = (sl_mono_ns() - t0) / 1000000;
-    sl_server_shutdown(n->server, spent < grace_ms ? grace_ms - (uint32_t)spent : 1);
+    uint32_t left = spent < grace_ms ? grace_ms - (uint32_t)spent : 1;
+    sl_server_shutdown(n->server, left);
+    sl_adminsrv_shutdown(n->admin, left);
+    sl_adminsrv_shutdown(n->metrics_srv, left);
 }
 
 int sl_node_wait(sl_node *n)
@@ -830,13 +988,17 @@ void sl_node_free(sl_node *n)
         return;
     sl_graphite_stop(n->graphite); /* before what its render reads (engine, server, quotas) */
     sl_statedir_timer_stop(&n->snapshot_timer);
+    sl_adminsrv_free(n->admin);       /* before the switchboard and metrics it serves */
+    sl_adminsrv_free(n->metrics_srv);
     sl_server_free(n->server);
     sl_service_free(n->service);
+    sl_idents_free(n->idents);
     sl_protect_free(n->protect);
     sl_killswitch_free(n->switches);
     sl_quotasrc_free(n->quotas);
     sl_watched_source_free(n->storage); /* the feeds above have left it: stops the thread */
     sl_router_free(n->router);
+    sl_tls_slot_free(n->peer_tls); /* after the router: its peers' connections hold their own */
     sl_engine_free(n->engine);
     sl_metrics_free(n->metrics);
     sl_config_free(&n->opts);

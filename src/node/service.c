@@ -18,8 +18,8 @@
 
 #include "api/attempt.h"
 #include "api/gubprotect.h"
+#include "auth/bearer.h"
 #include "node/loadtick.h"
-#include "protect/admin.h"
 #include "sluice/clock.h"
 #include "wire/grpc_frame.h"
 
@@ -35,14 +35,13 @@ enum {
     M_METRICS,
     M_OTHER,
     M_RELEASE,
-    M_ADMIN,
     M_COUNT
 };
 #define N_CODES 17
 
 static const char *const method_names[M_COUNT] = {
     "GetRateLimits", "HealthCheck", "LiveCheck", "GetPeerRateLimits",
-    "UpdatePeerGlobals", "TransferKeys", "Attempt", "Metrics", "other", "Release", "Admin",
+    "UpdatePeerGlobals", "TransferKeys", "Attempt", "Metrics", "other", "Release",
 };
 static const char *const transport_names[T_COUNT] = {"grpc", "http"};
 
@@ -86,6 +85,7 @@ struct sl_service {
     _Atomic(sl_metrics_counter *) calls[M_COUNT][T_COUNT][N_CODES];
     sl_metrics_histogram *latency[M_COUNT][T_COUNT];
     sl_metrics_counter *attempts[SL_ANSWER_OUTCOME_COUNT];
+    sl_metrics_counter *peer_denied; /* PeersV1 calls from a non-member */
 };
 
 /* ---- metrics ------------------------------------------------------------------------------- */
@@ -129,6 +129,14 @@ static int register_metrics(sl_service *s)
                                      &lat);
     if (rc)
         return rc;
+    sl_metrics_family *pd;
+    rc = sl_metrics_counter_family(m, "sluice_peer_denied_total",
+                                   "PeersV1 calls refused (PERMISSION_DENIED): the caller is not a "
+                                   "member of the peer list.",
+                                   "", &pd);
+    if (rc)
+        return rc;
+    s->peer_denied = sl_metrics_counter_get(pd, NULL, 0);
     if (s->cfg.quotas) {
         sl_metrics_family *att;
         rc = sl_metrics_counter_family(m, "sluice_levee_attempts_total",
@@ -152,7 +160,7 @@ static int register_metrics(sl_service *s)
         {M_GET_PEER_RATE_LIMITS, T_GRPC}, {M_UPDATE_PEER_GLOBALS, T_GRPC},
         {M_TRANSFER_KEYS, T_GRPC},   {M_ATTEMPT, T_HTTP},
         {M_METRICS, T_HTTP},         {M_OTHER, T_GRPC},           {M_OTHER, T_HTTP},
-        {M_RELEASE, T_HTTP},         {M_ADMIN, T_HTTP},
+        {M_RELEASE, T_HTTP},
     };
     for (size_t i = 0; i < sizeof used / sizeof used[0]; i++) {
         const char *v[2] = {method_names[used[i].m], transport_names[used[i].t]};
@@ -285,6 +293,49 @@ static void answer_shed(sl_service *s, sl_exchange *ex, int method, int transpor
     count_call(s, method, transport, SL_GRPC_UNAVAILABLE, t0);
 }
 
+/* ---- client identities (--client-tokens-file) ---------------------------------------------- */
+
+/* The identity of the caller's bearer token (one hash lookup), or NULL; *sent: whether it sent
+ * an Authorization header at all. */
+static const sl_ident *ident_of(const sl_service *s, const sl_http_request *rq, bool *sent)
+{
+    const sl_http_header *h = sl_http_header_find(rq, "authorization");
+    const char *tok;
+    size_t len;
+    *sent = h != NULL;
+    if (!h || sl_bearer_from_header(h->value, h->value_len, &tok, &len))
+        return NULL;
+    return sl_idents_find(s->cfg.idents, tok, len);
+}
+
+/* The caller's identity, or NULL after answering UNAUTHENTICATED (HTTP 401). */
+static const sl_ident *who(sl_service *s, sl_exchange *ex, const sl_http_request *rq, int method,
+                           int transport, int64_t t0)
+{
+    bool h;
+    const sl_ident *id = ident_of(s, rq, &h);
+    if (!id)
+        answer_error(s, ex, method, transport, SL_GRPC_UNAUTHENTICATED,
+                     h ? "unknown bearer token" : "missing bearer token (Authorization: Bearer)",
+                     t0);
+    return id;
+}
+
+/* Whether every item's limit name is inside the identity's prefixes; if not, the status for the
+ * whole call (PERMISSION_DENIED, naming the first item outside). */
+static bool items_allowed(const sl_ident *id, const sl_batch *b, sl_gub_status *st)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        const sl_request *q = &b->reqs[i];
+        if (!sl_ident_allows(id, q->name, q->name_len)) {
+            sl_gub_status_set(st, SL_GRPC_PERMISSION_DENIED,
+                              "'%s' may not use the limit name of item %zu", sl_ident_name(id), i);
+            return false;
+        }
+    }
+    return true;
+}
+
 /* ---- GetRateLimits ------------------------------------------------------------------------- */
 
 static void rate_limits_done(void *ud, sl_batch *b)
@@ -359,6 +410,9 @@ static void get_rate_limits(sl_service *s, sl_exchange *ex, const sl_http_reques
     sl_gub_status st;
     const uint8_t *msg = NULL;
     size_t len = 0;
+    const sl_ident *id = NULL;
+    if (s->cfg.idents && method == M_GET_RATE_LIMITS && !(id = who(s, ex, rq, method, transport, t0)))
+        return;
     if (transport == T_GRPC && grpc_payload(s, rq, &msg, &len, &st)) {
         answer_status(s, ex, method, transport, &st, t0);
         return;
@@ -375,6 +429,8 @@ static void get_rate_limits(sl_service *s, sl_exchange *ex, const sl_http_reques
         rc = sl_gub_decode_peer_pb(&s->cfg.gub, msg, len, &c->batch, &st);
     else
         rc = sl_gub_decode_pb(&s->cfg.gub, msg, len, &c->batch, &st);
+    if (!rc && id && !items_allowed(id, &c->batch, &st))
+        rc = -EACCES;
     if (rc) {
         answer_status(s, ex, method, transport, &st, t0);
         call_put(c);
@@ -564,6 +620,28 @@ _Static_assert(sizeof(sl_answer_header) == sizeof(sl_http_header) &&
                    offsetof(sl_answer_header, value_len) == offsetof(sl_http_header, value_len),
                "sl_answer_header must keep sl_http_header's layout");
 
+/* /attempt and /release with identities: a known token (401 otherwise) whose prefixes hold the
+ * resource (403 otherwise; a /release without X-Resource is judged by its token alone). */
+static bool resource_allowed(sl_service *s, sl_exchange *ex, const sl_http_request *rq, int method,
+                             const char *res, size_t res_len, int64_t t0)
+{
+    static const char unauth[] = "unauthorized: send Authorization: Bearer <client token>\n";
+    static const char denied[] = "forbidden: this client may not use this resource\n";
+    bool sent;
+    const sl_ident *id = ident_of(s, rq, &sent);
+    if (!id) {
+        answer_text(s, ex, method, 401, "text/plain; charset=utf-8", unauth, sizeof unauth - 1,
+                    SL_GRPC_UNAUTHENTICATED, t0);
+        return false;
+    }
+    if ((res || method == M_ATTEMPT) && !sl_ident_allows(id, res ? res : "", res_len)) {
+        answer_text(s, ex, method, 403, "text/plain; charset=utf-8", denied, sizeof denied - 1,
+                    SL_GRPC_PERMISSION_DENIED, t0);
+        return false;
+    }
+    return true;
+}
+
 /* Levee's /attempt: under protection when the node has it, else the rate quotas alone. */
 static void attempt(sl_service *s, sl_exchange *ex, const sl_http_request *rq, int64_t t0)
 {
@@ -574,6 +652,9 @@ static void attempt(sl_service *s, sl_exchange *ex, const sl_http_request *rq, i
     header_value(rq, "x-prefix", &q.levee.prefix, &q.levee.prefix_len);
     header_value(rq, "x-method", &q.levee.method, &q.levee.method_len);
     header_value(rq, "x-req-id", &q.levee.req_id, &q.levee.req_id_len);
+    if (s->cfg.idents && !resource_allowed(s, ex, rq, M_ATTEMPT, q.levee.resource,
+                                           q.levee.resource_len, t0))
+        return;
     const sl_quota_snap *snap = sl_quotasrc_read(s->cfg.quotas, &p->quota_reader);
     int64_t now = sl_exchange_now_ms(ex);
     if (s->cfg.protect) {
@@ -593,23 +674,10 @@ static void release(sl_service *s, sl_exchange *ex, const sl_http_request *rq, i
     header_value(rq, "x-lease-id", &rr.lease_id, &rr.lease_id_len);
     header_value(rq, "x-resource", &rr.resource, &rr.resource_len);
     header_value(rq, "x-req-id", &rr.req_id, &rr.req_id_len);
+    if (s->cfg.idents && !resource_allowed(s, ex, rq, M_RELEASE, rr.resource, rr.resource_len, t0))
+        return;
     sl_attempt_release(s->cfg.protect, &rr, sl_exchange_now_ms(ex), &p->answer);
     respond_answer(s, ex, M_RELEASE, &p->answer, t0);
-}
-
-static void admin(sl_service *s, sl_exchange *ex, const sl_http_request *rq, int64_t t0)
-{
-    sl_admin_response a;
-    sl_admin_handle(s->cfg.protect, rq->method, rq->body, rq->body_len, &a);
-    if (a.body)
-        sl_exchange_respond_simple(ex, a.status, a.content_type, a.body, a.body_len);
-    else
-        sl_exchange_respond_simple(ex, 500, "text/plain; charset=utf-8", "out of memory\n", 14);
-    free(a.body);
-    count_call(s, M_ADMIN, T_HTTP,
-               a.status == 200 ? SL_GRPC_OK
-               : a.status == 400 ? SL_GRPC_INVALID_ARGUMENT
-                                 : SL_GRPC_UNAVAILABLE, t0);
 }
 
 /* ---- routing ------------------------------------------------------------------------------- */
@@ -627,17 +695,50 @@ static bool method_is(const sl_http_request *rq, const char *m)
     return strcmp(rq->method, m) == 0;
 }
 
+/*
+ * PeersV1 is for the members of the peer list only (issue 11). Without TLS a caller is judged by
+ * its connection's source IP, which a peer's client sets by binding to its advertised IP
+ * (cluster/peer.c); a client on the same IP as a peer passes, which docs/operations.md says.
+ * CHECK POINT for peer mTLS: when the connection carries a verified peer certificate, its identity
+ * (the name the TLS layer puts on the exchange) is what must match a peer here, and the source IP
+ * test gives way to it.
+ */
+#define PEERS_PREFIX "/pb.gubernator.PeersV1/"
+
+static bool peer_allowed(sl_service *s, sl_exchange *ex, const sl_http_request *rq)
+{
+    return s->cfg.peers_any || sl_router_is_peer(s->cfg.router, sl_exchange_worker(ex), rq->peer);
+}
+
+static void peer_denied(sl_service *s, sl_exchange *ex, int method, int64_t t0)
+{
+    sl_metrics_counter_inc(s->peer_denied);
+    answer_error(s, ex, method, T_GRPC, SL_GRPC_PERMISSION_DENIED,
+                 "PeersV1 is served to the members of the peer list only", t0);
+}
+
 static void route_grpc(sl_service *s, sl_exchange *ex, const sl_http_request *rq, int64_t t0)
 {
-    if (path_is(rq, SL_GUB_PATH_GET_RATE_LIMITS))
+    if (path_is(rq, SL_GUB_PATH_GET_RATE_LIMITS)) {
         get_rate_limits(s, ex, rq, M_GET_RATE_LIMITS, T_GRPC, t0);
-    else if (path_is(rq, SL_GUB_PATH_GET_PEER_RATE_LIMITS))
-        get_rate_limits(s, ex, rq, M_GET_PEER_RATE_LIMITS, T_GRPC, t0);
-    else if (path_is(rq, SL_GUB_PATH_UPDATE_PEER_GLOBALS))
-        update_peer_globals(s, ex, rq, t0);
-    else if (path_is(rq, SL_GUB_PATH_TRANSFER_KEYS))
-        transfer_keys(s, ex, rq, t0);
-    else if (path_is(rq, SL_GUB_PATH_HEALTH_CHECK))
+    } else if (rq->path_len > sizeof PEERS_PREFIX - 1 &&
+               !memcmp(rq->path, PEERS_PREFIX, sizeof PEERS_PREFIX - 1)) {
+        int m = path_is(rq, SL_GUB_PATH_GET_PEER_RATE_LIMITS) ? M_GET_PEER_RATE_LIMITS
+                : path_is(rq, SL_GUB_PATH_UPDATE_PEER_GLOBALS) ? M_UPDATE_PEER_GLOBALS
+                : path_is(rq, SL_GUB_PATH_TRANSFER_KEYS)       ? M_TRANSFER_KEYS
+                                                               : M_OTHER;
+        if (!peer_allowed(s, ex, rq))
+            peer_denied(s, ex, m, t0);
+        else if (m == M_GET_PEER_RATE_LIMITS)
+            get_rate_limits(s, ex, rq, M_GET_PEER_RATE_LIMITS, T_GRPC, t0);
+        else if (m == M_UPDATE_PEER_GLOBALS)
+            update_peer_globals(s, ex, rq, t0);
+        else if (m == M_TRANSFER_KEYS)
+            transfer_keys(s, ex, rq, t0);
+        else
+            answer_error(s, ex, M_OTHER, T_GRPC, SL_GRPC_UNIMPLEMENTED,
+                         "unknown service or method", t0);
+    } else if (path_is(rq, SL_GUB_PATH_HEALTH_CHECK))
         health(s, ex, T_GRPC, t0);
     else if (path_is(rq, SL_GUB_PATH_LIVE_CHECK))
         live(s, ex, T_GRPC, t0);
@@ -667,9 +768,6 @@ static void route_http(sl_service *s, sl_exchange *ex, const sl_http_request *rq
     } else if (path_is(rq, "/release") && s->cfg.quotas && s->cfg.protect) {
         m = M_RELEASE;
         want_post = true;
-    } else if (path_is(rq, SL_ADMIN_PATH) && s->cfg.protect && s->cfg.admin_api) {
-        admin(s, ex, rq, t0); /* GET or POST: the handler checks */
-        return;
     }
     if (m < 0) {
         static const char nf[] = "not found\n";

@@ -1,5 +1,6 @@
 /*
- * The service: what a sluice node answers on its one listening address. It routes each exchange
+ * The service: what a sluice node answers on its client address (admin calls have a listener of
+ * their own, node/adminsrv.h). It routes each exchange
  * by path to a dialect adapter (Gubernator gRPC + JSON gateway, Levee /attempt, metrics), turns
  * the wire message into a sl_batch, hands the batch to the router, and encodes the answer. It
  * counts every call (method, transport, code) and its latency.
@@ -15,6 +16,7 @@
 
 #include "api/gubernator.h"
 #include "api/levee.h"
+#include "auth/idents.h"
 #include "protect/protect.h"
 #include "config/quotasrc.h"
 #include "cluster/router.h"
@@ -42,7 +44,9 @@ typedef struct sl_service_config {
     sl_quotasrc *quotas;          /* Levee quotas for POST /attempt; NULL: /attempt is 404 */
     sl_levee_config levee;        /* how /attempt decides (no-quota mode, headers, ...) */
     sl_protect *protect;          /* shedders, leases, switches (protect/protect.h); may be NULL */
-    bool admin_api;               /* serve GET/POST /v1/admin/killswitch (needs protect) */
+    const sl_idents *idents;      /* client identities (--client-tokens-file); NULL: off */
+    bool peers_any;               /* serve PeersV1 to anyone (--peer-auth=none); default: to the
+                                     peer list's members only */
 } sl_service_config;
 
 int sl_service_new(const sl_service_config *cfg, sl_service **out);

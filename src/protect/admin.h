@@ -1,7 +1,8 @@
 /*
- * The switchboard's admin endpoint, GET/POST /v1/admin/killswitch (sluiced --admin-api): read the
- * switches, the concurrency limits, the fleet and each worker's shed level as JSON, or override
- * one switch on this node. Bytes in, a JSON answer out; node/service.c routes to it.
+ * The switchboard's admin endpoint, GET/POST /v1/admin/killswitch: read the switches, the
+ * concurrency limits, the fleet and each worker's shed level as JSON, or override one switch on
+ * this node. Bytes in, a JSON answer out; the admin listener (node/adminsrv.c, sluiced
+ * --admin-addr, never the client port) routes to it after its token check.
  */
 #ifndef SLUICE_PROTECT_ADMIN_H
 #define SLUICE_PROTECT_ADMIN_H

@@ -106,6 +106,41 @@ static int fp_next(fp *f, char close)
     return FP_DONE;
 }
 
+/* At a container's opening '{' or '[': consume and count it, then as fp_first. FP_BAD when the
+ * opening is over the depth or token budget. The loop over the members then reads
+ *     int st = fp_enter(f, close);
+ *     while (st == FP_MORE) { <one member, return false if bad>; st = fp_next(f, close); }
+ *     return st == FP_DONE;                                                              */
+static inline int fp_enter(fp *f, char close)
+{
+    if (!fp_open(f))
+        return FP_BAD;
+    return fp_first(f, close);
+}
+
+/* After a member's key: the ':' and the blanks around it. */
+static inline bool fp_colon(fp *f)
+{
+    fp_ws(f);
+    if (!fp_at(f, ':') || !fp_sep(f))
+        return false;
+    fp_ws(f);
+    return true;
+}
+
+/* Note key k among keys[0..*n): false when it is there already (jansson refuses a key twice) or
+ * there is no room for it. */
+static inline bool fp_key_once(fp_span *keys, unsigned *n, fp_span k)
+{
+    if (*n == FP_MAX_KEYS)
+        return false;
+    for (unsigned i = 0; i < *n; i++)
+        if (keys[i].n == k.n && memcmp(keys[i].s, k.s, k.n) == 0)
+            return false;
+    keys[(*n)++] = k;
+    return true;
+}
+
 static bool fp_literal(fp *f, const char *lit, size_t n)
 {
     if ((size_t)(f->end - f->p) < n || memcmp(f->p, lit, n) != 0)
@@ -328,30 +363,19 @@ static bool fp_skip_object(fp *f)
 {
     fp_span keys[FP_MAX_KEYS];
     unsigned nk = 0;
-    if (!fp_open(f))
-        return false;
-    if (fp_first(f, '}') == FP_DONE)
-        return true;
-    for (;;) {
+    int st = fp_enter(f, '}');
+    while (st == FP_MORE) {
         fp_span k;
         bool esc;
-        if (!fp_at(f, '"') || !fp_string(f, &k, &esc) || esc || nk == FP_MAX_KEYS)
+        if (!fp_at(f, '"') || !fp_string(f, &k, &esc) || esc || !fp_key_once(keys, &nk, k))
             return false;
-        for (unsigned i = 0; i < nk; i++)
-            if (keys[i].n == k.n && memcmp(keys[i].s, k.s, k.n) == 0)
-                return false;
-        keys[nk++] = k;
-        fp_ws(f);
-        if (!fp_at(f, ':') || !fp_sep(f))
+        if (!fp_colon(f))
             return false;
-        fp_ws(f);
         if (!fp_skip(f))
             return false;
-        int next = fp_next(f, '}');
-        if (next == FP_MORE)
-            continue;
-        return next == FP_DONE;
+        st = fp_next(f, '}');
     }
+    return st == FP_DONE;
 }
 
 /* Any JSON value (the value of an unknown field). */
@@ -367,19 +391,15 @@ static bool fp_skip(fp *f)
     }
     case '{':
         return fp_skip_object(f);
-    case '[':
-        if (!fp_open(f))
-            return false;
-        if (fp_first(f, ']') == FP_DONE)
-            return true;
-        for (;;) {
+    case '[': {
+        int st = fp_enter(f, ']');
+        while (st == FP_MORE) {
             if (!fp_skip(f))
                 return false;
-            int next = fp_next(f, ']');
-            if (next == FP_MORE)
-                continue;
-            return next == FP_DONE;
+            st = fp_next(f, ']');
         }
+        return st == FP_DONE;
+    }
     case 't':
         return fp_literal(f, "true", 4);
     case 'f':
@@ -523,11 +543,10 @@ static bool fp_map(fp *f, const ProtobufCFieldDescriptor *fd, size_t *np, void *
     const ProtobufCMessageDescriptor *ed = fd->descriptor;
     const ProtobufCFieldDescriptor *kf = &ed->fields[0], *vf = &ed->fields[1];
     size_t cap = 0;
-    if (kf->type != PROTOBUF_C_TYPE_STRING || !fp_at(f, '{') || !fp_open(f))
+    if (kf->type != PROTOBUF_C_TYPE_STRING || !fp_at(f, '{'))
         return false;
-    if (fp_first(f, '}') == FP_DONE)
-        return true;
-    for (;;) {
+    int st = fp_enter(f, '}');
+    while (st == FP_MORE) {
         fp_span k;
         bool esc;
         if (*np == FP_MAX_KEYS || !fp_at(f, '"') || !fp_string(f, &k, &esc))
@@ -551,17 +570,13 @@ static bool fp_map(fp *f, const ProtobufCFieldDescriptor *fd, size_t *np, void *
             if (strcmp(*(char **)((char *)((ProtobufCMessage **)*arrp)[j] + kf->offset), key) ==
                 0)
                 return false;
-        fp_ws(f);
-        if (!fp_at(f, ':') || !fp_sep(f))
+        if (!fp_colon(f))
             return false;
-        fp_ws(f);
         if (fp_at(f, 'n') || !fp_value(f, vf, (char *)e + vf->offset))
             return false;
-        int next = fp_next(f, '}');
-        if (next == FP_MORE)
-            continue;
-        return next == FP_DONE;
+        st = fp_next(f, '}');
     }
+    return st == FP_DONE;
 }
 
 static bool fp_repeated(fp *f, const ProtobufCFieldDescriptor *fd, ProtobufCMessage *m)
@@ -572,13 +587,12 @@ static bool fp_repeated(fp *f, const ProtobufCFieldDescriptor *fd, ProtobufCMess
         return fp_literal(f, "null", 4); /* unset */
     if (sl_protojson_is_map_entry(fd))
         return fp_map(f, fd, np, arrp);
-    if (!fp_at(f, '[') || !fp_open(f))
+    if (!fp_at(f, '['))
         return false;
-    if (fp_first(f, ']') == FP_DONE)
-        return true;
     size_t es = sl_protojson_scalar_size(fd->type), cap = 0;
     bool ptr = fd->type == PROTOBUF_C_TYPE_MESSAGE || fd->type == PROTOBUF_C_TYPE_STRING;
-    for (;;) {
+    int st = fp_enter(f, ']');
+    while (st == FP_MORE) {
         void *slot = fp_grow(f, arrp, *np, &cap, es);
         if (!slot)
             return false;
@@ -589,11 +603,9 @@ static bool fp_repeated(fp *f, const ProtobufCFieldDescriptor *fd, ProtobufCMess
             (*np)++;
         if (!ok)
             return false;
-        int next = fp_next(f, ']');
-        if (next == FP_MORE)
-            continue;
-        return next == FP_DONE;
+        st = fp_next(f, ']');
     }
+    return st == FP_DONE;
 }
 
 /* At '{': the members of message m (already initialised and linked to its parent). */
@@ -602,31 +614,22 @@ static bool fp_message(fp *f, const ProtobufCMessageDescriptor *d, ProtobufCMess
     fp_span unknown[FP_MAX_KEYS];
     unsigned nu = 0, hint = 0;
     uint64_t seen = 0;
-    if (d->n_fields > 64 || !fp_open(f))
+    if (d->n_fields > 64)
         return false;
-    if (fp_first(f, '}') == FP_DONE)
-        return true;
-    for (;;) {
+    int st = fp_enter(f, '}');
+    while (st == FP_MORE) {
         fp_span k;
         bool esc;
         if (!fp_at(f, '"') || !fp_string(f, &k, &esc) || esc)
             return false;
-        fp_ws(f);
-        if (!fp_at(f, ':') || !fp_sep(f))
+        if (!fp_colon(f))
             return false;
-        fp_ws(f);
         if (f->p >= f->end)
             return false;
         const ProtobufCFieldDescriptor *fd = sl_protojson_find_field(d, k.s, k.n, &hint);
         if (!fd) {
             /* ignored, but jansson still refuses it twice */
-            if (nu == FP_MAX_KEYS)
-                return false;
-            for (unsigned i = 0; i < nu; i++)
-                if (unknown[i].n == k.n && memcmp(unknown[i].s, k.s, k.n) == 0)
-                    return false;
-            unknown[nu++] = k;
-            if (!fp_skip(f))
+            if (!fp_key_once(unknown, &nu, k) || !fp_skip(f))
                 return false;
         } else {
             uint64_t bit = UINT64_C(1) << (fd - d->fields);
@@ -648,11 +651,9 @@ static bool fp_message(fp *f, const ProtobufCMessageDescriptor *d, ProtobufCMess
                     *(protobuf_c_boolean *)((char *)m + fd->quantifier_offset) = 1;
             }
         }
-        int next = fp_next(f, '}');
-        if (next == FP_MORE)
-            continue;
-        return next == FP_DONE;
+        st = fp_next(f, '}');
     }
+    return st == FP_DONE;
 }
 
 int sl_gubjson_fast_parse(const ProtobufCMessageDescriptor *desc, const char *body, size_t len,

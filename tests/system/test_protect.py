@@ -1,7 +1,7 @@
 """Protection against real sluiced processes (docs/protection.md): concurrency leases over Levee's
 /attempt and over the Gubernator API, the fleet shedder keeping a reserve for critical traffic, the
 worker shedder ramping up under a real overload (wrk) and back down without flapping, shadow mode
-(never rejects, but counts and logs), kill switches (quota file, admin endpoint, and etcd: obeyed
+(never rejects, but counts and logs), kill switches (quota file, admin listener, and etcd: obeyed
 within 1 s by 3 nodes watching one real etcd), and the client library failing open when sluiced is
 down (examples/middleware.c).
 
@@ -102,8 +102,13 @@ killswitch:
 
 @pytest.fixture
 def levee(node_factory, tmp_path):
+    """A node with quotas; its admin listener on a port of its own (levee.admin_addr)."""
     path = write(tmp_path, "quotas.yaml", QUOTAS)
-    return node_factory(["--workers", "2", "--standalone", "--quota-file", path])
+    admin = "127.0.0.1:%d" % free_port()
+    n = node_factory(["--workers", "2", "--standalone", "--quota-file", path,
+                      "--admin-addr", admin])
+    n.admin_addr = admin
+    return n
 
 
 # ---- concurrency ----------------------------------------------------------------------------
@@ -198,7 +203,7 @@ def test_concurrency_over_grpc_with_the_fleet(levee, pb):
                                          item(1, {"priority": "get"})]), timeout=5)
     assert r.responses[0].error == "" and r.responses[1].status == g.UNDER_LIMIT
     # the fleet switched off: non-critical acquisitions pass without a fleet lease
-    assert http("POST", "http://%s/v1/admin/killswitch" % levee.addr,
+    assert http("POST", "http://%s/v1/admin/killswitch" % levee.admin_addr,
                 json.dumps({"name": "fleet", "on": True}))[0] == 200
     r = get(g.GetRateLimitsReq(requests=[item(1, {"priority": "test"})]), timeout=5)
     assert r.responses[0].status == g.UNDER_LIMIT
@@ -338,12 +343,12 @@ def test_kill_switch_admin_endpoint_and_cli(levee):
     item = {"name": "lim", "unique_key": "k", "hits": 1, "limit": 1, "duration": 60000}
     assert [x["status"] for x in get_rate_limits(levee, [item, item])] == \
         ["UNDER_LIMIT", "OVER_LIMIT"]
-    out = subprocess.run([SLUICE, "killswitch", "on", "lim", "--addr", levee.addr],
+    out = subprocess.run([SLUICE, "killswitch", "on", "lim", "--admin-addr", levee.admin_addr],
                          capture_output=True, text=True, timeout=10)
     assert out.returncode == 0, out.stderr
     r = get_rate_limits(levee, [item])[0]
     assert r["status"] == "UNDER_LIMIT" and r["metadata"]["killswitch"] == "on"
-    status, _, body = http("GET", "http://%s/v1/admin/killswitch" % levee.addr)
+    status, _, body = http("GET", "http://%s/v1/admin/killswitch" % levee.admin_addr)
     assert status == 200
     j = json.loads(body)
     assert {"name": "lim", "mode": "killed", "origin": "admin"} in j["switches"]
@@ -351,19 +356,19 @@ def test_kill_switch_admin_endpoint_and_cli(levee):
     assert metric(levee, "sluice_killswitch", {"name": "lim", "mode": "killed",
                                                "origin": "admin"}) == 1
     # every limiter at once, over the JSON admin call
-    status, _, _ = http("POST", "http://%s/v1/admin/killswitch" % levee.addr,
+    status, _, _ = http("POST", "http://%s/v1/admin/killswitch" % levee.admin_addr,
                         json.dumps({"name": "*", "on": True}))
     assert status == 200
     for _ in range(5):
         status, h, _ = attempt(levee, "short", "test", acquire=True)
         assert status == 200 and h["x-sluice-killswitch"] == "*"
-    assert http("POST", "http://%s/v1/admin/killswitch" % levee.addr,
+    assert http("POST", "http://%s/v1/admin/killswitch" % levee.admin_addr,
                 json.dumps({"name": "*", "on": False}))[0] == 200
-    out = subprocess.run([SLUICE, "killswitch", "off", "lim", "--addr", levee.addr],
+    out = subprocess.run([SLUICE, "killswitch", "off", "lim", "--admin-addr", levee.admin_addr],
                          capture_output=True, text=True, timeout=10)
     assert out.returncode == 0, out.stderr
     assert get_rate_limits(levee, [item])[0]["status"] == "OVER_LIMIT"
-    assert http("POST", "http://%s/v1/admin/killswitch" % levee.addr, "{}")[0] == 400
+    assert http("POST", "http://%s/v1/admin/killswitch" % levee.admin_addr, "{}")[0] == 400
 
 
 def test_quota_file_switches_reload_on_sighup(node_factory, tmp_path):

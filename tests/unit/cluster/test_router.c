@@ -11,8 +11,11 @@
  * list moves keys and calls succeed again; HealthCheck reports peer_count and failing peers; a
  * standalone router decides everything locally.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <netinet/in.h>
+#include <stdatomic.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -42,6 +45,8 @@ typedef struct node {
     sl_router *router;
     sl_server *server;
     sl_gub_config gub;
+    _Atomic int peer_calls, from_peer; /* PeersV1 calls received, and those sl_router_is_peer
+                                          recognised (what node/service.c lets through) */
 } node;
 
 typedef struct call {
@@ -77,6 +82,10 @@ static void handle(void *ud, sl_exchange *ex)
     }
     int worker = sl_exchange_worker(ex);
     int64_t now = sl_exchange_now_ms(ex);
+    if (strncmp(rq->path, "/pb.gubernator.PeersV1/", 23) == 0) {
+        n->peer_calls++;
+        n->from_peer += sl_router_is_peer(n->router, worker, rq->peer);
+    }
     call *c = calloc(1, sizeof *c);
     c->n = n;
     c->ex = ex;
@@ -417,6 +426,13 @@ static void test_exact_limit_and_same_owner(void **state)
            st.peer_calls);
     assert_true(st.forwarded >= 150);
     assert_true(st.peer_calls * 20 < st.forwarded);
+    /* every forwarded call came from a member of the peer list (all on 127.0.0.1 here) */
+    int received = 0;
+    for (int i = 0; i < NNODES; i++) {
+        received += N[i].peer_calls;
+        assert_int_equal(N[i].from_peer, N[i].peer_calls);
+    }
+    assert_true(received > 0);
     for (int i = 0; i < NNODES; i++)
         sl_peer_close(c[i]);
 }
@@ -594,6 +610,9 @@ static void test_standalone(void **state)
     int calls = 0;
     sl_router_submit(r, 0, &b, 1000, done_standalone, &calls);
     assert_int_equal(calls, 1);
+    /* standalone: nobody is a peer */
+    struct sockaddr_in lo = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001)};
+    assert_false(sl_router_is_peer(r, 0, (const struct sockaddr *)&lo));
     assert_int_equal(b.resps[1].remaining, 0);
     assert_null(sl_batch_meta_get(&b.resp_meta[0], "owner"));
     bool healthy;

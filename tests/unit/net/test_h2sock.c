@@ -70,6 +70,41 @@ static void test_connect(void **state)
     }
 }
 
+/* connect_from: the connection leaves from the given source IP (how a peer client shows its
+ * advertised IP); a source that is not local leaves the choice to the kernel. */
+static void test_connect_from(void **state)
+{
+    (void)state;
+    struct sockaddr_in sin;
+    int lfd = listener(&sin);
+    struct sockaddr_in src = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000002)};
+    bool now;
+    int fd = sl_h2sock_connect_from((struct sockaddr *)&sin, sizeof sin, (struct sockaddr *)&src,
+                                    sizeof src, &now);
+    assert_true(fd >= 0);
+    assert_int_equal(connect_outcome(fd, now), 0);
+    struct sockaddr_in from;
+    socklen_t len = sizeof from;
+    int afd = accept(lfd, (struct sockaddr *)&from, &len);
+    assert_true(afd >= 0);
+    assert_int_equal(ntohl(from.sin_addr.s_addr), 0x7f000002);
+    close(afd);
+    close(fd);
+    /* 192.0.2.1 (TEST-NET-1) is not local: no bind, the kernel picks 127.0.0.1 */
+    src.sin_addr.s_addr = htonl(0xc0000201);
+    fd = sl_h2sock_connect_from((struct sockaddr *)&sin, sizeof sin, (struct sockaddr *)&src,
+                                sizeof src, &now);
+    assert_true(fd >= 0);
+    assert_int_equal(connect_outcome(fd, now), 0);
+    len = sizeof from;
+    afd = accept(lfd, (struct sockaddr *)&from, &len);
+    assert_true(afd >= 0);
+    assert_int_equal(ntohl(from.sin_addr.s_addr), 0x7f000001);
+    close(afd);
+    close(fd);
+    close(lfd);
+}
+
 static void test_write_then_read_back(void **state)
 {
     (void)state;
@@ -145,6 +180,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_connect),
+        cmocka_unit_test(test_connect_from),
         cmocka_unit_test(test_write_then_read_back),
         cmocka_unit_test(test_write_to_hung_up_peer_is_epipe),
     };

@@ -6,8 +6,8 @@
  * methods: 404, 405, UNIMPLEMENTED), gRPC framing errors (truncated, compressed, two messages,
  * too large), GetRateLimits over gRPC (protobuf) and JSON, HealthCheck and LiveCheck, /metrics,
  * the one rendering of /attempt and /release (status, headers, Content-Type with a body only),
- * with and without protection, /attempt's absence without quotas, the admin endpoint and its
- * switch, a call shed by the worker shedder (HTTP 503 + Retry-After, gRPC UNAVAILABLE), and the
+ * with and without protection, /attempt's absence without quotas, the admin endpoint's absence
+ * from the client port (it has a listener of its own, node/adminsrv.c), a call shed by the worker shedder (HTTP 503 + Retry-After, gRPC UNAVAILABLE), and the
  * call and attempt counters.
  */
 #include <errno.h>
@@ -171,7 +171,6 @@ static const char quota_file[] =
 typedef struct opts {
     bool quotas;
     bool protect;
-    bool admin;
 } opts;
 
 static fx *fx_new(opts o)
@@ -190,7 +189,7 @@ static fx *fx_new(opts o)
     close(fd);
     write_file(f->qpath, quota_file);
     sl_service_config sc = {.engine = f->engine, .router = f->router, .metrics = f->metrics,
-                            .workers = 1, .admin_api = o.admin};
+                            .workers = 1};
     sl_gub_config_default(&sc.gub);
     sc.gub.max_items = 4;
     sc.gub.max_msg = 4096;
@@ -493,7 +492,7 @@ static const char *header_value(const answer *a, const char *name, char *buf, si
 static void test_attempt_protected(void **state)
 {
     (void)state;
-    fx *f = fx_new((opts){.quotas = true, .protect = true, .admin = true});
+    fx *f = fx_new((opts){.quotas = true, .protect = true});
     answer *a = post(f, "/attempt", api_hdrs, NULL);
     assert_int_equal(a->status, 200);
     a = post(f, "/attempt", api_hdrs, NULL);
@@ -524,27 +523,25 @@ static void test_attempt_protected(void **state)
     a = get(f, "/release");
     assert_int_equal(a->status, 405);
 
-    /* the admin endpoint switches the rate quotas off */
+    /* the admin endpoint is not on the client port (issue 11): 404, and nothing switched */
     a = post(f, "/v1/admin/killswitch", NULL, "{\"name\": \"levee\", \"on\": true}");
-    assert_int_equal(a->status, 200);
-    assert_true(has_header(a, "content-type: application/json\n"));
+    assert_int_equal(a->status, 404);
+    a = get(f, "/v1/admin/killswitch");
+    assert_int_equal(a->status, 404);
+    a = post(f, "/attempt", api_hdrs, NULL);
+    assert_int_equal(a->status, 429);
+    /* switched through the switchboard itself (what the admin listener calls), /attempt obeys */
+    assert_int_equal(sl_killswitch_set(f->ks, "levee", 5, SL_KILLSWITCH_KILLED), 0);
     a = post(f, "/attempt", api_hdrs, NULL);
     assert_int_equal(a->status, 200);
     assert_true(has_header(a, "X-Sluice-Killswitch: rate\n"));
-    a = get(f, "/v1/admin/killswitch");
-    assert_int_equal(a->status, 200);
-    assert_has(a->body, "\"name\":\"levee\"");
-    a = post(f, "/v1/admin/killswitch", NULL, "{}");
-    assert_int_equal(a->status, 400);
-    a = send_req(f, false, "PUT", "/v1/admin/killswitch", NULL, NULL, 0);
-    assert_int_equal(a->status, 405);
 
     char *m = metrics_text(f);
     assert_has(m, "sluice_calls_total{method=\"Release\",transport=\"http\",code=\"OK\"} 1");
     assert_has(m, "sluice_calls_total{method=\"Release\",transport=\"http\",code=\"NOT_FOUND\"} 1");
-    assert_has(m, "sluice_calls_total{method=\"Admin\",transport=\"http\",code=\"OK\"} 2");
-    assert_has(m, "sluice_calls_total{method=\"Admin\",transport=\"http\",code=\"INVALID_ARGUMENT\"} 1");
-    assert_has(m, "sluice_levee_attempts_total{outcome=\"rejected\"} 2");
+    assert_has(m, "sluice_calls_total{method=\"other\",transport=\"http\",code=\"NOT_FOUND\"} 2");
+    assert_false(strstr(m, "method=\"Admin\""));
+    assert_has(m, "sluice_levee_attempts_total{outcome=\"rejected\"} 3");
     fx_free(f);
 }
 

@@ -1,0 +1,241 @@
+/*
+ * The admin listener (see adminsrv.h): token check, then routing by path.
+ *
+ *   exchange -> token (if configured) -> /v1/admin/killswitch | /metrics | 404
+ *
+ * Refused calls are counted (sluice_admin_requests_total{outcome="unauthorized"}), never logged
+ * one by one: an attacker cannot fill the log through this port.
+ */
+#include "node/adminsrv.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "auth/addr.h"
+#include "auth/bearer.h"
+#include "base/file.h"
+#include "net/server.h"
+#include "protect/admin.h"
+
+enum { O_OK, O_UNAUTHORIZED, O_NOT_FOUND, O_ERROR, O_COUNT };
+static const char *const outcome_names[O_COUNT] = {"ok", "unauthorized", "not_found", "error"};
+
+struct sl_adminsrv {
+    sl_adminsrv_config cfg;
+    char *token;      /* NULL: none */
+    size_t token_len;
+    sl_server *server;
+    sl_metrics_counter *outcomes[O_COUNT];
+};
+
+static void respond_text(sl_exchange *ex, int status, const char *msg)
+{
+    sl_exchange_respond_simple(ex, status, "text/plain; charset=utf-8", msg, strlen(msg));
+}
+
+static bool path_is(const sl_http_request *rq, const char *p)
+{
+    size_t n = strlen(p);
+    if (rq->path_len < n || memcmp(rq->path, p, n) != 0)
+        return false;
+    return rq->path_len == n || rq->path[n] == '?';
+}
+
+static bool authorized(const sl_adminsrv *a, const sl_http_request *rq)
+{
+    if (!a->token)
+        return true;
+    const sl_http_header *h = sl_http_header_find(rq, "authorization");
+    const char *tok;
+    size_t len;
+    if (!h || sl_bearer_from_header(h->value, h->value_len, &tok, &len))
+        return false;
+    return sl_bearer_equal(tok, len, a->token, a->token_len);
+}
+
+static int metrics(sl_adminsrv *a, sl_exchange *ex, const sl_http_request *rq)
+{
+    if (strcmp(rq->method, "GET") && strcmp(rq->method, "HEAD")) {
+        respond_text(ex, 405, "method not allowed: use GET\n");
+        return O_ERROR;
+    }
+    char *txt = NULL;
+    size_t len = 0;
+    if (!a->cfg.metrics || sl_metrics_render_prometheus(a->cfg.metrics, &txt, &len)) {
+        respond_text(ex, 500, "metrics unavailable\n");
+        return O_ERROR;
+    }
+    sl_exchange_respond_simple(ex, 200, SL_METRICS_PROMETHEUS_CONTENT_TYPE, txt, len);
+    free(txt);
+    return O_OK;
+}
+
+static int killswitch(sl_adminsrv *a, sl_exchange *ex, const sl_http_request *rq)
+{
+    if (!a->cfg.protect) {
+        respond_text(ex, 503, "no switchboard on this node\n");
+        return O_ERROR;
+    }
+    sl_admin_response r;
+    sl_admin_handle(a->cfg.protect, rq->method, rq->body, rq->body_len, &r);
+    if (!r.body) {
+        respond_text(ex, 500, "out of memory\n");
+        return O_ERROR;
+    }
+    sl_exchange_respond_simple(ex, r.status, r.content_type, r.body, r.body_len);
+    free(r.body);
+    return r.status == 200 ? O_OK : O_ERROR;
+}
+
+static void handle(void *ud, sl_exchange *ex)
+{
+    sl_adminsrv *a = ud;
+    const sl_http_request *rq = sl_exchange_request(ex);
+    int o;
+    if (!authorized(a, rq)) {
+        static const sl_http_header h[] = {{"www-authenticate", 16, "Bearer", 6},
+                                           {"content-type", 12, "text/plain; charset=utf-8", 25}};
+        static const char body[] = "unauthorized: send Authorization: Bearer <admin token>\n";
+        sl_http_response resp = {.status = 401, .headers = h, .nheaders = 2, .body = body,
+                                 .body_len = sizeof body - 1};
+        sl_exchange_respond(ex, &resp);
+        o = O_UNAUTHORIZED;
+    } else if (path_is(rq, "/metrics")) {
+        o = metrics(a, ex, rq);
+    } else if (a->cfg.admin && path_is(rq, SL_ADMIN_PATH)) {
+        o = killswitch(a, ex, rq);
+    } else {
+        respond_text(ex, 404, "not found\n");
+        o = O_NOT_FOUND;
+    }
+    sl_metrics_counter_inc(a->outcomes[o]);
+}
+
+static int load_token(sl_adminsrv *a, const char *path, char *err, size_t errlen)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    char ferr[256];
+    int rc = sl_file_read(path, SL_ADMINSRV_MAX_TOKEN_FILE, SL_FILE_REGULAR, &buf, &len, ferr,
+                          sizeof ferr);
+    if (rc) {
+        snprintf(err, errlen, "admin-token-file %s", ferr);
+        return rc;
+    }
+    const char *tok, *why = "";
+    size_t tl;
+    rc = sl_bearer_parse_secret(buf, len, &tok, &tl, &why);
+    if (!rc) {
+        a->token = malloc(tl + 1);
+        if (!a->token)
+            rc = -ENOMEM;
+        else {
+            memcpy(a->token, tok, tl);
+            a->token[tl] = '\0';
+            a->token_len = tl;
+        }
+    }
+    memset(buf, 0, len); /* the secret does not linger in freed memory */
+    free(buf);
+    if (rc)
+        snprintf(err, errlen, "admin-token-file %s: %s", path,
+                 rc == -ENOMEM ? "out of memory" : why);
+    return rc;
+}
+
+static int register_metrics(sl_adminsrv *a)
+{
+    if (!a->cfg.metrics || !a->cfg.admin)
+        return 0;
+    sl_metrics_family *f;
+    int rc = sl_metrics_counter_family(a->cfg.metrics, "sluice_admin_requests_total",
+                                       "Requests to the admin listener (--admin-addr) by outcome "
+                                       "(ok, unauthorized, not_found, error).",
+                                       "outcome", &f);
+    if (rc)
+        return rc;
+    for (int i = 0; i < O_COUNT; i++) {
+        const char *v[1] = {outcome_names[i]};
+        a->outcomes[i] = sl_metrics_counter_get(f, v, 1);
+    }
+    return 0;
+}
+
+int sl_adminsrv_start(const sl_adminsrv_config *cfg, sl_adminsrv **out, char *err, size_t errlen)
+{
+    const char *what = cfg->admin ? "admin-addr" : "metrics-addr";
+    char host[128];
+    unsigned short port;
+    if (sl_addr_split(cfg->addr, host, sizeof host, &port)) {
+        snprintf(err, errlen, "%s '%s' is not ip:port", what, cfg->addr);
+        return -EINVAL;
+    }
+    bool has_token = cfg->admin && cfg->token_file && cfg->token_file[0];
+    if (cfg->admin && !has_token && !sl_addr_is_loopback(cfg->addr)) {
+        snprintf(err, errlen, "admin-addr %s is not loopback: it needs --admin-token-file",
+                 cfg->addr);
+        return -EINVAL;
+    }
+    sl_adminsrv *a = calloc(1, sizeof *a);
+    if (!a)
+        return -ENOMEM;
+    a->cfg = *cfg;
+    int rc = has_token ? load_token(a, cfg->token_file, err, errlen) : 0;
+    if (!rc && (rc = register_metrics(a)))
+        snprintf(err, errlen, "metrics: %s", strerror(-rc));
+    if (!rc) {
+        sl_server_config sv;
+        sl_server_config_defaults(&sv);
+        sv.host = host;
+        sv.port = port;
+        sv.workers = 1;
+        sv.max_conns = 64;
+        sv.read_timeout_ms = 10000;
+        sv.idle_timeout_ms = 30000;
+        sv.limits.max_body_bytes = cfg->max_body_bytes ? cfg->max_body_bytes : 65536;
+        sv.handler = handle;
+        sv.handler_ud = a;
+        rc = sl_server_start(&a->server, &sv);
+        if (rc == -EADDRINUSE && cfg->any_port_if_taken) {
+            sv.port = 0;
+            rc = sl_server_start(&a->server, &sv);
+        }
+        if (rc)
+            snprintf(err, errlen, "listen on %s %s: %s", what, cfg->addr, strerror(-rc));
+    }
+    if (rc) {
+        sl_adminsrv_free(a);
+        return rc;
+    }
+    *out = a;
+    return 0;
+}
+
+uint16_t sl_adminsrv_port(const sl_adminsrv *a)
+{
+    return sl_server_port(a->server);
+}
+
+void sl_adminsrv_shutdown(sl_adminsrv *a, uint32_t grace_ms)
+{
+    if (a && a->server)
+        sl_server_shutdown(a->server, grace_ms);
+}
+
+void sl_adminsrv_free(sl_adminsrv *a)
+{
+    if (!a)
+        return;
+    if (a->server) {
+        sl_server_shutdown(a->server, 0);
+        sl_server_wait(a->server);
+        sl_server_free(a->server);
+    }
+    if (a->token) {
+        memset(a->token, 0, a->token_len);
+        free(a->token);
+    }
+    free(a);
+}

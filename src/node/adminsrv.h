@@ -1,0 +1,42 @@
+/*
+ * The admin listener: sluiced's admin endpoints (the switchboard's /v1/admin/killswitch, its
+ * status, and /metrics) on an address of their own (--admin-addr, loopback by default), never on
+ * the client port. With a token (--admin-token-file) every call must carry
+ * "Authorization: Bearer <token>" (compared in constant time); the node refuses to bind a
+ * non-loopback admin address without one. The same module serves the optional read-only
+ * --metrics-addr listener (metrics only, no token). One worker thread: admin calls are rare.
+ */
+#ifndef SLUICE_NODE_ADMINSRV_H
+#define SLUICE_NODE_ADMINSRV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/metrics.h"
+#include "protect/protect.h"
+
+typedef struct sl_adminsrv sl_adminsrv;
+
+typedef struct sl_adminsrv_config {
+    const char *addr;          /* "ip:port" */
+    const char *token_file;    /* NULL or "": no token (then addr must be loopback for admin) */
+    bool admin;                /* serve /v1/admin/...; false: /metrics only (--metrics-addr) */
+    sl_protect *protect;       /* the switchboard's owner; NULL: admin calls answer 503 */
+    sl_metrics *metrics;       /* rendered at /metrics, and counts the listener's calls */
+    uint32_t max_body_bytes;   /* largest request body */
+    bool any_port_if_taken;    /* addr's port in use: take any free port on its host instead */
+} sl_adminsrv_config;
+
+/* Largest token file read (a token is at most 512 bytes; the rest is whitespace). */
+#define SL_ADMINSRV_MAX_TOKEN_FILE 4096
+
+/* Read the token, bind and serve: 0, or a negative errno with the reason in err. */
+int sl_adminsrv_start(const sl_adminsrv_config *cfg, sl_adminsrv **out, char *err, size_t errlen);
+uint16_t sl_adminsrv_port(const sl_adminsrv *a);
+/* Drain (callable from a signal handler, like sl_server_shutdown). */
+void sl_adminsrv_shutdown(sl_adminsrv *a, uint32_t grace_ms);
+/* Wait for the listener to end (after a shutdown) and free it. NULL is fine. */
+void sl_adminsrv_free(sl_adminsrv *a);
+
+#endif
