@@ -127,6 +127,7 @@ struct wk {
     uv_loop_t *loop;
     bool started, stopping;
     view *v;
+    view *prev;                 /* the list before v: its members may still hand keys over */
     wpeer **peers;              /* by view index; NULL at self */
     size_t npeers;
     wpeer *urgent;
@@ -478,6 +479,7 @@ void sl_router_free(sl_router *r)
     if (r->wk)
         for (int i = 0; i < r->nworkers; i++) {
             view_unref(r->wk[i].v);
+            view_unref(r->wk[i].prev);
             sl_globalsync_free(r->wk[i].gsync);
         }
     view_unref(r->latest);
@@ -1021,7 +1023,8 @@ static void apply_view(wk *w, view *nv)
         if (oldp[k])
             wpeer_retire(w, oldp[k]);
     free(oldp);
-    view_unref(old);
+    view_unref(w->prev);
+    w->prev = old; /* a node that just left may still push its keys here (TransferKeys) */
     flush_urgent(w);
     /* Hand-off: keys held here that another node owns now go to it (a leaving node: all keys). */
     if (w->id == 0 && r->handoff && old && nv->n > 0 &&
@@ -1084,6 +1087,22 @@ bool sl_router_is_peer(sl_router *r, int worker, const struct sockaddr *sa)
     if (!r->cluster || !sa || worker < 0 || worker >= r->nworkers)
         return false;
     const view *v = r->wk[worker].v;
+    sl_addr_ip ip;
+    if (!v || sl_addr_ip_of_sockaddr(sa, &ip))
+        return false;
+    for (size_t i = 0; i < v->nips; i++)
+        if (!memcmp(&ip, &v->ips[i], sizeof ip))
+            return true;
+    return false;
+}
+
+bool sl_router_was_peer(sl_router *r, int worker, const struct sockaddr *sa)
+{
+    if (sl_router_is_peer(r, worker, sa))
+        return true;
+    if (!r->cluster || !sa || worker < 0 || worker >= r->nworkers)
+        return false;
+    const view *v = r->wk[worker].prev;
     sl_addr_ip ip;
     if (!v || sl_addr_ip_of_sockaddr(sa, &ip))
         return false;

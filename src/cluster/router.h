@@ -136,6 +136,9 @@ void sl_router_health(sl_router *r, bool *healthy, int32_t *peer_count, char *wh
  * sees it (this node included); false when standalone. On that worker's thread. How PeersV1 is
  * kept to peers without TLS (node/service.c). */
 bool sl_router_is_peer(sl_router *r, int worker, const struct sockaddr *sa);
+/* The same, or a member of the list before the current one: a node that has just left (its key
+ * was removed from etcd) still pushes its keys to their next owners with TransferKeys. */
+bool sl_router_was_peer(sl_router *r, int worker, const struct sockaddr *sa);
 
 /* Peers this node knows, itself included (1 when standalone). */
 int sl_router_peer_count(const sl_router *r);

@@ -727,7 +727,10 @@ static void route_grpc(sl_service *s, sl_exchange *ex, const sl_http_request *rq
                 : path_is(rq, SL_GUB_PATH_UPDATE_PEER_GLOBALS) ? M_UPDATE_PEER_GLOBALS
                 : path_is(rq, SL_GUB_PATH_TRANSFER_KEYS)       ? M_TRANSFER_KEYS
                                                                : M_OTHER;
-        if (!peer_allowed(s, ex, rq))
+        /* a node that has just left may still push its keys here */
+        bool former = m == M_TRANSFER_KEYS && !s->cfg.peers_any &&
+                      sl_router_was_peer(s->cfg.router, sl_exchange_worker(ex), rq->peer);
+        if (!former && !peer_allowed(s, ex, rq))
             peer_denied(s, ex, m, t0);
         else if (m == M_GET_PEER_RATE_LIMITS)
             get_rate_limits(s, ex, rq, M_GET_PEER_RATE_LIMITS, T_GRPC, t0);

@@ -287,3 +287,26 @@ def test_static_list_changed_by_sighup_hands_off(node_factory, tmp_path):
     assert 200 < moved < 600
     for n in nodes:
         assert admitted(n.addr, keys, 5) == 0
+
+
+def test_etcd_leave_pushes_keys_past_peer_auth(node_factory, etcd):
+    """Nodes on their own IPs (PeersV1 is for list members only): a node that gets SIGTERM has
+    left etcd, so the others' lists no longer hold it, yet its TransferKeys calls are taken (the
+    previous list's members may still hand keys over)."""
+    prefix = "/sluice-leave-%d" % os.getpid()
+    port = common_port()
+    addrs = ["%s:%d" % (ip, port) for ip in LOOPBACKS[:3]]
+    flags = ["--discovery", "etcd", "--storage-addrs", etcd, "--storage-prefix", prefix,
+             "--peer-lease-ttl", "1s", "--batch-timeout", "300ms"]
+    nodes = start_nodes(node_factory, addrs, lambda a: flags)
+    assert wait_for(lambda: all(peer_count(n.addr) == 3 for n in nodes), 5)
+    keys = ["l%d" % i for i in range(600)]
+    exhaust(nodes[0].addr, keys, 5)
+    leaver = nodes[2]
+    leaver.proc.send_signal(signal.SIGTERM)
+    assert leaver.proc.wait(10) == 0
+    m = re.findall(r"hand-off done keys=(\d+) bytes=\d+ calls=\d+ failed_keys=(\d+)", leaver.logs())
+    assert m and int(m[-1][0]) > 100 and int(m[-1][1]) == 0, leaver.logs()
+    assert wait_for(lambda: all(peer_count(n.addr) == 2 for n in nodes[:2]), 5)
+    for n in nodes[:2]:
+        assert admitted(n.addr, keys, 5) == 0
