@@ -340,6 +340,20 @@ int64_t sl_conc_held(const sl_state *st)
     return c.len;
 }
 
+/* Leases alive at `now` decide: none is a fresh key, `limit` of them refuse the next acquire. */
+sl_alg_info sl_conc_info(const sl_state *st, int64_t now)
+{
+    conc_state c;
+    load(st, &c);
+    int64_t live = 0;
+    for (uint32_t i = 0; i < c.len; i++)
+        if (c.leases[i].expires > now)
+            live++;
+    if (live == 0)
+        return SL_INFO_FREE;
+    return live >= c.limit ? SL_INFO_LIMITED : SL_INFO_HOLDS;
+}
+
 /* ---------------------------------------------------------------- state transfer (keystate.c) */
 
 const uint64_t *sl_conc_leases(const sl_state *st, int64_t *limit, uint32_t *len)

@@ -87,4 +87,7 @@ int sl_conc_parse_id(const char *s, size_t n, uint64_t *id);
 extern const char sl_conc_err_not_found[];
 extern const char sl_conc_err_no_lease[];
 
+/* What the key holds at `now` (sl_alg_info_of, for eviction); st is a CONCURRENCY. */
+sl_alg_info sl_conc_info(const sl_state *st, int64_t now);
+
 #endif

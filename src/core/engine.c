@@ -68,11 +68,15 @@ void sl_engine_config_default(sl_engine_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
     cfg->max_keys = DEFAULT_MAX_KEYS;
+    cfg->max_memory = 0; /* keys only: sluiced sets --max-memory (SL_DEFAULT_MAX_MEMORY) */
     cfg->shards = DEFAULT_SHARDS;
     cfg->max_log_limit = SL_ALG_DEFAULT_MAX_LOG_LIMIT;
     cfg->max_sub_windows = SL_ALG_DEFAULT_MAX_SUB_WINDOWS;
     cfg->max_concurrency_limit = SL_CONC_DEFAULT_MAX_LIMIT;
     cfg->hash_seed = 0;
+    cfg->max_count = SL_DEFAULT_MAX_COUNT;
+    cfg->max_duration_ms = SL_DEFAULT_MAX_DURATION_MS;
+    cfg->max_clock_skew_ms = 0;
 }
 
 static uint64_t random_seed(const void *salt)
@@ -107,9 +111,11 @@ int sl_engine_new(const sl_engine_config *cfg, sl_engine **out)
     e->perm_inv2 = odd_inverse(PERM_M2);
     sl_store_config sc = {
         .max_keys = e->cfg.max_keys,
+        .max_bytes = e->cfg.max_memory,
         .shards = e->cfg.shards,
         .alg = {.max_log_limit = e->cfg.max_log_limit, .max_sub_windows = e->cfg.max_sub_windows,
                 .max_concurrency_limit = e->cfg.max_concurrency_limit,
+                .max_count = e->cfg.max_count,
                 .lease_ids = &e->lease_ids},
     };
     int rc = sl_store_new(&sc, &e->store);
@@ -206,6 +212,8 @@ static void fail(sl_engine *e, sl_response *resp, const char *err)
 void sl_engine_decide(sl_engine *e, const sl_request *req, sl_response *resp, int64_t now_ms)
 {
     const char *err = sl_request_validate(req, &e->cfg);
+    if (!err && __builtin_expect(req->created_at != 0, 0))
+        err = sl_request_check_time(req, &e->cfg, now_ms);
     if (err) {
         fail(e, resp, err);
         return;
@@ -231,6 +239,8 @@ void sl_engine_decide_batch(sl_engine *e, const sl_request *reqs, sl_response *r
          * nothing, so answering them out of order is the same as in order. */
         for (size_t i = 0; i < m; i++) {
             const char *err = sl_request_validate(&rq[i], &e->cfg);
+            if (!err && __builtin_expect(rq[i].created_at != 0, 0))
+                err = sl_request_check_time(&rq[i], &e->cfg, now_ms);
             ok[i] = !err;
             if (err) {
                 fail(e, &rs[i], err);
@@ -259,7 +269,13 @@ size_t sl_engine_expire(sl_engine *e, int64_t now_ms, size_t max_work)
 size_t sl_engine_collect_idle(sl_engine *e, int64_t now_ms, int64_t idle_ms, size_t max_work,
                               bool *pass_done)
 {
-    return sl_store_collect(e->store, now_ms, idle_ms, max_work, pass_done);
+    return sl_store_collect(e->store, now_ms, idle_ms, -1, max_work, pass_done);
+}
+
+size_t sl_engine_collect(sl_engine *e, int64_t now_ms, int64_t idle_ms, int64_t free_idle_ms,
+                         size_t max_work, bool *pass_done)
+{
+    return sl_store_collect(e->store, now_ms, idle_ms, free_idle_ms, max_work, pass_done);
 }
 
 bool sl_engine_remove(sl_engine *e, const char *name, size_t name_len, const char *key,

@@ -5,8 +5,11 @@
  * (engine.c). The store runs the algorithm (core/alg.h) on a key's state with the key's shard
  * locked, so decisions on one key are linearizable and decisions on other shards run in parallel.
  *
- * Bounded memory: at most `max_keys` keys in total; a table grows x2 up to a per-shard maximum
- * derived from max_keys; a full shard evicts an approximately least recently used key.
+ * Bounded memory: at most `max_keys` keys in total and at most `max_bytes` bytes of tables and side
+ * buffers (each shard keeps within its share, evicting in the same order, refusing a new key whose
+ * buffer alone cannot fit); a table grows x2 up to a per-shard maximum
+ * derived from max_keys; a full shard evicts an information-free key if it finds one, else an
+ * approximately least recently used key not at its limit, and a key at its limit last.
  * The layout and its reasons are described at the top of store.c.
  */
 #ifndef SLUICE_CORE_STORE_H
@@ -23,12 +26,16 @@ typedef struct sl_store sl_store;
 
 typedef struct sl_store_config {
     size_t max_keys;        /* > 0: hard cap on keys held */
+    uint64_t max_bytes;     /* cap on tables + side buffers, split evenly over the shards; 0 none */
     unsigned shards;        /* power of two, >= 1; reduced when max_keys is too small for it */
     sl_alg_config alg;      /* passed to sl_alg_decide() */
 } sl_store_config;
 
 /* Most shards a store accepts (a shard costs a few hundred bytes plus its table). */
 #define SL_STORE_MAX_SHARDS 65536u
+
+/* The error of a new key whose side buffer alone exceeds a shard's share of max_bytes. */
+extern const char sl_store_err_memory[];
 
 /* 0, -EINVAL (max_keys 0, shards not a power of two or too many) or -ENOMEM. */
 int sl_store_new(const sl_store_config *cfg, sl_store **out);
@@ -77,14 +84,15 @@ size_t sl_store_expire(sl_store *s, int64_t now, size_t max_work);
 /*
  * Idle collection: examine at most max_work slots, continuing one walk over every shard's table in
  * order from where the previous call stopped, and remove each key that has expired (counted as an
- * expiration) or has not been accessed for at least idle_ms (a collection; idle_ms <= 0: expired
- * keys only). Idleness is judged from the LRU stamp, never early, at most 1.024 s late, and not
+ * expiration), has not been accessed for at least idle_ms (a collection; idle_ms <= 0: none), or
+ * is information-free (sl_alg_info_of) and has not been accessed for at least free_idle_ms (a
+ * collection; free_idle_ms <= 0: none). Idleness is judged from the LRU stamp, never early, at most 1.024 s late, and not
  * beyond 18.6 hours (see store.c). Returns the number removed; *pass_done (may be NULL) is set when
  * the walk reached the end of the last shard in this call: every slot has been examined since the
  * previous pass ended. A call never goes past the end of a pass. Calls are serialised by a mutex.
  */
-size_t sl_store_collect(sl_store *s, int64_t now, int64_t idle_ms, size_t max_work,
-                        bool *pass_done);
+size_t sl_store_collect(sl_store *s, int64_t now, int64_t idle_ms, int64_t free_idle_ms,
+                        size_t max_work, bool *pass_done);
 
 /* Fill keys, capacity, bytes, evictions, expirations, collections, errors (from sl_alg_decide)
  * and decisions; every field is overwritten. Locks each shard briefly, one at a time. */
