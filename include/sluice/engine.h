@@ -106,6 +106,9 @@ typedef struct sl_engine_config {
     int64_t max_count;        /* largest |hits|, limit and burst (default 2^53) */
     int64_t max_duration_ms;  /* largest duration (default 100 years; Gregorian codes exempt) */
     int64_t max_clock_skew_ms; /* largest |created_at - now| when created_at is set (default 0) */
+    bool cluster_keys;       /* hash keys through the cluster's key id (name + "_" + unique_key,
+                                the picker's hash) with a keyed permutation, so that a held key's
+                                owner can be found from its store hash (state hand-off) */
 } sl_engine_config;
 
 /* Defaults of sl_engine_config_default(): 2^53 is the largest integer a double (the leaky bucket's

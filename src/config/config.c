@@ -175,6 +175,16 @@ static const sl_opt daemon_opts[] = {
      .max = 86400 * SEC, .group = G_ENGINE,
      .help = "a request's created_at further than this from the server's clock is a per-item "
              "error; 0 = any created_at"},
+    /* Engine: state kept across restarts (node/statedir.c) */
+    {.name = "state-dir", .type = SL_OPT_STRING, .offset = FIELD(state_dir, char *),
+     .group = G_ENGINE, .metavar = "DIR",
+     .help = "keep the key store in DIR/sluice.snapshot: written on graceful shutdown, loaded "
+             "at start (expired keys dropped); unset = keys live in memory only"},
+    {.name = "snapshot-period", .type = SL_OPT_DURATION,
+     .offset = FIELD(snapshot_period_ns, int64_t), .def = "0", .min = 0, .max = 86400 * SEC,
+     .group = G_ENGINE,
+     .help = "with --state-dir, also write the snapshot this often (a crash loses at most this "
+             "much); 0 = only on shutdown"},
 
     /* Quotas (Levee) */
     {.name = "standalone", .type = SL_OPT_BOOL, .offset = FIELD(standalone, bool), .def = "false",

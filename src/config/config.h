@@ -86,6 +86,8 @@ typedef struct sl_options {
     int64_t shards;
     int64_t max_log_limit;
     int64_t max_sub_windows;
+    char *state_dir;           /* --state-dir: NULL = no snapshots */
+    int64_t snapshot_period_ns;
     /* Quotas (Levee) */
     bool standalone;
     char *storage_prefix;

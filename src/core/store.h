@@ -113,4 +113,48 @@ void sl_store_shard_info(sl_store *s, unsigned shard, size_t *keys, size_t *capa
  * counts, load <= 0.8, total <= max_keys): 0 or -EINVAL. */
 int sl_store_check(sl_store *s);
 
+/* --- state transfer (snapshots, hand-off; store.c's last section) ----------------------------- */
+
+/* Where an export walk stands: start at {0, 0}; the walk is over when shard == sl_store_shards(). */
+typedef struct sl_store_cursor {
+    unsigned shard;
+    uint32_t pos;
+} sl_store_cursor;
+
+/* Called with the key's shard locked: must not call into the store. Return false to stop the walk
+ * before this key (it is offered again by the next call), e.g. when an output buffer is full. */
+typedef bool (*sl_store_export_fn)(uint64_t hash, int64_t expire_at, const sl_state *st,
+                                   void *ctx);
+
+/*
+ * Offer every held, unexpired key to fn, examining at most max_work slots per call from *cur
+ * (one shard lock held at a time, for at most max_work slots). Returns the slots examined; the
+ * walk is complete when cur->shard reaches sl_store_shards(s). A walk concurrent with inserts may
+ * miss a key inserted or moved meanwhile, or offer one twice.
+ */
+size_t sl_store_export(sl_store *s, sl_store_cursor *cur, int64_t now, size_t max_work,
+                       sl_store_export_fn fn, void *ctx);
+
+/*
+ * Insert or merge a key's state that arrived from elsewhere (a snapshot, a peer), taking ownership
+ * of st's side buffer (st is left SL_ALG_NONE): a key not held takes it (evicting as any new key
+ * does); a held one keeps the more restrictive of the two (sl_keystate_merge). An expired or
+ * SL_ALG_NONE st is dropped. Returns true if the key is held afterwards.
+ */
+bool sl_store_import(sl_store *s, uint64_t hash, int64_t now, sl_state *st, int64_t expire_at);
+
+/* The store of an engine, and the seed its key hashes are taken with (engine.c): what a snapshot
+ * needs to be loaded by an engine that hashes keys the same way. */
+struct sl_engine;
+sl_store *sl_engine_store(struct sl_engine *e);
+uint64_t sl_engine_hash_seed(const struct sl_engine *e);
+
+/* The cluster-wide id of a key: XXH3-64 of name + "_" + unique_key with SL_KEY_ID_SEED, which is
+ * Gubernator's hash key and what pickers place on the ring (cluster/picker.h). */
+#define SL_KEY_ID_SEED 0x736c756963652121ULL
+uint64_t sl_key_id(const char *name, size_t name_len, const char *key, size_t key_len);
+/* With sl_engine_config.cluster_keys: the store hash of a key id and back (a bijection). */
+uint64_t sl_engine_hash_of_id(const struct sl_engine *e, uint64_t id);
+uint64_t sl_engine_id_of_hash(const struct sl_engine *e, uint64_t hash);
+
 #endif

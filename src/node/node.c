@@ -35,6 +35,8 @@
 #include "net/server.h"
 #include "node/adminsrv.h"
 #include "node/graphite.h"
+#include "node/statedir.h"
+#include "core/snapshot.h"
 #include "node/service.h"
 #include "sluice/clock.h"
 
@@ -77,6 +79,11 @@ struct sl_node {
     sl_adminsrv *admin;    /* the admin listener (--admin-addr); NULL with --admin-api=false */
     sl_adminsrv *metrics_srv; /* the read-only /metrics listener; NULL without --metrics-addr */
     sl_idents *idents;     /* client identities; NULL without --client-tokens-file */
+    sl_statedir_timer snapshot_timer; /* --snapshot-period writer (node/statedir.h) */
+    bool snapshot_written;            /* the shutdown snapshot is done (sl_node_wait) */
+    unsigned snapshot_flags;          /* SL_SNAPSHOT_CLUSTER_KEYS when clustered */
+    int argc;                         /* the options, kept to read them again on reload */
+    char **argv;
 };
 
 /* ---- metrics collectors -------------------------------------------------------------------- */
@@ -657,9 +664,39 @@ static int build(sl_node *n, char *err, size_t errlen)
     ec.max_count = o->max_count;
     ec.max_duration_ms = o->max_duration_ns / 1000000;
     ec.max_clock_skew_ms = o->max_clock_skew_ns / 1000000;
+    /* --state-dir: a valid snapshot's keys were hashed with its seed, so the engine takes it. */
+    sl_alg_config acfg = {.max_log_limit = ec.max_log_limit, .max_sub_windows = ec.max_sub_windows,
+                          .max_concurrency_limit = ec.max_concurrency_limit};
+    /* In a cluster, store hashes are permuted key ids (hand-off finds owners from them). */
+    ec.cluster_keys = o->discovery != SL_DISCOVERY_NONE;
+    n->snapshot_flags = ec.cluster_keys ? SL_SNAPSHOT_CLUSTER_KEYS : 0;
+    if (o->state_dir && !o->state_dir[0]) { /* an unset string option reads "" */
+        free(o->state_dir);
+        o->state_dir = NULL;
+    }
+    sl_statedir_snap snap = {0};
+    if (o->state_dir && sl_statedir_read(o->state_dir, &acfg, &n->log, &snap)) {
+        if (snap.flags != n->snapshot_flags) {
+            sl_log_warn(&n->log, "snapshot skipped, starting empty: written by a %s node",
+                        snap.flags ? "clustered" : "standalone");
+            sl_statedir_load(&snap, NULL, &acfg, 0, &n->log); /* unmaps only */
+        } else {
+            ec.hash_seed = snap.seed;
+        }
+    }
     rc = sl_engine_new(&ec, &n->engine);
     if (rc) {
+        sl_statedir_load(&snap, NULL, &acfg, 0, &n->log); /* unmaps only */
         snprintf(err, errlen, "engine: %s", strerror(-rc));
+        return rc;
+    }
+    if (snap.map)
+        sl_statedir_load(&snap, n->engine, &acfg, sl_wall_ms(), &n->log);
+    if (o->state_dir &&
+        (rc = sl_statedir_timer_start(&n->snapshot_timer, o->state_dir, n->engine,
+                                      n->snapshot_flags, o->snapshot_period_ns / 1000000,
+                                      &n->log))) {
+        snprintf(err, errlen, "snapshot timer: %s", strerror(-rc));
         return rc;
     }
     if ((rc = register_engine_metrics(n))) {
@@ -779,6 +816,52 @@ static int node_start_options(sl_node *n, char *err, size_t errlen)
     return rc;
 }
 
+/* A copy of the options (argv[0] included) for reload_peers(). 0 or -ENOMEM. */
+static int keep_args(sl_node *n, int argc, char *const *argv)
+{
+    n->argv = calloc((size_t)argc + 1, sizeof *n->argv);
+    if (!n->argv)
+        return -ENOMEM;
+    n->argc = argc;
+    for (int i = 0; i < argc; i++)
+        if (!(n->argv[i] = strdup(argv[i])))
+            return -ENOMEM;
+    return 0;
+}
+
+/* SIGHUP with a static list: read the options again (the --config file may list other peers;
+ * flags and the environment win over it, as at start) and apply a changed list: the hand-off then
+ * moves the keys whose owner changed (cluster/handoff.h). */
+static void reload_peers(sl_node *n)
+{
+    if (n->opts.discovery != SL_DISCOVERY_STATIC || !n->argv)
+        return;
+    sl_options o;
+    memset(&o, 0, sizeof o);
+    char err[256];
+    int rc = sl_config_parse(&o, n->argc, n->argv, NULL, err, sizeof err);
+    if (rc) {
+        sl_log_error(&n->log, "reload: options not read again, keeping the peer list: %s",
+                     rc > 0 ? "unexpected --help or --version" : err);
+    } else if (o.discovery != SL_DISCOVERY_STATIC) {
+        sl_log_error(&n->log, "reload: discovery changes need a restart; keeping the peer list");
+    } else {
+        bool same = o.peers.n == n->opts.peers.n;
+        for (size_t i = 0; same && i < o.peers.n; i++)
+            same = strcmp(o.peers.items[i], n->opts.peers.items[i]) == 0;
+        if (same) {
+            sl_log_info(&n->log, "reload: peer list unchanged");
+        } else {
+            sl_router_set_peers(n->router, (const char *const *)o.peers.items, o.peers.n);
+            sl_opt_list t = n->opts.peers;
+            n->opts.peers = o.peers;
+            o.peers = t;
+            sl_log_info(&n->log, "reload: peer list read again: %zu peers", n->opts.peers.n);
+        }
+    }
+    sl_config_free(&o);
+}
+
 int sl_node_start(int argc, char *const *args, sl_node **out, char *err, size_t errlen)
 {
     sl_node *n = calloc(1, sizeof *n);
@@ -794,6 +877,8 @@ int sl_node_start(int argc, char *const *args, sl_node **out, char *err, size_t 
     for (int i = 0; i < argc; i++)
         argv[i + 1] = args[i];
     int rc = sl_config_parse(&n->opts, argc + 1, argv, NULL, err, errlen);
+    if (rc == 0)
+        rc = keep_args(n, argc + 1, argv);
     free(argv);
     if (rc == 0)
         rc = node_start_options(n, err, errlen);
@@ -883,6 +968,7 @@ int sl_node_decide(sl_node *n, const sl_request *reqs, sl_response *resps, size_
 void sl_node_reload(sl_node *n)
 {
     reload_tls(n);
+    reload_peers(n);
     if (n->switches) {
         char kerr[256];
         int krc = sl_killswitch_reload(n->switches, kerr, sizeof kerr);
@@ -909,15 +995,28 @@ void sl_node_shutdown(sl_node *n, uint32_t grace_ms)
     if (grace_ms == 0)
         grace_ms = (uint32_t)(n->opts.shutdown_timeout_ns / 1000000);
     sl_log_info(&n->log, "shutting down grace_ms=%u", grace_ms);
+    int64_t t0 = sl_mono_ns();
     sl_router_stop(n->router); /* leave the cluster first: peers stop sending here */
-    sl_server_shutdown(n->server, grace_ms);
-    sl_adminsrv_shutdown(n->admin, grace_ms);
-    sl_adminsrv_shutdown(n->metrics_srv, grace_ms);
+    /* then hand every key to its next owner (cluster only), then drain: all within grace_ms */
+    int rc = sl_router_leave(n->router, grace_ms);
+    if (rc)
+        sl_log_warn(&n->log, "leave: keys not all handed off: %s", strerror(-rc));
+    int64_t spent = (sl_mono_ns() - t0) / 1000000;
+    uint32_t left = spent < grace_ms ? grace_ms - (uint32_t)spent : 1;
+    sl_server_shutdown(n->server, left);
+    sl_adminsrv_shutdown(n->admin, left);
+    sl_adminsrv_shutdown(n->metrics_srv, left);
 }
 
 int sl_node_wait(sl_node *n)
 {
     int rc = sl_server_wait(n->server);
+    /* Drained: the store holds its final state. */
+    sl_statedir_timer_stop(&n->snapshot_timer);
+    if (n->opts.state_dir && !n->snapshot_written) {
+        sl_statedir_write(n->opts.state_dir, n->engine, n->snapshot_flags, sl_wall_ms(), &n->log);
+        n->snapshot_written = true;
+    }
     sl_log_info(&n->log, "stopped");
     return rc;
 }
@@ -927,6 +1026,7 @@ void sl_node_free(sl_node *n)
     if (!n)
         return;
     sl_graphite_stop(n->graphite); /* before what its render reads (engine, server, quotas) */
+    sl_statedir_timer_stop(&n->snapshot_timer);
     sl_adminsrv_free(n->admin);       /* before the switchboard and metrics it serves */
     sl_adminsrv_free(n->metrics_srv);
     sl_server_free(n->server);
@@ -941,5 +1041,8 @@ void sl_node_free(sl_node *n)
     sl_engine_free(n->engine);
     sl_metrics_free(n->metrics);
     sl_config_free(&n->opts);
+    for (int i = 0; n->argv && i < n->argc; i++)
+        free(n->argv[i]);
+    free(n->argv);
     free(n);
 }
