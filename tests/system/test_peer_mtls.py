@@ -2,7 +2,7 @@
 source-address rule could tell nobody apart; with a peer CA, PeersV1 is served only to a
 connection whose verified client certificate names the host of a peer in the list. A client with
 a certificate from the same CA that names another host, and a client with no certificate, are
-refused UpdatePeerGlobals / GetPeerRateLimits (PERMISSION_DENIED, counted), while the cluster's
+refused UpdatePeerGlobals / GetPeerRateLimits / TransferKeys (PERMISSION_DENIED, counted), while the cluster's
 own forwarding and GLOBAL sync go on."""
 import json
 import re
@@ -63,7 +63,9 @@ def peer_stubs(pb, node, certs, client):
     update = ch.unary_unary("/pb.gubernator.PeersV1/UpdatePeerGlobals",
                             request_serializer=peers.UpdatePeerGlobalsReq.SerializeToString,
                             response_deserializer=peers.UpdatePeerGlobalsResp.FromString)
-    return ch, get_peer, update
+    transfer = ch.unary_unary("/pb.gubernator.PeersV1/TransferKeys",
+                              request_serializer=lambda b: b, response_deserializer=lambda b: b)
+    return ch, get_peer, update, transfer
 
 
 def test_peers_v1_needs_a_certificate_that_names_a_peer(node_factory, certs, pb):
@@ -92,7 +94,7 @@ def test_peers_v1_needs_a_certificate_that_names_a_peer(node_factory, certs, pb)
     # a certificate from the peers' CA (CN 127.0.0.1, but no SAN naming a peer), and none at all:
     # both connect from a peer's IP, both are refused
     for client in ("outsider", None):
-        ch, get_peer, update = peer_stubs(pb, victim, certs, client)
+        ch, get_peer, update, transfer = peer_stubs(pb, victim, certs, client)
         try:
             for _ in range(3):
                 with pytest.raises(grpc.RpcError) as e:
@@ -103,9 +105,13 @@ def test_peers_v1_needs_a_certificate_that_names_a_peer(node_factory, certs, pb)
                 get_peer(peers.GetPeerRateLimitsReq(requests=[gub.RateLimitReq(
                     name="g", unique_key=key, hits=1, limit=5, duration=60000)]), timeout=5)
             assert e.value.code() == grpc.StatusCode.PERMISSION_DENIED
+            # TransferKeys (also open to the previous peer list's members) by the same rule
+            with pytest.raises(grpc.RpcError) as e:
+                transfer(b"", timeout=5)
+            assert e.value.code() == grpc.StatusCode.PERMISSION_DENIED
         finally:
             ch.close()
-    assert denied(victim, certs) == 8
+    assert denied(victim, certs) == 10
     # the limit holds through the victim: 5 of at most 100 admitted (the owner decides)
     admitted = 0
     for _ in range(100):
@@ -127,6 +133,6 @@ def test_peers_v1_needs_a_certificate_that_names_a_peer(node_factory, certs, pb)
     assert [r["status"] for r in rs] == ["UNDER_LIMIT"] * 3 + ["OVER_LIMIT"]
     assert all(r["error"] == "" for r in rs)
     assert rs[0]["metadata"]["owner"] != victim.addr
-    assert denied(victim, certs) == 8
+    assert denied(victim, certs) == 10
     assert all(denied(n, certs) == 0 for n in nodes if n is not victim)
     assert all(n.proc.poll() is None for n in by_addr.values())
