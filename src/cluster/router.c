@@ -202,6 +202,10 @@ void sl_router_config_from_options(sl_router_config *c, const sl_options *o)
     c->peer_lease_ttl_ns = o->peer_lease_ttl_ns;
     c->etcd_timeout_ns = o->storage_timeout_ns;
     c->etcd_tls = (sl_etcd_tls){o->storage_tls_ca, o->storage_tls_cert, o->storage_tls_key};
+    c->k8s = (sl_k8s_config){o->k8s_api, o->k8s_namespace, o->k8s_service, o->k8s_selector,
+                             o->k8s_port_name, (int)o->k8s_port, o->k8s_token_file,
+                             o->k8s_ca_file, (size_t)o->k8s_max_bytes,
+                             o->k8s_watch_timeout_ns / 1000000000, 0};
     c->picker = o->peer_picker;
     c->replicas = (unsigned)o->replicas;
     c->batch_wait_ns = o->batch_wait_ns;
@@ -1173,6 +1177,7 @@ int sl_router_start(sl_router *r, sl_server *srv)
         .lease_ttl_ms = r->cfg.peer_lease_ttl_ns / 1000000,
         .etcd_timeout_ms = r->cfg.etcd_timeout_ns / 1000000,
         .etcd_tls = r->cfg.etcd_tls,
+        .k8s = &r->cfg.k8s,
         .log = r->log,
         .on_change = on_members,
         .ud = r,
