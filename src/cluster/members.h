@@ -1,6 +1,6 @@
 /*
  * Membership sources: where the peer list comes from (--discovery), behind one interface so that
- * more (Kubernetes endpoints, SWIM gossip) can join later. A source calls `on_change` with the
+ * more (SWIM gossip) can join later. A source calls `on_change` with the
  * whole current list - sorted, without duplicates - whenever it differs from the last one it
  * reported (the first list always counts as a change). The router turns each list into a picker
  * and hands it to its worker loops; nothing restarts.
