@@ -7,7 +7,9 @@ Checked: every node lists all three; an endpoint marked not ready leaves every n
 one event (nothing else is sent), a terminating one too, and both come back; after 410 Gone every
 node lists again (a change made meanwhile is seen) and no member is lost; after a dropped stream
 every node resumes its watch from the resourceVersion it had; a rotated token is read again from
-its file; a wrong token or an unknown CA gets no peers.
+its file; a wrong token or an unknown CA gets no peers. docs/deploy/k8s.yaml: its Role allows
+get/list/watch on endpointslices only, and its Deployment's arguments start nodes that find each
+other (with the in-cluster defaults replaced by the stand-in's address, token and CA).
 """
 import os
 import shutil
@@ -163,3 +165,66 @@ def test_k8s_refuses_wrong_token_and_ca(node_factory, api, tls):
     assert "HTTP 401" in n1.logs()
     assert "list failed" in n2.logs() and "HTTP 0" in n2.logs()
     assert peer_count(a) == 1 and peer_count(b) == 1  # no list yet: alone
+
+
+# ---- docs/deploy/k8s.yaml ---------------------------------------------------------------------
+
+MANIFEST = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "deploy", "k8s.yaml")
+
+
+def manifest_docs():
+    """The manifest's documents as lists of lines (no YAML library: the file is plain)."""
+    with open(MANIFEST) as f:
+        text = f.read()
+    return [d.splitlines() for d in text.split("\n---\n")]
+
+
+def block_list(lines, key):
+    """The items of the YAML block list under `key:` (one scalar per line)."""
+    for i, line in enumerate(lines):
+        if line.strip() == key + ":":
+            ind = len(line) - len(line.lstrip())
+            out = []
+            for item in lines[i + 1:]:
+                s = item.strip()
+                if not s.startswith("- ") or len(item) - len(item.lstrip()) < ind:
+                    break
+                out.append(s[2:].strip())
+            return out
+    return None
+
+
+def test_k8s_deploy_manifest(node_factory, api):
+    docs = manifest_docs()
+    kinds = [next(l.split(":", 1)[1].strip() for l in d if l.startswith("kind:")) for d in docs]
+    assert sorted(kinds) == ["Deployment", "Role", "RoleBinding", "Service", "ServiceAccount"]
+    # the Role: get/list/watch on endpointslices, nothing else
+    role = "\n".join(docs[kinds.index("Role")])
+    assert role.count("- apiGroups:") == 1
+    assert 'resources: ["endpointslices"]' in role and 'verbs: ["get", "list", "watch"]' in role
+    assert 'apiGroups: ["discovery.k8s.io"]' in role
+    # the Deployment's arguments start a node that finds its peers through the Service's slices
+    args = block_list(docs[kinds.index("Deployment")], "args")
+    assert "--discovery" in args and args[args.index("--discovery") + 1] == "k8s"
+    service = args[args.index("--k8s-service") + 1]
+    port = tc.common_port()
+    ips = tc.LOOPBACKS[:2]
+    api.set_slice(service + "-abcde", service, port, [(ip, True, False) for ip in ips])
+    sub = {"0.0.0.0:1051": None, "$(POD_IP):1051": None}
+
+    def node_args(addr):
+        run = [addr if a in sub else a for a in args]
+        # in a pod these come from the service account and KUBERNETES_SERVICE_*
+        return run + ["--k8s-api", api.url, "--k8s-namespace", "default",
+                      "--k8s-token-file", api.token_file, "--k8s-ca-file", api.ca_file]
+
+    nodes = []
+    for ip in ips:
+        a = "%s:%d" % (ip, port)
+        n = node_factory(["--workers", "1"] + node_args(a), port=port, start=False)
+        n.args = n.args[2:]  # the manifest's --listen-addr, not the factory's
+        n.addr = a
+        nodes.append(n)
+    for n in nodes:
+        n.start()
+    assert all_have(nodes, 2), counts(nodes)
