@@ -109,8 +109,8 @@ static void test_list_refused(void **st)
         "{\"metadata\":{\"resourceVersion\":\"1\"},\"items\":[{\"metadata\":{}}]}",
         "{\"metadata\":{\"resourceVersion\":\"1\"},\"items\":[" SLICE("x", "1", "{\"addresses\":7}") "]}",
         "{\"metadata\":{\"resourceVersion\":\"1\"},\"items\":[" SLICE("x", "1", "{\"addresses\":[1]}") "]}",
-        "{\"metadata\":{\"resourceVersion\":\"01234567890123456789012345678901234567890123456789"
-        "0123456789012345\"},\"items\":[]}",
+        ("{\"metadata\":{\"resourceVersion\":\"01234567890123456789012345678901234567890123456789"
+         "0123456789012345\"},\"items\":[]}"),
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
         assert_int_equal(list(&s, bad[i]), -EPROTO);
