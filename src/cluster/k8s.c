@@ -647,6 +647,10 @@ static long request(sl_k8s *k, const char *path, bool watch, CURLcode *cres)
     if (k->has_ca)
         curl_easy_setopt(h, CURLOPT_CAINFO, k->ca_file);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)k->cfg.request_timeout_ms);
+    /* a watch waits for events: a peer that vanished without a FIN is found by keep-alives */
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPIDLE, 30L);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPINTVL, 10L);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS,
                      watch ? (long)(k->cfg.watch_timeout_s + 30) * 1000L
                            : (long)k->cfg.request_timeout_ms);
