@@ -717,7 +717,8 @@ static int do_list(sl_k8s *k)
     return 0;
 }
 
-/* Watch until the stream ends. 0: ended normally (resume from the last resourceVersion);
+/* Watch until the stream ends. 0: ended normally, after events or a second at least (resume
+ * from the last resourceVersion at once);
  * SL_K8S_GONE: list again; <0: broken (back off, then resume); -EPROTO/-EMSGSIZE: list again
  * after a backoff. */
 static int do_watch(sl_k8s *k)
@@ -727,7 +728,10 @@ static int do_watch(sl_k8s *k)
                     k->set.rv, k->cfg.watch_timeout_s) < 0)
         return -ENAMETOOLONG;
     CURLcode cres;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     long code = request(k, path, true, &cres);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
     if (atomic_load(&k->stop))
         return -ECANCELED;
     if (k->feed_rc == SL_K8S_GONE || code == 410) {
@@ -745,6 +749,11 @@ static int do_watch(sl_k8s *k)
     if (cres != CURLE_OK && cres != CURLE_OPERATION_TIMEDOUT) {
         sl_log_warn(k->log, "k8s: watch stream broke: %s", curl_easy_strerror(cres));
         return k->got_event ? -EAGAIN : -EIO;
+    }
+    /* a server that ends every watch at once must not make us spin: that is a failure too */
+    if (!k->got_event && t1.tv_sec - t0.tv_sec < 1) {
+        sl_log_warn(k->log, "k8s: the watch ended at once, without an event");
+        return -EIO;
     }
     return 0;
 }
