@@ -6,7 +6,8 @@ token, chunked watch streams with bookmarks, 410 Gone, dropped streams).
 Checked: every node lists all three; an endpoint marked not ready leaves every node's list on that
 one event (nothing else is sent), a terminating one too, and both come back; after 410 Gone every
 node lists again (a change made meanwhile is seen) and no member is lost; after a dropped stream
-every node resumes its watch from the resourceVersion it had; a rotated token is read again from
+every node resumes its watch from the resourceVersion it had, as after a watch that ends at its
+timeoutSeconds; a rotated token is read again from
 its file; a wrong token or an unknown CA gets no peers. docs/deploy/k8s.yaml: its Role allows
 get/list/watch on endpointslices only, and its Deployment's arguments start nodes that find each
 other (with the in-cluster defaults replaced by the stand-in's address, token and CA).
@@ -141,6 +142,20 @@ def test_k8s_discovery(node_factory, api):
     assert all_have(nodes, 3), counts(nodes)
     for n in nodes:
         assert "k8s: bad" not in n.logs()
+
+
+def test_k8s_watch_timeout_resumes(node_factory, api):
+    """A watch that ends at its timeoutSeconds resumes from its resourceVersion, with no list."""
+    port = tc.common_port()
+    a = "%s:%d" % (tc.LOOPBACKS[0], port)
+    api.set_slice("sluice-solo", "sluice", port, [(tc.LOOPBACKS[0], True, False)])
+    (n,) = tc.start_nodes(node_factory, [a], lambda _: k8s_args(api) + ["--k8s-watch-timeout", "1s"])
+    assert all_have([n], 1)
+    assert tc.wait_for(lambda: api.count("watch") >= 3, 5), api.count("watch")
+    assert api.count("list") == 1
+    assert api.watches_from()[-1] == str(api.rv)
+    assert "watch failed" not in n.logs() and "broke" not in n.logs()
+    assert peer_count(a) == 1
 
 
 def test_k8s_refuses_wrong_token_and_ca(node_factory, api, tls):
