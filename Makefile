@@ -11,11 +11,11 @@ RUN_ARGS   ?=
 # what the target asked for (set per target below; it holds for the target's prerequisites too).
 DEPS       ?= build
 
-.PHONY: all deps build build-asan test unit-test unit-test-asan system-test run bench fuzz plots clean
+.PHONY: all deps build build-asan test unit-test unit-test-asan system-test chaos run bench fuzz plots clean
 
 all: build
 
-test unit-test unit-test-asan system-test build-asan: DEPS = test
+test unit-test unit-test-asan system-test chaos build-asan: DEPS = test
 bench: DEPS = bench
 fuzz: DEPS = fuzz
 plots: DEPS = plots
@@ -39,8 +39,14 @@ unit-test-asan: build-asan
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure -j $(JOBS)
 
+# The system tests and the fast part of the chaos suite (tests/chaos, without @pytest.mark.slow).
 system-test: build
-	$(PY) -m pytest -q -p no:cacheprovider tests/system
+	$(PY) -m pytest -q -p no:cacheprovider -m "not slow" tests/system tests/chaos
+
+# The whole chaos and abuse suite (attacks against a real sluiced, a good client measured): a
+# few minutes. SLUICE_CHAOS_REPORT=file collects each attack's figures as JSON lines.
+chaos: build
+	$(PY) -m pytest -q -p no:cacheprovider tests/chaos
 
 test: unit-test unit-test-asan system-test
 

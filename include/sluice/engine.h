@@ -95,18 +95,34 @@ typedef struct sl_response {
 
 typedef struct sl_engine_config {
     size_t max_keys;         /* hard cap on keys held (gc-max-keys); LRU idle keys are evicted */
+    uint64_t max_memory;     /* hard cap on the store's bytes, side buffers included (sluiced's
+                                max-memory, SL_DEFAULT_MAX_MEMORY); 0 (default) = keys only */
     unsigned shards;         /* power of two; 0 = default (64) */
     int64_t max_log_limit;   /* SLIDING_LOG: largest limit accepted (memory is O(limit) per key) */
     int32_t max_sub_windows; /* SLIDING_WINDOW: most sub-windows accepted */
     int64_t max_concurrency_limit; /* CONCURRENCY: largest limit (16 bytes per lease held) */
     uint64_t hash_seed;      /* 0 = random per engine (hash flooding resistance) */
+    /* Impossible inputs (docs/algorithms.md, "Bad input and overflow"); 0 = no bound. */
+    int64_t max_count;        /* largest |hits|, limit and burst (default 2^53) */
+    int64_t max_duration_ms;  /* largest duration (default 100 years; Gregorian codes exempt) */
+    int64_t max_clock_skew_ms; /* largest |created_at - now| when created_at is set (default 0) */
+    bool cluster_keys;       /* hash keys through the cluster's key id (name + "_" + unique_key,
+                                the picker's hash) with a keyed permutation, so that a held key's
+                                owner can be found from its store hash (state hand-off) */
 } sl_engine_config;
+
+/* Defaults of sl_engine_config_default(): 2^53 is the largest integer a double (the leaky bucket's
+ * remaining, a JSON number) holds exactly; 100 years of ms. */
+#define SL_DEFAULT_MAX_MEMORY ((uint64_t)256 << 20)
+#define SL_DEFAULT_MAX_COUNT (INT64_C(1) << 53)
+#define SL_DEFAULT_MAX_DURATION_MS (INT64_C(36525) * 86400000) /* 36,525 days */
 
 typedef struct sl_engine_stats {
     uint64_t keys;                               /* keys held now */
     uint64_t capacity;                           /* slots allocated */
     uint64_t bytes;                              /* bytes held by the store (tables + side buffers) */
     uint64_t evictions;                          /* keys evicted because the store was full */
+    uint64_t evictions_limited;                  /* keys at their limit evicted (not in evictions) */
     uint64_t expirations;                        /* keys removed because they expired */
     uint64_t collections;                        /* keys removed as idle (sl_engine_collect_idle) */
     uint64_t errors;                             /* requests answered with a per-item error */
@@ -145,14 +161,28 @@ size_t sl_engine_expire(sl_engine *e, int64_t now_ms, size_t max_work);
 size_t sl_engine_collect_idle(sl_engine *e, int64_t now_ms, int64_t idle_ms, size_t max_work,
                               bool *pass_done);
 
+/*
+ * The same walk, which also removes every information-free key (its state equals a fresh key's:
+ * bucket full, TAT <= now, window over, no lease; removing it changes no answer) that has had no
+ * hits for at least free_idle_ms (<= 0: none). idle_ms as above (<= 0: no key is collected for
+ * idleness alone). sl_engine_collect_idle(e, now, idle, ...) is sl_engine_collect(e, now, idle, -1,
+ * ...).
+ */
+size_t sl_engine_collect(sl_engine *e, int64_t now_ms, int64_t idle_ms, int64_t free_idle_ms,
+                         size_t max_work, bool *pass_done);
+
 /* Remove one key (name, unique_key). Returns true if it was held. */
 bool sl_engine_remove(sl_engine *e, const char *name, size_t name_len, const char *key,
                       size_t key_len);
 
 void sl_engine_stats_get(sl_engine *e, sl_engine_stats *out);
 
-/* Validate a request without deciding it: NULL if valid, else the static error message. */
+/* Validate a request without deciding it: NULL if valid, else the static error message. The
+ * clock-skew bound needs the time: sl_request_check_time() (the engine calls both). */
 const char *sl_request_validate(const sl_request *req, const sl_engine_config *cfg);
+/* NULL, or the error for a created_at further than cfg->max_clock_skew_ms from now_ms. */
+const char *sl_request_check_time(const sl_request *req, const sl_engine_config *cfg,
+                                  int64_t now_ms);
 
 const char *sl_algorithm_name(int32_t algorithm);   /* "TOKEN_BUCKET", ... or NULL */
 int sl_algorithm_from_name(const char *s, size_t n); /* -1 if unknown; accepts any case */

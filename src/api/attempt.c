@@ -99,15 +99,15 @@ static bool stands(attempt *t, sl_ladder_limiter lim, sl_killswitch_mode m, cons
     if (sl_ladder_rejects(&t->ladder, lim, m))
         return true;
     const sl_levee_request *lr = t->lr;
-    if (m == SL_KILLSWITCH_SHADOW && sl_protect_log_ok(t->p, SL_LOG_INFO))
+    if (m == SL_KILLSWITCH_SHADOW && sl_protect_log_ok(t->p, SL_LOG_INFO)) {
+        char rid[SL_LOG_FIELD_BUF], res[SL_LOG_FIELD_BUF], lim_name[SL_LOG_FIELD_BUF];
         sl_log_info(sl_protect_cfg(t->p)->log,
-                    "would_reject limiter=%s req_id=%.*s resource=%.*s limit=%.*s (shadow mode: "
+                    "would_reject limiter=%s req_id=%s resource=%s limit=%s (shadow mode: "
                     "admitted)",
-                    sl_ladder_name(lim), (int)(lr->req_id_len > 128 ? 128 : lr->req_id_len),
-                    lr->req_id ? lr->req_id : "",
-                    (int)(lr->resource_len > 256 ? 256 : lr->resource_len),
-                    lr->resource ? lr->resource : "", (int)(wlen > 256 ? 256 : wlen),
-                    what ? what : "");
+                    sl_ladder_name(lim), sl_log_field(rid, lr->req_id, lr->req_id_len),
+                    sl_log_field(res, lr->resource, lr->resource_len),
+                    sl_log_field(lim_name, what, wlen));
+    }
     return false;
 }
 
@@ -307,12 +307,14 @@ void sl_attempt_decide(sl_protect *p, int worker, const sl_levee_config *lcfg,
     }
 done:
     if ((out->outcome == SL_ANSWER_REJECTED || out->outcome == SL_ANSWER_SHED) &&
-        out->limiter != SL_LADDER_RATE && pc->log && sl_log_enabled(pc->log, SL_LOG_DEBUG))
-        sl_log_debug(pc->log, "attempt req_id=%.*s resource=%.*s status=%d limiter=%s",
-                     (int)(lr->req_id_len > 128 ? 128 : lr->req_id_len),
-                     lr->req_id ? lr->req_id : "",
-                     (int)(lr->resource_len > 256 ? 256 : lr->resource_len),
-                     lr->resource ? lr->resource : "", out->status, sl_ladder_name(out->limiter));
+        out->limiter != SL_LADDER_RATE && pc->log &&
+        sl_log_budget_take(pc->log, NULL, SL_LOG_DEBUG)) {
+        char rid[SL_LOG_FIELD_BUF], res[SL_LOG_FIELD_BUF];
+        sl_log_debug(pc->log, "attempt req_id=%s resource=%s status=%d limiter=%s",
+                     sl_log_field(rid, lr->req_id, lr->req_id_len),
+                     sl_log_field(res, lr->resource, lr->resource_len), out->status,
+                     sl_ladder_name(out->limiter));
+    }
     ladder_headers(&t);
 }
 

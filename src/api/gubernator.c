@@ -872,3 +872,74 @@ int sl_gub_decode_globals_pb(const sl_gub_config *c, const uint8_t *msg, size_t 
     *n_out = m->n_globals;
     return 0;
 }
+
+/* ---- PeersV1/TransferKeys -------------------------------------------------------------------- */
+
+int sl_gub_encode_transfer_req(const uint8_t *records, size_t len, sl_buf *out)
+{
+    size_t mark;
+    int rc = sl_grpc_frame_begin(out, &mark);
+    if (!rc)
+        rc = sl_buf_reserve(out, 1 + 10 + len);
+    if (rc)
+        return rc;
+    uint8_t *w = out->data + out->len;
+    *w++ = 1 << 3 | SL_PB_LEN;
+    w = sl_pb_put_varint(w, len);
+    if (len)
+        memcpy(w, records, len);
+    out->len = (size_t)(w - out->data) + len;
+    return sl_grpc_frame_end(out, mark);
+}
+
+/* The last occurrence of field `want` (wire type wt: SL_PB_LEN into *bytes, SL_PB_VARINT into
+ * *v), skipping every other field. 0 (the field may be absent: outputs untouched) or -EINVAL. */
+static int last_field(const uint8_t *msg, size_t len, uint32_t want, unsigned wt_want,
+                      sl_pb_rd *bytes, uint64_t *v)
+{
+    sl_pb_rd r = {msg, msg + len};
+    while (r.p < r.end) {
+        uint32_t field;
+        unsigned wt;
+        if (!sl_pb_key(&r, &field, &wt))
+            return -EINVAL;
+        bool ok = field != want || wt != wt_want ? sl_pb_skip(&r, wt)
+                  : wt == SL_PB_LEN              ? sl_pb_bytes(&r, bytes)
+                                                 : sl_pb_varint(&r, v);
+        if (!ok)
+            return -EINVAL;
+    }
+    return 0;
+}
+
+int sl_gub_decode_transfer_req(const uint8_t *msg, size_t len, const uint8_t **records,
+                               size_t *records_len)
+{
+    sl_pb_rd sub = {NULL, NULL};
+    int rc = last_field(msg, len, 1, SL_PB_LEN, &sub, NULL);
+    *records = rc ? NULL : sub.p; /* the last one wins, as protobuf's merge of a scalar */
+    *records_len = rc ? 0 : (size_t)(sub.end - sub.p);
+    return rc;
+}
+
+int sl_gub_encode_transfer_resp(int64_t accepted, sl_buf *out)
+{
+    size_t mark;
+    int rc = sl_grpc_frame_begin(out, &mark);
+    if (!rc && accepted)
+        rc = sl_buf_reserve(out, sl_pb_i64_field_size(accepted));
+    if (rc)
+        return rc;
+    if (accepted)
+        out->len = (size_t)(sl_pb_put_i64_field(out->data + out->len, 1 << 3 | SL_PB_VARINT,
+                                                accepted) - out->data);
+    return sl_grpc_frame_end(out, mark);
+}
+
+int sl_gub_decode_transfer_resp(const uint8_t *msg, size_t len, int64_t *accepted)
+{
+    uint64_t v = 0;
+    int rc = last_field(msg, len, 1, SL_PB_VARINT, NULL, &v);
+    *accepted = rc ? 0 : (int64_t)v;
+    return rc;
+}

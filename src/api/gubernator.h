@@ -47,6 +47,7 @@
 #define SL_GUB_PATH_LIVE_CHECK "/pb.gubernator.V1/LiveCheck"
 #define SL_GUB_PATH_GET_PEER_RATE_LIMITS "/pb.gubernator.PeersV1/GetPeerRateLimits"
 #define SL_GUB_PATH_UPDATE_PEER_GLOBALS "/pb.gubernator.PeersV1/UpdatePeerGlobals"
+#define SL_GUB_PATH_TRANSFER_KEYS "/pb.gubernator.PeersV1/TransferKeys"
 #define SL_GUB_HTTP_GET_RATE_LIMITS "/v1/GetRateLimits" /* POST */
 #define SL_GUB_HTTP_HEALTH_CHECK "/v1/HealthCheck"      /* GET */
 #define SL_GUB_HTTP_LIVE_CHECK "/v1/LiveCheck"          /* GET */
@@ -151,5 +152,14 @@ int sl_gub_encode_globals_pb(const sl_gub_global *g, size_t n, sl_buf *out);
 /* Decode an UpdatePeerGlobalsReq into an array in b's arena (b is reset first). */
 int sl_gub_decode_globals_pb(const sl_gub_config *c, const uint8_t *msg, size_t len, sl_batch *b,
                              sl_gub_global **out, size_t *n_out, sl_gub_status *st);
+
+/* PeersV1/TransferKeys (sluice's own method: cluster/handoff.c). The request carries one bytes
+ * field of key state records, the response the number merged. Encoders write framed messages;
+ * decoders take the unframed message and return -EINVAL for a malformed one. */
+int sl_gub_encode_transfer_req(const uint8_t *records, size_t len, sl_buf *out);
+int sl_gub_decode_transfer_req(const uint8_t *msg, size_t len, const uint8_t **records,
+                               size_t *records_len);
+int sl_gub_encode_transfer_resp(int64_t accepted, sl_buf *out);
+int sl_gub_decode_transfer_resp(const uint8_t *msg, size_t len, int64_t *accepted);
 
 #endif

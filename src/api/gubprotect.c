@@ -65,12 +65,12 @@ static void log_item_shadow(sl_protect *p, const sl_batch *b, size_t i, sl_ladde
         return;
     const sl_request *q = &b->reqs[i];
     const char *rid = sl_batch_meta_get(&b->req_meta[i], META_REQ_ID);
+    char f_rid[SL_LOG_FIELD_BUF], f_name[SL_LOG_FIELD_BUF], f_key[SL_LOG_FIELD_BUF];
     sl_log_info(sl_protect_cfg(p)->log,
-                "would_reject limiter=%s req_id=%s name=%.*s unique_key=%.*s (shadow mode: "
-                "admitted)",
-                sl_ladder_name(lim), rid ? rid : "", (int)(q->name_len > 256 ? 256 : q->name_len),
-                q->name ? q->name : "", (int)(q->unique_key_len > 256 ? 256 : q->unique_key_len),
-                q->unique_key ? q->unique_key : "");
+                "would_reject limiter=%s req_id=%s name=%s unique_key=%s (shadow mode: admitted)",
+                sl_ladder_name(lim), sl_log_field(f_rid, rid, rid ? strlen(rid) : 0),
+                sl_log_field(f_name, q->name, q->name_len),
+                sl_log_field(f_key, q->unique_key, q->unique_key_len));
 }
 
 static int item_priority(const sl_protect_config *pc, const sl_batch *b, size_t i)

@@ -186,21 +186,22 @@ static void log_decision(const sl_levee_config *cfg, const sl_levee_request *q,
                          const sl_answer *r)
 {
     sl_log_level lvl = r->outcome == SL_ANSWER_FAILED ? SL_LOG_WARN : SL_LOG_DEBUG;
-    if (!cfg->log || !sl_log_enabled(cfg->log, lvl))
+    /* one line per request: under the logger's per-request budget, client fields made safe */
+    if (!cfg->log || !sl_log_budget_take(cfg->log, NULL, lvl))
         return;
+    char rid[SL_LOG_FIELD_BUF], res[SL_LOG_FIELD_BUF], pfx[SL_LOG_FIELD_BUF],
+        meth[SL_LOG_FIELD_BUF], quota[SL_LOG_FIELD_BUF];
     sl_log_write(cfg->log, lvl,
-                 "attempt req_id=%.*s resource=%.*s prefix=%.*s method=%.*s status=%d outcome=%s "
-                 "quota=%.*s level=%d retry_after_ms=%lld%s%.*s%s%s",
-                 (int)(q->req_id_len > 128 ? 128 : q->req_id_len), q->req_id ? q->req_id : "",
-                 (int)(q->resource_len > 256 ? 256 : q->resource_len),
-                 q->resource ? q->resource : "",
-                 (int)(q->prefix_len > 256 ? 256 : q->prefix_len), q->prefix ? q->prefix : "",
-                 (int)(q->method_len > 64 ? 64 : q->method_len), q->method ? q->method : "",
-                 r->status, sl_answer_outcome_name(r->outcome),
-                 (int)(r->quota_len > 256 ? 256 : r->quota_len), r->quota ? r->quota : "",
+                 "attempt req_id=%s resource=%s prefix=%s method=%s status=%d outcome=%s "
+                 "quota=%s level=%d retry_after_ms=%lld%s%.*s%s%s",
+                 sl_log_field(rid, q->req_id, q->req_id_len),
+                 sl_log_field(res, q->resource, q->resource_len),
+                 sl_log_field(pfx, q->prefix, q->prefix_len),
+                 sl_log_field(meth, q->method, q->method_len), r->status,
+                 sl_answer_outcome_name(r->outcome), sl_log_field(quota, r->quota, r->quota_len),
                  r->level, (long long)r->retry_after_ms, r->body ? " reason=" : "",
-                 (int)(r->body_len ? r->body_len - 1 : 0), r->body ? r->body : "",
-                 r->error ? " error=" : "", r->error ? r->error : "");
+                 (int)(r->body_len ? (r->body_len - 1 > 256 ? 256 : r->body_len - 1) : 0),
+                 r->body ? r->body : "", r->error ? " error=" : "", r->error ? r->error : "");
 }
 
 static void fill_request(sl_request *rq, const char *name, size_t name_len,

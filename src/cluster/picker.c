@@ -17,6 +17,8 @@
 #define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
 #include <xxhash.h>
 
+#include "core/store.h"
+
 typedef struct ring_point {
     uint64_t hash;
     uint32_t peer;
@@ -181,24 +183,10 @@ uint64_t sl_picker_hash(const char *key, size_t len)
 
 uint64_t sl_picker_key_hash(const char *name, size_t name_len, const char *key, size_t key_len)
 {
-    /* most keys are short: join them on the stack and hash once; the streaming state gives the
-     * same value for longer ones */
-    char buf[256];
-    if (name_len + 1 + key_len <= sizeof buf) {
-        if (name_len)
-            memcpy(buf, name, name_len);
-        buf[name_len] = '_';
-        if (key_len)
-            memcpy(buf + name_len + 1, key, key_len);
-        return XXH3_64bits_withSeed(buf, name_len + 1 + key_len, SL_PICKER_SEED);
-    }
-    XXH3_state_t st;
-    XXH3_64bits_reset_withSeed(&st, SL_PICKER_SEED);
-    XXH3_64bits_update(&st, name, name_len);
-    XXH3_64bits_update(&st, "_", 1);
-    XXH3_64bits_update(&st, key, key_len);
-    return XXH3_64bits_digest(&st);
+    return sl_key_id(name, name_len, key, key_len); /* the engine's cluster key id: one function */
 }
+
+_Static_assert(SL_PICKER_SEED == SL_KEY_ID_SEED, "the picker's hash is the engine's key id");
 
 static inline uint64_t hrw_score(const sl_picker *p, size_t i, uint64_t key_hash)
 {

@@ -38,12 +38,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/timerfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "auth/addr.h"
 #include "cluster/batcher.h"
 #include "cluster/global.h"
 #include "cluster/globalsync.h"
+#include "cluster/handoff.h"
 #include "cluster/members.h"
 #include "cluster/peer.h"
 #include "cluster/picker.h"
@@ -125,6 +127,7 @@ struct wk {
     uv_loop_t *loop;
     bool started, stopping;
     view *v;
+    view *prev;                 /* the list before v: its members may still hand keys over */
     wpeer **peers;              /* by view index; NULL at self */
     size_t npeers;
     wpeer *urgent;
@@ -173,6 +176,10 @@ struct sl_router {
         *m_views;
     sl_metrics_histogram *m_call_seconds;
     sl_metrics_gauge *m_peers;
+    sl_metrics_counter *m_handoff_sent, *m_handoff_failed, *m_handoff_bytes;
+    /* hand-off (cluster/handoff.h), on worker 0 */
+    sl_handoff *handoff;
+    _Atomic bool leaving, leave_done;
 };
 
 static const char *const method_names[3] = {"GetPeerRateLimits", "GetPeerRateLimits.global",
@@ -278,6 +285,16 @@ static void register_metrics(sl_router *r, sl_metrics *m)
                            &r->m_views);
     sl_metrics_gauge_new(m, "sluice_cluster_peers", "Peers in the current list (this node too)",
                          &r->m_peers);
+    sl_metrics_family *ho = NULL;
+    if (sl_metrics_counter_family(m, "sluice_handoff_keys_total",
+                                  "Key states handed to their new owner on a list change or leave",
+                                  "result", &ho) == 0) {
+        const char *sent[1] = {"sent"}, *failed[1] = {"failed"};
+        r->m_handoff_sent = sl_metrics_counter_get(ho, sent, 1);
+        r->m_handoff_failed = sl_metrics_counter_get(ho, failed, 1);
+    }
+    sl_metrics_counter_new(m, "sluice_handoff_bytes_total",
+                           "Bytes of key state records taken by new owners", &r->m_handoff_bytes);
     const double b[] = {SL_METRICS_LATENCY_BUCKETS};
     sl_metrics_histogram_new(m, "sluice_peer_call_seconds", "Latency of calls to peers", b,
                              SL_METRICS_LATENCY_NBUCKETS, 1e9, &r->m_call_seconds);
@@ -468,6 +485,7 @@ void sl_router_free(sl_router *r)
     if (r->wk)
         for (int i = 0; i < r->nworkers; i++) {
             view_unref(r->wk[i].v);
+            view_unref(r->wk[i].prev);
             sl_globalsync_free(r->wk[i].gsync);
         }
     view_unref(r->latest);
@@ -1011,8 +1029,15 @@ static void apply_view(wk *w, view *nv)
         if (oldp[k])
             wpeer_retire(w, oldp[k]);
     free(oldp);
-    view_unref(old);
+    view_unref(w->prev);
+    w->prev = old; /* a node that just left may still push its keys here (TransferKeys) */
     flush_urgent(w);
+    /* Hand-off: keys held here that another node owns now go to it (a leaving node: all keys). */
+    if (w->id == 0 && r->handoff && old && nv->n > 0 &&
+        (nv->self >= 0 || atomic_load(&r->leaving))) {
+        atomic_fetch_add(&nv->refs, 1);
+        sl_handoff_begin(r->handoff, nv->picker, nv->self, nv);
+    }
 }
 
 static view *latest_ref(sl_router *r)
@@ -1077,9 +1102,122 @@ bool sl_router_is_peer(sl_router *r, int worker, const struct sockaddr *sa)
     return false;
 }
 
+bool sl_router_was_peer(sl_router *r, int worker, const struct sockaddr *sa)
+{
+    if (sl_router_is_peer(r, worker, sa))
+        return true;
+    if (!r->cluster || !sa || worker < 0 || worker >= r->nworkers)
+        return false;
+    const view *v = r->wk[worker].prev;
+    sl_addr_ip ip;
+    if (!v || sl_addr_ip_of_sockaddr(sa, &ip))
+        return false;
+    for (size_t i = 0; i < v->nips; i++)
+        if (!memcmp(&ip, &v->ips[i], sizeof ip))
+            return true;
+    return false;
+}
+
 static void on_members(void *ud, const char *const *addrs, size_t n)
 {
     sl_router_set_peers(ud, addrs, n);
+}
+
+/* ---- hand-off glue (worker 0) ----------------------------------------------------------------- */
+
+typedef struct hcall {
+    sl_handoff_sent_cb cb;
+    void *ud;
+} hcall;
+
+static void on_transfer_done(void *ud, const sl_peer_result *res)
+{
+    hcall *c = ud;
+    int err = res->err ? res->err : res->grpc_status != SL_GRPC_OK ? -EPROTO : 0;
+    c->cb(c->ud, err);
+    free(c);
+}
+
+/* A hand-off batch's deadline: a batch is up to 256 KiB, so more than a forwarding call's. */
+static int64_t handoff_timeout_ms(const sl_router *r)
+{
+    int64_t t = 10 * r->batch_timeout_ms;
+    return t < 2000 ? 2000 : t;
+}
+
+static int handoff_send(void *ud, size_t peer, sl_buf *framed, sl_handoff_sent_cb cb, void *cb_ud)
+{
+    wk *w = ud;
+    if (peer >= w->npeers || !w->peers[peer])
+        return -ENOTCONN;
+    hcall *c = malloc(sizeof *c);
+    if (!c)
+        return -ENOMEM;
+    c->cb = cb;
+    c->ud = cb_ud;
+    int rc = sl_peer_call(w->peers[peer]->conn, SL_GUB_PATH_TRANSFER_KEYS, framed,
+                          handoff_timeout_ms(w->r), on_transfer_done, c);
+    if (rc)
+        free(c);
+    return rc;
+}
+
+static void handoff_release(void *ud, void *token)
+{
+    (void)ud;
+    view_unref(token);
+}
+
+static void handoff_done(void *ud, void *token)
+{
+    wk *w = ud;
+    view *v = token;
+    if (v->self < 0 && atomic_load(&w->r->leaving))
+        atomic_store(&w->r->leave_done, true);
+}
+
+int64_t sl_router_transfer_keys(sl_router *r, const uint8_t *records, size_t len, int64_t now_ms)
+{
+    sl_alg_config alg = {0};
+    if (r->has_ecfg) {
+        alg.max_log_limit = r->ecfg.max_log_limit;
+        alg.max_sub_windows = r->ecfg.max_sub_windows;
+        alg.max_concurrency_limit = r->ecfg.max_concurrency_limit;
+    }
+    return (int64_t)sl_handoff_receive(r->engine, &alg, records, len, now_ms, NULL);
+}
+
+int sl_router_leave(sl_router *r, int64_t timeout_ms)
+{
+    if (!r->cluster || !r->server)
+        return 0;
+    view *v = latest_ref(r);
+    if (!v)
+        return 0;
+    if (v->self < 0 || v->n <= 1) {
+        view_unref(v);
+        return 0;
+    }
+    const char **rest = calloc(v->n, sizeof *rest);
+    if (!rest) {
+        view_unref(v);
+        return -ENOMEM;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < v->n; i++)
+        if ((long)i != v->self)
+            rest[k++] = sl_picker_addr(v->picker, i);
+    atomic_store(&r->leave_done, false);
+    atomic_store(&r->leaving, true);
+    sl_router_set_peers(r, rest, k); /* every worker forwards everything; worker 0 pushes */
+    free(rest);
+    view_unref(v);
+    int64_t deadline = sl_mono_ns() + timeout_ms * 1000000;
+    while (!atomic_load(&r->leave_done) && sl_mono_ns() < deadline) {
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+    return atomic_load(&r->leave_done) ? 0 : -ETIMEDOUT;
 }
 
 /* ---- lifecycle on workers ------------------------------------------------------------------- */
@@ -1101,6 +1239,14 @@ void sl_router_worker_start(sl_router *r, int worker, uv_loop_t *loop)
         sl_log_error(r->log, "timerfd: %s: batches go at once", strerror(errno));
     }
     sl_globalsync_start(w->gsync, loop);
+    if (worker == 0) {
+        sl_handoff_config hc = {.engine = r->engine, .loop = loop, .log = r->log,
+                                .m_sent = r->m_handoff_sent, .m_failed = r->m_handoff_failed,
+                                .m_bytes = r->m_handoff_bytes, .send = handoff_send,
+                                .release = handoff_release, .done = handoff_done, .ud = w};
+        if (sl_handoff_new(&hc, &r->handoff))
+            sl_log_error(r->log, "hand-off: out of memory: keys will not move on list changes");
+    }
     w->started = true;
     view *v = latest_ref(r);
     if (!v) {
@@ -1132,6 +1278,10 @@ void sl_router_worker_stop(sl_router *r, int worker)
     /* the server has drained: no call waits for an answer any more. GLOBAL hits not sent yet
      * are dropped (the owner's state is at most one sync interval behind). */
     w->stopping = true;
+    if (worker == 0 && r->handoff) {
+        sl_handoff_close(r->handoff); /* before the peers: their cancelled calls find it closed */
+        r->handoff = NULL;
+    }
     sl_globalsync_stop(w->gsync);
     for (size_t i = 0; i < w->npeers; i++)
         if (w->peers[i])

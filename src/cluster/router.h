@@ -119,6 +119,16 @@ void sl_router_peer_rate_limits(sl_router *r, int worker, sl_batch *b, int64_t n
 void sl_router_update_globals(sl_router *r, int worker, const sl_gub_global *g, size_t n,
                               int64_t now_ms);
 
+/* PeersV1/TransferKeys, server side: merge the key state records (cluster/handoff.h) into the
+ * engine. Returns the number merged. Any worker thread. */
+int64_t sl_router_transfer_keys(sl_router *r, const uint8_t *records, size_t len, int64_t now_ms);
+
+/* Graceful leave, after sl_router_stop(): switch every worker to the peer list without this node
+ * (requests are forwarded to the next owners) and push every key to its next owner; wait at most
+ * timeout_ms for that. 0, -ETIMEDOUT, or -ENOMEM. A standalone node or a list of one: 0 at once.
+ * Not on a worker thread. */
+int sl_router_leave(sl_router *r, int64_t timeout_ms);
+
 /* HealthCheck: peers known (this node included; 1 when standalone), and unhealthy with a reason
  * ("|"-joined, Gubernator's style) while calls to some peer fail or this node is not in the peer
  * list. Any thread. */
@@ -128,6 +138,9 @@ void sl_router_health(sl_router *r, bool *healthy, int32_t *peer_count, char *wh
  * sees it (this node included); false when standalone. On that worker's thread. How PeersV1 is
  * kept to peers without TLS (node/service.c). */
 bool sl_router_is_peer(sl_router *r, int worker, const struct sockaddr *sa);
+/* The same, or a member of the list before the current one: a node that has just left (its key
+ * was removed from etcd) still pushes its keys to their next owners with TransferKeys. */
+bool sl_router_was_peer(sl_router *r, int worker, const struct sockaddr *sa);
 
 /* Peers this node knows, itself included (1 when standalone). */
 int sl_router_peer_count(const sl_router *r);

@@ -53,6 +53,10 @@ static const sl_opt daemon_opts[] = {
      .help = "event-loop threads sharing the port; 0 = one per CPU"},
     {.name = "verbose", .short_name = 'v', .type = SL_OPT_BOOL, .offset = FIELD(verbose, bool),
      .def = "false", .group = G_GENERAL, .help = "log at debug level"},
+    {.name = "log-request-lines", .type = SL_OPT_INT, .offset = FIELD(log_request_lines, int64_t),
+     .def = "20", .min = 1, .max = 100000, .group = G_GENERAL,
+     .help = "per-request log lines a second at most (the rest are counted: \"N similar lines "
+             "suppressed\")"},
 
     /* Limits */
     {.name = "max-conns", .type = SL_OPT_INT, .offset = FIELD(max_conns, int64_t), .def = "10000",
@@ -69,10 +73,27 @@ static const sl_opt daemon_opts[] = {
      .help = "close a client connection idle this long"},
     {.name = "read-timeout", .type = SL_OPT_DURATION, .offset = FIELD(read_timeout_ns, int64_t),
      .def = "10s", .min = 1 * MS, .max = 3600 * SEC, .group = G_LIMITS,
-     .help = "close a connection slower than this to send a request"},
+     .help = "close a connection slower than this to send a request (each HTTP/2 stream's own)"},
     {.name = "max-streams", .type = SL_OPT_INT, .offset = FIELD(max_streams, int64_t),
      .def = "256", .min = 1, .max = 65535, .group = G_LIMITS,
      .help = "concurrent HTTP/2 streams per connection"},
+    {.name = "write-timeout", .type = SL_OPT_DURATION, .offset = FIELD(write_timeout_ns, int64_t),
+     .def = "30s", .min = 1 * MS, .max = 3600 * SEC, .group = G_LIMITS,
+     .help = "close a connection whose answers do not move this long (a client that does not "
+             "read or keeps its HTTP/2 window shut)"},
+    {.name = "max-conn-body-bytes", .type = SL_OPT_SIZE,
+     .offset = FIELD(max_conn_body_bytes, uint64_t), .def = "8MiB", .min = 1024, .max = 1 << 30,
+     .group = G_LIMITS, .help = "request bytes (unfinished or unanswered) held per connection"},
+    {.name = "max-conn-unsent-bytes", .type = SL_OPT_SIZE,
+     .offset = FIELD(max_conn_unsent_bytes, uint64_t), .def = "4MiB", .min = 1024,
+     .max = 1 << 30, .group = G_LIMITS,
+     .help = "HTTP/2 answers held unsent per connection; above it new streams are refused"},
+    {.name = "max-unsent-bytes", .type = SL_OPT_SIZE, .offset = FIELD(max_unsent_bytes, uint64_t),
+     .def = "256MiB", .min = 1024, .max = (uint64_t)1 << 40, .group = G_LIMITS,
+     .help = "HTTP/2 answers held unsent over all connections"},
+    {.name = "max-conn-errors", .type = SL_OPT_INT, .offset = FIELD(max_conn_errors, int64_t),
+     .def = "16", .min = 1, .max = 1000000, .group = G_LIMITS,
+     .help = "protocol errors and refused requests before a connection is closed"},
     {.name = "shutdown-timeout", .type = SL_OPT_DURATION,
      .offset = FIELD(shutdown_timeout_ns, int64_t), .def = "5s", .min = 0, .max = 3600 * SEC,
      .group = G_LIMITS, .help = "on SIGTERM or SIGINT, time left for requests in flight"},
@@ -115,6 +136,10 @@ static const sl_opt daemon_opts[] = {
     {.name = "gc-max-keys", .type = SL_OPT_INT, .offset = FIELD(gc_max_keys, int64_t),
      .def = "1000000", .min = 1, .max = INT64_C(1) << 40, .group = G_ENGINE,
      .help = "most keys held; past it idle keys are collected, LRU first"},
+    {.name = "max-memory", .type = SL_OPT_SIZE, .offset = FIELD(max_memory, uint64_t),
+     .def = "256MiB", .min = 0, .max = UINT64_C(1) << 50, .group = G_ENGINE,
+     .help = "most bytes the key store holds, side buffers (sliding logs, sub-windows, leases) "
+             "included; past it keys are evicted as at gc-max-keys; 0 = keys only"},
     {.name = "gc-period", .type = SL_OPT_DURATION, .offset = FIELD(gc_period_ns, int64_t),
      .def = "1s", .min = 1 * MS, .max = 86400 * SEC, .group = G_ENGINE,
      .help = "how often the collector of inactive keys runs"},
@@ -122,6 +147,11 @@ static const sl_opt daemon_opts[] = {
      .def = "0", .min = 0, .max = 18 * 3600 * SEC, .group = G_ENGINE,
      .help = "collect keys without hits for this long (Levee's GC); 0 = off (a collected key "
              "starts afresh, so keep it above your longest limit duration)"},
+    {.name = "gc-collect-free", .type = SL_OPT_DURATION,
+     .offset = FIELD(gc_collect_free_ns, int64_t), .def = "10s", .min = 0,
+     .max = 18 * 3600 * SEC, .group = G_ENGINE,
+     .help = "collect information-free keys (state equal to a fresh key's: nothing is reset) "
+             "without hits for this long, every gc-period; 0 = off"},
     {.name = "gc-max-work", .type = SL_OPT_INT, .offset = FIELD(gc_max_work, int64_t),
      .def = "10000", .min = 1, .max = INT64_C(1) << 32, .group = G_ENGINE,
      .help = "most key slots one collector run examines (bounds its pause)"},
@@ -134,6 +164,27 @@ static const sl_opt daemon_opts[] = {
     {.name = "max-sub-windows", .type = SL_OPT_INT, .offset = FIELD(max_sub_windows, int64_t),
      .def = "60", .min = 1, .max = 100000, .group = G_ENGINE,
      .help = "most sub-windows accepted for SLIDING_WINDOW"},
+    {.name = "max-count", .type = SL_OPT_INT, .offset = FIELD(max_count, int64_t),
+     .def = "9007199254740992", .min = 1, .max = INT64_MAX, .group = G_ENGINE,
+     .help = "largest limit, burst and |hits| accepted (default 2^53); more is a per-item error"},
+    {.name = "max-duration", .type = SL_OPT_DURATION, .offset = FIELD(max_duration_ns, int64_t),
+     .def = "876600h", .min = 1 * MS, .max = INT64_C(876600) * 3600 * SEC, .group = G_ENGINE,
+     .help = "longest limit duration accepted (default 100 years); more is a per-item error"},
+    {.name = "max-clock-skew", .type = SL_OPT_DURATION,
+     .offset = FIELD(max_clock_skew_ns, int64_t), .def = "10s", .min = 0,
+     .max = 86400 * SEC, .group = G_ENGINE,
+     .help = "a request's created_at further than this from the server's clock is a per-item "
+             "error; 0 = any created_at"},
+    /* Engine: state kept across restarts (node/statedir.c) */
+    {.name = "state-dir", .type = SL_OPT_STRING, .offset = FIELD(state_dir, char *),
+     .group = G_ENGINE, .metavar = "DIR",
+     .help = "keep the key store in DIR/sluice.snapshot: written on graceful shutdown, loaded "
+             "at start (expired keys dropped); unset = keys live in memory only"},
+    {.name = "snapshot-period", .type = SL_OPT_DURATION,
+     .offset = FIELD(snapshot_period_ns, int64_t), .def = "0", .min = 0, .max = 86400 * SEC,
+     .group = G_ENGINE,
+     .help = "with --state-dir, also write the snapshot this often (a crash loses at most this "
+             "much); 0 = only on shutdown"},
 
     /* Quotas (Levee) */
     {.name = "standalone", .type = SL_OPT_BOOL, .offset = FIELD(standalone, bool), .def = "false",

@@ -47,6 +47,7 @@ typedef struct sl_options {
     char *listen_addr;
     int64_t workers;           /* defaults to the number of online CPUs */
     bool verbose;
+    int64_t log_request_lines;
     /* Limits */
     int64_t max_conns;
     uint64_t max_header_bytes;
@@ -54,6 +55,11 @@ typedef struct sl_options {
     int64_t idle_timeout_ns;
     int64_t read_timeout_ns;
     int64_t max_streams;
+    int64_t write_timeout_ns;
+    uint64_t max_conn_body_bytes;
+    uint64_t max_conn_unsent_bytes;
+    uint64_t max_unsent_bytes;
+    int64_t max_conn_errors;
     int64_t shutdown_timeout_ns;
     int64_t max_batch;
     /* TLS ("" = unset) */
@@ -72,10 +78,17 @@ typedef struct sl_options {
     int64_t gc_max_keys;
     int64_t gc_period_ns;
     int64_t gc_collect_ns;
+    int64_t gc_collect_free_ns;
+    uint64_t max_memory;
+    int64_t max_count;
+    int64_t max_duration_ns;
+    int64_t max_clock_skew_ns;
     int64_t gc_max_work;
     int64_t shards;
     int64_t max_log_limit;
     int64_t max_sub_windows;
+    char *state_dir;           /* --state-dir: NULL = no snapshots */
+    int64_t snapshot_period_ns;
     /* Quotas (Levee) */
     bool standalone;
     char *storage_prefix;

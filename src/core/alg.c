@@ -113,6 +113,42 @@ const char *sl_alg_check(const sl_request *req, const sl_alg_config *cfg)
     return NULL;
 }
 
+/* Values that are valid integers but impossible as rate limits, whose answers would overflow
+ * (remaining near INT64_MAX, reset_time saturated): bounded by the engine's configuration. A hits
+ * of INT64_MIN (whose negation overflows) is out of any bound. */
+static const char *check_bounds(const sl_request *req, const sl_engine_config *cfg)
+{
+    if (!cfg)
+        return NULL;
+    const int64_t m = cfg->max_count;
+    if (m > 0) {
+        if (req->hits < -m || req->hits > m)
+            return "field 'hits' is out of range (more than max-count either way)";
+        if (req->limit > m)
+            return "field 'limit' exceeds max-count";
+        if (req->burst > m)
+            return "field 'burst' exceeds max-count";
+    }
+    if (cfg->max_duration_ms > 0 && !(req->behavior & SL_DURATION_IS_GREGORIAN) &&
+        req->duration > cfg->max_duration_ms)
+        return "field 'duration' exceeds max-duration";
+    return NULL;
+}
+
+const char *sl_request_check_time(const sl_request *req, const sl_engine_config *cfg,
+                                  int64_t now_ms)
+{
+    const int64_t skew = cfg ? cfg->max_clock_skew_ms : 0;
+    if (skew <= 0 || req->created_at == 0)
+        return NULL;
+    /* |created_at - now| > skew, without overflow: compare against the saturated window */
+    int64_t lo = now_ms < INT64_MIN + skew ? INT64_MIN : now_ms - skew;
+    int64_t hi = now_ms > INT64_MAX - skew ? INT64_MAX : now_ms + skew;
+    if (req->created_at < lo || req->created_at > hi)
+        return "field 'created_at' is further from the server's clock than max-clock-skew";
+    return NULL;
+}
+
 const char *sl_request_validate(const sl_request *req, const sl_engine_config *cfg)
 {
     /* Gubernator checks unique_key first, then the name (which its messages call the namespace). */
@@ -124,6 +160,9 @@ const char *sl_request_validate(const sl_request *req, const sl_engine_config *c
         return "field 'name' is longer than 1024 bytes";
     if (req->unique_key_len > SL_MAX_KEY_LEN)
         return "field 'unique_key' is longer than 4096 bytes";
+    const char *err = check_bounds(req, cfg);
+    if (err)
+        return err;
     sl_alg_config ac = {0};
     if (cfg) {
         ac.max_log_limit = cfg->max_log_limit;
@@ -152,6 +191,30 @@ void sl_alg_release(sl_state *st)
     st->aux32 = 0;
 }
 
+sl_alg_info sl_alg_info_of(const sl_state *st, int64_t expire_at, int64_t now)
+{
+    if (sl_alg_expired(expire_at, now))
+        return SL_INFO_FREE;
+    switch (st->algorithm) {
+    case SL_TOKEN_BUCKET:
+        return sl_tb_info(st);
+    case SL_LEAKY_BUCKET:
+        return sl_lb_info(st, now);
+    case SL_GCRA:
+        return sl_gcra_info(st, now);
+    case SL_FIXED_WINDOW:
+        return sl_win_fixed_info(st);
+    case SL_SLIDING_WINDOW:
+        return sl_win_sliding_info(st);
+    case SL_SLIDING_LOG:
+        return sl_slog_info(st, now);
+    case SL_CONCURRENCY:
+        return sl_conc_info(st, now);
+    default:
+        return SL_INFO_FREE; /* SL_ALG_NONE: nothing held */
+    }
+}
+
 uint64_t sl_alg_side_bytes(const sl_state *st)
 {
     if (st->algorithm == SL_SLIDING_LOG)
@@ -177,6 +240,13 @@ void sl_alg_decide(sl_state *st, int64_t *expire_at, const sl_request *req, int6
     switch (req->algorithm) {
     case SL_TOKEN_BUCKET:
         sl_tb_decide(st, expire_at, req, t, now, resp);
+        if (__builtin_expect(cfg && cfg->max_count > 0 && st->algorithm == SL_TOKEN_BUCKET &&
+                                 st->u.tb.remaining > cfg->max_count,
+                             0)) {
+            st->u.tb.remaining = cfg->max_count;
+            if (resp->remaining > cfg->max_count)
+                resp->remaining = cfg->max_count;
+        }
         break;
     case SL_LEAKY_BUCKET:
         sl_lb_decide(st, expire_at, req, t, now, resp);
@@ -200,4 +270,9 @@ void sl_alg_decide(sl_state *st, int64_t *expire_at, const sl_request *req, int6
     default:
         break; /* rejected by sl_alg_check */
     }
+    /* With the engine's bounds on, never answer a reset_time before 1970: Gubernator's leaky-bucket
+     * formula goes there after a large give-back (its "reset_time in the past" is kept otherwise).
+     * The bucket is full: it resets at t. */
+    if (__builtin_expect(resp->reset_time < 0, 0) && cfg && cfg->max_count > 0 && t >= 0)
+        resp->reset_time = t;
 }

@@ -68,6 +68,9 @@ typedef struct sl_alg_config {
     int64_t max_log_limit;
     int32_t max_sub_windows;
     int64_t max_concurrency_limit;
+    /* Largest remaining a token bucket keeps: Gubernator lets negative hits raise it past the
+     * limit, and repeated give-backs would reach INT64_MAX. <= 0: no bound. */
+    int64_t max_count;
     /* CONCURRENCY's lease-id generator (the engine's, core/concurrency.h); NULL: random ids */
     struct sl_conc_ids *lease_ids;
 } sl_alg_config;
@@ -96,6 +99,17 @@ bool sl_alg_expired(int64_t expire_at, int64_t now);
 
 /* Free any side buffer the state owns and mark it SL_ALG_NONE. Safe on a NONE state. */
 void sl_alg_release(sl_state *st);
+
+/*
+ * What evicting a key would forget (the store's eviction order, store.c). FREE: the state says
+ * nothing a fresh key would not (bucket full, GCRA TAT <= now, window over, log empty, no lease
+ * held, or expired): removing it changes no answer. LIMITED: the key is at its limit now (the next
+ * hit would be refused): removing it would admit what the limit refuses. HOLDS: in between (some
+ * of the limit used). One predicate per algorithm (sl_<alg>_info), all without allocation; those of
+ * the side-buffer algorithms read their buffer.
+ */
+typedef enum sl_alg_info { SL_INFO_FREE = 0, SL_INFO_HOLDS = 1, SL_INFO_LIMITED = 2 } sl_alg_info;
+sl_alg_info sl_alg_info_of(const sl_state *st, int64_t expire_at, int64_t now);
 
 /* Bytes of side buffers the state owns (for the store's memory accounting). */
 uint64_t sl_alg_side_bytes(const sl_state *st);

@@ -339,3 +339,51 @@ int64_t sl_conc_held(const sl_state *st)
     load(st, &c);
     return c.len;
 }
+
+/* Leases alive at `now` decide: none is a fresh key, `limit` of them refuse the next acquire. */
+sl_alg_info sl_conc_info(const sl_state *st, int64_t now)
+{
+    conc_state c;
+    load(st, &c);
+    int64_t live = 0;
+    for (uint32_t i = 0; i < c.len; i++)
+        if (c.leases[i].expires > now)
+            live++;
+    if (live == 0)
+        return SL_INFO_FREE;
+    return live >= c.limit ? SL_INFO_LIMITED : SL_INFO_HOLDS;
+}
+
+/* ---------------------------------------------------------------- state transfer (keystate.c) */
+
+const uint64_t *sl_conc_leases(const sl_state *st, int64_t *limit, uint32_t *len)
+{
+    conc_state c;
+    load(st, &c);
+    *limit = c.limit;
+    *len = c.len;
+    _Static_assert(sizeof(lease) == 2 * sizeof(uint64_t), "a lease is (id, expires)");
+    return (const uint64_t *)c.leases;
+}
+
+int sl_conc_adopt(sl_state *st, int64_t limit, const uint64_t *pairs, uint32_t len)
+{
+    if (len == 0)
+        return -EINVAL;
+    lease *ls = malloc((size_t)len * sizeof *ls);
+    if (!ls)
+        return -ENOMEM;
+    conc_state c = {.limit = limit, .leases = ls, .len = len, .cap = len};
+    for (uint32_t i = 0; i < len; i++) {
+        ls[i].id = pairs[2 * i];
+        ls[i].expires = (int64_t)pairs[2 * i + 1];
+        if (i == 0 || ls[i].expires < c.min_exp)
+            c.min_exp = ls[i].expires;
+        if (i == 0 || ls[i].expires > c.max_exp)
+            c.max_exp = ls[i].expires;
+    }
+    memset(st, 0, sizeof *st);
+    st->algorithm = SL_CONCURRENCY;
+    store(st, &c);
+    return 0;
+}

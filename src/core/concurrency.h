@@ -72,6 +72,13 @@ void sl_conc_release(sl_state *st);
 /* Leases held by a CONCURRENCY state (expired ones included until the next decision). */
 int64_t sl_conc_held(const sl_state *st);
 
+/* State transfer (core/keystate.c). sl_conc_leases: the key's leases as `len` (id, expires) pairs
+ * and its limit; the pointer is valid until the state changes. sl_conc_adopt: make st (whose old
+ * content is ignored, not released) a CONCURRENCY state holding a copy of the `len` >= 1 pairs;
+ * 0, -EINVAL (len 0) or -ENOMEM. */
+const uint64_t *sl_conc_leases(const sl_state *st, int64_t *limit, uint32_t *len);
+int sl_conc_adopt(sl_state *st, int64_t limit, const uint64_t *pairs, uint32_t len);
+
 /* Lease ids as text: 16 lower-case hex digits. Parse accepts either case; 0 is not a lease id.
  * format returns SL_CONC_ID_HEX; parse returns 0 or -EINVAL. */
 int sl_conc_format_id(uint64_t id, char out[SL_CONC_ID_HEX + 1]);
@@ -79,5 +86,8 @@ int sl_conc_parse_id(const char *s, size_t n, uint64_t *id);
 
 extern const char sl_conc_err_not_found[];
 extern const char sl_conc_err_no_lease[];
+
+/* What the key holds at `now` (sl_alg_info_of, for eviction); st is a CONCURRENCY. */
+sl_alg_info sl_conc_info(const sl_state *st, int64_t now);
 
 #endif

@@ -9,7 +9,8 @@
  * contain ("a_b"+"c" vs "a"+"b_c" collide when concatenated) and without copying the strings. The
  * seed is random per engine unless configured, so that clients cannot precompute keys that pile up
  * in one shard or probe sequence (XXH3 is not a cryptographic PRF; this raises the bar, it is not a
- * proof).
+ * proof). With cluster_keys the hash is instead a keyed permutation of the cluster-wide key id
+ * (see "cluster keys" below).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -38,19 +39,44 @@ struct sl_engine {
     sl_store *store;
     sl_engine_config cfg; /* with the shard count and seed actually used */
     sl_conc_ids lease_ids; /* CONCURRENCY lease ids: unique and unguessable per engine */
+    uint64_t perm_k0, perm_k1, perm_inv1, perm_inv2; /* cluster_keys' permutation (below) */
     _Alignas(64) uint64_t errors; /* validation failures (atomic; not on the decision path) */
     char pad[64 - sizeof(uint64_t)];
 };
+
+/* --- cluster keys ----------------------------------------------------------------------------
+ * With cluster_keys, the store hash is perm(id) where id is the cluster-wide key id (the picker's
+ * hash of name + "_" + unique_key) and perm a permutation of 64-bit words keyed by the engine's
+ * seed: xor a key, multiply by an odd constant, fold the high half into the low half, twice, xor
+ * another key. Every step is invertible, so a node can recover the id of each key it holds and
+ * find its owner (hand-off), while the shard and slot of a key still depend on a secret: a client
+ * that knows the id function cannot aim keys at one shard without the seed. Collisions of ids are
+ * collisions of store hashes; finding a key whose id equals a given key's is a 64-bit second
+ * preimage. */
+#define PERM_M1 UINT64_C(0x9e3779b97f4a7c15)
+#define PERM_M2 UINT64_C(0xbf58476d1ce4e5b9)
+
+static uint64_t odd_inverse(uint64_t m)
+{
+    uint64_t x = m; /* Newton: each step doubles the correct low bits (3 -> 96) */
+    for (int i = 0; i < 5; i++)
+        x *= 2 - m * x;
+    return x;
+}
 
 void sl_engine_config_default(sl_engine_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
     cfg->max_keys = DEFAULT_MAX_KEYS;
+    cfg->max_memory = 0; /* keys only: sluiced sets --max-memory (SL_DEFAULT_MAX_MEMORY) */
     cfg->shards = DEFAULT_SHARDS;
     cfg->max_log_limit = SL_ALG_DEFAULT_MAX_LOG_LIMIT;
     cfg->max_sub_windows = SL_ALG_DEFAULT_MAX_SUB_WINDOWS;
     cfg->max_concurrency_limit = SL_CONC_DEFAULT_MAX_LIMIT;
     cfg->hash_seed = 0;
+    cfg->max_count = SL_DEFAULT_MAX_COUNT;
+    cfg->max_duration_ms = SL_DEFAULT_MAX_DURATION_MS;
+    cfg->max_clock_skew_ms = 0;
 }
 
 static uint64_t random_seed(const void *salt)
@@ -79,11 +105,17 @@ int sl_engine_new(const sl_engine_config *cfg, sl_engine **out)
     if (!e->cfg.hash_seed)
         e->cfg.hash_seed = random_seed(e);
     sl_conc_ids_init(&e->lease_ids, 0);
+    e->perm_k0 = XXH3_64bits_withSeed("perm0", 5, e->cfg.hash_seed);
+    e->perm_k1 = XXH3_64bits_withSeed("perm1", 5, e->cfg.hash_seed);
+    e->perm_inv1 = odd_inverse(PERM_M1);
+    e->perm_inv2 = odd_inverse(PERM_M2);
     sl_store_config sc = {
         .max_keys = e->cfg.max_keys,
+        .max_bytes = e->cfg.max_memory,
         .shards = e->cfg.shards,
         .alg = {.max_log_limit = e->cfg.max_log_limit, .max_sub_windows = e->cfg.max_sub_windows,
                 .max_concurrency_limit = e->cfg.max_concurrency_limit,
+                .max_count = e->cfg.max_count,
                 .lease_ids = &e->lease_ids},
     };
     int rc = sl_store_new(&sc, &e->store);
@@ -104,10 +136,70 @@ void sl_engine_free(sl_engine *e)
     free(e);
 }
 
-static inline uint64_t key_hash(uint64_t seed, const char *name, size_t name_len, const char *key,
-                                size_t key_len)
+static inline uint64_t seeded_hash(uint64_t seed, const char *name, size_t name_len,
+                                   const char *key, size_t key_len)
 {
     return XXH3_64bits_withSeed(key, key_len, XXH3_64bits_withSeed(name, name_len, seed));
+}
+
+static inline uint64_t perm(const sl_engine *e, uint64_t x)
+{
+    x ^= e->perm_k0;
+    x *= PERM_M1;
+    x ^= x >> 32;
+    x *= PERM_M2;
+    x ^= x >> 32;
+    return x ^ e->perm_k1;
+}
+
+static inline uint64_t perm_inverse(const sl_engine *e, uint64_t y)
+{
+    y ^= e->perm_k1;
+    y ^= y >> 32;
+    y *= e->perm_inv2;
+    y ^= y >> 32;
+    y *= e->perm_inv1;
+    return y ^ e->perm_k0;
+}
+
+uint64_t sl_key_id(const char *name, size_t name_len, const char *key, size_t key_len)
+{
+    /* most keys are short: join them on the stack and hash once; the streaming state gives the
+     * same value for longer ones */
+    char buf[256];
+    if (name_len + 1 + key_len <= sizeof buf) {
+        if (name_len)
+            memcpy(buf, name, name_len);
+        buf[name_len] = '_';
+        if (key_len)
+            memcpy(buf + name_len + 1, key, key_len);
+        return XXH3_64bits_withSeed(buf, name_len + 1 + key_len, SL_KEY_ID_SEED);
+    }
+    XXH3_state_t st;
+    memset(&st, 0, sizeof st); /* XXH3_INITSTATE, and quiets gcc's maybe-uninitialized */
+    XXH3_64bits_reset_withSeed(&st, SL_KEY_ID_SEED);
+    XXH3_64bits_update(&st, name, name_len);
+    XXH3_64bits_update(&st, "_", 1);
+    XXH3_64bits_update(&st, key, key_len);
+    return XXH3_64bits_digest(&st);
+}
+
+uint64_t sl_engine_hash_of_id(const sl_engine *e, uint64_t id)
+{
+    return perm(e, id);
+}
+
+uint64_t sl_engine_id_of_hash(const sl_engine *e, uint64_t hash)
+{
+    return perm_inverse(e, hash);
+}
+
+static inline uint64_t key_hash(const sl_engine *e, const char *name, size_t name_len,
+                                const char *key, size_t key_len)
+{
+    if (e->cfg.cluster_keys)
+        return perm(e, sl_key_id(name, name_len, key, key_len));
+    return seeded_hash(e->cfg.hash_seed, name, name_len, key, key_len);
 }
 
 static void fail(sl_engine *e, sl_response *resp, const char *err)
@@ -120,11 +212,13 @@ static void fail(sl_engine *e, sl_response *resp, const char *err)
 void sl_engine_decide(sl_engine *e, const sl_request *req, sl_response *resp, int64_t now_ms)
 {
     const char *err = sl_request_validate(req, &e->cfg);
+    if (!err && __builtin_expect(req->created_at != 0, 0))
+        err = sl_request_check_time(req, &e->cfg, now_ms);
     if (err) {
         fail(e, resp, err);
         return;
     }
-    uint64_t h = key_hash(e->cfg.hash_seed, req->name, req->name_len, req->unique_key,
+    uint64_t h = key_hash(e, req->name, req->name_len, req->unique_key,
                           req->unique_key_len);
     /* Alone, a decision cannot hide its cache miss behind others' work, but fetching the few
      * lines its probe may need at once, rather than one after the other, still saves ~10%. */
@@ -145,12 +239,14 @@ void sl_engine_decide_batch(sl_engine *e, const sl_request *reqs, sl_response *r
          * nothing, so answering them out of order is the same as in order. */
         for (size_t i = 0; i < m; i++) {
             const char *err = sl_request_validate(&rq[i], &e->cfg);
+            if (!err && __builtin_expect(rq[i].created_at != 0, 0))
+                err = sl_request_check_time(&rq[i], &e->cfg, now_ms);
             ok[i] = !err;
             if (err) {
                 fail(e, &rs[i], err);
                 continue;
             }
-            hash[i] = key_hash(e->cfg.hash_seed, rq[i].name, rq[i].name_len, rq[i].unique_key,
+            hash[i] = key_hash(e, rq[i].name, rq[i].name_len, rq[i].unique_key,
                                rq[i].unique_key_len);
             if (i < PREFETCH_AHEAD)
                 sl_store_prefetch(e->store, hash[i]);
@@ -173,17 +269,33 @@ size_t sl_engine_expire(sl_engine *e, int64_t now_ms, size_t max_work)
 size_t sl_engine_collect_idle(sl_engine *e, int64_t now_ms, int64_t idle_ms, size_t max_work,
                               bool *pass_done)
 {
-    return sl_store_collect(e->store, now_ms, idle_ms, max_work, pass_done);
+    return sl_store_collect(e->store, now_ms, idle_ms, -1, max_work, pass_done);
+}
+
+size_t sl_engine_collect(sl_engine *e, int64_t now_ms, int64_t idle_ms, int64_t free_idle_ms,
+                         size_t max_work, bool *pass_done)
+{
+    return sl_store_collect(e->store, now_ms, idle_ms, free_idle_ms, max_work, pass_done);
 }
 
 bool sl_engine_remove(sl_engine *e, const char *name, size_t name_len, const char *key,
                       size_t key_len)
 {
-    return sl_store_remove(e->store, key_hash(e->cfg.hash_seed, name, name_len, key, key_len));
+    return sl_store_remove(e->store, key_hash(e, name, name_len, key, key_len));
 }
 
 void sl_engine_stats_get(sl_engine *e, sl_engine_stats *out)
 {
     sl_store_stats(e->store, out);
     out->errors += __atomic_load_n(&e->errors, __ATOMIC_RELAXED);
+}
+
+sl_store *sl_engine_store(sl_engine *e)
+{
+    return e->store;
+}
+
+uint64_t sl_engine_hash_seed(const sl_engine *e)
+{
+    return e->cfg.hash_seed;
 }

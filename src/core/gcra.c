@@ -126,3 +126,18 @@ void sl_gcra_decide(sl_state *st, int64_t *expire_at, const sl_request *req, int
     st->u.gcra.burst = b;
     *expire_at = sl_sat_sub(sl_sat_i128(sl_ceil_div128(x, L)), 1);
 }
+
+/* TAT <= now is a full key (what a fresh one holds); one more hit conforms iff TAT - now <= tau
+ * (base + 0 * T <= t + tau), so beyond that the key refuses the next hit. */
+sl_alg_info sl_gcra_info(const sl_state *st, int64_t now)
+{
+    const int64_t L = st->u.gcra.limit;
+    if (L <= 0)
+        return SL_INFO_FREE;
+    const int64_t tc = now < 0 ? 0 : now;
+    const sl_i128 x = load_tat(st, L), ts = (sl_i128)tc * L;
+    if (x <= ts)
+        return SL_INFO_FREE;
+    return x - ts > (sl_i128)st->u.gcra.burst * st->u.gcra.duration ? SL_INFO_LIMITED
+                                                                     : SL_INFO_HOLDS;
+}

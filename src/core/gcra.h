@@ -14,4 +14,7 @@
 void sl_gcra_decide(sl_state *st, int64_t *expire_at, const sl_request *req, int64_t t,
                     sl_response *resp);
 
+/* What the key holds at `now` (sl_alg_info_of, for eviction); st is a GCRA. */
+sl_alg_info sl_gcra_info(const sl_state *st, int64_t now);
+
 #endif

@@ -102,7 +102,7 @@ static void init_item(sl_state *st, int64_t *expire_at, const sl_request *req, i
     int64_t remaining = sl_sat_sub(p->burst, req->hits);
     st->algorithm = SL_LEAKY_BUCKET;
     st->status = SL_UNDER_LIMIT;
-    st->aux16 = 0;
+    st->aux16 = (req->behavior & SL_DURATION_IS_GREGORIAN) ? 1 : 0; /* for sl_lb_info() */
     st->aux32 = 0;
     st->u.lb.remaining = (double)remaining;
     st->u.lb.limit = req->limit;
@@ -146,6 +146,7 @@ void sl_lb_decide(sl_state *st, int64_t *expire_at, const sl_request *req, int64
     }
     st->u.lb.limit = req->limit;
     st->u.lb.duration = req->duration;
+    st->aux16 = (req->behavior & SL_DURATION_IS_GREGORIAN) ? 1 : 0;
 
     if (req->hits != 0)
         *expire_at = sl_sat_add(t, p.duration);
@@ -183,4 +184,23 @@ void sl_lb_decide(sl_state *st, int64_t *expire_at, const sl_request *req, int64
     }
     if (resp->status == SL_OVER_LIMIT)
         resp->retry_after = retry_after(st, *expire_at, req->hits, t, &p);
+}
+
+/* The bucket at `now`: leaked back to its burst is what a fresh bucket holds; below one whole hit
+ * refuses the next one. The leak is computed as a decision would (rate = duration / limit); for a
+ * Gregorian bucket (aux16 = 1: duration is an interval code) no leak is assumed, which can only
+ * make the key look fuller of information than it is, never less. */
+sl_alg_info sl_lb_info(const sl_state *st, int64_t now)
+{
+    double r = st->u.lb.remaining;
+    if (!st->aux16 && st->u.lb.limit > 0 && st->u.lb.duration > 0) {
+        double leak = (double)sl_sat_sub(now, st->u.lb.updated_at) * (double)st->u.lb.limit /
+                      (double)st->u.lb.duration;
+        if (sl_f2i(leak) > 0)
+            r += leak;
+    }
+    int64_t rem = sl_f2i(r);
+    if (rem >= st->u.lb.burst)
+        return SL_INFO_FREE;
+    return rem < 1 ? SL_INFO_LIMITED : SL_INFO_HOLDS;
 }

@@ -14,4 +14,7 @@
 void sl_lb_decide(sl_state *st, int64_t *expire_at, const sl_request *req, int64_t t, int64_t now,
                   sl_response *resp);
 
+/* What the key holds at `now` (sl_alg_info_of, for eviction); st is a LEAKY_BUCKET. */
+sl_alg_info sl_lb_info(const sl_state *st, int64_t now);
+
 #endif

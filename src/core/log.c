@@ -186,3 +186,68 @@ SL_LOG_LEVEL_FN(sl_log_error, SL_LOG_ERROR)
 SL_LOG_LEVEL_FN(sl_log_warn, SL_LOG_WARN)
 SL_LOG_LEVEL_FN(sl_log_info, SL_LOG_INFO)
 SL_LOG_LEVEL_FN(sl_log_debug, SL_LOG_DEBUG)
+
+/* ---------------------------------------------------------------- per-request lines */
+
+void sl_log_set_request_rate(sl_logger *lg, uint32_t per_second)
+{
+    lg->requests.per_second = per_second;
+}
+
+bool sl_log_budget_take(sl_logger *lg, sl_log_budget *b, sl_log_level level)
+{
+    if (!sl_log_enabled(lg, level))
+        return false;
+    if (!b)
+        b = &lg->requests;
+    uint32_t rate = b->per_second ? b->per_second : SL_LOG_REQ_PER_SECOND;
+    int64_t sec = lg->clock != NULL ? sl_clock_now_ms(lg->clock) / 1000
+                                    : sl_mono_ns() / 1000000000;
+    int64_t cur = __atomic_load_n(&b->second, __ATOMIC_RELAXED);
+    if (cur != sec && __atomic_compare_exchange_n(&b->second, &cur, sec, false, __ATOMIC_RELAXED,
+                                                  __ATOMIC_RELAXED))
+        __atomic_store_n(&b->count, 0, __ATOMIC_RELAXED);
+    if (__atomic_fetch_add(&b->count, 1, __ATOMIC_RELAXED) >= rate) {
+        __atomic_fetch_add(&b->suppressed, 1, __ATOMIC_RELAXED);
+        return false;
+    }
+    uint64_t dropped = __atomic_exchange_n(&b->suppressed, 0, __ATOMIC_RELAXED);
+    if (dropped)
+        sl_log_write(lg, level, "... %llu similar lines suppressed", (unsigned long long)dropped);
+    return true;
+}
+
+void sl_log_req(sl_logger *lg, sl_log_level level, const char *fmt, ...)
+{
+    if (!sl_log_budget_take(lg, NULL, level))
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    sl_log_vwrite(lg, level, fmt, ap);
+    va_end(ap);
+}
+
+const char *sl_log_field(char dst[SL_LOG_FIELD_BUF], const char *s, size_t n)
+{
+    size_t o = 0;
+    bool cut = n > SL_LOG_FIELD_MAX;
+    if (cut)
+        n = SL_LOG_FIELD_MAX;
+    for (size_t i = 0; s && i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c > 0x20 && c < 0x7f && c != '"' && c != '\\' && c != '=') {
+            dst[o++] = (char)c;
+        } else {
+            dst[o++] = '\\';
+            dst[o++] = 'x';
+            sl_hex_put(dst + o, c, false);
+            o += 2;
+        }
+    }
+    if (cut) {
+        memcpy(dst + o, "...", 3);
+        o += 3;
+    }
+    dst[o] = '\0';
+    return dst;
+}

@@ -23,6 +23,8 @@
 
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "sluice/clock.h"
@@ -39,11 +41,36 @@ typedef enum sl_log_level {
 /* Longest instance id kept (longer ones are cut). */
 #define SL_LOG_INSTANCE_MAX 64
 
+/*
+ * Per-request lines (a line a client can cause by sending a request) go through a budget: at most
+ * `per_second` lines a second are written, the others are counted, and the next line the budget
+ * admits is preceded by one "... N similar lines suppressed" line, so a flood of requests writes a
+ * bounded number of bytes per second and the log still says how many were dropped. Every field a
+ * client chose (request ids, resources, names, keys) goes into such a line through sl_log_field():
+ * cut at SL_LOG_FIELD_MAX bytes and escaped, so it can neither grow a line nor forge key=value
+ * pairs. One budget is in every logger (sl_log_req); a component may own another with its own rate.
+ * The second is the logger's clock (virtual in tests) or the monotonic clock. Thread-safe (atomics).
+ */
+typedef struct sl_log_budget {
+    uint32_t per_second;   /* lines a second; 0 = SL_LOG_REQ_PER_SECOND */
+    int64_t second;        /* the second `count` is for (atomic) */
+    uint32_t count;        /* lines asked for in that second (atomic) */
+    uint64_t suppressed;   /* lines refused and not yet reported (atomic) */
+} sl_log_budget;
+
+/* Default per-request lines a second of a logger (sluiced's --log-request-lines). */
+#define SL_LOG_REQ_PER_SECOND 20
+/* Bytes of one client-chosen field kept in a log line (more is cut and marked "..."). */
+#define SL_LOG_FIELD_MAX 96
+/* Size of the buffer sl_log_field() writes: every byte may become \xNN, plus "..." and NUL. */
+#define SL_LOG_FIELD_BUF (SL_LOG_FIELD_MAX * 4 + 4)
+
 typedef struct sl_logger {
     int level;                         /* sl_log_level; read and written with relaxed atomics */
     FILE *out;                         /* NULL = stderr */
     const sl_clock *clock;             /* NULL = the real wall clock */
     char instance[SL_LOG_INSTANCE_MAX]; /* "" = no instance= field */
+    sl_log_budget requests;            /* per-request lines (sl_log_req) */
 } sl_logger;
 
 /* Initialise a logger writing to `out` (NULL = stderr) at `level`; `instance` may be NULL. */
@@ -72,6 +99,23 @@ void sl_log_error(sl_logger *lg, const char *fmt, ...) __attribute__((format(pri
 void sl_log_warn(sl_logger *lg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void sl_log_info(sl_logger *lg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void sl_log_debug(sl_logger *lg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Per-request lines a second through sl_log_req (0 = SL_LOG_REQ_PER_SECOND). Not while logging. */
+void sl_log_set_request_rate(sl_logger *lg, uint32_t per_second);
+
+/* May a per-request line at `level` be written now under budget b? True: write it (after the
+ * "N similar lines suppressed" line this call wrote, if lines were refused since the last one).
+ * False: not enabled, or over the budget (counted). b NULL = the logger's own budget. */
+bool sl_log_budget_take(sl_logger *lg, sl_log_budget *b, sl_log_level level);
+
+/* A per-request line under the logger's own budget: sl_log_budget_take() then sl_log_write(). */
+void sl_log_req(sl_logger *lg, sl_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* A client-chosen field (n bytes of s; s NULL = "") made safe for a line: at most
+ * SL_LOG_FIELD_MAX bytes of it, every byte outside printable ASCII and each of space, '"', '\',
+ * '=' written as \xNN, and "..." when cut. Returns dst. */
+const char *sl_log_field(char dst[SL_LOG_FIELD_BUF], const char *s, size_t n);
 
 /* Format epoch milliseconds as "YYYY-MM-DDThh:mm:ss.mmmZ" into buf (at least 25 bytes). Returns
  * the length written (24). */

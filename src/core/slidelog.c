@@ -156,3 +156,18 @@ void sl_slog_decide(sl_state *st, int64_t *expire_at, const sl_request *req, int
     st->u.log.len = r.len;
     *expire_at = newest_end == INT64_MAX ? newest_end : newest_end - 1;
 }
+
+/* Live entries (after now - duration) decide: none is a fresh key, `cap` of them (the limit, or
+ * more while a lowered limit drains) refuse the next hit. Reads the ring from its oldest entry. */
+sl_alg_info sl_slog_info(const sl_state *st, int64_t now)
+{
+    ring r = {st->u.log.ring, st->u.log.cap, st->u.log.head, st->u.log.len};
+    const int64_t horizon = sl_sat_sub(now, st->u.log.duration);
+    int64_t dead = 0;
+    while (dead < r.len && *at(&r, dead) <= horizon)
+        dead++;
+    int64_t live = r.len - dead;
+    if (live <= 0)
+        return SL_INFO_FREE;
+    return live >= r.cap ? SL_INFO_LIMITED : SL_INFO_HOLDS;
+}

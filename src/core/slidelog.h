@@ -17,4 +17,7 @@ void sl_slog_decide(sl_state *st, int64_t *expire_at, const sl_request *req, int
 uint64_t sl_slog_side_bytes(const sl_state *st);
 void sl_slog_release(sl_state *st);
 
+/* What the key holds at `now` (sl_alg_info_of, for eviction); st is a SLIDING_LOG. */
+sl_alg_info sl_slog_info(const sl_state *st, int64_t now);
+
 #endif

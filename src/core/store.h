@@ -5,8 +5,11 @@
  * (engine.c). The store runs the algorithm (core/alg.h) on a key's state with the key's shard
  * locked, so decisions on one key are linearizable and decisions on other shards run in parallel.
  *
- * Bounded memory: at most `max_keys` keys in total; a table grows x2 up to a per-shard maximum
- * derived from max_keys; a full shard evicts an approximately least recently used key.
+ * Bounded memory: at most `max_keys` keys in total and at most `max_bytes` bytes of tables and side
+ * buffers (each shard keeps within its share, evicting in the same order, refusing a new key whose
+ * buffer alone cannot fit); a table grows x2 up to a per-shard maximum
+ * derived from max_keys; a full shard evicts an information-free key if it finds one, else an
+ * approximately least recently used key not at its limit, and a key at its limit last.
  * The layout and its reasons are described at the top of store.c.
  */
 #ifndef SLUICE_CORE_STORE_H
@@ -23,12 +26,16 @@ typedef struct sl_store sl_store;
 
 typedef struct sl_store_config {
     size_t max_keys;        /* > 0: hard cap on keys held */
+    uint64_t max_bytes;     /* cap on tables + side buffers, split evenly over the shards; 0 none */
     unsigned shards;        /* power of two, >= 1; reduced when max_keys is too small for it */
     sl_alg_config alg;      /* passed to sl_alg_decide() */
 } sl_store_config;
 
 /* Most shards a store accepts (a shard costs a few hundred bytes plus its table). */
 #define SL_STORE_MAX_SHARDS 65536u
+
+/* The error of a new key whose side buffer alone exceeds a shard's share of max_bytes. */
+extern const char sl_store_err_memory[];
 
 /* 0, -EINVAL (max_keys 0, shards not a power of two or too many) or -ENOMEM. */
 int sl_store_new(const sl_store_config *cfg, sl_store **out);
@@ -77,14 +84,15 @@ size_t sl_store_expire(sl_store *s, int64_t now, size_t max_work);
 /*
  * Idle collection: examine at most max_work slots, continuing one walk over every shard's table in
  * order from where the previous call stopped, and remove each key that has expired (counted as an
- * expiration) or has not been accessed for at least idle_ms (a collection; idle_ms <= 0: expired
- * keys only). Idleness is judged from the LRU stamp, never early, at most 1.024 s late, and not
+ * expiration), has not been accessed for at least idle_ms (a collection; idle_ms <= 0: none), or
+ * is information-free (sl_alg_info_of) and has not been accessed for at least free_idle_ms (a
+ * collection; free_idle_ms <= 0: none). Idleness is judged from the LRU stamp, never early, at most 1.024 s late, and not
  * beyond 18.6 hours (see store.c). Returns the number removed; *pass_done (may be NULL) is set when
  * the walk reached the end of the last shard in this call: every slot has been examined since the
  * previous pass ended. A call never goes past the end of a pass. Calls are serialised by a mutex.
  */
-size_t sl_store_collect(sl_store *s, int64_t now, int64_t idle_ms, size_t max_work,
-                        bool *pass_done);
+size_t sl_store_collect(sl_store *s, int64_t now, int64_t idle_ms, int64_t free_idle_ms,
+                        size_t max_work, bool *pass_done);
 
 /* Fill keys, capacity, bytes, evictions, expirations, collections, errors (from sl_alg_decide)
  * and decisions; every field is overwritten. Locks each shard briefly, one at a time. */
@@ -104,5 +112,49 @@ void sl_store_shard_info(sl_store *s, unsigned shard, size_t *keys, size_t *capa
 /* Verify the table invariants (every key reachable from its home without crossing an empty slot,
  * counts, load <= 0.8, total <= max_keys): 0 or -EINVAL. */
 int sl_store_check(sl_store *s);
+
+/* --- state transfer (snapshots, hand-off; store.c's last section) ----------------------------- */
+
+/* Where an export walk stands: start at {0, 0}; the walk is over when shard == sl_store_shards(). */
+typedef struct sl_store_cursor {
+    unsigned shard;
+    uint32_t pos;
+} sl_store_cursor;
+
+/* Called with the key's shard locked: must not call into the store. Return false to stop the walk
+ * before this key (it is offered again by the next call), e.g. when an output buffer is full. */
+typedef bool (*sl_store_export_fn)(uint64_t hash, int64_t expire_at, const sl_state *st,
+                                   void *ctx);
+
+/*
+ * Offer every held, unexpired key to fn, examining at most max_work slots per call from *cur
+ * (one shard lock held at a time, for at most max_work slots). Returns the slots examined; the
+ * walk is complete when cur->shard reaches sl_store_shards(s). A walk concurrent with inserts may
+ * miss a key inserted or moved meanwhile, or offer one twice.
+ */
+size_t sl_store_export(sl_store *s, sl_store_cursor *cur, int64_t now, size_t max_work,
+                       sl_store_export_fn fn, void *ctx);
+
+/*
+ * Insert or merge a key's state that arrived from elsewhere (a snapshot, a peer), taking ownership
+ * of st's side buffer (st is left SL_ALG_NONE): a key not held takes it (evicting as any new key
+ * does); a held one keeps the more restrictive of the two (sl_keystate_merge). An expired or
+ * SL_ALG_NONE st is dropped. Returns true if the key is held afterwards.
+ */
+bool sl_store_import(sl_store *s, uint64_t hash, int64_t now, sl_state *st, int64_t expire_at);
+
+/* The store of an engine, and the seed its key hashes are taken with (engine.c): what a snapshot
+ * needs to be loaded by an engine that hashes keys the same way. */
+struct sl_engine;
+sl_store *sl_engine_store(struct sl_engine *e);
+uint64_t sl_engine_hash_seed(const struct sl_engine *e);
+
+/* The cluster-wide id of a key: XXH3-64 of name + "_" + unique_key with SL_KEY_ID_SEED, which is
+ * Gubernator's hash key and what pickers place on the ring (cluster/picker.h). */
+#define SL_KEY_ID_SEED 0x736c756963652121ULL
+uint64_t sl_key_id(const char *name, size_t name_len, const char *key, size_t key_len);
+/* With sl_engine_config.cluster_keys: the store hash of a key id and back (a bijection). */
+uint64_t sl_engine_hash_of_id(const struct sl_engine *e, uint64_t id);
+uint64_t sl_engine_id_of_hash(const struct sl_engine *e, uint64_t hash);
 
 #endif

@@ -142,3 +142,12 @@ void sl_tb_decide(sl_state *st, int64_t *expire_at, const sl_request *req, int64
     if (resp->status == SL_OVER_LIMIT)
         resp->retry_after = retry_after(*expire_at, t);
 }
+
+/* Full (remaining >= limit, status not sticky) is what a fresh bucket holds; empty or sticky
+ * OVER_LIMIT refuses the next hit. Expiry is judged by the caller. */
+sl_alg_info sl_tb_info(const sl_state *st)
+{
+    if (st->status == SL_OVER_LIMIT || st->u.tb.remaining <= 0)
+        return SL_INFO_LIMITED;
+    return st->u.tb.remaining >= st->u.tb.limit ? SL_INFO_FREE : SL_INFO_HOLDS;
+}

@@ -310,3 +310,31 @@ void sl_win_sliding_decide(sl_state *st, int64_t *expire_at, const sl_request *r
     st->u.sw.cur = cur;
     *expire_at = end == INT64_MAX ? end : end - 1;
 }
+
+/* ---- what a key holds (eviction order) ------------------------------------------------------- */
+
+/* An unexpired fixed window always holds information: the algorithm drops a window with no hits
+ * (count 0) and the key expires when its window ends, which sl_alg_info_of() judges first. */
+sl_alg_info sl_win_fixed_info(const sl_state *st)
+{
+    return st->u.fw.count > 0 && st->u.fw.count >= st->u.fw.limit ? SL_INFO_LIMITED
+                                                                   : SL_INFO_HOLDS;
+}
+
+/* The counts of the current and previous sub-windows: all zero is a fresh key; their sum at the
+ * limit is counted as limited (the weighted estimate can only be lower, so this errs towards
+ * keeping the key). */
+sl_alg_info sl_win_sliding_info(const sl_state *st)
+{
+    int64_t sum = st->u.sw.cur;
+    if (st->aux32 > 1) {
+        if (st->u.sw.ring)
+            for (uint32_t j = 0; j < st->aux32; j++)
+                sum = sl_sat_add(sum, st->u.sw.ring[j]);
+    } else {
+        sum = sl_sat_add(sum, st->u.sw.prev);
+    }
+    if (sum <= 0)
+        return SL_INFO_FREE;
+    return sum >= st->u.sw.limit ? SL_INFO_LIMITED : SL_INFO_HOLDS;
+}

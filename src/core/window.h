@@ -21,4 +21,9 @@ void sl_win_sliding_decide(sl_state *st, int64_t *expire_at, const sl_request *r
 uint64_t sl_win_side_bytes(const sl_state *st);
 void sl_win_release(sl_state *st);
 
+/* What the key holds (sl_alg_info_of, for eviction); st is a FIXED_WINDOW / SLIDING_WINDOW that
+ * has not expired. */
+sl_alg_info sl_win_fixed_info(const sl_state *st);
+sl_alg_info sl_win_sliding_info(const sl_state *st);
+
 #endif

@@ -31,6 +31,8 @@ typedef enum sl_conn_phase {
     SL_CONN_IDLE,    /* between requests, nothing owed: idle timeout */
     SL_CONN_READING, /* part of a request received: read timeout */
     SL_CONN_BUSY,    /* waiting for handlers to answer: no timeout of ours */
+    SL_CONN_WRITING, /* answers made, held back by the client (HTTP/2 flow control): write
+                        timeout, progress is `produced` */
 } sl_conn_phase;
 
 typedef void (*sl_conn_wake_cb)(void *ud);
@@ -49,7 +51,10 @@ typedef struct sl_conn {
     bool fatal;                 /* close without further output handling */
     uint8_t sniff_len;
     char sniff[24];
-    uint64_t completed;         /* requests completed (progress marker for timeouts) */
+    uint64_t completed;         /* progress marker for the read timeout: requests completed
+                                   (HTTP/2: the oldest one being received) */
+    uint64_t produced;          /* HTTP/2 answer body bytes released by the client's window
+                                   (progress marker for the write timeout) */
     const char *peer_identity;  /* TLS: the verified client certificate's name (net/tls.h), set
                                    by the driver once the handshake is done; NULL otherwise */
     union {

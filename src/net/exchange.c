@@ -29,6 +29,9 @@ void sl_http_limits_defaults(sl_http_limits *l)
     l->h2_window = 1u << 20;
     l->conn_buffer_bytes = 8u << 20;
     l->out_high_water = 1u << 20;
+    l->conn_unsent_bytes = 4u << 20;
+    l->unsent_bytes = 256u << 20;
+    l->max_conn_errors = 16;
 }
 
 static void fill_limits(sl_http_limits *dst, const sl_http_limits *src)
@@ -49,6 +52,9 @@ static void fill_limits(sl_http_limits *dst, const sl_http_limits *src)
     DEF(h2_window);
     DEF(conn_buffer_bytes);
     DEF(out_high_water);
+    DEF(conn_unsent_bytes);
+    DEF(unsent_bytes);
+    DEF(max_conn_errors);
 #undef DEF
     /* HTTP/2 caps the window at 2^31-1 and forbids less than the 65535 default being useful. */
     if (dst->h2_window < 65535)
@@ -155,6 +161,8 @@ void sl_http_ctx_stats(const sl_http_ctx *ctx, sl_net_stats *s)
     s->protocol_errors += v[SL_NET_PROTOCOL_ERRORS];
     s->bytes_in += v[SL_NET_BYTES_IN];
     s->bytes_out += v[SL_NET_BYTES_OUT];
+    s->conns_calmed += v[SL_NET_CONNS_CALMED];
+    s->accept_pauses += v[SL_NET_ACCEPT_PAUSES];
 }
 
 size_t sl_http_ctx_pending(const sl_http_ctx *ctx)

@@ -94,6 +94,14 @@ typedef struct sl_http_limits {
     size_t conn_buffer_bytes;   /* request bytes held per connection (parsed, unanswered): 8 MiB;
                                    h1 stops parsing above it, h2 refuses the stream */
     size_t out_high_water;      /* pending output above which a connection stops reading: 1 MiB */
+    size_t conn_unsent_bytes;   /* h2: bytes of answers submitted and not yet sent (a peer's shut
+                                   flow-control window holds them) per connection, above which it
+                                   stops reading: 4 MiB */
+    size_t unsent_bytes;        /* the same summed over the ctx's connections, above which every
+                                   connection holding unsent answers stops reading: 256 MiB */
+    uint32_t max_conn_errors;   /* protocol errors and refused requests (431, 413, invalid
+                                   frames) one connection may provoke before it is closed
+                                   (HTTP/2: GOAWAY ENHANCE_YOUR_CALM): 16 */
 } sl_http_limits;
 
 void sl_http_limits_defaults(sl_http_limits *l);
@@ -112,6 +120,8 @@ enum {
     SL_NET_PROTOCOL_ERRORS,    /* malformed HTTP/1.1, HTTP/2 protocol errors, limit violations */
     SL_NET_BYTES_IN,
     SL_NET_BYTES_OUT,
+    SL_NET_CONNS_CALMED,       /* closed for provoking max_conn_errors errors */
+    SL_NET_ACCEPT_PAUSES,      /* accepting paused at the file-descriptor limit (EMFILE/ENFILE) */
     SL_NET_STAT_COUNT
 };
 
@@ -119,6 +129,7 @@ typedef struct sl_net_stats {
     uint64_t conns_open, conns_accepted, conns_refused, conns_timed_out;
     uint64_t requests_h1, requests_h2, requests_grpc;
     uint64_t protocol_errors, bytes_in, bytes_out;
+    uint64_t conns_calmed, accept_pauses;
 } sl_net_stats;
 
 /* ---- the request and the answer (handler side) ---- */
@@ -209,6 +220,7 @@ struct sl_exchange {
     void *owner;                 /* h1/h2 connection; NULL once detached */
     sl_exchange *next, *prev;    /* owner's lists; ctx free list */
     sl_exchange *qnext;          /* h2: dispatch list */
+    sl_exchange *rnext, *rprev;  /* h2: requests being received, oldest first */
     int32_t stream_id;           /* HTTP/2 */
     uint8_t refs;                /* owner + handler */
     uint8_t state;
@@ -227,6 +239,7 @@ struct sl_exchange {
     size_t body_len;
     size_t hdr_bytes;            /* bytes counted against max_header_bytes */
     size_t held;                 /* bytes charged to the owner's conn_buffer_bytes */
+    size_t unsent;               /* h2: answer bytes charged to conn_unsent_bytes/unsent_bytes */
     sl_buf arena;                /* request bytes */
     sl_hdr_off *hoff;
     sl_http_header *hview;
@@ -259,6 +272,7 @@ struct sl_http_ctx {
     size_t nfree;
     size_t outstanding;       /* exchanges allocated and not returned */
     size_t pending;           /* dispatched, not answered */
+    size_t unsent;            /* h2 answer bytes submitted and not sent, over all connections */
     bool dying;
     _Atomic uint64_t stat[SL_NET_STAT_COUNT];
 };

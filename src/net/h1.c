@@ -434,6 +434,7 @@ static void fail(sl_h1 *h)
     h->msg_in_progress = false;
     h->dead = true;
     sl_net_stat_add(c->ctx, SL_NET_PROTOCOL_ERRORS, 1);
+    sl_net_stat_add(c->ctx, SL_NET_CONNS_CALMED, 1); /* HTTP/1.1 closes on its first error */
     if (!ex) {
         ex = sl_exchange_new(c->ctx, &h1_ops, h);
         if (!ex) {

@@ -2,6 +2,21 @@
  * HTTP/2 over nghttp2 (see h2.h). Stream user data is the exchange; the exchange holds the
  * connection's reference until nghttp2 closes the stream, so an answer's body (kept in the
  * exchange and read by nghttp2's data provider) lives exactly as long as nghttp2 may read it.
+ *
+ * Abuse bounds kept here, all per connection and counted without work per request:
+ *  - a connection that provokes max_conn_errors protocol errors or refusals of its requests
+ *    (431, 413, invalid frames) is told GOAWAY ENHANCE_YOUR_CALM and closed, so oversized header
+ *    blocks cost a bounded amount of decoding per connection (streams refused for our own
+ *    buffer budgets do not count: a busy client may retry them);
+ *  - answers submitted and not yet sent (a client that shuts its flow-control window) are
+ *    charged in bytes, with the request they answer, to the connection and to the ctx; above
+ *    either budget new streams of a connection holding such answers are refused
+ *    (REFUSED_STREAM), and the phase says SL_CONN_WRITING so the driver's write timeout applies;
+ *  - the read-timeout progress marker (conn->completed) moves only when the oldest request
+ *    being received is complete, so an unfinished request body keeps its deadline: completing
+ *    other requests on the same connection does not extend it;
+ *  - after the client's EOF, answers its shut window holds can never leave: the connection is
+ *    done once nothing can be sent and no handler owes an answer.
  */
 #include "net/h2.h"
 
@@ -18,9 +33,14 @@ struct sl_h2 {
     sl_exchange *rq_head, *rq_tail; /* complete requests waiting for dispatch after mem_recv */
     sl_exchange *all;               /* every exchange attached to an open stream */
     uint32_t receiving;             /* streams whose request is incomplete */
+    sl_exchange *recv_head, *recv_tail; /* those streams, oldest first */
     size_t held;                    /* request bytes held by attached exchanges */
+    size_t unsent;                  /* bytes charged by answered, unclosed streams */
+    uint32_t errors;                /* protocol errors and refusals this client provoked */
     bool broken;                    /* session failed: flush what is queued, then close */
     bool goaway;
+    bool calmed;                    /* GOAWAY ENHANCE_YOUR_CALM submitted: input is dropped */
+    bool eof;                       /* the client closed its sending side */
 };
 
 static int h2_respond(void *owner, sl_exchange *ex, const sl_http_response *r);
@@ -51,10 +71,54 @@ static void unlink_all(sl_h2 *h, sl_exchange *ex)
 
 static void stop_receiving(sl_h2 *h, sl_exchange *ex)
 {
-    if (ex->counted) {
-        ex->counted = false;
-        h->receiving--;
-    }
+    if (!ex->counted)
+        return;
+    ex->counted = false;
+    h->receiving--;
+    /* Progress for the read timeout only when the oldest request being received is complete:
+     * requests finished meanwhile on other streams do not extend its deadline. */
+    if (ex == h->recv_head)
+        h->c->completed++;
+    if (ex->rprev)
+        ex->rprev->rnext = ex->rnext;
+    else
+        h->recv_head = ex->rnext;
+    if (ex->rnext)
+        ex->rnext->rprev = ex->rprev;
+    else
+        h->recv_tail = ex->rprev;
+    ex->rnext = ex->rprev = NULL;
+}
+
+/* Answer bytes a stream holds until nghttp2 closes it: request arena, answer, and a share for
+ * nghttp2's own stream and frame state. */
+#define STREAM_COST 512
+
+static void charge_unsent(sl_h2 *h, sl_exchange *ex)
+{
+    ex->unsent = ex->arena.alloc + ex->resp.alloc + STREAM_COST;
+    h->unsent += ex->unsent;
+    h->c->ctx->unsent += ex->unsent;
+}
+
+static void release_unsent(sl_h2 *h, sl_exchange *ex)
+{
+    h->unsent -= ex->unsent;
+    h->c->ctx->unsent -= ex->unsent;
+    ex->unsent = 0;
+}
+
+/* The client provoked an error or a refusal; past max_conn_errors the connection ends. */
+static void provoked(sl_h2 *h)
+{
+    sl_http_ctx *ctx = h->c->ctx;
+    sl_net_stat_add(ctx, SL_NET_PROTOCOL_ERRORS, 1);
+    if (++h->errors < ctx->lim.max_conn_errors || h->calmed || h->broken)
+        return;
+    h->calmed = true;
+    sl_net_stat_add(ctx, SL_NET_CONNS_CALMED, 1);
+    if (nghttp2_session_terminate_session(h->ss, NGHTTP2_ENHANCE_YOUR_CALM) != 0)
+        h->broken = true;
 }
 
 static void release_held(sl_h2 *h, sl_exchange *ex)
@@ -75,7 +139,7 @@ static void refuse(sl_h2 *h, sl_exchange *ex, int status)
     if (!ex->headers_done)
         return; /* answered when the header block ends */
     stop_receiving(h, ex);
-    sl_net_stat_add(h->c->ctx, SL_NET_PROTOCOL_ERRORS, 1);
+    provoked(h);
     sl_exchange_finish_request(ex, SL_HTTP_2);
     sl_exchange_respond_error(ex, status,
                               status == 413 ? "request body too large\n"
@@ -107,6 +171,14 @@ static int on_begin_headers(nghttp2_session *ss, const nghttp2_frame *frame, voi
     sl_h2 *h = ud;
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
         return 0;
+    const sl_http_limits *lim = &h->c->ctx->lim;
+    if (h->unsent && (h->unsent > lim->conn_unsent_bytes || h->c->ctx->unsent > lim->unsent_bytes)) {
+        /* This connection holds answers its client does not take: no new ones (the stream has
+         * no exchange, so its fields and data are dropped). */
+        nghttp2_submit_rst_stream(ss, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
+                                  NGHTTP2_REFUSED_STREAM);
+        return 0;
+    }
     sl_exchange *ex = sl_exchange_new(h->c->ctx, &h2_ops, h);
     if (!ex)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
@@ -118,6 +190,13 @@ static int on_begin_headers(nghttp2_session *ss, const nghttp2_frame *frame, voi
     ex->peer_identity = h->c->peer_identity;
     ex->counted = true;
     h->receiving++;
+    ex->rnext = NULL;
+    ex->rprev = h->recv_tail;
+    if (h->recv_tail)
+        h->recv_tail->rnext = ex;
+    else
+        h->recv_head = ex;
+    h->recv_tail = ex;
     link_all(h, ex);
     nghttp2_session_set_stream_user_data(ss, frame->hd.stream_id, ex);
     return 0;
@@ -196,6 +275,7 @@ static int on_data_chunk(nghttp2_session *ss, uint8_t flags, int32_t stream_id,
     if (h->held + len > lim->conn_buffer_bytes) {
         /* Too much held on this connection: refuse the stream so the client may retry. */
         ex->reject = REJECT_RESET;
+        /* Our budget, not the client's error: counted, but not toward max_conn_errors. */
         sl_net_stat_add(h->c->ctx, SL_NET_PROTOCOL_ERRORS, 1);
         nghttp2_submit_rst_stream(ss, NGHTTP2_FLAG_NONE, stream_id, NGHTTP2_REFUSED_STREAM);
         return 0;
@@ -243,6 +323,7 @@ static int on_stream_close(nghttp2_session *ss, int32_t stream_id, uint32_t erro
     unlink_all(h, ex);
     stop_receiving(h, ex);
     release_held(h, ex);
+    release_unsent(h, ex);
     ex->stream_id = 0;
     if (ex->queued)
         return 0; /* the dispatch loop sees stream_id 0 and drops it */
@@ -254,8 +335,7 @@ static int on_stream_close(nghttp2_session *ss, int32_t stream_id, uint32_t erro
 static int on_invalid_frame(nghttp2_session *ss, const nghttp2_frame *frame, int lib_error,
                             void *ud)
 {
-    sl_h2 *h = ud;
-    sl_net_stat_add(h->c->ctx, SL_NET_PROTOCOL_ERRORS, 1);
+    provoked(ud);
     return 0;
 }
 
@@ -267,8 +347,10 @@ static ssize_t read_body(nghttp2_session *ss, int32_t stream_id, uint8_t *buf, s
     sl_exchange *ex = source->ptr;
     size_t left = ex->resp_body_len - ex->resp_off;
     size_t n = left < length ? left : length;
-    if (n)
+    if (n) {
         memcpy(buf, ex->resp.data + ex->resp_off, n);
+        ((sl_h2 *)ud)->c->produced += n; /* the client's window let body bytes go */
+    }
     ex->resp_off += n;
     if (ex->resp_off == ex->resp_body_len) {
         *data_flags |= NGHTTP2_DATA_FLAG_EOF;
@@ -359,6 +441,7 @@ static int h2_respond(void *owner, sl_exchange *ex, const sl_http_response *r)
     release_held(h, ex);
     if (nghttp2_submit_response(h->ss, ex->stream_id, nv, n, pp) != 0)
         goto nomem;
+    charge_unsent(h, ex);
     sl_conn_request_wake(h->c);
     return 0;
 nomem:
@@ -385,7 +468,6 @@ static void dispatch_ready(sl_h2 *h)
             sl_exchange_unref(ex);
             continue;
         }
-        c->completed++;
         sl_net_stat_add(c->ctx, SL_NET_REQUESTS_H2, 1);
         if (ex->req.grpc)
             sl_net_stat_add(c->ctx, SL_NET_REQUESTS_GRPC, 1);
@@ -483,6 +565,7 @@ void sl_h2_free(sl_h2 *h)
     while (h->all) {
         sl_exchange *ex = h->all;
         unlink_all(h, ex);
+        release_unsent(h, ex);
         sl_exchange_detach(ex);
         sl_exchange_unref(ex);
     }
@@ -492,7 +575,7 @@ void sl_h2_free(sl_h2 *h)
 
 void sl_h2_feed(sl_h2 *h, const char *p, size_t n)
 {
-    if (h->broken)
+    if (h->broken || h->calmed)
         return;
     ssize_t rv = nghttp2_session_mem_recv(h->ss, (const uint8_t *)p, n);
     if (rv < 0) {
@@ -523,12 +606,13 @@ void sl_h2_shutdown(sl_h2 *h)
 
 void sl_h2_eof(sl_h2 *h)
 {
+    h->eof = true;
     sl_h2_shutdown(h);
 }
 
 bool sl_h2_wants_read(const sl_h2 *h)
 {
-    return !h->broken && h->c->out.len < h->c->ctx->lim.out_high_water &&
+    return !h->broken && !h->calmed && h->c->out.len < h->c->ctx->lim.out_high_water &&
            nghttp2_session_want_read(h->ss);
 }
 
@@ -536,6 +620,14 @@ bool sl_h2_done(const sl_h2 *h)
 {
     if (h->broken)
         return true;
+    if (h->eof && !nghttp2_session_want_write(h->ss)) {
+        /* No WINDOW_UPDATE can come any more: what is not sendable now never will be. Only an
+         * answer a handler still owes may yet go out. */
+        for (const sl_exchange *ex = h->all; ex; ex = ex->next)
+            if (ex->state == SL_EX_DISPATCHED)
+                return false;
+        return true;
+    }
     return !nghttp2_session_want_read(h->ss) && !nghttp2_session_want_write(h->ss);
 }
 
@@ -548,6 +640,8 @@ sl_conn_phase sl_h2_phase(const sl_h2 *h)
 {
     if (h->receiving)
         return SL_CONN_READING;
+    if (h->unsent)
+        return SL_CONN_WRITING;
     if (h->all)
         return SL_CONN_BUSY;
     return SL_CONN_IDLE;

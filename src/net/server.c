@@ -1,11 +1,15 @@
 /*
  * The libuv shell around the sans-I/O connections (see server.h).
  *
- * Per worker: a loop, a listening socket of the SO_REUSEPORT group (made here, then handed to
- * uv_tcp_open: libuv 1.44 has no UV_TCP_REUSEPORT), one 64 KiB read buffer (a read is processed
+ * Per worker: a loop, a listening socket of the SO_REUSEPORT group (made here: libuv 1.44 has no
+ * UV_TCP_REUSEPORT; watched with a uv_poll_t and accepted with accept4 here, so that at the file
+ * limit — EMFILE/ENFILE, where libuv's own accept loop retries without end — accepting pauses
+ * and a timer with backoff resumes it), one 64 KiB read buffer (a read is processed
  * before the next one is allocated), a prepare handle that flushes connections whose answers
  * arrived outside a read callback, and one ticking timer that walks per-phase timeout lists.
- * Every connection sits in exactly one list (idle, reading, writing, lingering, busy); within a
+ * Every connection sits in exactly one list (idle, reading, writing, lingering, busy; writing is
+ * also where an HTTP/2 connection waits for a client that keeps its flow-control window shut,
+ * SL_CONN_WRITING, so one that will not read is closed after the write timeout); within a
  * list all entries share one timeout and are appended when they enter, so the list is in deadline
  * order and the tick only looks at heads.
  *
@@ -13,6 +17,7 @@
  * everything else is closed; it is closed only in sl_server_free, after the threads are joined,
  * which makes uv_async_send from a signal handler safe at any time before free.
  */
+#define _GNU_SOURCE /* accept4 */
 #include "net/server.h"
 
 #include <errno.h>
@@ -38,6 +43,11 @@ enum { TL_IDLE, TL_READING, TL_WRITING, TL_LINGER, TL_BUSY, TL_HANDSHAKE, TL_COU
 #define TLS_PLAIN_BUF (16 * 1024)
 
 enum { TS_HANDSHAKES, TS_PLAINTEXT, TS_CERT, TS_PROTOCOL, TS_TIMED_OUT, TS_RELOADS, TS_COUNT };
+
+/* Connections accepted per readiness event, and the retry delays after EMFILE/ENFILE. */
+#define ACCEPT_BATCH 64
+#define ACCEPT_RETRY_MIN_MS 10
+#define ACCEPT_RETRY_MAX_MS 1000
 
 typedef struct worker worker;
 typedef struct sconn sconn;
@@ -74,7 +84,9 @@ struct worker {
     sl_server *srv;
     int idx;
     uv_loop_t loop;
-    uv_tcp_t listener;
+    uv_poll_t listener;
+    uv_timer_t accept_timer; /* resumes accepting after the file limit was hit */
+    uint32_t accept_backoff_ms;
     uv_async_t async;
     uv_prepare_t prepare;
     uv_timer_t tick;
@@ -359,14 +371,17 @@ static void timer_update(sconn *sc)
         return; /* stays in LINGER */
     if (sc->writing) {
         want = TL_WRITING;
-        prog = sc->nwrites;
+        prog = sc->nwrites + sc->c->produced;
     } else if (sc->tls && !sc->tls_ready) {
         want = TL_HANDSHAKE;
         prog = 0;
     } else {
         sl_conn_phase ph = sl_conn_phase_get(sc->c);
-        want = ph == SL_CONN_IDLE ? TL_IDLE : ph == SL_CONN_READING ? TL_READING : TL_BUSY;
-        prog = sc->c->completed;
+        want = ph == SL_CONN_IDLE      ? TL_IDLE
+               : ph == SL_CONN_READING ? TL_READING
+               : ph == SL_CONN_WRITING ? TL_WRITING
+                                       : TL_BUSY;
+        prog = ph == SL_CONN_WRITING ? sc->nwrites + sc->c->produced : sc->c->completed;
     }
     if (want != sc->tl || prog != sc->tprog) {
         tl_remove(w, sc);
@@ -520,21 +535,26 @@ static void on_prepare(uv_prepare_t *p)
     }
 }
 
-static void on_connection(uv_stream_t *server, int status)
+static void on_connection(worker *w, int fd)
 {
-    worker *w = server->data;
     sl_server *srv = w->srv;
-    if (status < 0)
-        return;
     sconn *sc = calloc(1, sizeof *sc);
-    if (!sc)
+    if (!sc) {
+        close(fd);
         return;
+    }
     sc->w = w;
     sc->tl = -1;
     sl_buf_init(&sc->wbuf, WBUF_CAP);
     uv_tcp_init(&w->loop, &sc->tcp);
     sc->tcp.data = sc;
-    if (uv_accept(server, (uv_stream_t *)&sc->tcp) != 0 || w->draining) {
+    if (uv_tcp_open(&sc->tcp, fd) != 0) {
+        close(fd);
+        sc->closing = true;
+        uv_close((uv_handle_t *)&sc->tcp, on_closed);
+        return;
+    }
+    if (w->draining) {
         sc->closing = true;
         uv_close((uv_handle_t *)&sc->tcp, on_closed);
         return;
@@ -571,6 +591,46 @@ static void on_connection(uv_stream_t *server, int status)
     set_reading(sc, true);
     if (!sc->reading)
         close_now(sc);
+}
+
+static void on_listen(uv_poll_t *p, int status, int events);
+
+static void on_accept_retry(uv_timer_t *t)
+{
+    worker *w = t->data;
+    if (!w->draining)
+        uv_poll_start(&w->listener, UV_READABLE, on_listen);
+}
+
+/* Out of file descriptors: stop watching the listener (the kernel keeps new connections in its
+ * backlog) and look again later, backing off while the limit holds. */
+static void pause_accept(worker *w)
+{
+    uv_poll_stop(&w->listener);
+    sl_net_stat_add(w->ctx, SL_NET_ACCEPT_PAUSES, 1);
+    uint32_t b = w->accept_backoff_ms;
+    b = b ? (b * 2 > ACCEPT_RETRY_MAX_MS ? ACCEPT_RETRY_MAX_MS : b * 2) : ACCEPT_RETRY_MIN_MS;
+    w->accept_backoff_ms = b;
+    uv_timer_start(&w->accept_timer, on_accept_retry, b, 0);
+}
+
+static void on_listen(uv_poll_t *p, int status, int events)
+{
+    worker *w = p->data;
+    if (status < 0 || w->draining)
+        return;
+    for (int i = 0; i < ACCEPT_BATCH; i++) {
+        int fd = accept4(w->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+                pause_accept(w);
+            return; /* EAGAIN: all taken */
+        }
+        w->accept_backoff_ms = 0;
+        on_connection(w, fd);
+    }
 }
 
 /* ---- worker ---- */
@@ -662,16 +722,25 @@ static void maybe_finish(worker *w)
     w->finished = true;
     uv_close((uv_handle_t *)&w->tick, NULL);
     uv_close((uv_handle_t *)&w->drain_timer, NULL);
+    uv_close((uv_handle_t *)&w->accept_timer, NULL);
     uv_close((uv_handle_t *)&w->prepare, NULL);
     run_posts(w, true);
     if (w->srv->cfg.on_worker_stop)
         w->srv->cfg.on_worker_stop(w->srv->cfg.hooks_ud, w->idx, &w->loop);
 }
 
+static void on_listener_closed(uv_handle_t *h)
+{
+    worker *w = h->data;
+    close(w->listen_fd);
+    w->listen_fd = -1;
+}
+
 static void start_drain(worker *w)
 {
     w->draining = true;
-    uv_close((uv_handle_t *)&w->listener, NULL);
+    uv_timer_stop(&w->accept_timer);
+    uv_close((uv_handle_t *)&w->listener, on_listener_closed);
     uv_timer_start(&w->drain_timer, on_drain_timeout, atomic_load(&w->srv->grace_ms), 0);
     for_each_conn(w, drain_one);
     maybe_finish(w);
@@ -743,7 +812,13 @@ static int worker_init(worker *w)
     if (rc)
         return rc;
     w->loop_init = true;
-    w->ctx = sl_http_ctx_new(&cfg->limits, cfg->handler, cfg->handler_ud);
+    /* The total budget of unsent answers is shared out over the workers (one ctx each). */
+    sl_http_limits lim = cfg->limits, d;
+    sl_http_limits_defaults(&d);
+    if (!lim.unsent_bytes)
+        lim.unsent_bytes = d.unsent_bytes;
+    lim.unsent_bytes = lim.unsent_bytes / (size_t)srv->nworkers + 1;
+    w->ctx = sl_http_ctx_new(&lim, cfg->handler, cfg->handler_ud);
     if (!w->ctx)
         return -ENOMEM;
     sl_http_ctx_attach_loop(w->ctx, &w->loop, w->idx);
@@ -762,7 +837,8 @@ static int worker_init(worker *w)
     if (tick < 5)
         tick = 5;
 
-    uv_tcp_init(&w->loop, &w->listener);
+    if ((rc = uv_poll_init(&w->loop, &w->listener, w->listen_fd)))
+        return rc; /* first, so that on failure no handle is left to close */
     w->listener.data = w;
     uv_async_init(&w->loop, &w->async, on_async);
     w->async.data = w;
@@ -776,29 +852,27 @@ static int worker_init(worker *w)
     uv_timer_start(&w->tick, on_tick, tick, tick);
     uv_timer_init(&w->loop, &w->drain_timer);
     w->drain_timer.data = w;
+    uv_timer_init(&w->loop, &w->accept_timer);
+    w->accept_timer.data = w;
     w->handles_init = true;
-
-    if ((rc = uv_tcp_open(&w->listener, w->listen_fd)))
-        return rc;
-    w->listen_fd = -1; /* owned by the handle now */
-    return uv_listen((uv_stream_t *)&w->listener, cfg->backlog, on_connection);
+    return uv_poll_start(&w->listener, UV_READABLE, on_listen);
 }
 
 /* Close whatever a worker has and release it (the loop is not running). */
 static void worker_teardown(worker *w)
 {
-    if (w->listen_fd >= 0)
-        close(w->listen_fd);
     if (w->handles_init) {
         uv_handle_t *hs[] = {(uv_handle_t *)&w->listener, (uv_handle_t *)&w->async,
                              (uv_handle_t *)&w->prepare, (uv_handle_t *)&w->tick,
-                             (uv_handle_t *)&w->drain_timer};
+                             (uv_handle_t *)&w->drain_timer, (uv_handle_t *)&w->accept_timer};
         for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
             if (!uv_is_closing(hs[i]))
                 uv_close(hs[i], NULL);
         uv_run(&w->loop, UV_RUN_DEFAULT);
         uv_mutex_destroy(&w->post_mu);
     }
+    if (w->listen_fd >= 0) /* after its poll handle is closed */
+        close(w->listen_fd);
     if (w->loop_init)
         uv_loop_close(&w->loop);
     sl_http_ctx_free(w->ctx);

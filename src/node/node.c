@@ -4,8 +4,10 @@
  *   options -> logger, metrics, engine, router, service, server (worker loops)
  *
  * Worker 0's loop also runs the engine's active expiry (bounded work per tick) and, every
- * gc-period, a collection of keys idle for gc-collect: one pass over the store in slices of
- * gc-max-work slots, GC_SLICE_MS apart, so that no slice holds the loop long. The node's own
+ * gc-period, a collection of information-free keys idle for gc-collect-free (and of any key idle
+ * for gc-collect, when set): one pass over the store in slices of gc-max-work slots, GC_SLICE_MS
+ * apart, so that no slice holds the loop long. Once a second it logs evictions of keys at their
+ * limit, if any (one line with their count). The node's own
  * metrics (keys held, decisions, connections) are collectors that read the engine's and the
  * server's counters at render time, so the hot paths keep no extra counters for them. With
  * --graphite-addr a bridge thread pushes the same registry to Graphite (node/graphite.h).
@@ -33,6 +35,8 @@
 #include "net/server.h"
 #include "node/adminsrv.h"
 #include "node/graphite.h"
+#include "node/statedir.h"
+#include "core/snapshot.h"
 #include "node/service.h"
 #include "sluice/clock.h"
 
@@ -49,7 +53,7 @@ typedef struct {
 } stat_collector;
 
 /* Rows in that table (checked where it is defined). */
-#define N_STAT_COLLECTORS 12
+#define N_STAT_COLLECTORS 13
 
 struct sl_node {
     stat_collector collectors[N_STAT_COLLECTORS];
@@ -69,10 +73,17 @@ struct sl_node {
     bool expiry_started;
     int64_t gc_next_ms;    /* monotonic ms: when the next idle-key collection starts */
     bool gc_running;       /* a collection pass is in progress (worker 0 only) */
+    int64_t limited_check_ms; /* monotonic ms: next look at evictions of limited keys */
+    uint64_t limited_logged;  /* evictions of limited keys already logged */
     sl_graphite *graphite; /* NULL without --graphite-addr */
     sl_adminsrv *admin;    /* the admin listener (--admin-addr); NULL with --admin-api=false */
     sl_adminsrv *metrics_srv; /* the read-only /metrics listener; NULL without --metrics-addr */
     sl_idents *idents;     /* client identities; NULL without --client-tokens-file */
+    sl_statedir_timer snapshot_timer; /* --snapshot-period writer (node/statedir.h) */
+    bool snapshot_written;            /* the shutdown snapshot is done (sl_node_wait) */
+    unsigned snapshot_flags;          /* SL_SNAPSHOT_CLUSTER_KEYS when clustered */
+    int argc;                         /* the options, kept to read them again on reload */
+    char **argv;
 };
 
 /* ---- metrics collectors -------------------------------------------------------------------- */
@@ -109,18 +120,24 @@ static const struct stat_family stat_families[] = {
     {SRC_ENGINE, SL_METRICS_GAUGE, "sluice_store_bytes", "Bytes held by the key store.", NULL,
      {{NULL, ENG(bytes)}}},
     {SRC_ENGINE, SL_METRICS_COUNTER, "sluice_keys_removed_total",
-     "Keys removed: evicted because the store was full, expired, or collected as idle "
-     "(gc-collect).", "reason",
+     "Keys removed: evicted because the store was full (evicted_limited: a key at its limit, "
+     "evicted only when no other could go), expired, or collected (gc-collect, gc-collect-free).",
+     "reason",
      {{"evicted", ENG(evictions)}, {"expired", ENG(expirations)},
-      {"collected", ENG(collections)}}},
+      {"collected", ENG(collections)}, {"evicted_limited", ENG(evictions_limited)}}},
     {SRC_ENGINE, SL_METRICS_COUNTER, "sluice_item_errors_total",
      "Rate-limit items answered with a per-item error (bad input).", NULL, {{NULL, ENG(errors)}}},
     {SRC_SERVER, SL_METRICS_GAUGE, "sluice_connections_open", "Client connections open now.", NULL,
      {{NULL, NET(conns_open)}}},
     {SRC_SERVER, SL_METRICS_COUNTER, "sluice_connections_total",
-     "Connections accepted, refused (over --max-conns) and closed for a timeout.", "event",
+     "Connections accepted, refused (over --max-conns), closed for a timeout, and closed for "
+     "provoking protocol errors (calmed: --max-conn-errors on HTTP/2, the first on HTTP/1.1).",
+     "event",
      {{"accepted", NET(conns_accepted)}, {"refused", NET(conns_refused)},
-      {"timed_out", NET(conns_timed_out)}}},
+      {"timed_out", NET(conns_timed_out)}, {"calmed", NET(conns_calmed)}}},
+    {SRC_SERVER, SL_METRICS_COUNTER, "sluice_accept_paused_total",
+     "Times accepting paused at the file-descriptor limit (EMFILE/ENFILE), resumed by a timer.",
+     NULL, {{NULL, NET(accept_pauses)}}},
     {SRC_SERVER, SL_METRICS_COUNTER, "sluice_http_requests_total", "Requests by HTTP version.",
      "protocol", {{"http1", NET(requests_h1)}, {"http2", NET(requests_h2)}}},
     {SRC_SERVER, SL_METRICS_COUNTER, "sluice_protocol_errors_total",
@@ -477,14 +494,32 @@ static int start_protection(sl_node *n, char *err, size_t errlen)
 
 /* ---- worker hooks -------------------------------------------------------------------------- */
 
+/* A key at its limit was evicted (the store was full of keys at their limit): say so, at most
+ * once a second, with how many since the last line. */
+static void log_limited_evictions(sl_node *n, int64_t mono)
+{
+    n->limited_check_ms = mono + 1000;
+    sl_engine_stats st;
+    sl_engine_stats_get(n->engine, &st);
+    if (st.evictions_limited > n->limited_logged)
+        sl_log_warn(&n->log,
+                    "store full of keys at their limit: evicted %llu of them (limits reset); "
+                    "raise --gc-max-keys",
+                    (unsigned long long)(st.evictions_limited - n->limited_logged));
+    n->limited_logged = st.evictions_limited;
+}
+
 static void expiry_tick(uv_timer_t *t)
 {
     sl_node *n = t->data;
     int64_t now = sl_wall_ms(), mono = sl_mono_ns() / 1000000;
     size_t work = (size_t)n->opts.gc_max_work;
-    /* gc-collect 0 (if the option table allows it) = no idle collection: keys leave when they
-     * expire or are evicted at gc-max-keys */
-    if (!n->gc_running && n->opts.gc_collect_ns > 0 && mono >= n->gc_next_ms) {
+    if (mono >= n->limited_check_ms)
+        log_limited_evictions(n, mono);
+    /* gc-collect and gc-collect-free both 0 = no idle collection: keys leave when they expire or
+     * are evicted at gc-max-keys */
+    if (!n->gc_running && (n->opts.gc_collect_ns > 0 || n->opts.gc_collect_free_ns > 0) &&
+        mono >= n->gc_next_ms) {
         n->gc_running = true;
         n->gc_next_ms = mono + n->opts.gc_period_ns / 1000000;
     }
@@ -494,7 +529,8 @@ static void expiry_tick(uv_timer_t *t)
     }
     /* A collection removes expired keys too, so it replaces the expiry slice while it runs. */
     bool done = false;
-    sl_engine_collect_idle(n->engine, now, n->opts.gc_collect_ns / 1000000, work, &done);
+    sl_engine_collect(n->engine, now, n->opts.gc_collect_ns / 1000000,
+                      n->opts.gc_collect_free_ns / 1000000, work, &done);
     if (done) {
         n->gc_running = false;
         uv_timer_start(t, expiry_tick, EXPIRY_TICK_MS, EXPIRY_TICK_MS);
@@ -598,6 +634,7 @@ static int build(sl_node *n, char *err, size_t errlen)
 {
     sl_options *o = &n->opts;
     sl_log_init(&n->log, NULL, sl_log_level_for_verbose(o->verbose), o->instance_id);
+    sl_log_set_request_rate(&n->log, (uint32_t)o->log_request_lines);
 
     char host[128];
     unsigned short port;
@@ -619,13 +656,47 @@ static int build(sl_node *n, char *err, size_t errlen)
     sl_engine_config ec;
     sl_engine_config_default(&ec);
     ec.max_keys = (size_t)o->gc_max_keys;
+    ec.max_memory = o->max_memory;
     ec.shards = (unsigned)o->shards;
     ec.max_log_limit = o->max_log_limit;
     ec.max_sub_windows = (int32_t)o->max_sub_windows;
     ec.max_concurrency_limit = o->max_concurrency_limit;
+    ec.max_count = o->max_count;
+    ec.max_duration_ms = o->max_duration_ns / 1000000;
+    ec.max_clock_skew_ms = o->max_clock_skew_ns / 1000000;
+    /* --state-dir: a valid snapshot's keys were hashed with its seed, so the engine takes it. */
+    sl_alg_config acfg = {.max_log_limit = ec.max_log_limit, .max_sub_windows = ec.max_sub_windows,
+                          .max_concurrency_limit = ec.max_concurrency_limit};
+    /* In a cluster, store hashes are permuted key ids (hand-off finds owners from them). */
+    ec.cluster_keys = o->discovery != SL_DISCOVERY_NONE;
+    n->snapshot_flags = ec.cluster_keys ? SL_SNAPSHOT_CLUSTER_KEYS : 0;
+    if (o->state_dir && !o->state_dir[0]) { /* an unset string option reads "" */
+        free(o->state_dir);
+        o->state_dir = NULL;
+    }
+    sl_statedir_snap snap = {0};
+    if (o->state_dir && sl_statedir_read(o->state_dir, &acfg, &n->log, &snap)) {
+        if (snap.flags != n->snapshot_flags) {
+            sl_log_warn(&n->log, "snapshot skipped, starting empty: written by a %s node",
+                        snap.flags ? "clustered" : "standalone");
+            sl_statedir_load(&snap, NULL, &acfg, 0, &n->log); /* unmaps only */
+        } else {
+            ec.hash_seed = snap.seed;
+        }
+    }
     rc = sl_engine_new(&ec, &n->engine);
     if (rc) {
+        sl_statedir_load(&snap, NULL, &acfg, 0, &n->log); /* unmaps only */
         snprintf(err, errlen, "engine: %s", strerror(-rc));
+        return rc;
+    }
+    if (snap.map)
+        sl_statedir_load(&snap, n->engine, &acfg, sl_wall_ms(), &n->log);
+    if (o->state_dir &&
+        (rc = sl_statedir_timer_start(&n->snapshot_timer, o->state_dir, n->engine,
+                                      n->snapshot_flags, o->snapshot_period_ns / 1000000,
+                                      &n->log))) {
+        snprintf(err, errlen, "snapshot timer: %s", strerror(-rc));
         return rc;
     }
     if ((rc = register_engine_metrics(n))) {
@@ -695,6 +766,11 @@ static int build(sl_node *n, char *err, size_t errlen)
     sv.max_conns = (uint32_t)o->max_conns;
     sv.idle_timeout_ms = (uint32_t)(o->idle_timeout_ns / 1000000);
     sv.read_timeout_ms = (uint32_t)(o->read_timeout_ns / 1000000);
+    sv.write_timeout_ms = (uint32_t)(o->write_timeout_ns / 1000000);
+    sv.limits.conn_buffer_bytes = (size_t)o->max_conn_body_bytes;
+    sv.limits.conn_unsent_bytes = (size_t)o->max_conn_unsent_bytes;
+    sv.limits.unsent_bytes = (size_t)o->max_unsent_bytes;
+    sv.limits.max_conn_errors = (uint32_t)o->max_conn_errors;
     sv.limits.max_header_bytes = (size_t)o->max_header_bytes;
     sv.limits.max_body_bytes = (size_t)o->max_body_bytes + 64; /* gRPC framing and slack */
     sv.limits.h2_max_streams = (uint32_t)o->max_streams;
@@ -740,6 +816,52 @@ static int node_start_options(sl_node *n, char *err, size_t errlen)
     return rc;
 }
 
+/* A copy of the options (argv[0] included) for reload_peers(). 0 or -ENOMEM. */
+static int keep_args(sl_node *n, int argc, char *const *argv)
+{
+    n->argv = calloc((size_t)argc + 1, sizeof *n->argv);
+    if (!n->argv)
+        return -ENOMEM;
+    n->argc = argc;
+    for (int i = 0; i < argc; i++)
+        if (!(n->argv[i] = strdup(argv[i])))
+            return -ENOMEM;
+    return 0;
+}
+
+/* SIGHUP with a static list: read the options again (the --config file may list other peers;
+ * flags and the environment win over it, as at start) and apply a changed list: the hand-off then
+ * moves the keys whose owner changed (cluster/handoff.h). */
+static void reload_peers(sl_node *n)
+{
+    if (n->opts.discovery != SL_DISCOVERY_STATIC || !n->argv)
+        return;
+    sl_options o;
+    memset(&o, 0, sizeof o);
+    char err[256];
+    int rc = sl_config_parse(&o, n->argc, n->argv, NULL, err, sizeof err);
+    if (rc) {
+        sl_log_error(&n->log, "reload: options not read again, keeping the peer list: %s",
+                     rc > 0 ? "unexpected --help or --version" : err);
+    } else if (o.discovery != SL_DISCOVERY_STATIC) {
+        sl_log_error(&n->log, "reload: discovery changes need a restart; keeping the peer list");
+    } else {
+        bool same = o.peers.n == n->opts.peers.n;
+        for (size_t i = 0; same && i < o.peers.n; i++)
+            same = strcmp(o.peers.items[i], n->opts.peers.items[i]) == 0;
+        if (same) {
+            sl_log_info(&n->log, "reload: peer list unchanged");
+        } else {
+            sl_router_set_peers(n->router, (const char *const *)o.peers.items, o.peers.n);
+            sl_opt_list t = n->opts.peers;
+            n->opts.peers = o.peers;
+            o.peers = t;
+            sl_log_info(&n->log, "reload: peer list read again: %zu peers", n->opts.peers.n);
+        }
+    }
+    sl_config_free(&o);
+}
+
 int sl_node_start(int argc, char *const *args, sl_node **out, char *err, size_t errlen)
 {
     sl_node *n = calloc(1, sizeof *n);
@@ -755,6 +877,8 @@ int sl_node_start(int argc, char *const *args, sl_node **out, char *err, size_t 
     for (int i = 0; i < argc; i++)
         argv[i + 1] = args[i];
     int rc = sl_config_parse(&n->opts, argc + 1, argv, NULL, err, errlen);
+    if (rc == 0)
+        rc = keep_args(n, argc + 1, argv);
     free(argv);
     if (rc == 0)
         rc = node_start_options(n, err, errlen);
@@ -844,6 +968,7 @@ int sl_node_decide(sl_node *n, const sl_request *reqs, sl_response *resps, size_
 void sl_node_reload(sl_node *n)
 {
     reload_tls(n);
+    reload_peers(n);
     if (n->switches) {
         char kerr[256];
         int krc = sl_killswitch_reload(n->switches, kerr, sizeof kerr);
@@ -870,15 +995,28 @@ void sl_node_shutdown(sl_node *n, uint32_t grace_ms)
     if (grace_ms == 0)
         grace_ms = (uint32_t)(n->opts.shutdown_timeout_ns / 1000000);
     sl_log_info(&n->log, "shutting down grace_ms=%u", grace_ms);
+    int64_t t0 = sl_mono_ns();
     sl_router_stop(n->router); /* leave the cluster first: peers stop sending here */
-    sl_server_shutdown(n->server, grace_ms);
-    sl_adminsrv_shutdown(n->admin, grace_ms);
-    sl_adminsrv_shutdown(n->metrics_srv, grace_ms);
+    /* then hand every key to its next owner (cluster only), then drain: all within grace_ms */
+    int rc = sl_router_leave(n->router, grace_ms);
+    if (rc)
+        sl_log_warn(&n->log, "leave: keys not all handed off: %s", strerror(-rc));
+    int64_t spent = (sl_mono_ns() - t0) / 1000000;
+    uint32_t left = spent < grace_ms ? grace_ms - (uint32_t)spent : 1;
+    sl_server_shutdown(n->server, left);
+    sl_adminsrv_shutdown(n->admin, left);
+    sl_adminsrv_shutdown(n->metrics_srv, left);
 }
 
 int sl_node_wait(sl_node *n)
 {
     int rc = sl_server_wait(n->server);
+    /* Drained: the store holds its final state. */
+    sl_statedir_timer_stop(&n->snapshot_timer);
+    if (n->opts.state_dir && !n->snapshot_written) {
+        sl_statedir_write(n->opts.state_dir, n->engine, n->snapshot_flags, sl_wall_ms(), &n->log);
+        n->snapshot_written = true;
+    }
     sl_log_info(&n->log, "stopped");
     return rc;
 }
@@ -888,6 +1026,7 @@ void sl_node_free(sl_node *n)
     if (!n)
         return;
     sl_graphite_stop(n->graphite); /* before what its render reads (engine, server, quotas) */
+    sl_statedir_timer_stop(&n->snapshot_timer);
     sl_adminsrv_free(n->admin);       /* before the switchboard and metrics it serves */
     sl_adminsrv_free(n->metrics_srv);
     sl_server_free(n->server);
@@ -902,5 +1041,8 @@ void sl_node_free(sl_node *n)
     sl_engine_free(n->engine);
     sl_metrics_free(n->metrics);
     sl_config_free(&n->opts);
+    for (int i = 0; n->argv && i < n->argc; i++)
+        free(n->argv[i]);
+    free(n->argv);
     free(n);
 }

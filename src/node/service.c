@@ -30,6 +30,7 @@ enum {
     M_LIVE_CHECK,
     M_GET_PEER_RATE_LIMITS,
     M_UPDATE_PEER_GLOBALS,
+    M_TRANSFER_KEYS,
     M_ATTEMPT,
     M_METRICS,
     M_OTHER,
@@ -40,7 +41,7 @@ enum {
 
 static const char *const method_names[M_COUNT] = {
     "GetRateLimits", "HealthCheck", "LiveCheck", "GetPeerRateLimits",
-    "UpdatePeerGlobals", "Attempt", "Metrics", "other", "Release",
+    "UpdatePeerGlobals", "TransferKeys", "Attempt", "Metrics", "other", "Release",
 };
 static const char *const transport_names[T_COUNT] = {"grpc", "http"};
 
@@ -156,7 +157,8 @@ static int register_metrics(sl_service *s)
     static const struct { int m, t; } used[] = {
         {M_GET_RATE_LIMITS, T_GRPC}, {M_GET_RATE_LIMITS, T_HTTP}, {M_HEALTH_CHECK, T_GRPC},
         {M_HEALTH_CHECK, T_HTTP},    {M_LIVE_CHECK, T_GRPC},      {M_LIVE_CHECK, T_HTTP},
-        {M_GET_PEER_RATE_LIMITS, T_GRPC}, {M_UPDATE_PEER_GLOBALS, T_GRPC}, {M_ATTEMPT, T_HTTP},
+        {M_GET_PEER_RATE_LIMITS, T_GRPC}, {M_UPDATE_PEER_GLOBALS, T_GRPC},
+        {M_TRANSFER_KEYS, T_GRPC},   {M_ATTEMPT, T_HTTP},
         {M_METRICS, T_HTTP},         {M_OTHER, T_GRPC},           {M_OTHER, T_HTTP},
         {M_RELEASE, T_HTTP},
     };
@@ -482,6 +484,35 @@ static void update_peer_globals(sl_service *s, sl_exchange *ex, const sl_http_re
     call_put(c);
 }
 
+/* ---- TransferKeys (hand-off: cluster/handoff.h) ---------------------------------------------- */
+
+static void transfer_keys(sl_service *s, sl_exchange *ex, const sl_http_request *rq, int64_t t0)
+{
+    sl_gub_status st;
+    const uint8_t *msg, *recs;
+    size_t len, rlen;
+    if (grpc_payload(s, rq, &msg, &len, &st)) {
+        answer_status(s, ex, M_TRANSFER_KEYS, T_GRPC, &st, t0);
+        return;
+    }
+    if (sl_gub_decode_transfer_req(msg, len, &recs, &rlen)) {
+        answer_error(s, ex, M_TRANSFER_KEYS, T_GRPC, SL_GRPC_INVALID_ARGUMENT,
+                     "malformed TransferKeysReq", t0);
+        return;
+    }
+    int64_t merged = sl_router_transfer_keys(s->cfg.router, recs, rlen, sl_exchange_now_ms(ex));
+    sl_buf out;
+    sl_buf_init(&out, 0);
+    if (sl_gub_encode_transfer_resp(merged, &out)) {
+        answer_error(s, ex, M_TRANSFER_KEYS, T_GRPC, SL_GRPC_RESOURCE_EXHAUSTED, "out of memory",
+                     t0);
+    } else {
+        sl_exchange_respond_grpc(ex, out.data, out.len, SL_GRPC_OK, NULL);
+        count_call(s, M_TRANSFER_KEYS, T_GRPC, SL_GRPC_OK, t0);
+    }
+    sl_buf_free(&out);
+}
+
 /* ---- health -------------------------------------------------------------------------------- */
 
 static void health(sl_service *s, sl_exchange *ex, int transport, int64_t t0)
@@ -694,13 +725,19 @@ static void route_grpc(sl_service *s, sl_exchange *ex, const sl_http_request *rq
                !memcmp(rq->path, PEERS_PREFIX, sizeof PEERS_PREFIX - 1)) {
         int m = path_is(rq, SL_GUB_PATH_GET_PEER_RATE_LIMITS) ? M_GET_PEER_RATE_LIMITS
                 : path_is(rq, SL_GUB_PATH_UPDATE_PEER_GLOBALS) ? M_UPDATE_PEER_GLOBALS
+                : path_is(rq, SL_GUB_PATH_TRANSFER_KEYS)       ? M_TRANSFER_KEYS
                                                                : M_OTHER;
-        if (!peer_allowed(s, ex, rq))
+        /* a node that has just left may still push its keys here */
+        bool former = m == M_TRANSFER_KEYS && !s->cfg.peers_any &&
+                      sl_router_was_peer(s->cfg.router, sl_exchange_worker(ex), rq->peer);
+        if (!former && !peer_allowed(s, ex, rq))
             peer_denied(s, ex, m, t0);
         else if (m == M_GET_PEER_RATE_LIMITS)
             get_rate_limits(s, ex, rq, M_GET_PEER_RATE_LIMITS, T_GRPC, t0);
         else if (m == M_UPDATE_PEER_GLOBALS)
             update_peer_globals(s, ex, rq, t0);
+        else if (m == M_TRANSFER_KEYS)
+            transfer_keys(s, ex, rq, t0);
         else
             answer_error(s, ex, M_OTHER, T_GRPC, SL_GRPC_UNIMPLEMENTED,
                          "unknown service or method", t0);

@@ -40,8 +40,7 @@ struct sl_protect {
     int nw; /* workers + 1 */
     sl_ladder_counters events;
     sl_metrics_counter *leases[LS_COUNT];
-    _Atomic int64_t log_second;
-    _Atomic int64_t log_count;
+    sl_log_budget log_budget; /* would-reject and shed lines (core/log.h's budget) */
 };
 
 void sl_protect_config_default(sl_protect_config *c)
@@ -83,16 +82,7 @@ void sl_protect_ladder(sl_protect *p, sl_ladder *l)
 
 bool sl_protect_log_ok(sl_protect *p, sl_log_level lvl)
 {
-    if (!p->cfg.log || !sl_log_enabled(p->cfg.log, lvl))
-        return false;
-    int64_t sec = sl_mono_ns() / 1000000000;
-    int64_t cur = atomic_load_explicit(&p->log_second, memory_order_relaxed);
-    if (cur != sec &&
-        atomic_compare_exchange_strong_explicit(&p->log_second, &cur, sec, memory_order_relaxed,
-                                                memory_order_relaxed))
-        atomic_store_explicit(&p->log_count, 0, memory_order_relaxed);
-    return atomic_fetch_add_explicit(&p->log_count, 1, memory_order_relaxed) <
-           p->cfg.log_per_second;
+    return p->cfg.log && sl_log_budget_take(p->cfg.log, &p->log_budget, lvl);
 }
 
 /* ---------------------------------------------------------------- the worker shedder */
@@ -378,8 +368,9 @@ int sl_protect_new(const sl_protect_config *cfg, sl_protect **out)
     memset(p->w, 0, bytes);
     for (int i = 0; i < p->nw; i++)
         sl_shed_init(&p->w[i].shed, &p->cfg.shed_opts);
-    atomic_init(&p->log_second, 0);
-    atomic_init(&p->log_count, 0);
+    p->log_budget.per_second = (uint32_t)(p->cfg.log_per_second > UINT32_MAX
+                                              ? UINT32_MAX
+                                              : p->cfg.log_per_second);
     int rc = register_metrics(p);
     if (rc) {
         sl_protect_free(p);

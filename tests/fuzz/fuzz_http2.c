@@ -100,7 +100,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fstate f = {0};
     sl_http_limits lim = {.max_header_bytes = 1024, .max_headers = 16, .max_body_bytes = 2048,
                           .h2_max_streams = 8, .conn_buffer_bytes = 8192,
-                          .out_high_water = 4096};
+                          .out_high_water = 4096, .conn_unsent_bytes = 2048,
+                          .unsent_bytes = 4096, .max_conn_errors = 4};
     sl_http_ctx *ctx = sl_http_ctx_new(&lim, handler, &f);
     sl_conn *c = sl_conn_new(ctx, NULL, NULL, NULL);
     sl_conn_feed(c, preface, 24);
@@ -138,6 +139,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sl_conn_phase_get(c);
     int held_before = f.nheld;
     sl_conn_free(c);
+    CHECK(ctx->unsent == 0); /* every unsent answer's charge was released */
     CHECK(f.cancels >= held_before);
     while (f.nheld)
         CHECK(sl_exchange_respond_simple(f.held[--f.nheld], 200, NULL, NULL, 0) == -ENOTCONN);

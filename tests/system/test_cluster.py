@@ -195,8 +195,10 @@ def test_global_converges_within_one_sync_interval(node_factory):
     took = time.time() - t_hits
     print("GLOBAL converged on 3 nodes %.0f ms after the hits (sync interval %.0f ms)" %
           (took * 1000, sync * 1000))
-    # one sync interval, plus loopback round trips and this test's polling (HTTP, ~ms each)
-    assert took <= sync + 0.08, took
+    # one sync interval, plus loopback round trips and this test's polling (HTTP, ~ms each).
+    # Measured 111-119 ms on a quiet machine; the slack covers a 2-core machine busy with other
+    # jobs (it failed 2 runs in 7 at +80 ms there) and still fails a sync that waits 3 intervals.
+    assert took <= sync + 0.2, took
 
 
 def test_global_over_admission_within_bound(node_factory):

@@ -191,7 +191,7 @@ static void test_bounded_work_and_passes(void **state)
     size_t calls = 0;
     bool done = false;
     while (!done) {
-        assert_int_equal(sl_store_collect(s, T0 + 60000, HOUR, 100, &done), 0);
+        assert_int_equal(sl_store_collect(s, T0 + 60000, HOUR, -1, 100, &done), 0);
         calls++;
         assert_true(calls <= slots);
     }
@@ -202,7 +202,7 @@ static void test_bounded_work_and_passes(void **state)
     calls = 0;
     done = false;
     while (!done) {
-        size_t r = sl_store_collect(s, T0 + 60000, 30000, 100, &done);
+        size_t r = sl_store_collect(s, T0 + 60000, 30000, -1, 100, &done);
         assert_true(r <= 100);
         removed += r;
         calls++;
@@ -217,14 +217,14 @@ static void test_bounded_work_and_passes(void **state)
     assert_int_equal(st.collections, 500);
 
     /* a call never runs into a second pass: with unbounded work it stops at the end of one */
-    assert_int_equal(sl_store_collect(s, T0 + 60000, 30000, 1u << 30, &done), 0);
+    assert_int_equal(sl_store_collect(s, T0 + 60000, 30000, -1, 1u << 30, &done), 0);
     assert_true(done);
     /* max_work 0 does nothing and completes nothing */
     done = true;
-    assert_int_equal(sl_store_collect(s, T0 + HOUR * 2, 1, 0, &done), 0);
+    assert_int_equal(sl_store_collect(s, T0 + HOUR * 2, 1, -1, 0, &done), 0);
     assert_false(done);
     /* pass_done may be NULL */
-    assert_int_equal(sl_store_collect(s, T0 + 70000, 15000, 1u << 30, NULL), 1000);
+    assert_int_equal(sl_store_collect(s, T0 + 70000, 15000, -1, 1u << 30, NULL), 1000);
     assert_int_equal(sl_store_check(s), 0);
     sl_store_free(s);
 }

@@ -198,6 +198,94 @@ static void test_concurrent_lines_whole(void **state)
     fclose(f);
 }
 
+/* Per-request lines: at most the budget a second, the rest counted and reported once by the next
+ * admitted line; a second budget (a component's own) counts apart. */
+static void test_request_budget(void **state)
+{
+    (void)state;
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    sl_clock clk;
+    sl_clock_init_virtual(&clk, INT64_C(1700000000000));
+    sl_logger lg;
+    sl_log_init(&lg, f, SL_LOG_INFO, NULL);
+    sl_log_set_clock(&lg, &clk);
+    sl_log_set_request_rate(&lg, 3);
+    for (int i = 0; i < 100; i++)
+        sl_log_req(&lg, SL_LOG_WARN, "req %d", i);
+    sl_clock_advance(&clk, 1000);
+    sl_log_req(&lg, SL_LOG_WARN, "req %d", 100);
+    /* below the level: not counted as suppressed */
+    for (int i = 0; i < 10; i++)
+        sl_log_req(&lg, SL_LOG_DEBUG, "debug %d", i);
+    sl_log_budget own = {.per_second = 1};
+    assert_true(sl_log_budget_take(&lg, &own, SL_LOG_INFO));
+    assert_false(sl_log_budget_take(&lg, &own, SL_LOG_INFO));
+    char *txt = slurp(f);
+    int lines = 0;
+    for (char *p = txt; *p; p++)
+        lines += *p == '\n';
+    assert_int_equal(lines, 5);
+    assert_non_null(strstr(txt, "req 0\n"));
+    assert_non_null(strstr(txt, "req 2\n"));
+    assert_null(strstr(txt, "req 3\n"));
+    assert_non_null(strstr(txt, "level=warn ... 97 similar lines suppressed\n"));
+    assert_non_null(strstr(txt, "req 100\n"));
+    assert_null(strstr(txt, "debug"));
+    free(txt);
+    fclose(f);
+}
+
+/* Client-chosen fields are cut and escaped: no line can be grown or given forged pairs. */
+static void test_field(void **state)
+{
+    (void)state;
+    char buf[SL_LOG_FIELD_BUF];
+    assert_string_equal(sl_log_field(buf, "abc-123", 7), "abc-123");
+    assert_string_equal(sl_log_field(buf, NULL, 5), "");
+    assert_string_equal(sl_log_field(buf, "a b=\"c\"\\\n\xff", 10),
+                        "a\\x20b\\x3d\\x22c\\x22\\x5c\\x0a\\xff");
+    char big[5000];
+    memset(big, 'x', sizeof big);
+    sl_log_field(buf, big, sizeof big);
+    assert_int_equal(strlen(buf), SL_LOG_FIELD_MAX + 3);
+    assert_memory_equal(buf + SL_LOG_FIELD_MAX, "...", 3);
+    /* the worst case fills the buffer exactly */
+    memset(big, '\n', sizeof big);
+    sl_log_field(buf, big, sizeof big);
+    assert_int_equal(strlen(buf), SL_LOG_FIELD_MAX * 4 + 3);
+}
+
+/* Issue 11's log amplification, on virtual time: 376,000 failing requests with long client fields
+ * over 60 s write at most (budget + 1) lines a second, each bounded. */
+static void test_flood_writes_bounded_bytes(void **state)
+{
+    (void)state;
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    sl_clock clk;
+    sl_clock_init_virtual(&clk, INT64_C(1700000000000));
+    sl_logger lg;
+    sl_log_init(&lg, f, SL_LOG_INFO, "node1");
+    sl_log_set_clock(&lg, &clk);
+    char rid[4096];
+    memset(rid, 'r', sizeof rid);
+    for (int i = 0; i < 376000; i++) {
+        if (i % 6267 == 0)
+            sl_clock_advance(&clk, 1000);
+        char a[SL_LOG_FIELD_BUF], b[SL_LOG_FIELD_BUF];
+        if (sl_log_budget_take(&lg, NULL, SL_LOG_WARN))
+            sl_log_write(&lg, SL_LOG_WARN, "attempt req_id=%s resource=%s status=500",
+                         sl_log_field(a, rid, sizeof rid), sl_log_field(b, rid, sizeof rid));
+    }
+    long bytes = ftell(f);
+    /* 60 seconds x (20 + 1 suppressed-count) lines x under 300 bytes each */
+    assert_true(bytes > 0);
+    assert_true(bytes < 61L * 21 * 300);
+    print_message("flood: 376000 requests -> %ld log bytes\n", bytes);
+    fclose(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -207,6 +295,9 @@ int main(void)
         cmocka_unit_test(test_truncation),
         cmocka_unit_test(test_format_time),
         cmocka_unit_test(test_concurrent_lines_whole),
+        cmocka_unit_test(test_request_budget),
+        cmocka_unit_test(test_field),
+        cmocka_unit_test(test_flood_writes_bounded_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

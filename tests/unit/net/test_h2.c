@@ -614,6 +614,163 @@ static void test_head_and_204(void **state)
     fix_free(f);
 }
 
+/* issue 11: a connection that keeps provoking 431s is told GOAWAY ENHANCE_YOUR_CALM and ends;
+ * below the limit it keeps serving. */
+static cstream *big_header_request(client *cl)
+{
+    static char big[400];
+    memset(big, 'v', sizeof big - 1);
+    nghttp2_nv nv[] = {NV(":method", "GET"), NV(":scheme", "http"), NV(":path", "/"),
+                       NV(":authority", "a"), NV("x-big", big)};
+    int32_t id = nghttp2_submit_request(cl->s, NULL, nv, 5, NULL, NULL);
+    assert_true(id > 0);
+    cstream *st = &cl->st[cl->nst++];
+    st->id = id;
+    return st;
+}
+
+static void test_calm_after_errors(void **state)
+{
+    sl_http_limits lim = {.max_header_bytes = 100, .max_headers = 4, .max_conn_errors = 3};
+    fix *f = fix_new(&lim);
+    big_header_request(&f->cl);
+    big_header_request(&f->cl);
+    exchange_frames(f);
+    cstream *ok = request(&f->cl, "GET", "/fine", NULL, NULL);
+    exchange_frames(f);
+    assert_int_equal(ok->status, 200);
+    assert_false(f->cl.goaway);
+    assert_false(sl_conn_done(f->c));
+    for (int i = 0; i < 4; i++)
+        big_header_request(&f->cl);
+    exchange_frames(f);
+    assert_true(f->cl.goaway);
+    assert_int_equal(f->cl.goaway_code, NGHTTP2_ENHANCE_YOUR_CALM);
+    assert_true(sl_conn_done(f->c));
+    assert_false(sl_conn_wants_read(f->c));
+    /* Input after the GOAWAY is not decoded any more. */
+    assert_int_equal(sl_conn_feed(f->c, "garbage", 7), 0);
+    sl_net_stats s = {0};
+    sl_http_ctx_stats(f->ctx, &s);
+    assert_int_equal(s.conns_calmed, 1);
+    assert_true(s.protocol_errors >= 3);
+    assert_int_equal(f->t.calls, 1);
+    fix_free(f);
+}
+
+/* issue 11: answers a client keeps behind a shut flow-control window are charged in bytes; over
+ * the budget (per connection or in total) new streams are refused; the phase asks for the
+ * write timeout; an opened window lets them go; after the client's EOF the connection ends. */
+static void zero_window(const sl_http_limits *lim, bool eof)
+{
+    fix *f = fix_new(lim);
+    nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 0}};
+    nghttp2_submit_settings(f->cl.s, NGHTTP2_FLAG_NONE, iv, 1);
+    cstream *held = request(&f->cl, "GET", "/held", NULL, NULL);
+    exchange_frames(f);
+    assert_int_equal(f->t.calls, 1);
+    assert_int_equal(held->status, 200); /* HEADERS are not flow-controlled, DATA is */
+    assert_false(held->closed);
+    assert_int_equal(held->body_len, 0);
+    assert_int_equal(sl_conn_phase_get(f->c), SL_CONN_WRITING);
+    assert_true(f->ctx->unsent > 0);
+    uint64_t produced = f->c->produced;
+    cstream *more[3];
+    for (int i = 0; i < 3; i++)
+        more[i] = request(&f->cl, "GET", "/more", NULL, NULL);
+    exchange_frames(f);
+    assert_int_equal(f->t.calls, 1);
+    for (int i = 0; i < 3; i++) {
+        assert_true(more[i]->closed);
+        assert_int_equal(more[i]->close_code, NGHTTP2_REFUSED_STREAM);
+    }
+    assert_int_equal(f->c->produced, produced);
+    if (eof) {
+        sl_conn_eof(f->c);
+        assert_true(sl_conn_done(f->c));
+        sl_conn_free(f->c);
+        f->c = NULL;
+        assert_int_equal(f->ctx->unsent, 0);
+        fix_free(f);
+        return;
+    }
+    assert_int_equal(nghttp2_submit_window_update(f->cl.s, NGHTTP2_FLAG_NONE, held->id, 1000), 0);
+    exchange_frames(f);
+    assert_true(held->closed);
+    assert_int_equal(held->body_len, strlen("GET /held 0"));
+    assert_true(f->c->produced > produced);
+    assert_int_equal(f->ctx->unsent, 0);
+    assert_int_equal(sl_conn_phase_get(f->c), SL_CONN_IDLE);
+    cstream *after = request(&f->cl, "GET", "/after", NULL, NULL);
+    exchange_frames(f);
+    assert_int_equal(after->status, 200);
+    assert_int_equal(f->t.calls, 2);
+    fix_free(f);
+}
+
+static void test_zero_window_conn_budget(void **state)
+{
+    sl_http_limits lim = {.conn_unsent_bytes = 1};
+    zero_window(&lim, false);
+}
+
+static void test_zero_window_total_budget(void **state)
+{
+    sl_http_limits lim = {.unsent_bytes = 1};
+    zero_window(&lim, false);
+}
+
+static void test_zero_window_eof_ends(void **state)
+{
+    sl_http_limits lim = {.conn_unsent_bytes = 1};
+    zero_window(&lim, true);
+}
+
+/* issue 11: an unfinished request body keeps its own read deadline: requests completed
+ * meanwhile on other streams do not move the read-timeout progress marker. */
+static void test_held_body_keeps_deadline(void **state)
+{
+    fix *f = fix_new(NULL);
+    nghttp2_nv nv[] = {NV(":method", "POST"), NV(":scheme", "http"), NV(":path", "/slow"),
+                       NV(":authority", "a"), NV("content-type", "application/json")};
+    int32_t slow = nghttp2_submit_headers(f->cl.s, NGHTTP2_FLAG_NONE, -1, NULL, nv, 5, NULL);
+    assert_true(slow > 0);
+    cstream *st = &f->cl.st[f->cl.nst++];
+    st->id = slow;
+    int32_t slow2 = nghttp2_submit_headers(f->cl.s, NGHTTP2_FLAG_NONE, -1, NULL, nv, 5, NULL);
+    assert_true(slow2 > 0);
+    cstream *st2 = &f->cl.st[f->cl.nst++];
+    st2->id = slow2;
+    exchange_frames(f);
+    assert_int_equal(sl_conn_phase_get(f->c), SL_CONN_READING);
+    uint64_t marker = f->c->completed;
+    for (int i = 0; i < 3; i++) {
+        cstream *quick = request(&f->cl, "GET", "/quick", NULL, NULL);
+        exchange_frames(f);
+        assert_int_equal(quick->status, 200);
+        assert_int_equal(sl_conn_phase_get(f->c), SL_CONN_READING);
+        assert_int_equal(f->c->completed, marker);
+    }
+    /* The oldest one completes: the deadline moves on to the next oldest. */
+    static const uint8_t body[] = "{}";
+    body_src b = {body, 2, 0}, b2 = {body, 2, 0};
+    nghttp2_data_provider prd = {.source.ptr = &b, .read_callback = c_read_body};
+    assert_int_equal(nghttp2_submit_data(f->cl.s, NGHTTP2_FLAG_END_STREAM, slow, &prd), 0);
+    exchange_frames(f);
+    assert_int_equal(st->status, 200);
+    assert_int_equal(f->t.calls, 4);
+    assert_true(f->c->completed != marker);
+    assert_int_equal(sl_conn_phase_get(f->c), SL_CONN_READING);
+    marker = f->c->completed;
+    prd.source.ptr = &b2;
+    assert_int_equal(nghttp2_submit_data(f->cl.s, NGHTTP2_FLAG_END_STREAM, slow2, &prd), 0);
+    exchange_frames(f);
+    assert_int_equal(st2->status, 200);
+    assert_true(f->c->completed != marker);
+    assert_int_equal(sl_conn_phase_get(f->c), SL_CONN_IDLE);
+    fix_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -631,6 +788,11 @@ int main(void)
         cmocka_unit_test(test_garbage_after_preface),
         cmocka_unit_test(test_drain),
         cmocka_unit_test(test_head_and_204),
+        cmocka_unit_test(test_calm_after_errors),
+        cmocka_unit_test(test_zero_window_conn_budget),
+        cmocka_unit_test(test_zero_window_total_budget),
+        cmocka_unit_test(test_zero_window_eof_ends),
+        cmocka_unit_test(test_held_body_keeps_deadline),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,6 +5,7 @@
  * its sockets (poll with a generous cap), never on fixed sleeps.
  */
 #define _GNU_SOURCE /* memmem */
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -19,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -423,6 +425,57 @@ static void test_max_conns(void **state)
     stop(f);
 }
 
+/* issue 11: at the file-descriptor limit the listener pauses (counted) instead of spinning, and
+ * serves again once descriptors are free. The limit is this process's own, lowered for the test
+ * and restored. */
+static int open_fds(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    assert_non_null(d);
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n - 3; /* ".", ".." and the directory's own descriptor */
+}
+
+static void test_fd_limit_pauses_accept(void **state)
+{
+    fix *f = start(NULL);
+    struct rlimit old;
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+    struct rlimit low = {(rlim_t)open_fds() + 8, old.rlim_max};
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+    int fds[64];
+    int n = 0;
+    while (n < 64) {
+        int fd = dial(f->port);
+        if (fd < 0)
+            break; /* our own side ran out: the server's accepts did first */
+        fds[n++] = fd;
+    }
+    bool paused = false;
+    for (int i = 0; i < WAIT_MS && !paused; i++) {
+        sl_net_stats st;
+        sl_server_stats(f->srv, &st);
+        paused = st.accept_pauses > 0;
+        struct pollfd none;
+        poll(&none, 0, 1);
+    }
+    for (int i = 0; i < n; i++)
+        close(fds[i]);
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+    assert_true(paused);
+    /* Descriptors are free again: a new client is served. */
+    cli *c = cli_new(f->port);
+    send_str(c, "GET /echo HTTP/1.1\r\n\r\n");
+    resp r;
+    assert_int_equal(read_resp(c, &r), 0);
+    assert_int_equal(r.status, 200);
+    cli_free(c);
+    stop(f);
+}
+
 static void cfg_short(sl_server_config *cfg)
 {
     cfg->idle_timeout_ms = 60;
@@ -607,6 +660,67 @@ static void test_h2_socket(void **state)
     sl_server_stats(f->srv, &st);
     assert_int_equal(st.requests_h2, 2);
     assert_int_equal(st.requests_grpc, 1);
+    stop(f);
+}
+
+/* issue 11: HTTP/2 answers a client keeps behind a shut window. A client that stays is closed
+ * after the write timeout; one that sends FIN is released at once (it used to stay open and
+ * counted forever). */
+static void cfg_write_timeout(sl_server_config *cfg)
+{
+    cfg->write_timeout_ms = 100;
+    cfg->idle_timeout_ms = 60000;
+    cfg->linger_ms = 60;
+}
+
+static cli *zero_window_client(uint16_t port)
+{
+    cli *c = cli_new(port);
+    h2c h = {0};
+    nghttp2_session_callbacks *cb;
+    nghttp2_session_callbacks_new(&cb);
+    nghttp2_session *s;
+    nghttp2_session_client_new(&s, cb, &h);
+    nghttp2_session_callbacks_del(cb);
+    nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 0}};
+    nghttp2_submit_settings(s, NGHTTP2_FLAG_NONE, iv, 1);
+    nghttp2_nv get[] = {NV(":method", "GET"), NV(":scheme", "http"), NV(":path", "/held"),
+                        NV(":authority", "x")};
+    for (int i = 0; i < 4; i++)
+        nghttp2_submit_request(s, NULL, get, 4, NULL, NULL);
+    const uint8_t *p;
+    ssize_t n;
+    while ((n = nghttp2_session_mem_send(s, &p)) > 0)
+        send_all(c->fd, p, (size_t)n);
+    nghttp2_session_del(s);
+    return c;
+}
+
+static void test_zero_window_closed(void **state)
+{
+    fix *f = start(cfg_write_timeout);
+    cli *c = zero_window_client(f->port);
+    assert_true(fill(c, WAIT_MS) > 0); /* SETTINGS, then HEADERS; the bodies cannot go */
+    wait_stat(f->srv, offsetof(sl_net_stats, requests_h2), 4);
+    uint64_t t0 = uv_hrtime();
+    assert_true(closed_within(c, WAIT_MS));
+    assert_true(uv_hrtime() - t0 >= 50 * 1000000ull);
+    cli_free(c);
+    wait_stat(f->srv, offsetof(sl_net_stats, conns_open), 0);
+    sl_net_stats st;
+    sl_server_stats(f->srv, &st);
+    assert_true(st.conns_timed_out >= 1);
+    stop(f);
+    /* The client leaves first (FIN): its connection is released without waiting for the
+     * write timeout (the default, 30 s, longer than WAIT_MS). */
+    f = start(NULL);
+    c = zero_window_client(f->port);
+    assert_true(fill(c, WAIT_MS) > 0);
+    wait_stat(f->srv, offsetof(sl_net_stats, requests_h2), 4);
+    shutdown(c->fd, SHUT_WR);
+    assert_true(closed_within(c, WAIT_MS));
+    cli_free(c);
+    wait_stat(f->srv, offsetof(sl_net_stats, conns_open), 0);
     stop(f);
 }
 
@@ -869,9 +983,11 @@ int main(void)
         cmocka_unit_test(test_keepalive_pipelining),
         cmocka_unit_test(test_async_answers),
         cmocka_unit_test(test_max_conns),
+        cmocka_unit_test(test_fd_limit_pauses_accept),
         cmocka_unit_test(test_timeouts),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_h2_socket),
+        cmocka_unit_test(test_zero_window_closed),
         cmocka_unit_test(test_graceful_drain),
         cmocka_unit_test(test_drain_deadline),
         cmocka_unit_test(test_output_backpressure),
