@@ -56,6 +56,7 @@ struct sl_members {
     sl_etcd_watch *watch;
     int64_t lease;        /* 0 = not registered */
     int64_t ttl_s;
+    sl_k8s *k8s;
     char *reg_key;
     kvpair *kv;
     size_t nkv, capkv;
@@ -563,6 +564,13 @@ static int etcd_setup(sl_members *m)
     return 0;
 }
 
+/* ---- k8s (cluster/k8s.c) ------------------------------------------------------------------ */
+
+static void on_k8s(void *ud, char *const *addrs, size_t n)
+{
+    report(ud, addrs, n);
+}
+
 /* ---- lifecycle ---------------------------------------------------------------------------- */
 
 static void members_free(sl_members *m)
@@ -641,6 +649,9 @@ int sl_members_start(const sl_members_config *cfg, sl_members **out)
         else
             m->nth++;
         break;
+    case SL_MEMBERS_K8S:
+        rc = cfg->k8s ? sl_k8s_start(cfg->k8s, m->log, on_k8s, m, &m->k8s) : -EINVAL;
+        break;
     default:
         rc = -EINVAL;
     }
@@ -667,6 +678,7 @@ void sl_members_stop(sl_members *m)
         sl_etcd_watch_stop(m->watch);
     for (int i = 0; i < m->nth; i++)
         pthread_join(m->th[i], NULL);
+    sl_k8s_stop(m->k8s);
     if (m->etcd && m->lease) {
         int rc = sl_etcd_lease_revoke(m->etcd, m->lease);
         if (rc)

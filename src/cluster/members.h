@@ -1,6 +1,6 @@
 /*
  * Membership sources: where the peer list comes from (--discovery), behind one interface so that
- * more (Kubernetes endpoints, SWIM gossip) can join later. A source calls `on_change` with the
+ * more (SWIM gossip) can join later. A source calls `on_change` with the
  * whole current list - sorted, without duplicates - whenever it differs from the last one it
  * reported (the first list always counts as a change). The router turns each list into a picker
  * and hands it to its worker loops; nothing restarts.
@@ -16,6 +16,8 @@
  *           keeps it alive (every TTL/3); one thread watches <prefix>/peers/ and reports every
  *           change. A node that dies leaves when its lease expires; sl_members_stop() revokes the
  *           lease, so a graceful stop leaves at once.
+ *   k8s     the ready endpoints of a Service's EndpointSlices (or ready pods by label), listed
+ *           and watched through the Kubernetes API on a thread of cluster/k8s.c.
  *
  * on_change runs on the source's thread (static: the caller's) and must not block for long.
  */
@@ -25,6 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cluster/k8s.h"
 #include "config/etcd.h"
 #include "core/log.h"
 
@@ -33,7 +36,8 @@ typedef struct sl_members sl_members;
 typedef void (*sl_members_fn)(void *ud, const char *const *addrs, size_t n);
 
 /* Source kinds: the values of sl_discovery (config.h). */
-enum { SL_MEMBERS_NONE = 0, SL_MEMBERS_STATIC = 1, SL_MEMBERS_DNS = 2, SL_MEMBERS_ETCD = 3 };
+enum { SL_MEMBERS_NONE = 0, SL_MEMBERS_STATIC = 1, SL_MEMBERS_DNS = 2, SL_MEMBERS_ETCD = 3,
+       SL_MEMBERS_K8S = 4 };
 
 /* Most peers a source reports (more are dropped with a warning). */
 #define SL_MEMBERS_MAX 4096
@@ -55,6 +59,7 @@ typedef struct sl_members_config {
     int64_t lease_ttl_ms;              /* 0 = 5000; rounded up to whole seconds (etcd's unit) */
     int64_t etcd_timeout_ms;           /* unary etcd calls; 0 = 2000 */
     sl_etcd_tls etcd_tls;              /* etcd over https:// */
+    const sl_k8s_config *k8s;          /* k8s (copied by the source) */
     sl_logger *log;                    /* may be NULL */
     sl_members_fn on_change;
     void *ud;

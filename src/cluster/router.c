@@ -209,6 +209,12 @@ void sl_router_config_from_options(sl_router_config *c, const sl_options *o)
     c->peer_lease_ttl_ns = o->peer_lease_ttl_ns;
     c->etcd_timeout_ns = o->storage_timeout_ns;
     c->etcd_tls = (sl_etcd_tls){o->storage_tls_ca, o->storage_tls_cert, o->storage_tls_key};
+    c->k8s = (sl_k8s_config){.api = o->k8s_api, .ns = o->k8s_namespace,
+                             .service = o->k8s_service, .selector = o->k8s_selector,
+                             .port_name = o->k8s_port_name, .port = (int)o->k8s_port,
+                             .token_file = o->k8s_token_file, .ca_file = o->k8s_ca_file,
+                             .max_bytes = (size_t)o->k8s_max_bytes,
+                             .watch_timeout_s = o->k8s_watch_timeout_ns / 1000000000};
     c->picker = o->peer_picker;
     c->replicas = (unsigned)o->replicas;
     c->batch_wait_ns = o->batch_wait_ns;
@@ -1338,6 +1344,7 @@ int sl_router_start(sl_router *r, sl_server *srv)
         .lease_ttl_ms = r->cfg.peer_lease_ttl_ns / 1000000,
         .etcd_timeout_ms = r->cfg.etcd_timeout_ns / 1000000,
         .etcd_tls = r->cfg.etcd_tls,
+        .k8s = &r->cfg.k8s,
         .log = r->log,
         .on_change = on_members,
         .ud = r,

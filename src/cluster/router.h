@@ -35,6 +35,7 @@
 
 #include "api/batch.h"
 #include "api/gubernator.h"
+#include "cluster/k8s.h"
 #include "config/config.h"
 #include "config/etcd.h"
 #include "core/log.h"
@@ -65,6 +66,7 @@ typedef struct sl_router_config {
     int64_t peer_lease_ttl_ns;
     int64_t etcd_timeout_ns;
     sl_etcd_tls etcd_tls;                /* etcd over https:// (--storage-tls-*) */
+    sl_k8s_config k8s;                   /* k8s; its strings live until sl_router_start returns */
     int picker;                          /* sl_peer_picker */
     unsigned replicas;
     int64_t batch_wait_ns;               /* 500 us */

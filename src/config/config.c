@@ -31,7 +31,7 @@
 #define G_ACCESS "Access"
 
 static const char *const no_quota_choices[] = {"allow", "deny", "error", NULL};
-static const char *const discovery_choices[] = {"none", "static", "dns", "etcd", NULL};
+static const char *const discovery_choices[] = {"none", "static", "dns", "etcd", "k8s", NULL};
 static const char *const picker_choices[] = {"ring", "hrw", NULL};
 static const char *const peer_auth_choices[] = {"address", "none", NULL};
 static const char *const priority_choices[] = {"critical", "post", "get", "test", NULL};
@@ -218,7 +218,7 @@ static const sl_opt daemon_opts[] = {
     /* Cluster */
     {.name = "discovery", .type = SL_OPT_ENUM, .offset = FIELD(discovery, int), .def = "none",
      .choices = discovery_choices, .group = G_CLUSTER,
-     .help = "peer list source: none (one node), --peers, DNS, etcd"},
+     .help = "peer list source: none (one node), --peers, DNS, etcd, Kubernetes"},
     {.name = "peers", .type = SL_OPT_LIST, .offset = FIELD(peers, sl_opt_list), .group = G_CLUSTER,
      .metavar = "ADDRS", .help = "peer addresses (host:port) for --discovery=static"},
     {.name = "dns-name", .type = SL_OPT_STRING, .offset = FIELD(dns_name, char *),
@@ -260,6 +260,37 @@ static const sl_opt daemon_opts[] = {
     {.name = "peer-lease-ttl", .type = SL_OPT_DURATION,
      .offset = FIELD(peer_lease_ttl_ns, int64_t), .def = "5s", .min = 1 * SEC, .max = 3600 * SEC,
      .group = G_CLUSTER, .help = "TTL of this node's membership lease in etcd"},
+    {.name = "k8s-api", .type = SL_OPT_STRING, .offset = FIELD(k8s_api, char *),
+     .def_doc = "https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT", .group = G_CLUSTER,
+     .metavar = "URL", .help = "Kubernetes API server, for --discovery=k8s"},
+    {.name = "k8s-namespace", .type = SL_OPT_STRING, .offset = FIELD(k8s_namespace, char *),
+     .def_doc = "the pod's own", .group = G_CLUSTER, .metavar = "NS",
+     .help = "namespace of the Service or pods"},
+    {.name = "k8s-service", .type = SL_OPT_STRING, .offset = FIELD(k8s_service, char *),
+     .group = G_CLUSTER, .metavar = "NAME",
+     .help = "Service whose ready EndpointSlice endpoints are the peers"},
+    {.name = "k8s-selector", .type = SL_OPT_STRING, .offset = FIELD(k8s_selector, char *),
+     .group = G_CLUSTER, .metavar = "LABELS",
+     .help = "instead of --k8s-service: ready pods matching this label selector"},
+    {.name = "k8s-port-name", .type = SL_OPT_STRING, .offset = FIELD(k8s_port_name, char *),
+     .def = "grpc", .group = G_CLUSTER, .metavar = "NAME",
+     .help = "named port of the slice (or container) peers listen on"},
+    {.name = "k8s-port", .type = SL_OPT_INT, .offset = FIELD(k8s_port, int64_t), .def = "0",
+     .min = 0, .max = 65535, .group = G_CLUSTER,
+     .help = "peer port, instead of --k8s-port-name; 0 = by name"},
+    {.name = "k8s-token-file", .type = SL_OPT_STRING, .offset = FIELD(k8s_token_file, char *),
+     .def = "/var/run/secrets/kubernetes.io/serviceaccount/token", .group = G_CLUSTER,
+     .metavar = "FILE", .help = "bearer token, read again when it changes"},
+    {.name = "k8s-ca-file", .type = SL_OPT_STRING, .offset = FIELD(k8s_ca_file, char *),
+     .def = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt", .group = G_CLUSTER,
+     .metavar = "FILE", .help = "CA bundle the API server's certificate is checked against"},
+    {.name = "k8s-max-bytes", .type = SL_OPT_SIZE, .offset = FIELD(k8s_max_bytes, uint64_t),
+     .def = "4MiB", .min = 4096, .max = 1024 * 1024 * 1024, .group = G_CLUSTER,
+     .help = "largest list answer or watch event accepted from the API"},
+    {.name = "k8s-watch-timeout", .type = SL_OPT_DURATION,
+     .offset = FIELD(k8s_watch_timeout_ns, int64_t), .def = "5m", .min = 1 * SEC,
+     .max = 3600 * SEC, .group = G_CLUSTER,
+     .help = "timeoutSeconds of one watch (then it resumes)"},
 
     /* Protection */
     {.name = "shed", .type = SL_OPT_BOOL, .offset = FIELD(shed, bool), .def = "true",
@@ -413,6 +444,9 @@ static int finalize(sl_options *o, char *err, size_t errlen)
         return sl_opt_fail(err, errlen, -EINVAL, "option 'dns-name': required with discovery=dns");
     if (o->discovery == SL_DISCOVERY_ETCD && o->storage_addrs.n == 0)
         return sl_opt_fail(err, errlen, -EINVAL, "option 'storage-addrs': required with discovery=etcd");
+    if (o->discovery == SL_DISCOVERY_K8S && (o->k8s_service[0] == '\0') == (o->k8s_selector[0] == '\0'))
+        return sl_opt_fail(err, errlen, -EINVAL,
+                           "option 'k8s-service': one of k8s-service and k8s-selector with discovery=k8s");
     if (o->shed_low > o->shed_target)
         return sl_opt_fail(err, errlen, -EINVAL, "option 'shed-low': %lld is above shed-target (%lld)",
                     (long long)o->shed_low, (long long)o->shed_target);

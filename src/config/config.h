@@ -25,6 +25,7 @@ typedef enum sl_discovery {
     SL_DISCOVERY_STATIC = 1,
     SL_DISCOVERY_DNS = 2,
     SL_DISCOVERY_ETCD = 3,
+    SL_DISCOVERY_K8S = 4,
 } sl_discovery;
 
 typedef enum sl_tls_client_auth {
@@ -115,6 +116,17 @@ typedef struct sl_options {
     int64_t global_batch_limit;
     bool fail_open;
     int64_t peer_lease_ttl_ns;
+    /* Cluster: Kubernetes discovery (cluster/k8s.h) */
+    char *k8s_api;             /* "" = KUBERNETES_SERVICE_HOST/_PORT */
+    char *k8s_namespace;       /* "" = the service account's namespace file */
+    char *k8s_service;
+    char *k8s_selector;
+    char *k8s_port_name;
+    int64_t k8s_port;          /* 0 = by name */
+    char *k8s_token_file;
+    char *k8s_ca_file;
+    uint64_t k8s_max_bytes;
+    int64_t k8s_watch_timeout_ns;
     /* Protection */
     bool shed;
     int64_t shed_target;          /* percent of a worker loop's time busy */
