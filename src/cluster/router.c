@@ -4,10 +4,10 @@
  * Standalone (discovery none): every item is decided by the local engine, in request order, with
  * the engine's batch entry point when no item was pre-answered. Nothing else runs.
  *
- * Cluster. A "view" is one peer list turned into a picker, shared read-only by the workers and
- * reference-counted; a new list makes a new view, published under a mutex and posted to every
- * worker loop, which swaps it in on its own thread - so each worker routes a whole batch with one
- * consistent view and no lock. Per worker and per remote peer there is a persistent HTTP/2
+ * Cluster. A "view" (cluster/view.c) is one peer list turned into a picker, shared read-only by
+ * the workers and reference-counted; a new list makes a new view, published under a mutex and
+ * posted to every worker loop, which swaps it in on its own thread - so each worker routes a whole
+ * batch with one consistent view and no lock. Per worker and per remote peer there is a persistent HTTP/2
  * connection (peer.c) and a batcher; one timerfd per worker (libuv timers have millisecond
  * resolution, --batch-wait is 500 us) fires when the earliest batch is due.
  *
@@ -31,7 +31,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <netdb.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -48,42 +47,15 @@
 #include "cluster/handoff.h"
 #include "cluster/members.h"
 #include "cluster/peer.h"
+#include "cluster/peermetrics.h"
 #include "cluster/picker.h"
+#include "cluster/view.h"
 #include "sluice/clock.h"
 #include "wire/grpc_frame.h"
 
 #define MAX_ATTEMPTS 3
 #define META_OWNER "owner"
 #define META_FAIL_OPEN "fail_open"
-
-/* ---- views ---------------------------------------------------------------------------------- */
-
-typedef struct peer_health {
-    _Atomic int err;            /* 0, or the negative errno of the last failed call */
-    _Atomic int64_t failed_at;  /* wall ms */
-} peer_health;
-
-typedef struct view {
-    _Atomic int refs;
-    uint64_t version;
-    sl_picker *picker;
-    size_t n;
-    long self;                  /* our index, or -1 when we are not in the list */
-    peer_health *health;
-    sl_addr_ip *ips;            /* the peers' IPs (names resolved when the view was built),
-                                   for sl_router_is_peer */
-    size_t nips, capips;
-} view;
-
-static void view_unref(view *v)
-{
-    if (v && atomic_fetch_sub(&v->refs, 1) == 1) {
-        sl_picker_free(v->picker);
-        free(v->health);
-        free(v->ips);
-        free(v);
-    }
-}
 
 /* ---- per-worker state ----------------------------------------------------------------------- */
 
@@ -95,7 +67,7 @@ typedef struct wpeer {
     sl_batcher q;
     bool urgent;                /* a NO_BATCHING item waits: send at the end of this submit */
     struct wpeer *next_urgent;
-    size_t vidx;                /* index in the worker's view */
+    size_t vidx;                /* index in the worker's sl_view */
 } wpeer;
 
 typedef struct pend {
@@ -106,9 +78,6 @@ typedef struct pend {
     void *ud;
     size_t outstanding;
 } pend;
-
-/* Peer-call methods, for metrics: forwarding, then the GLOBAL sync's (SL_GLOBALSYNC_* + 1). */
-enum { K_FORWARD, K_GHITS, K_BCAST };
 
 /* A forwarding call in flight. */
 typedef struct pcall {
@@ -126,8 +95,8 @@ struct wk {
     int id;
     uv_loop_t *loop;
     bool started, stopping;
-    view *v;
-    view *prev;                 /* the list before v: its members may still hand keys over */
+    sl_view *v;
+    sl_view *prev;                 /* the list before v: its members may still hand keys over */
     wpeer **peers;              /* by view index; NULL at self */
     size_t npeers;
     wpeer *urgent;
@@ -166,24 +135,16 @@ struct sl_router {
     sl_server *server;
     sl_members *members;
     pthread_mutex_t vmu;
-    view *latest;
+    sl_view *latest;
     uint64_t next_version;
     int64_t batch_timeout_ms;
     size_t batch_limit;
     /* metrics (NULL when no registry) */
-    sl_metrics_counter *m_calls_ok[3], *m_calls_err[3];
-    sl_metrics_counter *m_items, *m_retries, *m_fail_open, *m_global_local, *m_updates,
-        *m_views;
-    sl_metrics_histogram *m_call_seconds;
-    sl_metrics_gauge *m_peers;
-    sl_metrics_counter *m_handoff_sent, *m_handoff_failed, *m_handoff_bytes;
+    sl_peermetrics pm;
     /* hand-off (cluster/handoff.h), on worker 0 */
     sl_handoff *handoff;
     _Atomic bool leaving, leave_done;
 };
-
-static const char *const method_names[3] = {"GetPeerRateLimits", "GetPeerRateLimits.global",
-                                            "UpdatePeerGlobals"};
 
 static const sl_globalsync_ops gsync_ops;
 
@@ -255,114 +216,10 @@ static void free_list(char **v, size_t n)
     free(v);
 }
 
-static void register_metrics(sl_router *r, sl_metrics *m)
-{
-    sl_metrics_family *calls = NULL;
-    if (sl_metrics_counter_family(m, "sluice_peer_calls_total",
-                                  "Calls made to peers, by method and result", "method,result",
-                                  &calls) == 0) {
-        for (int i = 0; i < 3; i++) {
-            const char *ok[2] = {method_names[i], "ok"};
-            const char *err[2] = {method_names[i], "error"};
-            r->m_calls_ok[i] = sl_metrics_counter_get(calls, ok, 2);
-            r->m_calls_err[i] = sl_metrics_counter_get(calls, err, 2);
-        }
-    }
-    sl_metrics_counter_new(m, "sluice_peer_forwarded_items_total",
-                           "Requests forwarded to their owner", &r->m_items);
-    sl_metrics_counter_new(m, "sluice_peer_retries_total",
-                           "Forwarded requests sent again after a membership change",
-                           &r->m_retries);
-    sl_metrics_counter_new(m, "sluice_peer_fail_open_total",
-                           "Requests decided locally because their owner failed (--fail-open)",
-                           &r->m_fail_open);
-    sl_metrics_counter_new(m, "sluice_global_local_answers_total",
-                           "GLOBAL requests answered from the local copy", &r->m_global_local);
-    sl_metrics_counter_new(m, "sluice_global_updates_total",
-                           "GLOBAL owner states received (broadcasts and answers)",
-                           &r->m_updates);
-    sl_metrics_counter_new(m, "sluice_membership_changes_total", "Peer lists applied",
-                           &r->m_views);
-    sl_metrics_gauge_new(m, "sluice_cluster_peers", "Peers in the current list (this node too)",
-                         &r->m_peers);
-    sl_metrics_family *ho = NULL;
-    if (sl_metrics_counter_family(m, "sluice_handoff_keys_total",
-                                  "Key states handed to their new owner on a list change or leave",
-                                  "result", &ho) == 0) {
-        const char *sent[1] = {"sent"}, *failed[1] = {"failed"};
-        r->m_handoff_sent = sl_metrics_counter_get(ho, sent, 1);
-        r->m_handoff_failed = sl_metrics_counter_get(ho, failed, 1);
-    }
-    sl_metrics_counter_new(m, "sluice_handoff_bytes_total",
-                           "Bytes of key state records taken by new owners", &r->m_handoff_bytes);
-    const double b[] = {SL_METRICS_LATENCY_BUCKETS};
-    sl_metrics_histogram_new(m, "sluice_peer_call_seconds", "Latency of calls to peers", b,
-                             SL_METRICS_LATENCY_NBUCKETS, 1e9, &r->m_call_seconds);
-}
 
-static int view_add_ip(view *v, const sl_addr_ip *ip)
+static sl_view *view_build(sl_router *r, const char *const *addrs, size_t n, bool resolve)
 {
-    if (v->nips == v->capips) {
-        size_t cap = v->capips ? v->capips * 2 : 8;
-        sl_addr_ip *ips = realloc(v->ips, cap * sizeof *ips);
-        if (!ips)
-            return -ENOMEM;
-        v->ips = ips;
-        v->capips = cap;
-    }
-    v->ips[v->nips++] = *ip;
-    return 0;
-}
-
-/* The IPs the peers' calls come from (PeersV1 callers are judged by them): a numeric address's
- * own, a name's as the resolver gives them now (at most 8; resolve false: names are left out,
- * for the worker-start view of this node alone, which must not block its loop). */
-static int view_ips(view *v, bool resolve)
-{
-    for (size_t i = 0; i < v->n; i++) {
-        const char *a = sl_picker_addr(v->picker, i);
-        sl_addr_ip ip;
-        char host[256];
-        if (!sl_addr_ip_of(a, &ip)) {
-            if (view_add_ip(v, &ip))
-                return -ENOMEM;
-            continue;
-        }
-        struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
-        if (!resolve || sl_addr_host(a, host, sizeof host) || getaddrinfo(host, NULL, &hints, &res))
-            continue;
-        int k = 0, rc = 0;
-        for (struct addrinfo *ai = res; ai && k < 8 && !rc; ai = ai->ai_next, k++)
-            if (!sl_addr_ip_of_sockaddr(ai->ai_addr, &ip))
-                rc = view_add_ip(v, &ip);
-        freeaddrinfo(res);
-        if (rc)
-            return rc;
-    }
-    return 0;
-}
-
-static view *view_build(sl_router *r, const char *const *addrs, size_t n, bool resolve)
-{
-    view *v = calloc(1, sizeof *v);
-    if (!v)
-        return NULL;
-    atomic_init(&v->refs, 1);
-    if (sl_picker_new(r->cfg.picker, r->cfg.replicas, addrs, n, &v->picker)) {
-        free(v);
-        return NULL;
-    }
-    v->n = sl_picker_count(v->picker);
-    v->self = sl_picker_find(v->picker, r->advertise);
-    v->health = calloc(v->n ? v->n : 1, sizeof *v->health);
-    if (!v->health || view_ips(v, resolve)) {
-        sl_picker_free(v->picker);
-        free(v->health);
-        free(v->ips);
-        free(v);
-        return NULL;
-    }
-    return v;
+    return sl_view_new(r->cfg.picker, r->cfg.replicas, r->advertise, addrs, n, resolve);
 }
 
 int sl_router_new(const sl_router_config *cfg, sl_router **out)
@@ -435,8 +292,7 @@ int sl_router_new(const sl_router_config *cfg, sl_router **out)
     sl_global_config gc = {.max_keys = c->global_max_keys, .batch_limit = c->global_batch_limit};
     if ((rc = sl_global_new(&gc, &r->global)))
         goto fail;
-    if (c->metrics)
-        register_metrics(r, c->metrics);
+    sl_peermetrics_register(&r->pm, c->metrics);
     for (int i = 0; i < r->nworkers; i++) {
         wk *w = &r->wk[i];
         w->r = r;
@@ -452,8 +308,8 @@ int sl_router_new(const sl_router_config *cfg, sl_router **out)
             .gub = &c->gub,
             .expire = i == 0,
             .log = r->log,
-            .m_local_answers = r->m_global_local,
-            .m_updates = r->m_updates,
+            .m_local_answers = r->pm.global_local,
+            .m_updates = r->pm.updates,
             .ops = &gsync_ops,
             .ud = w,
         };
@@ -468,7 +324,7 @@ int sl_router_new(const sl_router_config *cfg, sl_router **out)
             goto fail;
         }
         r->latest->version = ++r->next_version;
-        sl_metrics_gauge_set(r->m_peers, (double)r->latest->n);
+        sl_metrics_gauge_set(r->pm.peers, (double)r->latest->n);
     }
     return 0;
 fail:
@@ -484,11 +340,11 @@ void sl_router_free(sl_router *r)
     sl_router_stop(r);
     if (r->wk)
         for (int i = 0; i < r->nworkers; i++) {
-            view_unref(r->wk[i].v);
-            view_unref(r->wk[i].prev);
+            sl_view_unref(r->wk[i].v);
+            sl_view_unref(r->wk[i].prev);
             sl_globalsync_free(r->wk[i].gsync);
         }
-    view_unref(r->latest);
+    sl_view_unref(r->latest);
     sl_global_free(r->global);
     free(r->wk);
     free(r->advertise);
@@ -558,7 +414,7 @@ static const char *fmt_error(sl_batch *b, size_t i, const char *addr, const char
     return s ? s : "error while fetching rate limit from peer";
 }
 
-static void note_peer(view *v, size_t vidx, uint64_t version, int err)
+static void note_peer(sl_view *v, size_t vidx, uint64_t version, int err)
 {
     if (!v || v->version != version || vidx >= v->n)
         return;
@@ -625,7 +481,7 @@ static void decide_here(wk *w, sl_batch *b, size_t i, uint64_t h, int64_t now)
 static void route(wk *w, pend *p, size_t i, uint32_t attempts, int64_t now, int64_t mono)
 {
     sl_router *r = w->r;
-    view *v = w->v;
+    sl_view *v = w->v;
     sl_batch *b = p->b;
     sl_request *q = &b->reqs[i];
     uint64_t h = sl_picker_key_hash(q->name, q->name_len, q->unique_key, q->unique_key_len);
@@ -696,7 +552,7 @@ static void item_failed(wk *w, const sl_batcher_item *it, uint64_t version, cons
     if (!w->stopping && w->v && w->v->version != version && it->attempts + 1 < MAX_ATTEMPTS) {
         /* the owner may have moved: route it again with the current list */
         cinc(&w->c_retries, 1);
-        sl_metrics_counter_inc(r->m_retries);
+        sl_metrics_counter_inc(r->pm.retries);
         route(w, p, i, it->attempts + 1, now, sl_mono_ns());
     } else if (r->cfg.fail_open && !w->stopping) {
         sl_request *q = &b->reqs[i];
@@ -704,7 +560,7 @@ static void item_failed(wk *w, const sl_batcher_item *it, uint64_t version, cons
         set_owner(b, i, addr, true);
         sl_batch_meta_set(b, &b->resp_meta[i], META_FAIL_OPEN, why);
         cinc(&w->c_fail_open, 1);
-        sl_metrics_counter_inc(r->m_fail_open);
+        sl_metrics_counter_inc(r->pm.fail_open);
     } else {
         memset(&b->resps[i], 0, sizeof b->resps[i]);
         b->resps[i].error = fmt_error(b, i, addr, why);
@@ -738,8 +594,8 @@ static void copy_answer(wk *w, const sl_batcher_item *it, size_t k, const char *
 
 static void observe_call(sl_router *r, int kind, bool ok, int64_t t0)
 {
-    sl_metrics_counter_inc(ok ? r->m_calls_ok[kind] : r->m_calls_err[kind]);
-    sl_metrics_histogram_observe(r->m_call_seconds, sl_mono_ns() - t0);
+    sl_metrics_counter_inc(ok ? r->pm.calls_ok[kind] : r->pm.calls_err[kind]);
+    sl_metrics_histogram_observe(r->pm.call_seconds, sl_mono_ns() - t0);
 }
 
 static void on_forward_done(void *ud, const sl_peer_result *res)
@@ -757,12 +613,12 @@ static void on_forward_done(void *ud, const sl_peer_result *res)
             rc = sl_gub_decode_peer_resp_pb(&r->cfg.gub, res->msg, res->len, &w->scratch, NULL,
                                             c->n, &st);
         if (rc == 0) {
-            observe_call(r, K_FORWARD, true, c->t0);
+            observe_call(r, SL_PEERMETRICS_FORWARD, true, c->t0);
             note_peer(w->v, c->vidx, c->version, 0);
             for (size_t k = 0; k < c->n; k++)
                 copy_answer(w, &c->items[k], k, wp->addr, now);
         } else {
-            observe_call(r, K_FORWARD, false, c->t0);
+            observe_call(r, SL_PEERMETRICS_FORWARD, false, c->t0);
             cinc(&w->c_errors, 1);
             note_peer(w->v, c->vidx, c->version, -EPROTO);
             const char *why = rc == -ENOMEM ? "out of memory" : "bad answer from peer";
@@ -773,7 +629,7 @@ static void on_forward_done(void *ud, const sl_peer_result *res)
             }
         }
     } else {
-        observe_call(r, K_FORWARD, false, c->t0);
+        observe_call(r, SL_PEERMETRICS_FORWARD, false, c->t0);
         cinc(&w->c_errors, 1);
         note_peer(w->v, c->vidx, c->version, res->err ? res->err : -EIO);
         char why[300];
@@ -859,10 +715,10 @@ static void send_forward(wk *w, wpeer *wp, const sl_batcher_item *items, size_t 
     }
     sl_buf_free(&out);
     cinc(&w->c_forwarded, n);
-    sl_metrics_counter_add(r->m_items, n);
+    sl_metrics_counter_add(r->pm.items, n);
     cinc(&w->c_calls, 1);
     if (rc) {
-        observe_call(r, K_FORWARD, false, c->t0);
+        observe_call(r, SL_PEERMETRICS_FORWARD, false, c->t0);
         cinc(&w->c_errors, 1);
         note_peer(w->v, c->vidx, c->version, rc);
         for (size_t k = 0; k < n; k++)
@@ -898,7 +754,7 @@ static bool gs_has_view(void *ud)
 static bool gs_owner(void *ud, uint64_t h, sl_globalsync_peer *out)
 {
     const wk *w = ud;
-    view *v = w->v;
+    sl_view *v = w->v;
     size_t o = sl_picker_owner(v->picker, h);
     if (o == SIZE_MAX || (long)o == v->self || !w->peers[o])
         return false;
@@ -924,7 +780,8 @@ static bool gs_peer_at(void *ud, size_t i, sl_globalsync_peer *out)
 static void gs_call_done(void *ud, int method, const sl_globalsync_peer *p, int64_t t0, int err)
 {
     wk *w = ud;
-    observe_call(w->r, method == SL_GLOBALSYNC_HITS ? K_GHITS : K_BCAST, err == 0, t0);
+    int kind = method == SL_GLOBALSYNC_HITS ? SL_PEERMETRICS_GHITS : SL_PEERMETRICS_BCAST;
+    observe_call(w->r, kind, err == 0, t0);
     note_peer(w->v, p->vidx, p->version, err);
     if (err)
         cinc(&w->c_errors, 1);
@@ -995,15 +852,15 @@ static void wpeer_retire(wk *w, wpeer *wp)
     free(wp);
 }
 
-static void apply_view(wk *w, view *nv)
+static void apply_view(wk *w, sl_view *nv)
 {
     sl_router *r = w->r;
-    view *old = w->v;
+    sl_view *old = w->v;
     wpeer **oldp = w->peers;
     size_t oldn = w->npeers;
     wpeer **np = calloc(nv->n ? nv->n : 1, sizeof *np);
     if (!np) {
-        view_unref(nv);
+        sl_view_unref(nv);
         return; /* keep the old list; the next change tries again */
     }
     for (size_t i = 0; i < nv->n; i++) {
@@ -1029,23 +886,23 @@ static void apply_view(wk *w, view *nv)
         if (oldp[k])
             wpeer_retire(w, oldp[k]);
     free(oldp);
-    view_unref(w->prev);
+    sl_view_unref(w->prev);
     w->prev = old; /* a node that just left may still push its keys here (TransferKeys) */
     flush_urgent(w);
     /* Hand-off: keys held here that another node owns now go to it (a leaving node: all keys). */
     if (w->id == 0 && r->handoff && old && nv->n > 0 &&
         (nv->self >= 0 || atomic_load(&r->leaving))) {
-        atomic_fetch_add(&nv->refs, 1);
+        sl_view_ref(nv);
         sl_handoff_begin(r->handoff, nv->picker, nv->self, nv);
     }
 }
 
-static view *latest_ref(sl_router *r)
+static sl_view *latest_ref(sl_router *r)
 {
     pthread_mutex_lock(&r->vmu);
-    view *v = r->latest;
+    sl_view *v = r->latest;
     if (v)
-        atomic_fetch_add(&v->refs, 1);
+        sl_view_ref(v);
     pthread_mutex_unlock(&r->vmu);
     return v;
 }
@@ -1055,9 +912,9 @@ static void on_view_posted(void *ud)
     wk *w = ud;
     if (!w->started || w->stopping)
         return;
-    view *v = latest_ref(w->r);
+    sl_view *v = latest_ref(w->r);
     if (!v || v == w->v) {
-        view_unref(v);
+        sl_view_unref(v);
         return;
     }
     apply_view(w, v);
@@ -1067,20 +924,20 @@ void sl_router_set_peers(sl_router *r, const char *const *addrs, size_t n)
 {
     if (!r->cluster)
         return;
-    view *v = view_build(r, addrs, n, true);
+    sl_view *v = view_build(r, addrs, n, true);
     if (!v) {
         sl_log_error(r->log, "cannot build a picker over %zu peers", n);
         return;
     }
     pthread_mutex_lock(&r->vmu);
     v->version = ++r->next_version;
-    view *old = r->latest;
+    sl_view *old = r->latest;
     r->latest = v;
     sl_server *srv = r->server;
     pthread_mutex_unlock(&r->vmu);
-    view_unref(old);
-    sl_metrics_gauge_set(r->m_peers, (double)v->n);
-    sl_metrics_counter_inc(r->m_views);
+    sl_view_unref(old);
+    sl_metrics_gauge_set(r->pm.peers, (double)v->n);
+    sl_metrics_counter_inc(r->pm.views);
     if (v->self < 0 && v->n > 0)
         sl_log_warn(r->log, "this node (%s) is not in the peer list", r->advertise);
     if (srv)
@@ -1088,49 +945,28 @@ void sl_router_set_peers(sl_router *r, const char *const *addrs, size_t n)
             sl_server_post(srv, i, on_view_posted, &r->wk[i]);
 }
 
+/* ---- peer identity (cluster/view.h) ---------------------------------------------------------- */
+
 bool sl_router_is_peer(sl_router *r, int worker, const struct sockaddr *sa)
 {
-    if (!r->cluster || !sa || worker < 0 || worker >= r->nworkers)
+    if (!r->cluster || worker < 0 || worker >= r->nworkers)
         return false;
-    const view *v = r->wk[worker].v;
-    sl_addr_ip ip;
-    if (!v || sl_addr_ip_of_sockaddr(sa, &ip))
-        return false;
-    for (size_t i = 0; i < v->nips; i++)
-        if (!memcmp(&ip, &v->ips[i], sizeof ip))
-            return true;
-    return false;
+    return sl_view_has_ip(r->wk[worker].v, sa);
 }
 
-static bool view_names(const view *v, const char *names)
+bool sl_router_was_peer(sl_router *r, int worker, const struct sockaddr *sa)
 {
-    for (size_t i = 0; v && i < v->n; i++)
-        if (sl_addr_names_host(names, sl_picker_addr(v->picker, i)))
-            return true;
-    return false;
+    if (!r->cluster || worker < 0 || worker >= r->nworkers)
+        return false;
+    return sl_view_has_ip(r->wk[worker].v, sa) || sl_view_has_ip(r->wk[worker].prev, sa);
 }
 
 bool sl_router_names_peer(sl_router *r, int worker, const char *names, bool former)
 {
     if (!r->cluster || !names || worker < 0 || worker >= r->nworkers)
         return false;
-    return view_names(r->wk[worker].v, names) || (former && view_names(r->wk[worker].prev, names));
-}
-
-bool sl_router_was_peer(sl_router *r, int worker, const struct sockaddr *sa)
-{
-    if (sl_router_is_peer(r, worker, sa))
-        return true;
-    if (!r->cluster || !sa || worker < 0 || worker >= r->nworkers)
-        return false;
-    const view *v = r->wk[worker].prev;
-    sl_addr_ip ip;
-    if (!v || sl_addr_ip_of_sockaddr(sa, &ip))
-        return false;
-    for (size_t i = 0; i < v->nips; i++)
-        if (!memcmp(&ip, &v->ips[i], sizeof ip))
-            return true;
-    return false;
+    return sl_view_names(r->wk[worker].v, names) ||
+           (former && sl_view_names(r->wk[worker].prev, names));
 }
 
 static void on_members(void *ud, const char *const *addrs, size_t n)
@@ -1180,13 +1016,13 @@ static int handoff_send(void *ud, size_t peer, sl_buf *framed, sl_handoff_sent_c
 static void handoff_release(void *ud, void *token)
 {
     (void)ud;
-    view_unref(token);
+    sl_view_unref(token);
 }
 
 static void handoff_done(void *ud, void *token)
 {
     wk *w = ud;
-    view *v = token;
+    sl_view *v = token;
     if (v->self < 0 && atomic_load(&w->r->leaving))
         atomic_store(&w->r->leave_done, true);
 }
@@ -1206,16 +1042,16 @@ int sl_router_leave(sl_router *r, int64_t timeout_ms)
 {
     if (!r->cluster || !r->server)
         return 0;
-    view *v = latest_ref(r);
+    sl_view *v = latest_ref(r);
     if (!v)
         return 0;
     if (v->self < 0 || v->n <= 1) {
-        view_unref(v);
+        sl_view_unref(v);
         return 0;
     }
     const char **rest = calloc(v->n, sizeof *rest);
     if (!rest) {
-        view_unref(v);
+        sl_view_unref(v);
         return -ENOMEM;
     }
     size_t k = 0;
@@ -1226,7 +1062,7 @@ int sl_router_leave(sl_router *r, int64_t timeout_ms)
     atomic_store(&r->leaving, true);
     sl_router_set_peers(r, rest, k); /* every worker forwards everything; worker 0 pushes */
     free(rest);
-    view_unref(v);
+    sl_view_unref(v);
     int64_t deadline = sl_mono_ns() + timeout_ms * 1000000;
     while (!atomic_load(&r->leave_done) && sl_mono_ns() < deadline) {
         struct timespec ts = {0, 2000000};
@@ -1256,14 +1092,14 @@ void sl_router_worker_start(sl_router *r, int worker, uv_loop_t *loop)
     sl_globalsync_start(w->gsync, loop);
     if (worker == 0) {
         sl_handoff_config hc = {.engine = r->engine, .loop = loop, .log = r->log,
-                                .m_sent = r->m_handoff_sent, .m_failed = r->m_handoff_failed,
-                                .m_bytes = r->m_handoff_bytes, .send = handoff_send,
+                                .m_sent = r->pm.handoff_sent, .m_failed = r->pm.handoff_failed,
+                                .m_bytes = r->pm.handoff_bytes, .send = handoff_send,
                                 .release = handoff_release, .done = handoff_done, .ud = w};
         if (sl_handoff_new(&hc, &r->handoff))
             sl_log_error(r->log, "hand-off: out of memory: keys will not move on list changes");
     }
     w->started = true;
-    view *v = latest_ref(r);
+    sl_view *v = latest_ref(r);
     if (!v) {
         /* no list yet (DNS, etcd): alone until one arrives */
         const char *self = r->advertise;
@@ -1382,7 +1218,7 @@ void sl_router_submit(sl_router *r, int worker, sl_batch *b, int64_t now_ms, sl_
         return;
     }
     wk *w = &r->wk[worker < 0 || worker >= r->nworkers ? 0 : worker];
-    view *v = w->v;
+    sl_view *v = w->v;
     if (!v || v->n == 0 || (v->n == 1 && v->self == 0) || w->stopping) {
         /* alone: the standalone path, plus the owner's name */
         decide_local(r, b, now_ms);
@@ -1440,7 +1276,7 @@ void sl_router_health(sl_router *r, bool *healthy, int32_t *peer_count, char *wh
         why[0] = '\0';
     if (!r->cluster)
         return;
-    view *v = latest_ref(r);
+    sl_view *v = latest_ref(r);
     if (!v)
         return;
     *peer_count = (int32_t)v->n;
@@ -1461,16 +1297,16 @@ void sl_router_health(sl_router *r, bool *healthy, int32_t *peer_count, char *wh
             snprintf(why + off, why_len - off, "%sthis instance is not found in the peer list",
                      off ? "|" : "");
     }
-    view_unref(v);
+    sl_view_unref(v);
 }
 
 int sl_router_peer_count(const sl_router *r)
 {
     if (!r->cluster)
         return 1;
-    view *v = latest_ref((sl_router *)r);
+    sl_view *v = latest_ref((sl_router *)r);
     int n = v ? (int)v->n : 1;
-    view_unref(v);
+    sl_view_unref(v);
     return n ? n : 1;
 }
 
