@@ -1,0 +1,182 @@
+/*
+ * The node's own metric series read at render time (see collectors.h). One table row per family:
+ * where its stats come from, and which uint64 fields of that struct become which label values
+ * (one unlabelled field, or up to four labelled ones); the decisions (a two-dimensional array) and
+ * the Graphite connection state have collectors of their own.
+ */
+#include "node/collectors.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+enum { SRC_ENGINE, SRC_SERVER, SRC_GRAPHITE, SRC_TLS };
+
+typedef struct {
+    const char *value; /* label value, NULL for an unlabelled family */
+    size_t off;        /* offsetof a uint64_t field in the source's stats struct */
+} stat_field;
+
+struct stat_family {
+    int src;
+    sl_metrics_type type;
+    const char *name, *help, *label;
+    stat_field f[4];
+};
+
+#define ENG(field) offsetof(sl_engine_stats, field)
+#define NET(field) offsetof(sl_net_stats, field)
+#define GRA(field) offsetof(sl_graphite_stats, field)
+#define TLS(field) offsetof(sl_tls_stats, field)
+
+static const struct stat_family stat_families[] = {
+    {SRC_ENGINE, SL_METRICS_GAUGE, "sluice_keys",
+     "Keys held by the engine (kind=keys) and slots allocated (kind=capacity).", "kind",
+     {{"keys", ENG(keys)}, {"capacity", ENG(capacity)}}},
+    {SRC_ENGINE, SL_METRICS_GAUGE, "sluice_store_bytes", "Bytes held by the key store.", NULL,
+     {{NULL, ENG(bytes)}}},
+    {SRC_ENGINE, SL_METRICS_COUNTER, "sluice_keys_removed_total",
+     "Keys removed: evicted because the store was full (evicted_limited: a key at its limit, "
+     "evicted only when no other could go), expired, or collected (gc-collect, gc-collect-free).",
+     "reason",
+     {{"evicted", ENG(evictions)}, {"expired", ENG(expirations)},
+      {"collected", ENG(collections)}, {"evicted_limited", ENG(evictions_limited)}}},
+    {SRC_ENGINE, SL_METRICS_COUNTER, "sluice_item_errors_total",
+     "Rate-limit items answered with a per-item error (bad input).", NULL, {{NULL, ENG(errors)}}},
+    {SRC_SERVER, SL_METRICS_GAUGE, "sluice_connections_open", "Client connections open now.", NULL,
+     {{NULL, NET(conns_open)}}},
+    {SRC_SERVER, SL_METRICS_COUNTER, "sluice_connections_total",
+     "Connections accepted, refused (over --max-conns), closed for a timeout, and closed for "
+     "provoking protocol errors (calmed: --max-conn-errors on HTTP/2, the first on HTTP/1.1).",
+     "event",
+     {{"accepted", NET(conns_accepted)}, {"refused", NET(conns_refused)},
+      {"timed_out", NET(conns_timed_out)}, {"calmed", NET(conns_calmed)}}},
+    {SRC_SERVER, SL_METRICS_COUNTER, "sluice_accept_paused_total",
+     "Times accepting paused at the file-descriptor limit (EMFILE/ENFILE), resumed by a timer.",
+     NULL, {{NULL, NET(accept_pauses)}}},
+    {SRC_SERVER, SL_METRICS_COUNTER, "sluice_http_requests_total", "Requests by HTTP version.",
+     "protocol", {{"http1", NET(requests_h1)}, {"http2", NET(requests_h2)}}},
+    {SRC_SERVER, SL_METRICS_COUNTER, "sluice_protocol_errors_total",
+     "Malformed HTTP/1.1, HTTP/2 protocol errors and limit violations.", NULL,
+     {{NULL, NET(protocol_errors)}}},
+    {SRC_SERVER, SL_METRICS_COUNTER, "sluice_network_bytes_total", "Bytes received and sent.",
+     "direction", {{"in", NET(bytes_in)}, {"out", NET(bytes_out)}}},
+    {SRC_TLS, SL_METRICS_COUNTER, "sluice_tls_handshakes_total",
+     "TLS handshakes on the client port: completed (ok), plaintext sent to the TLS port, client "
+     "certificate missing, expired or from another CA (cert), other failures (protocol).",
+     "result",
+     {{"ok", TLS(handshakes)}, {"plaintext", TLS(fail_plaintext)}, {"cert", TLS(fail_cert)},
+      {"protocol", TLS(fail_protocol)}}},
+    {SRC_TLS, SL_METRICS_COUNTER, "sluice_tls_events_total",
+     "TLS handshakes closed at --tls-handshake-timeout (timed_out), certificates reloaded "
+     "(reloaded).", "event", {{"timed_out", TLS(timed_out)}, {"reloaded", TLS(reloads)}}},
+    {SRC_GRAPHITE, SL_METRICS_COUNTER, "sluice_graphite_pushes_total",
+     "Pushes to Graphite that went through (ok) or not (failed).", "result",
+     {{"ok", GRA(pushes)}, {"failed", GRA(failures)}}},
+};
+#define N_STAT_FAMILIES (sizeof stat_families / sizeof stat_families[0])
+_Static_assert(N_STAT_FAMILIES == SL_COLLECTORS_ROWS, "SL_COLLECTORS_ROWS must match the table");
+
+typedef struct {
+    const struct stat_family *fam;
+    void *src;
+} stat_row;
+_Static_assert(sizeof(stat_row) == sizeof(((sl_collectors *)0)->rows[0]), "row layout");
+
+static void collect_stats(void *arg, sl_metrics_sink *sink)
+{
+    const stat_row *c = arg;
+    union {
+        sl_engine_stats e;
+        sl_net_stats s;
+        sl_graphite_stats g;
+        sl_tls_stats t;
+    } st;
+    switch (c->fam->src) {
+    case SRC_ENGINE:
+        sl_engine_stats_get(c->src, &st.e);
+        break;
+    case SRC_SERVER:
+        sl_server_stats(c->src, &st.s);
+        break;
+    case SRC_TLS:
+        sl_server_tls_stats(c->src, &st.t);
+        break;
+    default:
+        sl_graphite_stats_get(c->src, &st.g);
+        break;
+    }
+    for (size_t i = 0; i < 4 && (i == 0 || c->fam->f[i].value); i++) {
+        uint64_t v;
+        memcpy(&v, (const char *)&st + c->fam->f[i].off, sizeof v);
+        const char *label[1] = {c->fam->f[i].value};
+        sl_metrics_sink_emit(sink, c->fam->label ? label : NULL, c->fam->label ? 1 : 0, (double)v);
+    }
+}
+
+/* Register the table rows of one source. */
+static int register_stats(sl_collectors *cs, sl_metrics *m, int src, void *from)
+{
+    for (size_t i = 0; i < N_STAT_FAMILIES; i++) {
+        if (stat_families[i].src != src)
+            continue;
+        cs->rows[i].fam = &stat_families[i];
+        cs->rows[i].src = from;
+        const struct stat_family *f = &stat_families[i];
+        int rc = sl_metrics_collector(m, f->type, f->name, f->help, f->label, collect_stats,
+                                      &cs->rows[i]);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* Decisions by algorithm and status: a two-dimensional array, not a table row. */
+static void collect_decisions(void *arg, sl_metrics_sink *sink)
+{
+    sl_engine_stats st;
+    sl_engine_stats_get(arg, &st);
+    static const char *const status[2] = {"UNDER_LIMIT", "OVER_LIMIT"};
+    for (int a = 0; a < SL_ALGORITHM_COUNT; a++) {
+        const char *name = sl_algorithm_name(a);
+        for (int s = 0; s < 2; s++) {
+            const char *v[2] = {name ? name : "unknown", status[s]};
+            sl_metrics_sink_emit(sink, v, 2, (double)st.decisions[a][s]);
+        }
+    }
+}
+
+static void collect_graphite_connected(void *arg, sl_metrics_sink *sink)
+{
+    sl_graphite_stats st;
+    sl_graphite_stats_get(arg, &st);
+    sl_metrics_sink_emit(sink, NULL, 0, st.connected ? 1.0 : 0.0);
+}
+
+int sl_collectors_engine(sl_collectors *c, sl_metrics *m, sl_engine *e)
+{
+    int rc = register_stats(c, m, SRC_ENGINE, e);
+    if (rc)
+        return rc;
+    return sl_metrics_collector(m, SL_METRICS_COUNTER, "sluice_decisions_total",
+                                "Decisions by algorithm and status.", "algorithm,status",
+                                collect_decisions, e);
+}
+
+int sl_collectors_server(sl_collectors *c, sl_metrics *m, sl_server *s, bool tls)
+{
+    int rc = register_stats(c, m, SRC_SERVER, s);
+    if (!rc && tls)
+        rc = register_stats(c, m, SRC_TLS, s);
+    return rc;
+}
+
+int sl_collectors_graphite(sl_collectors *c, sl_metrics *m, sl_graphite *g)
+{
+    int rc = register_stats(c, m, SRC_GRAPHITE, g);
+    if (!rc)
+        rc = sl_metrics_collector(m, SL_METRICS_GAUGE, "sluice_graphite_connected",
+                                  "1 while the Graphite TCP connection (or UDP socket) is up.",
+                                  NULL, collect_graphite_connected, g);
+    return rc;
+}
