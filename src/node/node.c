@@ -7,11 +7,12 @@
  * gc-period, a collection of information-free keys idle for gc-collect-free (and of any key idle
  * for gc-collect, when set): one pass over the store in slices of gc-max-work slots, GC_SLICE_MS
  * apart, so that no slice holds the loop long. Once a second it logs evictions of keys at their
- * limit, if any (one line with their count). The node's own
- * metrics (keys held, decisions, connections) are collectors that read the engine's and the
- * server's counters at render time (node/collectors.c), so the hot paths keep no extra counters
- * for them. With
- * --graphite-addr a bridge thread pushes the same registry to Graphite (node/graphite.h).
+ * limit, if any (one line with their count). What SIGHUP reads again (TLS files, client
+ * identities, a static peer list) is node/reload.c; sl_node_reload here adds the admin token,
+ * the switchboard and the quota file. The node's own metrics (keys held, decisions,
+ * connections) are collectors that read the engine's and the server's counters at render time
+ * (node/collectors.c), so the hot paths keep no extra counters for them. With --graphite-addr a
+ * bridge thread pushes the same registry to Graphite (node/graphite.h).
  */
 #include "sluice/node.h"
 
@@ -25,7 +26,6 @@
 
 #include "auth/addr.h"
 #include "auth/idents.h"
-#include "base/file.h"
 #include "protect/protect.h"
 #include "cluster/router.h"
 #include "config/config.h"
@@ -38,6 +38,7 @@
 #include "node/adminsrv.h"
 #include "node/collectors.h"
 #include "node/graphite.h"
+#include "node/reload.h"
 #include "node/statedir.h"
 #include "core/snapshot.h"
 #include "node/service.h"
@@ -110,49 +111,6 @@ static int start_graphite(sl_node *n, char *err, size_t errlen)
 
 /* ---- TLS ----------------------------------------------------------------------------------- */
 
-/* The client port's context from --tls-cert/--tls-key/--tls-ca/--tls-client-auth. */
-static int load_server_tls(sl_node *n, sl_tls_ctx **out, char *err, size_t errlen)
-{
-    const sl_options *o = &n->opts;
-    sl_tls_config tc = {
-        .server = true,
-        .cert_file = o->tls_cert,
-        .key_file = o->tls_key,
-        .ca_file = o->tls_ca[0] ? o->tls_ca : NULL,
-        .client_auth = (sl_tls_auth)o->tls_client_auth,
-    };
-    /* In a cluster with a peer CA, the port asks for client certificates (require stays
-     * require) and trusts the peer CA too, so that a peer's certificate is verified and its
-     * name recorded on the connection (sl_exchange_peer_identity). */
-    if (o->discovery != SL_DISCOVERY_NONE && o->peer_tls_ca[0]) {
-        if (tc.client_auth == SL_TLS_AUTH_NONE)
-            tc.client_auth = SL_TLS_AUTH_REQUEST;
-        if (!tc.ca_file)
-            tc.ca_file = o->peer_tls_ca;
-        else if (strcmp(tc.ca_file, o->peer_tls_ca) != 0)
-            tc.ca_file2 = o->peer_tls_ca;
-    }
-    return sl_tls_ctx_new(out, &tc, err, errlen);
-}
-
-/* Peer calls speak TLS when the client port does (peers call each other's client port), with
- * --peer-tls-cert/--peer-tls-key/--peer-tls-ca (defaults: the --tls-* files). */
-static int load_peer_tls(sl_node *n, sl_tls_ctx **out, char *err, size_t errlen)
-{
-    const sl_options *o = &n->opts;
-    sl_tls_config tc = {
-        .cert_file = o->peer_tls_cert[0] ? o->peer_tls_cert : NULL,
-        .key_file = o->peer_tls_key[0] ? o->peer_tls_key : NULL,
-        .ca_file = o->peer_tls_ca[0] ? o->peer_tls_ca : NULL,
-        .alpn = "h2",
-    };
-    char e[256];
-    int rc = sl_tls_ctx_new(out, &tc, e, sizeof e);
-    if (rc)
-        snprintf(err, errlen, "peer TLS: %s", e);
-    return rc;
-}
-
 static int start_peer_tls(sl_node *n, char *err, size_t errlen)
 {
     const sl_options *o = &n->opts;
@@ -162,38 +120,12 @@ static int start_peer_tls(sl_node *n, char *err, size_t errlen)
         sl_log_warn(&n->log, "peer TLS without --peer-tls-ca or --tls-ca: peers' certificates "
                              "are not verified");
     sl_tls_ctx *ctx;
-    int rc = load_peer_tls(n, &ctx, err, errlen);
+    int rc = sl_reload_read_peer_tls(&n->opts, &ctx, err, errlen);
     if (rc)
         return rc;
     n->peer_tls = sl_tls_slot_new(ctx);
     sl_tls_ctx_unref(ctx);
     return n->peer_tls ? 0 : -ENOMEM;
-}
-
-/* SIGHUP: certificates and keys read again; new connections get them, open ones keep theirs. */
-static void reload_tls(sl_node *n)
-{
-    if (!n->opts.tls_cert[0] || !n->server)
-        return;
-    sl_tls_ctx *ctx;
-    char err[256];
-    if (load_server_tls(n, &ctx, err, sizeof err)) {
-        sl_log_error(&n->log, "reload of the TLS certificate failed, keeping the current one: %s",
-                     err);
-        return;
-    }
-    sl_server_set_tls(n->server, ctx);
-    sl_tls_ctx_unref(ctx);
-    if (n->peer_tls) {
-        if (load_peer_tls(n, &ctx, err, sizeof err)) {
-            sl_log_error(&n->log, "reload of the peer TLS certificate failed, keeping the current "
-                                  "one: %s", err);
-            return;
-        }
-        sl_tls_slot_set(n->peer_tls, ctx);
-        sl_tls_ctx_unref(ctx);
-    }
-    sl_log_info(&n->log, "reload: TLS certificate and key read again");
 }
 
 /* ---- Levee quotas -------------------------------------------------------------------------- */
@@ -434,90 +366,16 @@ static int start_admin(sl_node *n, char *err, size_t errlen)
     return 0;
 }
 
-/* --client-tokens-file into *out: 0, or a negative errno with the reason in err (never a
- * token). */
-static int read_idents(const char *path, sl_idents **out, char *err, size_t errlen)
-{
-    char *buf = NULL, ferr[256];
-    size_t len = 0;
-    int rc = sl_file_read(path, SL_IDENTS_MAX_FILE, SL_FILE_REGULAR, &buf, &len, ferr, sizeof ferr);
-    if (rc) {
-        snprintf(err, errlen, "client-tokens-file %s", ferr);
-        return rc;
-    }
-    rc = sl_idents_parse(buf, len, out, ferr, sizeof ferr);
-    memset(buf, 0, len);
-    free(buf);
-    if (rc)
-        snprintf(err, errlen, "client-tokens-file %s: %s", path, ferr);
-    return rc;
-}
-
-/* --client-tokens-file at start (SIGHUP reads it again: reload_idents). */
+/* --client-tokens-file at start (SIGHUP reads it again: node/reload.h). */
 static int load_idents(sl_node *n, char *err, size_t errlen)
 {
     const char *path = n->opts.client_tokens_file;
     if (!path[0])
         return 0;
-    int rc = read_idents(path, &n->idents, err, errlen);
+    int rc = sl_reload_read_idents(path, &n->idents, err, errlen);
     if (!rc)
         sl_log_info(&n->log, "client identities loaded count=%zu", sl_idents_count(n->idents));
     return rc;
-}
-
-/* A swapped-out identity set, freed once every worker has run a posted step: by then no call
- * that could have read it is still running (a worker runs one callback at a time). */
-typedef struct idents_retire {
-    sl_idents *old;
-    _Atomic int left;
-    _Atomic bool keep; /* a post failed on a live worker: never free (a leak beats a use after) */
-} idents_retire;
-
-static void idents_retire_step(void *ud)
-{
-    idents_retire *r = ud;
-    if (atomic_fetch_sub(&r->left, 1) == 1) {
-        if (!atomic_load(&r->keep))
-            sl_idents_free(r->old);
-        free(r);
-    }
-}
-
-static void reload_idents(sl_node *n)
-{
-    const char *path = n->opts.client_tokens_file;
-    if (!path[0] || !n->idents || !n->service || !n->server)
-        return;
-    sl_idents *next;
-    char err[512];
-    if (read_idents(path, &next, err, sizeof err)) {
-        sl_log_error(&n->log, "reload of the client tokens file failed, keeping the current "
-                              "identities: %s", err);
-        return;
-    }
-    idents_retire *r = calloc(1, sizeof *r);
-    if (!r) {
-        sl_idents_free(next);
-        sl_log_error(&n->log, "reload of the client tokens file failed, keeping the current "
-                              "identities: out of memory");
-        return;
-    }
-    r->old = n->idents;
-    int workers = (int)n->opts.workers;
-    atomic_init(&r->left, workers + 1);
-    atomic_init(&r->keep, false);
-    sl_service_swap_idents(n->service, next);
-    n->idents = next;
-    for (int i = 0; i < workers; i++) {
-        int rc = sl_server_post(n->server, i, idents_retire_step, r);
-        if (rc && rc != -ESHUTDOWN)
-            atomic_store(&r->keep, true);
-        if (rc)
-            idents_retire_step(r);
-    }
-    idents_retire_step(r); /* this thread's share */
-    sl_log_info(&n->log, "reload: client identities read again count=%zu",
-                sl_idents_count(next));
 }
 
 static int build(sl_node *n, char *err, size_t errlen)
@@ -671,7 +529,7 @@ static int build(sl_node *n, char *err, size_t errlen)
     sv.on_worker_stop = on_worker_stop;
     sv.hooks_ud = n;
     sv.tls_handshake_timeout_ms = (uint32_t)(o->tls_handshake_timeout_ns / 1000000);
-    if (o->tls_cert[0] && (rc = load_server_tls(n, &sv.tls, err, errlen)))
+    if (o->tls_cert[0] && (rc = sl_reload_read_server_tls(o, &sv.tls, err, errlen)))
         return rc;
     rc = sl_server_start(&n->server, &sv);
     sl_tls_ctx_unref(sv.tls); /* the server holds its own reference */
@@ -708,7 +566,7 @@ static int node_start_options(sl_node *n, char *err, size_t errlen)
     return rc;
 }
 
-/* A copy of the options (argv[0] included) for reload_peers(). 0 or -ENOMEM. */
+/* A copy of the options (argv[0] included) for sl_reload_peers(). 0 or -ENOMEM. */
 static int keep_args(sl_node *n, int argc, char *const *argv)
 {
     n->argv = calloc((size_t)argc + 1, sizeof *n->argv);
@@ -719,39 +577,6 @@ static int keep_args(sl_node *n, int argc, char *const *argv)
         if (!(n->argv[i] = strdup(argv[i])))
             return -ENOMEM;
     return 0;
-}
-
-/* SIGHUP with a static list: read the options again (the --config file may list other peers;
- * flags and the environment win over it, as at start) and apply a changed list: the hand-off then
- * moves the keys whose owner changed (cluster/handoff.h). */
-static void reload_peers(sl_node *n)
-{
-    if (n->opts.discovery != SL_DISCOVERY_STATIC || !n->argv)
-        return;
-    sl_options o;
-    memset(&o, 0, sizeof o);
-    char err[256];
-    int rc = sl_config_parse(&o, n->argc, n->argv, NULL, err, sizeof err);
-    if (rc) {
-        sl_log_error(&n->log, "reload: options not read again, keeping the peer list: %s",
-                     rc > 0 ? "unexpected --help or --version" : err);
-    } else if (o.discovery != SL_DISCOVERY_STATIC) {
-        sl_log_error(&n->log, "reload: discovery changes need a restart; keeping the peer list");
-    } else {
-        bool same = o.peers.n == n->opts.peers.n;
-        for (size_t i = 0; same && i < o.peers.n; i++)
-            same = strcmp(o.peers.items[i], n->opts.peers.items[i]) == 0;
-        if (same) {
-            sl_log_info(&n->log, "reload: peer list unchanged");
-        } else {
-            sl_router_set_peers(n->router, (const char *const *)o.peers.items, o.peers.n);
-            sl_opt_list t = n->opts.peers;
-            n->opts.peers = o.peers;
-            o.peers = t;
-            sl_log_info(&n->log, "reload: peer list read again: %zu peers", n->opts.peers.n);
-        }
-    }
-    sl_config_free(&o);
 }
 
 int sl_node_start(int argc, char *const *args, sl_node **out, char *err, size_t errlen)
@@ -859,9 +684,9 @@ int sl_node_decide(sl_node *n, const sl_request *reqs, sl_response *resps, size_
 
 void sl_node_reload(sl_node *n)
 {
-    reload_tls(n);
-    reload_peers(n);
-    reload_idents(n);
+    sl_reload_tls(&n->opts, n->server, n->peer_tls, &n->log);
+    sl_reload_peers(&n->opts, n->argc, n->argv, n->router, &n->log);
+    sl_reload_idents(&n->opts, &n->idents, n->service, n->server, &n->log);
     char aerr[512];
     int arc = sl_adminsrv_reload_token(n->admin, aerr, sizeof aerr);
     if (arc < 0)
