@@ -1,12 +1,11 @@
 /*
  * The libuv shell around the sans-I/O connections (see server.h).
  *
- * Per worker: a loop, a listening socket of the SO_REUSEPORT group (made here: libuv 1.44 has no
- * UV_TCP_REUSEPORT; watched with a uv_poll_t and accepted with accept4 here, so that at the file
- * limit — EMFILE/ENFILE, where libuv's own accept loop retries without end — accepting pauses
- * and a timer with backoff resumes it), one 64 KiB read buffer (a read is processed
- * before the next one is allocated), a prepare handle that flushes connections whose answers
- * arrived outside a read callback, and one ticking timer that walks per-phase timeout lists.
+ * Per worker: a loop, a listener (net/listener.c: a listening socket of the SO_REUSEPORT group,
+ * accept4 from a uv_poll_t, paused with backoff at the file limit), one 64 KiB read buffer (a
+ * read is processed before the next one is allocated), a prepare handle that flushes connections
+ * whose answers arrived outside a read callback, and one ticking timer that walks per-phase
+ * timeout lists.
  * Every connection sits in exactly one list (idle, reading, writing, lingering, busy; writing is
  * also where an HTTP/2 connection waits for a client that keeps its flow-control window shut,
  * SL_CONN_WRITING, so one that will not read is closed after the write timeout); within a
@@ -17,7 +16,6 @@
  * everything else is closed; it is closed only in sl_server_free, after the threads are joined,
  * which makes uv_async_send from a signal handler safe at any time before free.
  */
-#define _GNU_SOURCE /* accept4 */
 #include "net/server.h"
 
 #include <errno.h>
@@ -31,6 +29,7 @@
 #include <unistd.h>
 
 #include "net/conn.h"
+#include "net/listener.h"
 
 enum { TL_IDLE, TL_READING, TL_WRITING, TL_LINGER, TL_BUSY, TL_HANDSHAKE, TL_COUNT };
 
@@ -43,11 +42,6 @@ enum { TL_IDLE, TL_READING, TL_WRITING, TL_LINGER, TL_BUSY, TL_HANDSHAKE, TL_COU
 #define TLS_PLAIN_BUF (16 * 1024)
 
 enum { TS_HANDSHAKES, TS_PLAINTEXT, TS_CERT, TS_PROTOCOL, TS_TIMED_OUT, TS_RELOADS, TS_COUNT };
-
-/* Connections accepted per readiness event, and the retry delays after EMFILE/ENFILE. */
-#define ACCEPT_BATCH 64
-#define ACCEPT_RETRY_MIN_MS 10
-#define ACCEPT_RETRY_MAX_MS 1000
 
 typedef struct worker worker;
 typedef struct sconn sconn;
@@ -84,9 +78,7 @@ struct worker {
     sl_server *srv;
     int idx;
     uv_loop_t loop;
-    uv_poll_t listener;
-    uv_timer_t accept_timer; /* resumes accepting after the file limit was hit */
-    uint32_t accept_backoff_ms;
+    sl_listener listener;
     uv_async_t async;
     uv_prepare_t prepare;
     uv_timer_t tick;
@@ -94,7 +86,6 @@ struct worker {
     uv_thread_t thread;
     bool loop_init, handles_init, thread_started;
     bool draining, finished;
-    int listen_fd;
     sl_http_ctx *ctx;
     tlist lists[TL_COUNT];
     uint32_t timeout[TL_COUNT];
@@ -535,8 +526,9 @@ static void on_prepare(uv_prepare_t *p)
     }
 }
 
-static void on_connection(worker *w, int fd)
+static void on_connection(void *ud, int fd)
 {
+    worker *w = ud;
     sl_server *srv = w->srv;
     sconn *sc = calloc(1, sizeof *sc);
     if (!sc) {
@@ -591,46 +583,6 @@ static void on_connection(worker *w, int fd)
     set_reading(sc, true);
     if (!sc->reading)
         close_now(sc);
-}
-
-static void on_listen(uv_poll_t *p, int status, int events);
-
-static void on_accept_retry(uv_timer_t *t)
-{
-    worker *w = t->data;
-    if (!w->draining)
-        uv_poll_start(&w->listener, UV_READABLE, on_listen);
-}
-
-/* Out of file descriptors: stop watching the listener (the kernel keeps new connections in its
- * backlog) and look again later, backing off while the limit holds. */
-static void pause_accept(worker *w)
-{
-    uv_poll_stop(&w->listener);
-    sl_net_stat_add(w->ctx, SL_NET_ACCEPT_PAUSES, 1);
-    uint32_t b = w->accept_backoff_ms;
-    b = b ? (b * 2 > ACCEPT_RETRY_MAX_MS ? ACCEPT_RETRY_MAX_MS : b * 2) : ACCEPT_RETRY_MIN_MS;
-    w->accept_backoff_ms = b;
-    uv_timer_start(&w->accept_timer, on_accept_retry, b, 0);
-}
-
-static void on_listen(uv_poll_t *p, int status, int events)
-{
-    worker *w = p->data;
-    if (status < 0 || w->draining)
-        return;
-    for (int i = 0; i < ACCEPT_BATCH; i++) {
-        int fd = accept4(w->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED)
-                continue;
-            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
-                pause_accept(w);
-            return; /* EAGAIN: all taken */
-        }
-        w->accept_backoff_ms = 0;
-        on_connection(w, fd);
-    }
 }
 
 /* ---- worker ---- */
@@ -722,25 +674,17 @@ static void maybe_finish(worker *w)
     w->finished = true;
     uv_close((uv_handle_t *)&w->tick, NULL);
     uv_close((uv_handle_t *)&w->drain_timer, NULL);
-    uv_close((uv_handle_t *)&w->accept_timer, NULL);
+    sl_listener_close_timer(&w->listener);
     uv_close((uv_handle_t *)&w->prepare, NULL);
     run_posts(w, true);
     if (w->srv->cfg.on_worker_stop)
         w->srv->cfg.on_worker_stop(w->srv->cfg.hooks_ud, w->idx, &w->loop);
 }
 
-static void on_listener_closed(uv_handle_t *h)
-{
-    worker *w = h->data;
-    close(w->listen_fd);
-    w->listen_fd = -1;
-}
-
 static void start_drain(worker *w)
 {
     w->draining = true;
-    uv_timer_stop(&w->accept_timer);
-    uv_close((uv_handle_t *)&w->listener, on_listener_closed);
+    sl_listener_stop(&w->listener);
     uv_timer_start(&w->drain_timer, on_drain_timeout, atomic_load(&w->srv->grace_ms), 0);
     for_each_conn(w, drain_one);
     maybe_finish(w);
@@ -773,36 +717,6 @@ static void worker_main(void *arg)
 }
 
 /* ---- setup ---- */
-
-static int make_listener(const struct sockaddr *sa, socklen_t len, int backlog)
-{
-    int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    int one = 1;
-    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) ||
-        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) || bind(fd, sa, len) ||
-        listen(fd, backlog)) {
-        int e = -errno;
-        close(fd);
-        return e;
-    }
-    return fd;
-}
-
-/* SO_REUSEPORT lets any socket of the same user join the port, so a second server started on a
- * taken port would silently share it. A plain bind first tells whether the port is free. */
-static int probe_free(const struct sockaddr *sa, socklen_t len)
-{
-    int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    int one = 1, rc = 0;
-    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) || bind(fd, sa, len))
-        rc = -errno;
-    close(fd);
-    return rc;
-}
 
 static int worker_init(worker *w)
 {
@@ -837,9 +751,8 @@ static int worker_init(worker *w)
     if (tick < 5)
         tick = 5;
 
-    if ((rc = uv_poll_init(&w->loop, &w->listener, w->listen_fd)))
+    if ((rc = sl_listener_init(&w->listener, &w->loop, w->listener.fd, w->ctx, on_connection, w)))
         return rc; /* first, so that on failure no handle is left to close */
-    w->listener.data = w;
     uv_async_init(&w->loop, &w->async, on_async);
     w->async.data = w;
     uv_unref((uv_handle_t *)&w->async);
@@ -852,27 +765,24 @@ static int worker_init(worker *w)
     uv_timer_start(&w->tick, on_tick, tick, tick);
     uv_timer_init(&w->loop, &w->drain_timer);
     w->drain_timer.data = w;
-    uv_timer_init(&w->loop, &w->accept_timer);
-    w->accept_timer.data = w;
     w->handles_init = true;
-    return uv_poll_start(&w->listener, UV_READABLE, on_listen);
+    return sl_listener_start(&w->listener);
 }
 
 /* Close whatever a worker has and release it (the loop is not running). */
 static void worker_teardown(worker *w)
 {
     if (w->handles_init) {
-        uv_handle_t *hs[] = {(uv_handle_t *)&w->listener, (uv_handle_t *)&w->async,
-                             (uv_handle_t *)&w->prepare, (uv_handle_t *)&w->tick,
-                             (uv_handle_t *)&w->drain_timer, (uv_handle_t *)&w->accept_timer};
+        uv_handle_t *hs[] = {(uv_handle_t *)&w->async, (uv_handle_t *)&w->prepare,
+                             (uv_handle_t *)&w->tick, (uv_handle_t *)&w->drain_timer};
+        sl_listener_close_handles(&w->listener);
         for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
             if (!uv_is_closing(hs[i]))
                 uv_close(hs[i], NULL);
         uv_run(&w->loop, UV_RUN_DEFAULT);
         uv_mutex_destroy(&w->post_mu);
     }
-    if (w->listen_fd >= 0) /* after its poll handle is closed */
-        close(w->listen_fd);
+    sl_listener_release_fd(&w->listener); /* after its poll handle is closed */
     if (w->loop_init)
         uv_loop_close(&w->loop);
     sl_http_ctx_free(w->ctx);
@@ -924,20 +834,20 @@ int sl_server_start(sl_server **out, const sl_server_config *cfg_in)
         return -ENOMEM;
     }
     cfg->tls = NULL; /* the caller's reference stays the caller's; ours is in srv->tls */
-    int rc = cfg->port ? probe_free((struct sockaddr *)&ss, slen) : 0;
+    int rc = cfg->port ? sl_listener_probe_free((struct sockaddr *)&ss, slen) : 0;
     for (int i = 0; i < srv->nworkers; i++) {
         worker *w = &srv->workers[i];
         w->srv = srv;
         w->idx = i;
-        w->listen_fd = -1;
+        w->listener.fd = -1;
     }
     for (int i = 0; i < srv->nworkers && !rc; i++) {
-        int fd = make_listener((struct sockaddr *)&ss, slen, cfg->backlog);
+        int fd = sl_listener_socket((struct sockaddr *)&ss, slen, cfg->backlog);
         if (fd < 0) {
             rc = fd;
             break;
         }
-        srv->workers[i].listen_fd = fd;
+        srv->workers[i].listener.fd = fd;
         if (i == 0) {
             /* With port 0 the kernel picked one: the other workers join that port. */
             struct sockaddr_storage b;
