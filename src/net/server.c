@@ -5,7 +5,7 @@
  * accept4 from a uv_poll_t, paused with backoff at the file limit), one 64 KiB read buffer (a
  * read is processed before the next one is allocated), a prepare handle that flushes connections
  * whose answers arrived outside a read callback, and one ticking timer that walks per-phase
- * timeout lists.
+ * timeout lists (net/timeouts.h).
  * Every connection sits in exactly one list (idle, reading, writing, lingering, busy; writing is
  * also where an HTTP/2 connection waits for a client that keeps its flow-control window shut,
  * SL_CONN_WRITING, so one that will not read is closed after the write timeout); within a
@@ -22,6 +22,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@
 
 #include "net/conn.h"
 #include "net/listener.h"
+#include "net/timeouts.h"
 
 enum { TL_IDLE, TL_READING, TL_WRITING, TL_LINGER, TL_BUSY, TL_HANDSHAKE, TL_COUNT };
 
@@ -54,9 +56,7 @@ struct sconn {
     size_t woff;        /* part of wbuf the socket took before uv_write */
     uv_write_t wreq;
     uv_shutdown_t sreq;
-    sconn *tprev, *tnext;
-    int tl;
-    uint64_t tstamp;
+    sl_tnode tn;        /* its place in the worker's timeout lists (net/timeouts.h) */
     uint64_t tprog;
     sconn *dnext;
     uint64_t nwrites;
@@ -69,10 +69,6 @@ typedef struct post_item {
     void (*fn)(void *ud);
     void *ud;
 } post_item;
-
-typedef struct tlist {
-    sconn *head, *tail;
-} tlist;
 
 struct worker {
     sl_server *srv;
@@ -87,7 +83,7 @@ struct worker {
     bool loop_init, handles_init, thread_started;
     bool draining, finished;
     sl_http_ctx *ctx;
-    tlist lists[TL_COUNT];
+    sl_tlist lists[TL_COUNT];
     uint32_t timeout[TL_COUNT];
     sconn *dirty;
     uint32_t nconns;
@@ -127,35 +123,19 @@ void sl_server_config_defaults(sl_server_config *cfg)
 
 /* ---- timeout lists ---- */
 
-static void tl_remove(worker *w, sconn *sc)
+static inline sconn *sc_of(sl_tnode *n)
 {
-    if (sc->tl < 0)
-        return;
-    tlist *l = &w->lists[sc->tl];
-    if (sc->tprev)
-        sc->tprev->tnext = sc->tnext;
-    else
-        l->head = sc->tnext;
-    if (sc->tnext)
-        sc->tnext->tprev = sc->tprev;
-    else
-        l->tail = sc->tprev;
-    sc->tprev = sc->tnext = NULL;
-    sc->tl = -1;
+    return n ? (sconn *)((char *)n - offsetof(sconn, tn)) : NULL;
 }
 
-static void tl_append(worker *w, sconn *sc, int which)
+static inline void tl_remove(worker *w, sconn *sc)
 {
-    tlist *l = &w->lists[which];
-    sc->tl = which;
-    sc->tstamp = uv_now(&w->loop);
-    sc->tnext = NULL;
-    sc->tprev = l->tail;
-    if (l->tail)
-        l->tail->tnext = sc;
-    else
-        l->head = sc;
-    l->tail = sc;
+    sl_timeouts_remove(w->lists, &sc->tn);
+}
+
+static inline void tl_append(worker *w, sconn *sc, int which)
+{
+    sl_timeouts_append(w->lists, &sc->tn, which, uv_now(&w->loop));
 }
 
 /* ---- connections ---- */
@@ -374,7 +354,7 @@ static void timer_update(sconn *sc)
                                        : TL_BUSY;
         prog = ph == SL_CONN_WRITING ? sc->nwrites + sc->c->produced : sc->c->completed;
     }
-    if (want != sc->tl || prog != sc->tprog) {
+    if (want != sc->tn.list || prog != sc->tprog) {
         tl_remove(w, sc);
         tl_append(w, sc, want);
         sc->tprog = prog;
@@ -536,7 +516,7 @@ static void on_connection(void *ud, int fd)
         return;
     }
     sc->w = w;
-    sc->tl = -1;
+    sc->tn.list = -1;
     sl_buf_init(&sc->wbuf, WBUF_CAP);
     uv_tcp_init(&w->loop, &sc->tcp);
     sc->tcp.data = sc;
@@ -597,7 +577,7 @@ static void on_tick(uv_timer_t *t)
         if (!to)
             continue;
         sconn *sc;
-        while ((sc = w->lists[l].head) && sc->tstamp + to <= now) {
+        while ((sc = sc_of(w->lists[l].head)) && sl_timeouts_due(&sc->tn, to, now)) {
             sl_net_stat_add(w->ctx, SL_NET_CONNS_TIMED_OUT, 1);
             if (l == TL_HANDSHAKE)
                 tls_stat(w->srv, TS_TIMED_OUT);
@@ -606,7 +586,7 @@ static void on_tick(uv_timer_t *t)
                 sl_conn_shutdown(sc->c);
                 conn_progress(sc);
             }
-            if (!sc->closing && sc->tl == l && w->lists[l].head == sc)
+            if (!sc->closing && sc->tn.list == l && w->lists[l].head == &sc->tn)
                 close_now(sc);
         }
     }
@@ -616,7 +596,7 @@ static void for_each_conn(worker *w, void (*fn)(sconn *sc))
 {
     size_t n = 0;
     for (int l = 0; l < TL_COUNT; l++)
-        for (sconn *sc = w->lists[l].head; sc; sc = sc->tnext)
+        for (sconn *sc = sc_of(w->lists[l].head); sc; sc = sc_of(sc->tn.next))
             n++;
     if (!n)
         return;
@@ -625,12 +605,12 @@ static void for_each_conn(worker *w, void (*fn)(sconn *sc))
         /* Out of memory while draining: close as we walk (close_now unlinks the head). */
         for (int l = 0; l < TL_COUNT; l++)
             while (w->lists[l].head)
-                close_now(w->lists[l].head);
+                close_now(sc_of(w->lists[l].head));
         return;
     }
     size_t i = 0;
     for (int l = 0; l < TL_COUNT; l++)
-        for (sconn *sc = w->lists[l].head; sc; sc = sc->tnext)
+        for (sconn *sc = sc_of(w->lists[l].head); sc; sc = sc_of(sc->tn.next))
             all[i++] = sc;
     for (i = 0; i < n; i++)
         fn(all[i]);
@@ -744,12 +724,7 @@ static int worker_init(worker *w)
     w->timeout[TL_LINGER] = cfg->linger_ms;
     w->timeout[TL_BUSY] = 0;
     w->timeout[TL_HANDSHAKE] = srv->tls ? cfg->tls_handshake_timeout_ms : 0;
-    uint32_t tick = 1000;
-    for (int l = 0; l < TL_COUNT; l++)
-        if (w->timeout[l] && w->timeout[l] / 4 < tick)
-            tick = w->timeout[l] / 4;
-    if (tick < 5)
-        tick = 5;
+    uint32_t tick = sl_timeouts_tick_ms(w->timeout, TL_COUNT);
 
     if ((rc = sl_listener_init(&w->listener, &w->loop, w->listener.fd, w->ctx, on_connection, w)))
         return rc; /* first, so that on failure no handle is left to close */
