@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "base/file.h"
+#include "core/stopwait.h"
 
 struct sl_k8s_obj {
     char *name;
@@ -531,19 +532,10 @@ struct sl_k8s {
     uint32_t rnd;
 };
 
+/* Wait up to ms or until stopped. Returns true when stopped. */
 static bool wait_ms(sl_k8s *k, int64_t ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    int64_t ns = ts.tv_nsec + (ms % 1000) * 1000000;
-    ts.tv_sec += ms / 1000 + ns / 1000000000;
-    ts.tv_nsec = ns % 1000000000;
-    pthread_mutex_lock(&k->mu);
-    while (!atomic_load(&k->stop))
-        if (pthread_cond_timedwait(&k->cv, &k->mu, &ts) == ETIMEDOUT)
-            break;
-    pthread_mutex_unlock(&k->mu);
-    return atomic_load(&k->stop);
+    return sl_stopwait_ms(&k->mu, &k->cv, CLOCK_REALTIME, &k->stop, ms);
 }
 
 static void report(sl_k8s *k)

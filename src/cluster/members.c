@@ -22,6 +22,7 @@
 
 #include "cluster/peer.h"
 #include "config/etcd.h"
+#include "core/stopwait.h"
 
 typedef struct kvpair {
     char *key;
@@ -131,19 +132,7 @@ static void report(sl_members *m, char *const *addrs, size_t n)
 /* Wait up to ms or until stopped. Returns true when stopped. */
 static bool wait_ms(sl_members *m, int64_t ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    int64_t ns = ts.tv_nsec + (ms % 1000) * 1000000;
-    ts.tv_sec += ms / 1000 + ns / 1000000000;
-    ts.tv_nsec = ns % 1000000000;
-    pthread_mutex_lock(&m->mu);
-    while (!m->stop) {
-        if (pthread_cond_timedwait(&m->cv, &m->mu, &ts) == ETIMEDOUT)
-            break;
-    }
-    bool stop = m->stop;
-    pthread_mutex_unlock(&m->mu);
-    return stop;
+    return sl_stopwait_ms(&m->mu, &m->cv, CLOCK_REALTIME, &m->stop, ms);
 }
 
 static bool stopped(sl_members *m)

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/stopwait.h"
 #include "sluice/clock.h"
 
 /* What the feeds of one root share: the etcd client, the one thread and the one watch. */
@@ -37,7 +38,7 @@ struct sl_watched_source {
     bool thread_started;
     pthread_mutex_t run_mu;
     pthread_cond_t run_cv; /* stop requests and "loaded" wake-ups */
-    bool stopping;
+    atomic_bool stopping;
     uint64_t rng;
 };
 
@@ -189,17 +190,6 @@ static void loaded(sl_watched *w, int64_t revision)
 
 /* ---------------------------------------------------------------- etcd mode */
 
-static void deadline_after(struct timespec *ts, int64_t ms)
-{
-    clock_gettime(CLOCK_MONOTONIC, ts);
-    ts->tv_sec += ms / 1000;
-    ts->tv_nsec += (ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
-}
-
 static bool stopping(sl_watched_source *src)
 {
     pthread_mutex_lock(&src->run_mu);
@@ -211,13 +201,7 @@ static bool stopping(sl_watched_source *src)
 /* Sleep up to ms on the real clock unless stopped. */
 static void pause_ms(sl_watched_source *src, int64_t ms)
 {
-    struct timespec ts;
-    deadline_after(&ts, ms);
-    pthread_mutex_lock(&src->run_mu);
-    while (!src->stopping &&
-           pthread_cond_timedwait(&src->run_cv, &src->run_mu, &ts) != ETIMEDOUT) {
-    }
-    pthread_mutex_unlock(&src->run_mu);
+    sl_stopwait_ms(&src->run_mu, &src->run_cv, CLOCK_MONOTONIC, &src->stopping, ms);
 }
 
 static int64_t jitter(sl_watched_source *src, int64_t ms)
@@ -680,7 +664,7 @@ int sl_watched_wait_loaded(sl_watched *w, int64_t timeout_ms)
 {
     sl_watched_source *src = w->src;
     struct timespec ts;
-    deadline_after(&ts, timeout_ms);
+    sl_stopwait_deadline(&ts, CLOCK_MONOTONIC, timeout_ms);
     int rc = 0;
     pthread_mutex_lock(&src->run_mu);
     for (;;) {

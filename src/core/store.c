@@ -72,6 +72,7 @@
  * one shard line and its slot, never a line shared by all threads.
  */
 #include "core/store.h"
+#include "core/store_int.h"
 
 #include "core/keystate.h"
 
@@ -82,68 +83,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct sl_slot {
-    uint64_t hash; /* 0 = empty */
-    uint64_t meta; /* expire_at << 16 | lru stamp */
-    sl_state st;
-} sl_slot;
-
-_Static_assert(sizeof(sl_slot) == 64, "a slot is one cache line");
-
-#define SLOT_ALIGN 64
 #define INITIAL_CAP 32u
 #define LRU_SAMPLE 16u
-#define EXP_MAX (((int64_t)1 << 47) - 1)
-#define EXP_MIN (-((int64_t)1 << 47))
 #define MAX_BACKOFF 64
 #define PAUSES_BEFORE_YIELD 4096
 #define PREFETCH_LINES 4
-
-typedef struct sl_shard {
-    /* Line 0, the only one a decision on a held key writes: with two threads deciding on random
-     * keys, a shard's line moves between cores on about every other decision, so everything the
-     * hot path writes shares the lock's line. Decision counts are 32-bit here and folded into the
-     * 64-bit totals of line 2 before they can wrap. */
-    uint32_t lock;
-    uint32_t count;     /* keys held (stored atomically: evict_elsewhere() reads it unlocked) */
-    uint32_t recent[SL_ALGORITHM_COUNT][2];
-    /* Line 1: read on every decision, written only when the table changes shape. */
-    sl_slot *tab;       /* written atomically: sl_store_prefetch() reads it unlocked */
-    uint32_t cap;       /* slots in tab; idem */
-    uint32_t grow_at;   /* an insert at this count grows the table (or evicts, at cap_max) */
-    uint32_t limit;     /* most keys held */
-    uint32_t cap_max;
-    uint32_t evict_hand;
-    uint32_t expire_hand;
-    uint64_t side_bytes;
-    uint64_t evictions, expirations, errors;
-    /* Lines 2-4. */
-    uint64_t decisions[SL_ALGORITHM_COUNT][2];
-    uint64_t collections; /* keys removed by sl_store_collect() for idleness */
-    uint64_t evictions_limited; /* evicted while at their limit (sl_alg_info_of LIMITED) */
-    uint32_t limited_unit; /* stamp unit + 1 of a full scan that found only limited keys; 0 none */
-} __attribute__((aligned(64))) sl_shard;
-
-_Static_assert(offsetof(sl_shard, tab) == 64,
-               "what a decision writes must stay within the shard's first cache line");
-
-/* Folding threshold for the 32-bit decision counts. */
-#define RECENT_FOLD (1u << 31)
-
-struct sl_store {
-    sl_shard *shards;
-    uint64_t mask;
-    unsigned nshards;
-    size_t max_keys;
-    uint64_t shard_mem;                   /* bytes a shard may hold (table + side buffers); 0 any */
-    sl_alg_config alg;
-    unsigned expire_next;                 /* next shard sl_store_expire() starts at (atomic) */
-    pthread_mutex_t collect_mu;           /* sl_store_collect()'s cursor: */
-    unsigned collect_shard;               /*   shard being walked */
-    uint32_t collect_pos;                 /*   next slot in it */
-    _Alignas(64) size_t nkeys;            /* keys held + inserts in progress (atomic) */
-    char pad[64 - sizeof(size_t)];
-};
 
 const char sl_store_err_memory[] =
     "the key store is at max-memory: no room for this key's state";
@@ -164,7 +108,7 @@ static inline void cpu_relax(void)
  * sections on a hot key (measured: 2 threads on one key went from ~110 to ~60 ns per decision).
  * After a few thousand pauses the holder was probably preempted (cores shared with other work):
  * yield rather than burn the CPU it needs. */
-static void lock_slow(sl_shard *sh)
+void sl_store_lock_slow(sl_shard *sh)
 {
     unsigned backoff = 1, spent = 0;
     do {
@@ -179,23 +123,6 @@ static void lock_slow(sl_shard *sh)
         }
     } while (__atomic_load_n(&sh->lock, __ATOMIC_RELAXED) ||
              __atomic_exchange_n(&sh->lock, 1, __ATOMIC_ACQUIRE));
-}
-
-static inline void shard_lock(sl_shard *sh)
-{
-    if (__builtin_expect(__atomic_exchange_n(&sh->lock, 1, __ATOMIC_ACQUIRE), 0))
-        lock_slow(sh);
-}
-
-static inline bool shard_trylock(sl_shard *sh)
-{
-    return !__atomic_load_n(&sh->lock, __ATOMIC_RELAXED) &&
-           !__atomic_exchange_n(&sh->lock, 1, __ATOMIC_ACQUIRE);
-}
-
-static inline void shard_unlock(sl_shard *sh)
-{
-    __atomic_store_n(&sh->lock, 0, __ATOMIC_RELEASE);
 }
 
 static inline uint64_t norm_hash(uint64_t h)
@@ -227,12 +154,6 @@ static inline uint64_t meta_pack(int64_t expire_at, int64_t now)
     else if (expire_at <= EXP_MIN)
         expire_at = EXP_MIN;
     return ((uint64_t)expire_at << 16) | (uint16_t)((uint64_t)now >> 10);
-}
-
-static inline int64_t meta_expire(uint64_t meta)
-{
-    int64_t v = (int64_t)meta >> 16; /* arithmetic shift (gcc, clang) restores the sign */
-    return v == EXP_MAX ? INT64_MAX : v == EXP_MIN ? INT64_MIN : v;
 }
 
 static inline uint16_t meta_stamp(uint64_t meta)
@@ -936,89 +857,3 @@ int sl_store_check(sl_store *s)
 }
 
 /* --- state transfer: export and import (snapshots, hand-off) --------------------------------- */
-
-/*
- * Export walks the shards in order from a caller-held cursor (each shard's slots in a scrambled
- * order, see scramble_step), holding one shard's lock for at most max_work slots, so a walk over a large store never stalls the decisions of any shard for long.
- * A table that grows between two calls rehashes, so a walk concurrent with inserts may miss keys
- * inserted or moved meanwhile, or see one twice; its users merge, so a duplicate is harmless.
- * Import inserts or merges (core/keystate.h: the more restrictive state wins) through the same
- * access_key() as sl_store_update(), so eviction and accounting are those of any new key.
- */
-
-/* A step coprime with cap near cap / phi: visiting slot (k * step) mod cap for k = 0 .. cap-1
- * visits every slot once, in an order unrelated to the hashes' order. Walking the table in slot
- * order would hand keys out sorted by their home (the high bits of the hash), and a store that
- * imports sorted keys while its tables are still small and growing piles them into one probe
- * cluster per table (measured: 15 s instead of 0.3 s for 1M keys). */
-static uint32_t scramble_step(uint32_t cap)
-{
-    uint32_t step = (uint32_t)((uint64_t)cap * 618034 / 1000000) | 1;
-    for (;; step += 2) {
-        uint32_t a = cap, b = step;
-        while (b) {
-            uint32_t t = a % b;
-            a = b;
-            b = t;
-        }
-        if (a == 1)
-            return step;
-    }
-}
-
-size_t sl_store_export(sl_store *s, sl_store_cursor *cur, int64_t now, size_t max_work,
-                       sl_store_export_fn fn, void *ctx)
-{
-    size_t done = 0;
-    while (done < max_work && cur->shard < s->nshards) {
-        sl_shard *sh = &s->shards[cur->shard];
-        shard_lock(sh);
-        uint32_t cap = sh->cap, i = cur->pos, step = scramble_step(cap);
-        bool stopped = false;
-        for (; i < cap && done < max_work; i++, done++) {
-            const sl_slot *sl = &sh->tab[(uint64_t)i * step % cap];
-            if (!sl->hash)
-                continue;
-            int64_t exp = meta_expire(sl->meta);
-            if (sl_alg_expired(exp, now))
-                continue;
-            if (!fn(sl->hash, exp, &sl->st, ctx)) {
-                stopped = true;
-                break;
-            }
-        }
-        shard_unlock(sh);
-        if (stopped) {
-            cur->pos = i;
-            return done;
-        }
-        if (i < cap) {
-            cur->pos = i;
-            break;
-        }
-        cur->pos = 0;
-        cur->shard++;
-    }
-    return done;
-}
-
-typedef struct import_ctx {
-    sl_state *in;
-    int64_t in_exp, now;
-} import_ctx;
-
-static void import_fn(sl_state *st, int64_t *expire_at, void *ctx)
-{
-    import_ctx *c = ctx;
-    sl_keystate_merge(st, expire_at, c->in, c->in_exp, c->now);
-}
-
-bool sl_store_import(sl_store *s, uint64_t hash, int64_t now, sl_state *st, int64_t expire_at)
-{
-    if (st->algorithm == SL_ALG_NONE || sl_alg_expired(expire_at, now)) {
-        sl_alg_release(st);
-        return false;
-    }
-    import_ctx c = {st, expire_at, now};
-    return sl_store_update(s, hash, now, import_fn, &c);
-}

@@ -26,6 +26,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
 #include <uv.h>
@@ -143,6 +144,15 @@ const sl_http_request *sl_exchange_request(const sl_exchange *ex);
 const char *sl_exchange_peer_identity(const sl_exchange *ex);
 /* Case-insensitive lookup of the first header with this name, or NULL. */
 const sl_http_header *sl_http_header_find(const sl_http_request *r, const char *name);
+/* True when the request's path is p, with or without a query string. Inline: the handlers'
+ * routing calls it several times per request. */
+static inline bool sl_http_path_is(const sl_http_request *rq, const char *p)
+{
+    size_t n = strlen(p);
+    if (rq->path_len < n || memcmp(rq->path, p, n) != 0)
+        return false;
+    return rq->path_len == n || rq->path[n] == '?';
+}
 
 /* Answer. 0, or -ENOTCONN if the client is gone (the call was a no-op, the exchange is released
  * all the same), -EINVAL on a status outside 200..599 or more than SL_HTTP_MAX_TRAILERS trailers

@@ -1,12 +1,11 @@
 /*
  * The libuv shell around the sans-I/O connections (see server.h).
  *
- * Per worker: a loop, a listening socket of the SO_REUSEPORT group (made here: libuv 1.44 has no
- * UV_TCP_REUSEPORT; watched with a uv_poll_t and accepted with accept4 here, so that at the file
- * limit — EMFILE/ENFILE, where libuv's own accept loop retries without end — accepting pauses
- * and a timer with backoff resumes it), one 64 KiB read buffer (a read is processed
- * before the next one is allocated), a prepare handle that flushes connections whose answers
- * arrived outside a read callback, and one ticking timer that walks per-phase timeout lists.
+ * Per worker: a loop, a listener (net/listener.c: a listening socket of the SO_REUSEPORT group,
+ * accept4 from a uv_poll_t, paused with backoff at the file limit), one 64 KiB read buffer (a
+ * read is processed before the next one is allocated), a prepare handle that flushes connections
+ * whose answers arrived outside a read callback, and one ticking timer that walks per-phase
+ * timeout lists (net/timeouts.h).
  * Every connection sits in exactly one list (idle, reading, writing, lingering, busy; writing is
  * also where an HTTP/2 connection waits for a client that keeps its flow-control window shut,
  * SL_CONN_WRITING, so one that will not read is closed after the write timeout); within a
@@ -17,13 +16,13 @@
  * everything else is closed; it is closed only in sl_server_free, after the threads are joined,
  * which makes uv_async_send from a signal handler safe at any time before free.
  */
-#define _GNU_SOURCE /* accept4 */
 #include "net/server.h"
 
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +30,8 @@
 #include <unistd.h>
 
 #include "net/conn.h"
+#include "net/listener.h"
+#include "net/timeouts.h"
 
 enum { TL_IDLE, TL_READING, TL_WRITING, TL_LINGER, TL_BUSY, TL_HANDSHAKE, TL_COUNT };
 
@@ -44,11 +45,6 @@ enum { TL_IDLE, TL_READING, TL_WRITING, TL_LINGER, TL_BUSY, TL_HANDSHAKE, TL_COU
 
 enum { TS_HANDSHAKES, TS_PLAINTEXT, TS_CERT, TS_PROTOCOL, TS_TIMED_OUT, TS_RELOADS, TS_COUNT };
 
-/* Connections accepted per readiness event, and the retry delays after EMFILE/ENFILE. */
-#define ACCEPT_BATCH 64
-#define ACCEPT_RETRY_MIN_MS 10
-#define ACCEPT_RETRY_MAX_MS 1000
-
 typedef struct worker worker;
 typedef struct sconn sconn;
 
@@ -60,9 +56,7 @@ struct sconn {
     size_t woff;        /* part of wbuf the socket took before uv_write */
     uv_write_t wreq;
     uv_shutdown_t sreq;
-    sconn *tprev, *tnext;
-    int tl;
-    uint64_t tstamp;
+    sl_tnode tn;        /* its place in the worker's timeout lists (net/timeouts.h) */
     uint64_t tprog;
     sconn *dnext;
     uint64_t nwrites;
@@ -76,17 +70,11 @@ typedef struct post_item {
     void *ud;
 } post_item;
 
-typedef struct tlist {
-    sconn *head, *tail;
-} tlist;
-
 struct worker {
     sl_server *srv;
     int idx;
     uv_loop_t loop;
-    uv_poll_t listener;
-    uv_timer_t accept_timer; /* resumes accepting after the file limit was hit */
-    uint32_t accept_backoff_ms;
+    sl_listener listener;
     uv_async_t async;
     uv_prepare_t prepare;
     uv_timer_t tick;
@@ -94,9 +82,8 @@ struct worker {
     uv_thread_t thread;
     bool loop_init, handles_init, thread_started;
     bool draining, finished;
-    int listen_fd;
     sl_http_ctx *ctx;
-    tlist lists[TL_COUNT];
+    sl_tlist lists[TL_COUNT];
     uint32_t timeout[TL_COUNT];
     sconn *dirty;
     uint32_t nconns;
@@ -136,35 +123,19 @@ void sl_server_config_defaults(sl_server_config *cfg)
 
 /* ---- timeout lists ---- */
 
-static void tl_remove(worker *w, sconn *sc)
+static inline sconn *sc_of(sl_tnode *n)
 {
-    if (sc->tl < 0)
-        return;
-    tlist *l = &w->lists[sc->tl];
-    if (sc->tprev)
-        sc->tprev->tnext = sc->tnext;
-    else
-        l->head = sc->tnext;
-    if (sc->tnext)
-        sc->tnext->tprev = sc->tprev;
-    else
-        l->tail = sc->tprev;
-    sc->tprev = sc->tnext = NULL;
-    sc->tl = -1;
+    return n ? (sconn *)((char *)n - offsetof(sconn, tn)) : NULL;
 }
 
-static void tl_append(worker *w, sconn *sc, int which)
+static inline void tl_remove(worker *w, sconn *sc)
 {
-    tlist *l = &w->lists[which];
-    sc->tl = which;
-    sc->tstamp = uv_now(&w->loop);
-    sc->tnext = NULL;
-    sc->tprev = l->tail;
-    if (l->tail)
-        l->tail->tnext = sc;
-    else
-        l->head = sc;
-    l->tail = sc;
+    sl_timeouts_remove(w->lists, &sc->tn);
+}
+
+static inline void tl_append(worker *w, sconn *sc, int which)
+{
+    sl_timeouts_append(w->lists, &sc->tn, which, uv_now(&w->loop));
 }
 
 /* ---- connections ---- */
@@ -383,7 +354,7 @@ static void timer_update(sconn *sc)
                                        : TL_BUSY;
         prog = ph == SL_CONN_WRITING ? sc->nwrites + sc->c->produced : sc->c->completed;
     }
-    if (want != sc->tl || prog != sc->tprog) {
+    if (want != sc->tn.list || prog != sc->tprog) {
         tl_remove(w, sc);
         tl_append(w, sc, want);
         sc->tprog = prog;
@@ -535,8 +506,9 @@ static void on_prepare(uv_prepare_t *p)
     }
 }
 
-static void on_connection(worker *w, int fd)
+static void on_connection(void *ud, int fd)
 {
+    worker *w = ud;
     sl_server *srv = w->srv;
     sconn *sc = calloc(1, sizeof *sc);
     if (!sc) {
@@ -544,7 +516,7 @@ static void on_connection(worker *w, int fd)
         return;
     }
     sc->w = w;
-    sc->tl = -1;
+    sc->tn.list = -1;
     sl_buf_init(&sc->wbuf, WBUF_CAP);
     uv_tcp_init(&w->loop, &sc->tcp);
     sc->tcp.data = sc;
@@ -593,46 +565,6 @@ static void on_connection(worker *w, int fd)
         close_now(sc);
 }
 
-static void on_listen(uv_poll_t *p, int status, int events);
-
-static void on_accept_retry(uv_timer_t *t)
-{
-    worker *w = t->data;
-    if (!w->draining)
-        uv_poll_start(&w->listener, UV_READABLE, on_listen);
-}
-
-/* Out of file descriptors: stop watching the listener (the kernel keeps new connections in its
- * backlog) and look again later, backing off while the limit holds. */
-static void pause_accept(worker *w)
-{
-    uv_poll_stop(&w->listener);
-    sl_net_stat_add(w->ctx, SL_NET_ACCEPT_PAUSES, 1);
-    uint32_t b = w->accept_backoff_ms;
-    b = b ? (b * 2 > ACCEPT_RETRY_MAX_MS ? ACCEPT_RETRY_MAX_MS : b * 2) : ACCEPT_RETRY_MIN_MS;
-    w->accept_backoff_ms = b;
-    uv_timer_start(&w->accept_timer, on_accept_retry, b, 0);
-}
-
-static void on_listen(uv_poll_t *p, int status, int events)
-{
-    worker *w = p->data;
-    if (status < 0 || w->draining)
-        return;
-    for (int i = 0; i < ACCEPT_BATCH; i++) {
-        int fd = accept4(w->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED)
-                continue;
-            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
-                pause_accept(w);
-            return; /* EAGAIN: all taken */
-        }
-        w->accept_backoff_ms = 0;
-        on_connection(w, fd);
-    }
-}
-
 /* ---- worker ---- */
 
 static void on_tick(uv_timer_t *t)
@@ -645,7 +577,7 @@ static void on_tick(uv_timer_t *t)
         if (!to)
             continue;
         sconn *sc;
-        while ((sc = w->lists[l].head) && sc->tstamp + to <= now) {
+        while ((sc = sc_of(w->lists[l].head)) && sl_timeouts_due(&sc->tn, to, now)) {
             sl_net_stat_add(w->ctx, SL_NET_CONNS_TIMED_OUT, 1);
             if (l == TL_HANDSHAKE)
                 tls_stat(w->srv, TS_TIMED_OUT);
@@ -654,7 +586,7 @@ static void on_tick(uv_timer_t *t)
                 sl_conn_shutdown(sc->c);
                 conn_progress(sc);
             }
-            if (!sc->closing && sc->tl == l && w->lists[l].head == sc)
+            if (!sc->closing && sc->tn.list == l && w->lists[l].head == &sc->tn)
                 close_now(sc);
         }
     }
@@ -664,7 +596,7 @@ static void for_each_conn(worker *w, void (*fn)(sconn *sc))
 {
     size_t n = 0;
     for (int l = 0; l < TL_COUNT; l++)
-        for (sconn *sc = w->lists[l].head; sc; sc = sc->tnext)
+        for (sconn *sc = sc_of(w->lists[l].head); sc; sc = sc_of(sc->tn.next))
             n++;
     if (!n)
         return;
@@ -673,12 +605,12 @@ static void for_each_conn(worker *w, void (*fn)(sconn *sc))
         /* Out of memory while draining: close as we walk (close_now unlinks the head). */
         for (int l = 0; l < TL_COUNT; l++)
             while (w->lists[l].head)
-                close_now(w->lists[l].head);
+                close_now(sc_of(w->lists[l].head));
         return;
     }
     size_t i = 0;
     for (int l = 0; l < TL_COUNT; l++)
-        for (sconn *sc = w->lists[l].head; sc; sc = sc->tnext)
+        for (sconn *sc = sc_of(w->lists[l].head); sc; sc = sc_of(sc->tn.next))
             all[i++] = sc;
     for (i = 0; i < n; i++)
         fn(all[i]);
@@ -722,25 +654,17 @@ static void maybe_finish(worker *w)
     w->finished = true;
     uv_close((uv_handle_t *)&w->tick, NULL);
     uv_close((uv_handle_t *)&w->drain_timer, NULL);
-    uv_close((uv_handle_t *)&w->accept_timer, NULL);
+    sl_listener_close_timer(&w->listener);
     uv_close((uv_handle_t *)&w->prepare, NULL);
     run_posts(w, true);
     if (w->srv->cfg.on_worker_stop)
         w->srv->cfg.on_worker_stop(w->srv->cfg.hooks_ud, w->idx, &w->loop);
 }
 
-static void on_listener_closed(uv_handle_t *h)
-{
-    worker *w = h->data;
-    close(w->listen_fd);
-    w->listen_fd = -1;
-}
-
 static void start_drain(worker *w)
 {
     w->draining = true;
-    uv_timer_stop(&w->accept_timer);
-    uv_close((uv_handle_t *)&w->listener, on_listener_closed);
+    sl_listener_stop(&w->listener);
     uv_timer_start(&w->drain_timer, on_drain_timeout, atomic_load(&w->srv->grace_ms), 0);
     for_each_conn(w, drain_one);
     maybe_finish(w);
@@ -774,36 +698,6 @@ static void worker_main(void *arg)
 
 /* ---- setup ---- */
 
-static int make_listener(const struct sockaddr *sa, socklen_t len, int backlog)
-{
-    int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    int one = 1;
-    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) ||
-        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) || bind(fd, sa, len) ||
-        listen(fd, backlog)) {
-        int e = -errno;
-        close(fd);
-        return e;
-    }
-    return fd;
-}
-
-/* SO_REUSEPORT lets any socket of the same user join the port, so a second server started on a
- * taken port would silently share it. A plain bind first tells whether the port is free. */
-static int probe_free(const struct sockaddr *sa, socklen_t len)
-{
-    int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    int one = 1, rc = 0;
-    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) || bind(fd, sa, len))
-        rc = -errno;
-    close(fd);
-    return rc;
-}
-
 static int worker_init(worker *w)
 {
     sl_server *srv = w->srv;
@@ -830,16 +724,10 @@ static int worker_init(worker *w)
     w->timeout[TL_LINGER] = cfg->linger_ms;
     w->timeout[TL_BUSY] = 0;
     w->timeout[TL_HANDSHAKE] = srv->tls ? cfg->tls_handshake_timeout_ms : 0;
-    uint32_t tick = 1000;
-    for (int l = 0; l < TL_COUNT; l++)
-        if (w->timeout[l] && w->timeout[l] / 4 < tick)
-            tick = w->timeout[l] / 4;
-    if (tick < 5)
-        tick = 5;
+    uint32_t tick = sl_timeouts_tick_ms(w->timeout, TL_COUNT);
 
-    if ((rc = uv_poll_init(&w->loop, &w->listener, w->listen_fd)))
+    if ((rc = sl_listener_init(&w->listener, &w->loop, w->listener.fd, w->ctx, on_connection, w)))
         return rc; /* first, so that on failure no handle is left to close */
-    w->listener.data = w;
     uv_async_init(&w->loop, &w->async, on_async);
     w->async.data = w;
     uv_unref((uv_handle_t *)&w->async);
@@ -852,27 +740,24 @@ static int worker_init(worker *w)
     uv_timer_start(&w->tick, on_tick, tick, tick);
     uv_timer_init(&w->loop, &w->drain_timer);
     w->drain_timer.data = w;
-    uv_timer_init(&w->loop, &w->accept_timer);
-    w->accept_timer.data = w;
     w->handles_init = true;
-    return uv_poll_start(&w->listener, UV_READABLE, on_listen);
+    return sl_listener_start(&w->listener);
 }
 
 /* Close whatever a worker has and release it (the loop is not running). */
 static void worker_teardown(worker *w)
 {
     if (w->handles_init) {
-        uv_handle_t *hs[] = {(uv_handle_t *)&w->listener, (uv_handle_t *)&w->async,
-                             (uv_handle_t *)&w->prepare, (uv_handle_t *)&w->tick,
-                             (uv_handle_t *)&w->drain_timer, (uv_handle_t *)&w->accept_timer};
+        uv_handle_t *hs[] = {(uv_handle_t *)&w->async, (uv_handle_t *)&w->prepare,
+                             (uv_handle_t *)&w->tick, (uv_handle_t *)&w->drain_timer};
+        sl_listener_close_handles(&w->listener);
         for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
             if (!uv_is_closing(hs[i]))
                 uv_close(hs[i], NULL);
         uv_run(&w->loop, UV_RUN_DEFAULT);
         uv_mutex_destroy(&w->post_mu);
     }
-    if (w->listen_fd >= 0) /* after its poll handle is closed */
-        close(w->listen_fd);
+    sl_listener_release_fd(&w->listener); /* after its poll handle is closed */
     if (w->loop_init)
         uv_loop_close(&w->loop);
     sl_http_ctx_free(w->ctx);
@@ -924,20 +809,20 @@ int sl_server_start(sl_server **out, const sl_server_config *cfg_in)
         return -ENOMEM;
     }
     cfg->tls = NULL; /* the caller's reference stays the caller's; ours is in srv->tls */
-    int rc = cfg->port ? probe_free((struct sockaddr *)&ss, slen) : 0;
+    int rc = cfg->port ? sl_listener_probe_free((struct sockaddr *)&ss, slen) : 0;
     for (int i = 0; i < srv->nworkers; i++) {
         worker *w = &srv->workers[i];
         w->srv = srv;
         w->idx = i;
-        w->listen_fd = -1;
+        w->listener.fd = -1;
     }
     for (int i = 0; i < srv->nworkers && !rc; i++) {
-        int fd = make_listener((struct sockaddr *)&ss, slen, cfg->backlog);
+        int fd = sl_listener_socket((struct sockaddr *)&ss, slen, cfg->backlog);
         if (fd < 0) {
             rc = fd;
             break;
         }
-        srv->workers[i].listen_fd = fd;
+        srv->workers[i].listener.fd = fd;
         if (i == 0) {
             /* With port 0 the kernel picked one: the other workers join that port. */
             struct sockaddr_storage b;

@@ -35,14 +35,6 @@ static void respond_text(sl_exchange *ex, int status, const char *msg)
     sl_exchange_respond_simple(ex, status, "text/plain; charset=utf-8", msg, strlen(msg));
 }
 
-static bool path_is(const sl_http_request *rq, const char *p)
-{
-    size_t n = strlen(p);
-    if (rq->path_len < n || memcmp(rq->path, p, n) != 0)
-        return false;
-    return rq->path_len == n || rq->path[n] == '?';
-}
-
 static bool authorized(const sl_adminsrv *a, const sl_http_request *rq)
 {
     if (!a->token)
@@ -102,9 +94,9 @@ static void handle(void *ud, sl_exchange *ex)
                                  .body_len = sizeof body - 1};
         sl_exchange_respond(ex, &resp);
         o = O_UNAUTHORIZED;
-    } else if (path_is(rq, "/metrics")) {
+    } else if (sl_http_path_is(rq, "/metrics")) {
         o = metrics(a, ex, rq);
-    } else if (a->cfg.admin && path_is(rq, SL_ADMIN_PATH)) {
+    } else if (a->cfg.admin && sl_http_path_is(rq, SL_ADMIN_PATH)) {
         o = killswitch(a, ex, rq);
     } else {
         respond_text(ex, 404, "not found\n");

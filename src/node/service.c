@@ -703,14 +703,6 @@ static void release(sl_service *s, sl_exchange *ex, const sl_http_request *rq, i
 
 /* ---- routing ------------------------------------------------------------------------------- */
 
-static bool path_is(const sl_http_request *rq, const char *p)
-{
-    size_t n = strlen(p);
-    if (rq->path_len < n || memcmp(rq->path, p, n) != 0)
-        return false;
-    return rq->path_len == n || rq->path[n] == '?';
-}
-
 static bool method_is(const sl_http_request *rq, const char *m)
 {
     return strcmp(rq->method, m) == 0;
@@ -747,13 +739,13 @@ static void peer_denied(sl_service *s, sl_exchange *ex, int method, int64_t t0)
 
 static void route_grpc(sl_service *s, sl_exchange *ex, const sl_http_request *rq, int64_t t0)
 {
-    if (path_is(rq, SL_GUB_PATH_GET_RATE_LIMITS)) {
+    if (sl_http_path_is(rq, SL_GUB_PATH_GET_RATE_LIMITS)) {
         get_rate_limits(s, ex, rq, M_GET_RATE_LIMITS, T_GRPC, t0);
     } else if (rq->path_len > sizeof PEERS_PREFIX - 1 &&
                !memcmp(rq->path, PEERS_PREFIX, sizeof PEERS_PREFIX - 1)) {
-        int m = path_is(rq, SL_GUB_PATH_GET_PEER_RATE_LIMITS) ? M_GET_PEER_RATE_LIMITS
-                : path_is(rq, SL_GUB_PATH_UPDATE_PEER_GLOBALS) ? M_UPDATE_PEER_GLOBALS
-                : path_is(rq, SL_GUB_PATH_TRANSFER_KEYS)       ? M_TRANSFER_KEYS
+        int m = sl_http_path_is(rq, SL_GUB_PATH_GET_PEER_RATE_LIMITS) ? M_GET_PEER_RATE_LIMITS
+                : sl_http_path_is(rq, SL_GUB_PATH_UPDATE_PEER_GLOBALS) ? M_UPDATE_PEER_GLOBALS
+                : sl_http_path_is(rq, SL_GUB_PATH_TRANSFER_KEYS)       ? M_TRANSFER_KEYS
                                                                : M_OTHER;
         /* a node that has just left may still push its keys here (by address or by
          * certificate, like any PeersV1 call) */
@@ -768,9 +760,9 @@ static void route_grpc(sl_service *s, sl_exchange *ex, const sl_http_request *rq
         else
             answer_error(s, ex, M_OTHER, T_GRPC, SL_GRPC_UNIMPLEMENTED,
                          "unknown service or method", t0);
-    } else if (path_is(rq, SL_GUB_PATH_HEALTH_CHECK))
+    } else if (sl_http_path_is(rq, SL_GUB_PATH_HEALTH_CHECK))
         health(s, ex, T_GRPC, t0);
-    else if (path_is(rq, SL_GUB_PATH_LIVE_CHECK))
+    else if (sl_http_path_is(rq, SL_GUB_PATH_LIVE_CHECK))
         live(s, ex, T_GRPC, t0);
     else
         answer_error(s, ex, M_OTHER, T_GRPC, SL_GRPC_UNIMPLEMENTED, "unknown service or method",
@@ -783,19 +775,19 @@ static void route_http(sl_service *s, sl_exchange *ex, const sl_http_request *rq
     static const char allow_get[] = "method not allowed: use GET\n";
     int m = -1;
     bool want_post = false;
-    if (path_is(rq, SL_GUB_HTTP_GET_RATE_LIMITS)) {
+    if (sl_http_path_is(rq, SL_GUB_HTTP_GET_RATE_LIMITS)) {
         m = M_GET_RATE_LIMITS;
         want_post = true;
-    } else if (path_is(rq, SL_GUB_HTTP_HEALTH_CHECK)) {
+    } else if (sl_http_path_is(rq, SL_GUB_HTTP_HEALTH_CHECK)) {
         m = M_HEALTH_CHECK;
-    } else if (path_is(rq, SL_GUB_HTTP_LIVE_CHECK)) {
+    } else if (sl_http_path_is(rq, SL_GUB_HTTP_LIVE_CHECK)) {
         m = M_LIVE_CHECK;
-    } else if (path_is(rq, "/metrics")) {
+    } else if (sl_http_path_is(rq, "/metrics")) {
         m = M_METRICS;
-    } else if (path_is(rq, "/attempt") && s->cfg.quotas) {
+    } else if (sl_http_path_is(rq, "/attempt") && s->cfg.quotas) {
         m = M_ATTEMPT;
         want_post = true;
-    } else if (path_is(rq, "/release") && s->cfg.quotas && s->cfg.protect) {
+    } else if (sl_http_path_is(rq, "/release") && s->cfg.quotas && s->cfg.protect) {
         m = M_RELEASE;
         want_post = true;
     }

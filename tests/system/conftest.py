@@ -131,6 +131,21 @@ def pb():
     return pb_modules()
 
 
+def peers_v1(ch, peers):
+    """PeersV1's methods on a gRPC channel, as a Gubernator peer calls them: (GetPeerRateLimits,
+    UpdatePeerGlobals, TransferKeys); peers is the peers_pb2 module of pb, and TransferKeys sends
+    and returns raw bytes."""
+    get_peer = ch.unary_unary("/pb.gubernator.PeersV1/GetPeerRateLimits",
+                              request_serializer=peers.GetPeerRateLimitsReq.SerializeToString,
+                              response_deserializer=peers.GetPeerRateLimitsResp.FromString)
+    update = ch.unary_unary("/pb.gubernator.PeersV1/UpdatePeerGlobals",
+                            request_serializer=peers.UpdatePeerGlobalsReq.SerializeToString,
+                            response_deserializer=peers.UpdatePeerGlobalsResp.FromString)
+    transfer = ch.unary_unary("/pb.gubernator.PeersV1/TransferKeys",
+                              request_serializer=lambda b: b, response_deserializer=lambda b: b)
+    return get_peer, update, transfer
+
+
 def http(method, url, body=None, headers=None, timeout=5):
     """Plain HTTP/1.1 request; returns (status, headers dict (lower-case), body bytes)."""
     data = body.encode() if isinstance(body, str) else body

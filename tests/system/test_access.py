@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from conftest import SLUICE, free_port, http
+from conftest import SLUICE, free_port, http, peers_v1
 
 ITEM = {"name": "lim", "unique_key": "k", "hits": 1, "limit": 1, "duration": 60000}
 TOKEN = "s3cret-admin-token-0123456789"
@@ -237,12 +237,7 @@ def peers_stubs(addr, pb):
     grpc = pytest.importorskip("grpc")
     _, peers = pb
     ch = grpc.insecure_channel(addr)
-    get_peer = ch.unary_unary("/pb.gubernator.PeersV1/GetPeerRateLimits",
-                              request_serializer=peers.GetPeerRateLimitsReq.SerializeToString,
-                              response_deserializer=peers.GetPeerRateLimitsResp.FromString)
-    update = ch.unary_unary("/pb.gubernator.PeersV1/UpdatePeerGlobals",
-                            request_serializer=peers.UpdatePeerGlobalsReq.SerializeToString,
-                            response_deserializer=peers.UpdatePeerGlobalsResp.FromString)
+    get_peer, update, _ = peers_v1(ch, peers)
     return grpc, ch, get_peer, update
 
 

@@ -13,18 +13,16 @@ peer's gRPC call.
 import base64
 import json
 import os
-import shutil
 import signal
 import socket
-import subprocess
-import tempfile
 import threading
 import time
 import urllib.request
 
 import pytest
 
-from conftest import free_port, have, http
+from conftest import free_port, have, http, peers_v1
+from etcdproc import EtcdProc
 from dnsserver import DNSServer
 
 GLOBAL = 2
@@ -242,12 +240,7 @@ def test_peers_v1_wire(node_factory, pb):
     nodes = static_cluster(node_factory)
     target = nodes[1]
     ch = grpc.insecure_channel(target.addr)
-    get_peer = ch.unary_unary("/pb.gubernator.PeersV1/GetPeerRateLimits",
-                              request_serializer=peers.GetPeerRateLimitsReq.SerializeToString,
-                              response_deserializer=peers.GetPeerRateLimitsResp.FromString)
-    update = ch.unary_unary("/pb.gubernator.PeersV1/UpdatePeerGlobals",
-                            request_serializer=peers.UpdatePeerGlobalsReq.SerializeToString,
-                            response_deserializer=peers.UpdatePeerGlobalsResp.FromString)
+    get_peer, update, _ = peers_v1(ch, peers)
     # a peer sends keys it believes this node owns: decided here, never forwarded again
     keys = ["w%d" % i for i in range(30)]
     req = peers.GetPeerRateLimitsReq(requests=[
@@ -403,34 +396,9 @@ def run_kill_under_load(victim, survivors, keys, on_kill=None, secs_after=2.5):
 def etcd():
     if not have("etcd"):
         pytest.skip("etcd not installed")
-    d = tempfile.mkdtemp(prefix="sluice-etcd-")
-    cport, pport = free_port(), free_port()
-    url, purl = "http://127.0.0.1:%d" % cport, "http://127.0.0.1:%d" % pport
-    log = open(os.path.join(d, "etcd.log"), "w")
-    # short election timeout: etcd's smallest lease TTL is 1.5 election timeouts
-    p = subprocess.Popen(["etcd", "--name", "t", "--data-dir", os.path.join(d, "data"),
-                          "--listen-client-urls", url, "--advertise-client-urls", url,
-                          "--listen-peer-urls", purl, "--initial-advertise-peer-urls", purl,
-                          "--initial-cluster", "t=" + purl, "--heartbeat-interval", "10",
-                          "--election-timeout", "100"], stdout=log, stderr=subprocess.STDOUT)
-
-    def up():
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=1) as r:
-                return json.loads(r.read()).get("health") == "true"
-        except Exception:  # noqa: BLE001
-            return False
-
-    assert wait_for(up, 10, 0.05), "etcd did not start"
-    yield url
-    p.terminate()
-    try:
-        p.wait(5)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
-    log.close()
-    shutil.rmtree(d, ignore_errors=True)
+    e = EtcdProc(fast_election=True).start(timeout=10)
+    yield e.url
+    e.close()
 
 
 def etcd_keys(url, prefix):

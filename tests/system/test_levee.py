@@ -14,69 +14,23 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import threading
 import time
-import urllib.request
 
 import pytest
 
 from conftest import SLUICE, free_port, http
+from etcdproc import EtcdProc
 
-ETCD = shutil.which("etcd") or "/usr/bin/etcd"
 ETCDCTL = shutil.which("etcdctl") or "/usr/bin/etcdctl"
 CURL = shutil.which("curl") or "/usr/bin/curl"
 
 
 # ---------------------------------------------------------------------------------------- etcd
 
-class Etcd:
-    """One real etcd on free loopback ports, data in a temporary directory; can be killed and
-    started again on the same ports and data."""
-
-    def __init__(self, root):
-        self.root = root
-        self.dir = os.path.join(root, "data")
-        self.client_port = free_port()
-        self.peer_port = free_port()
-        self.url = "http://127.0.0.1:%d" % self.client_port
-        self.proc = None
-        self.log = open(os.path.join(root, "etcd.log"), "a")
-
-    def start(self, timeout=20.0):
-        peer = "http://127.0.0.1:%d" % self.peer_port
-        self.proc = subprocess.Popen(
-            [ETCD, "--name", "default", "--data-dir", self.dir,
-             "--listen-client-urls", self.url, "--advertise-client-urls", self.url,
-             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-             "--initial-cluster", "default=" + peer],
-            stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError("etcd exited %s" % self.proc.returncode)
-            try:
-                with urllib.request.urlopen(self.url + "/health", timeout=1) as r:
-                    if json.loads(r.read()).get("health") == "true":
-                        return self
-            except OSError:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError("etcd did not become healthy")
-
-    def kill(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+class Etcd(EtcdProc):
+    """One real etcd (etcdproc.EtcdProc: can be killed and started again on the same ports and
+    data), written through etcdctl."""
 
     def ctl(self, *args):
         env = dict(os.environ, ETCDCTL_API="3")
@@ -97,12 +51,9 @@ class Etcd:
 
 @pytest.fixture(scope="module")
 def etcd():
-    root = tempfile.mkdtemp(prefix="sluice-etcd-")
-    e = Etcd(root).start()
+    e = Etcd().start()
     yield e
-    e.stop()
-    e.log.close()
-    shutil.rmtree(root, ignore_errors=True)
+    e.close()
 
 
 @pytest.fixture

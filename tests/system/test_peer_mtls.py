@@ -14,7 +14,7 @@ import grpc
 import pytest
 
 from certs import make_ca, make_leaf
-from conftest import free_port, have
+from conftest import free_port, have, peers_v1
 from test_tls import https, tls_channel, wait_tls_ready
 
 pytestmark = pytest.mark.skipif(not have("openssl"), reason="needs the openssl command")
@@ -57,14 +57,7 @@ def glimit(key, hits=1, limit=5):
 def peer_stubs(pb, node, certs, client):
     _, peers = pb
     ch = tls_channel(node, certs, client)
-    get_peer = ch.unary_unary("/pb.gubernator.PeersV1/GetPeerRateLimits",
-                              request_serializer=peers.GetPeerRateLimitsReq.SerializeToString,
-                              response_deserializer=peers.GetPeerRateLimitsResp.FromString)
-    update = ch.unary_unary("/pb.gubernator.PeersV1/UpdatePeerGlobals",
-                            request_serializer=peers.UpdatePeerGlobalsReq.SerializeToString,
-                            response_deserializer=peers.UpdatePeerGlobalsResp.FromString)
-    transfer = ch.unary_unary("/pb.gubernator.PeersV1/TransferKeys",
-                              request_serializer=lambda b: b, response_deserializer=lambda b: b)
+    get_peer, update, transfer = peers_v1(ch, peers)
     return ch, get_peer, update, transfer
 
 

@@ -11,11 +11,9 @@ import concurrent.futures
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 import urllib.request
@@ -24,6 +22,7 @@ import grpc
 import pytest
 
 from conftest import BUILD, SLUICE, free_port, have, http
+from etcdproc import EtcdProc
 
 EXAMPLE_MIDDLEWARE = os.path.join(BUILD, "bin", "example_middleware")
 
@@ -388,33 +387,9 @@ def test_quota_file_switches_reload_on_sighup(node_factory, tmp_path):
 def etcd():
     if not have("etcd"):
         pytest.skip("etcd not installed")
-    d = tempfile.mkdtemp(prefix="sluice-etcd-")
-    cport, pport = free_port(), free_port()
-    url, purl = "http://127.0.0.1:%d" % cport, "http://127.0.0.1:%d" % pport
-    log = open(os.path.join(d, "etcd.log"), "w")
-    p = subprocess.Popen(["etcd", "--name", "t", "--data-dir", os.path.join(d, "data"),
-                          "--listen-client-urls", url, "--advertise-client-urls", url,
-                          "--listen-peer-urls", purl, "--initial-advertise-peer-urls", purl,
-                          "--initial-cluster", "t=" + purl], stdout=log,
-                         stderr=subprocess.STDOUT)
-
-    def up():
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=1) as r:
-                return json.loads(r.read()).get("health") == "true"
-        except Exception:  # noqa: BLE001
-            return False
-
-    assert wait_for(up, 15, 0.05), "etcd did not start"
-    yield url
-    p.terminate()
-    try:
-        p.wait(5)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
-    log.close()
-    shutil.rmtree(d, ignore_errors=True)
+    e = EtcdProc().start(timeout=15)
+    yield e.url
+    e.close()
 
 
 def etcd_put(url, key, value):

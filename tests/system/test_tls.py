@@ -19,6 +19,7 @@ import pytest
 
 from certs import key_csr, make_ca, make_leaf, ossl
 from conftest import free_port, have
+from etcdproc import EtcdProc
 
 pytestmark = pytest.mark.skipif(not have("openssl"), reason="needs the openssl command")
 
@@ -321,18 +322,10 @@ def test_cluster_over_mutual_tls(node_factory, certs, pb):
 def test_etcd_over_mutual_tls(node_factory, certs):
     """etcd on https with client certificates required: the node registers itself through
     --storage-tls-ca/--storage-tls-cert/--storage-tls-key."""
-    d = tempfile.mkdtemp(prefix="sluice-etcd-tls-")
-    cport, pport = free_port(), free_port()
-    url, purl = "https://127.0.0.1:%d" % cport, "http://127.0.0.1:%d" % pport
-    log = open(os.path.join(d, "etcd.log"), "w")
-    p = subprocess.Popen(["etcd", "--name", "t", "--data-dir", os.path.join(d, "data"),
-                          "--listen-client-urls", url, "--advertise-client-urls", url,
-                          "--listen-peer-urls", purl, "--initial-advertise-peer-urls", purl,
-                          "--initial-cluster", "t=" + purl, "--heartbeat-interval", "10",
-                          "--election-timeout", "100",
-                          "--cert-file", certs("server.pem"), "--key-file", certs("server.key"),
-                          "--client-cert-auth", "--trusted-ca-file", certs("ca.pem")],
-                         stdout=log, stderr=subprocess.STDOUT)
+    e = EtcdProc(fast_election=True, scheme="https", prefix="sluice-etcd-tls-",
+                 extra_args=["--cert-file", certs("server.pem"), "--key-file", certs("server.key"),
+                             "--client-cert-auth", "--trusted-ca-file", certs("ca.pem")])
+    url = e.url
     ctx = ssl_ctx(certs, "client", alpn=("http/1.1",))
     prefix = "/sluice-tls-%d" % os.getpid()
 
@@ -348,15 +341,15 @@ def test_etcd_over_mutual_tls(node_factory, certs):
             return [base64.b64decode(kv["key"]).decode()
                     for kv in json.loads(r.read()).get("kvs", [])]
 
+    def ready():
+        try:
+            keys()
+            return True
+        except OSError:
+            return False
+
     try:
-        deadline = time.time() + 10
-        while True:
-            try:
-                keys()
-                break
-            except OSError:
-                assert time.time() < deadline, "etcd did not start"
-                time.sleep(0.05)
+        e.start(timeout=10, ready=ready)
         n = node_factory(["--workers", "1", "--discovery", "etcd", "--storage-addrs", url,
                           "--storage-prefix", prefix, "--peer-lease-ttl", "1s",
                           "--storage-tls-ca", certs("ca.pem"),
@@ -367,14 +360,7 @@ def test_etcd_over_mutual_tls(node_factory, certs):
             assert time.time() < deadline, n.logs()
             time.sleep(0.05)
     finally:
-        p.terminate()
-        try:
-            p.wait(5)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-        log.close()
-        shutil.rmtree(d, ignore_errors=True)
+        e.close()
 
 
 def test_cli_attempt_over_tls(node_factory, certs, tmp_path):

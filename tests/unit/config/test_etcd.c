@@ -36,13 +36,13 @@
 
 #include <cmocka.h>
 
+#include "../../support/etcdproc.h"
 #include "../../support/skip.h"
 
 #include "config/etcd.h"
 #include "config/quotasrc.h"
 #include "sluice/clock.h"
 
-#define ETCD_BIN "/usr/bin/etcd"
 /* Stopping a watch wakes its curl poll at once; without the wake-up it is still noticed within
  * one poll (1 s), and a stop that does not work never returns. */
 #define STOP_BOUND_MS 2500
@@ -51,57 +51,11 @@
  * over the requirement is for an fsyncing etcd on a loaded machine. */
 #define WATCH_BOUND_MS 2000
 
-typedef struct etcd_proc {
-    pid_t pid;
-    int client_port, peer_port;
-    char dir[64];
-    char url[64];
-} etcd_proc;
+static sl_test_etcd g_etcd;
 
-static etcd_proc g_etcd;
-
-static int free_port(void)
+static void etcd_start(sl_test_etcd *p)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    socklen_t l = sizeof a;
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &l), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
-static void etcd_start(etcd_proc *p)
-{
-    char client[64], peer[64], cluster[96], logpath[96];
-    snprintf(client, sizeof client, "http://127.0.0.1:%d", p->client_port);
-    snprintf(peer, sizeof peer, "http://127.0.0.1:%d", p->peer_port);
-    snprintf(cluster, sizeof cluster, "default=%s", peer);
-    snprintf(logpath, sizeof logpath, "%s.log", p->dir);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the test */
-        int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND, 0644);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-        }
-        execl(ETCD_BIN, ETCD_BIN, "--data-dir", p->dir, "--listen-client-urls", client,
-              "--advertise-client-urls", client, "--listen-peer-urls", peer,
-              "--initial-advertise-peer-urls", peer, "--initial-cluster", cluster, (char *)NULL);
-        _exit(127);
-    }
-    p->pid = pid;
-}
-
-static void etcd_stop(etcd_proc *p, int sig)
-{
-    if (p->pid <= 0)
-        return;
-    kill(p->pid, sig);
-    waitpid(p->pid, NULL, 0);
-    p->pid = 0;
+    assert_int_equal(sl_test_etcd_start(p), 0);
 }
 
 static int64_t now_ms(void)
@@ -125,39 +79,22 @@ static sl_etcd *client_for(const char *const *eps, size_t n)
 }
 
 /* Poll until etcd answers a range (it takes a second or two to elect itself leader). */
-static void etcd_wait_ready(etcd_proc *p)
+static void etcd_wait_ready(sl_test_etcd *p)
 {
-    const char *eps[] = {p->url};
-    sl_etcd *e = client_for(eps, 1);
-    int64_t deadline = now_ms() + 30000;
-    sl_etcd_kvs kvs;
-    int rc;
-    while ((rc = sl_etcd_range(e, "ready", 5, false, 0, false, &kvs)) != 0) {
-        if (now_ms() > deadline)
-            fail_msg("etcd did not become ready: %d", rc);
-        nap();
-    }
-    sl_etcd_kvs_free(&kvs);
-    sl_etcd_free(e);
-}
-
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    return remove(path);
+    int rc = sl_test_etcd_wait_ready(p, 30000);
+    if (rc != 0)
+        fail_msg("etcd did not become ready: %d", rc);
 }
 
 static int group_setup(void **state)
 {
-    if (access(ETCD_BIN, X_OK) != 0) {
-        print_message("%s not installed (Debian package etcd-server): skipping\n", ETCD_BIN);
+    if (!sl_test_etcd_installed()) {
+        print_message("%s not installed (Debian package etcd-server): skipping\n",
+                      SL_TEST_ETCD_BIN);
         return 0;
     }
-    strcpy(g_etcd.dir, "/tmp/sluice-etcd-XXXXXX");
-    if (!mkdtemp(g_etcd.dir))
+    if (sl_test_etcd_init(&g_etcd, "/tmp/sluice-etcd-XXXXXX") != 0)
         return -1;
-    g_etcd.client_port = free_port();
-    g_etcd.peer_port = free_port();
-    snprintf(g_etcd.url, sizeof g_etcd.url, "http://127.0.0.1:%d", g_etcd.client_port);
     etcd_start(&g_etcd);
     etcd_wait_ready(&g_etcd);
     return 0;
@@ -165,13 +102,8 @@ static int group_setup(void **state)
 
 static int group_teardown(void **state)
 {
-    etcd_stop(&g_etcd, SIGKILL);
-    if (g_etcd.dir[0]) {
-        nftw(g_etcd.dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-        char logpath[96];
-        snprintf(logpath, sizeof logpath, "%s.log", g_etcd.dir);
-        unlink(logpath);
-    }
+    sl_test_etcd_stop(&g_etcd, SIGKILL);
+    sl_test_etcd_cleanup(&g_etcd);
     return 0;
 }
 
@@ -427,7 +359,7 @@ static void test_watch_across_restart(void **state)
     watcher_wait(&wt, 'c', 0, 5000);
 
     /* etcd dies: the established stream breaks */
-    etcd_stop(&g_etcd, SIGKILL);
+    sl_test_etcd_stop(&g_etcd, SIGKILL);
     watcher_wait(&wt, 'd', 0, 5000);
     assert_int_equal(wt.rc, -ECONNRESET);
     int64_t last = wt.revision;
@@ -456,7 +388,7 @@ static void test_failover(void **state)
     need_etcd();
     etcd_ensure_running();
     char dead[64];
-    snprintf(dead, sizeof dead, "http://127.0.0.1:%d", free_port()); /* nothing listens */
+    snprintf(dead, sizeof dead, "http://127.0.0.1:%d", sl_test_free_port()); /* nothing listens */
     const char *eps[] = {dead, g_etcd.url};
     sl_etcd *e = client_for(eps, 2);
     char buf[128];
@@ -542,7 +474,7 @@ static void test_quotasrc_etcd(void **state)
     put_str(e, "/q10/limit/key/api/quota", "{\"rate\":99}"); /* another root */
 
     char dead[64];
-    snprintf(dead, sizeof dead, "http://127.0.0.1:%d", free_port());
+    snprintf(dead, sizeof dead, "http://127.0.0.1:%d", sl_test_free_port());
     const char *eps[] = {dead, g_etcd.url};
     FILE *logf = tmpfile();
     sl_logger lg;
@@ -588,7 +520,7 @@ static void test_quotasrc_etcd(void **state)
     wait_rate(src, &r, "gone", -1, WATCH_BOUND_MS);
 
     /* etcd goes away: the last quotas keep serving, the state says disconnected */
-    etcd_stop(&g_etcd, SIGKILL);
+    sl_test_etcd_stop(&g_etcd, SIGKILL);
     deadline = now_ms() + 5000;
     for (;;) {
         sl_quotasrc_status_get(src, &st);
@@ -658,7 +590,7 @@ static void test_quotasrc_etcd(void **state)
 static void test_quotasrc_starts_before_etcd(void **state)
 {
     need_etcd();
-    etcd_stop(&g_etcd, SIGKILL);
+    sl_test_etcd_stop(&g_etcd, SIGKILL);
     const char *eps[] = {g_etcd.url};
     sl_quotasrc_config cfg = {.etcd_endpoints = eps, .n_endpoints = 1, .prefix = "/q1",
                               .backoff_min_ms = 50, .backoff_max_ms = 200,

@@ -33,6 +33,7 @@
 
 #include <cmocka.h>
 
+#include "../../support/etcdproc.h"
 #include "../../support/skip.h"
 
 #include "config/etcd.h"
@@ -309,27 +310,7 @@ static void test_override_precedence(void **state)
 
 /* ---------------------------------------------------------------- etcd */
 
-#define ETCD_BIN "/usr/bin/etcd"
-
-typedef struct etcd_proc {
-    pid_t pid;
-    int client_port, peer_port;
-    char dir[64];
-    char url[64];
-} etcd_proc;
-
-static etcd_proc g_etcd;
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    socklen_t l = sizeof a;
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &l), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
+static sl_test_etcd g_etcd;
 
 static int64_t now_ms(void)
 {
@@ -340,11 +321,6 @@ static void nap(void)
 {
     struct timespec ts = {0, 10 * 1000000L};
     nanosleep(&ts, NULL);
-}
-
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    return remove(path);
 }
 
 static sl_etcd *etcd_client(void)
@@ -359,58 +335,21 @@ static sl_etcd *etcd_client(void)
 
 static int etcd_setup(void **state)
 {
-    if (access(ETCD_BIN, X_OK) != 0) {
-        print_message("%s not installed: skipping the etcd tests\n", ETCD_BIN);
+    if (!sl_test_etcd_installed()) {
+        print_message("%s not installed: skipping the etcd tests\n", SL_TEST_ETCD_BIN);
         return 0;
     }
-    g_etcd.client_port = free_port();
-    g_etcd.peer_port = free_port();
-    snprintf(g_etcd.dir, sizeof g_etcd.dir, "/tmp/sluice-ks-etcd-XXXXXX");
-    if (!mkdtemp(g_etcd.dir))
+    if (sl_test_etcd_init(&g_etcd, "/tmp/sluice-ks-etcd-XXXXXX") != 0 ||
+        sl_test_etcd_start(&g_etcd) != 0)
         return -1;
-    snprintf(g_etcd.url, sizeof g_etcd.url, "http://127.0.0.1:%d", g_etcd.client_port);
-    char client[64], peer[64], cluster[96];
-    snprintf(client, sizeof client, "http://127.0.0.1:%d", g_etcd.client_port);
-    snprintf(peer, sizeof peer, "http://127.0.0.1:%d", g_etcd.peer_port);
-    snprintf(cluster, sizeof cluster, "default=%s", peer);
-    pid_t pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        int fd = open("/dev/null", O_WRONLY);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-        }
-        execl(ETCD_BIN, ETCD_BIN, "--data-dir", g_etcd.dir, "--listen-client-urls", client,
-              "--advertise-client-urls", client, "--listen-peer-urls", peer,
-              "--initial-advertise-peer-urls", peer, "--initial-cluster", cluster, (char *)NULL);
-        _exit(127);
-    }
-    g_etcd.pid = pid;
-    sl_etcd *e = etcd_client();
-    int64_t deadline = now_ms() + 30000;
-    sl_etcd_kvs kvs;
-    while (sl_etcd_range(e, "ready", 5, false, 0, false, &kvs) != 0) {
-        if (now_ms() > deadline) {
-            sl_etcd_free(e);
-            return -1;
-        }
-        nap();
-    }
-    sl_etcd_kvs_free(&kvs);
-    sl_etcd_free(e);
-    return 0;
+    return sl_test_etcd_wait_ready(&g_etcd, 30000) == 0 ? 0 : -1;
 }
 
 static int etcd_teardown(void **state)
 {
     if (g_etcd.pid > 0) {
-        kill(g_etcd.pid, SIGTERM);
-        waitpid(g_etcd.pid, NULL, 0);
-        g_etcd.pid = 0;
-        nftw(g_etcd.dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        sl_test_etcd_stop(&g_etcd, SIGTERM);
+        sl_test_etcd_cleanup(&g_etcd);
     }
     return 0;
 }
@@ -614,7 +553,7 @@ static void test_etcd_unreachable(void **state)
 {
     (void)state;
     char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", free_port());
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", sl_test_free_port());
     const char *eps[] = {url};
     sl_killswitch_config cfg = {.etcd_endpoints = eps, .n_endpoints = 1,
                                 .connect_timeout_ms = 100, .request_timeout_ms = 200};

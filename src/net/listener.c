@@ -1,0 +1,135 @@
+/* The accepting end of a worker: socket, accept loop, pause at the file limit (see listener.h). */
+#define _GNU_SOURCE /* accept4 */
+#include "net/listener.h"
+
+#include <errno.h>
+#include <unistd.h>
+
+/* Connections accepted per readiness event, and the retry delays after EMFILE/ENFILE. */
+#define ACCEPT_BATCH 64
+#define ACCEPT_RETRY_MIN_MS 10
+#define ACCEPT_RETRY_MAX_MS 1000
+
+int sl_listener_socket(const struct sockaddr *sa, socklen_t len, int backlog)
+{
+    int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    int one = 1;
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) ||
+        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) || bind(fd, sa, len) ||
+        listen(fd, backlog)) {
+        int e = -errno;
+        close(fd);
+        return e;
+    }
+    return fd;
+}
+
+int sl_listener_probe_free(const struct sockaddr *sa, socklen_t len)
+{
+    int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    int one = 1, rc = 0;
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) || bind(fd, sa, len))
+        rc = -errno;
+    close(fd);
+    return rc;
+}
+
+static void on_listen(uv_poll_t *p, int status, int events);
+
+static void on_retry(uv_timer_t *t)
+{
+    sl_listener *l = t->data;
+    if (!l->stopped)
+        uv_poll_start(&l->poll, UV_READABLE, on_listen);
+}
+
+/* Out of file descriptors: stop watching the listener (the kernel keeps new connections in its
+ * backlog) and look again later, backing off while the limit holds. */
+static void pause_accept(sl_listener *l)
+{
+    uv_poll_stop(&l->poll);
+    sl_net_stat_add(l->ctx, SL_NET_ACCEPT_PAUSES, 1);
+    uint32_t b = l->backoff_ms;
+    b = b ? (b * 2 > ACCEPT_RETRY_MAX_MS ? ACCEPT_RETRY_MAX_MS : b * 2) : ACCEPT_RETRY_MIN_MS;
+    l->backoff_ms = b;
+    uv_timer_start(&l->retry, on_retry, b, 0);
+}
+
+static void on_listen(uv_poll_t *p, int status, int events)
+{
+    (void)events;
+    sl_listener *l = p->data;
+    if (status < 0 || l->stopped)
+        return;
+    for (int i = 0; i < ACCEPT_BATCH; i++) {
+        int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+                pause_accept(l);
+            return; /* EAGAIN: all taken */
+        }
+        l->backoff_ms = 0;
+        l->on_accept(l->ud, fd);
+    }
+}
+
+int sl_listener_init(sl_listener *l, uv_loop_t *loop, int fd, sl_http_ctx *ctx,
+                     sl_listener_accept_cb on_accept, void *ud)
+{
+    l->fd = fd;
+    l->ctx = ctx;
+    l->on_accept = on_accept;
+    l->ud = ud;
+    l->backoff_ms = 0;
+    l->stopped = false;
+    int rc = uv_poll_init(loop, &l->poll, fd);
+    if (rc)
+        return rc;
+    l->poll.data = l;
+    uv_timer_init(loop, &l->retry);
+    l->retry.data = l;
+    return 0;
+}
+
+int sl_listener_start(sl_listener *l)
+{
+    return uv_poll_start(&l->poll, UV_READABLE, on_listen);
+}
+
+static void on_poll_closed(uv_handle_t *h)
+{
+    sl_listener_release_fd(h->data);
+}
+
+void sl_listener_stop(sl_listener *l)
+{
+    l->stopped = true;
+    uv_timer_stop(&l->retry);
+    uv_close((uv_handle_t *)&l->poll, on_poll_closed);
+}
+
+void sl_listener_close_timer(sl_listener *l)
+{
+    uv_close((uv_handle_t *)&l->retry, NULL);
+}
+
+void sl_listener_close_handles(sl_listener *l)
+{
+    if (!uv_is_closing((uv_handle_t *)&l->poll))
+        uv_close((uv_handle_t *)&l->poll, NULL);
+    if (!uv_is_closing((uv_handle_t *)&l->retry))
+        uv_close((uv_handle_t *)&l->retry, NULL);
+}
+
+void sl_listener_release_fd(sl_listener *l)
+{
+    if (l->fd >= 0)
+        close(l->fd);
+    l->fd = -1;
+}
