@@ -378,19 +378,11 @@ static int load_idents(sl_node *n, char *err, size_t errlen)
     return rc;
 }
 
-static int build(sl_node *n, char *err, size_t errlen)
+/* The metrics registry, the engine (with a --state-dir snapshot loaded into it) and the snapshot
+ * timer. Fills *ecp: the router validates GLOBAL answers against the engine's limits. */
+static int start_engine(sl_node *n, sl_engine_config *ecp, char *err, size_t errlen)
 {
     sl_options *o = &n->opts;
-    sl_log_init(&n->log, NULL, sl_log_level_for_verbose(o->verbose), o->instance_id);
-    sl_log_set_request_rate(&n->log, (uint32_t)o->log_request_lines);
-
-    char host[128];
-    unsigned short port;
-    if (sl_addr_split(o->listen_addr, host, sizeof host, &port)) {
-        snprintf(err, errlen, "listen-addr '%s' is not host:port", o->listen_addr);
-        return -EINVAL;
-    }
-
     sl_metrics_config mc;
     sl_metrics_config_default(&mc);
     while (mc.shards < (unsigned)o->workers + 1)
@@ -452,7 +444,15 @@ static int build(sl_node *n, char *err, size_t errlen)
         return rc;
     }
 
-    sl_router_config rcfg = {.engine = n->engine, .engine_cfg = &ec, .workers = (int)o->workers,
+    *ecp = ec;
+    return 0;
+}
+
+static int start_router(sl_node *n, const sl_engine_config *ec, char *err, size_t errlen)
+{
+    sl_options *o = &n->opts;
+    int rc;
+    sl_router_config rcfg = {.engine = n->engine, .engine_cfg = ec, .workers = (int)o->workers,
                              .log = &n->log, .metrics = n->metrics};
     sl_router_config_from_options(&rcfg, o);
     rcfg.dns_server = o->dns_server;
@@ -464,15 +464,14 @@ static int build(sl_node *n, char *err, size_t errlen)
         return rc;
     }
 
-    if ((rc = start_storage(n, err, errlen)))
-        return rc;
-    if ((rc = start_quotas(n, err, errlen)))
-        return rc;
-    if ((rc = start_protection(n, err, errlen)))
-        return rc;
-    if ((rc = start_storage_watch(n, err, errlen)))
-        return rc;
+    return 0;
+}
 
+/* The request handler every dialect goes through (client identities first: it holds them). */
+static int start_service(sl_node *n, char *err, size_t errlen)
+{
+    sl_options *o = &n->opts;
+    int rc;
     if ((rc = load_idents(n, err, errlen)))
         return rc;
     sl_service_config scfg = {
@@ -504,9 +503,15 @@ static int build(sl_node *n, char *err, size_t errlen)
         return rc;
     }
 
-    /* Before the client port: once that answers, the admin port does too. */
-    if ((rc = start_admin(n, err, errlen)))
-        return rc;
+    return 0;
+}
+
+/* The client port: its limits, TLS and worker hooks. */
+static int start_server(sl_node *n, const char *host, unsigned short port, char *err,
+                        size_t errlen)
+{
+    sl_options *o = &n->opts;
+    int rc;
     sl_server_config sv;
     sl_server_config_defaults(&sv);
     sv.host = host;
@@ -537,6 +542,40 @@ static int build(sl_node *n, char *err, size_t errlen)
         snprintf(err, errlen, "listen on %s: %s", o->listen_addr, strerror(-rc));
         return rc;
     }
+    return 0;
+}
+
+static int build(sl_node *n, char *err, size_t errlen)
+{
+    sl_options *o = &n->opts;
+    sl_log_init(&n->log, NULL, sl_log_level_for_verbose(o->verbose), o->instance_id);
+    sl_log_set_request_rate(&n->log, (uint32_t)o->log_request_lines);
+
+    char host[128];
+    unsigned short port;
+    if (sl_addr_split(o->listen_addr, host, sizeof host, &port)) {
+        snprintf(err, errlen, "listen-addr '%s' is not host:port", o->listen_addr);
+        return -EINVAL;
+    }
+    sl_engine_config ec;
+    int rc;
+    if ((rc = start_engine(n, &ec, err, errlen)) || (rc = start_router(n, &ec, err, errlen)))
+        return rc;
+    if ((rc = start_storage(n, err, errlen)))
+        return rc;
+    if ((rc = start_quotas(n, err, errlen)))
+        return rc;
+    if ((rc = start_protection(n, err, errlen)))
+        return rc;
+    if ((rc = start_storage_watch(n, err, errlen)))
+        return rc;
+    if ((rc = start_service(n, err, errlen)))
+        return rc;
+    /* Before the client port: once that answers, the admin port does too. */
+    if ((rc = start_admin(n, err, errlen)))
+        return rc;
+    if ((rc = start_server(n, host, port, err, errlen)))
+        return rc;
     if ((rc = sl_router_start(n->router, n->server))) {
         snprintf(err, errlen, "cluster membership: %s", strerror(-rc));
         return rc;
