@@ -6,7 +6,8 @@
  * once (the client then applies its failure policy without any I/O) for `cooldown_ns`. Then it is
  * HALF-OPEN: exactly one call, the probe, goes through while the others are still refused. The
  * probe answering (anything but a timeout) CLOSES the breaker; the probe timing out opens it again
- * for another cool-down.
+ * for another cool-down. A call that started before the breaker opened and gets an answer while it
+ * is open closes it too (the server is answering again); one that times out then changes nothing.
  *
  * Pure state machine on the caller's clock: no I/O, no locking, no clock reads (the client holds a
  * mutex around it and passes sl_mono_ns()); tests drive it on a virtual clock.

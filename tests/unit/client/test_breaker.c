@@ -53,6 +53,11 @@ static void test_opens_after_threshold_timeouts(void **state)
     sl_breaker_record(&b, true, t + 500 * MS);
     assert_int_equal(b.trips, 1);
     assert_int_equal(b.open_until_ns, t + 1000 * MS);
+    /* one from before that gets an answer: the server answers again, closed at once */
+    sl_breaker_record(&b, false, t + 600 * MS);
+    assert_int_equal(b.state, SL_BREAKER_CLOSED);
+    assert_true(sl_breaker_allow(&b, t + 600 * MS, &probe));
+    assert_false(probe);
 }
 
 static void test_half_open_lets_one_probe(void **state)
