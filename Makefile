@@ -39,9 +39,10 @@ unit-test-asan: build-asan
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure -j $(JOBS)
 
-# The system tests and the fast part of the chaos suite (tests/chaos, without @pytest.mark.slow).
+# The system tests, the fast part of the chaos suite (tests/chaos, without @pytest.mark.slow) and
+# the operations kit's checks (tests/ops: promtool on the alert rules, the dashboard's series).
 system-test: build
-	$(PY) -m pytest -q -p no:cacheprovider -m "not slow" tests/system tests/chaos
+	$(PY) -m pytest -q -p no:cacheprovider -m "not slow" tests/system tests/chaos tests/ops
 
 # The whole chaos and abuse suite (attacks against a real sluiced, a good client measured): a
 # few minutes. SLUICE_CHAOS_REPORT=file collects each attack's figures as JSON lines.

@@ -9,8 +9,14 @@
  *   429 + Retry-After    (and the RateLimit headers sluice sent) when rejected,
  *   503 + Retry-After    when sluice sheds load (X-Method classifies: GET is a "get" call,
  *                        other methods "post"; test traffic would send X-Priority: test).
+ * A rejection keeps sluice's own body (its reason) and RateLimit fields; a header sluice did not
+ * send is not sent at all (never an empty "RateLimit:" line). Paths under a --critical prefix are
+ * sent with X-Priority: critical, so shedders keep them while dropping the rest. With --lease every
+ * request takes a concurrency lease (X-Concurrency: acquire) and releases it once its response is
+ * written, so sluice counts the calls in flight, not only their rate.
  *
- *   example_middleware --listen 127.0.0.1:8080 --sluice 127.0.0.1:5454 --resource demo
+ *   example_middleware --listen 127.0.0.1:8080 --sluice 127.0.0.1:5454 --resource demo \
+ *                      --critical /checkout --lease
  *   curl -i http://127.0.0.1:8080/hello
  *
  * The point is the threading: the event loop never blocks on sluice. Each request calls
@@ -32,6 +38,8 @@
 
 #define MAX_PATH 1024
 #define MAX_BUFFERED (64 << 10) /* pipelined bytes held while a decision is pending */
+#define MAX_CRITICAL 16         /* --critical prefixes */
+#define RESP_CAP 2048           /* one response's head + body */
 
 typedef struct app app;
 
@@ -63,6 +71,9 @@ struct app {
     uv_signal_t sigint;
     sl_client *client;
     const char *resource;
+    const char *critical[MAX_CRITICAL]; /* path prefixes sent as X-Priority: critical */
+    size_t ncritical;
+    bool lease;         /* acquire a lease per request, release it when the response is written */
     int timeout_ms;
     unsigned long next_req_id;
     bool stopping;      /* the client is gone: drop decisions instead of answering */
@@ -104,10 +115,29 @@ static void on_decision(void *ud, int rc, const sl_attempt_reply *r)
     uv_async_send(&a->wake);
 }
 
+/* One response being written, with the lease to give back once it is out. */
+typedef struct resp_write {
+    uv_write_t w;
+    app *a;
+    char lease_id[128];
+    char buf[RESP_CAP];
+} resp_write;
+
+static void on_released(void *ud, int rc, const sl_attempt_reply *r)
+{
+    (void)ud, (void)rc, (void)r; /* a lease not released expires after its duration anyway */
+}
+
 static void written(uv_write_t *w, int status)
 {
-    free(w->data);
-    free(w);
+    (void)status;
+    resp_write *rw = (resp_write *)w;
+    app *a = rw->a;
+    if (rw->lease_id[0] && !a->stopping) {
+        sl_attempt at = {.resource = a->resource};
+        sl_client_release_async(a->client, &at, rw->lease_id, a->timeout_ms, on_released, NULL);
+    }
+    free(rw);
 }
 
 static void conn_feed(conn *c, const char *data, size_t len);
@@ -116,46 +146,48 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b);
 
 static void respond(conn *c, const sl_attempt_reply *r)
 {
-    char *buf = malloc(1024);
-    if (!buf) {
+    resp_write *rw = malloc(sizeof *rw);
+    if (!rw) {
         conn_close(c);
         return;
     }
+    rw->a = c->a;
+    rw->lease_id[0] = 0;
+    char *buf = rw->buf;
     const char *conn_hdr = c->keep_alive ? "keep-alive" : "close";
     int n;
     if (r->allowed) {
-        n = snprintf(buf, 1024,
+        if (r->lease_id[0])
+            snprintf(rw->lease_id, sizeof rw->lease_id, "%s", r->lease_id);
+        n = snprintf(buf, RESP_CAP,
                      "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 6\r\n"
                      "Connection: %s\r\n%s\r\nhello\n",
                      conn_hdr, r->failed_open ? "X-Sluice: failed-open\r\n" : "");
     } else {
         /* Retry-After in whole seconds, rounded up; 1 when sluice gave none */
         long long ra = r->retry_after_ms > 0 ? (r->retry_after_ms + 999) / 1000 : 1;
-        char rl[600] = "";
-        if (r->ratelimit[0] || r->ratelimit_policy[0])
-            snprintf(rl, sizeof rl, "RateLimit: %s\r\nRateLimit-Policy: %s\r\n", r->ratelimit,
-                     r->ratelimit_policy);
+        char rl[300] = "", rlp[300] = "";
+        if (r->ratelimit[0])
+            snprintf(rl, sizeof rl, "RateLimit: %s\r\n", r->ratelimit);
+        if (r->ratelimit_policy[0])
+            snprintf(rlp, sizeof rlp, "RateLimit-Policy: %s\r\n", r->ratelimit_policy);
         bool shed = r->http_status == 503;
-        n = snprintf(buf, 1024,
+        /* sluice's body says why; our own words only when it sent none */
+        char body[300];
+        snprintf(body, sizeof body, "%s\n",
+                 r->message[0] ? r->message : shed ? "service is busy" : "too many requests");
+        n = snprintf(buf, RESP_CAP,
                      "HTTP/1.1 %s\r\nContent-Type: text/plain\r\n"
-                     "Content-Length: %d\r\nRetry-After: %lld\r\n%sConnection: %s\r\n\r\n"
+                     "Content-Length: %zu\r\nRetry-After: %lld\r\n%s%sConnection: %s\r\n\r\n"
                      "%s",
-                     shed ? "503 Service Unavailable" : "429 Too Many Requests", shed ? 16 : 18,
-                     ra, rl, conn_hdr, shed ? "service is busy\n" : "too many requests\n");
+                     shed ? "503 Service Unavailable" : "429 Too Many Requests", strlen(body),
+                     ra, rl, rlp, conn_hdr, body);
     }
-    if (n < 0 || n >= 1024)
+    if (n < 0 || n >= RESP_CAP)
         n = 0;
-    uv_write_t *w = malloc(sizeof *w);
-    if (!w) {
-        free(buf);
-        conn_close(c);
-        return;
-    }
-    w->data = buf;
     uv_buf_t b = uv_buf_init(buf, (unsigned)n);
-    if (uv_write(w, (uv_stream_t *)&c->tcp, &b, 1, written) < 0) {
-        free(buf);
-        free(w);
+    if (uv_write(&rw->w, (uv_stream_t *)&c->tcp, &b, 1, written) < 0) {
+        written(&rw->w, -1); /* still give the lease back */
         conn_close(c);
         return;
     }
@@ -233,16 +265,21 @@ static int on_message_complete(llhttp_t *p)
         *q = 0;
     char req_id[32];
     snprintf(req_id, sizeof req_id, "mw-%lu", ++a->next_req_id);
+    bool critical = false;
+    for (size_t i = 0; i < a->ncritical && !critical; i++)
+        critical = strncmp(c->path, a->critical[i], strlen(a->critical[i])) == 0;
     sl_attempt at = {.resource = a->resource,
                      .prefix = c->path[0] ? c->path : NULL,
                      .method = llhttp_method_name((llhttp_method_t)llhttp_get_method(p)),
-                     .req_id = req_id};
+                     .req_id = req_id,
+                     .priority = critical ? "critical" : NULL};
     decision *d = calloc(1, sizeof *d);
     if (!d)
         return -1;
     d->c = c;
     c->waiting = true;
-    int rc = sl_client_attempt_async(a->client, &at, a->timeout_ms, on_decision, d);
+    int rc = a->lease ? sl_client_acquire_async(a->client, &at, a->timeout_ms, on_decision, d)
+                      : sl_client_attempt_async(a->client, &at, a->timeout_ms, on_decision, d);
     if (rc < 0) {
         /* The client refused the call (queue full, bad header value): fail open here too, through
          * the same queue, so the answer is written outside llhttp_execute(). */
@@ -362,12 +399,14 @@ static void usage(FILE *f)
 {
     fprintf(f,
         "usage: example_middleware [--listen HOST:PORT] [--sluice HOST:PORT] [--resource R]\n"
-        "                          [--timeout MS] [--fail-closed]\n"
+        "                          [--timeout MS] [--fail-closed] [--critical PREFIX]... [--lease]\n"
         "  --listen A      where this demo service listens (default 127.0.0.1:8080)\n"
         "  --sluice A      the sluiced to ask (default 127.0.0.1:5454)\n"
         "  --resource R    X-Resource sent for every request (default \"demo\")\n"
         "  --timeout MS    per-decision timeout (default 100)\n"
-        "  --fail-closed   answer 429 when sluice cannot be asked (default: fail open)\n");
+        "  --fail-closed   answer 429 when sluice cannot be asked (default: fail open)\n"
+        "  --critical P    paths starting with P are sent as X-Priority: critical (up to 16)\n"
+        "  --lease         take a concurrency lease per request, release it after the response\n");
 }
 
 int main(int argc, char **argv)
@@ -392,6 +431,11 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "--timeout") && v) {
             a.timeout_ms = atoi(v);
             i++;
+        } else if (!strcmp(argv[i], "--critical") && v && a.ncritical < MAX_CRITICAL) {
+            a.critical[a.ncritical++] = v;
+            i++;
+        } else if (!strcmp(argv[i], "--lease")) {
+            a.lease = true;
         } else if (!strcmp(argv[i], "--fail-closed")) {
             fail_closed = true;
         } else if (!strcmp(argv[i], "--help")) {

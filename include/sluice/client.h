@@ -20,7 +20,10 @@
  * usable as is: code that ignores the return value still does the configured thing.
  *
  * Every call has a timeout (timeout_ms <= 0 takes the client's default). Each call either gets an
- * answer or fails at its deadline; nothing is retried behind the caller's back.
+ * answer or fails at its deadline; nothing is retried behind the caller's back. A server that hangs
+ * (accepts, never answers) would cost every call its whole timeout: a circuit breaker counts
+ * consecutive timeouts and, once open, fails calls at once (-EHOSTDOWN, under the failure policy)
+ * for a cool-down, then lets one probe through (sl_client_options.breaker_*).
  *
  * Synchronous calls do their I/O on the calling thread over a connection taken from a small pool
  * (one caller per connection at a time, so concurrent callers never queue behind each other's
@@ -34,7 +37,7 @@
  *
  * Errors are negative errno values: -EINVAL (bad argument), -E2BIG (too many items), -ENOMEM,
  * -ETIMEDOUT, -ECONNREFUSED / -ECONNRESET / -EPIPE / ... (transport), -EPROTO (malformed answer or an
- * unexpected status), -EAGAIN (async queue full: the callback will not be called), -ECANCELED (the
+ * unexpected status), -EHOSTDOWN (the circuit breaker is open), -EAGAIN (async queue full: the callback will not be called), -ECANCELED (the
  * client was freed while the call was pending).
  */
 #ifndef SLUICE_CLIENT_H
@@ -63,6 +66,12 @@ typedef struct sl_client_options {
     unsigned max_sync_conns;    /* connections for synchronous calls (8); more callers wait */
     unsigned max_async_pending; /* async calls queued or in flight (4096); more get -EAGAIN */
     size_t max_response_bytes;  /* bigger answers fail the call with -EMSGSIZE (4 MiB) */
+    /* Circuit breaker on timeouts: after breaker_timeouts consecutive timeouts (5; < 0 never), calls
+     * fail at once with -EHOSTDOWN (under the failure policy, no I/O) for breaker_cooldown_ms
+     * (1000); then one call goes through as a probe: an answer closes the breaker, a timeout
+     * opens it for another cool-down. HealthCheck and LiveCheck bypass it. */
+    int breaker_timeouts;
+    int breaker_cooldown_ms;
 } sl_client_options;
 
 void sl_client_options_default(sl_client_options *o);
@@ -174,7 +183,7 @@ typedef struct sl_attempt_reply {
     char ratelimit[256];        /* raw RateLimit header (truncated), "" if absent */
     char ratelimit_policy[256]; /* raw RateLimit-Policy header */
     char lease_id[128];         /* X-Lease-Id (acquire) */
-    char message[256];          /* response body on FAILED (an error text), truncated */
+    char message[256];          /* response body on REJECTED or FAILED (sluice's text), truncated */
 } sl_attempt_reply;
 
 /* POST /attempt. Returns 0 with a decision in out->allowed, or, failing closed, the negative errno
@@ -208,9 +217,30 @@ typedef struct sl_client_stats {
     uint64_t connect_failures; /* TCP connects that failed or timed out */
     uint64_t async_pending;    /* async calls queued or in flight now */
     uint64_t async_rejected;   /* async calls refused with -EAGAIN */
+    uint64_t breaker_trips;    /* times the breaker opened (re-opens after a failed probe count) */
+    uint64_t breaker_rejected; /* calls failed at once because the breaker was open */
+    uint64_t breaker_probes;   /* half-open probes sent */
+    bool breaker_open;         /* the breaker is open or half-open now */
 } sl_client_stats;
 
 void sl_client_stats_get(sl_client *c, sl_client_stats *out);
+
+/* ------------------------------------------------------------------ retry helpers */
+
+/* For code calling an API that sluice protects (docs/protection.md "Clients: reacting to 429 and
+ * 503"). Pure: the caller keeps the random state (any seed; 0 is replaced) and does the sleeping. */
+
+/* Next xorshift64 value of *state. */
+uint64_t sl_client_rand_next(uint64_t *state);
+/* Capped exponential backoff with full jitter: uniform in [0, min(cap_ms, base_ms * 2^attempt)]
+ * (attempt counts from 0). 0 when base_ms or cap_ms <= 0. */
+int64_t sl_client_backoff_ms(unsigned attempt, int64_t base_ms, int64_t cap_ms, uint64_t *rng);
+/* How long to wait before retrying after reply r (attempt counts from 0): -1 when not to retry
+ * (accepted, or a 4xx other than 408/429: the request itself is wrong); with a Retry-After, that
+ * plus up to a quarter of the backoff as jitter (never sooner than the server asked); else the
+ * backoff. A 503 (sluice shedding load) is retried like a 429, later, never treated as "allowed". */
+int64_t sl_client_retry_delay_ms(const sl_attempt_reply *r, unsigned attempt, int64_t base_ms,
+                                 int64_t cap_ms, uint64_t *rng);
 
 /* Parse one response header into an attempt reply (used by the client and by the CLI's HTTP/1.1
  * path): Retry-After, RateLimit, RateLimit-Policy, RateLimit-Limit/-Remaining/-Reset, X-Lease-Id.

@@ -1,7 +1,7 @@
 /*
  * The client's call record (client/call.h): creating and freeing a call, turning its outcome into
  * the typed reply by kind (the protocol modules decode, this picks which), handing an async call's
- * reply to its callback, and the few helpers every protocol module needs (counting a failure,
+ * reply to its callback, the circuit breaker's gate and its record of every gated outcome, and the few helpers every protocol module needs (counting a failure,
  * truncating copies, reading an integer header value).
  */
 #include "client/call.h"
@@ -39,8 +39,34 @@ void sl_call_add_hdr(sl_call *k, const char *name, const char *value, size_t vle
     k->hdrs[k->nhdrs++] = (sl_h2c_field){name, strlen(name), value, vlen};
 }
 
+bool sl_call_gate(sl_call *k)
+{
+    if (k->kind == K_HEALTH || k->kind == K_LIVE)
+        return true; /* they report on the server: they must reach it */
+    sl_client *c = k->c;
+    bool probe;
+    pthread_mutex_lock(&c->brk_mu);
+    bool ok = sl_breaker_allow(&c->brk, sl_mono_ns(), &probe);
+    pthread_mutex_unlock(&c->brk_mu);
+    if (!ok) {
+        atomic_fetch_add(&c->breaker_rejected, 1);
+        return false;
+    }
+    if (probe)
+        atomic_fetch_add(&c->breaker_probes, 1);
+    k->gated = true;
+    return true;
+}
+
 void sl_call_decode(sl_call *k, const sl_h2c_resp *resp, int err)
 {
+    if (k->gated) {
+        int e = err ? err : resp ? resp->err : 0;
+        sl_client *c = k->c;
+        pthread_mutex_lock(&c->brk_mu);
+        sl_breaker_record(&c->brk, e == -ETIMEDOUT, sl_mono_ns());
+        pthread_mutex_unlock(&c->brk_mu);
+    }
     switch (k->kind) {
     case K_CHECK:
         k->rc = sl_gubcall_decode_check(k, resp, err);
@@ -85,6 +111,8 @@ void sl_call_count_failure(sl_client *c, int err)
 {
     if (err == -ETIMEDOUT)
         atomic_fetch_add(&c->timeouts, 1);
+    else if (err == -EHOSTDOWN)
+        ; /* the breaker refused it: counted as breaker_rejected */
     else
         atomic_fetch_add(&c->transport_errors, 1);
 }

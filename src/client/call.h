@@ -13,6 +13,8 @@
  *   gubcall.c    the Gubernator gRPC calls: GetRateLimits / HealthCheck / LiveCheck, encode, decode
  *   leveecall.c  Levee's POST /attempt and /release: headers out, status + RateLimit headers in
  *   clientio.c   the I/O: the connection pool (sync path) and the async I/O thread
+ *   breaker.c    the circuit breaker on timeouts (pure; client.c locks it, call.c feeds it)
+ *   backoff.c    the public retry/backoff-with-jitter helpers (pure)
  * The sl_client record is here too: each module reads the options and bumps the counters; only
  * clientio.c touches the pool and queue fields.
  */
@@ -26,6 +28,7 @@
 #include <stdint.h>
 
 #include "base/buf.h"
+#include "client/breaker.h"
 #include "client/h2conn.h"
 #include "sluice/client.h"
 
@@ -47,6 +50,7 @@ typedef struct sl_call {
     size_t nitems;
     /* completion */
     bool async;
+    bool gated;         /* went through the breaker: its outcome is recorded there */
     union {
         sl_client_check_cb check;
         sl_client_health_cb health;
@@ -79,6 +83,11 @@ struct sl_client {
     int wake_fd;
     sl_call *q_head, *q_tail;
 
+    /* breaker.c's state machine, under brk_mu (client.c) */
+    pthread_mutex_t brk_mu;
+    sl_breaker brk;
+    _Atomic uint64_t breaker_rejected, breaker_probes;
+
     _Atomic uint64_t calls, failed_open, failed_closed, timeouts, transport_errors;
     _Atomic uint64_t async_pending, async_rejected;
 };
@@ -94,6 +103,10 @@ void sl_call_add_hdr(sl_call *k, const char *name, const char *value, size_t vle
 void sl_call_decode(sl_call *k, const sl_h2c_resp *resp, int err);
 /* Async: deliver to the callback and free the call. */
 void sl_call_deliver(sl_call *k);
+
+/* Ask the breaker whether call k may start now (health/live calls always may). false: it is open;
+ * the caller decodes the call with -EHOSTDOWN. */
+bool sl_call_gate(sl_call *k);
 
 /* Count a failed call as a timeout or a transport error. */
 void sl_call_count_failure(sl_client *c, int err);

@@ -10,6 +10,7 @@
 #include "sluice/client.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +31,8 @@ void sl_client_options_default(sl_client_options *o)
     o->max_sync_conns = 8;
     o->max_async_pending = 4096;
     o->max_response_bytes = (size_t)4 << 20;
+    o->breaker_timeouts = 5;
+    o->breaker_cooldown_ms = 1000;
 }
 
 int sl_client_new(const char *addr, const sl_client_options *opt, sl_client **out)
@@ -56,9 +59,17 @@ int sl_client_new(const char *addr, const sl_client_options *opt, sl_client **ou
         c->opt.max_async_pending = d.max_async_pending;
     if (c->opt.max_response_bytes == 0)
         c->opt.max_response_bytes = d.max_response_bytes;
+    if (c->opt.breaker_timeouts == 0)
+        c->opt.breaker_timeouts = d.breaker_timeouts;
+    if (c->opt.breaker_cooldown_ms <= 0)
+        c->opt.breaker_cooldown_ms = d.breaker_cooldown_ms;
+    sl_breaker_init(&c->brk, c->opt.breaker_timeouts > 0 ? (unsigned)c->opt.breaker_timeouts : 0,
+                    (int64_t)c->opt.breaker_cooldown_ms * 1000000);
+    pthread_mutex_init(&c->brk_mu, NULL);
 
     int rc = sl_h2conn_target_init(&c->target, addr, SL_CLIENT_DEFAULT_PORT);
     if (rc < 0) {
+        pthread_mutex_destroy(&c->brk_mu);
         free(c);
         return rc;
     }
@@ -68,6 +79,7 @@ int sl_client_new(const char *addr, const sl_client_options *opt, sl_client **ou
 
     rc = sl_clientio_init(c);
     if (rc < 0) {
+        pthread_mutex_destroy(&c->brk_mu);
         free(c);
         return rc;
     }
@@ -80,6 +92,7 @@ void sl_client_free(sl_client *c)
     if (!c)
         return;
     sl_clientio_fini(c);
+    pthread_mutex_destroy(&c->brk_mu);
     free(c);
 }
 
@@ -95,6 +108,12 @@ void sl_client_stats_get(sl_client *c, sl_client_stats *o)
     o->connect_failures = atomic_load(&c->target.connect_failures);
     o->async_pending = atomic_load(&c->async_pending);
     o->async_rejected = atomic_load(&c->async_rejected);
+    o->breaker_rejected = atomic_load(&c->breaker_rejected);
+    o->breaker_probes = atomic_load(&c->breaker_probes);
+    pthread_mutex_lock(&c->brk_mu);
+    o->breaker_trips = c->brk.trips;
+    o->breaker_open = c->brk.state != SL_BREAKER_CLOSED;
+    pthread_mutex_unlock(&c->brk_mu);
 }
 
 /* ------------------------------------------------------------------ Gubernator calls */

@@ -7,7 +7,8 @@
  * one I/O thread that multiplexes them on its own connection; it polls an eventfd beside the
  * connection so a new call wakes it at once. A server GOAWAY moves that connection to a draining
  * list and opens a fresh one, so in-flight calls finish where they started while new ones go to the
- * new connection. Every outcome goes through sl_call_decode (and, async, sl_call_deliver).
+ * new connection. Each call passes the circuit breaker's gate (sl_call_gate) first: an open breaker
+ * fails it at once, before any connection is taken. Every outcome goes through sl_call_decode (and, async, sl_call_deliver).
  */
 #include "client/clientio.h"
 
@@ -129,6 +130,10 @@ static void pool_put(sl_client *c, sl_h2conn *h)
 int sl_clientio_run_sync(sl_client *c, sl_call *k)
 {
     atomic_fetch_add(&c->calls, 1);
+    if (!sl_call_gate(k)) {
+        sl_call_decode(k, NULL, -EHOSTDOWN);
+        return k->rc;
+    }
     sl_h2conn *h;
     int rc = pool_get(c, k->deadline_ns, &h);
     if (rc == 0) {
@@ -147,6 +152,11 @@ int sl_clientio_run_sync(sl_client *c, sl_call *k)
 
 static void io_submit(sl_client *c, sl_h2conn **active, sl_h2conn **draining, size_t *ndraining, sl_call *k)
 {
+    if (!sl_call_gate(k)) {
+        sl_call_decode(k, NULL, -EHOSTDOWN);
+        sl_call_deliver(k);
+        return;
+    }
     sl_h2conn_req req;
     make_req(k, &req);
     int rc = -ENOMEM;

@@ -191,6 +191,8 @@ int sl_leveecall_decode(sl_call *k, const sl_h2c_resp *resp, int err)
             out->outcome = SL_ATTEMPT_REJECTED;
         } else {
             err = k->kind == K_RELEASE && resp->status == 404 ? -ENOENT : -EPROTO;
+        }
+        if (out->outcome != SL_ATTEMPT_ACCEPTED) { /* the server's words, for the caller to pass on */
             size_t n = resp->body->len;
             while (n && (resp->body->data[n - 1] == '\n' || resp->body->data[n - 1] == '\r'))
                 n--;

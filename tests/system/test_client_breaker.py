@@ -1,0 +1,164 @@
+"""libsluice as a service uses it, through examples/middleware.c against a real sluiced (issue 14,
+item 7): critical routes, leases taken and released, sluice's body and headers kept on a
+rejection (no empty header), and the circuit breaker: with sluiced SIGSTOPped (it accepts, never
+answers), calls cost the timeout only until the breaker opens, then return at once."""
+import os
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+from conftest import BUILD, free_port, http
+
+EXAMPLE_MIDDLEWARE = os.path.join(BUILD, "bin", "example_middleware")
+
+pytestmark = pytest.mark.skipif(not os.path.exists(EXAMPLE_MIDDLEWARE),
+                                reason="example_middleware not built")
+
+QUOTAS = """
+limit:
+  key_default: {rate: 100000, burst: 100000}
+concurrency:
+  default: {limit: 50, duration: 60s}
+fleet: {capacity: 10, reserve: 0.2, duration: 60s}
+"""
+
+
+def wait_for(pred, timeout, interval=0.02):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if pred():
+            return True
+        time.sleep(interval)
+    return pred()
+
+
+class Middleware:
+    def __init__(self, sluice_addr, *extra):
+        self.port = free_port()
+        self.addr = "127.0.0.1:%d" % self.port
+        self.proc = subprocess.Popen([EXAMPLE_MIDDLEWARE, "--listen", self.addr, "--sluice",
+                                      sluice_addr] + list(extra),
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+        def up():
+            try:
+                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
+                return True
+            except OSError:
+                return False
+
+        assert wait_for(up, 5), "example_middleware did not start"
+
+    def get(self, path="/hello"):
+        return http("GET", "http://%s%s" % (self.addr, path), timeout=10)
+
+    def raw_get(self, path):
+        """The response head as sent, to see every header line."""
+        with socket.create_connection(("127.0.0.1", self.port), 5) as s:
+            s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % path).encode())
+            data = b""
+            while True:
+                b = s.recv(4096)
+                if not b:
+                    break
+                data += b
+        return data
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def metric(node, name, labels):
+    status, _, body = http("GET", "http://%s/metrics" % node.addr)
+    assert status == 200
+    want = name + "{" + ",".join('%s="%s"' % kv for kv in labels.items()) + "} "
+    for line in body.decode().splitlines():
+        if line.startswith(want):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def test_middleware_critical_routes_leases_and_sluice_body(node_factory, tmp_path):
+    q = tmp_path / "quotas.yaml"
+    q.write_text(QUOTAS)
+    node = node_factory(["--workers", "1", "--standalone", "--quota-file", str(q)])
+    mw = Middleware(node.addr, "--resource", "svc", "--timeout", "1000", "--lease",
+                    "--critical", "/pay")
+    try:
+        # every request takes a lease and gives it back once answered
+        for _ in range(5):
+            status, h, body = mw.get("/hello")
+            assert status == 200 and body == b"hello\n" and "x-sluice" not in h
+        # (an acquire takes a concurrency and a fleet lease: both are counted)
+        acquired = metric(node, "sluice_leases_total", {"event": "acquired"})
+        assert acquired >= 5
+        assert wait_for(lambda: metric(node, "sluice_leases_total",
+                                       {"event": "released"}) == acquired, 5)
+
+        # hold the fleet's non-critical share (8 of 10) from outside
+        held = []
+        for i in range(8):
+            st, h, _ = http("POST", "http://%s/attempt" % node.addr, b"",
+                            {"X-Resource": "other%d" % i, "X-Priority": "get",
+                             "X-Concurrency": "acquire"})
+            assert st == 200
+            held.append(h["x-lease-id"])
+        # a non-critical route is shed: 503, sluice's own body and RateLimit fields
+        status, h, body = mw.get("/hello")
+        assert status == 503, (status, body)
+        assert body.startswith(b"fleet capacity is reserved for critical calls"), body
+        assert int(h["retry-after"]) >= 1
+        assert h.get("ratelimit") and h.get("ratelimit-policy")
+        head = mw.raw_get("/hello").split(b"\r\n\r\n")[0].split(b"\r\n")[1:]
+        for line in head:
+            name, _, value = line.partition(b":")
+            assert value.strip(), "empty header %r" % name
+        # a critical route still gets through (the reserve), with its lease released after
+        before = metric(node, "sluice_leases_total", {"event": "released"})
+        status, _, body = mw.get("/pay/now")
+        assert status == 200 and body == b"hello\n"
+        assert wait_for(lambda: metric(node, "sluice_leases_total",
+                                       {"event": "released"}) >= before + 1, 5)
+    finally:
+        mw.stop()
+
+
+def test_breaker_makes_a_hung_sluiced_cheap(node_factory, tmp_path):
+    q = tmp_path / "quotas.yaml"
+    q.write_text(QUOTAS)
+    node = node_factory(["--workers", "1", "--standalone", "--quota-file", str(q)])
+    # default breaker: 5 timeouts in a row open it for 1 s
+    mw = Middleware(node.addr, "--resource", "demo", "--timeout", "400")
+    try:
+        status, h, _ = mw.get()
+        assert status == 200 and "x-sluice" not in h
+        node.signal(signal.SIGSTOP)  # accepts (the kernel does), never answers
+        try:
+            t0 = time.time()
+            for _ in range(5):
+                status, h, _ = mw.get()
+                assert status == 200 and h.get("x-sluice") == "failed-open"
+            tripping = time.time() - t0
+            assert tripping >= 5 * 0.4 * 0.9  # each of these paid the timeout
+            t0 = time.time()
+            for _ in range(10):
+                status, h, _ = mw.get()
+                assert status == 200 and h.get("x-sluice") == "failed-open"
+            fast = time.time() - t0
+            # 10 more calls would cost 4 s at the timeout; with the breaker open they do not wait
+            # (at most one of them is the probe after the 1 s cool-down)
+            assert fast < 2.0, fast
+        finally:
+            node.signal(signal.SIGCONT)
+        # sluiced answers again: after the cool-down the probe closes the breaker
+        assert wait_for(lambda: "x-sluice" not in mw.get()[1], 10)
+    finally:
+        mw.stop()
