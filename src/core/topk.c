@@ -29,8 +29,7 @@ void sl_topk_free(sl_topk *t)
     memset(t, 0, sizeof *t);
 }
 
-/* FNV-1a: keys are short and the table small; any fair spread will do. */
-static uint64_t key_hash(const char *s, size_t n)
+uint64_t sl_topk_hash(const char *s, size_t n)
 {
     uint64_t h = 1469598103934665603ULL;
     for (size_t i = 0; i < n; i++) {
@@ -65,7 +64,7 @@ void sl_topk_add(sl_topk *t, const char *key, size_t len, uint64_t n, int64_t no
     decay(t, now_ms);
     if (len > SL_TOPK_KEY_MAX)
         len = SL_TOPK_KEY_MAX;
-    uint64_t h = key_hash(key, len);
+    uint64_t h = sl_topk_hash(key, len);
     sl_topk_slot *min = NULL;
     for (size_t i = 0; i < t->capacity; i++) {
         sl_topk_slot *s = &t->slots[i];

@@ -46,6 +46,10 @@ typedef struct sl_topk_entry {
     uint64_t error;
 } sl_topk_entry;
 
+/* The hash the sketch files keys under (FNV-1a: keys are short and tables small; any fair spread
+ * will do), for callers that keep small tables of names the same way. */
+uint64_t sl_topk_hash(const char *s, size_t n);
+
 /* 0, -EINVAL (capacity 0 or above SL_TOPK_MAX_CAPACITY, negative half-life) or -ENOMEM. */
 int sl_topk_init(sl_topk *t, size_t capacity, int64_t half_life_ms, int64_t now_ms);
 void sl_topk_free(sl_topk *t);

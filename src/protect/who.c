@@ -44,23 +44,18 @@ const char *sl_who_event_name(sl_who_event ev)
     return (unsigned)ev < SL_WHO_EVENT_COUNT ? event_names[ev] : "unknown";
 }
 
-static uint64_t name_hash(const char *s, size_t n)
-{
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 1099511628211ULL;
-    }
-    return h;
-}
-
 /* Printable ASCII, the rest as '?': label values and JSON strings stay valid whatever came in. */
-static void set_name(wname *e, const char *s, size_t n)
+static void clean(char *dst, const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        e->name[i] = c >= 0x20 && c <= 0x7e ? (char)c : '?';
+        dst[i] = c >= 0x20 && c <= 0x7e ? (char)c : '?';
     }
+}
+
+static void set_name(wname *e, const char *s, size_t n)
+{
+    clean(e->name, s, n);
     e->name[n] = 0;
     e->len = n;
 }
@@ -126,29 +121,21 @@ void sl_who_free(sl_who *w)
  * Under the mutex. */
 static wname *entry_of(sl_who *w, const char *limit, size_t len)
 {
+    char name[SL_WHO_NAME_MAX];
     if (len > SL_WHO_NAME_MAX)
         len = SL_WHO_NAME_MAX;
-    uint64_t h = name_hash(limit, len);
+    clean(name, limit, len); /* names are kept, hashed and compared as they are shown */
+    uint64_t h = sl_topk_hash(name, len);
     for (uint32_t i = 0; i < w->n; i++) {
         wname *e = &w->names[i];
-        if (e->hash == h && e->len == len) {
-            /* names were stored sanitized: compare the same way */
-            size_t j = 0;
-            for (; j < len; j++) {
-                unsigned char c = (unsigned char)limit[j];
-                char s = c >= 0x20 && c <= 0x7e ? (char)c : '?';
-                if (e->name[j] != s)
-                    break;
-            }
-            if (j == len)
-                return e;
-        }
+        if (e->hash == h && e->len == len && memcmp(e->name, name, len) == 0)
+            return e;
     }
     if (w->n >= w->cfg.max_names)
         return &w->names[w->cfg.max_names];
     wname *e = &w->names[w->n++];
     e->hash = h;
-    set_name(e, limit, len);
+    set_name(e, name, len);
     bind_counters(w, e);
     return e;
 }
@@ -173,13 +160,10 @@ void sl_who_note(sl_who *w, const char *limit, size_t limit_len, sl_who_event ev
 
 static json_t *clean_string(const char *s, size_t n)
 {
-    char buf[SL_TOPK_KEY_MAX > SL_WHO_NAME_MAX ? SL_TOPK_KEY_MAX : SL_WHO_NAME_MAX];
+    char buf[SL_TOPK_KEY_MAX];
     if (n > sizeof buf)
         n = sizeof buf;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        buf[i] = c >= 0x20 && c <= 0x7e ? (char)c : '?';
-    }
+    clean(buf, s, n);
     return json_stringn(buf, n);
 }
 

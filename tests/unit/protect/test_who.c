@@ -100,14 +100,15 @@ static void test_order_bound_decay_and_bytes(void **state)
     for (int i = 0; i < 2; i++)
         note(w, "lim", SL_WHO_REJECTED, "light", 0);
     sl_who_note(w, "li\x01m", 4, SL_WHO_REJECTED, "k\"\xff", 3, 0);
+    sl_who_note(w, "li\x02m", 4, SL_WHO_REJECTED, "k\"\xfe", 3, 0); /* the same name, shown */
     char *j = json(w, "lim", 1, 0);
     assert_non_null(strstr(j, "\"keys\":[{\"key\":\"heavy\",\"count\":5,\"error\":0}]"));
     assert_null(strstr(j, "light"));
     free(j);
     j = json(w, NULL, 10, 0);
     /* '"' is printable: JSON-escaped; the other bytes as '?' */
-    assert_non_null(strstr(j, "\"limit\":\"li?m\""));
-    assert_non_null(strstr(j, "\"key\":\"k\\\"?\""));
+    assert_non_null(strstr(j, "\"limit\":\"li?m\",\"event\":\"rejected\",\"total\":2,"));
+    assert_non_null(strstr(j, "\"key\":\"k\\\"?\",\"count\":1,"));
     free(j);
     /* two half-lives later: 5 -> 1, 2 -> 0 (gone); the total stays */
     j = json(w, "lim", 10, 2000);
