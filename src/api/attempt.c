@@ -20,6 +20,7 @@ typedef struct attempt {
     sl_ladder ladder;
     const sl_levee_request *lr;
     uint64_t fleet_id, conc_id; /* leases held so far */
+    int64_t now;
 } attempt;
 
 static int64_t ceil_s(int64_t ms)
@@ -96,9 +97,16 @@ static void reject(sl_answer *a, sl_answer_outcome o, sl_ladder_limiter lim, int
 static bool stands(attempt *t, sl_ladder_limiter lim, sl_killswitch_mode m, const char *what,
                    size_t wlen)
 {
-    if (sl_ladder_rejects(&t->ladder, lim, m))
-        return true;
     const sl_levee_request *lr = t->lr;
+    if (sl_ladder_rejects(&t->ladder, lim, m)) {
+        sl_who_note(sl_protect_who(t->p), what, wlen,
+                    lim == SL_LADDER_SHED || lim == SL_LADDER_FLEET ? SL_WHO_SHED : SL_WHO_REJECTED,
+                    lr->resource, lr->resource_len, t->now);
+        return true;
+    }
+    if (m == SL_KILLSWITCH_SHADOW)
+        sl_who_note(sl_protect_who(t->p), what, wlen, SL_WHO_WOULD_REJECT, lr->resource,
+                    lr->resource_len, t->now);
     if (m == SL_KILLSWITCH_SHADOW && sl_protect_log_ok(t->p, SL_LOG_INFO)) {
         char rid[SL_LOG_FIELD_BUF], res[SL_LOG_FIELD_BUF], lim_name[SL_LOG_FIELD_BUF];
         sl_log_info(sl_protect_cfg(t->p)->log,
@@ -168,7 +176,7 @@ void sl_attempt_decide(sl_protect *p, int worker, const sl_levee_config *lcfg,
 {
     const sl_protect_config *pc = sl_protect_cfg(p);
     const sl_levee_request *lr = &req->levee;
-    attempt t = {.p = p, .out = out, .lr = lr};
+    attempt t = {.p = p, .out = out, .lr = lr, .now = now};
     sl_protect_ladder(p, &t.ladder);
     sl_answer_reset(out);
     if (lr->req_id && lr->req_id_len)

@@ -216,10 +216,14 @@ int sl_gubprotect_begin(sl_protect *p, int worker, sl_batch *b, bool peer, int64
         }
         if (r.status == SL_OVER_LIMIT) {
             if (!sl_ladder_rejects(&l, SL_LADDER_FLEET, fleet_mode)) {
+                sl_who_note(sl_protect_who(p), "fleet", 5, SL_WHO_WOULD_REJECT, q->unique_key,
+                            q->unique_key_len, now);
                 log_item_shadow(p, b, i, SL_LADDER_FLEET);
                 sl_batch_meta_add_ref(b, rm, META_SHADOW, "fleet");
                 continue;
             }
+            sl_who_note(sl_protect_who(p), "fleet", 5, SL_WHO_SHED, q->unique_key,
+                        q->unique_key_len, now);
             answer_item(b, i, SL_OVER_LIMIT, nc, 0, r.reset_time);
             sl_batch_meta_add_ref(b, rm, META_REASON,
                                   "shed: fleet capacity is reserved for critical calls");
@@ -281,7 +285,12 @@ void sl_gubprotect_end(sl_protect *p, sl_gubprotect_call *call, sl_batch *b, boo
             sl_ladder_limiter lim = conc ? SL_LADDER_CONC : SL_LADDER_RATE;
             sl_killswitch_mode m = mine && (call->flags[i] & F_SHADOW) ? SL_KILLSWITCH_SHADOW
                                                                        : SL_KILLSWITCH_ENFORCE;
-            if (!sl_ladder_rejects(&l, lim, m)) {
+            bool stands = sl_ladder_rejects(&l, lim, m);
+            if (stands || m == SL_KILLSWITCH_SHADOW)
+                sl_who_note(sl_protect_who(p), q->name, q->name_len,
+                            stands ? SL_WHO_REJECTED : SL_WHO_WOULD_REJECT, q->unique_key,
+                            q->unique_key_len, now);
+            if (!stands) {
                 r->status = SL_UNDER_LIMIT;
                 sl_batch_meta_set(b, &b->resp_meta[i], META_SHADOW, sl_ladder_name(lim));
                 log_item_shadow(p, b, i, lim);

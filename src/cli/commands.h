@@ -17,6 +17,7 @@ int sl_cmd_health(int argc, char **argv);    /* cmd_client.c: sluice health ... 
 int sl_cmd_attempt(int argc, char **argv);   /* cmd_client.c: sluice attempt ... */
 int sl_cmd_quota(int argc, char **argv);     /* cmd_quota.c:  sluice quota set|get|list|rm ... */
 int sl_cmd_killswitch(int argc, char **argv); /* cmd_killswitch.c: sluice killswitch on|off ... */
+int sl_cmd_top(int argc, char **argv);       /* cmd_top.c:    sluice top ... */
 
 /* cliopts.c: fill target from defaults and argv[1..argc) by the command's table (flags_only),
  * collecting up to maxpos positional arguments. True to go on (sl_opt_free(t, target) when done);

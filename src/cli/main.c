@@ -19,6 +19,7 @@ static const sl_cli_command commands[] = {
     {"attempt", sl_cmd_attempt, "Levee-style POST /attempt for a resource"},
     {"quota", sl_cmd_quota, "read and write Levee quotas and group sizes in etcd"},
     {"killswitch", sl_cmd_killswitch, "turn a limiter off, into shadow mode, or back on"},
+    {"top", sl_cmd_top, "who a node's limits reject, would reject (shadow) or shed, top keys"},
     {"sim", sl_cmd_sim, "measure algorithms against a perfect sliding window (virtual clock)"},
     {"bench", sl_cmd_bench, "in-process benchmarks: sluice bench engine ..."},
 };

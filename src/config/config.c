@@ -31,6 +31,7 @@
 #define G_ACCESS "Access"
 
 static const char *const no_quota_choices[] = {"allow", "deny", "error", NULL};
+static const char *const attempt_headers_choices[] = {"rejections", "always", NULL};
 static const char *const discovery_choices[] = {"none", "static", "dns", "etcd", "k8s", NULL};
 static const char *const picker_choices[] = {"ring", "hrw", NULL};
 static const char *const peer_auth_choices[] = {"address", "none", NULL};
@@ -200,6 +201,9 @@ static const sl_opt daemon_opts[] = {
     {.name = "no-quota", .type = SL_OPT_ENUM, .offset = FIELD(no_quota, int), .def = "error",
      .choices = no_quota_choices, .group = G_QUOTAS,
      .help = "/attempt answer with no quota nor key_default: 200/429/500"},
+    {.name = "attempt-headers", .type = SL_OPT_ENUM, .offset = FIELD(attempt_headers, int),
+     .def = "rejections", .choices = attempt_headers_choices, .group = G_QUOTAS,
+     .help = "RateLimit-Policy / RateLimit on /attempt answers: rejections (429) only, or always"},
     {.name = "storage-timeout", .type = SL_OPT_DURATION,
      .offset = FIELD(storage_timeout_ns, int64_t), .def = "2s", .min = 1 * MS, .max = 600 * SEC,
      .group = G_QUOTAS, .help = "timeout of one etcd request"},
@@ -330,6 +334,17 @@ static const sl_opt daemon_opts[] = {
     {.name = "max-switches", .type = SL_OPT_INT, .offset = FIELD(max_switches, int64_t),
      .def = "4096", .min = 1, .max = 1000000, .group = G_PROTECT,
      .help = "most kill switches and concurrency entries held"},
+    /* Who is limited (protect/who.h) */
+    {.name = "metrics-max-names", .type = SL_OPT_INT, .offset = FIELD(metrics_max_names, int64_t),
+     .def = "32", .min = 0, .max = 1000, .group = G_PROTECT, .metavar = "N",
+     .help = "limit names with their own label in sluice_limit_events_total and their own top "
+             "keys; later names count as \"other\""},
+    {.name = "top-keys", .type = SL_OPT_INT, .offset = FIELD(top_keys, int64_t), .def = "32",
+     .min = 1, .max = 1000, .group = G_PROTECT, .metavar = "K",
+     .help = "keys kept per limit and event for GET /v1/admin/top (space-saving sketch)"},
+    {.name = "top-half-life", .type = SL_OPT_DURATION, .offset = FIELD(top_half_life_ns, int64_t),
+     .def = "60s", .min = 0, .max = 86400 * SEC, .group = G_PROTECT,
+     .help = "top-key counts halve this often (0 = never): the ranking follows recent traffic"},
     /* Access: who may do what (docs/operations.md, "Access") */
     {.name = "admin-api", .type = SL_OPT_BOOL, .offset = FIELD(admin_api, bool), .def = "true",
      .group = G_ACCESS,

@@ -95,6 +95,7 @@ typedef struct sl_options {
     sl_opt_list storage_addrs;
     char *quota_file;
     int no_quota;              /* sl_no_quota */
+    int attempt_headers;       /* 0 = rejections, 1 = always */
     int64_t storage_timeout_ns;
     /* Metrics */
     char *graphite_addr;
@@ -138,6 +139,9 @@ typedef struct sl_options {
     int64_t shed_smoothing;       /* percent weight of a new sample */
     int64_t shed_interval_ns;
     int default_priority;         /* sl_priority: critical, post, get, test */
+    int64_t metrics_max_names;    /* who is limited: named limits (--metrics-max-names) */
+    int64_t top_keys;             /* keys per limit and event (--top-keys) */
+    int64_t top_half_life_ns;     /* --top-half-life */
     int64_t max_concurrency_limit;
     int64_t max_switches;
     bool admin_api;

@@ -1,7 +1,7 @@
 /*
  * The admin listener (see adminsrv.h): token check, then routing by path.
  *
- *   exchange -> token (if configured) -> /v1/admin/killswitch | /metrics | 404
+ *   exchange -> token (if configured) -> /v1/admin/killswitch | /v1/admin/top | /metrics | 404
  *
  * Refused calls are counted (sluice_admin_requests_total{outcome="unauthorized"}), never logged
  * one by one: an attacker cannot fill the log through this port.
@@ -18,6 +18,7 @@
 #include "base/file.h"
 #include "net/server.h"
 #include "protect/admin.h"
+#include "sluice/clock.h"
 
 enum { O_OK, O_UNAUTHORIZED, O_NOT_FOUND, O_ERROR, O_COUNT };
 static const char *const outcome_names[O_COUNT] = {"ok", "unauthorized", "not_found", "error"};
@@ -81,6 +82,79 @@ static int killswitch(sl_adminsrv *a, sl_exchange *ex, const sl_http_request *rq
     return r.status == 200 ? O_OK : O_ERROR;
 }
 
+/* One query parameter's raw value ("name=value" between '?'/'&'); false when absent. */
+static bool query_param(const sl_http_request *rq, const char *name, const char **v, size_t *n)
+{
+    const char *q = memchr(rq->path, '?', rq->path_len);
+    if (!q)
+        return false;
+    const char *end = rq->path + rq->path_len;
+    size_t nl = strlen(name);
+    for (const char *p = q + 1; p < end;) {
+        const char *amp = memchr(p, '&', (size_t)(end - p));
+        const char *e = amp ? amp : end;
+        if ((size_t)(e - p) > nl && memcmp(p, name, nl) == 0 && p[nl] == '=') {
+            *v = p + nl + 1;
+            *n = (size_t)(e - *v);
+            return true;
+        }
+        p = e + 1;
+    }
+    return false;
+}
+
+/* GET /v1/admin/top[?limit=NAME][&n=N]: who is limited (protect/who.h), as JSON. */
+static int top(sl_adminsrv *a, sl_exchange *ex, const sl_http_request *rq)
+{
+    if (strcmp(rq->method, "GET") && strcmp(rq->method, "HEAD")) {
+        respond_text(ex, 405, "method not allowed: use GET\n");
+        return O_ERROR;
+    }
+    if (!a->cfg.protect) {
+        respond_text(ex, 503, "no protection on this node\n");
+        return O_ERROR;
+    }
+    char limit[SL_WHO_NAME_MAX + 1];
+    const char *v;
+    size_t n;
+    bool filter = query_param(rq, "limit", &v, &n);
+    if (filter) {
+        if (n > SL_WHO_NAME_MAX) {
+            respond_text(ex, 400, "limit: too long\n");
+            return O_ERROR;
+        }
+        memcpy(limit, v, n);
+        limit[n] = 0;
+    }
+    size_t want = 10;
+    if (query_param(rq, "n", &v, &n)) {
+        char num[8];
+        char *endp;
+        if (n == 0 || n >= sizeof num) {
+            respond_text(ex, 400, "n: 1..1000\n");
+            return O_ERROR;
+        }
+        memcpy(num, v, n);
+        num[n] = 0;
+        long k = strtol(num, &endp, 10);
+        if (*endp || k < 1 || k > SL_WHO_MAX_K) {
+            respond_text(ex, 400, "n: 1..1000\n");
+            return O_ERROR;
+        }
+        want = (size_t)k;
+    }
+    char *body;
+    size_t len;
+    if (sl_who_top_json(sl_protect_who(a->cfg.protect), filter ? limit : NULL, want,
+                        sl_wall_ms(), &body, &len)) {
+        respond_text(ex, 500, "out of memory\n");
+        return O_ERROR;
+    }
+    sl_exchange_respond_simple(ex, 200, "application/json", body, len);
+    free(body);
+    return O_OK;
+}
+
 static void handle(void *ud, sl_exchange *ex)
 {
     sl_adminsrv *a = ud;
@@ -98,6 +172,8 @@ static void handle(void *ud, sl_exchange *ex)
         o = metrics(a, ex, rq);
     } else if (a->cfg.admin && sl_http_path_is(rq, SL_ADMIN_PATH)) {
         o = killswitch(a, ex, rq);
+    } else if (a->cfg.admin && path_is(rq, SL_ADMINSRV_TOP_PATH)) {
+        o = top(a, ex, rq);
     } else {
         respond_text(ex, 404, "not found\n");
         o = O_NOT_FOUND;

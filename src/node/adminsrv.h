@@ -29,6 +29,9 @@ typedef struct sl_adminsrv_config {
     bool any_port_if_taken;    /* addr's port in use: take any free port on its host instead */
 } sl_adminsrv_config;
 
+/* Who is limited: GET, JSON top keys per limit and event (protect/who.h). */
+#define SL_ADMINSRV_TOP_PATH "/v1/admin/top"
+
 /* Largest token file read (a token is at most 512 bytes; the rest is whitespace). */
 #define SL_ADMINSRV_MAX_TOKEN_FILE 4096
 

@@ -245,6 +245,9 @@ static int start_protection(sl_node *n, char *err, size_t errlen)
     pc.shed_opts.smoothing = (double)o->shed_smoothing / 100.0;
     pc.shed_interval_ms = o->shed_interval_ns / 1000000;
     pc.default_priority = (sl_priority)o->default_priority;
+    pc.who.max_names = (uint32_t)o->metrics_max_names;
+    pc.who.k = (uint32_t)o->top_keys;
+    pc.who.half_life_ms = o->top_half_life_ns / 1000000;
     if ((rc = sl_protect_new(&pc, &n->protect))) {
         snprintf(err, errlen, "protection: %s", strerror(-rc));
         return rc;
@@ -493,6 +496,7 @@ static int start_service(sl_node *n, char *err, size_t errlen)
     }
     sl_levee_config_default(&scfg.levee);
     scfg.levee.no_quota = (sl_levee_no_quota)o->no_quota;
+    scfg.levee.headers_on_accept = o->attempt_headers == 1;
     scfg.levee.log = &n->log;
     sl_gub_config_default(&scfg.gub);
     scfg.gub.max_msg = (size_t)o->max_body_bytes;

@@ -41,6 +41,7 @@ struct sl_protect {
     sl_ladder_counters events;
     sl_metrics_counter *leases[LS_COUNT];
     sl_log_budget log_budget; /* would-reject and shed lines (core/log.h's budget) */
+    sl_who *who;
 };
 
 void sl_protect_config_default(sl_protect_config *c)
@@ -51,6 +52,7 @@ void sl_protect_config_default(sl_protect_config *c)
     c->shed_interval_ms = 100;
     c->default_priority = SL_PRIORITY_CRITICAL;
     c->log_per_second = 20;
+    sl_who_config_default(&c->who);
 }
 
 static pworker *wk(sl_protect *p, int worker)
@@ -78,6 +80,11 @@ const sl_killswitch_snap *sl_protect_switches(sl_protect *p, int worker)
 void sl_protect_ladder(sl_protect *p, sl_ladder *l)
 {
     sl_ladder_init(l, &p->events);
+}
+
+sl_who *sl_protect_who(sl_protect *p)
+{
+    return p->who;
 }
 
 bool sl_protect_log_ok(sl_protect *p, sl_log_level lvl)
@@ -371,7 +378,11 @@ int sl_protect_new(const sl_protect_config *cfg, sl_protect **out)
     p->log_budget.per_second = (uint32_t)(p->cfg.log_per_second > UINT32_MAX
                                               ? UINT32_MAX
                                               : p->cfg.log_per_second);
-    int rc = register_metrics(p);
+    sl_who_config wc = p->cfg.who;
+    wc.metrics = cfg->metrics;
+    int rc = sl_who_new(&wc, &p->who);
+    if (!rc)
+        rc = register_metrics(p);
     if (rc) {
         sl_protect_free(p);
         return rc;
@@ -391,6 +402,7 @@ void sl_protect_free(sl_protect *p)
         return;
     for (int i = 0; i < p->nw; i++)
         sl_killswitch_reader_release(&p->w[i].reader);
+    sl_who_free(p->who);
     free(p->w);
     free(p);
 }

@@ -32,6 +32,7 @@
 #include "core/metrics.h"
 #include "core/shed.h"
 #include "protect/ladder.h"
+#include "protect/who.h"
 #include "sluice/engine.h"
 
 typedef struct sl_protect_config {
@@ -46,6 +47,7 @@ typedef struct sl_protect_config {
     sl_priority default_priority; /* calls that say nothing (--default-priority; critical) */
     const char *name;             /* engine namespace of the leases; NULL = "levee" */
     int64_t log_per_second;       /* would-reject and shed log lines per second at most (20) */
+    sl_who_config who;            /* who is limited: --metrics-max-names, --top-keys, ... */
 } sl_protect_config;
 
 void sl_protect_config_default(sl_protect_config *c);
@@ -68,6 +70,8 @@ void sl_protect_ladder(sl_protect *p, sl_ladder *l);
 
 /* At most log_per_second lines of would-reject and shed logging per second: true = log it. */
 bool sl_protect_log_ok(sl_protect *p, sl_log_level lvl);
+/* Who is limited (protect/who.h): per-limit counters and top keys. Never NULL after new. */
+sl_who *sl_protect_who(sl_protect *p);
 
 /* ---- the worker shedder ------------------------------------------------------------------- */
 

@@ -607,3 +607,32 @@ def test_idle_keys_collected(node_factory, tmp_path):
     assert m['sluice_keys_removed_total{reason="collected"}'] == 1000
     assert m['sluice_keys_removed_total{reason="evicted"}'] == 0
     c.close()
+
+
+def test_attempt_headers_always(node_factory, tmp_path):
+    """--attempt-headers always: a 200 carries RateLimit-Policy and RateLimit too; the 429 is
+    unchanged; the default (rejections) keeps 200s bare."""
+    path = str(tmp_path / "q.yaml")
+    write_yaml(path, "limit:\n  key:\n    hdr:\n      quota: {rate: 0.1, burst: 2}\n")
+    node = node_factory(["--standalone", "--workers", "1", "--quota-file", path,
+                         "--attempt-headers", "always"])
+    c = H1(node)
+    seen = []
+    for _ in range(3):
+        st, h, body = c.attempt("hdr")
+        assert (st, body) == (200, b"")
+        assert "retry-after" not in h
+        assert sf_items(h["ratelimit-policy"]) == [("hdr", {"q": 1, "w": 10, "sluice-burst": 2})]
+        (name, params), = sf_items(h["ratelimit"])
+        assert name == "hdr" and 1 <= params["t"] <= 30
+        seen.append(params["r"])
+    assert seen == [2, 1, 0]
+    st, h, _ = c.attempt("hdr")
+    assert st == 429 and h["retry-after"] == "10"
+    assert sf_items(h["ratelimit"]) == [("hdr", {"r": 0, "t": 10})]
+    c.close()
+    plain = node_factory(["--standalone", "--workers", "1", "--quota-file", path])
+    c = H1(plain)
+    st, h, _ = c.attempt("hdr")
+    assert st == 200 and "ratelimit" not in h and "ratelimit-policy" not in h
+    c.close()
