@@ -172,7 +172,7 @@ static void handle(void *ud, sl_exchange *ex)
         o = metrics(a, ex, rq);
     } else if (a->cfg.admin && sl_http_path_is(rq, SL_ADMIN_PATH)) {
         o = killswitch(a, ex, rq);
-    } else if (a->cfg.admin && path_is(rq, SL_ADMINSRV_TOP_PATH)) {
+    } else if (a->cfg.admin && sl_http_path_is(rq, SL_ADMINSRV_TOP_PATH)) {
         o = top(a, ex, rq);
     } else {
         respond_text(ex, 404, "not found\n");
