@@ -4,7 +4,8 @@
 # static archives, headers, pkg-config files, man pages), then build examples/embedded.c and
 # examples/middleware.c OUT OF TREE against the installed tree with `pkg-config --cflags --libs`
 # only, and run them: the embedded node decides and answers over gRPC; the middleware serves one
-# request, failing open (no sluiced at the address it is given).
+# request, failing open (no sluiced at the address it is given). embedded.c is also linked with
+# the static archive libsluice.a.
 # Run by ctest: install.sh <build dir> <source dir> <configured CMAKE_INSTALL_PREFIX>
 set -eu
 BUILD=$1
@@ -59,6 +60,17 @@ ldd ./middleware | grep -q "$L/libsluice-client.so" || { ldd ./middleware; exit 
 if ldd ./middleware | grep -q 'libsluice\.so'; then echo "middleware pulls libsluice"; exit 1; fi
 
 timeout 60 ./embedded
+# the static archive: libsluice.a, then the libraries sluice.pc requires (Requires.private), shared
+# (Debian's libcurl cannot be linked with `pkg-config --static`: its .pc names libraries whose -dev
+# packages are not installed)
+A=$(pkg-config --variable=libdir sluice)/libsluice.a  # pkgconf adds the sysroot, pkg-config not
+[ -e "$A" ] || A=$DEST$A
+# shellcheck disable=SC2046
+cc -std=gnu11 -Wall -Wextra -Werror -o embedded-static "$SRC/examples/embedded.c" \
+   $(pkg-config --cflags sluice) "$A" $(pkg-config --libs $(pkg-config --print-requires-private sluice)) \
+   -lpthread -lm
+if ldd ./embedded-static | grep -q libsluice; then echo "embedded-static uses libsluice.so"; exit 1; fi
+timeout 60 ./embedded-static
 "$R/sbin/sluiced" --version | grep -q '^sluiced [0-9]'
 "$R/bin/sluice" --version | grep -q '^sluice [0-9]'
 
