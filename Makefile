@@ -6,12 +6,15 @@ JOBS       ?= $(shell nproc)
 PY         ?= /usr/bin/python3
 FUZZ_SECONDS ?= 20
 RUN_ARGS   ?=
+# `make install`: where (PREFIX) and under which staging root (DESTDIR, for packaging)
+PREFIX     ?= /usr/local
+DESTDIR    ?=
 
 # Which packages `deps` installs (scripts/install-deps.sh): what building and running need, plus
 # what the target asked for (set per target below; it holds for the target's prerequisites too).
 DEPS       ?= build
 
-.PHONY: all deps build build-asan test unit-test unit-test-asan system-test chaos run bench fuzz plots clean
+.PHONY: all deps build install build-asan test unit-test unit-test-asan system-test chaos run bench fuzz plots clean
 
 all: build
 
@@ -26,6 +29,13 @@ deps:
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
+
+# sluiced (sbin), sluice (bin), libsluice and libsluice-client (shared + static), the headers
+# (include/sluice/), the pkg-config files and the man pages; docs/operations.md "Installing".
+install: build
+	@cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+	DESTDIR=$(DESTDIR) cmake --install $(BUILD)
 
 # The project also builds warning-free with clang (the ASan build uses clang, the default build gcc).
 build-asan: deps

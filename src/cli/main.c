@@ -7,6 +7,10 @@
 
 #include "cli/commands.h"
 
+#ifndef SLUICE_VERSION /* set by CMake: VERSION, plus `git describe` in a checkout */
+#define SLUICE_VERSION "unknown"
+#endif
+
 typedef struct {
     const char *name;
     int (*run)(int argc, char **argv);
@@ -29,7 +33,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: sluice <command> [options]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
-    fprintf(f, "\n'sluice <command> --help' describes a command's options.\n");
+    fprintf(f, "\n'sluice <command> --help' describes a command's options; 'sluice --version' the version.\n");
 }
 
 int main(int argc, char **argv)
@@ -40,6 +44,10 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("sluice %s\n", SLUICE_VERSION);
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

@@ -14,6 +14,10 @@
 #include "config/config.h"
 #include "sluice/node.h"
 
+#ifndef SLUICE_VERSION /* set by CMake: VERSION, plus `git describe` in a checkout */
+#define SLUICE_VERSION "unknown"
+#endif
+
 int main(int argc, char **argv)
 {
     switch (sl_opt_special(sl_config_daemon_table(), argc, argv)) {
@@ -21,7 +25,7 @@ int main(int argc, char **argv)
         sl_config_help(stdout);
         return 0;
     case SL_OPT_VERSION:
-        printf("sluiced 0.1.0\n");
+        printf("sluiced %s\n", SLUICE_VERSION);
         return 0;
     }
     /* A program may choose for its process: a write to a closed stderr pipe or socket is an EPIPE
