@@ -95,6 +95,7 @@ typedef struct sl_options {
     sl_opt_list storage_addrs;
     char *quota_file;
     int no_quota;              /* sl_no_quota */
+    int64_t attempt_max_delay_ns; /* longest X-Max-Delay honoured (delay instead of reject) */
     int64_t storage_timeout_ns;
     /* Metrics */
     char *graphite_addr;

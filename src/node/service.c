@@ -673,6 +673,7 @@ static void attempt(sl_service *s, sl_exchange *ex, const sl_http_request *rq, i
     header_value(rq, "x-prefix", &q.levee.prefix, &q.levee.prefix_len);
     header_value(rq, "x-method", &q.levee.method, &q.levee.method_len);
     header_value(rq, "x-req-id", &q.levee.req_id, &q.levee.req_id_len);
+    header_value(rq, "x-max-delay", &q.levee.max_delay, &q.levee.max_delay_len);
     if (idents_of(s) && !resource_allowed(s, ex, rq, M_ATTEMPT, q.levee.resource,
                                            q.levee.resource_len, t0))
         return;
