@@ -80,7 +80,8 @@ typedef struct sl_request {
     int32_t algorithm;       /* sl_algorithm */
     int32_t behavior;        /* OR of sl_behavior */
     int32_t sub_windows;     /* SLIDING_WINDOW: number of sub-windows per window; 0 or 1 = classic */
-    uint64_t lease_id;       /* CONCURRENCY: the lease a release (hits -1) frees; 0 = none */
+    uint64_t lease_id;       /* CONCURRENCY: the lease a release (hits -1) frees or a renewal
+                                (hits 0) extends to now + duration; 0 = none */
     int64_t max_delay_ms;    /* GCRA: how long the caller will wait (ms); a request that would
                                 conform within that time is admitted with its slot reserved and
                                 resp.delay_ms set (delay instead of reject). <= 0 = reject at once;
