@@ -136,3 +136,31 @@ def test_gubernator_max_delay_cluster(node_factory):
             break
     assert other, "no key owned by the second node"
     check_gub_delays(nodes[0].addr, other)
+
+
+def test_gubernator_lease_renewal(node):
+    """A CONCURRENCY lease renewed (hits 0 with metadata lease_id) outlives its first duration;
+    an unknown or expired lease is a clear error; a plain peek is still a peek."""
+    item = {"name": "renew", "unique_key": "job", "hits": "1", "limit": "1", "duration": "1500",
+            "algorithm": "CONCURRENCY"}
+    r = get_json(node.addr, [item])[0]
+    assert r["status"] == "UNDER_LIMIT", r
+    lease = r["metadata"]["lease_id"]
+    renew = dict(item, hits="0", metadata={"lease_id": lease})
+    t0 = time.monotonic()
+    for _ in range(3):  # 3 x 1 s > 1.5 s: alive only because it is renewed
+        time.sleep(1.0)
+        r = get_json(node.addr, [renew])[0]
+        assert r["error"] == "" and r["remaining"] == "0", r
+    assert time.monotonic() - t0 > 2.5
+    assert get_json(node.addr, [item])[0]["status"] == "OVER_LIMIT"  # the slot is still held
+    peek = get_json(node.addr, [dict(item, hits="0")])[0]
+    assert peek["error"] == "" and peek["remaining"] == "0"
+    r = get_json(node.addr, [dict(renew, metadata={"lease_id": "00000000000000ff"})])[0]
+    assert r["error"].startswith("lease not found")
+    r = get_json(node.addr, [dict(renew, metadata={"lease_id": "nope"})])[0]
+    assert "lease_id" in r["error"]
+    # left alone it expires: renewing then is the same clear error, and the slot is free
+    time.sleep(1.7)
+    assert get_json(node.addr, [renew])[0]["error"].startswith("lease not found")
+    assert get_json(node.addr, [item])[0]["status"] == "UNDER_LIMIT"
