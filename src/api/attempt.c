@@ -162,6 +162,48 @@ static void ladder_headers(attempt *t)
     }
 }
 
+/* X-Concurrency: renew with X-Lease-Id: the resource's lease lives its duration from now. No
+ * rate quota is spent and no shedder asked: a renewal only keeps what is held. 200 renewed, 404
+ * unknown or expired, 400 malformed or no concurrency limit for the resource. */
+static void renew(sl_protect *p, int worker, const sl_attempt_req *req, int64_t now,
+                  sl_answer *out)
+{
+    const sl_levee_request *lr = &req->levee;
+    uint64_t conc = 0, fleet = 0;
+    char res[SL_QUOTA_MAX_KEY];
+    size_t rlen = 0;
+    if (!req->lease_id || !req->lease_id_len) {
+        answer_static(out, SL_ANSWER_MALFORMED, "missing X-Lease-Id header\n");
+        return;
+    }
+    if (sl_leaseid_parse(req->lease_id, req->lease_id_len, &conc, &fleet, res, sizeof res,
+                         &rlen) || !conc) {
+        answer_static(out, SL_ANSWER_MALFORMED, "X-Lease-Id is not a concurrency lease id\n");
+        return;
+    }
+    const char *key = rlen ? res : lr->resource;
+    size_t klen = rlen ? rlen : lr->resource_len;
+    if (!key || !klen) {
+        answer_static(out, SL_ANSWER_MALFORMED, "X-Resource is required to renew this lease\n");
+        return;
+    }
+    if (klen > SL_QUOTA_MAX_KEY) {
+        answer_static(out, SL_ANSWER_MALFORMED, "X-Resource is too long\n");
+        return;
+    }
+    sl_killswitch_conc cc;
+    if (!sl_killswitch_snap_concurrency(sl_protect_switches(p, worker), key, klen, &cc)) {
+        answer_static(out, SL_ANSWER_MALFORMED, "no concurrency limit for this resource\n");
+        return;
+    }
+    int rc = sl_protect_conc_renew(p, key, klen, conc, cc.duration_ms, now);
+    if (rc < 0)
+        answer_static(out, SL_ANSWER_FAILED, "rate limiter error\n");
+    else if (rc == 0)
+        answer_static(out, SL_ANSWER_NOT_FOUND,
+                      "lease not found: it was released already or it expired\n");
+}
+
 void sl_attempt_decide(sl_protect *p, int worker, const sl_levee_config *lcfg,
                        const sl_quota_snap *snap, const sl_attempt_req *req, int64_t now,
                        sl_answer *out)
@@ -189,9 +231,14 @@ void sl_attempt_decide(sl_protect *p, int worker, const sl_levee_config *lcfg,
     }
     bool acquire = false;
     if (req->concurrency && req->concurrency_len) {
+        if (req->concurrency_len == 5 && !strncasecmp(req->concurrency, "renew", 5)) {
+            renew(p, worker, req, now, out);
+            goto done;
+        }
         if (req->concurrency_len != 7 || strncasecmp(req->concurrency, "acquire", 7)) {
             answer_static(out, SL_ANSWER_MALFORMED,
-                          "X-Concurrency must be 'acquire' (POST /release frees a lease)\n");
+                          "X-Concurrency must be 'acquire' or 'renew' (POST /release frees a "
+                          "lease)\n");
             goto done;
         }
         acquire = true;

@@ -682,6 +682,7 @@ static void attempt(sl_service *s, sl_exchange *ex, const sl_http_request *rq, i
     if (s->cfg.protect) {
         header_value(rq, "x-priority", &q.priority, &q.priority_len);
         header_value(rq, "x-concurrency", &q.concurrency, &q.concurrency_len);
+        header_value(rq, "x-lease-id", &q.lease_id, &q.lease_id_len);
         sl_attempt_decide(s->cfg.protect, worker, &s->cfg.levee, snap, &q, now, &p->answer);
     } else {
         sl_levee_attempt(&s->cfg.levee, snap, s->cfg.engine, &q.levee, now, &p->answer);

@@ -164,3 +164,40 @@ def test_gubernator_lease_renewal(node):
     time.sleep(1.7)
     assert get_json(node.addr, [renew])[0]["error"].startswith("lease not found")
     assert get_json(node.addr, [item])[0]["status"] == "UNDER_LIMIT"
+
+
+RENEW_QUOTAS = """
+limit:
+  key_default: {rate: 100000, burst: 100000}
+concurrency:
+  key:
+    short: {limit: 1, duration: 1500}
+"""
+
+
+def test_attempt_lease_renewal(node_factory, tmp_path):
+    """X-Concurrency: renew with X-Lease-Id keeps a 1.5 s lease for 3 s; unknown or expired
+    leases are 404, a missing id 400."""
+    path = str(tmp_path / "q.yaml")
+    write_yaml(path, RENEW_QUOTAS)
+    node = node_factory(["--workers", "2", "--standalone", "--quota-file", path])
+
+    def post(h):
+        return http("POST", "http://%s/attempt" % node.addr, b"", h)
+
+    acq = {"X-Resource": "short", "X-Priority": "critical", "X-Concurrency": "acquire"}
+    st, h, _ = post(acq)
+    assert st == 200
+    lease = h["x-lease-id"]
+    renew = {"X-Concurrency": "renew", "X-Lease-Id": lease}
+    for _ in range(3):
+        time.sleep(1.0)
+        st, _, body = post(renew)
+        assert st == 200, body
+    assert post(acq)[0] == 429  # still held after 3 s > 1.5 s
+    st, _, body = post({"X-Concurrency": "renew", "X-Resource": "short"})
+    assert st == 400 and b"X-Lease-Id" in body
+    time.sleep(1.7)
+    st, _, body = post(renew)
+    assert st == 404 and b"lease not found" in body
+    assert post(acq)[0] == 200
