@@ -204,6 +204,10 @@ static const sl_opt daemon_opts[] = {
      .offset = FIELD(attempt_max_delay_ns, int64_t), .def = "30s", .min = 0, .max = 3600 * SEC,
      .group = G_QUOTAS,
      .help = "longest X-Max-Delay an /attempt may ask for (larger asks are cut to it); 0 = never delay"},
+    {.name = "attempt-max-held", .type = SL_OPT_INT, .offset = FIELD(attempt_max_held, int64_t),
+     .def = "1000", .min = 0, .max = 1000000, .group = G_QUOTAS,
+     .help = "X-Delay-Mode: hold: delayed /attempt answers one worker holds at once (beyond: "
+             "answered at once with X-Delay-Ms); 0 = never hold"},
     {.name = "storage-timeout", .type = SL_OPT_DURATION,
      .offset = FIELD(storage_timeout_ns, int64_t), .def = "2s", .min = 1 * MS, .max = 600 * SEC,
      .group = G_QUOTAS, .help = "timeout of one etcd request"},

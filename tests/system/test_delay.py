@@ -201,3 +201,24 @@ def test_attempt_lease_renewal(node_factory, tmp_path):
     st, _, body = post(renew)
     assert st == 404 and b"lease not found" in body
     assert post(acq)[0] == 200
+
+
+def test_attempt_hold_mode(node_factory, tmp_path):
+    """X-Delay-Mode: hold: the answer comes after X-Delay-Ms (a timer on the worker loop); with
+    --attempt-max-held 0 it comes at once, the caller told to wait."""
+    path = str(tmp_path / "q.yaml")
+    write_yaml(path, "limit:\n  key:\n    api:\n      quota: {rate: 1}\n")
+    held = node_factory(["--standalone", "--workers", "1", "--quota-file", path])
+    now = node_factory(["--standalone", "--workers", "1", "--quota-file", path,
+                        "--attempt-max-held", "0"])
+    hold = {"X-Resource": "api", "X-Max-Delay": "3s", "X-Delay-Mode": "hold"}
+    for n, waits in ((held, True), (now, False)):
+        assert http("POST", "http://%s/attempt" % n.addr, b"", hold)[0] == 200
+        t0 = time.monotonic()
+        st, h, _ = http("POST", "http://%s/attempt" % n.addr, b"", hold)
+        took = time.monotonic() - t0
+        assert st == 200 and 0 < int(h["x-delay-ms"]) <= 1000
+        if waits:
+            assert took >= int(h["x-delay-ms"]) / 1000.0 - 0.05, took
+        else:
+            assert took < 0.5, took
