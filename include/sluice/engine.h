@@ -80,7 +80,12 @@ typedef struct sl_request {
     int32_t algorithm;       /* sl_algorithm */
     int32_t behavior;        /* OR of sl_behavior */
     int32_t sub_windows;     /* SLIDING_WINDOW: number of sub-windows per window; 0 or 1 = classic */
-    uint64_t lease_id;       /* CONCURRENCY: the lease a release (hits -1) frees; 0 = none */
+    uint64_t lease_id;       /* CONCURRENCY: the lease a release (hits -1) frees or a renewal
+                                (hits 0) extends to now + duration; 0 = none */
+    int64_t max_delay_ms;    /* GCRA: how long the caller will wait (ms); a request that would
+                                conform within that time is admitted with its slot reserved and
+                                resp.delay_ms set (delay instead of reject). <= 0 = reject at once;
+                                other algorithms ignore it (docs/algorithms.md) */
 } sl_request;
 
 typedef struct sl_response {
@@ -91,6 +96,8 @@ typedef struct sl_response {
     int64_t retry_after;     /* ms until this request could pass; 0 when admitted */
     const char *error;       /* NULL, or a static message: the item failed and changed nothing */
     uint64_t lease_id;       /* CONCURRENCY: the lease an admitted acquire (hits 1) took; else 0 */
+    int64_t delay_ms;        /* GCRA with max_delay_ms: admitted, but the request must wait this
+                                long (<= max_delay_ms) before it goes; 0 = go now */
 } sl_response;
 
 typedef struct sl_engine_config {

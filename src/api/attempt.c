@@ -170,6 +170,72 @@ static void ladder_headers(attempt *t)
     }
 }
 
+/* X-Concurrency: renew with X-Lease-Id: the resource's lease lives its duration from now. No
+ * rate quota is spent and no shedder asked: a renewal only keeps what is held. 200 renewed, 404
+ * unknown or expired, 400 malformed or no concurrency limit for the resource. */
+/* A lease named by X-Lease-Id: its concurrency and fleet ids and the resource it is held on (from
+ * the id, else X-Resource, copied into lk->res). False after answering 400. */
+typedef struct lease_ref {
+    uint64_t conc, fleet;
+    const char *key;
+    size_t klen;
+    char res[SL_QUOTA_MAX_KEY];
+} lease_ref;
+
+static bool lease_of(const char *id, size_t id_len, const char *resource, size_t resource_len,
+                     const char *verb, lease_ref *lk, sl_answer *out)
+{
+    size_t rlen = 0;
+    lk->conc = lk->fleet = 0;
+    if (!id || !id_len) {
+        answer_static(out, SL_ANSWER_MALFORMED, "missing X-Lease-Id header\n");
+        return false;
+    }
+    if (sl_leaseid_parse(id, id_len, &lk->conc, &lk->fleet, lk->res, sizeof lk->res, &rlen)) {
+        answer_static(out, SL_ANSWER_MALFORMED, "X-Lease-Id is not a lease id\n");
+        return false;
+    }
+    lk->key = rlen ? lk->res : resource;
+    lk->klen = rlen ? rlen : resource_len;
+    if (lk->conc && (!lk->key || !lk->klen)) {
+        sl_answer_set(out, SL_ANSWER_MALFORMED, SL_LADDER_NONE);
+        body_printf(out, "X-Resource is required to %s this lease\n", verb);
+        return false;
+    }
+    if (lk->conc && lk->klen > SL_QUOTA_MAX_KEY) {
+        answer_static(out, SL_ANSWER_MALFORMED, "X-Resource is too long\n");
+        return false;
+    }
+    return true;
+}
+
+static void renew(sl_protect *p, int worker, const sl_attempt_req *req, int64_t now,
+                  sl_answer *out)
+{
+    lease_ref lk;
+    if (!lease_of(req->lease_id, req->lease_id_len, req->levee.resource, req->levee.resource_len,
+                  "renew", &lk, out))
+        return;
+    if (!lk.conc) {
+        answer_static(out, SL_ANSWER_MALFORMED, "X-Lease-Id holds no concurrency lease\n");
+        return;
+    }
+    const char *key = lk.key;
+    size_t klen = lk.klen;
+    uint64_t conc = lk.conc;
+    sl_killswitch_conc cc;
+    if (!sl_killswitch_snap_concurrency(sl_protect_switches(p, worker), key, klen, &cc)) {
+        answer_static(out, SL_ANSWER_MALFORMED, "no concurrency limit for this resource\n");
+        return;
+    }
+    int rc = sl_protect_conc_renew(p, key, klen, conc, cc.duration_ms, now);
+    if (rc < 0)
+        answer_static(out, SL_ANSWER_FAILED, "rate limiter error\n");
+    else if (rc == 0)
+        answer_static(out, SL_ANSWER_NOT_FOUND,
+                      "lease not found: it was released already or it expired\n");
+}
+
 void sl_attempt_decide(sl_protect *p, int worker, const sl_levee_config *lcfg,
                        const sl_quota_snap *snap, const sl_attempt_req *req, int64_t now,
                        sl_answer *out)
@@ -197,9 +263,14 @@ void sl_attempt_decide(sl_protect *p, int worker, const sl_levee_config *lcfg,
     }
     bool acquire = false;
     if (req->concurrency && req->concurrency_len) {
+        if (req->concurrency_len == 5 && !strncasecmp(req->concurrency, "renew", 5)) {
+            renew(p, worker, req, now, out);
+            goto done;
+        }
         if (req->concurrency_len != 7 || strncasecmp(req->concurrency, "acquire", 7)) {
             answer_static(out, SL_ANSWER_MALFORMED,
-                          "X-Concurrency must be 'acquire' (POST /release frees a lease)\n");
+                          "X-Concurrency must be 'acquire' or 'renew' (POST /release frees a "
+                          "lease)\n");
             goto done;
         }
         acquire = true;
@@ -332,28 +403,13 @@ void sl_attempt_release(sl_protect *p, const sl_attempt_release_req *req, int64_
     sl_answer_reset(out);
     if (req->req_id && req->req_id_len)
         SL_ANSWER_HEADER_REF(out, "X-Req-Id", req->req_id, req->req_id_len);
-    uint64_t conc = 0, fleet = 0;
-    char res[SL_QUOTA_MAX_KEY];
-    size_t rlen = 0;
-    if (!req->lease_id || !req->lease_id_len) {
-        answer_static(out, SL_ANSWER_MALFORMED, "missing X-Lease-Id header\n");
+    lease_ref lk;
+    if (!lease_of(req->lease_id, req->lease_id_len, req->resource, req->resource_len, "release",
+                  &lk, out))
         return;
-    }
-    if (sl_leaseid_parse(req->lease_id, req->lease_id_len, &conc, &fleet, res, sizeof res,
-                         &rlen)) {
-        answer_static(out, SL_ANSWER_MALFORMED, "X-Lease-Id is not a lease id\n");
-        return;
-    }
-    const char *key = rlen ? res : req->resource;
-    size_t klen = rlen ? rlen : req->resource_len;
-    if (conc && (!key || !klen)) {
-        answer_static(out, SL_ANSWER_MALFORMED, "X-Resource is required to release this lease\n");
-        return;
-    }
-    if (conc && klen > SL_QUOTA_MAX_KEY) {
-        answer_static(out, SL_ANSWER_MALFORMED, "X-Resource is too long\n");
-        return;
-    }
+    uint64_t conc = lk.conc, fleet = lk.fleet;
+    const char *key = lk.key;
+    size_t klen = lk.klen;
     int released = 0, errors = 0;
     int rc = sl_protect_fleet_give(p, fleet, now);
     released += rc > 0;

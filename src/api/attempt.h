@@ -37,6 +37,8 @@ typedef struct sl_attempt_req {
     size_t priority_len;
     const char *concurrency;  /* X-Concurrency; NULL = absent */
     size_t concurrency_len;
+    const char *lease_id;     /* X-Lease-Id, for X-Concurrency: renew; NULL = absent */
+    size_t lease_id_len;
 } sl_attempt_req;
 
 typedef struct sl_attempt_release_req {

@@ -132,18 +132,29 @@ static const char ERR_EMPTY_NAME[] = "field 'namespace' cannot be empty";
 static const char ERR_SUB_WINDOWS[] =
     "metadata 'sub_windows' must be an integer from 0 to 2147483647";
 
-static bool parse_sub_windows(const char *s, int32_t *out)
+static const char ERR_MAX_DELAY[] =
+    "metadata 'max_delay_ms' must be an integer from 0 to 9223372036854775807";
+
+/* A decimal from 0 to max, digits only. */
+static bool parse_count(const char *s, int64_t max, int64_t *out)
 {
     int64_t v = 0;
     if (!*s)
         return false;
     for (; *s; s++) {
-        if (*s < '0' || *s > '9')
+        if (*s < '0' || *s > '9' || v > (max - (*s - '0')) / 10)
             return false;
         v = v * 10 + (*s - '0');
-        if (v > INT32_MAX)
-            return false;
     }
+    *out = v;
+    return true;
+}
+
+static bool parse_sub_windows(const char *s, int32_t *out)
+{
+    int64_t v;
+    if (!parse_count(s, INT32_MAX, &v))
+        return false;
     *out = (int32_t)v;
     return true;
 }
@@ -171,6 +182,10 @@ static int check_request(sl_batch *b, size_t i, bool peer)
     const char *sw = sl_batch_meta_get(&b->req_meta[i], SL_GUB_META_SUB_WINDOWS);
     if (sw && !parse_sub_windows(sw, &q->sub_windows))
         sl_batch_answer(b, i, ERR_SUB_WINDOWS);
+    const char *md = b->req_meta[i].n ? sl_batch_meta_get(&b->req_meta[i], SL_GUB_META_MAX_DELAY)
+                                      : NULL;
+    if (md && !parse_count(md, INT64_MAX, &q->max_delay_ms))
+        sl_batch_answer(b, i, ERR_MAX_DELAY);
     return 0;
 }
 
@@ -481,9 +496,29 @@ static uint8_t *put_resp(uint8_t *w, const sl_batch *b, size_t i, size_t size)
     return w;
 }
 
+/* An admitted item the engine delayed says so in its metadata ("delay_ms"), which also carries
+ * it back from an owner to the node the caller asked. */
+static int delay_meta(sl_batch *b)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        const sl_response *s = &b->resps[i];
+        if (__builtin_expect(s->delay_ms > 0, 0) && !s->error) {
+            char tmp[24];
+            int n = snprintf(tmp, sizeof tmp, "%lld", (long long)s->delay_ms);
+            const char *v = sl_batch_strndup(b, tmp, (size_t)n);
+            if (!v || sl_batch_meta_set(b, &b->resp_meta[i], SL_GUB_META_DELAY, v))
+                return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
 /* Two passes: the sizes (kept in the arena), then the bytes, into one exact reservation. */
 static int encode_resps_pb(sl_batch *b, sl_buf *out)
 {
+    int drc = delay_meta(b);
+    if (drc)
+        return drc;
     size_t *sizes = b->n ? sl_batch_alloc(b, b->n * sizeof *sizes) : NULL;
     if (b->n && !sizes)
         return -ENOMEM;
@@ -583,7 +618,9 @@ int sl_gub_encode_pb(sl_batch *b, sl_buf *out)
 int sl_gub_encode_json(sl_batch *b, sl_buf *out)
 {
     size_t mark = out->len;
-    int rc = sl_buf_append(out, LIT("{\"responses\":["));
+    int rc = delay_meta(b);
+    if (!rc)
+        rc = sl_buf_append(out, LIT("{\"responses\":["));
     for (size_t i = 0; !rc && i < b->n; i++) {
         if (i)
             rc = sl_buf_append(out, ",", 1);

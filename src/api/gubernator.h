@@ -56,6 +56,10 @@
 #define SL_GUB_MAX_ITEMS 1000
 /* The metadata key carrying SLIDING_WINDOW's sub-window count. */
 #define SL_GUB_META_SUB_WINDOWS "sub_windows"
+/* Delay instead of reject (GCRA, docs/algorithms.md): how long the caller will wait (ms, request
+ * metadata) and how long it must (ms, answer metadata of an admitted, delayed item). */
+#define SL_GUB_META_MAX_DELAY "max_delay_ms"
+#define SL_GUB_META_DELAY "delay_ms"
 
 typedef struct sl_gub_config {
     size_t max_msg;          /* largest protobuf message accepted (bytes); default 1 MiB */

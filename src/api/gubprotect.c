@@ -84,9 +84,11 @@ static void peer_leases(sl_batch *b)
 {
     for (size_t i = 0; i < b->n; i++) {
         sl_request *q = &b->reqs[i];
-        if (b->answered[i] || q->algorithm != SL_CONCURRENCY || q->hits >= 0)
+        if (b->answered[i] || q->algorithm != SL_CONCURRENCY || q->hits > 0)
             continue;
         const char *t = sl_batch_meta_get(&b->req_meta[i], META_LEASE);
+        if (q->hits == 0 && !t)
+            continue; /* a peek */
         if (!t || (strlen(t) >= SL_CONC_ID_HEX && !sl_leaseid_parse_one(t, &q->lease_id)))
             continue; /* without one, the engine says a release needs it */
         sl_batch_answer(b, i, ERR_LEASE);
@@ -114,6 +116,23 @@ static void release_item(sl_protect *p, sl_batch *b, size_t i, int64_t now)
         answer_item(b, i, SL_UNDER_LIMIT, q->limit, q->limit, now);
     else
         q->lease_id = c;
+}
+
+/* A CONCURRENCY renewal (hits 0 with "lease_id") runs like a release, whatever the switches say:
+ * the engine extends the item's own lease to now + duration (an unknown or expired one is its
+ * not-found error). A fleet lease in the token is not renewed: it keeps its own duration. */
+static void renew_item(sl_batch *b, size_t i)
+{
+    sl_request *q = &b->reqs[i];
+    const char *t = sl_batch_meta_get(&b->req_meta[i], META_LEASE);
+    uint64_t c = 0, f = 0;
+    char dummy[1];
+    size_t dl;
+    if (sl_leaseid_parse(t, strlen(t), &c, &f, dummy, 0, &dl) || !c) {
+        sl_batch_answer(b, i, ERR_LEASE);
+        return;
+    }
+    q->lease_id = c;
 }
 
 int sl_gubprotect_begin(sl_protect *p, int worker, sl_batch *b, bool peer, int64_t now,
@@ -177,6 +196,10 @@ int sl_gubprotect_begin(sl_protect *p, int worker, sl_batch *b, bool peer, int64
         const bool conc = q->algorithm == SL_CONCURRENCY;
         if (conc && q->hits < 0) {
             release_item(p, b, i, now);
+            continue;
+        }
+        if (conc && q->hits == 0 && sl_batch_meta_get(&b->req_meta[i], META_LEASE)) {
+            renew_item(b, i);
             continue;
         }
 

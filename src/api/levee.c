@@ -5,6 +5,8 @@
  */
 #include "api/levee.h"
 
+#include "config/opt.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -16,6 +18,28 @@ void sl_levee_config_default(sl_levee_config *cfg)
     memset(cfg, 0, sizeof *cfg);
     cfg->no_quota = SL_LEVEE_NO_QUOTA_ERROR;
     cfg->blocked_retry_after_s = 1;
+    cfg->max_delay_ms = 30000;
+}
+
+/* X-Max-Delay: whole ms ("250"), or a duration ("250ms", "1s"); -1 if neither. Cut to max_ms. */
+static int64_t parse_max_delay(const char *s, size_t n, int64_t max_ms)
+{
+    char tmp[32];
+    if (n == 0 || n >= sizeof tmp)
+        return -1;
+    memcpy(tmp, s, n);
+    tmp[n] = 0;
+    int64_t v;
+    if (sl_opt_parse_int(tmp, &v) == 0) {
+        if (v < 0)
+            return -1;
+    } else {
+        int64_t ns;
+        if (sl_opt_parse_duration(tmp, &ns) || ns < 0)
+            return -1;
+        v = ns / 1000000;
+    }
+    return v > max_ms ? max_ms : v;
 }
 
 int sl_levee_no_quota_from_name(const char *s)
@@ -205,7 +229,7 @@ static void log_decision(const sl_levee_config *cfg, const sl_levee_request *q,
 }
 
 static void fill_request(sl_request *rq, const char *name, size_t name_len,
-                         const sl_quota_match *m, int64_t hits)
+                         const sl_quota_match *m, int64_t hits, int64_t max_delay)
 {
     memset(rq, 0, sizeof *rq);
     rq->name = name;
@@ -216,6 +240,7 @@ static void fill_request(sl_request *rq, const char *name, size_t name_len,
     sl_levee_gcra_params(&m->quota, &rq->limit, &rq->duration);
     rq->burst = m->quota.burst;
     rq->algorithm = SL_GCRA;
+    rq->max_delay_ms = max_delay;
 }
 
 void sl_levee_attempt(const sl_levee_config *cfg, const sl_quota_snap *snap, sl_engine *e,
@@ -238,6 +263,15 @@ void sl_levee_decide(const sl_levee_config *cfg, const sl_quota_snap *snap, sl_e
     if (!snap || !snap->loaded) {
         finish(r, SL_ANSWER_FAILED, "quotas not loaded yet\n");
         goto done;
+    }
+    int64_t max_delay = 0;
+    if (__builtin_expect(req->max_delay != NULL, 0)) {
+        max_delay = parse_max_delay(req->max_delay, req->max_delay_len, cfg->max_delay_ms);
+        if (max_delay < 0) {
+            finish(r, SL_ANSWER_MALFORMED,
+                   "X-Max-Delay must be whole milliseconds or a duration such as 250ms\n");
+            goto done;
+        }
     }
 
     sl_quota_lookup lk;
@@ -299,9 +333,9 @@ void sl_levee_decide(const sl_levee_config *cfg, const sl_quota_snap *snap, sl_e
         }
         sl_request rq;
         if (is_sub)
-            fill_request(&rq, subname, subname_len, m, 1);
+            fill_request(&rq, subname, subname_len, m, 1, max_delay);
         else
-            fill_request(&rq, base, strlen(base), m, 1);
+            fill_request(&rq, base, strlen(base), m, 1, max_delay);
         sl_engine_decide(e, &rq, &d[i].resp, now_ms);
         if (d[i].resp.error) {
             fail = d[i].resp.error;
@@ -323,9 +357,9 @@ void sl_levee_decide(const sl_levee_config *cfg, const sl_quota_snap *snap, sl_e
                           m->source == SL_QUOTA_FROM_SUBKEY_DEFAULT;
             sl_request rq;
             if (is_sub)
-                fill_request(&rq, subname, subname_len, m, -1);
+                fill_request(&rq, subname, subname_len, m, -1, 0);
             else
-                fill_request(&rq, base, strlen(base), m, -1);
+                fill_request(&rq, base, strlen(base), m, -1, 0);
             sl_response back;
             sl_engine_decide(e, &rq, &back, now_ms);
             if (!back.error)
@@ -350,6 +384,18 @@ void sl_levee_decide(const sl_levee_config *cfg, const sl_quota_snap *snap, sl_e
     }
     if (cfg->headers_on_accept)
         rate_headers(r, d, lk.n, now_ms, 0);
+    if (__builtin_expect(max_delay > 0, 0)) {
+        /* every quota reserved its slot; the request goes when the last of them is due */
+        int64_t delay = 0;
+        for (size_t i = 0; i < lk.n; i++)
+            if (d[i].have && d[i].resp.delay_ms > delay)
+                delay = d[i].resp.delay_ms;
+        if (delay > 0) {
+            size_t mark = sl_answer_mark(r);
+            sl_answer_int(r, delay);
+            SL_ANSWER_HEADER_FROM(r, "X-Delay-Ms", mark);
+        }
+    }
     set_quota_name(r, lk.m[0].name, lk.m[0].name_len);
     finish(r, SL_ANSWER_ACCEPTED, NULL);
 done:

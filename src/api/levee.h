@@ -50,6 +50,7 @@ typedef struct sl_levee_config {
     int64_t blocked_retry_after_s; /* Retry-After for rate-0 quotas and no-quota deny; 0 = 1 */
     const char *name;              /* engine namespace of Levee buckets; NULL = "levee" */
     sl_logger *log;                /* decisions at debug, failures at warn; may be NULL */
+    int64_t max_delay_ms;          /* longest X-Max-Delay honoured (larger is cut); 0 = no delay */
 } sl_levee_config;
 
 void sl_levee_config_default(sl_levee_config *cfg);
@@ -67,6 +68,8 @@ typedef struct sl_levee_request {
     size_t method_len;
     const char *req_id;
     size_t req_id_len;
+    const char *max_delay; /* X-Max-Delay: "250ms", "1s" or whole ms; delay instead of reject */
+    size_t max_delay_len;
 } sl_levee_request;
 
 /* Longest quota name written into a header (longer names are cut): the headers are informative

@@ -22,6 +22,7 @@
 
 #include "cli/commands.h"
 #include "sim/series.h"
+#include "sim/shape.h"
 #include "sim/sim.h"
 #include "sim/traffic.h"
 
@@ -50,6 +51,7 @@ typedef struct opts {
     int64_t nodes[MAX_SWEEP], sync[MAX_SWEEP];
     size_t nnodes, nsync;
     bool forward_admitted_only;
+    int64_t max_delay;  /* --max-delay: the shaper study (delay instead of reject); -1 = off */
 } opts;
 
 /* The defaults below spell these out. */
@@ -136,6 +138,10 @@ static const sl_opt sim_opts[] = {
      .help = "single mode: time series of key 0, admitted in the trailing window per algorithm "
              "and for the perfect window; sweeps: one row per (k, s) with <alg>_over_pct and "
              "<alg>_peak_ratio columns"},
+    {.name = "max-delay", .type = SL_OPT_INT, .offset = F(max_delay), .def = "-1", .min = -1,
+     .max = T40, .group = G_OUT, .metavar = "MS",
+     .help = "also run the shaper study: GCRA with max_delay_ms MS (delay instead of reject), "
+             "departures' peak per window and admissions against a perfect FIFO shaper; -1 = off"},
     {.name = "csv-step", .type = SL_OPT_INT, .offset = F(csv_step), .def = "0",
      .def_doc = "duration/20, >= 1", .min = 0, .max = T40, .group = G_OUT, .metavar = "MS",
      .help = "sampling step of the time series"},
@@ -496,6 +502,30 @@ static int sim_run(opts *op)
         rc = run_sweep(&o, &s, algs, nalgs, results, csv);
     if (rc)
         goto out;
+    if (o.max_delay >= 0) {
+        sl_sim_shape_result sr;
+        if ((rc = sl_sim_shape(&s, o.max_delay, &sr))) {
+            fprintf(stderr, "sluice sim: shaper study: %s\n", strerror(-rc));
+            goto out;
+        }
+        double ratio = sr.perfect_admitted ? (double)sr.admitted / (double)sr.perfect_admitted : 1;
+        printf("\nshaper (gcra, max delay %" PRId64 " ms): admitted %" PRIu64 " (%" PRIu64
+               " delayed, mean %.1f ms, max %" PRId64 " ms), perfect shaper %" PRIu64
+               " (%.2f %%), peak departures %" PRId64 " per window (bound %" PRId64 ")\n",
+               o.max_delay, sr.admitted, sr.delayed, sr.mean_delay, sr.max_delay_seen,
+               sr.perfect_admitted, 100.0 * ratio, sr.peak, sr.peak_bound);
+        json_t *sj = json_object();
+        json_object_set_new(sj, "max_delay_ms", json_integer(o.max_delay));
+        json_object_set_new(sj, "admitted", json_integer((json_int_t)sr.admitted));
+        json_object_set_new(sj, "delayed", json_integer((json_int_t)sr.delayed));
+        json_object_set_new(sj, "perfect_admitted", json_integer((json_int_t)sr.perfect_admitted));
+        json_object_set_new(sj, "vs_perfect", json_real(ratio));
+        json_object_set_new(sj, "mean_delay_ms", json_real(sr.mean_delay));
+        json_object_set_new(sj, "max_delay_seen_ms", json_integer(sr.max_delay_seen));
+        json_object_set_new(sj, "peak", json_integer(sr.peak));
+        json_object_set_new(sj, "peak_bound", json_integer(sr.peak_bound));
+        json_object_set_new(root, "shaper", sj);
+    }
     printf("\nvs-perf: admitted relative to the perfect window; peak: most admitted in one window;\n"
            "over: peak - limit; excess: admissions into a full window; wrong+/wrong-: admitted/\n"
            "rejected where the perfect window (run on the same stream) decided otherwise.\n");

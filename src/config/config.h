@@ -96,6 +96,8 @@ typedef struct sl_options {
     char *quota_file;
     int no_quota;              /* sl_no_quota */
     int attempt_headers;       /* 0 = rejections, 1 = always */
+    int64_t attempt_max_delay_ns; /* longest X-Max-Delay honoured (delay instead of reject) */
+    int64_t attempt_max_held;  /* X-Delay-Mode: hold: answers held at once per worker */
     int64_t storage_timeout_ns;
     /* Metrics */
     char *graphite_addr;

@@ -8,6 +8,9 @@
  * due, and that scan, like a release's, recomputes both bounds exactly, so reset_time ("when the
  * next slot frees") and the key's expiry (when its last lease does) are never stale.
  *
+ * A renewal (hits 0 with the lease's id) sets that lease's expiry to now + duration; an unknown or
+ * expired lease is the same error as its release.
+ *
  * Expired leases are pruned before every decision and the pruning is kept even when the decision
  * then fails (a release of an unknown lease, an allocation failure): it changes no decision, since
  * an expired lease counts for nothing, and undoing it would cost a copy of the array.
@@ -291,6 +294,18 @@ void sl_conc_decide(sl_state *st, int64_t *expire_at, const sl_request *req, uin
         } else {
             over = true;
         }
+    } else if (n == 0 && lease_in != 0) {
+        /* renew: the lease lives `duration` from now (a call that runs longer keeps its slot) */
+        uint32_t i = 0;
+        while (i < c.len && c.leases[i].id != lease_in)
+            i++;
+        if (i == c.len) {
+            commit(st, expire_at, &c, was_conc);
+            resp->error = sl_conc_err_not_found;
+            return;
+        }
+        c.leases[i].expires = sl_sat_add(t, D);
+        bounds(&c);
     } else if (n < 0) {
         if (!remove_lease(&c, lease_in)) {
             commit(st, expire_at, &c, was_conc);

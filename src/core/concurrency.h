@@ -57,7 +57,8 @@ const char *sl_conc_check(const sl_request *req, uint64_t lease_id, int64_t max_
  *            t + duration.
  *   hits -1  the lease named lease_in is removed; an unknown (released or expired) lease answers
  *            the error sl_conc_err_not_found.
- *   hits  0  a peek.
+ *   hits  0  a peek; with lease_in, a renewal: that lease now expires at t + duration (an unknown
+ *            or expired lease answers sl_conc_err_not_found).
  * remaining = limit - leases held (>= 0); reset_time = when the next held lease expires (t when
  * none is held: a slot is free now); a rejected acquire gets retry_after = reset_time - t (an
  * upper bound: a release may come sooner). RESET_REMAINING drops every lease first. A key left

@@ -16,6 +16,12 @@
  * stored ms saturate at INT64_MAX). Nothing is rounded except the answers given to the client:
  * retry_after and reset_time round up to the next whole millisecond.
  *
+ * Delay instead of reject (req->max_delay_ms > 0): a request that does not conform now but would at
+ * t + w, w <= max_delay, is admitted as if it had arrived at t + w: the test then holds with equality
+ * or better, base at t + w is still TAT (TAT - (t + w) = (b + 1 - n) T >= 0), so TAT advances by n T
+ * exactly as for an admission then, and the answer carries delay_ms = ceil(w) <= max_delay. The slot
+ * is reserved in TAT, so the next request queues behind it and no slot is given twice.
+ *
  * Idle keys cost nothing: a key whose TAT is not after t is full, the same as an absent key, and the
  * state is released (the store then drops the key). expire_at is the last millisecond before TAT.
  */
@@ -78,6 +84,16 @@ void sl_gcra_decide(sl_state *st, int64_t *expire_at, const sl_request *req, int
         /* Conforming iff base + (n-1)T <= t + tau, i.e. base - t <= (b + 1 - n) T. */
         if ((sl_i128)n > (sl_i128)b + 1 || base - ts > ((sl_i128)b + 1 - n) * Tu) {
             over = true;
+            if (req->max_delay_ms > 0 && (sl_i128)n <= (sl_i128)b + 1) {
+                /* the wait until it conforms, in 1/L ms; within max_delay: reserve its slot */
+                sl_i128 w = base - ts - ((sl_i128)b + 1 - n) * Tu;
+                if (w <= (sl_i128)req->max_delay_ms * L) {
+                    over = false; /* TAT advances below, as for an admission at t + w */
+                    resp->delay_ms = sl_sat_i128(sl_ceil_div128(w, L));
+                }
+            }
+        }
+        if (over) {
             if (req->behavior & SL_DRAIN_OVER_LIMIT) {
                 sl_i128 full = ts + cap; /* nothing left: TAT at t + tau + T */
                 if (x < full)

@@ -497,6 +497,8 @@ static int start_service(sl_node *n, char *err, size_t errlen)
     sl_levee_config_default(&scfg.levee);
     scfg.levee.no_quota = (sl_levee_no_quota)o->no_quota;
     scfg.levee.headers_on_accept = o->attempt_headers == 1;
+    scfg.levee.max_delay_ms = o->attempt_max_delay_ns / 1000000;
+    scfg.max_held = (uint32_t)o->attempt_max_held;
     scfg.levee.log = &n->log;
     sl_gub_config_default(&scfg.gub);
     scfg.gub.max_msg = (size_t)o->max_body_bytes;

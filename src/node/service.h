@@ -49,6 +49,8 @@ typedef struct sl_service_config {
                                      peer list's members only */
     bool peers_mtls;              /* peer TLS with a peer CA: PeersV1 only to a verified client
                                      certificate that names a peer's host (not to a source IP) */
+    uint32_t max_held;            /* X-Delay-Mode: hold: most answers one worker holds at once
+                                     (beyond: answered at once with X-Delay-Ms); 0 = never hold */
 } sl_service_config;
 
 int sl_service_new(const sl_service_config *cfg, sl_service **out);

@@ -263,6 +263,20 @@ int sl_protect_conc_give(sl_protect *p, const char *res, size_t len, uint64_t le
     return give(p, p->conc_name, p->conc_name_len, res, len, lease, now);
 }
 
+int sl_protect_conc_renew(sl_protect *p, const char *res, size_t len, uint64_t lease,
+                          int64_t duration_ms, int64_t now)
+{
+    if (!lease)
+        return 0;
+    sl_request q;
+    sl_response r;
+    lease_req(&q, p->conc_name, p->conc_name_len, res, len, 0, 0, duration_ms, lease);
+    sl_engine_decide(p->cfg.engine, &q, &r, now);
+    if (!r.error)
+        return 1;
+    return r.error == sl_conc_err_not_found ? 0 : -1;
+}
+
 /* ---------------------------------------------------------------- lifecycle and metrics */
 
 /* One gauge per worker: its shed level, or its (smoothed) utilization. */

@@ -108,5 +108,8 @@ void sl_protect_conc_take(sl_protect *p, const char *res, size_t len, int64_t li
 /* Give a lease back (lease 0: nothing). 1 released, 0 not found, -1 another error. */
 int sl_protect_fleet_give(sl_protect *p, uint64_t lease, int64_t now);
 int sl_protect_conc_give(sl_protect *p, const char *res, size_t len, uint64_t lease, int64_t now);
+/* Renew a resource's lease: it expires duration_ms from now. 1 renewed, 0 not found, -1 error. */
+int sl_protect_conc_renew(sl_protect *p, const char *res, size_t len, uint64_t lease,
+                          int64_t duration_ms, int64_t now);
 
 #endif

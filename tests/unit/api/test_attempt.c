@@ -410,6 +410,47 @@ static void test_metrics_and_config(void **state)
     assert_string_equal(sl_answer_outcome_name(SL_ANSWER_SHED), "shed");
 }
 
+static int renew(fx *f, const char *lease_id, const char *res)
+{
+    sl_attempt_req q = {0};
+    q.levee.resource = res;
+    q.levee.resource_len = res ? strlen(res) : 0;
+    q.concurrency = "renew";
+    q.concurrency_len = 5;
+    q.lease_id = lease_id;
+    q.lease_id_len = lease_id ? strlen(lease_id) : 0;
+    sl_attempt_decide(f->p, 0, &f->lcfg, f->snap, &q, f->now, &resp);
+    return resp.status;
+}
+
+/* X-Concurrency: renew keeps a lease past its duration (10 s for "search"): renewed every 8 s it
+ * still holds its slot at 24 s; unknown, released or expired leases are 404, malformed 400. */
+static void test_renew(void **state)
+{
+    fx *f = *state;
+    char *ids[20];
+    for (int i = 0; i < 20; i++) {
+        assert_int_equal(acquire(f, "search", "critical"), 200);
+        ids[i] = lease();
+    }
+    for (int k = 0; k < 3; k++) {
+        f->now += 8000;
+        assert_int_equal(renew(f, ids[3], NULL), 200); /* the resource is in the token */
+    }
+    /* t = 24 s: the other 19 expired at 10 s, ids[3] holds until 34 s */
+    for (int i = 0; i < 19; i++)
+        assert_int_equal(acquire(f, "search", "critical"), 200);
+    assert_int_equal(acquire(f, "search", "critical"), 429);
+    assert_int_equal(renew(f, ids[0], NULL), 404);
+    assert_true(body_has("lease not found"));
+    assert_int_equal(renew(f, NULL, "search"), 400);
+    assert_int_equal(renew(f, "xyz", "search"), 400);
+    assert_int_equal(release(f, ids[3], NULL), 200);
+    assert_int_equal(renew(f, ids[3], NULL), 404);
+    for (int i = 0; i < 20; i++)
+        free(ids[i]);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -417,7 +458,7 @@ int main(void)
         T(test_twenty_in_flight), T(test_release_forms), T(test_fleet),
         T(test_group_size),       T(test_give_back),     T(test_priorities),
         T(test_worker_shedder),   T(test_shadow_rate),   T(test_kill_switches),
-        T(test_metrics_and_config),
+        T(test_metrics_and_config), T(test_renew),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

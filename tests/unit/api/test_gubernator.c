@@ -897,9 +897,68 @@ static void test_batch_reuse_settles(void **state)
     free(items);
 }
 
+/* Delay instead of reject: metadata max_delay_ms reaches the engine's request (a bad value is a
+ * per-item error), and an admitted item with delay_ms answers metadata delay_ms, in JSON and
+ * protobuf alike. */
+static void test_max_delay_metadata(void **state)
+{
+    (void)state;
+    RLReq r[3];
+    Pb__Gubernator__RateLimitReq__MetadataEntry e0 = ENTRY_INIT, e1 = ENTRY_INIT, e2 = ENTRY_INIT;
+    e0.key = "max_delay_ms";
+    e0.value = "250";
+    e1.key = "max_delay_ms";
+    e1.value = "9223372036854775808"; /* one past INT64_MAX */
+    e2.key = "max_delay_ms";
+    e2.value = "1s";
+    Pb__Gubernator__RateLimitReq__MetadataEntry *es0[] = {&e0}, *es1[] = {&e1}, *es2[] = {&e2};
+    Pb__Gubernator__RateLimitReq__MetadataEntry **es[] = {es0, es1, es2};
+    for (int i = 0; i < 3; i++) {
+        fill_req(&r[i], "n", "k");
+        r[i].n_metadata = 1;
+        r[i].metadata = es[i];
+    }
+    RLReq *rs[] = {&r[0], &r[1], &r[2]};
+    size_t len;
+    uint8_t *p = pack_reqs(rs, 3, false, &len);
+    sl_gub_config c = cfg();
+    sl_batch b;
+    sl_batch_init(&b, 0);
+    sl_gub_status st;
+    assert_int_equal(sl_gub_decode_pb(&c, p, len, &b, &st), 0);
+    assert_int_equal(b.reqs[0].max_delay_ms, 250);
+    assert_int_equal(b.answered[0], 0);
+    assert_non_null(strstr(b.resps[1].error, "max_delay_ms"));
+    assert_non_null(strstr(b.resps[2].error, "max_delay_ms"));
+    b.resps[0] = (sl_response){.status = SL_UNDER_LIMIT, .limit = 10, .remaining = 0,
+                               .reset_time = 1700000001000, .delay_ms = 120};
+    sl_buf out;
+    sl_buf_init(&out, 0);
+    assert_int_equal(sl_gub_encode_json(&b, &out), 0);
+    assert_non_null(strstr(buf_str(&out), "\"reset_time\":\"1700000001000\",\"error\":\"\","
+                                          "\"metadata\":{\"delay_ms\":\"120\"}}"));
+    sl_buf pb;
+    sl_buf_init(&pb, 0);
+    assert_int_equal(sl_gub_encode_pb(&b, &pb), 0);
+    Pb__Gubernator__GetRateLimitsResp *m =
+        pb__gubernator__get_rate_limits_resp__unpack(NULL, pb.len, pb.data);
+    assert_non_null(m);
+    assert_int_equal(m->n_responses, 3);
+    assert_int_equal(m->responses[0]->n_metadata, 1);
+    assert_string_equal(m->responses[0]->metadata[0]->key, "delay_ms");
+    assert_string_equal(m->responses[0]->metadata[0]->value, "120");
+    assert_int_equal(m->responses[1]->n_metadata, 0);
+    pb__gubernator__get_rate_limits_resp__free_unpacked(m, NULL);
+    sl_buf_free(&pb);
+    sl_buf_free(&out);
+    free(p);
+    sl_batch_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_max_delay_metadata),
         cmocka_unit_test(test_decode_pb_fields),
         cmocka_unit_test(test_item_validation),
         cmocka_unit_test(test_1000_vs_1001_pb),

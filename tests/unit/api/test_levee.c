@@ -3,8 +3,8 @@
  * again one emission interval later, Retry-After and the RateLimit header fields, every lookup
  * level and the defaults, sublimits, "every quota must accept" without consuming anything on a
  * rejection (in both orders), DF normalisation, rate 0, the no-quota modes, malformed requests,
- * X-Req-Id, quotas not loaded yet, a quota changed under a live bucket, and the engine parameter
- * and policy-window conversions.
+ * X-Req-Id, quotas not loaded yet, a quota changed under a live bucket, X-Max-Delay (delay instead
+ * of reject), and the engine parameter and policy-window conversions.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -447,6 +447,41 @@ static void test_conversions(void **state)
     assert_string_equal(sl_answer_outcome_name(SL_ANSWER_REJECTED), "rejected");
 }
 
+static int attempt_delay(fixture *f, const char *res, const char *max_delay)
+{
+    sl_levee_request rq = {.resource = res, .resource_len = strlen(res), .max_delay = max_delay,
+                           .max_delay_len = strlen(max_delay)};
+    sl_levee_attempt(&f->cfg, f->snap, f->engine, &rq, sl_clock_now_ms(&f->clock), &resp);
+    return resp.status;
+}
+
+/* X-Max-Delay: rate 10/s, burst 0. The first goes at once; the next ones wait 100, 200 ms (their
+ * slots reserved, X-Delay-Ms); one that would wait longer than asked is a 429 that reserved
+ * nothing; a bad value is a 400; the node's max-delay cuts a larger ask. */
+static void test_max_delay(void **state)
+{
+    fixture *f = *state;
+    quotas(f, (const char *const[]){"limit/key/api/quota={\"rate\":10,\"burst\":0}", NULL});
+    assert_int_equal(attempt_delay(f, "api", "250ms"), 200);
+    assert_null(header("X-Delay-Ms"));
+    assert_int_equal(attempt_delay(f, "api", "250ms"), 200);
+    assert_header("X-Delay-Ms", "100");
+    assert_int_equal(attempt_delay(f, "api", "250"), 200);
+    assert_header("X-Delay-Ms", "200");
+    assert_int_equal(attempt_delay(f, "api", "250ms"), 429); /* would wait 300 */
+    assert_null(header("X-Delay-Ms"));
+    assert_int_equal(attempt(f, "api", NULL, NULL), 429);     /* no delay asked */
+    sl_clock_advance(&f->clock, 50);
+    assert_int_equal(attempt_delay(f, "api", "1s"), 200);     /* slot 3 at 300: 250 from now */
+    assert_header("X-Delay-Ms", "250");
+    assert_int_equal(attempt_delay(f, "api", "soon"), 400);
+    assert_int_equal(attempt_delay(f, "api", "-5"), 400);
+    f->cfg.max_delay_ms = 100;
+    assert_int_equal(attempt_delay(f, "api", "10s"), 429);    /* cut to 100 ms: slot 4 is 350 away */
+    f->cfg.max_delay_ms = 0;
+    assert_int_equal(attempt_delay(f, "api", "10s"), 429);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -462,6 +497,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_malformed_and_req_id, setup, teardown),
         cmocka_unit_test_setup_teardown(test_headers_on_accept_and_names, setup, teardown),
         cmocka_unit_test_setup_teardown(test_quota_change, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_max_delay, setup, teardown),
         cmocka_unit_test(test_conversions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

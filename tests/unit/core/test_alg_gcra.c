@@ -1,7 +1,8 @@
 /*
  * GCRA: Levee's vectors (burst b admits b + 1 at once, then one per T), exactness over long runs
  * (no drift, whatever remainder duration/limit leaves), and the cases every algorithm shares: peek,
- * negative hits, DRAIN_OVER_LIMIT, RESET_REMAINING, limit changes, expiry when full, rate 0.
+ * negative hits, DRAIN_OVER_LIMIT, RESET_REMAINING, limit changes, expiry when full, rate 0; and
+ * delay instead of reject (max_delay_ms): exact reservations, never over max_delay or the rate.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -299,6 +300,112 @@ static void test_created_at_and_backwards_time(void **state)
     ah_free(&h);
 }
 
+/* Delay instead of reject: 3 per second (T = 333.3 ms, not a whole ms), burst 0, callers willing to
+ * wait 1 s. Each answer's delay is exact (ceil of the conforming time), never above max_delay, and
+ * the slots reserved are distinct: admission k leaves at k * T, never two in one slot. */
+static void test_delay_reserves_exact_slots(void **state)
+{
+    (void)state;
+    alg_h h;
+    ah_init(&h, T0);
+    sl_request q = gcra(1, 3, 1000, 0);
+    q.max_delay_ms = 1000;
+    int64_t prev_leave = -1;
+    for (int k = 0; k < 4; k++) {
+        sl_response r = ah_decide(&h, &q);
+        assert_int_equal(r.status, SL_UNDER_LIMIT);
+        /* slot k conforms at k * 1000 / 3 ms */
+        int64_t want = (k * 1000 + 2) / 3;
+        assert_int_equal(r.delay_ms, want);
+        assert_true(r.delay_ms <= q.max_delay_ms);
+        assert_true(r.delay_ms > prev_leave);
+        prev_leave = r.delay_ms;
+        assert_int_equal(r.retry_after, 0);
+    }
+    /* the fifth would wait 1333.3 ms > 1000: rejected; retry_after keeps its meaning (when it
+     * would conform with no wait) */
+    sl_response r = ah_decide(&h, &q);
+    assert_int_equal(r.status, SL_OVER_LIMIT);
+    assert_int_equal(r.delay_ms, 0);
+    assert_int_equal(r.retry_after, 1334);
+    /* a rejection reserved nothing: after 334 ms the next caller gets slot 4 at 1333.3 ms */
+    ah_advance(&h, 334);
+    r = ah_decide(&h, &q);
+    assert_int_equal(r.status, SL_UNDER_LIMIT);
+    assert_int_equal(r.delay_ms, 1000); /* ceil(1333.33 - 334) = 1000 */
+    ah_free(&h);
+}
+
+/* Over a long run on a virtual clock, callers arriving at 10x the rate and willing to wait 200 ms:
+ * every admission's departure (arrival + delay) is at or after its exact slot, departures never
+ * exceed the rate over any window (b + 1 = 2 per T at most), and delay never exceeds max_delay. */
+static void test_delay_long_run_shapes(void **state)
+{
+    (void)state;
+    alg_h h;
+    ah_init(&h, T0);
+    sl_request q = gcra(1, 7, 1000, 1); /* T = 142.857 ms, burst 1 */
+    q.max_delay_ms = 200;
+    int64_t leave[4096];
+    int nl = 0;
+    for (int i = 0; i < 20000 && nl < 4096; i++) {
+        sl_response r = ah_decide(&h, &q);
+        if (r.status == SL_UNDER_LIMIT) {
+            assert_true(r.delay_ms >= 0 && r.delay_ms <= 200);
+            leave[nl++] = h.now + r.delay_ms;
+        } else {
+            assert_int_equal(r.delay_ms, 0);
+        }
+        ah_advance(&h, 14);
+    }
+    assert_true(nl > 1000);
+    /* departures are in order and any 1000 ms holds at most 7 + 2 (rate plus burst, rounding) */
+    for (int i = 1; i < nl; i++)
+        assert_true(leave[i] >= leave[i - 1]);
+    for (int i = 0; i + 9 < nl; i++)
+        assert_true(leave[i + 9] - leave[i] >= 1000);
+    /* admitted exactly the rate: over 280 s, 7/s, + b + 1 at once, + what 200 ms of lookahead
+     * reserves */
+    int64_t span = h.now - T0;
+    assert_true(nl <= span * 7 / 1000 + 2 + 2);
+    assert_true(nl >= span * 7 / 1000 - 2);
+    ah_free(&h);
+}
+
+/* max_delay does not change a conforming answer, a request that can never fit (n > b + 1), or a
+ * peek. */
+static void test_delay_leaves_others_alone(void **state)
+{
+    (void)state;
+    alg_h h;
+    ah_init(&h, T0);
+    sl_request q = gcra(1, 1, 1000, 0);
+    q.max_delay_ms = 5000;
+    sl_response r = ah_decide(&h, &q);
+    assert_int_equal(r.status, SL_UNDER_LIMIT);
+    assert_int_equal(r.delay_ms, 0);
+    sl_request big = gcra(3, 1, 1000, 0);
+    big.max_delay_ms = 100000;
+    r = ah_decide(&h, &big);
+    assert_int_equal(r.status, SL_OVER_LIMIT);
+    assert_int_equal(r.delay_ms, 0);
+    sl_request peek = gcra(0, 1, 1000, 0);
+    peek.max_delay_ms = 5000;
+    r = ah_decide(&h, &peek);
+    assert_int_equal(r.delay_ms, 0);
+    assert_int_equal(r.remaining, 0);
+    /* just past max_delay: rejected; exactly at it: admitted */
+    sl_request q2 = gcra(1, 1, 1000, 0);
+    q2.max_delay_ms = 999;
+    r = ah_decide(&h, &q2);
+    assert_int_equal(r.status, SL_OVER_LIMIT);
+    q2.max_delay_ms = 1000;
+    r = ah_decide(&h, &q2);
+    assert_int_equal(r.status, SL_UNDER_LIMIT);
+    assert_int_equal(r.delay_ms, 1000);
+    ah_free(&h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -313,6 +420,9 @@ int main(void)
         cmocka_unit_test(test_limit_change),
         cmocka_unit_test(test_rate_zero),
         cmocka_unit_test(test_created_at_and_backwards_time),
+        cmocka_unit_test(test_delay_reserves_exact_slots),
+        cmocka_unit_test(test_delay_long_run_shapes),
+        cmocka_unit_test(test_delay_leaves_others_alone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -495,6 +495,41 @@ static void test_against_model(void **state)
     k_free(&k);
 }
 
+/* Renewal (hits 0 with a lease id): the lease lives `duration` from the renewal, so a call that
+ * runs longer than one duration keeps its slot; the key's expiry follows; an unknown, released or
+ * expired lease is the not-found error and changes nothing; a peek (no id) is still a peek. */
+static void test_renew(void **state)
+{
+    (void)state;
+    key k;
+    k_init(&k, 7);
+    uint64_t a = 0, b = 0;
+    assert_int_equal(kd(&k, 1, 2, 1000, 0, &a).status, SL_UNDER_LIMIT);
+    k.now += 400;
+    assert_int_equal(kd(&k, 1, 2, 1000, 0, &b).status, SL_UNDER_LIMIT);
+    k.now += 500; /* t = 900: renew a until 1900 */
+    sl_response r = kd(&k, 0, 2, 1000, a, NULL);
+    assert_null(r.error);
+    assert_int_equal(r.status, SL_UNDER_LIMIT);
+    assert_int_equal(r.remaining, 0);
+    assert_int_equal(r.reset_time, T0 + 1400); /* b is now the earliest */
+    k.now = T0 + 1500; /* b expired, a still held */
+    r = kd(&k, 0, 2, 1000, 0, NULL);
+    assert_int_equal(r.remaining, 1);
+    assert_int_equal(r.reset_time, T0 + 1900);
+    assert_int_equal(kd(&k, 0, 2, 1000, b, NULL).error, sl_conc_err_not_found);
+    assert_true(k.expire_at >= T0 + 1899);
+    k.now = T0 + 1899;
+    r = kd(&k, 0, 2, 1000, a, NULL); /* renewed again before it ran out: until 2899 */
+    assert_null(r.error);
+    k.now = T0 + 2898;
+    assert_int_equal(kd(&k, 0, 2, 1000, 0, NULL).remaining, 1);
+    assert_null(kd(&k, -1, 2, 1000, a, NULL).error);   /* released */
+    assert_int_equal(kd(&k, 0, 2, 1000, a, NULL).error, sl_conc_err_not_found);
+    assert_int_equal(kd(&k, 0, 2, 1000, 12345, NULL).error, sl_conc_err_not_found);
+    k_free(&k);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -509,6 +544,7 @@ int main(void)
         cmocka_unit_test(test_ids),
         cmocka_unit_test(test_ids_without_generator),
         cmocka_unit_test(test_against_model),
+        cmocka_unit_test(test_renew),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,6 @@
 /*
  * Tests of the accuracy simulator: traffic generators, the perfect sliding window, scoring, the
- * engine runners (single, split, GLOBAL model) and the CSV series. Everything is on virtual time.
+ * engine runners (single, split, GLOBAL model), the CSV series and the shaper study. Everything is on virtual time.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "sim/series.h"
+#include "sim/shape.h"
 #include "sim/sim.h"
 #include "sim/traffic.h"
 
@@ -576,9 +577,47 @@ static void test_series(void **state)
     sl_traffic_free(&t);
 }
 
+/* The shaper study: GCRA with max_delay over Poisson traffic at twice the rate, and over bursts at
+ * five times it. Departures never exceed limit + burst in any window, no delay exceeds max_delay,
+ * departures stay in slot order, and the engine admits >= 99 % of what a perfect FIFO shaper (in
+ * doubles, independent of the engine's integers) admits. */
+static void test_shape(void **state)
+{
+    (void)state;
+    for (int c = 0; c < 2; c++) {
+        sl_traffic t;
+        sl_traffic_init(&t, 0);
+        if (c == 0)
+            assert_int_equal(sl_traffic_poisson(&t, 40.0, 600000, 4, 7), 0); /* 10/s per key */
+        else
+            assert_int_equal(sl_traffic_bursty(&t, 25.0, 2000, 3000, 600000, 1, 3), 0);
+        sl_sim s;
+        sl_sim_params p = {.limit = 300, .duration = 60000, .burst = 2,
+                           .epoch_ms = SL_SIM_DEFAULT_EPOCH_MS};
+        assert_int_equal(sl_sim_init(&s, &t, &p), 0);
+        sl_sim_shape_result r;
+        assert_int_equal(sl_sim_shape(&s, 2000, &r), 0);
+        assert_int_equal(r.requests, t.n);
+        assert_int_equal(r.errors, 0);
+        assert_true(r.delayed > 0);
+        assert_true(r.max_delay_seen <= 2000);
+        assert_true(r.peak <= r.peak_bound);
+        assert_true(r.admitted * 100 >= r.perfect_admitted * 99);
+        assert_true(r.admitted <= r.perfect_admitted + 4);
+        /* without delay the same traffic admits less */
+        sl_sim_shape_result r0;
+        assert_int_equal(sl_sim_shape(&s, 0, &r0), 0);
+        assert_int_equal(r0.delayed, 0);
+        assert_true(r0.admitted < r.admitted);
+        sl_sim_free(&s);
+        sl_traffic_free(&t);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_shape),
         cmocka_unit_test(test_rng_deterministic),
         cmocka_unit_test(test_poisson_mean_rate),
         cmocka_unit_test(test_bursty_mean_rate),
