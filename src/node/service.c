@@ -20,6 +20,7 @@
 #include "api/attempt.h"
 #include "api/gubprotect.h"
 #include "auth/bearer.h"
+#include "node/held.h"
 #include "node/loadtick.h"
 #include "sluice/clock.h"
 #include "wire/grpc_frame.h"
@@ -69,12 +70,9 @@ typedef struct sl_call {
 /* What one worker thread keeps: its call records, its reference to the current quota snapshot,
  * room for one /attempt answer and the load sampling of its shedder. Only that worker touches
  * it. */
-typedef struct held held;
-
 typedef struct sl_call_pool {
     sl_call *free;
-    held *held;          /* /attempt answers held for their X-Delay-Ms (X-Delay-Mode: hold) */
-    uint32_t n_held;
+    sl_held_list held;   /* /attempt answers held for their X-Delay-Ms (X-Delay-Mode: hold) */
     size_t n;
     size_t bytes;        /* arena + output memory the pooled calls keep */
     sl_quotasrc_reader quota_reader;
@@ -668,114 +666,23 @@ static bool resource_allowed(sl_service *s, sl_exchange *ex, const sl_http_reque
     return true;
 }
 
-/* ---- X-Delay-Mode: hold ----------------------------------------------------------------------
- * An admitted /attempt with X-Delay-Ms is answered after that delay: a copy of the answer waits
- * on a libuv timer of the worker's loop. At most max_held per worker; beyond that, or without a
- * loop, the answer goes at once (the caller waits X-Delay-Ms itself). A worker that stops answers
- * what it holds at once. */
-struct held {
-    uv_timer_t timer;
-    sl_service *s;
-    sl_call_pool *pool;
-    sl_exchange *ex;
-    int64_t t0;
-    held *next, **pprev;
-    int status, outcome, grpc_code;
-    size_t nh;
-    sl_http_header h[SL_ANSWER_MAX_HEADERS + 2];
-    char data[]; /* header names and values */
-};
-
-static void held_closed(uv_handle_t *h)
-{
-    free(h->data);
-}
-
-static void held_send(held *hd)
-{
-    *hd->pprev = hd->next;
-    if (hd->next)
-        hd->next->pprev = hd->pprev;
-    hd->pool->n_held--;
-    sl_http_response r = {.status = hd->status, .headers = hd->h, .nheaders = hd->nh};
-    sl_exchange_respond(hd->ex, &r);
-    sl_metrics_counter_inc(hd->s->attempts[hd->outcome]);
-    count_call(hd->s, M_ATTEMPT, T_HTTP, hd->grpc_code, hd->t0);
-    uv_timer_stop(&hd->timer);
-    hd->timer.data = hd;
-    uv_close((uv_handle_t *)&hd->timer, held_closed);
-}
-
-static void held_due(uv_timer_t *t)
-{
-    held_send(t->data);
-}
-
-/* Hold an admitted answer for delay_ms; false when it cannot be held (answer it now). */
-static bool hold(sl_service *s, sl_call_pool *p, sl_exchange *ex, const sl_answer *r,
-                 int64_t delay_ms, int64_t t0)
-{
-    uv_loop_t *loop = sl_exchange_loop(ex);
-    if (!loop || p->n_held >= s->cfg.max_held || r->body)
-        return false;
-    size_t bytes = 0;
-    for (size_t i = 0; i < r->n_headers; i++)
-        bytes += r->headers[i].name_len + r->headers[i].value_len;
-    held *hd = malloc(sizeof *hd + bytes + 1);
-    if (!hd)
-        return false;
-    char *w = hd->data;
-    hd->nh = r->n_headers;
-    for (size_t i = 0; i < r->n_headers; i++) {
-        const sl_answer_header *a = &r->headers[i];
-        memcpy(w, a->name, a->name_len);
-        hd->h[i].name = w;
-        hd->h[i].name_len = a->name_len;
-        w += a->name_len;
-        memcpy(w, a->value, a->value_len);
-        hd->h[i].value = w;
-        hd->h[i].value_len = a->value_len;
-        w += a->value_len;
-    }
-    hd->s = s;
-    hd->pool = p;
-    hd->ex = ex;
-    hd->t0 = t0;
-    hd->status = r->status;
-    hd->outcome = r->outcome;
-    hd->grpc_code = r->grpc_code;
-    uv_timer_init(loop, &hd->timer);
-    hd->timer.data = hd;
-    hd->next = p->held;
-    hd->pprev = &p->held;
-    if (p->held)
-        p->held->pprev = &hd->next;
-    p->held = hd;
-    p->n_held++;
-    uv_timer_start(&hd->timer, held_due, (uint64_t)delay_ms, 0);
-    return true;
-}
-
-/* X-Delay-Mode: hold on an admitted, delayed answer: its X-Delay-Ms. 0 = answer now. */
+/* X-Delay-Mode: hold on an admitted, delayed answer: its X-Delay-Ms (node/held.h). 0 = answer now. */
 static int64_t hold_for(const sl_http_request *rq, const sl_answer *r)
 {
-    if (r->status != 200)
-        return 0;
     const char *m;
     size_t ml;
     header_value(rq, "x-delay-mode", &m, &ml);
     if (!m || ml != 4 || strncasecmp(m, "hold", 4))
         return 0;
-    for (size_t i = 0; i < r->n_headers; i++) {
-        const sl_answer_header *h = &r->headers[i];
-        if (h->name_len == 10 && !memcmp(h->name, "X-Delay-Ms", 10)) {
-            int64_t v = 0;
-            for (size_t j = 0; j < h->value_len && v < INT64_MAX / 10 - 10; j++)
-                v = v * 10 + (h->value[j] - '0');
-            return v;
-        }
-    }
-    return 0;
+    return sl_held_delay_ms(r);
+}
+
+/* A held /attempt answer went out: counted as an immediate one is (respond_answer). */
+static void held_sent(void *ud, int outcome, int grpc_code, int64_t t0)
+{
+    sl_service *s = ud;
+    sl_metrics_counter_inc(s->attempts[outcome]);
+    count_call(s, M_ATTEMPT, T_HTTP, grpc_code, t0);
 }
 
 /* Levee's /attempt: under protection when the node has it, else the rate quotas alone. */
@@ -803,7 +710,7 @@ static void attempt(sl_service *s, sl_exchange *ex, const sl_http_request *rq, i
         sl_levee_attempt(&s->cfg.levee, snap, s->cfg.engine, &q.levee, now, &p->answer);
     }
     int64_t hold_ms = q.levee.max_delay ? hold_for(rq, &p->answer) : 0;
-    if (hold_ms > 0 && hold(s, p, ex, &p->answer, hold_ms, t0))
+    if (hold_ms > 0 && sl_held_add(&p->held, ex, &p->answer, hold_ms, t0))
         return;
     respond_answer(s, ex, M_ATTEMPT, &p->answer, t0);
 }
@@ -977,6 +884,8 @@ int sl_service_new(const sl_service_config *cfg, sl_service **out)
         free(s);
         return -ENOMEM;
     }
+    for (int i = 0; i < s->npools; i++)
+        s->pools[i].held = (sl_held_list){.max = cfg->max_held, .sent = held_sent, .sent_ud = s};
     int rc = register_metrics(s);
     if (rc) {
         sl_service_free(s);
@@ -997,8 +906,7 @@ void sl_service_worker_stop(sl_service *s, int worker)
     sl_call_pool *p = pool_of(s, worker);
     if (worker >= 0 && worker < s->npools - 1)
         sl_loadtick_stop(&p->tick);
-    while (p->held)
-        held_send(p->held); /* answered now: the caller waits X-Delay-Ms itself */
+    sl_held_flush(&p->held);
     sl_quotasrc_reader_release(&p->quota_reader);
 }
 
