@@ -17,6 +17,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.environ.get("SLUICE_BUILD", os.path.join(ROOT, "build"))
 SLUICED = os.path.join(BUILD, "bin", "sluiced")
 SLUICE = os.path.join(BUILD, "bin", "sluice")
+EXAMPLE_MIDDLEWARE = os.path.join(BUILD, "bin", "example_middleware")
 
 
 def free_port():
@@ -159,3 +160,57 @@ def http(method, url, body=None, headers=None, timeout=5):
 
 def have(tool):
     return shutil.which(tool) is not None
+
+
+def wait_for(pred, timeout, interval=0.02):
+    """Poll pred() until it is true or `timeout` seconds pass; its last answer."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if pred():
+            return True
+        time.sleep(interval)
+    return pred()
+
+
+class Middleware:
+    """examples/middleware.c (the fail-open client library in a tiny HTTP service) in front of a
+    sluiced at sluice_addr; `extra` are its options (--resource, --timeout, --lease, ...)."""
+
+    def __init__(self, sluice_addr, *extra):
+        self.port = free_port()
+        self.addr = "127.0.0.1:%d" % self.port
+        self.proc = subprocess.Popen([EXAMPLE_MIDDLEWARE, "--listen", self.addr, "--sluice",
+                                      sluice_addr] + list(extra),
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+        def up():
+            try:
+                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
+                return True
+            except OSError:
+                return False
+
+        assert wait_for(up, 5), "example_middleware did not start"
+
+    def get(self, path="/hello"):
+        return http("GET", "http://%s%s" % (self.addr, path), timeout=10)
+
+    def raw_get(self, path):
+        """The response head as sent, to see every header line."""
+        with socket.create_connection(("127.0.0.1", self.port), 5) as s:
+            s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % path).encode())
+            data = b""
+            while True:
+                b = s.recv(4096)
+                if not b:
+                    break
+                data += b
+        return data
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()

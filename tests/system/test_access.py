@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from conftest import SLUICE, free_port, http, peers_v1
+from conftest import SLUICE, free_port, http, peers_v1, wait_for
 
 ITEM = {"name": "lim", "unique_key": "k", "hits": 1, "limit": 1, "duration": 60000}
 TOKEN = "s3cret-admin-token-0123456789"
@@ -192,15 +192,6 @@ def free_port_on(host):
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
-
-
-def wait_for(pred, timeout, interval=0.02):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if pred():
-            return True
-        time.sleep(interval)
-    return pred()
 
 
 def cluster_on_own_ips(node_factory, extra=()):

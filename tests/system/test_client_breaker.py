@@ -4,15 +4,12 @@ rejection (no empty header), and the circuit breaker: with sluiced SIGSTOPped (i
 answers), calls cost the timeout only until the breaker opens, then return at once."""
 import os
 import signal
-import socket
-import subprocess
 import time
 
 import pytest
 
-from conftest import BUILD, free_port, http
+from conftest import EXAMPLE_MIDDLEWARE, Middleware, http, wait_for
 
-EXAMPLE_MIDDLEWARE = os.path.join(BUILD, "bin", "example_middleware")
 
 pytestmark = pytest.mark.skipif(not os.path.exists(EXAMPLE_MIDDLEWARE),
                                 reason="example_middleware not built")
@@ -24,56 +21,6 @@ concurrency:
   default: {limit: 50, duration: 60s}
 fleet: {capacity: 10, reserve: 0.2, duration: 60s}
 """
-
-
-def wait_for(pred, timeout, interval=0.02):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if pred():
-            return True
-        time.sleep(interval)
-    return pred()
-
-
-class Middleware:
-    def __init__(self, sluice_addr, *extra):
-        self.port = free_port()
-        self.addr = "127.0.0.1:%d" % self.port
-        self.proc = subprocess.Popen([EXAMPLE_MIDDLEWARE, "--listen", self.addr, "--sluice",
-                                      sluice_addr] + list(extra),
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-        def up():
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-                return True
-            except OSError:
-                return False
-
-        assert wait_for(up, 5), "example_middleware did not start"
-
-    def get(self, path="/hello"):
-        return http("GET", "http://%s%s" % (self.addr, path), timeout=10)
-
-    def raw_get(self, path):
-        """The response head as sent, to see every header line."""
-        with socket.create_connection(("127.0.0.1", self.port), 5) as s:
-            s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % path).encode())
-            data = b""
-            while True:
-                b = s.recv(4096)
-                if not b:
-                    break
-                data += b
-        return data
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            self.proc.wait(5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
 
 
 def metric(node, name, labels):

@@ -21,7 +21,7 @@ import urllib.request
 
 import pytest
 
-from conftest import free_port, have, http, peers_v1
+from conftest import free_port, have, http, peers_v1, wait_for
 from etcdproc import EtcdProc
 from dnsserver import DNSServer
 
@@ -51,15 +51,6 @@ def health(addr):
 def owner_of(addr, key, name="rl"):
     r = get_rate_limits(addr, [rl(key, hits=0, name=name)])[0]
     return r.get("metadata", {}).get("owner")
-
-
-def wait_for(pred, timeout, interval=0.02):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if pred():
-            return True
-        time.sleep(interval)
-    return pred()
 
 
 def free_port_on(host):

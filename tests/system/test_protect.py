@@ -12,31 +12,19 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
-import threading
 import time
 import urllib.request
 
 import grpc
 import pytest
 
-from conftest import BUILD, SLUICE, free_port, have, http
+from conftest import EXAMPLE_MIDDLEWARE, SLUICE, Middleware, free_port, have, http, wait_for
 from etcdproc import EtcdProc
 
-EXAMPLE_MIDDLEWARE = os.path.join(BUILD, "bin", "example_middleware")
 
 
 # ---- helpers ---------------------------------------------------------------------------------
-
-def wait_for(pred, timeout, interval=0.02):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if pred():
-            return True
-        time.sleep(interval)
-    return pred()
-
 
 def write(tmp_path, name, text):
     p = tmp_path / name
@@ -445,39 +433,10 @@ def test_kill_switch_within_one_second_on_three_nodes(node_factory, etcd):
 
 # ---- the client library fails open ----------------------------------------------------------
 
-class Middleware:
-    def __init__(self, sluice_addr, resource="demo"):
-        self.port = free_port()
-        self.addr = "127.0.0.1:%d" % self.port
-        self.proc = subprocess.Popen([EXAMPLE_MIDDLEWARE, "--listen", self.addr, "--sluice",
-                                      sluice_addr, "--resource", resource, "--timeout", "300"],
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-
-        def up():
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-                return True
-            except OSError:
-                return False
-
-        assert wait_for(up, 5), "example_middleware did not start"
-
-    def get(self, path="/hello"):
-        return http("GET", "http://%s%s" % (self.addr, path))
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            self.proc.wait(5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-
 @pytest.mark.skipif(not os.path.exists(EXAMPLE_MIDDLEWARE), reason="example_middleware not built")
 def test_client_fails_open_when_sluiced_is_down(node_factory, tmp_path):
     dead = "127.0.0.1:%d" % free_port()
-    mw = Middleware(dead)
+    mw = Middleware(dead, "--resource", "demo", "--timeout", "300")
     try:
         for _ in range(3):
             status, h, body = mw.get()
@@ -488,7 +447,7 @@ def test_client_fails_open_when_sluiced_is_down(node_factory, tmp_path):
     # and with sluiced up it enforces: the quota of "demo" allows 1 request per second
     path = write(tmp_path, "quotas.yaml", "limit:\n  key:\n    demo: {quota: {rate: 1}}\n")
     node = node_factory(["--workers", "1", "--standalone", "--quota-file", path])
-    mw = Middleware(node.addr)
+    mw = Middleware(node.addr, "--resource", "demo", "--timeout", "300")
     try:
         statuses = [mw.get()[0] for _ in range(3)]
         assert statuses[0] == 200 and 429 in statuses, statuses
