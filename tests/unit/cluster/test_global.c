@@ -17,6 +17,8 @@
 
 #include <cmocka.h>
 
+#include "global_req.h"
+
 #include "cluster/global.h"
 #include "cluster/picker.h"
 
@@ -24,22 +26,7 @@
 
 static sl_request req(const char *key, int64_t hits, int64_t limit)
 {
-    sl_request r = {0};
-    r.name = "rl";
-    r.name_len = 2;
-    r.unique_key = key;
-    r.unique_key_len = strlen(key);
-    r.hits = hits;
-    r.limit = limit;
-    r.duration = 1000;
-    r.algorithm = SL_TOKEN_BUCKET;
-    r.behavior = SL_GLOBAL;
-    return r;
-}
-
-static uint64_t hash_of(const sl_request *r)
-{
-    return sl_picker_key_hash(r->name, r->name_len, r->unique_key, r->unique_key_len);
+    return global_req(key, hits, limit, 1000);
 }
 
 static void test_fresh_local_limit_and_hits(void **state)

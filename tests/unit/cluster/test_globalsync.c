@@ -17,6 +17,8 @@
 
 #include <cmocka.h>
 
+#include "global_req.h"
+
 #include "cluster/globalsync.h"
 #include "cluster/picker.h"
 #include "sluice/clock.h"
@@ -132,22 +134,7 @@ static void add_peer(fixture *f)
 
 static sl_request req(const char *key, int64_t hits, int64_t limit)
 {
-    sl_request r = {0};
-    r.name = "rl";
-    r.name_len = 2;
-    r.unique_key = key;
-    r.unique_key_len = strlen(key);
-    r.hits = hits;
-    r.limit = limit;
-    r.duration = 60000;
-    r.algorithm = SL_TOKEN_BUCKET;
-    r.behavior = SL_GLOBAL;
-    return r;
-}
-
-static uint64_t hash_of(const sl_request *r)
-{
-    return sl_picker_key_hash(r->name, r->name_len, r->unique_key, r->unique_key_len);
+    return global_req(key, hits, limit, 60000);
 }
 
 /* Run the loop until `n` calls of `method` ended (a hang guard, not a timing bound). */
