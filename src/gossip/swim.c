@@ -1,0 +1,1028 @@
+/*
+ * swim: the SWIM + Lifeguard membership state machine (what it does and why is in swim.h). This
+ * file holds the member table, the probe round, suspicion timers, the dissemination queue and the
+ * rules that merge news about a member:
+ *
+ *   news about m          m unknown      m alive/suspect (inc i)        m dead/left (inc i)
+ *   alive   inc j         add            j > i: alive, take addr/meta    j > i: alive again
+ *   suspect inc j         ignore         j >= i: suspect (confirm if     ignore
+ *                                        already suspect at j)
+ *   dead/left inc j       ignore         j >= i: dead/left               ignore
+ *
+ * News about ourselves: suspect or dead at an incarnation >= ours is refuted by announcing alive
+ * at that incarnation + 1 (unless we are leaving). Every accepted change is queued once for
+ * piggybacking; a later change about the same member replaces the queued one.
+ */
+#include "gossip/swim.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/strmap.h"
+
+/* Relayed probes (PING_REQ) waiting for the target's ack: bounded, the rest are dropped. */
+#define SL_SWIM_MAX_RELAYS 64
+/* Distinct confirmations of a suspicion we remember (Lifeguard needs K, k indirect probes). */
+#define MAX_CONFIRM 16
+#define NONE ((size_t)-1)
+
+typedef struct mem {
+    char name[SL_SWIM_MAX_NAME + 1];
+    char addr[SL_SWIM_MAX_NAME + 1];
+    uint8_t meta[SL_SWIM_MAX_META];
+    size_t meta_len;
+    uint8_t status;
+    uint32_t inc;
+    size_t idx;             /* position in s->v */
+    uint64_t since;         /* when the status last changed */
+    /* suspicion */
+    uint64_t susp_start, susp_deadline;
+    unsigned n_confirm;
+    uint64_t confirm[MAX_CONFIRM]; /* name hashes of who suspects it */
+    /* dissemination */
+    size_t bc_pos;          /* position in s->bcq, or NONE */
+    unsigned bc_sent;
+    char bc_from[SL_SWIM_MAX_NAME + 1];
+} mem;
+
+typedef struct relay {
+    int used;
+    uint32_t seq, orig_seq;
+    char requester[SL_SWIM_MAX_NAME + 1];
+    uint64_t nack_at;
+} relay;
+
+struct sl_swim {
+    sl_swim_config c;
+    mem *self;
+    mem **v;                /* every member, ourselves included */
+    size_t n;
+    sl_strmap byname;       /* name -> mem* */
+    mem **bcq;              /* members with a queued update */
+    size_t nbc;
+    unsigned count[4];      /* members by status, ourselves included */
+    uint64_t rng;
+    uint32_t seq;
+    uint64_t version;
+    unsigned lhm;
+    int leaving;
+    /* the probe under way */
+    struct {
+        int active, acked, indirect_sent;
+        char target[SL_SWIM_MAX_NAME + 1];
+        uint32_t seq;
+        unsigned nacks_expected, nacks;
+        uint64_t timeout_at, end_at;
+    } probe;
+    size_t probe_pos;
+    uint64_t next_probe_at, next_gossip_at, next_pp_at, next_join_at, next_reap_at;
+    relay relays[SL_SWIM_MAX_RELAYS];
+    char **seeds;
+    size_t nseeds;
+    sl_swim_stats st;
+    uint8_t pkt[SL_SWIMWIRE_MAX_UDP];
+};
+
+static const char *const status_names[] = {"alive", "suspect", "dead", "left"};
+static const char *const drop_names[SL_SWIM_DROP_NREASONS] = {
+    "malformed", "oversize", "version", "wrong_node", "unexpected", "queue_full", "table_full",
+    "decrypt"};
+
+const char *sl_swim_status_name(sl_swim_status s)
+{
+    return (unsigned)s < 4 ? status_names[s] : "unknown";
+}
+
+const char *sl_swim_drop_name(sl_swim_drop d)
+{
+    return (unsigned)d < SL_SWIM_DROP_NREASONS ? drop_names[d] : "unknown";
+}
+
+/* --- small helpers */
+
+static uint64_t rnd(sl_swim *s)
+{
+    /* xorshift64* */
+    s->rng ^= s->rng >> 12;
+    s->rng ^= s->rng << 25;
+    s->rng ^= s->rng >> 27;
+    return s->rng * 0x2545F4914F6CDD1Dull;
+}
+
+static int valid_name(const char *p, size_t n)
+{
+    if (n == 0 || n > SL_SWIM_MAX_NAME)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)p[i] <= 0x20 || (unsigned char)p[i] >= 0x7f)
+            return 0;
+    return 1;
+}
+
+static uint64_t name_hash(const char *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;  /* FNV-1a: only to tell confirmers apart */
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
+    return h | 1;
+}
+
+static mem *find(const sl_swim *s, const char *name, size_t len)
+{
+    sl_strmap_ent *e = sl_strmap_find(&s->byname, 0, name, len);
+    return e ? *(mem **)sl_strmap_val(e) : NULL;
+}
+
+static unsigned live_count(const sl_swim *s)
+{
+    return s->count[SL_SWIM_ALIVE] + s->count[SL_SWIM_SUSPECT];
+}
+
+static uint64_t scaled(const sl_swim *s, uint32_t ms)
+{
+    return (uint64_t)ms * (s->lhm + 1);
+}
+
+static void lhm_add(sl_swim *s, int d)
+{
+    int v = (int)s->lhm + d;
+    if (v < 0)
+        v = 0;
+    if (v > (int)s->c.lhm_max)
+        v = (int)s->c.lhm_max;
+    s->lhm = (unsigned)v;
+}
+
+static void to_public(const mem *m, const sl_swim *s, sl_swim_member *out)
+{
+    out->name = m->name;
+    out->addr = m->addr;
+    out->meta = m->meta;
+    out->meta_len = m->meta_len;
+    out->status = (sl_swim_status)m->status;
+    out->incarnation = m->inc;
+    out->is_self = m == s->self;
+}
+
+static void changed(sl_swim *s, mem *m, int old)
+{
+    s->version++;
+    if (s->c.cb.on_change) {
+        sl_swim_member pm;
+        to_public(m, s, &pm);
+        s->c.cb.on_change(s->c.cb.ctx, &pm, old);
+    }
+}
+
+static void set_status(sl_swim *s, mem *m, uint8_t st, uint64_t now)
+{
+    if (m->status != st) {
+        s->count[m->status]--;
+        s->count[st]++;
+        m->status = st;
+        m->since = now;
+    }
+}
+
+/* --- dissemination queue */
+
+static void queue(sl_swim *s, mem *m, const char *from)
+{
+    snprintf(m->bc_from, sizeof m->bc_from, "%s", from ? from : "");
+    m->bc_sent = 0;
+    if (m->bc_pos == NONE) {
+        m->bc_pos = s->nbc;
+        s->bcq[s->nbc++] = m;
+    }
+}
+
+static void unqueue(sl_swim *s, mem *m)
+{
+    if (m->bc_pos == NONE)
+        return;
+    size_t i = m->bc_pos;
+    s->bcq[i] = s->bcq[--s->nbc];
+    s->bcq[i]->bc_pos = i;
+    m->bc_pos = NONE;
+}
+
+static unsigned retransmit_limit(const sl_swim *s)
+{
+    double n = live_count(s);
+    unsigned l = s->c.retransmit_mult * (unsigned)ceil(log10(n + 1));
+    return l ? l : 1;
+}
+
+static void to_update(const mem *m, const char *from, sl_swimwire_update *u)
+{
+    u->status = m->status;
+    u->incarnation = m->inc;
+    u->name = (sl_swimwire_str){m->name, strlen(m->name)};
+    u->addr = (sl_swimwire_str){m->addr, strlen(m->addr)};
+    u->from = (sl_swimwire_str){from, strlen(from)};
+    u->meta = m->meta;
+    u->meta_len = m->status == SL_SWIM_ALIVE ? m->meta_len : 0;
+}
+
+/* Append queued updates, least sent first, while they fit; drop those sent often enough. */
+static size_t piggyback(sl_swim *s, uint8_t *buf, size_t len, const mem *skip)
+{
+    if (!s->nbc)
+        return len;
+    /* insertion sort by times sent: the queue is short and nearly sorted */
+    for (size_t i = 1; i < s->nbc; i++) {
+        mem *x = s->bcq[i];
+        size_t j = i;
+        while (j > 0 && s->bcq[j - 1]->bc_sent > x->bc_sent) {
+            s->bcq[j] = s->bcq[j - 1];
+            s->bcq[j]->bc_pos = j;
+            j--;
+        }
+        s->bcq[j] = x;
+        x->bc_pos = j;
+    }
+    unsigned limit = retransmit_limit(s);
+    for (size_t i = 0; i < s->nbc; i++) {
+        mem *m = s->bcq[i];
+        if (m == skip)
+            continue;
+        sl_swimwire_update u;
+        to_update(m, m->bc_from, &u);
+        int r = sl_swimwire_put_update(buf, SL_SWIMWIRE_MAX_UDP, len, &u);
+        if (r < 0)
+            break;
+        len = (size_t)r;
+        m->bc_sent++;
+        s->st.updates_sent++;
+    }
+    for (size_t i = 0; i < s->nbc;) {
+        mem *m = s->bcq[i];
+        if (m->bc_sent >= limit)
+            unqueue(s, m);
+        else
+            i++;
+    }
+    return len;
+}
+
+/* Send one datagram of `type`, a directed update first (news the receiver needs about itself),
+ * then piggybacked updates. */
+static void send_pkt(sl_swim *s, const char *addr, sl_swimwire_type type, uint32_t seq,
+                     const char *target, const char *target_addr, mem *directed)
+{
+    int r = sl_swimwire_put_head(s->pkt, sizeof s->pkt, type, seq, 0, target, target_addr,
+                                 s->self->name);
+    if (r < 0)
+        return;
+    size_t len = (size_t)r;
+    if (directed) {
+        sl_swimwire_update u;
+        to_update(directed, "", &u);
+        r = sl_swimwire_put_update(s->pkt, sizeof s->pkt, len, &u);
+        if (r > 0)
+            len = (size_t)r;
+    }
+    len = piggyback(s, s->pkt, len, directed);
+    if (type == SL_SWIMWIRE_GOSSIP && len == SL_SWIMWIRE_HEADER)
+        return;  /* nothing to say */
+    s->st.packets_sent++;
+    s->st.bytes_sent += len;
+    if (s->c.cb.send)
+        s->c.cb.send(s->c.cb.ctx, addr, s->pkt, len);
+}
+
+/* --- the member table */
+
+static mem *add_member(sl_swim *s, const sl_swimwire_update *u, uint64_t now)
+{
+    if (s->n >= s->c.max_members) {
+        s->st.dropped[SL_SWIM_DROP_TABLE_FULL]++;
+        return NULL;
+    }
+    mem *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    memcpy(m->name, u->name.p, u->name.len);
+    memcpy(m->addr, u->addr.p, u->addr.len);
+    memcpy(m->meta, u->meta, u->meta_len);
+    m->meta_len = u->meta_len;
+    m->inc = u->incarnation;
+    m->status = SL_SWIM_ALIVE;
+    m->since = now;
+    m->bc_pos = NONE;
+    if (sl_strmap_put(&s->byname, 0, m->name, u->name.len, &m, NULL) < 0) {
+        free(m);
+        return NULL;
+    }
+    /* a random place at or after the probe cursor, so a newcomer is probed within a round */
+    size_t lo = s->probe_pos < s->n ? s->probe_pos : s->n;
+    size_t j = lo + (size_t)(rnd(s) % (s->n - lo + 1));
+    s->v[s->n] = m;
+    m->idx = s->n;
+    if (j != s->n) {
+        mem *o = s->v[j];
+        s->v[j] = m;
+        m->idx = j;
+        s->v[s->n] = o;
+        o->idx = s->n;
+    }
+    s->n++;
+    s->count[SL_SWIM_ALIVE]++;
+    changed(s, m, -1);
+    return m;
+}
+
+static void remove_member(sl_swim *s, mem *m)
+{
+    unqueue(s, m);
+    sl_strmap_remove(&s->byname, 0, m->name, strlen(m->name));
+    size_t i = m->idx;
+    s->v[i] = s->v[--s->n];
+    s->v[i]->idx = i;
+    s->count[m->status]--;
+    s->version++;
+    free(m);
+}
+
+/* --- suspicion */
+
+static uint64_t suspicion_timeout(const sl_swim *s, unsigned confirmations)
+{
+    double n = live_count(s);
+    double scale = n > 10 ? log10(n) : 1.0;
+    double min = s->c.suspicion_min_mult * scale * s->c.probe_interval_ms;
+    double max = s->c.suspicion_max_mult * min;
+    /* K: confirmations expected, at most the members other than us and the suspect */
+    double k = s->c.indirect_probes;
+    if (n - 2 < k)
+        k = n > 2 ? n - 2 : 0;
+    if (k < 1)
+        return (uint64_t)min;
+    double c = confirmations < k ? confirmations : k;
+    double t = max - (max - min) * log(c + 1) / log(k + 1);
+    return (uint64_t)(t < min ? min : t);
+}
+
+static void suspect(sl_swim *s, mem *m, uint32_t inc, const char *from, size_t from_len,
+                    uint64_t now)
+{
+    uint64_t fh = from_len ? name_hash(from, from_len) : 0;
+    if (m->status == SL_SWIM_SUSPECT && inc == m->inc) {
+        if (!fh || m->n_confirm >= MAX_CONFIRM)
+            return;
+        for (unsigned i = 0; i < m->n_confirm; i++)
+            if (m->confirm[i] == fh)
+                return;
+        m->confirm[m->n_confirm++] = fh;
+        /* independent confirmations shorten the timer (counted after the first accuser) */
+        m->susp_deadline = m->susp_start + suspicion_timeout(s, m->n_confirm - 1);
+        if (m->n_confirm - 1 <= s->c.indirect_probes) {
+            char f[SL_SWIM_MAX_NAME + 1];
+            memcpy(f, from, from_len);
+            f[from_len] = '\0';
+            queue(s, m, f);
+        }
+        return;
+    }
+    int old = m->status;
+    m->inc = inc;
+    if (old != SL_SWIM_SUSPECT) {
+        set_status(s, m, SL_SWIM_SUSPECT, now);
+        m->susp_start = now;
+        m->n_confirm = 0;
+    }
+    if (fh && m->n_confirm < MAX_CONFIRM)
+        m->confirm[m->n_confirm++] = fh;
+    m->susp_deadline =
+        m->susp_start + suspicion_timeout(s, m->n_confirm ? m->n_confirm - 1 : 0);
+    char f[SL_SWIM_MAX_NAME + 1];
+    memcpy(f, from, from_len);
+    f[from_len] = '\0';
+    queue(s, m, f);
+    if (old != SL_SWIM_SUSPECT)
+        changed(s, m, old);
+}
+
+static void refute(sl_swim *s, uint32_t inc, int health)
+{
+    if (s->leaving)
+        return;
+    s->self->inc = inc + 1;
+    s->st.refutations++;
+    if (health)
+        lhm_add(s, 1);
+    queue(s, s->self, "");
+    s->version++;
+}
+
+/* Merge one piece of news (see the table at the top). */
+static void apply(sl_swim *s, const sl_swimwire_update *u, uint64_t now)
+{
+    s->st.updates_received++;
+    mem *m = find(s, u->name.p, u->name.len);
+    if (m == s->self) {
+        if (u->status != SL_SWIM_ALIVE && u->incarnation >= m->inc && !s->leaving)
+            refute(s, u->incarnation, u->status == SL_SWIM_SUSPECT);
+        return;
+    }
+    switch (u->status) {
+    case SL_SWIM_ALIVE:
+        if (!m) {
+            m = add_member(s, u, now);
+            if (m)
+                queue(s, m, "");
+            return;
+        }
+        if (u->incarnation > m->inc) {
+            int old = m->status;
+            int moved = u->addr.len != strlen(m->addr) || memcmp(u->addr.p, m->addr, u->addr.len);
+            int remeta = u->meta_len != m->meta_len || memcmp(u->meta, m->meta, u->meta_len);
+            m->inc = u->incarnation;
+            memcpy(m->addr, u->addr.p, u->addr.len);
+            m->addr[u->addr.len] = '\0';
+            memcpy(m->meta, u->meta, u->meta_len);
+            m->meta_len = u->meta_len;
+            set_status(s, m, SL_SWIM_ALIVE, now);
+            queue(s, m, "");
+            if (old != SL_SWIM_ALIVE || moved || remeta)
+                changed(s, m, old);
+        }
+        return;
+    case SL_SWIM_SUSPECT:
+        if (m && (m->status == SL_SWIM_ALIVE || m->status == SL_SWIM_SUSPECT) &&
+            u->incarnation >= m->inc)
+            suspect(s, m, u->incarnation, u->from.p, u->from.len, now);
+        return;
+    default:
+        if (m && (m->status == SL_SWIM_ALIVE || m->status == SL_SWIM_SUSPECT) &&
+            u->incarnation >= m->inc) {
+            int old = m->status;
+            m->inc = u->incarnation;
+            set_status(s, m, u->status, now);
+            queue(s, m, "");
+            changed(s, m, old);
+        }
+        return;
+    }
+}
+
+static void apply_all(sl_swim *s, const sl_swimwire_msg *msg, uint64_t now)
+{
+    const uint8_t *cur = msg->updates;
+    for (unsigned i = 0; i < msg->n_updates; i++) {
+        sl_swimwire_update u;
+        sl_swimwire_next_update(&cur, &u);
+        apply(s, &u, now);
+    }
+}
+
+/* --- construction */
+
+void sl_swim_config_defaults(sl_swim_config *c)
+{
+#define D(f, v) if (!c->f) c->f = v
+    D(probe_interval_ms, 1000);
+    D(probe_timeout_ms, 500);
+    D(indirect_probes, 3);
+    D(retransmit_mult, 4);
+    D(suspicion_min_mult, 4);
+    D(suspicion_max_mult, 6);
+    D(lhm_max, 8);
+    D(gossip_interval_ms, 200);
+    D(gossip_fanout, 3);
+    D(pushpull_interval_ms, 30000);
+    D(dead_keep_ms, 300000);
+    D(max_members, 1024);
+    D(max_stream_bytes, (size_t)1 << 20);
+#undef D
+}
+
+int sl_swim_new(const sl_swim_config *cfg, uint64_t now, sl_swim **out, char *err,
+                size_t errlen)
+{
+    *out = NULL;
+    if (!cfg->name || !valid_name(cfg->name, strlen(cfg->name)) || !cfg->addr ||
+        !valid_name(cfg->addr, strlen(cfg->addr))) {
+        snprintf(err, errlen, "gossip name and address: 1..%d printable characters, no spaces",
+                 SL_SWIM_MAX_NAME);
+        return -EINVAL;
+    }
+    if (cfg->meta_len > SL_SWIM_MAX_META) {
+        snprintf(err, errlen, "gossip metadata over %d bytes", SL_SWIM_MAX_META);
+        return -EINVAL;
+    }
+    sl_swim *s = calloc(1, sizeof *s);
+    if (!s)
+        return -ENOMEM;
+    s->c = *cfg;
+    sl_swim_config_defaults(&s->c);
+    if (s->c.max_members < 2)
+        s->c.max_members = 2;
+    s->c.name = s->c.addr = NULL;
+    s->c.meta = NULL;
+    s->rng = cfg->seed ? cfg->seed : 0x9E3779B97F4A7C15ull;
+    s->v = calloc(s->c.max_members, sizeof *s->v);
+    s->bcq = calloc(s->c.max_members, sizeof *s->bcq);
+    sl_strmap_init(&s->byname, sizeof(mem *), s->c.max_members, rnd(s));
+    if (!s->v || !s->bcq) {
+        sl_swim_free(s);
+        return -ENOMEM;
+    }
+    sl_swimwire_update u = {
+        .status = SL_SWIM_ALIVE,
+        .name = {cfg->name, strlen(cfg->name)},
+        .addr = {cfg->addr, strlen(cfg->addr)},
+        .meta = cfg->meta,
+        .meta_len = cfg->meta_len,
+    };
+    s->self = add_member(s, &u, now);
+    if (!s->self) {
+        sl_swim_free(s);
+        return -ENOMEM;
+    }
+    s->next_probe_at = now + rnd(s) % s->c.probe_interval_ms;
+    s->next_gossip_at = now + s->c.gossip_interval_ms;
+    s->next_pp_at = now + s->c.pushpull_interval_ms;
+    s->next_reap_at = now + s->c.probe_interval_ms;
+    *out = s;
+    return 0;
+}
+
+void sl_swim_free(sl_swim *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->n; i++)
+        free(s->v[i]);
+    for (size_t i = 0; i < s->nseeds; i++)
+        free(s->seeds[i]);
+    free(s->seeds);
+    free(s->v);
+    free(s->bcq);
+    sl_strmap_free(&s->byname);
+    free(s);
+}
+
+/* --- push/pull */
+
+static void push_state(sl_swim *s, const char *addr, sl_swimwire_type type, int join,
+                       void (*reply)(void *, const uint8_t *, size_t), void *rctx)
+{
+    size_t cap = SL_SWIMWIRE_HEADER + 1 + s->n * SL_SWIMWIRE_MAX_UPDATE_BYTES;
+    if (cap > s->c.max_stream_bytes)
+        cap = s->c.max_stream_bytes;
+    uint8_t *buf = malloc(cap);
+    if (!buf)
+        return;
+    int r = sl_swimwire_put_head(buf, cap, type, 0, (uint8_t)join, NULL, NULL, NULL);
+    size_t len = r > 0 ? (size_t)r : 0;
+    for (size_t i = 0; r > 0 && i < s->n; i++) {
+        sl_swimwire_update u;
+        to_update(s->v[i], "", &u);
+        r = sl_swimwire_put_update(buf, cap, len, &u);
+        if (r > 0)
+            len = (size_t)r;
+    }
+    if (len) {
+        s->st.bytes_sent += len;
+        if (type == SL_SWIMWIRE_PUSH) {
+            s->st.pushpulls_sent++;
+            if (s->c.cb.send_stream)
+                s->c.cb.send_stream(s->c.cb.ctx, addr, buf, len);
+        } else if (reply) {
+            reply(rctx, buf, len);
+        }
+    }
+    free(buf);
+}
+
+int sl_swim_recv_stream(sl_swim *s, const char *from, const uint8_t *p, size_t len,
+                        uint64_t now, void (*reply)(void *, const uint8_t *, size_t), void *rctx)
+{
+    sl_swimwire_msg msg;
+    const char *why;
+    s->st.bytes_received += len;
+    int r = sl_swimwire_decode(p, len, s->c.max_stream_bytes, &msg, &why);
+    if (r < 0) {
+        s->st.dropped[r == -EMSGSIZE ? SL_SWIM_DROP_OVERSIZE
+                      : r == -EPROTONOSUPPORT ? SL_SWIM_DROP_VERSION
+                                              : SL_SWIM_DROP_MALFORMED]++;
+        return r;
+    }
+    if (msg.type != SL_SWIMWIRE_PUSH && msg.type != SL_SWIMWIRE_PULL) {
+        s->st.dropped[SL_SWIM_DROP_UNEXPECTED]++;
+        return -EBADMSG;
+    }
+    s->st.pushpulls_received++;
+    apply_all(s, &msg, now);
+    if (msg.type == SL_SWIMWIRE_PUSH)
+        push_state(s, from, SL_SWIMWIRE_PULL, 0, reply, rctx);
+    return 0;
+}
+
+int sl_swim_join(sl_swim *s, const char *const *seeds, size_t n, uint64_t now)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!seeds[i] || !valid_name(seeds[i], strlen(seeds[i])))
+            return -EINVAL;
+    char **v = n ? calloc(n, sizeof *v) : NULL;
+    if (n && !v)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        if (!(v[i] = strdup(seeds[i]))) {
+            while (i--)
+                free(v[i]);
+            free(v);
+            return -ENOMEM;
+        }
+    for (size_t i = 0; i < s->nseeds; i++)
+        free(s->seeds[i]);
+    free(s->seeds);
+    s->seeds = v;
+    s->nseeds = n;
+    s->next_join_at = now;
+    sl_swim_tick(s, now);
+    return 0;
+}
+
+/* --- receiving datagrams */
+
+static void on_ping(sl_swim *s, const char *from, const sl_swimwire_msg *msg)
+{
+    if (msg->target.len != strlen(s->self->name) ||
+        memcmp(msg->target.p, s->self->name, msg->target.len)) {
+        s->st.dropped[SL_SWIM_DROP_WRONG_NODE]++;
+        return;
+    }
+    /* a prober that we hold dead or left learns it first, so it can refute */
+    mem *src = find(s, msg->source.p, msg->source.len);
+    if (src && src->status < SL_SWIM_DEAD)
+        src = NULL;
+    send_pkt(s, from, SL_SWIMWIRE_ACK, msg->seq, NULL, NULL, src);
+}
+
+static void on_ping_req(sl_swim *s, const char *from, const sl_swimwire_msg *msg, uint64_t now)
+{
+    relay *r = NULL;
+    for (int i = 0; i < SL_SWIM_MAX_RELAYS && !r; i++)
+        if (!s->relays[i].used)
+            r = &s->relays[i];
+    if (!r) {
+        s->st.dropped[SL_SWIM_DROP_QUEUE_FULL]++;
+        return;
+    }
+    char target[SL_SWIM_MAX_NAME + 1], taddr[SL_SWIM_MAX_NAME + 1];
+    memcpy(target, msg->target.p, msg->target.len);
+    target[msg->target.len] = '\0';
+    memcpy(taddr, msg->target_addr.p, msg->target_addr.len);
+    taddr[msg->target_addr.len] = '\0';
+    r->used = 1;
+    r->seq = ++s->seq;
+    r->orig_seq = msg->seq;
+    snprintf(r->requester, sizeof r->requester, "%s", from);
+    /* Lifeguard: a NACK after 80 % of the probe timeout tells the requester we are alive */
+    r->nack_at = now + s->c.probe_timeout_ms * 8 / 10;
+    send_pkt(s, taddr, SL_SWIMWIRE_PING, r->seq, target, NULL, NULL);
+}
+
+static void on_ack(sl_swim *s, const sl_swimwire_msg *msg, int nack)
+{
+    if (s->probe.active && msg->seq == s->probe.seq) {
+        if (nack) {
+            s->st.nacks_received++;
+            s->probe.nacks++;
+        } else {
+            s->probe.acked = 1;
+        }
+        return;
+    }
+    if (!nack)
+        for (int i = 0; i < SL_SWIM_MAX_RELAYS; i++) {
+            relay *r = &s->relays[i];
+            if (r->used && r->seq == msg->seq) {
+                r->used = 0;
+                send_pkt(s, r->requester, SL_SWIMWIRE_ACK, r->orig_seq, NULL, NULL, NULL);
+                return;
+            }
+        }
+    s->st.dropped[SL_SWIM_DROP_UNEXPECTED]++;
+}
+
+void sl_swim_recv(sl_swim *s, const char *from, const uint8_t *p, size_t len, uint64_t now)
+{
+    sl_swimwire_msg msg;
+    const char *why;
+    s->st.packets_received++;
+    s->st.bytes_received += len;
+    int r = sl_swimwire_decode(p, len, SL_SWIMWIRE_MAX_UDP, &msg, &why);
+    if (r < 0) {
+        s->st.dropped[r == -EMSGSIZE ? SL_SWIM_DROP_OVERSIZE
+                      : r == -EPROTONOSUPPORT ? SL_SWIM_DROP_VERSION
+                                              : SL_SWIM_DROP_MALFORMED]++;
+        return;
+    }
+    if (msg.type == SL_SWIMWIRE_PUSH || msg.type == SL_SWIMWIRE_PULL) {
+        s->st.dropped[SL_SWIM_DROP_UNEXPECTED]++;
+        return;
+    }
+    /* updates first: a refutation riding on an ack must count before the ack is matched */
+    apply_all(s, &msg, now);
+    switch (msg.type) {
+    case SL_SWIMWIRE_PING:
+        on_ping(s, from, &msg);
+        break;
+    case SL_SWIMWIRE_PING_REQ:
+        on_ping_req(s, from, &msg, now);
+        break;
+    case SL_SWIMWIRE_ACK:
+        on_ack(s, &msg, 0);
+        break;
+    case SL_SWIMWIRE_NACK:
+        on_ack(s, &msg, 1);
+        break;
+    default:
+        break;
+    }
+}
+
+/* --- timers */
+
+/* A random member other than us (and other than `not`) whose status is in `mask`. */
+static mem *random_member(sl_swim *s, unsigned mask, const mem *not)
+{
+    if (s->n < 2)
+        return NULL;
+    for (int tries = 0; tries < 8; tries++) {
+        mem *m = s->v[rnd(s) % s->n];
+        if (m != s->self && m != not && (mask >> m->status & 1))
+            return m;
+    }
+    size_t start = (size_t)(rnd(s) % s->n);
+    for (size_t i = 0; i < s->n; i++) {
+        mem *m = s->v[(start + i) % s->n];
+        if (m != s->self && m != not && (mask >> m->status & 1))
+            return m;
+    }
+    return NULL;
+}
+
+#define LIVE ((1u << SL_SWIM_ALIVE) | (1u << SL_SWIM_SUSPECT))
+
+static mem *next_probe_target(sl_swim *s)
+{
+    for (size_t scanned = 0; scanned <= s->n; scanned++) {
+        if (s->probe_pos >= s->n) {
+            /* a new round in a new order (Fisher-Yates) */
+            for (size_t i = s->n; i > 1; i--) {
+                size_t j = (size_t)(rnd(s) % i);
+                mem *t = s->v[i - 1];
+                s->v[i - 1] = s->v[j];
+                s->v[j] = t;
+                s->v[i - 1]->idx = i - 1;
+                s->v[j]->idx = j;
+            }
+            s->probe_pos = 0;
+        }
+        mem *m = s->v[s->probe_pos++];
+        if (m != s->self && (LIVE >> m->status & 1))
+            return m;
+    }
+    return NULL;
+}
+
+static void finish_probe(sl_swim *s, uint64_t now)
+{
+    s->probe.active = 0;
+    if (s->probe.acked) {
+        lhm_add(s, -1);
+        return;
+    }
+    /* Lifeguard: our probe failed (+1), and relays that sent no NACK suggest the fault is ours */
+    int delta = 1;
+    if (s->probe.nacks_expected && s->probe.nacks < s->probe.nacks_expected)
+        delta++;
+    lhm_add(s, delta);
+    mem *m = find(s, s->probe.target, strlen(s->probe.target));
+    if (!m || !(LIVE >> m->status & 1))
+        return;
+    s->st.probes_failed++;
+    if (m->status == SL_SWIM_ALIVE)
+        s->st.suspicions++;
+    suspect(s, m, m->inc, s->self->name, strlen(s->self->name), now);
+}
+
+static void probe_tick(sl_swim *s, uint64_t now)
+{
+    if (s->probe.active) {
+        if (s->probe.acked && now >= s->probe.timeout_at) {
+            finish_probe(s, now);
+        } else if (!s->probe.acked && !s->probe.indirect_sent && now >= s->probe.timeout_at) {
+            s->probe.indirect_sent = 1;
+            mem *t = find(s, s->probe.target, strlen(s->probe.target));
+            if (t) {
+                mem *picked[16];
+                unsigned k = s->c.indirect_probes < 16 ? s->c.indirect_probes : 16, np = 0;
+                for (unsigned tries = 0; np < k && tries < 4 * k; tries++) {
+                    mem *m = random_member(s, 1u << SL_SWIM_ALIVE, t);
+                    if (!m)
+                        break;
+                    int dup = 0;
+                    for (unsigned i = 0; i < np; i++)
+                        dup |= picked[i] == m;
+                    if (!dup)
+                        picked[np++] = m;
+                }
+                for (unsigned i = 0; i < np; i++) {
+                    send_pkt(s, picked[i]->addr, SL_SWIMWIRE_PING_REQ, s->probe.seq, t->name,
+                             t->addr, NULL);
+                    s->st.indirect_probes_sent++;
+                }
+                s->probe.nacks_expected = np;
+            }
+        }
+        if (s->probe.active && now >= s->probe.end_at)
+            finish_probe(s, now);
+    }
+    if (!s->probe.active && now >= s->next_probe_at && !s->leaving) {
+        uint64_t period = scaled(s, s->c.probe_interval_ms);
+        s->next_probe_at = now + period;
+        mem *m = next_probe_target(s);
+        if (!m)
+            return;
+        s->probe.active = 1;
+        s->probe.acked = s->probe.indirect_sent = 0;
+        s->probe.nacks = s->probe.nacks_expected = 0;
+        s->probe.seq = ++s->seq;
+        snprintf(s->probe.target, sizeof s->probe.target, "%s", m->name);
+        s->probe.timeout_at = now + scaled(s, s->c.probe_timeout_ms);
+        s->probe.end_at = now + period;
+        s->st.probes_sent++;
+        send_pkt(s, m->addr, SL_SWIMWIRE_PING, s->probe.seq, m->name, NULL, NULL);
+    }
+}
+
+static void gossip(sl_swim *s)
+{
+    for (unsigned i = 0; i < s->c.gossip_fanout && s->nbc; i++) {
+        mem *m = random_member(s, LIVE, NULL);
+        if (!m)
+            break;
+        send_pkt(s, m->addr, SL_SWIMWIRE_GOSSIP, 0, NULL, NULL, NULL);
+    }
+}
+
+void sl_swim_tick(sl_swim *s, uint64_t now)
+{
+    probe_tick(s, now);
+    for (int i = 0; i < SL_SWIM_MAX_RELAYS; i++) {
+        relay *r = &s->relays[i];
+        if (r->used && now >= r->nack_at) {
+            r->used = 0;
+            send_pkt(s, r->requester, SL_SWIMWIRE_NACK, r->orig_seq, NULL, NULL, NULL);
+        }
+    }
+    if (s->count[SL_SWIM_SUSPECT])
+        for (size_t i = 0; i < s->n; i++) {
+            mem *m = s->v[i];
+            if (m->status == SL_SWIM_SUSPECT && now >= m->susp_deadline) {
+                set_status(s, m, SL_SWIM_DEAD, now);
+                s->st.deaths++;
+                queue(s, m, "");
+                changed(s, m, SL_SWIM_SUSPECT);
+            }
+        }
+    if (now >= s->next_gossip_at) {
+        s->next_gossip_at = now + s->c.gossip_interval_ms;
+        gossip(s);
+    }
+    if (s->nseeds && live_count(s) <= 1 && now >= s->next_join_at && !s->leaving) {
+        s->next_join_at = now + s->c.probe_interval_ms;
+        for (size_t i = 0; i < s->nseeds; i++)
+            if (strcmp(s->seeds[i], s->self->addr))
+                push_state(s, s->seeds[i], SL_SWIMWIRE_PUSH, 1, NULL, NULL);
+    }
+    if (s->c.pushpull_interval_ms && now >= s->next_pp_at) {
+        s->next_pp_at = now + s->c.pushpull_interval_ms;
+        mem *m = random_member(s, LIVE | 1u << SL_SWIM_DEAD, NULL);
+        if (m && !s->leaving)
+            push_state(s, m->addr, SL_SWIMWIRE_PUSH, 0, NULL, NULL);
+    }
+    if (now >= s->next_reap_at) {
+        s->next_reap_at = now + s->c.probe_interval_ms;
+        for (size_t i = 0; i < s->n;) {
+            mem *m = s->v[i];
+            if (m != s->self && m->status >= SL_SWIM_DEAD && now - m->since >= s->c.dead_keep_ms)
+                remove_member(s, m);
+            else
+                i++;
+        }
+    }
+}
+
+static uint64_t min64(uint64_t a, uint64_t b)
+{
+    return a < b ? a : b;
+}
+
+uint64_t sl_swim_next_deadline(const sl_swim *s)
+{
+    uint64_t t = min64(s->next_gossip_at, s->next_reap_at);
+    if (s->c.pushpull_interval_ms)
+        t = min64(t, s->next_pp_at);
+    if (s->probe.active)
+        t = min64(t, s->probe.indirect_sent ? s->probe.end_at : s->probe.timeout_at);
+    else if (!s->leaving)
+        t = min64(t, s->next_probe_at);
+    if (s->nseeds && live_count(s) <= 1)
+        t = min64(t, s->next_join_at);
+    for (int i = 0; i < SL_SWIM_MAX_RELAYS; i++)
+        if (s->relays[i].used)
+            t = min64(t, s->relays[i].nack_at);
+    if (s->count[SL_SWIM_SUSPECT])
+        for (size_t i = 0; i < s->n; i++)
+            if (s->v[i]->status == SL_SWIM_SUSPECT)
+                t = min64(t, s->v[i]->susp_deadline);
+    return t;
+}
+
+/* --- leaving, metadata */
+
+void sl_swim_leave(sl_swim *s, uint64_t now)
+{
+    if (s->leaving)
+        return;
+    s->leaving = 1;
+    s->probe.active = 0;
+    s->self->inc++;
+    set_status(s, s->self, SL_SWIM_LEFT, now);
+    queue(s, s->self, "");
+    changed(s, s->self, SL_SWIM_ALIVE);
+    /* tell fanout members now; the queued update rides on later gossip as well */
+    for (unsigned i = 0; i < s->c.gossip_fanout && s->nbc; i++) {
+        mem *m = random_member(s, LIVE, NULL);
+        if (!m)
+            break;
+        send_pkt(s, m->addr, SL_SWIMWIRE_GOSSIP, 0, NULL, NULL, NULL);
+    }
+}
+
+int sl_swim_set_meta(sl_swim *s, const uint8_t *meta, size_t len, uint64_t now)
+{
+    if (len > SL_SWIM_MAX_META || s->leaving)
+        return -EINVAL;
+    memcpy(s->self->meta, meta, len);
+    s->self->meta_len = len;
+    s->self->inc++;
+    queue(s, s->self, "");
+    changed(s, s->self, SL_SWIM_ALIVE);
+    return 0;
+}
+
+/* --- reading */
+
+size_t sl_swim_member_count(const sl_swim *s)
+{
+    return s->n;
+}
+
+int sl_swim_member_at(const sl_swim *s, size_t i, sl_swim_member *out)
+{
+    if (i >= s->n)
+        return -ENOENT;
+    to_public(s->v[i], s, out);
+    return 0;
+}
+
+int sl_swim_member_find(const sl_swim *s, const char *name, sl_swim_member *out)
+{
+    mem *m = find(s, name, strlen(name));
+    if (!m)
+        return -ENOENT;
+    to_public(m, s, out);
+    return 0;
+}
+
+uint64_t sl_swim_version(const sl_swim *s)
+{
+    return s->version;
+}
+
+void sl_swim_get_stats(const sl_swim *s, sl_swim_stats *out)
+{
+    *out = s->st;
+    memcpy(out->members, s->count, sizeof out->members);
+    out->lhm = s->lhm;
+}
+
+const char *sl_swim_name(const sl_swim *s)
+{
+    return s->self->name;
+}
+
+uint32_t sl_swim_incarnation(const sl_swim *s)
+{
+    return s->self->inc;
+}

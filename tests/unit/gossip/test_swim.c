@@ -1,0 +1,347 @@
+/*
+ * SWIM protocol tests on the fake transport and virtual clock of simnet.h: a 100-node cluster
+ * converges through one seed; a killed node is declared dead by every other node within a bound
+ * (the figures are printed: docs/cluster.md); under 10 % random packet loss nobody is declared
+ * dead falsely over 10 minutes; a partition heals; a suspected node refutes; a leaving node is
+ * seen as left, not dead; a restarted node rejoins; the table and the relay queue stay bounded
+ * and bad packets are dropped and counted.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "simnet.h"
+
+static int victim;
+
+static int victim_dead_everywhere(sim *w)
+{
+    return sim_seen_as(w, victim, SL_SWIM_DEAD) == sim_live(w);
+}
+
+static int victim_left_everywhere(sim *w)
+{
+    return sim_seen_as(w, victim, SL_SWIM_LEFT) == sim_live(w);
+}
+
+static void join_all(sim *w)
+{
+    for (int i = 1; i < w->n; i++)
+        sim_join(w, i, 0);
+}
+
+static unsigned false_deaths(sim *w)
+{
+    unsigned c = 0;
+    for (int i = 0; i < w->n; i++)
+        for (int j = 0; j < w->n; j++)
+            if (i != j && w->node[j].alive)
+                c += w->node[i].saw[j][SL_SWIM_DEAD];
+    return c;
+}
+
+static void test_converge_100(void **state)
+{
+    sim w;
+    sim_init(&w, 100, NULL, 1);
+    join_all(&w);
+    uint64_t t = sim_run(&w, 60000, sim_converged);
+    assert_true(sim_converged(&w));
+    printf("# 100 nodes joined through one seed: every node sees all 100 alive after %llu ms\n",
+           (unsigned long long)t);
+    /* metadata travelled with the member */
+    sl_swim_member m;
+    assert_int_equal(sl_swim_member_find(w.node[99].s, "node-42", &m), 0);
+    assert_int_equal(m.meta_len, strlen("svc=10.0.0.42:1051"));
+    assert_memory_equal(m.meta, "svc=10.0.0.42:1051", m.meta_len);
+    assert_string_equal(m.addr, "10.0.0.42:7946");
+    assert_int_equal(false_deaths(&w), 0);
+    sim_free(&w);
+}
+
+/* kill one node of 100, measure until every other node has it dead */
+static void kill_and_measure(unsigned probe_ms, uint64_t bound_ms)
+{
+    sim w;
+    sl_swim_config c = {.probe_interval_ms = probe_ms, .probe_timeout_ms = probe_ms / 2};
+    sim_init(&w, 100, &c, 7);
+    join_all(&w);
+    sim_run(&w, 60000, sim_converged);
+    assert_true(sim_converged(&w));
+    sim_run(&w, 5000, NULL);
+    uint64_t worst = 0, sum = 0;
+    int runs = 3;
+    for (int r = 0; r < runs; r++) {
+        victim = 10 + 30 * r;
+        sim_kill(&w, victim);
+        uint64_t first_suspect = 0, t;
+        for (t = 0; t < 120000 && !victim_dead_everywhere(&w); t += STEP) {
+            sim_step(&w);
+            if (!first_suspect && sim_seen_as(&w, victim, SL_SWIM_SUSPECT))
+                first_suspect = t;
+        }
+        assert_true(victim_dead_everywhere(&w));
+        printf("# probe interval %u ms, 100 nodes: killed node-%d suspected after %llu ms, "
+               "dead everywhere after %llu ms\n",
+               probe_ms, victim, (unsigned long long)first_suspect, (unsigned long long)t);
+        if (t > worst)
+            worst = t;
+        sum += t;
+        assert_true(t <= bound_ms);
+    }
+    printf("# probe interval %u ms: mean %llu ms, worst %llu ms (bound %llu)\n", probe_ms,
+           (unsigned long long)(sum / runs), (unsigned long long)worst,
+           (unsigned long long)bound_ms);
+    assert_int_equal(false_deaths(&w), 0);
+    sim_free(&w);
+}
+
+static void test_kill_detected(void **state)
+{
+    /* min suspicion = 4 * log10(100) * interval = 8 intervals, plus up to a probe round */
+    kill_and_measure(1000, 30000);
+    kill_and_measure(200, 6000);
+}
+
+static void test_loss_no_false_dead(void **state)
+{
+    sim w;
+    sim_init(&w, 100, NULL, 3);
+    join_all(&w);
+    sim_run(&w, 60000, sim_converged);
+    assert_true(sim_converged(&w));
+    w.loss = 0.10;
+    uint64_t sent0 = w.sent, lost0 = w.lost;
+    sim_run(&w, 600000, NULL);
+    uint64_t susp = 0, refut = 0;
+    unsigned lhm_max = 0;
+    for (int i = 0; i < w.n; i++) {
+        sl_swim_stats st;
+        sl_swim_get_stats(w.node[i].s, &st);
+        susp += st.suspicions;
+        refut += st.refutations;
+        if (st.lhm > lhm_max)
+            lhm_max = st.lhm;
+    }
+    printf("# 10 %% loss, 100 nodes, 10 min virtual: %llu of %llu packets lost, %llu suspicions,"
+           " %llu refutations, 0 false dead expected: %u\n",
+           (unsigned long long)(w.lost - lost0), (unsigned long long)(w.sent - sent0),
+           (unsigned long long)susp, (unsigned long long)refut, false_deaths(&w));
+    assert_true(susp > 0);  /* the loss was real: probes did fail */
+    assert_int_equal(false_deaths(&w), 0);
+    /* suspicions still being refuted settle once the loss stops */
+    w.loss = 0;
+    sim_run(&w, 30000, sim_converged);
+    assert_true(sim_converged(&w));
+    assert_int_equal(false_deaths(&w), 0);
+    sim_free(&w);
+}
+
+static void test_partition_heals(void **state)
+{
+    sim w;
+    sl_swim_config c = {.pushpull_interval_ms = 10000};
+    sim_init(&w, 20, &c, 5);
+    join_all(&w);
+    sim_run(&w, 60000, sim_converged);
+    assert_true(sim_converged(&w));
+    for (int i = 10; i < 20; i++)
+        w.node[i].group = 1;
+    sim_run(&w, 60000, NULL);
+    /* each half holds the other dead */
+    assert_true(sim_seen_as(&w, 15, SL_SWIM_DEAD) >= 10);
+    assert_true(sim_seen_as(&w, 3, SL_SWIM_DEAD) >= 10);
+    for (int i = 10; i < 20; i++)
+        w.node[i].group = 0;
+    uint64_t t = sim_run(&w, 300000, sim_converged);
+    assert_true(sim_converged(&w));
+    printf("# 20 nodes split 10/10 for 60 s: whole again %llu ms after the partition healed\n",
+           (unsigned long long)t);
+    sim_free(&w);
+}
+
+/* Node 2 is told node 1 is suspect; node 1 hears it and refutes with a higher incarnation. */
+static void test_refutation(void **state)
+{
+    sim w;
+    sim_init(&w, 5, NULL, 11);
+    join_all(&w);
+    sim_run(&w, 30000, sim_converged);
+    assert_true(sim_converged(&w));
+    uint32_t inc0 = sl_swim_incarnation(w.node[1].s);
+    uint8_t pkt[SL_SWIMWIRE_MAX_UDP];
+    int len = sl_swimwire_put_head(pkt, sizeof pkt, SL_SWIMWIRE_GOSSIP, 0, 0, NULL, NULL, NULL);
+    sl_swimwire_update u = {.status = SL_SWIM_SUSPECT, .incarnation = inc0,
+                            .name = {"node-1", 6}, .addr = {w.node[1].addr, strlen(w.node[1].addr)},
+                            .from = {"node-4", 6}};
+    len = sl_swimwire_put_update(pkt, sizeof pkt, (size_t)len, &u);
+    assert_true(len > 0);
+    sl_swim_recv(w.node[2].s, w.node[4].addr, pkt, (size_t)len, w.now);
+    sl_swim_member m;
+    assert_int_equal(sl_swim_member_find(w.node[2].s, "node-1", &m), 0);
+    assert_int_equal(m.status, SL_SWIM_SUSPECT);
+    victim = 1;
+    sim_run(&w, 20000, sim_converged);
+    assert_true(sim_converged(&w));
+    assert_true(sl_swim_incarnation(w.node[1].s) > inc0);
+    sl_swim_stats st;
+    sl_swim_get_stats(w.node[1].s, &st);
+    assert_true(st.refutations >= 1);
+    assert_int_equal(w.node[2].saw[1][SL_SWIM_DEAD], 0);
+    assert_int_equal(w.node[2].view[1], SL_SWIM_ALIVE);
+    sim_free(&w);
+}
+
+static void test_leave(void **state)
+{
+    sim w;
+    sim_init(&w, 10, NULL, 13);
+    join_all(&w);
+    sim_run(&w, 30000, sim_converged);
+    victim = 3;
+    sl_swim_leave(w.node[3].s, w.now);
+    sl_swim_member self;
+    assert_int_equal(sl_swim_member_find(w.node[3].s, "node-3", &self), 0);
+    assert_int_equal(self.status, SL_SWIM_LEFT);
+    /* the leaver keeps ticking for a moment, then stops */
+    sim_run(&w, 1000, NULL);
+    sim_kill(&w, 3);
+    uint64_t t = 0;
+    if (!victim_left_everywhere(&w))
+        t = sim_run(&w, 10000, victim_left_everywhere);
+    assert_true(victim_left_everywhere(&w));
+    printf("# graceful leave, 10 nodes: left everywhere within %llu ms\n",
+           (unsigned long long)(t + 1000));
+    for (int i = 0; i < w.n; i++)
+        assert_int_equal(w.node[i].saw[3][SL_SWIM_DEAD], 0);
+    sim_free(&w);
+}
+
+static int victim_alive_everywhere(sim *w)
+{
+    return sim_seen_as(w, victim, SL_SWIM_ALIVE) == sim_live(w) - 1;
+}
+
+static void test_restart_rejoins(void **state)
+{
+    sim w;
+    sim_init(&w, 10, NULL, 17);
+    join_all(&w);
+    sim_run(&w, 30000, sim_converged);
+    victim = 6;
+    sim_kill(&w, 6);
+    sim_run(&w, 60000, victim_dead_everywhere);
+    assert_true(victim_dead_everywhere(&w));
+    sim_restart(&w, 6, 0);
+    uint64_t t = sim_run(&w, 30000, victim_alive_everywhere);
+    assert_true(victim_alive_everywhere(&w));
+    assert_true(sim_converged(&w));
+    /* it had to refute its death: a higher incarnation than its first life */
+    assert_true(sl_swim_incarnation(w.node[6].s) > 0);
+    printf("# restarted node rejoined everywhere after %llu ms\n", (unsigned long long)t);
+    sim_free(&w);
+}
+
+static void test_bounds_and_drops(void **state)
+{
+    sim w;
+    sl_swim_config c = {.max_members = 4};
+    sim_init(&w, 6, &c, 19);
+    join_all(&w);
+    sim_run(&w, 30000, NULL);
+    for (int i = 0; i < w.n; i++)
+        assert_true(sl_swim_member_count(w.node[i].s) <= 4);
+    sl_swim_stats st;
+    sl_swim_get_stats(w.node[0].s, &st);
+    assert_true(st.dropped[SL_SWIM_DROP_TABLE_FULL] > 0);
+
+    sl_swim *s = w.node[0].s;
+    uint8_t big[SL_SWIMWIRE_MAX_UDP + 10];
+    memset(big, 0, sizeof big);
+    sl_swim_recv(s, "x:1", big, sizeof big, w.now);
+    uint8_t junk[] = "SW\x01\x63\0\0";
+    sl_swim_recv(s, "x:1", junk, 6, w.now);
+    uint8_t v2[] = "SW\x02\x01\0\0";
+    sl_swim_recv(s, "x:1", v2, 6, w.now);
+    uint8_t pkt[SL_SWIMWIRE_MAX_UDP];
+    int len = sl_swimwire_put_head(pkt, sizeof pkt, SL_SWIMWIRE_PING, 9, 0, "someone-else",
+                                   NULL, "node-1");
+    sl_swim_recv(s, "x:1", pkt, (size_t)len, w.now);
+    len = sl_swimwire_put_head(pkt, sizeof pkt, SL_SWIMWIRE_ACK, 123456, 0, NULL, NULL, "node-1");
+    sl_swim_recv(s, "x:1", pkt, (size_t)len, w.now);
+    /* relays: more PING_REQs than the queue holds */
+    for (int i = 0; i < 100; i++) {
+        len = sl_swimwire_put_head(pkt, sizeof pkt, SL_SWIMWIRE_PING_REQ, (uint32_t)i, 0,
+                                   "node-9", "10.0.0.9:7946", "node-1");
+        sl_swim_recv(s, "10.0.0.1:7946", pkt, (size_t)len, w.now);
+    }
+    sl_swim_get_stats(s, &st);
+    assert_int_equal(st.dropped[SL_SWIM_DROP_OVERSIZE], 1);
+    assert_int_equal(st.dropped[SL_SWIM_DROP_MALFORMED], 1);
+    assert_int_equal(st.dropped[SL_SWIM_DROP_VERSION], 1);
+    assert_int_equal(st.dropped[SL_SWIM_DROP_WRONG_NODE], 1);
+    assert_true(st.dropped[SL_SWIM_DROP_UNEXPECTED] >= 1);
+    assert_int_equal(st.dropped[SL_SWIM_DROP_QUEUE_FULL], 100 - 64);
+    /* a stream message as a datagram, a datagram as a stream */
+    assert_true(sl_swim_recv_stream(s, "x:1", pkt, (size_t)len, w.now, NULL, NULL) < 0);
+    sim_free(&w);
+}
+
+static int changes;
+static void count_change(void *ctx, const sl_swim_member *m, int old)
+{
+    changes++;
+}
+
+static void test_api(void **state)
+{
+    sl_swim_config c = {.name = "a", .addr = "127.0.0.1:1", .cb = {.on_change = count_change}};
+    sl_swim *s;
+    char err[128];
+    assert_int_equal(sl_swim_new(&c, 0, &s, err, sizeof err), 0);
+    assert_int_equal(changes, 1);  /* ourselves */
+    assert_int_equal(sl_swim_member_count(s), 1);
+    sl_swim_member m;
+    assert_int_equal(sl_swim_member_at(s, 0, &m), 0);
+    assert_true(m.is_self);
+    assert_string_equal(m.name, "a");
+    assert_int_equal(sl_swim_member_at(s, 1, &m), -ENOENT);
+    uint64_t v = sl_swim_version(s);
+    assert_int_equal(sl_swim_set_meta(s, (const uint8_t *)"x", 1, 5), 0);
+    assert_true(sl_swim_version(s) > v);
+    assert_int_equal(sl_swim_incarnation(s), 1);
+    uint8_t big[SL_SWIM_MAX_META + 1] = {0};
+    assert_int_equal(sl_swim_set_meta(s, big, sizeof big, 5), -EINVAL);
+    const char *bad[] = {"has space:1"};
+    assert_int_equal(sl_swim_join(s, bad, 1, 5), -EINVAL);
+    assert_string_equal(sl_swim_status_name(SL_SWIM_SUSPECT), "suspect");
+    assert_string_equal(sl_swim_drop_name(SL_SWIM_DROP_DECRYPT), "decrypt");
+    sl_swim_free(s);
+    sl_swim_config bad_name = {.name = "", .addr = "x:1"};
+    assert_int_equal(sl_swim_new(&bad_name, 0, &s, err, sizeof err), -EINVAL);
+    sl_swim_config bad_meta = {.name = "a", .addr = "x:1", .meta = big, .meta_len = sizeof big};
+    assert_int_equal(sl_swim_new(&bad_meta, 0, &s, err, sizeof err), -EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_api),
+        cmocka_unit_test(test_bounds_and_drops),
+        cmocka_unit_test(test_refutation),
+        cmocka_unit_test(test_leave),
+        cmocka_unit_test(test_restart_rejoins),
+        cmocka_unit_test(test_partition_heals),
+        cmocka_unit_test(test_converge_100),
+        cmocka_unit_test(test_kill_detected),
+        cmocka_unit_test(test_loss_no_false_dead),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
