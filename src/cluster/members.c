@@ -20,9 +20,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "cluster/gossipnode.h"
 #include "cluster/peer.h"
 #include "config/etcd.h"
 #include "core/stopwait.h"
+#include "gossip/swimmeta.h"
 
 typedef struct kvpair {
     char *key;
@@ -61,6 +63,10 @@ struct sl_members {
     char *reg_key;
     kvpair *kv;
     size_t nkv, capkv;
+    /* gossip: members with a service address (guarded by the gossip node's lock) */
+    struct gpeer *gp;
+    size_t ngp;
+    bool gossip_subscribed;
 };
 
 static int cmp_str(const void *a, const void *b)
@@ -560,6 +566,44 @@ static void on_k8s(void *ud, char *const *addrs, size_t n)
     report(ud, addrs, n);
 }
 
+/* ---- gossip (cluster/gossipnode.c) ------------------------------------------------------- */
+
+typedef struct gpeer {
+    char name[SL_SWIM_MAX_NAME + 1];
+    char svc[SL_SWIM_MAX_NAME + 1];
+} gpeer;
+
+/* Alive and suspect members keep their service address in the list; dead and left ones leave. */
+static void on_gossip(void *ud, const sl_swim_member *mb, int old)
+{
+    sl_members *m = ud;
+    char svc[SL_SWIM_MAX_NAME + 1];
+    bool keep = (mb->status == SL_SWIM_ALIVE || mb->status == SL_SWIM_SUSPECT) &&
+                sl_swimmeta_get(mb->meta, mb->meta_len, "service", svc, sizeof svc) > 0;
+    size_t i = 0;
+    while (i < m->ngp && strcmp(m->gp[i].name, mb->name))
+        i++;
+    if (keep && i == m->ngp) {
+        if (m->ngp == SL_MEMBERS_MAX)
+            return;
+        if (!m->gp && !(m->gp = calloc(SL_MEMBERS_MAX, sizeof *m->gp)))
+            return;
+        snprintf(m->gp[i].name, sizeof m->gp[i].name, "%s", mb->name);
+        m->ngp++;
+    }
+    if (keep)
+        snprintf(m->gp[i].svc, sizeof m->gp[i].svc, "%s", svc);
+    else if (i < m->ngp)
+        m->gp[i] = m->gp[--m->ngp];
+    char **v = calloc(m->ngp ? m->ngp : 1, sizeof *v);
+    if (!v)
+        return;
+    for (size_t j = 0; j < m->ngp; j++)
+        v[j] = m->gp[j].svc;
+    report(m, v, m->ngp);
+    free(v);
+}
+
 /* ---- lifecycle ---------------------------------------------------------------------------- */
 
 static void members_free(sl_members *m)
@@ -571,6 +615,7 @@ static void members_free(sl_members *m)
     kv_clear(m);
     free(m->kv);
     free(m->reg_key);
+    free(m->gp);
     free_list(m->last, m->nlast);
     free_list(m->peers, m->npeers);
     free(m->advertise);
@@ -641,6 +686,10 @@ int sl_members_start(const sl_members_config *cfg, sl_members **out)
     case SL_MEMBERS_K8S:
         rc = cfg->k8s ? sl_k8s_start(cfg->k8s, m->log, on_k8s, m, &m->k8s) : -EINVAL;
         break;
+    case SL_MEMBERS_GOSSIP:
+        rc = cfg->gossip ? sl_gossipnode_subscribe(cfg->gossip, on_gossip, m) : -EINVAL;
+        m->gossip_subscribed = rc == 0;
+        break;
     default:
         rc = -EINVAL;
     }
@@ -660,6 +709,8 @@ void sl_members_stop(sl_members *m)
     m->stop = true;
     pthread_cond_broadcast(&m->cv);
     pthread_mutex_unlock(&m->mu);
+    if (m->gossip_subscribed)
+        sl_gossipnode_unsubscribe(m->cfg.gossip, on_gossip, m);
     /* report() checks m->stop under report_mu: once we hold it, no on_change is running or will */
     pthread_mutex_lock(&m->report_mu);
     pthread_mutex_unlock(&m->report_mu);

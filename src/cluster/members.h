@@ -18,6 +18,9 @@
  *           lease, so a graceful stop leaves at once.
  *   k8s     the ready endpoints of a Service's EndpointSlices (or ready pods by label), listed
  *           and watched through the Kubernetes API on a thread of cluster/k8s.c.
+ *   gossip  the "service=" address in the metadata of every alive or suspect member of the SWIM
+ *           overlay (cluster/gossipnode.c, which the node starts with --gossip-addr); dead and
+ *           left members drop out. Reported on the gossip thread.
  *
  * on_change runs on the source's thread (static: the caller's) and must not block for long.
  */
@@ -37,7 +40,9 @@ typedef void (*sl_members_fn)(void *ud, const char *const *addrs, size_t n);
 
 /* Source kinds: the values of sl_discovery (config.h). */
 enum { SL_MEMBERS_NONE = 0, SL_MEMBERS_STATIC = 1, SL_MEMBERS_DNS = 2, SL_MEMBERS_ETCD = 3,
-       SL_MEMBERS_K8S = 4 };
+       SL_MEMBERS_K8S = 4, SL_MEMBERS_GOSSIP = 5 };
+
+struct sl_gossipnode;
 
 /* Most peers a source reports (more are dropped with a warning). */
 #define SL_MEMBERS_MAX 4096
@@ -60,6 +65,7 @@ typedef struct sl_members_config {
     int64_t etcd_timeout_ms;           /* unary etcd calls; 0 = 2000 */
     sl_etcd_tls etcd_tls;              /* etcd over https:// */
     const sl_k8s_config *k8s;          /* k8s (copied by the source) */
+    struct sl_gossipnode *gossip;      /* gossip: the node's overlay (not owned) */
     sl_logger *log;                    /* may be NULL */
     sl_members_fn on_change;
     void *ud;

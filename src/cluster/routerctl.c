@@ -510,6 +510,7 @@ int sl_router_start(sl_router *r, sl_server *srv)
         .etcd_timeout_ms = r->cfg.etcd_timeout_ns / 1000000,
         .etcd_tls = r->cfg.etcd_tls,
         .k8s = &r->cfg.k8s,
+        .gossip = r->cfg.gossip,
         .log = r->log,
         .on_change = on_members,
         .ud = r,

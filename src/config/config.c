@@ -32,7 +32,8 @@
 
 static const char *const no_quota_choices[] = {"allow", "deny", "error", NULL};
 static const char *const attempt_headers_choices[] = {"rejections", "always", NULL};
-static const char *const discovery_choices[] = {"none", "static", "dns", "etcd", "k8s", NULL};
+static const char *const discovery_choices[] = {"none", "static", "dns", "etcd", "k8s", "gossip",
+                                                NULL};
 static const char *const picker_choices[] = {"ring", "hrw", NULL};
 static const char *const peer_auth_choices[] = {"address", "none", NULL};
 static const char *const priority_choices[] = {"critical", "post", "get", "test", NULL};
@@ -230,7 +231,7 @@ static const sl_opt daemon_opts[] = {
     /* Cluster */
     {.name = "discovery", .type = SL_OPT_ENUM, .offset = FIELD(discovery, int), .def = "none",
      .choices = discovery_choices, .group = G_CLUSTER,
-     .help = "peer list source: none (one node), --peers, DNS, etcd, Kubernetes"},
+     .help = "peer list source: none (one node), --peers, DNS, etcd, Kubernetes, gossip"},
     {.name = "peers", .type = SL_OPT_LIST, .offset = FIELD(peers, sl_opt_list), .group = G_CLUSTER,
      .metavar = "ADDRS", .help = "peer addresses (host:port) for --discovery=static"},
     {.name = "dns-name", .type = SL_OPT_STRING, .offset = FIELD(dns_name, char *),
@@ -303,6 +304,63 @@ static const sl_opt daemon_opts[] = {
      .offset = FIELD(k8s_watch_timeout_ns, int64_t), .def = "5m", .min = 1 * SEC,
      .max = 3600 * SEC, .group = G_CLUSTER,
      .help = "timeoutSeconds of one watch (then it resumes)"},
+    /* Cluster: SWIM gossip */
+    {.name = "gossip-addr", .type = SL_OPT_STRING, .offset = FIELD(gossip_addr, char *),
+     .def_doc = "off", .group = G_CLUSTER, .metavar = "IP:PORT",
+     .help = "join the SWIM gossip overlay: UDP and TCP on this numeric ip:port"},
+    {.name = "gossip-seeds", .type = SL_OPT_LIST, .offset = FIELD(gossip_seeds, sl_opt_list),
+     .group = G_CLUSTER, .metavar = "ADDRS",
+     .help = "gossip addresses (ip:port) of members to join through"},
+    {.name = "gossip-name", .type = SL_OPT_STRING, .offset = FIELD(gossip_name, char *),
+     .def_doc = "--advertise-addr", .group = G_CLUSTER, .metavar = "NAME",
+     .help = "this node's unique name in the gossip overlay"},
+    {.name = "gossip-keyring-file", .type = SL_OPT_STRING,
+     .offset = FIELD(gossip_keyring_file, char *), .group = G_CLUSTER, .metavar = "FILE",
+     .help = "AES-256-GCM keys (64 hex digits a line; the first encrypts), read again on SIGHUP"},
+    {.name = "gossip-probe-interval", .type = SL_OPT_DURATION,
+     .offset = FIELD(gossip_probe_interval_ns, int64_t), .def = "1s", .min = 10 * MS,
+     .max = 60 * SEC, .group = G_CLUSTER, .help = "how often a member is probed"},
+    {.name = "gossip-probe-timeout", .type = SL_OPT_DURATION,
+     .offset = FIELD(gossip_probe_timeout_ns, int64_t), .def = "500ms", .min = 1 * MS,
+     .max = 60 * SEC, .group = G_CLUSTER,
+     .help = "wait this long for a direct ack before asking others to probe"},
+    {.name = "gossip-indirect-probes", .type = SL_OPT_INT,
+     .offset = FIELD(gossip_indirect_probes, int64_t), .def = "3", .min = 1, .max = 16,
+     .group = G_CLUSTER, .help = "members asked to probe for us (k)"},
+    {.name = "gossip-retransmit-mult", .type = SL_OPT_INT,
+     .offset = FIELD(gossip_retransmit_mult, int64_t), .def = "4", .min = 1, .max = 100,
+     .group = G_CLUSTER, .help = "an update is sent this many times log10(members + 1)"},
+    {.name = "gossip-suspicion-mult", .type = SL_OPT_INT,
+     .offset = FIELD(gossip_suspicion_mult, int64_t), .def = "4", .min = 1, .max = 100,
+     .group = G_CLUSTER,
+     .help = "shortest suspicion: this many probe intervals times log10(members)"},
+    {.name = "gossip-suspicion-max-mult", .type = SL_OPT_INT,
+     .offset = FIELD(gossip_suspicion_max_mult, int64_t), .def = "6", .min = 1, .max = 100,
+     .group = G_CLUSTER, .help = "longest suspicion (no confirmations): this many shortest"},
+    {.name = "gossip-interval", .type = SL_OPT_DURATION,
+     .offset = FIELD(gossip_interval_ns, int64_t), .def = "200ms", .min = 1 * MS,
+     .max = 60 * SEC, .group = G_CLUSTER, .help = "how often queued updates are gossiped"},
+    {.name = "gossip-fanout", .type = SL_OPT_INT, .offset = FIELD(gossip_fanout, int64_t),
+     .def = "3", .min = 1, .max = 64, .group = G_CLUSTER,
+     .help = "members each gossip round goes to"},
+    {.name = "gossip-pushpull-interval", .type = SL_OPT_DURATION,
+     .offset = FIELD(gossip_pushpull_interval_ns, int64_t), .def = "30s", .min = 0,
+     .max = 86400 * SEC, .group = G_CLUSTER,
+     .help = "full-state exchange with one member over TCP this often; 0 = never"},
+    {.name = "gossip-dead-keep", .type = SL_OPT_DURATION,
+     .offset = FIELD(gossip_dead_keep_ns, int64_t), .def = "5m", .min = 1 * SEC,
+     .max = 86400 * SEC, .group = G_CLUSTER,
+     .help = "dead and left members are remembered this long"},
+    {.name = "gossip-max-members", .type = SL_OPT_INT,
+     .offset = FIELD(gossip_max_members, int64_t), .def = "1024", .min = 2, .max = 8192,
+     .group = G_CLUSTER, .help = "most members the gossip table holds"},
+    {.name = "gossip-max-stream-bytes", .type = SL_OPT_SIZE,
+     .offset = FIELD(gossip_max_stream_bytes, uint64_t), .def = "1MiB", .min = 4096,
+     .max = 64 * 1024 * 1024, .group = G_CLUSTER,
+     .help = "largest push/pull message accepted or sent"},
+    {.name = "gossip-timeout", .type = SL_OPT_DURATION,
+     .offset = FIELD(gossip_timeout_ns, int64_t), .def = "5s", .min = 10 * MS, .max = 600 * SEC,
+     .group = G_CLUSTER, .help = "deadline of one push/pull exchange"},
 
     /* Protection */
     {.name = "shed", .type = SL_OPT_BOOL, .offset = FIELD(shed, bool), .def = "true",
@@ -467,6 +525,8 @@ static int finalize(sl_options *o, char *err, size_t errlen)
         return sl_opt_fail(err, errlen, -EINVAL, "option 'dns-name': required with discovery=dns");
     if (o->discovery == SL_DISCOVERY_ETCD && o->storage_addrs.n == 0)
         return sl_opt_fail(err, errlen, -EINVAL, "option 'storage-addrs': required with discovery=etcd");
+    if (o->discovery == SL_DISCOVERY_GOSSIP && o->gossip_addr[0] == '\0')
+        return sl_opt_fail(err, errlen, -EINVAL, "option 'gossip-addr': required with discovery=gossip");
     if (o->discovery == SL_DISCOVERY_K8S && (o->k8s_service[0] == '\0') == (o->k8s_selector[0] == '\0'))
         return sl_opt_fail(err, errlen, -EINVAL,
                            "option 'k8s-service': one of k8s-service and k8s-selector with discovery=k8s");

@@ -26,6 +26,7 @@ typedef enum sl_discovery {
     SL_DISCOVERY_DNS = 2,
     SL_DISCOVERY_ETCD = 3,
     SL_DISCOVERY_K8S = 4,
+    SL_DISCOVERY_GOSSIP = 5,
 } sl_discovery;
 
 typedef enum sl_tls_client_auth {
@@ -130,6 +131,24 @@ typedef struct sl_options {
     char *k8s_ca_file;
     uint64_t k8s_max_bytes;
     int64_t k8s_watch_timeout_ns;
+    /* Cluster: SWIM gossip (cluster/gossipnode.h, gossip/swim.h) */
+    char *gossip_addr;         /* "" = no gossip */
+    sl_opt_list gossip_seeds;
+    char *gossip_name;         /* "" = --advertise-addr */
+    char *gossip_keyring_file; /* "" = no encryption */
+    int64_t gossip_probe_interval_ns;
+    int64_t gossip_probe_timeout_ns;
+    int64_t gossip_indirect_probes;
+    int64_t gossip_retransmit_mult;
+    int64_t gossip_suspicion_mult;
+    int64_t gossip_suspicion_max_mult;
+    int64_t gossip_interval_ns;
+    int64_t gossip_fanout;
+    int64_t gossip_pushpull_interval_ns;
+    int64_t gossip_dead_keep_ns;
+    int64_t gossip_max_members;
+    uint64_t gossip_max_stream_bytes;
+    int64_t gossip_timeout_ns;
     /* Protection */
     bool shed;
     int64_t shed_target;          /* percent of a worker loop's time busy */

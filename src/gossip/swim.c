@@ -948,6 +948,12 @@ uint64_t sl_swim_next_deadline(const sl_swim *s)
     return t;
 }
 
+void sl_swim_count_drop(sl_swim *s, sl_swim_drop why)
+{
+    if ((unsigned)why < SL_SWIM_DROP_NREASONS)
+        s->st.dropped[why]++;
+}
+
 /* --- leaving, metadata */
 
 void sl_swim_leave(sl_swim *s, uint64_t now)

@@ -120,7 +120,7 @@ typedef struct sl_swim_config {
     uint32_t lhm_max;              /* 8: the local health multiplier's ceiling */
     uint32_t gossip_interval_ms;   /* 200 */
     uint32_t gossip_fanout;        /* 3 */
-    uint32_t pushpull_interval_ms; /* 30000; 0 = never (join still pushes) */
+    uint32_t pushpull_interval_ms; /* 30000; UINT32_MAX = never (joining still pushes) */
     uint32_t dead_keep_ms;         /* 300000: how long dead and left members are remembered */
     uint32_t max_members;          /* 1024 */
     size_t max_stream_bytes;       /* 1 MiB: a push/pull exchange, each way */
@@ -152,6 +152,8 @@ void sl_swim_recv(sl_swim *s, const char *from, const uint8_t *p, size_t len, ui
 int sl_swim_recv_stream(sl_swim *s, const char *from, const uint8_t *p, size_t len,
                         uint64_t now_ms,
                         void (*reply)(void *rctx, const uint8_t *p, size_t len), void *rctx);
+/* Count a packet the driver dropped before the protocol saw it (undecryptable, over a cap). */
+void sl_swim_count_drop(sl_swim *s, sl_swim_drop why);
 /* Leave gracefully: announce LEFT to fanout members now and on later gossip; the caller keeps
  * ticking for a short while (a few gossip intervals) before it stops. */
 void sl_swim_leave(sl_swim *s, uint64_t now_ms);

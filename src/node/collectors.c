@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
-enum { SRC_ENGINE, SRC_SERVER, SRC_GRAPHITE, SRC_TLS };
+enum { SRC_ENGINE, SRC_SERVER, SRC_GRAPHITE, SRC_TLS, SRC_GOSSIP };
 
 typedef struct {
     const char *value; /* label value, NULL for an unlabelled family */
@@ -28,6 +28,7 @@ struct stat_family {
 #define NET(field) offsetof(sl_net_stats, field)
 #define GRA(field) offsetof(sl_graphite_stats, field)
 #define TLS(field) offsetof(sl_tls_stats, field)
+#define GOS(field) offsetof(sl_swim_stats, field)
 
 static const struct stat_family stat_families[] = {
     {SRC_ENGINE, SL_METRICS_GAUGE, "sluice_keys",
@@ -73,6 +74,21 @@ static const struct stat_family stat_families[] = {
     {SRC_GRAPHITE, SL_METRICS_COUNTER, "sluice_graphite_pushes_total",
      "Pushes to Graphite that went through (ok) or not (failed).", "result",
      {{"ok", GRA(pushes)}, {"failed", GRA(failures)}}},
+    {SRC_GOSSIP, SL_METRICS_COUNTER, "sluice_gossip_probes_total",
+     "Gossip probes: direct probes sent, probes that ended in suspicion (failed), indirect probe "
+     "requests sent, NACKs received from relays.", "event",
+     {{"sent", GOS(probes_sent)}, {"failed", GOS(probes_failed)},
+      {"indirect", GOS(indirect_probes_sent)}, {"nack", GOS(nacks_received)}}},
+    {SRC_GOSSIP, SL_METRICS_COUNTER, "sluice_gossip_suspicions_total",
+     "Members this node began to suspect (suspected) or declared dead (dead), and suspicions of "
+     "this node it refuted (refuted).", "event",
+     {{"suspected", GOS(suspicions)}, {"dead", GOS(deaths)}, {"refuted", GOS(refutations)}}},
+    {SRC_GOSSIP, SL_METRICS_COUNTER, "sluice_gossip_packets_total",
+     "Gossip datagrams received and sent.", "direction",
+     {{"in", GOS(packets_received)}, {"out", GOS(packets_sent)}}},
+    {SRC_GOSSIP, SL_METRICS_COUNTER, "sluice_gossip_bytes_total",
+     "Gossip bytes received and sent (datagrams and push/pull messages, before encryption).",
+     "direction", {{"in", GOS(bytes_received)}, {"out", GOS(bytes_sent)}}},
 };
 #define N_STAT_FAMILIES (sizeof stat_families / sizeof stat_families[0])
 _Static_assert(N_STAT_FAMILIES == SL_COLLECTORS_ROWS, "SL_COLLECTORS_ROWS must match the table");
@@ -91,6 +107,7 @@ static void collect_stats(void *arg, sl_metrics_sink *sink)
         sl_net_stats s;
         sl_graphite_stats g;
         sl_tls_stats t;
+        sl_swim_stats w;
     } st;
     switch (c->fam->src) {
     case SRC_ENGINE:
@@ -101,6 +118,9 @@ static void collect_stats(void *arg, sl_metrics_sink *sink)
         break;
     case SRC_TLS:
         sl_server_tls_stats(c->src, &st.t);
+        break;
+    case SRC_GOSSIP:
+        sl_gossipnode_stats(c->src, &st.w);
         break;
     default:
         sl_graphite_stats_get(c->src, &st.g);
@@ -178,5 +198,52 @@ int sl_collectors_graphite(sl_collectors *c, sl_metrics *m, sl_graphite *g)
         rc = sl_metrics_collector(m, SL_METRICS_GAUGE, "sluice_graphite_connected",
                                   "1 while the Graphite TCP connection (or UDP socket) is up.",
                                   NULL, collect_graphite_connected, g);
+    return rc;
+}
+
+static void collect_gossip_members(void *arg, sl_metrics_sink *sink)
+{
+    sl_swim_stats st;
+    sl_gossipnode_stats(arg, &st);
+    for (int i = 0; i < 4; i++) {
+        const char *v[1] = {sl_swim_status_name((sl_swim_status)i)};
+        sl_metrics_sink_emit(sink, v, 1, (double)st.members[i]);
+    }
+}
+
+static void collect_gossip_dropped(void *arg, sl_metrics_sink *sink)
+{
+    sl_swim_stats st;
+    sl_gossipnode_stats(arg, &st);
+    for (int i = 0; i < SL_SWIM_DROP_NREASONS; i++) {
+        const char *v[1] = {sl_swim_drop_name((sl_swim_drop)i)};
+        sl_metrics_sink_emit(sink, v, 1, (double)st.dropped[i]);
+    }
+}
+
+static void collect_gossip_health(void *arg, sl_metrics_sink *sink)
+{
+    sl_swim_stats st;
+    sl_gossipnode_stats(arg, &st);
+    sl_metrics_sink_emit(sink, NULL, 0, (double)st.lhm);
+}
+
+int sl_collectors_gossip(sl_collectors *c, sl_metrics *m, sl_gossipnode *g)
+{
+    int rc = register_stats(c, m, SRC_GOSSIP, g);
+    if (!rc)
+        rc = sl_metrics_collector(m, SL_METRICS_GAUGE, "sluice_gossip_members",
+                                  "Gossip members by status as this node sees them (itself "
+                                  "included).", "status", collect_gossip_members, g);
+    if (!rc)
+        rc = sl_metrics_collector(m, SL_METRICS_COUNTER, "sluice_gossip_dropped_total",
+                                  "Gossip packets dropped, by reason (malformed, oversize, "
+                                  "version, wrong_node, unexpected, queue_full, table_full, "
+                                  "decrypt).", "reason", collect_gossip_dropped, g);
+    if (!rc)
+        rc = sl_metrics_collector(m, SL_METRICS_GAUGE, "sluice_gossip_health_multiplier",
+                                  "Lifeguard's local health multiplier: probe interval and "
+                                  "timeout are scaled by it plus one.", NULL,
+                                  collect_gossip_health, g);
     return rc;
 }

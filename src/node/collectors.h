@@ -3,7 +3,8 @@
  * the server (and its TLS layer) and the Graphite bridge already keep, so that their hot paths
  * count nothing twice: keys and store bytes, removals, item errors, decisions by algorithm and
  * status, connections, HTTP requests, protocol errors, bytes, TLS handshakes and events, Graphite
- * pushes and connection state (docs/operations.md lists them).
+ * pushes and connection state, gossip members, probes, suspicions, packets, drops and bytes
+ * (docs/operations.md lists them).
  *
  * One table row per family (collectors.c); the node registers each source's rows once the
  * source exists. The sources must outlive the registry's last render.
@@ -13,19 +14,20 @@
 
 #include <stdbool.h>
 
+#include "cluster/gossipnode.h"
 #include "core/metrics.h"
 #include "net/server.h"
 #include "node/graphite.h"
 #include "sluice/engine.h"
 
 /* Rows in the table (checked where it is defined). */
-#define SL_COLLECTORS_ROWS 13
+#define SL_COLLECTORS_ROWS 17
 
 /* The collectors' arguments: zero it, keep it where the registry can reach it until freed. */
 typedef struct sl_collectors {
     struct {
         const void *fam;   /* the table row */
-        void *src;         /* its source: engine, server or graphite bridge */
+        void *src;         /* its source: engine, server, graphite bridge or gossip node */
     } rows[SL_COLLECTORS_ROWS];
 } sl_collectors;
 
@@ -36,5 +38,7 @@ int sl_collectors_engine(sl_collectors *c, sl_metrics *m, sl_engine *e);
 int sl_collectors_server(sl_collectors *c, sl_metrics *m, sl_server *s, bool tls);
 /* The Graphite bridge's (pushes, connected). */
 int sl_collectors_graphite(sl_collectors *c, sl_metrics *m, sl_graphite *g);
+/* The gossip overlay's (members by status, probes, suspicions, packets, drops, bytes, LHM). */
+int sl_collectors_gossip(sl_collectors *c, sl_metrics *m, sl_gossipnode *g);
 
 #endif

@@ -27,6 +27,7 @@
 #include "auth/addr.h"
 #include "auth/idents.h"
 #include "protect/protect.h"
+#include "cluster/gossipnode.h"
 #include "cluster/router.h"
 #include "config/config.h"
 #include "config/killswitch.h"
@@ -41,6 +42,7 @@
 #include "node/reload.h"
 #include "node/statedir.h"
 #include "core/snapshot.h"
+#include "gossip/swimmeta.h"
 #include "node/service.h"
 #include "sluice/clock.h"
 
@@ -70,6 +72,7 @@ struct sl_node {
     int64_t limited_check_ms; /* monotonic ms: next look at evictions of limited keys */
     uint64_t limited_logged;  /* evictions of limited keys already logged */
     sl_graphite *graphite; /* NULL without --graphite-addr */
+    sl_gossipnode *gossip; /* the SWIM overlay; NULL without --gossip-addr */
     sl_adminsrv *admin;    /* the admin listener (--admin-addr); NULL with --admin-api=false */
     sl_adminsrv *metrics_srv; /* the read-only /metrics listener; NULL without --metrics-addr */
     sl_idents *idents;     /* client identities; NULL without --client-tokens-file */
@@ -451,6 +454,54 @@ static int start_engine(sl_node *n, sl_engine_config *ecp, char *err, size_t err
     return 0;
 }
 
+/* --gossip-addr: join the SWIM overlay, with our service address and role as metadata. */
+static int start_gossip(sl_node *n, char *err, size_t errlen)
+{
+    sl_options *o = &n->opts;
+    if (!o->gossip_addr[0])
+        return 0;
+    uint8_t meta[SL_SWIM_MAX_META];
+    int ml = sl_swimmeta_put(meta, sizeof meta, 0, "service", o->advertise_addr);
+    if (ml >= 0)
+        ml = sl_swimmeta_put(meta, sizeof meta, (size_t)ml, "role", "limiter");
+    if (ml < 0) {
+        snprintf(err, errlen, "gossip: advertise-addr '%s' does not fit the metadata",
+                 o->advertise_addr);
+        return -EINVAL;
+    }
+    sl_gossipnode_config gc = {
+        .addr = o->gossip_addr,
+        .name = o->gossip_name[0] ? o->gossip_name : o->advertise_addr,
+        .seeds = (const char *const *)o->gossip_seeds.items,
+        .n_seeds = o->gossip_seeds.n,
+        .keyring_file = o->gossip_keyring_file,
+        .meta = meta,
+        .meta_len = (size_t)ml,
+        .tun = {
+            .probe_interval_ms = (uint32_t)(o->gossip_probe_interval_ns / 1000000),
+            .probe_timeout_ms = (uint32_t)(o->gossip_probe_timeout_ns / 1000000),
+            .indirect_probes = (uint32_t)o->gossip_indirect_probes,
+            .retransmit_mult = (uint32_t)o->gossip_retransmit_mult,
+            .suspicion_min_mult = (uint32_t)o->gossip_suspicion_mult,
+            .suspicion_max_mult = (uint32_t)o->gossip_suspicion_max_mult,
+            .gossip_interval_ms = (uint32_t)(o->gossip_interval_ns / 1000000),
+            .gossip_fanout = (uint32_t)o->gossip_fanout,
+            .pushpull_interval_ms = o->gossip_pushpull_interval_ns
+                                        ? (uint32_t)(o->gossip_pushpull_interval_ns / 1000000)
+                                        : UINT32_MAX, /* never */
+            .dead_keep_ms = (uint32_t)(o->gossip_dead_keep_ns / 1000000),
+            .max_members = (uint32_t)o->gossip_max_members,
+            .max_stream_bytes = (size_t)o->gossip_max_stream_bytes,
+        },
+        .stream_timeout_ms = o->gossip_timeout_ns / 1000000,
+        .log = &n->log,
+    };
+    int rc = sl_gossipnode_start(&gc, &n->gossip, err, errlen);
+    if (!rc && (rc = sl_collectors_gossip(&n->collectors, n->metrics, n->gossip)))
+        snprintf(err, errlen, "metrics: %s", strerror(-rc));
+    return rc;
+}
+
 static int start_router(sl_node *n, const sl_engine_config *ec, char *err, size_t errlen)
 {
     sl_options *o = &n->opts;
@@ -462,6 +513,7 @@ static int start_router(sl_node *n, const sl_engine_config *ec, char *err, size_
     if ((rc = start_peer_tls(n, err, errlen)))
         return rc;
     rcfg.peer_tls = n->peer_tls;
+    rcfg.gossip = n->gossip;
     if ((rc = sl_router_new(&rcfg, &n->router))) {
         snprintf(err, errlen, "router: %s", strerror(-rc));
         return rc;
@@ -565,7 +617,8 @@ static int build(sl_node *n, char *err, size_t errlen)
     }
     sl_engine_config ec;
     int rc;
-    if ((rc = start_engine(n, &ec, err, errlen)) || (rc = start_router(n, &ec, err, errlen)))
+    if ((rc = start_engine(n, &ec, err, errlen)) || (rc = start_gossip(n, err, errlen)) ||
+        (rc = start_router(n, &ec, err, errlen)))
         return rc;
     if ((rc = start_storage(n, err, errlen)))
         return rc;
@@ -732,6 +785,12 @@ void sl_node_reload(sl_node *n)
     sl_reload_tls(&n->opts, n->server, n->peer_tls, &n->log);
     sl_reload_peers(&n->opts, n->argc, n->argv, n->router, &n->log);
     sl_reload_idents(&n->opts, &n->idents, n->service, n->server, &n->log);
+    if (n->gossip) {
+        char gerr[256];
+        if (sl_gossipnode_reload_keyring(n->gossip, gerr, sizeof gerr))
+            sl_log_error(&n->log, "reload of the gossip key ring failed, keeping the current "
+                         "one: %s", gerr);
+    }
     char aerr[512];
     int arc = sl_adminsrv_reload_token(n->admin, aerr, sizeof aerr);
     if (arc < 0)
@@ -767,6 +826,8 @@ void sl_node_shutdown(sl_node *n, uint32_t grace_ms)
     sl_log_info(&n->log, "shutting down grace_ms=%u", grace_ms);
     int64_t t0 = sl_mono_ns();
     sl_router_stop(n->router); /* leave the cluster first: peers stop sending here */
+    sl_gossipnode_stop(n->gossip); /* announce LEFT in the overlay (at most ~1 s) */
+    n->gossip = NULL;
     /* then hand every key to its next owner (cluster only), then drain: all within grace_ms */
     int rc = sl_router_leave(n->router, grace_ms);
     if (rc)
@@ -806,6 +867,8 @@ void sl_node_free(sl_node *n)
     sl_killswitch_free(n->switches);
     sl_quotasrc_free(n->quotas);
     sl_watched_source_free(n->storage); /* the feeds above have left it: stops the thread */
+    sl_router_stop(n->router);     /* its gossip subscription first, then the overlay */
+    sl_gossipnode_stop(n->gossip);
     sl_router_free(n->router);
     sl_tls_slot_free(n->peer_tls); /* after the router: its peers' connections hold their own */
     sl_engine_free(n->engine);
