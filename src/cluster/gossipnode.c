@@ -35,7 +35,7 @@ struct sl_gossipnode {
     char **seeds;
     sl_logger *log;
     pthread_t th;
-    int thread_started;
+    int thread_started, joined;
     uv_loop_t loop;
     uv_udp_t udp;
     uv_tcp_t lsn;
@@ -319,6 +319,11 @@ static void on_connect(uv_connect_t *c, int status)
     write_out(s);
 }
 
+static void free_handle(uv_handle_t *h)
+{
+    free(h);
+}
+
 static void on_connection(uv_stream_t *lsn, int status)
 {
     sl_gossipnode *g = lsn->data;
@@ -335,7 +340,7 @@ static void on_connection(uv_stream_t *lsn, int status)
                 sl_swim_count_drop(g->swim, SL_SWIM_DROP_QUEUE_FULL);
                 pthread_mutex_unlock(&g->mu);
             }
-            uv_close((uv_handle_t *)t, (uv_close_cb)free);
+            uv_close((uv_handle_t *)t, free_handle);
         }
         return;
     }
@@ -356,7 +361,7 @@ static void cb_stream(void *ctx, const char *addr, const uint8_t *p, size_t len)
 {
     sl_gossipnode *g = ctx;
     struct sockaddr_storage ss;
-    if (to_sockaddr(addr, &ss))
+    if (g->closing || to_sockaddr(addr, &ss))
         return;
     stream *s = stream_new(g, 1);
     if (!s)
@@ -374,7 +379,7 @@ static void cb_send(void *ctx, const char *addr, const uint8_t *p, size_t len)
 {
     sl_gossipnode *g = ctx;
     struct sockaddr_storage ss;
-    if (to_sockaddr(addr, &ss))
+    if (g->closing || to_sockaddr(addr, &ss))
         return;
     if (g->ring) {
         int r = sl_keyring_seal(g->ring, p, len, g->seal, sizeof g->seal);
@@ -606,13 +611,21 @@ fail:
 
 void sl_gossipnode_stop(sl_gossipnode *g)
 {
-    if (!g)
+    if (!g || g->joined)
         return;
     pthread_mutex_lock(&g->mu);
     g->stop_req = 1;
     pthread_mutex_unlock(&g->mu);
     uv_async_send(&g->async);
     pthread_join(g->th, NULL);
+    g->joined = 1;
+}
+
+void sl_gossipnode_free(sl_gossipnode *g)
+{
+    if (!g)
+        return;
+    sl_gossipnode_stop(g);
     g_free(g);
 }
 

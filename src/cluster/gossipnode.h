@@ -15,7 +15,8 @@
  * A member's metadata holds "service=<advertise-addr>" and "role=<role>" lines (gossip/swimmeta.h).
  *
  * sl_gossipnode_stop() leaves gracefully: it announces LEFT, keeps gossiping for a few gossip
- * intervals (at most 1 s) so the news spreads, then closes everything and joins the thread.
+ * intervals (at most 1 s) so the news spreads, then closes the sockets and joins the thread; the
+ * table and the stats stay readable (a /metrics render during the drain) until _free.
  */
 #ifndef SLUICE_CLUSTER_GOSSIPNODE_H
 #define SLUICE_CLUSTER_GOSSIPNODE_H
@@ -45,8 +46,11 @@ typedef struct sl_gossipnode_config {
 /* Bind, join the seeds, start the thread. 0, or a negative errno with a reason in err. */
 int sl_gossipnode_start(const sl_gossipnode_config *cfg, sl_gossipnode **out, char *err,
                         size_t errlen);
-/* Leave gracefully, stop, free. NULL is a no-op. */
+/* Leave gracefully and stop the thread (at most ~1 s); the table and stats stay readable until
+ * sl_gossipnode_free. Idempotent; NULL is a no-op. */
 void sl_gossipnode_stop(sl_gossipnode *g);
+/* Stop (if not yet) and free. NULL is a no-op. */
+void sl_gossipnode_free(sl_gossipnode *g);
 
 typedef void (*sl_gossipnode_fn)(void *ud, const sl_swim_member *m, int old_status);
 /* At most SL_GOSSIPNODE_MAX_SUBS subscribers: 0 or -ENOSPC. */

@@ -307,7 +307,8 @@ static mem *add_member(sl_swim *s, const sl_swimwire_update *u, uint64_t now)
         return NULL;
     memcpy(m->name, u->name.p, u->name.len);
     memcpy(m->addr, u->addr.p, u->addr.len);
-    memcpy(m->meta, u->meta, u->meta_len);
+    if (u->meta_len)
+        memcpy(m->meta, u->meta, u->meta_len);
     m->meta_len = u->meta_len;
     m->inc = u->incarnation;
     m->status = SL_SWIM_ALIVE;
@@ -399,7 +400,8 @@ static void suspect(sl_swim *s, mem *m, uint32_t inc, const char *from, size_t f
     m->susp_deadline =
         m->susp_start + suspicion_timeout(s, m->n_confirm ? m->n_confirm - 1 : 0);
     char f[SL_SWIM_MAX_NAME + 1];
-    memcpy(f, from, from_len);
+    if (from_len)
+        memcpy(f, from, from_len);
     f[from_len] = '\0';
     queue(s, m, f);
     if (old != SL_SWIM_SUSPECT)
@@ -439,11 +441,13 @@ static void apply(sl_swim *s, const sl_swimwire_update *u, uint64_t now)
         if (u->incarnation > m->inc) {
             int old = m->status;
             int moved = u->addr.len != strlen(m->addr) || memcmp(u->addr.p, m->addr, u->addr.len);
-            int remeta = u->meta_len != m->meta_len || memcmp(u->meta, m->meta, u->meta_len);
+            int remeta = u->meta_len != m->meta_len ||
+                         (u->meta_len && memcmp(u->meta, m->meta, u->meta_len));
             m->inc = u->incarnation;
             memcpy(m->addr, u->addr.p, u->addr.len);
             m->addr[u->addr.len] = '\0';
-            memcpy(m->meta, u->meta, u->meta_len);
+            if (u->meta_len)
+                memcpy(m->meta, u->meta, u->meta_len);
             m->meta_len = u->meta_len;
             set_status(s, m, SL_SWIM_ALIVE, now);
             queue(s, m, "");
@@ -979,7 +983,8 @@ int sl_swim_set_meta(sl_swim *s, const uint8_t *meta, size_t len, uint64_t now)
 {
     if (len > SL_SWIM_MAX_META || s->leaving)
         return -EINVAL;
-    memcpy(s->self->meta, meta, len);
+    if (len)
+        memcpy(s->self->meta, meta, len);
     s->self->meta_len = len;
     s->self->inc++;
     queue(s, s->self, "");

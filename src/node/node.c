@@ -827,7 +827,6 @@ void sl_node_shutdown(sl_node *n, uint32_t grace_ms)
     int64_t t0 = sl_mono_ns();
     sl_router_stop(n->router); /* leave the cluster first: peers stop sending here */
     sl_gossipnode_stop(n->gossip); /* announce LEFT in the overlay (at most ~1 s) */
-    n->gossip = NULL;
     /* then hand every key to its next owner (cluster only), then drain: all within grace_ms */
     int rc = sl_router_leave(n->router, grace_ms);
     if (rc)
@@ -868,7 +867,7 @@ void sl_node_free(sl_node *n)
     sl_quotasrc_free(n->quotas);
     sl_watched_source_free(n->storage); /* the feeds above have left it: stops the thread */
     sl_router_stop(n->router);     /* its gossip subscription first, then the overlay */
-    sl_gossipnode_stop(n->gossip);
+    sl_gossipnode_free(n->gossip);
     sl_router_free(n->router);
     sl_tls_slot_free(n->peer_tls); /* after the router: its peers' connections hold their own */
     sl_engine_free(n->engine);
