@@ -28,6 +28,7 @@
 #include "auth/idents.h"
 #include "protect/protect.h"
 #include "cluster/gossipnode.h"
+#include "cluster/gossipseeds.h"
 #include "cluster/router.h"
 #include "config/config.h"
 #include "config/killswitch.h"
@@ -469,11 +470,32 @@ static int start_gossip(sl_node *n, char *err, size_t errlen)
                  o->advertise_addr);
         return -EINVAL;
     }
+    /* the seeds: --gossip-seeds, and with etcd the observers registered there */
+    size_t max = o->gossip_seeds.n + SL_GOSSIPSEEDS_MAX, ns = 0, given = o->gossip_seeds.n;
+    char **seeds = calloc(max, sizeof *seeds);
+    if (!seeds)
+        return -ENOMEM;
+    for (; ns < given; ns++)
+        seeds[ns] = o->gossip_seeds.items[ns];
+    if (o->storage_addrs.n) {
+        sl_etcd_config ec = {
+            .endpoints = (const char *const *)o->storage_addrs.items,
+            .n_endpoints = o->storage_addrs.n,
+            .request_timeout_ms = o->storage_timeout_ns / 1000000,
+            .tls = {o->storage_tls_ca, o->storage_tls_cert, o->storage_tls_key},
+        };
+        int got = sl_gossipseeds_from_etcd(&ec, o->storage_prefix, seeds, &ns, max);
+        if (got < 0)
+            sl_log_warn(&n->log, "gossip: observers in etcd not read (%s); joining through "
+                        "--gossip-seeds only", strerror(-got));
+        else if (got)
+            sl_log_info(&n->log, "gossip: %d observers from etcd as seeds", got);
+    }
     sl_gossipnode_config gc = {
         .addr = o->gossip_addr,
         .name = o->gossip_name[0] ? o->gossip_name : o->advertise_addr,
-        .seeds = (const char *const *)o->gossip_seeds.items,
-        .n_seeds = o->gossip_seeds.n,
+        .seeds = (const char *const *)seeds,
+        .n_seeds = ns,
         .keyring_file = o->gossip_keyring_file,
         .meta = meta,
         .meta_len = (size_t)ml,
@@ -497,6 +519,9 @@ static int start_gossip(sl_node *n, char *err, size_t errlen)
         .log = &n->log,
     };
     int rc = sl_gossipnode_start(&gc, &n->gossip, err, errlen);
+    for (size_t i = given; i < ns; i++)
+        free(seeds[i]);
+    free(seeds);
     if (!rc && (rc = sl_collectors_gossip(&n->collectors, n->metrics, n->gossip)))
         snprintf(err, errlen, "metrics: %s", strerror(-rc));
     return rc;

@@ -9,15 +9,20 @@ every list within a second (LEFT is gossiped, no suspicion); the killed node res
 addresses and is listed everywhere again; /metrics shows the members by status and the probe
 counters. Encryption: nodes sharing a key ring form a cluster, a node with another key is refused
 (its packets counted as dropped, reason decrypt) until a SIGHUP makes the others read a ring
-holding its key too (rotation without restart).
+holding its key too (rotation without restart). Joining: through an observer registered in etcd
+(<prefix>/observer/<NAME>), and with gossip-addr given in the --config file (Levee's spelling).
 """
+import base64
+import json
 import os
 import signal
 import tempfile
 import threading
 import time
+import urllib.request
 
 import test_cluster as tc
+from test_cluster import etcd  # noqa: F401 (fixture)
 from conftest import free_port, http
 
 # fast failure detection for the test: probe every 200 ms, gossip every 50 ms
@@ -177,4 +182,44 @@ def test_gossip_options_refused(node_factory):
         assert "key ring line 1" in n.logs()
     finally:
         os.unlink(bad)
+        os.rmdir(d)
+
+
+def etcd_put(url, key, value):
+    body = json.dumps({"key": base64.b64encode(key.encode()).decode(),
+                       "value": base64.b64encode(value.encode()).decode()}).encode()
+    req = urllib.request.Request(url + "/v3/kv/put", data=body, method="POST")
+    with urllib.request.urlopen(req, timeout=2) as r:
+        r.read()
+
+
+def test_gossip_joins_through_observers_in_etcd(node_factory, etcd):
+    # an overlay member registered as an observer under <prefix>/observer/<NAME>; a node with
+    # --storage-addrs and no --gossip-seeds joins through it (the Levee document's layout)
+    prefix = "/sluice-gossip-%d" % os.getpid()
+    first = gossip_nodes(node_factory, 1)[0]
+    etcd_put(etcd, prefix + "/observer/obs-1",
+             '{"gossip": "%s", "service": "%s"}' % (first.gossip, first.addr))
+    a = "127.0.0.1:%d" % free_port()
+    args = ["--discovery", "gossip", "--gossip-addr", "127.0.0.1:%d" % free_port(),
+            "--storage-addrs", etcd, "--storage-prefix", prefix] + FAST
+    second = tc.start_nodes(node_factory, [a], lambda _: args)[0]
+    assert tc.wait_for(lambda: counts([first, second]) == [2, 2], 10), counts([first, second])
+    assert "1 observers from etcd as seeds" in second.logs()
+
+
+def test_gossip_addr_in_config_file(node_factory):
+    # the Levee configuration file's spelling: gossip-addr (and gossip-seeds) as file keys
+    d = tempfile.mkdtemp(prefix="sluice-gossip-")
+    path = os.path.join(d, "limiter.yaml")
+    g = "127.0.0.1:%d" % free_port()
+    with open(path, "w") as f:
+        f.write("gossip-addr: %s\ndiscovery: gossip\n" % g)
+    try:
+        n = node_factory(["--config", path] + FAST)
+        assert tc.wait_for(lambda: tc.peer_count(n.addr) == 1, 5)
+        assert metric(n.addr, 'sluice_gossip_members{status="alive"}') == 1
+        assert "gossip: %s on %s" % (n.addr, g) in n.logs()
+    finally:
+        os.unlink(path)
         os.rmdir(d)
