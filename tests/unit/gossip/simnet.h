@@ -55,7 +55,7 @@ struct sim {
     uint64_t sent, lost;
 };
 
-static uint64_t sim_rnd(sim *w)
+static inline uint64_t sim_rnd(sim *w)
 {
     w->rng ^= w->rng << 13;
     w->rng ^= w->rng >> 7;
@@ -63,7 +63,7 @@ static uint64_t sim_rnd(sim *w)
     return w->rng;
 }
 
-static int sim_id_of(const char *addr)
+static inline int sim_id_of(const char *addr)
 {
     int a, b;
     if (sscanf(addr, "10.0.%d.%d:7946", &a, &b) != 2)
@@ -71,7 +71,7 @@ static int sim_id_of(const char *addr)
     return a * 100 + b;
 }
 
-static void heap_push(sim *w, ev e)
+static inline void heap_push(sim *w, ev e)
 {
     if (w->nheap == w->capheap) {
         w->capheap = w->capheap ? 2 * w->capheap : 1024;
@@ -85,7 +85,7 @@ static void heap_push(sim *w, ev e)
     w->heap[i] = e;
 }
 
-static ev heap_pop(sim *w)
+static inline ev heap_pop(sim *w)
 {
     ev top = w->heap[0], last = w->heap[--w->nheap];
     size_t i = 0;
@@ -105,13 +105,13 @@ static ev heap_pop(sim *w)
     return top;
 }
 
-static int sim_connected(sim *w, int a, int b)
+static inline int sim_connected(sim *w, int a, int b)
 {
     return a >= 0 && b >= 0 && a < w->n && b < w->n && w->node[a].alive && w->node[b].alive &&
            w->node[a].group == w->node[b].group;
 }
 
-static void sim_post(sim *w, int from, int to, int kind, const uint8_t *p, size_t len, int lossy)
+static inline void sim_post(sim *w, int from, int to, int kind, const uint8_t *p, size_t len, int lossy)
 {
     w->sent++;
     if (!sim_connected(w, from, to) || (lossy && w->loss > 0 &&
@@ -124,19 +124,19 @@ static void sim_post(sim *w, int from, int to, int kind, const uint8_t *p, size_
     heap_push(w, e);
 }
 
-static void cb_send(void *ctx, const char *addr, const uint8_t *p, size_t len)
+static inline void cb_send(void *ctx, const char *addr, const uint8_t *p, size_t len)
 {
     simnode *n = ctx;
     sim_post(n->net, n->id, sim_id_of(addr), 0, p, len, 1);
 }
 
-static void cb_stream(void *ctx, const char *addr, const uint8_t *p, size_t len)
+static inline void cb_stream(void *ctx, const char *addr, const uint8_t *p, size_t len)
 {
     simnode *n = ctx;
     sim_post(n->net, n->id, sim_id_of(addr), 1, p, len, 0);
 }
 
-static void cb_change(void *ctx, const sl_swim_member *m, int old)
+static inline void cb_change(void *ctx, const sl_swim_member *m, int old)
 {
     simnode *n = ctx;
     int j = sim_id_of(m->addr);
@@ -151,13 +151,13 @@ typedef struct reply_ctx {
     int from, to;
 } reply_ctx;
 
-static void cb_reply(void *rctx, const uint8_t *p, size_t len)
+static inline void cb_reply(void *rctx, const uint8_t *p, size_t len)
 {
     reply_ctx *r = rctx;
     sim_post(r->w, r->from, r->to, 2, p, len, 0);
 }
 
-static void sim_start_node(sim *w, int i)
+static inline void sim_start_node(sim *w, int i)
 {
     simnode *n = &w->node[i];
     n->net = w;
@@ -184,7 +184,7 @@ static void sim_start_node(sim *w, int i)
 }
 
 /* n nodes; node i > 0 joins through seed node 0 */
-static void sim_init(sim *w, int n, const sl_swim_config *base, uint64_t seed)
+static inline void sim_init(sim *w, int n, const sl_swim_config *base, uint64_t seed)
 {
     memset(w, 0, sizeof *w);
     w->n = n;
@@ -197,26 +197,26 @@ static void sim_init(sim *w, int n, const sl_swim_config *base, uint64_t seed)
         sim_start_node(w, i);
 }
 
-static void sim_join(sim *w, int i, int seed)
+static inline void sim_join(sim *w, int i, int seed)
 {
     const char *seeds[1] = {w->node[seed].addr};
     sl_swim_join(w->node[i].s, seeds, 1, w->now);
     w->node[i].deadline = sl_swim_next_deadline(w->node[i].s);
 }
 
-static void sim_kill(sim *w, int i)
+static inline void sim_kill(sim *w, int i)
 {
     w->node[i].alive = 0;
 }
 
-static void sim_restart(sim *w, int i, int seed)
+static inline void sim_restart(sim *w, int i, int seed)
 {
     sl_swim_free(w->node[i].s);
     sim_start_node(w, i);
     sim_join(w, i, seed);
 }
 
-static void sim_step(sim *w)
+static inline void sim_step(sim *w)
 {
     w->now += STEP;
     while (w->nheap && w->heap[0].at <= w->now) {
@@ -244,7 +244,7 @@ static void sim_step(sim *w)
 }
 
 /* Run for ms of virtual time, or until done(w) (checked every step); the elapsed ms. */
-static uint64_t sim_run(sim *w, uint64_t ms, int (*done)(sim *))
+static inline uint64_t sim_run(sim *w, uint64_t ms, int (*done)(sim *))
 {
     uint64_t start = w->now;
     while (w->now - start < ms) {
@@ -255,7 +255,7 @@ static uint64_t sim_run(sim *w, uint64_t ms, int (*done)(sim *))
     return w->now - start;
 }
 
-static void sim_free(sim *w)
+static inline void sim_free(sim *w)
 {
     for (int i = 0; i < w->n; i++)
         sl_swim_free(w->node[i].s);
@@ -265,7 +265,7 @@ static void sim_free(sim *w)
 }
 
 /* How many live nodes (other than j) see node j in status st. */
-static int sim_seen_as(sim *w, int j, int st)
+static inline int sim_seen_as(sim *w, int j, int st)
 {
     int c = 0;
     for (int i = 0; i < w->n; i++) {
@@ -278,7 +278,7 @@ static int sim_seen_as(sim *w, int j, int st)
     return c;
 }
 
-static int sim_live(sim *w)
+static inline int sim_live(sim *w)
 {
     int c = 0;
     for (int i = 0; i < w->n; i++)
@@ -287,7 +287,7 @@ static int sim_live(sim *w)
 }
 
 /* Every live node sees every live node alive. */
-static int sim_converged(sim *w)
+static inline int sim_converged(sim *w)
 {
     int live = sim_live(w);
     for (int i = 0; i < w->n; i++) {
