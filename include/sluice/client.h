@@ -11,6 +11,14 @@
  * metadata "lease_id" names the lease), hits -1 with item metadata "lease_id" releases. Priority is
  * the X-Priority header for Levee calls and item metadata "priority" over gRPC.
  *
+ * Shed is not failure. A call sluiced refuses to protect the service it guards (its fleet or worker
+ * shedder) is a decision, a 503-class "back off", never failed open: a Levee attempt is then
+ * SL_ATTEMPT_REJECTED with `shed` set; a Gubernator call shed whole (grpc-status UNAVAILABLE with
+ * the trailer "sluice-shed") answers every item OVER_LIMIT with metadata "shed" and "reason", and
+ * an item the fleet shedder refused carries metadata "shed" = "fleet" from the server itself;
+ * either way the reply's `shed` is set. An UNAVAILABLE without that trailer did not come from
+ * sluiced's shedders (a proxy, a dying server) and falls under the failure policy below.
+ *
  * Failure policy. A rate limiter must not take its callers down with it: when a call fails (connect
  * refused or in backoff, timeout, reset, malformed answer, server error status), the client by
  * default FAILS OPEN: it answers "allowed" (UNDER_LIMIT items, an accepted attempt) with
@@ -102,13 +110,18 @@ typedef struct sl_client_result {
      * retry_after is 0: Gubernator's answer has none (reset_time says when). error points into the
      * reply and lives as long as it does. */
     sl_response resp;
-    const sl_client_kv *metadata; /* RateLimitResp.metadata, e.g. "owner", "lease_id" */
+    const sl_client_kv *metadata; /* RateLimitResp.metadata, e.g. "owner", "lease_id", "shed" */
     size_t metadata_count;
 } sl_client_result;
+
+/* The value of metadata `key` of a result ("shed": "fleet" | "worker" when a shedder refused the
+ * item), or NULL. */
+const char *sl_client_result_meta(const sl_client_result *r, const char *key);
 
 typedef struct sl_client_check_reply {
     int err;              /* 0, or why the call failed (the items below are then synthesized) */
     bool failed_open;     /* the call failed and the items say UNDER_LIMIT because of the policy */
+    bool shed;            /* sluiced shed the call or an item of it: not a failure, not failed open */
     int http_status;      /* :status of the answer, 0 if none */
     int grpc_status;      /* grpc-status, -1 if none arrived */
     const char *grpc_message; /* grpc-message (percent-decoded), or NULL */
@@ -173,6 +186,7 @@ typedef struct sl_attempt_reply {
     sl_attempt_outcome outcome; /* what the server said (FAILED if it said nothing useful) */
     bool allowed;               /* the decision to act on, after the failure policy */
     bool failed_open;           /* outcome FAILED and allowed because of the policy */
+    bool shed;                  /* REJECTED by a shedder (503 with a RateLimit field): back off */
     int err;                    /* 0, or the failure (-ETIMEDOUT, -ECONNREFUSED, -EPROTO, ...) */
     int http_status;            /* 0 if no answer */
     int64_t retry_after_ms;     /* Retry-After, -1 if absent */
@@ -220,6 +234,7 @@ typedef struct sl_client_stats {
     uint64_t breaker_trips;    /* times the breaker opened (re-opens after a failed probe count) */
     uint64_t breaker_rejected; /* calls failed at once because the breaker was open */
     uint64_t breaker_probes;   /* half-open probes sent */
+    uint64_t shed;             /* calls sluiced answered "shed" (whole, or one item or more) */
     bool breaker_open;         /* the breaker is open or half-open now */
 } sl_client_stats;
 

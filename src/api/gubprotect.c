@@ -16,6 +16,7 @@
 #define META_KILLSWITCH "killswitch"
 #define META_SHADOW "shadow"
 #define META_REASON "reason"
+#define META_SHED "shed"
 #define META_REQ_ID "req_id"
 
 enum { F_SHADOW = 1 };
@@ -248,6 +249,7 @@ int sl_gubprotect_begin(sl_protect *p, int worker, sl_batch *b, bool peer, int64
             sl_who_note(sl_protect_who(p), "fleet", 5, SL_WHO_SHED, q->unique_key,
                         q->unique_key_len, now);
             answer_item(b, i, SL_OVER_LIMIT, nc, 0, r.reset_time);
+            sl_batch_meta_add_ref(b, rm, META_SHED, "fleet");
             sl_batch_meta_add_ref(b, rm, META_REASON,
                                   "shed: fleet capacity is reserved for critical calls");
             continue;

@@ -6,7 +6,8 @@
  * switches; the fleet shedder for CONCURRENCY acquires; lease ids into the requests),
  * sl_gubprotect_end() after it (lease ids out, shadow mode, reasons). Every limiter goes through
  * the kill -> shadow -> enforce ladder (protect/ladder.h). Answers carry metadata: "lease_id",
- * "killswitch" ("on"), "shadow" (the limiter that would have rejected), "reason".
+ * "killswitch" ("on"), "shadow" (the limiter that would have rejected), "reason", and "shed"
+ * ("fleet") on an item a shedder refused: a 503-class answer the caller must not fail open on.
  *
  * Switch names: an item's `name`; "fleet" and "shed" for the shedders; "*" for all. A request
  * may also ask for shadow mode with behavior SL_SHADOW.

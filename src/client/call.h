@@ -90,6 +90,7 @@ struct sl_client {
 
     _Atomic uint64_t calls, failed_open, failed_closed, timeouts, transport_errors;
     _Atomic uint64_t async_pending, async_rejected;
+    _Atomic uint64_t shed; /* calls sluiced answered "shed" (gubcall.c, leveecall.c) */
 };
 
 /* A call of this kind with the client's default timeout when timeout_ms <= 0. NULL: -ENOMEM. */

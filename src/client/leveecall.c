@@ -210,8 +210,13 @@ int sl_leveecall_decode(sl_call *k, const sl_h2c_resp *resp, int err)
         out->allowed = true;
         return 0;
     }
-    if (out->outcome == SL_ATTEMPT_REJECTED)
+    if (out->outcome == SL_ATTEMPT_REJECTED) {
+        if (out->http_status == 503) { /* a shedder's: back off, never fail open */
+            out->shed = true;
+            atomic_fetch_add(&c->shed, 1);
+        }
         return 0;
+    }
     sl_call_count_failure(c, err);
     if (c->opt.fail_closed) {
         atomic_fetch_add(&c->failed_closed, 1);

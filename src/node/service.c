@@ -270,24 +270,33 @@ static void answer_text(sl_service *s, sl_exchange *ex, int method, int status, 
 }
 
 /* A call shed by the worker shedder: gRPC UNAVAILABLE, or HTTP 503 with Retry-After and
- * grpc-gateway's error body. */
+ * grpc-gateway's error body. Both carry "sluice-shed: worker" (a trailer-only gRPC answer's
+ * headers are its trailers), so a client tells "sluiced shed me" (do not fail open) from an
+ * UNAVAILABLE or 503 of something that never reached sluiced (fail open): docs/protection.md. */
 static void answer_shed(sl_service *s, sl_exchange *ex, int method, int transport,
                         const sl_gubprotect_verdict *v, int64_t t0)
 {
     sl_gub_status st;
     sl_gub_status_set(&st, SL_GRPC_UNAVAILABLE, "%s", v->message);
-    if (transport == T_GRPC) {
-        answer_status(s, ex, method, transport, &st, t0);
-        return;
-    }
-    sl_buf b;
-    sl_buf_init(&b, 0);
     char ra[24];
     int n = snprintf(ra, sizeof ra, "%lld", (long long)v->retry_after_s);
-    sl_http_header h[2] = {{"content-type", 12, "application/json", 16},
-                           {"retry-after", 11, ra, n > 0 ? (size_t)n : 0}};
-    if (sl_gub_encode_error_json(&st, &b) == 0) {
-        sl_http_response resp = {.status = 503, .headers = h, .nheaders = 2, .body = b.data,
+    sl_http_header shed = SL_HTTP_HEADER("sluice-shed", "worker");
+    sl_http_header rah = {"retry-after", 11, ra, n > 0 ? (size_t)n : 0};
+    sl_buf b;
+    sl_buf_init(&b, 0);
+    if (transport == T_GRPC) {
+        char num[12];
+        int nn = snprintf(num, sizeof num, "%d", SL_GRPC_UNAVAILABLE);
+        sl_http_header h[5] = {SL_HTTP_HEADER("content-type", "application/grpc"),
+                               {"grpc-status", 11, num, nn > 0 ? (size_t)nn : 0}, shed, rah};
+        size_t nh = 4;
+        if (sl_grpc_message_encode(st.message, strnlen(st.message, sizeof st.message), &b) == 0)
+            h[nh++] = (sl_http_header){"grpc-message", 12, (const char *)b.data, b.len};
+        sl_http_response resp = {.status = 200, .headers = h, .nheaders = nh};
+        sl_exchange_respond(ex, &resp);
+    } else if (sl_gub_encode_error_json(&st, &b) == 0) {
+        sl_http_header h[3] = {SL_HTTP_HEADER("content-type", "application/json"), rah, shed};
+        sl_http_response resp = {.status = 503, .headers = h, .nheaders = 3, .body = b.data,
                                  .body_len = b.len};
         sl_exchange_respond(ex, &resp);
     } else {
