@@ -211,6 +211,12 @@ int sl_client_acquire(sl_client *c, const sl_attempt *a, int timeout_ms, sl_atte
 int sl_client_release(sl_client *c, const sl_attempt *a, const char *lease_id, int timeout_ms,
                       sl_attempt_reply *out);
 
+/* POST /attempt with X-Concurrency: renew and X-Lease-Id (a: X-Resource when the id does not carry
+ * the resource): the lease now expires `duration` after this call. No failure policy: 0 renewed,
+ * -ENOENT unknown or expired (the slot is gone), else negative errno. */
+int sl_client_renew(sl_client *c, const sl_attempt *a, const char *lease_id, int timeout_ms,
+                    sl_attempt_reply *out);
+
 typedef void (*sl_client_attempt_cb)(void *ud, int rc, const sl_attempt_reply *reply);
 int sl_client_attempt_async(sl_client *c, const sl_attempt *a, int timeout_ms,
                             sl_client_attempt_cb cb, void *ud);
@@ -218,6 +224,59 @@ int sl_client_acquire_async(sl_client *c, const sl_attempt *a, int timeout_ms,
                             sl_client_attempt_cb cb, void *ud);
 int sl_client_release_async(sl_client *c, const sl_attempt *a, const char *lease_id,
                             int timeout_ms, sl_client_attempt_cb cb, void *ud);
+
+int sl_client_renew_async(sl_client *c, const sl_attempt *a, const char *lease_id, int timeout_ms,
+                          sl_client_attempt_cb cb, void *ud);
+
+/* ------------------------------------------------------------------ lease renewer */
+
+/* Keeps held leases alive for work that runs longer than their duration: each lease added is
+ * renewed in the background every duration / 2 (a renewal that gets no answer is retried after
+ * duration / 8), until it is released or stopped here. A Levee lease is renewed with
+ * sl_client_renew_async, a Gubernator CONCURRENCY lease with a check of the same item with hits 0
+ * and metadata lease_id. The renewer has one thread of its own that only schedules; the calls run
+ * on the client's async I/O thread. A lease the server answers "not found" (released elsewhere,
+ * expired before a renewal got through) is lost: no longer renewed, reported by
+ * sl_client_renewer_status. At most max_leases are held at once. Free the renewer before its
+ * client; freeing does not release the leases (they run out after their duration). */
+typedef struct sl_client_renewer sl_client_renewer;
+
+typedef struct sl_client_renewer_options {
+    unsigned max_leases; /* leases renewed at once (1024, at most 65536); more: -ENOSPC */
+    int timeout_ms;      /* each renewal's timeout (0: the client's default) */
+} sl_client_renewer_options;
+
+void sl_client_renewer_options_default(sl_client_renewer_options *o);
+/* 0, -EINVAL, -ENOMEM, -EAGAIN (no thread). */
+int sl_client_renewer_new(sl_client *c, const sl_client_renewer_options *o,
+                          sl_client_renewer **out);
+void sl_client_renewer_free(sl_client_renewer *r);
+
+/* Renew a Levee lease (from sl_client_acquire: reply.lease_id) of duration_ms; a: the attempt it
+ * was taken with (X-Resource is sent; the other fields are not needed). *handle names it here.
+ * 0, -EINVAL (empty id, duration < 2 ms), -ENOSPC, -ENOMEM. */
+int sl_client_renewer_add_levee(sl_client_renewer *r, const sl_attempt *a, const char *lease_id,
+                                int64_t duration_ms, uint64_t *handle);
+/* Renew a Gubernator CONCURRENCY lease: item as acquired (name, unique_key, limit, duration;
+ * hits is sent as 0), lease_id from the answer's metadata. Same returns. */
+int sl_client_renewer_add_item(sl_client_renewer *r, const sl_client_item *item,
+                               const char *lease_id, uint64_t *handle);
+/* Stop renewing (a renewal already out still lands). 0, or -ENOENT for an unknown handle. */
+int sl_client_renewer_stop(sl_client_renewer *r, uint64_t handle);
+/* Stop renewing and give the lease back (sl_client_release, or a check with hits -1): 0, -ENOENT
+ * (unknown handle, or the server no longer knew the lease), or the release's error. */
+int sl_client_renewer_release(sl_client_renewer *r, uint64_t handle, int timeout_ms);
+
+typedef struct sl_client_lease_status {
+    bool lost;         /* the server answered "not found": the slot is gone, not renewed any more */
+    uint64_t renewals; /* renewals the server confirmed */
+    uint64_t failures; /* renewals that got no answer (retried) */
+} sl_client_lease_status;
+
+/* 0, or -ENOENT for an unknown handle. */
+int sl_client_renewer_status(sl_client_renewer *r, uint64_t handle, sl_client_lease_status *out);
+/* Leases renewed now (held or lost, not yet stopped or released). */
+size_t sl_client_renewer_count(sl_client_renewer *r);
 
 /* ------------------------------------------------------------------ stats */
 

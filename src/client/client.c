@@ -257,6 +257,22 @@ int sl_client_release(sl_client *c, const sl_attempt *a, const char *lease_id, i
     return levee_sync(c, K_RELEASE, a, lease_id, timeout_ms, out);
 }
 
+int sl_client_renew(sl_client *c, const sl_attempt *a, const char *lease_id, int timeout_ms,
+                    sl_attempt_reply *out)
+{
+    if (!lease_id || !lease_id[0])
+        return -EINVAL;
+    return levee_sync(c, K_RENEW, a, lease_id, timeout_ms, out);
+}
+
+int sl_client_renew_async(sl_client *c, const sl_attempt *a, const char *lease_id, int timeout_ms,
+                          sl_client_attempt_cb cb, void *ud)
+{
+    if (!lease_id || !lease_id[0])
+        return -EINVAL;
+    return levee_async(c, K_RENEW, a, lease_id, timeout_ms, cb, ud);
+}
+
 int sl_client_attempt_async(sl_client *c, const sl_attempt *a, int timeout_ms,
                             sl_client_attempt_cb cb, void *ud)
 {
