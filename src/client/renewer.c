@@ -361,9 +361,13 @@ int sl_client_renewer_add_item(sl_client_renewer *r, const sl_client_item *item,
     return rc;
 }
 
-/* Take the lease out of the table (a renewal out keeps its own copies). *l: what it was. */
+/* Take the lease out of the table (a renewal out keeps its own copies). *l: what it was. 0 held,
+ * 1 lost, or -EINVAL / -ENOENT (then *l is empty). */
 static int take_out(sl_client_renewer *r, uint64_t handle, lease *l)
 {
+    memset(l, 0, sizeof *l);
+    if (!r)
+        return -EINVAL;
     pthread_mutex_lock(&r->mu);
     const sl_renew_slot *s = sl_renewsched_get(&r->sched, handle);
     bool lost = s && s->state == SL_RENEW_LOST;
@@ -378,27 +382,19 @@ static int take_out(sl_client_renewer *r, uint64_t handle, lease *l)
 
 int sl_client_renewer_stop(sl_client_renewer *r, uint64_t handle)
 {
-    if (!r)
-        return -EINVAL;
     lease l;
     int rc = take_out(r, handle, &l);
-    if (rc < 0)
-        return rc;
     lease_clear(&l);
-    return 0;
+    return rc < 0 ? rc : 0;
 }
 
 int sl_client_renewer_release(sl_client_renewer *r, uint64_t handle, int timeout_ms)
 {
-    if (!r)
-        return -EINVAL;
     lease l;
     int rc = take_out(r, handle, &l);
-    if (rc < 0)
-        return rc;
-    if (rc == 1) { /* lost: nothing to give back */
+    if (rc != 0) { /* unknown, or lost: nothing to give back */
         lease_clear(&l);
-        return -ENOENT;
+        return rc < 0 ? rc : -ENOENT;
     }
     if (l.gub) {
         sl_client_kv md = {"lease_id", l.lease_id};
