@@ -369,14 +369,24 @@ static bool items_allowed(const sl_ident *id, const sl_batch *b, sl_gub_status *
 
 /* ---- GetRateLimits ------------------------------------------------------------------------- */
 
+/* Fleet leases given back after a call: counted, then freed (api/gubprotect.h). */
+static void giveback_done(void *ud, sl_batch *b)
+{
+    sl_gubprotect_giveback_done(ud, b);
+}
+
 static void rate_limits_done(void *ud, sl_batch *b)
 {
     sl_call *c = ud;
     sl_service *s = c->svc;
     int rc;
-    if (s->cfg.protect)
-        sl_gubprotect_end(s->cfg.protect, c->prot, b, c->method == M_GET_PEER_RATE_LIMITS,
-                          sl_exchange_now_ms(c->ex));
+    if (s->cfg.protect) {
+        int64_t now = sl_exchange_now_ms(c->ex);
+        sl_gubprotect_end(s->cfg.protect, c->prot, b, c->method == M_GET_PEER_RATE_LIMITS, now);
+        sl_batch *gb = c->prot ? sl_gubprotect_giveback(c->prot) : NULL;
+        if (gb)
+            sl_router_submit(s->cfg.router, c->worker, gb, now, giveback_done, s->cfg.protect);
+    }
     if (c->transport == T_GRPC) {
         size_t mark;
         rc = sl_grpc_frame_begin(&c->out, &mark);
@@ -435,6 +445,27 @@ static int grpc_payload(sl_service *s, const sl_http_request *rq, const uint8_t 
     return 0;
 }
 
+/* Hand the call's items to the router (after the fleet's, when there were any). */
+static void route_items(sl_service *s, sl_call *c, int64_t now)
+{
+    if (c->method == M_GET_PEER_RATE_LIMITS)
+        sl_router_peer_rate_limits(s->cfg.router, c->worker, &c->batch, now, rate_limits_done, c);
+    else
+        sl_router_submit(s->cfg.router, c->worker, &c->batch, now, rate_limits_done, c);
+}
+
+/* The fleet's leases are answered (api/gubprotect.h): apply them, then route the items. */
+static void fleet_done(void *ud, sl_batch *fb)
+{
+    (void)fb;
+    sl_call *c = ud;
+    sl_service *s = c->svc;
+    int64_t now = sl_exchange_now_ms(c->ex);
+    sl_gubprotect_fleet_done(s->cfg.protect, c->prot, &c->batch,
+                             sl_router_peer_count(s->cfg.router), now);
+    route_items(s, c, now);
+}
+
 static void get_rate_limits(sl_service *s, sl_exchange *ex, const sl_http_request *rq,
                             int method, int transport, int64_t t0)
 {
@@ -477,11 +508,13 @@ static void get_rate_limits(sl_service *s, sl_exchange *ex, const sl_http_reques
             call_put(c);
             return;
         }
+        sl_batch *fb = c->prot ? sl_gubprotect_fleet_batch(c->prot) : NULL;
+        if (fb) { /* the fleet's leases first, from the fleet key's owner */
+            sl_router_submit(s->cfg.router, c->worker, fb, now, fleet_done, c);
+            return;
+        }
     }
-    if (method == M_GET_PEER_RATE_LIMITS)
-        sl_router_peer_rate_limits(s->cfg.router, c->worker, &c->batch, now, rate_limits_done, c);
-    else
-        sl_router_submit(s->cfg.router, c->worker, &c->batch, now, rate_limits_done, c);
+    route_items(s, c, now);
 }
 
 /* ---- UpdatePeerGlobals --------------------------------------------------------------------- */
