@@ -4,7 +4,8 @@
  * nonce; the JSON document gathers the engine's decisions, the switchboard (a shadow switch, the
  * shed level of each worker), the quota file's state and the top keys, keeps a key that is markup
  * as a JSON string, and stays bounded: at most SL_STATUSPAGE_MAX_LIMITS (limit, event) rows of at
- * most SL_STATUSPAGE_TOP_KEYS keys, the busiest first.
+ * most SL_STATUSPAGE_TOP_KEYS keys, the busiest first; in a cluster, the peers (at most
+ * SL_STATUSPAGE_MAX_PEERS) with this node marked (sl_router_peers).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -187,12 +188,65 @@ static void test_json_gathers_the_parts(void **state)
     sl_engine_free(e);
 }
 
+/* In a cluster: the peer list in the router's order, this node marked, all healthy before any
+ * call; at most SL_STATUSPAGE_MAX_PEERS of them, with the list's length beside. */
+static void test_json_peers(void **state)
+{
+    (void)state;
+    sl_engine *e;
+    sl_engine_config ec;
+    sl_engine_config_default(&ec);
+    assert_int_equal(sl_engine_new(&ec, &e), 0);
+    sl_router_config rc = {.engine = e, .discovery = SL_DISCOVERY_STATIC, .workers = 1,
+                           .advertise_addr = "127.0.0.1:7001"};
+    sl_router *r;
+    assert_int_equal(sl_router_new(&rc, &r), 0);
+    const char *two[] = {"127.0.0.1:7002", "127.0.0.1:7001"};
+    sl_router_set_peers(r, two, 2);
+    sl_router_peer peers[4];
+    assert_int_equal(sl_router_peers(r, peers, 1), 2); /* the length, whatever the room */
+    assert_int_equal(sl_router_peers(r, peers, 4), 2);
+    int self = strcmp(peers[0].addr, "127.0.0.1:7001") == 0 ? 0 : 1;
+    assert_string_equal(peers[self].addr, "127.0.0.1:7001");
+    assert_true(peers[self].self && !peers[1 - self].self);
+    assert_int_equal(peers[0].err, 0);
+
+    sl_statuspage_config c = {.engine = e, .router = r, .advertise_addr = "127.0.0.1:7001"};
+    char *doc;
+    size_t len;
+    assert_int_equal(sl_statuspage_json(&c, 6000, &doc, &len), 0);
+    assert_non_null(strstr(doc, "\"advertise\":\"127.0.0.1:7001\""));
+    assert_non_null(strstr(doc, "{\"addr\":\"127.0.0.1:7001\",\"self\":true,\"healthy\":true"));
+    assert_non_null(strstr(doc, "{\"addr\":\"127.0.0.1:7002\",\"self\":false,\"healthy\":true"));
+    assert_non_null(strstr(doc, "\"peers_total\":2"));
+    assert_non_null(strstr(doc, "\"peer_count\":2"));
+    free(doc);
+
+    /* a long list: 64 shown, the length says 100 */
+    char names[100][24];
+    const char *many[100];
+    for (int i = 0; i < 100; i++) {
+        snprintf(names[i], sizeof names[i], "127.0.0.1:%d", 8000 + i);
+        many[i] = names[i];
+    }
+    sl_router_set_peers(r, many, 100);
+    assert_int_equal(sl_statuspage_json(&c, 6000, &doc, &len), 0);
+    assert_int_equal(count(doc, "\"addr\":"), SL_STATUSPAGE_MAX_PEERS);
+    assert_non_null(strstr(doc, "\"peers_total\":100"));
+    assert_non_null(strstr(doc, "\"healthy\":false")); /* this node is not in that list */
+    free(doc);
+
+    sl_router_free(r);
+    sl_engine_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_page_gets_the_nonce),
         cmocka_unit_test(test_csp_and_nonce),
         cmocka_unit_test(test_json_gathers_the_parts),
+        cmocka_unit_test(test_json_peers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
