@@ -161,6 +161,17 @@ static int top(sl_adminsrv *a, sl_exchange *ex, const sl_http_request *rq)
     return O_OK;
 }
 
+/* 200 with these headers and a malloc'd body, which is freed. */
+static int respond_taken(sl_exchange *ex, const sl_http_header *h, size_t nh, char *body,
+                         size_t len)
+{
+    sl_http_response resp = {.status = 200, .headers = h, .nheaders = nh, .body = body,
+                             .body_len = len};
+    sl_exchange_respond(ex, &resp);
+    free(body);
+    return O_OK;
+}
+
 /* GET /status or /: the page (node/statuspage.h) under a CSP naming this response's nonce. */
 static int status_page(sl_adminsrv *a, sl_exchange *ex, const sl_http_request *rq)
 {
@@ -181,11 +192,7 @@ static int status_page(sl_adminsrv *a, sl_exchange *ex, const sl_http_request *r
         SL_HTTP_HEADER("referrer-policy", "no-referrer"),
         SL_HTTP_HEADER("cache-control", "no-store"),
     };
-    sl_http_response resp = {.status = 200, .headers = h, .nheaders = sizeof h / sizeof *h,
-                             .body = body, .body_len = len};
-    sl_exchange_respond(ex, &resp);
-    free(body);
-    return O_OK;
+    return respond_taken(ex, h, sizeof h / sizeof *h, body, len);
 }
 
 /* GET /v1/admin/status: what the page shows, as JSON. */
@@ -204,11 +211,7 @@ static int status_json(sl_adminsrv *a, sl_exchange *ex, const sl_http_request *r
         SL_HTTP_HEADER("cache-control", "no-store"),
         SL_HTTP_HEADER("x-content-type-options", "nosniff"),
     };
-    sl_http_response resp = {.status = 200, .headers = h, .nheaders = sizeof h / sizeof *h,
-                             .body = body, .body_len = len};
-    sl_exchange_respond(ex, &resp);
-    free(body);
-    return O_OK;
+    return respond_taken(ex, h, sizeof h / sizeof *h, body, len);
 }
 
 static void handle(void *ud, sl_exchange *ex)

@@ -30,6 +30,15 @@ static size_t count(const char *hay, const char *needle)
     return n;
 }
 
+static sl_engine *new_engine(void)
+{
+    sl_engine *e;
+    sl_engine_config ec;
+    sl_engine_config_default(&ec);
+    assert_int_equal(sl_engine_new(&ec, &e), 0);
+    return e;
+}
+
 static void test_page_gets_the_nonce(void **state)
 {
     (void)state;
@@ -89,10 +98,7 @@ static void test_csp_and_nonce(void **state)
 static void test_json_gathers_the_parts(void **state)
 {
     (void)state;
-    sl_engine *e;
-    sl_engine_config ec;
-    sl_engine_config_default(&ec);
-    assert_int_equal(sl_engine_new(&ec, &e), 0);
+    sl_engine *e = new_engine();
     sl_killswitch *ks;
     sl_killswitch_config kc = {.max_entries = 8};
     assert_int_equal(sl_killswitch_new(&kc, &ks), 0);
@@ -193,10 +199,7 @@ static void test_json_gathers_the_parts(void **state)
 static void test_json_peers(void **state)
 {
     (void)state;
-    sl_engine *e;
-    sl_engine_config ec;
-    sl_engine_config_default(&ec);
-    assert_int_equal(sl_engine_new(&ec, &e), 0);
+    sl_engine *e = new_engine();
     sl_router_config rc = {.engine = e, .discovery = SL_DISCOVERY_STATIC, .workers = 1,
                            .advertise_addr = "127.0.0.1:7001"};
     sl_router *r;
