@@ -203,6 +203,7 @@ def test_sieving_poisson_group_admits_at_most_the_quota(node_factory, etcd, pref
         if st == 200:
             admitted[int(t)] += 1
     bound = rate + df * (burst + 1)
+    print("sieving: admitted per 1 s window %s, quota %d, bound %d" % (admitted, rate, bound))
     assert max(admitted) <= bound, admitted
     assert sum(admitted) <= rate * windows + df * (burst + 1), admitted
     assert sum(admitted) >= 0.7 * rate * windows, admitted
