@@ -7,27 +7,12 @@ moves to the next by HRW, and it takes its share back once it answers again; HTT
 clients get the limiter's status, headers and body relayed."""
 import math
 import random
-import re
 import signal
 import time
 
-import pytest
-
 from conftest import free_port
-from test_levee import H1, Etcd, attempt_h2, metrics, put_quotas, wait_for
-
-
-@pytest.fixture(scope="module")
-def etcd():
-    e = Etcd().start()
-    yield e
-    e.close()
-
-
-@pytest.fixture
-def prefix(request):
-    name = re.sub(r"[^A-Za-z0-9]", "-", request.node.name)
-    return "/px-%s-%06d" % (name, random.randrange(1000000))
+# etcd (one real etcd per module) and prefix (an etcd root per test) are test_levee's fixtures
+from test_levee import H1, attempt_h2, etcd, metrics, prefix, put_quotas, wait_for  # noqa: F401
 
 
 def limiter(node_factory, etcd, prefix, name, port=None):
