@@ -8,6 +8,7 @@ clients get the limiter's status, headers and body relayed."""
 import math
 import random
 import signal
+import threading
 import time
 
 from conftest import free_port
@@ -245,18 +246,56 @@ def test_kill_9_limiter_share_moves_then_comes_back(node_factory, etcd, prefix):
     c.close()
 
 
-def test_sigterm_drains_in_flight(node_factory, etcd, prefix):
-    """SIGTERM on the proxy: what it relays is answered, then it exits 0."""
-    put_quotas(etcd, prefix, {"limit/key_default": {"rate": 100000, "burst": 1000}})
-    proxy, lims = cluster(node_factory, etcd, prefix, n=2)
+def test_limiter_sigterm_under_load_loses_no_request(node_factory, etcd, prefix):
+    """A limiter stopped gracefully (SIGTERM: GOAWAY, then its port closes) while requests flow:
+    every request is still answered 200, the rest of its share goes to the next by HRW."""
+    put_quotas(etcd, prefix, {"limit/key_default": {"rate": 100000, "burst": 1000},
+                              "factor/default": "2"})
+    proxy, lims = cluster(node_factory, etcd, prefix)
     c = H1(proxy)
     wait_quotas(c, "warm")
-    for _ in range(20):
-        assert c.attempt("drain")[0] == 200
+    before = counts(lims)
+    for _ in range(10):
+        assert c.attempt("leaving")[0] == 200
+    group = [i for i, x in enumerate(delta(before, counts(lims))) if x > 0]
+    statuses = []
+    for i in range(200):
+        if i == 50:
+            lims[group[0]].signal(signal.SIGTERM)
+        statuses.append(c.attempt("leaving")[0])
+    assert lims[group[0]].proc.wait(10) == 0
+    assert statuses == [200] * 200, [s for s in statuses if s != 200]
     c.close()
+
+
+def test_sigterm_drains_in_flight(node_factory, etcd, prefix):
+    """SIGTERM on the proxy while a call is in flight (the limiter holds its answer for about 1 s,
+    X-Delay-Mode: hold): that call is answered, then the proxy exits 0."""
+    put_quotas(etcd, prefix, {"limit/key/slow/quota": {"rate": 1},
+                              "limit/key/warm/quota": {"rate": 1000, "burst": 10}})
+    proxy, lims = cluster(node_factory, etcd, prefix, n=2, extra=["--proxy-timeout", "5s"])
+    c = H1(proxy)
+    wait_quotas(c, "warm")
+    hold = {"X-Max-Delay": "3s", "X-Delay-Mode": "hold"}
+    assert c.attempt("slow", extra=hold)[0] == 200  # the one cell; the next waits ~1 s
+    got = {}
+
+    def held():
+        t = time.monotonic()
+        got["answer"] = c.attempt("slow", extra=hold)
+        got["took"] = time.monotonic() - t
+
+    th = threading.Thread(target=held)
+    th.start()
+    time.sleep(0.3)
     proxy.signal(signal.SIGTERM)
+    th.join(10)
+    st, h, _ = got["answer"]
+    assert st == 200 and int(h["x-delay-ms"]) > 0, h
+    assert got["took"] >= 0.5, got
     assert proxy.proc.wait(10) == 0
     assert "shutting down" in proxy.logs()
+    c.close()
 
 
 def test_no_limiter_answers_500(node_factory, etcd, prefix):
