@@ -40,6 +40,7 @@ static const char *const reject_names[R_COUNT] = {"overload", "no_limiter"};
 
 typedef struct health {
     char name[SL_TOPOLOGY_MAX_NAME];
+    char addr[SL_TOPOLOGY_MAX_ADDR];     /* as last seen, for the log */
     _Atomic int down;
     sl_metrics_counter *req[O_COUNT];
     sl_metrics_counter *failovers;
@@ -64,6 +65,7 @@ typedef struct pworker {
     uv_loop_t *loop;
     int idx;
     bool started;
+    bool stopping;                       /* worker_stop is closing the connections */
     uint64_t version;
     size_t n;
     wlim lim[SL_TOPOLOGY_MAX_MEMBERS];
@@ -92,8 +94,9 @@ typedef struct fcall {
     uint64_t hash;
     uint32_t df;
     int tries;
-    size_t lim;                          /* the limiter of the call in flight */
-    size_t failed;                       /* the limiter that failed (SIZE_MAX: none) */
+    size_t lim;                          /* the limiter of this try (index into w->lim) */
+    int h;                               /* its health slot: stays right if w->lim is rebuilt */
+    int failed;                          /* the health slot of the limiter that failed, or -1 */
 } fcall;
 
 /* ---- group selection -------------------------------------------------------------------------- */
@@ -173,8 +176,9 @@ uint32_t sl_proxy_factor(const sl_quota_tree *t, const char *res, size_t len)
 
 /* ---- health --------------------------------------------------------------------------------- */
 
-/* The health slot of a name, made on first sight (its metric series with it). -1 when full. */
-static int health_slot(sl_proxy *p, const char *name)
+/* The health slot of a name, made on first sight (its metric series with it, and the address
+ * its log lines name). -1 when full. */
+static int health_slot(sl_proxy *p, const char *name, const char *addr)
 {
     pthread_mutex_lock(&p->mu);
     int r = -1;
@@ -186,6 +190,7 @@ static int health_slot(sl_proxy *p, const char *name)
     if (r < 0 && p->nhealth < SL_TOPOLOGY_MAX_MEMBERS) {
         health *h = &p->hs[p->nhealth];
         snprintf(h->name, sizeof h->name, "%.*s", (int)sizeof h->name - 1, name);
+        snprintf(h->addr, sizeof h->addr, "%.*s", (int)sizeof h->addr - 1, addr);
         for (int o = 0; o < O_COUNT && p->req_family; o++) {
             const char *v[2] = {name, outcome_names[o]};
             h->req[o] = sl_metrics_counter_get(p->req_family, v, 2);
@@ -205,18 +210,20 @@ static bool lim_down(const sl_proxy *p, const wlim *l)
     return l->h >= 0 && atomic_load_explicit(&p->hs[l->h].down, memory_order_relaxed);
 }
 
-static void set_down(sl_proxy *p, wlim *l, bool down, int err)
+/* Mark health slot h down or up; a change is logged (one line per change, not per request). */
+static void set_down(sl_proxy *p, int h, bool down, int err)
 {
-    if (l->h < 0)
+    if (h < 0)
         return;
-    int was = atomic_exchange_explicit(&p->hs[l->h].down, down, memory_order_relaxed);
+    health *hs = &p->hs[h];
+    int was = atomic_exchange_explicit(&hs->down, down, memory_order_relaxed);
     if (was == (int)down || !p->cfg.log)
         return;
     if (down)
         sl_log_warn(p->cfg.log, "proxy: limiter %s (%s) down: %s; its share moves to the next by HRW",
-                    l->name, l->addr, strerror(-err));
+                    hs->name, hs->addr, strerror(-err));
     else
-        sl_log_info(p->cfg.log, "proxy: limiter %s (%s) up again", l->name, l->addr);
+        sl_log_info(p->cfg.log, "proxy: limiter %s (%s) up again", hs->name, hs->addr);
 }
 
 static void count(health *h, int o)
@@ -258,7 +265,7 @@ static void refresh(pworker *w)
         memcpy(l->name, m[i].name, sizeof l->name); /* same sizes, NUL-terminated */
         memcpy(l->addr, m[i].addr, sizeof l->addr);
         l->status = m[i].status;
-        l->h = health_slot(p, l->name);
+        l->h = health_slot(p, l->name, l->addr);
         for (size_t j = 0; j < w->n; j++)
             if (w->lim[j].peer && !strcmp(w->lim[j].name, l->name) &&
                 !strcmp(w->lim[j].addr, l->addr)) {
@@ -270,8 +277,11 @@ static void refresh(pworker *w)
             continue;
         k++;
     }
+    sl_peer *gone[SL_TOPOLOGY_MAX_MEMBERS];
+    size_t ngone = 0;
     for (size_t j = 0; j < w->n; j++)
-        sl_peer_close(w->lim[j].peer); /* gone or moved: calls in flight fail, then retry */
+        if (w->lim[j].peer)
+            gone[ngone++] = w->lim[j].peer;
     memcpy(w->lim, next, k * sizeof *next);
     w->n = k;
     const char *alive[SL_TOPOLOGY_MAX_MEMBERS];
@@ -289,6 +299,10 @@ static void refresh(pworker *w)
                     w->pick2lim[pi] = i;
     }
     w->version = ver;
+    /* Last, with the new list in place: the calls in flight on a limiter that left fail with
+     * -ECANCELED here and go once more to the new list. */
+    for (size_t j = 0; j < ngone; j++)
+        sl_peer_close(gone[j]);
 }
 
 /* ---- forwarding ----------------------------------------------------------------------------- */
@@ -308,10 +322,10 @@ static bool choose(fcall *c)
         return false;
     size_t g[SL_TOPOLOGY_MAX_MEMBERS];
     size_t k = pick_group(w->picker, c->hash, c->df, worker_down, w, g);
-    if (k > 1 && c->failed != SIZE_MAX) { /* a retry: never the one that just failed */
+    if (k > 1 && c->failed >= 0) { /* a retry: never the one that just failed */
         size_t j = 0;
         for (size_t i = 0; i < k; i++)
-            if (w->pick2lim[g[i]] != c->failed)
+            if (w->lim[w->pick2lim[g[i]]].h != c->failed)
                 g[j++] = g[i];
         k = j;
     }
@@ -323,6 +337,7 @@ static bool choose(fcall *c)
         s->n = 0;
     }
     c->lim = w->pick2lim[g[s->n++ % k]];
+    c->h = w->lim[c->lim].h;
     return true;
 }
 
@@ -370,15 +385,14 @@ static void start(fcall *c)
         int rc = forward(c);
         if (rc == 0)
             return;
-        wlim *l = &w->lim[c->lim];
-        health *h = l->h >= 0 ? &w->px->hs[l->h] : NULL;
+        health *h = c->h >= 0 ? &w->px->hs[c->h] : NULL;
         count(h, O_FAILED);
         if (rc != -ENOMEM && rc != -EINVAL) {
-            set_down(w->px, l, true, rc);
+            set_down(w->px, c->h, true, rc);
             if (h && h->failovers && c->tries < MAX_TRIES)
                 sl_metrics_counter_inc(h->failovers);
         }
-        c->failed = c->lim;
+        c->failed = c->h;
     }
     if (w->px->rejected[R_NO_LIMITER])
         sl_metrics_counter_inc(w->px->rejected[R_NO_LIMITER]);
@@ -396,17 +410,16 @@ static void on_answer(void *ud, const sl_peer_http_result *res)
     fcall *c = ud;
     pworker *w = c->w;
     w->inflight--;
-    wlim *l = c->lim < w->n ? &w->lim[c->lim] : NULL;
-    health *h = l && l->h >= 0 ? &w->px->hs[l->h] : NULL;
+    health *h = c->h >= 0 ? &w->px->hs[c->h] : NULL;
     if (res->err) {
         count(h, O_FAILED);
-        if (res->err != -ECANCELED && l) {
-            set_down(w->px, l, true, res->err);
+        if (res->err != -ECANCELED) { /* -ECANCELED: it left the topology, or we stop */
+            set_down(w->px, c->h, true, res->err);
             if (h && h->failovers && c->tries < MAX_TRIES && sl_exchange_alive(c->ex))
                 sl_metrics_counter_inc(h->failovers);
         }
-        c->failed = c->lim;
-        if (res->err == -ECANCELED || !sl_exchange_alive(c->ex))
+        c->failed = c->h;
+        if (w->stopping || !sl_exchange_alive(c->ex))
             c->tries = MAX_TRIES; /* shutting down, or nobody waits */
         start(c);
         return;
@@ -453,7 +466,8 @@ static void attempt(sl_proxy *p, sl_exchange *ex, const sl_http_request *rq)
     size_t rl = res ? res->value_len : 0;
     c->w = w;
     c->ex = ex;
-    c->failed = SIZE_MAX;
+    c->failed = -1;
+    c->h = -1;
     c->hash = sl_picker_hash(rs, rl);
     const sl_quota_snap *snap = p->cfg.quotas ? sl_quotasrc_read(p->cfg.quotas, &w->qr) : NULL;
     c->df = sl_proxy_factor(snap ? snap->tree : NULL, rs, rl);
@@ -495,7 +509,7 @@ static void on_probe(void *ud, const sl_peer_http_result *res)
     if (l) {
         l->probing = false;
         if (res->err == 0 && res->status == 200)
-            set_down(pr->w->px, l, false, 0);
+            set_down(pr->w->px, l->h, false, 0);
     }
     free(pr);
 }
@@ -622,12 +636,14 @@ void sl_proxy_worker_stop(sl_proxy *p, int worker)
         uv_close((uv_handle_t *)&w->probe, NULL);
         w->probe_init = false;
     }
+    w->stopping = true;
     for (size_t i = 0; i < w->n; i++) {
         sl_peer *pe = w->lim[i].peer;
         w->lim[i].peer = NULL;
         sl_peer_close(pe); /* calls in flight: -ECANCELED, answered 500 */
     }
     w->n = 0;
+    w->stopping = false;
     sl_picker_free(w->picker);
     w->picker = NULL;
     sl_quotasrc_reader_release(&w->qr);
