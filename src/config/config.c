@@ -318,7 +318,7 @@ static const sl_opt daemon_opts[] = {
      .help = "unique name of an observer (<storage-prefix>/observer/<NAME>)"},
     {.name = "proxy-limiters", .type = SL_OPT_LIST, .offset = FIELD(proxy_limiters, sl_opt_list),
      .group = G_CLUSTER, .metavar = "LIST",
-     .help = "role proxy: the limiters, name=host:port,... (at most 256)"},
+     .help = "role proxy: the limiters, name=host:port,... (at most 256; read again on SIGHUP)"},
     {.name = "proxy-timeout", .type = SL_OPT_DURATION, .offset = FIELD(proxy_timeout_ns, int64_t),
      .def = "1s", .min = 1 * MS, .max = 60 * SEC, .group = G_CLUSTER,
      .help = "role proxy: deadline of one call to a limiter (connect included)"},

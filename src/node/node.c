@@ -769,8 +769,33 @@ int sl_node_decide(sl_node *n, const sl_request *reqs, sl_response *resps, size_
     return rc;
 }
 
+/* Role proxy: --proxy-limiters read again (file, environment, flags) into the topology; the
+ * workers follow at their next request. */
+static void reload_proxy_limiters(sl_node *n)
+{
+    sl_options o;
+    memset(&o, 0, sizeof o);
+    char err[256];
+    const char *bad = NULL;
+    bool changed = false;
+    int rc = sl_config_parse(&o, n->argc, n->argv, NULL, err, sizeof err);
+    if (rc == 0 && (rc = sl_topology_sync(&n->topology, o.proxy_limiters.items,
+                                          o.proxy_limiters.n, &bad, &changed)))
+        snprintf(err, sizeof err, "proxy-limiters: '%s' is not name=host:port (or repeats)",
+                 bad ? bad : "?");
+    if (rc)
+        sl_log_error(&n->log, "reload: keeping the limiter list: %s",
+                     rc > 0 ? "unexpected --help or --version" : err);
+    else
+        sl_log_info(&n->log, "reload: limiter list %s: %zu limiters",
+                    changed ? "read again" : "unchanged", o.proxy_limiters.n);
+    sl_config_free(&o);
+}
+
 void sl_node_reload(sl_node *n)
 {
+    if (n->proxy)
+        reload_proxy_limiters(n);
     sl_reload_tls(&n->opts, n->server, n->peer_tls, &n->log);
     sl_reload_peers(&n->opts, n->argc, n->argv, n->router, &n->log);
     sl_reload_idents(&n->opts, &n->idents, n->service, n->server, &n->log);

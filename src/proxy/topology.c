@@ -5,6 +5,7 @@
 #include "proxy/topology.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -118,6 +119,36 @@ int sl_topology_parse(sl_topology *t, char *const *items, size_t n, const char *
         }
     }
     return 0;
+}
+
+int sl_topology_sync(sl_topology *t, char *const *items, size_t n, const char **bad,
+                     bool *changed)
+{
+    *changed = false;
+    sl_topology *next = malloc(sizeof *next);
+    if (!next)
+        return -ENOMEM;
+    sl_topology_init(next);
+    int rc = sl_topology_parse(next, items, n, bad);
+    if (rc == 0) {
+        pthread_mutex_lock(&t->mu);
+        bool same = t->n == next->n;
+        for (size_t i = 0; same && i < next->n; i++) {
+            long j = find(t, next->m[i].name);
+            same = j >= 0 && !strcmp(t->m[j].addr, next->m[i].addr) &&
+                   t->m[j].status == SL_TOPOLOGY_ALIVE;
+        }
+        if (!same) {
+            t->n = next->n;
+            memcpy(t->m, next->m, next->n * sizeof *t->m);
+            bump(t);
+            *changed = true;
+        }
+        pthread_mutex_unlock(&t->mu);
+    }
+    sl_topology_destroy(next);
+    free(next);
+    return rc;
 }
 
 const char *sl_topology_status_name(sl_topology_status st)

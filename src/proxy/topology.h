@@ -17,6 +17,7 @@
 #define SLUICE_PROXY_TOPOLOGY_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <pthread.h>
@@ -67,6 +68,13 @@ size_t sl_topology_copy(sl_topology *t, sl_topology_member *out, size_t cap, uin
 /* Fill t from "name=host:port" items (--proxy-limiters), all ALIVE. A name given twice, an item
  * without '=' or a bad address is an error: 0 or -EINVAL with *bad pointing at the item. */
 int sl_topology_parse(sl_topology *t, char *const *items, size_t n, const char **bad);
+
+/* Make t hold exactly the "name=host:port" items (a static list read again, e.g. on SIGHUP):
+ * members not listed are removed, listed ones added or their address updated (all ALIVE), in one
+ * change (one version step, none when nothing changed). On a bad item (as sl_topology_parse)
+ * nothing changes: -EINVAL with *bad set; -ENOMEM. *changed says whether the list moved. */
+int sl_topology_sync(sl_topology *t, char *const *items, size_t n, const char **bad,
+                     bool *changed);
 
 const char *sl_topology_status_name(sl_topology_status st);
 

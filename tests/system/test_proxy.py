@@ -268,6 +268,46 @@ def test_limiter_sigterm_under_load_loses_no_request(node_factory, etcd, prefix)
     c.close()
 
 
+def test_sighup_reads_the_limiter_list_again(node_factory, etcd, prefix, tmp_path):
+    """--proxy-limiters from the config file, read again on SIGHUP: a limiter added takes its share
+    without a restart, one removed gets nothing more."""
+    put_quotas(etcd, prefix, {"limit/key_default": {"rate": 100000, "burst": 1000}})
+    lims = [limiter(node_factory, etcd, prefix, "l%d" % i) for i in (1, 2, 3)]
+    cfg = tmp_path / "proxy.yaml"
+
+    def write(idx):
+        cfg.write_text("proxy-limiters:\n" +
+                       "".join('  - "l%d=%s"\n' % (i + 1, lims[i].addr) for i in idx))
+
+    write([0, 1])
+    proxy = node_factory(["--role", "proxy", "--workers", "1", "--config", str(cfg),
+                          "--storage-addrs", etcd.url, "--storage-prefix", prefix,
+                          "--admin-api=false"])
+    c = H1(proxy)
+    wait_quotas(c, "warm")
+
+    def spread():
+        before = counts(lims)
+        for i in range(60):
+            assert c.attempt("res-%d" % i)[0] == 200
+        return delta(before, counts(lims))
+
+    d = spread()
+    assert d[2] == 0 and d[0] > 0 and d[1] > 0, d
+    write([0, 1, 2])
+    proxy.signal(signal.SIGHUP)
+    wait_for(lambda: "limiter list read again" in proxy.logs(), timeout=5, what="the reload")
+    d = spread()
+    assert d[2] > 0 and sum(d) == 60, d
+    write([1, 2])
+    proxy.signal(signal.SIGHUP)
+    wait_for(lambda: proxy.logs().count("limiter list read again") == 2, timeout=5,
+             what="the second reload")
+    d = spread()
+    assert d[0] == 0 and sum(d) == 60, d
+    c.close()
+
+
 def test_sigterm_drains_in_flight(node_factory, etcd, prefix):
     """SIGTERM on the proxy while a call is in flight (the limiter holds its answer for about 1 s,
     X-Delay-Mode: hold): that call is answered, then the proxy exits 0."""

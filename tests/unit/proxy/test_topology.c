@@ -1,11 +1,13 @@
 /*
  * The proxy's limiter topology (proxy/topology.h): the static list parses (and refuses what is
  * not name=host:port, or a repeated name), every change moves the version and a no-op does not,
- * copies carry the version they belong to, removal and status changes by name, the cap.
+ * copies carry the version they belong to, removal and status changes by name, the cap, and
+ * a static list read again (sync) in one step.
  */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -87,12 +89,47 @@ static void test_bounds(void **state)
     sl_topology_destroy(&T);
 }
 
+/* A static list read again: one version step for the whole change, none when it is the same,
+ * nothing changed by a bad item. */
+static void test_sync(void **state)
+{
+    (void)state;
+    sl_topology_init(&T);
+    char *one[] = {"a=127.0.0.1:1", "b=127.0.0.1:2"};
+    char *two[] = {"b=127.0.0.1:3", "c=127.0.0.1:4"};
+    char *bad_items[] = {"d=127.0.0.1:5", "oops"};
+    const char *bad;
+    bool changed;
+    assert_int_equal(sl_topology_sync(&T, one, 2, &bad, &changed), 0);
+    assert_true(changed);
+    uint64_t v = sl_topology_version(&T);
+    assert_int_equal(sl_topology_sync(&T, one, 2, &bad, &changed), 0);
+    assert_false(changed);
+    assert_int_equal(sl_topology_version(&T), v);
+    assert_int_equal(sl_topology_sync(&T, two, 2, &bad, &changed), 0);
+    assert_true(changed);
+    assert_int_equal(sl_topology_version(&T), v + 1);
+    sl_topology_member m[4];
+    uint64_t ver;
+    assert_int_equal(sl_topology_copy(&T, m, 4, &ver), 2);
+    assert_string_equal(m[0].name, "b");
+    assert_string_equal(m[0].addr, "127.0.0.1:3");
+    assert_string_equal(m[1].name, "c");
+    assert_int_equal(sl_topology_sync(&T, bad_items, 2, &bad, &changed), -EINVAL);
+    assert_string_equal(bad, "oops");
+    assert_false(changed);
+    assert_int_equal(sl_topology_copy(&T, m, 4, &ver), 2);
+    assert_int_equal(ver, v + 1);
+    sl_topology_destroy(&T);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse),
         cmocka_unit_test(test_changes_move_the_version),
         cmocka_unit_test(test_bounds),
+        cmocka_unit_test(test_sync),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
