@@ -114,8 +114,15 @@ static size_t pick_group(const sl_picker *pk, uint64_t hash, size_t df, down_fn 
     if (!df)
         return 0;
     size_t order[SL_TOPOLOGY_MAX_MEMBERS];
-    size_t got = sl_picker_group(pk, hash, n, order); /* every member, best first: O(n log n) */
-    size_t k = 0;
+    size_t got = sl_picker_group(pk, hash, df, order), k = 0;
+    for (size_t i = 0; i < got && !is_down(ud, order[i]); i++)
+        k++;
+    if (k == df) { /* the usual case: nobody in the group is down */
+        memcpy(out, order, df * sizeof *out);
+        return df;
+    }
+    got = sl_picker_group(pk, hash, n, order); /* every member, best first */
+    k = 0;
     for (size_t i = 0; i < got && k < df; i++)
         if (!is_down(ud, order[i]))
             out[k++] = order[i];

@@ -246,6 +246,40 @@ def test_kill_9_limiter_share_moves_then_comes_back(node_factory, etcd, prefix):
     c.close()
 
 
+def test_excess_during_failover_within_one_members_burst(node_factory, etcd, prefix):
+    """Traffic above the quota on a DF-2 group; one member killed with -9 half-way. Its place is
+    taken by a limiter with a full bucket: over the run the group admits at most the quota plus
+    every member's burst, plus one member's burst for the newcomer (Levee's burst/DF, with the
+    burst sized per member)."""
+    rate, burst, df, seconds = 20, 4, 2, 3.0
+    put_quotas(etcd, prefix, {"limit/key/ex/quota": {"rate": rate, "burst": burst},
+                              "limit/key/warm/quota": {"rate": 1000, "burst": 10},
+                              "factor/key/ex": str(df)})
+    proxy, lims = cluster(node_factory, etcd, prefix)
+    c = H1(proxy)
+    wait_quotas(c, "warm")
+    # the victim: a member of the group of "ex", read from the limiters' counters at the kill
+    before = counts(lims)
+    admitted, killed, t0 = 0, False, time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        if not killed and time.monotonic() - t0 >= seconds / 2:
+            d = delta(before, counts(lims))
+            lims[[i for i, x in enumerate(d) if x > 0][0]].kill()
+            killed = True
+        st, _, body = c.attempt("ex")
+        assert st in (200, 429), body
+        admitted += st == 200
+        time.sleep(0.005)
+    took = time.monotonic() - t0
+    steady = rate * took + df * (burst + 1)
+    print("failover excess: admitted %d in %.2f s, quota + group bursts %.1f, excess %.1f "
+          "(bound: one member's burst + 1 = %d)" % (admitted, took, steady, admitted - steady,
+                                                      burst + 1))
+    assert killed
+    assert admitted <= steady + burst + 1, (admitted, steady)
+    c.close()
+
+
 def test_limiter_sigterm_under_load_loses_no_request(node_factory, etcd, prefix):
     """A limiter stopped gracefully (SIGTERM: GOAWAY, then its port closes) while requests flow:
     every request is still answered 200, the rest of its share goes to the next by HRW."""
