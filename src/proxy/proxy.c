@@ -32,6 +32,7 @@
 #define MAX_FWD_HEADERS 64
 #define NAME_BYTES 4096     /* lowercased request header names of one forwarded call */
 #define MAX_TRIES 2
+#define MAX_ANSWER_BYTES ((size_t)64 << 10) /* a limiter's /attempt answer body (a line or two) */
 
 enum { O_ACCEPTED, O_REJECTED, O_ERROR, O_FAILED, O_COUNT };
 static const char *const outcome_names[O_COUNT] = {"accepted", "rejected", "error", "failed"};
@@ -251,7 +252,8 @@ static int new_peer(pworker *w, wlim *l)
 {
     sl_peer_config pc = {.loop = w->loop, .addr = l->addr,
                          .connect_timeout_ms = w->px->cfg.timeout_ms,
-                         .backoff_max_ms = w->px->cfg.probe_interval_ms};
+                         .backoff_max_ms = w->px->cfg.probe_interval_ms,
+                         .max_msg = MAX_ANSWER_BYTES};
     return sl_peer_new(&pc, &l->peer);
 }
 
