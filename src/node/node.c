@@ -353,7 +353,13 @@ static int start_admin(sl_node *n, char *err, size_t errlen)
     sl_adminsrv_config ac = {.addr = is_default ? dflt : o->admin_addr,
                              .token_file = o->admin_token_file, .admin = true,
                              .protect = n->protect, .metrics = n->metrics,
-                             .max_body_bytes = 65536, .any_port_if_taken = is_default};
+                             .max_body_bytes = 65536, .any_port_if_taken = is_default,
+                             .status = {.instance = o->instance_id, .listen_addr = o->listen_addr,
+                                        .advertise_addr = o->discovery != SL_DISCOVERY_NONE
+                                                              ? o->advertise_addr : NULL,
+                                        .workers = (int)o->workers, .started_ms = sl_wall_ms(),
+                                        .engine = n->engine, .router = n->router,
+                                        .protect = n->protect, .quotas = n->quotas}};
     int rc;
     if (o->admin_api) {
         if ((rc = sl_adminsrv_start(&ac, &n->admin, err, errlen)))
