@@ -603,6 +603,9 @@ static int build(sl_node *n, char *err, size_t errlen)
                  "observer are not built yet; run role limiter or proxy)");
         return -ENOTSUP;
     }
+    if (o->gossip_addr[0])
+        sl_log_warn(&n->log, "gossip-addr %s: kept, not used (the gossip overlay is not built yet)",
+                    o->gossip_addr);
 
     char host[128];
     unsigned short port;

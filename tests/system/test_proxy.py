@@ -97,6 +97,7 @@ def test_levee_example_config_files(node_factory, etcd, prefix, tmp_path):
     lim_cfg.write_text(LIMITER_YAML.format(prefix=prefix, etcd=etcd.url, port=lport,
                                            gossip=free_port(), graphite=free_port()))
     lim = node_factory(["--config", str(lim_cfg)], port=lport)
+    assert "gossip-addr" in lim.logs() and "not used" in lim.logs()
     obs_cfg = tmp_path / "observer.yaml"
     obs_cfg.write_text(OBSERVER_YAML.format(prefix=prefix, etcd=etcd.url, graphite=free_port()))
     obs = node_factory(["--config", str(obs_cfg), "--role", "observer"], start=False)
