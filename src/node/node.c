@@ -40,6 +40,8 @@
 #include "node/graphite.h"
 #include "node/reload.h"
 #include "node/statedir.h"
+#include "proxy/proxy.h"
+#include "proxy/topology.h"
 #include "core/snapshot.h"
 #include "node/service.h"
 #include "sluice/clock.h"
@@ -76,6 +78,8 @@ struct sl_node {
     sl_statedir_timer snapshot_timer; /* --snapshot-period writer (node/statedir.h) */
     bool snapshot_written;            /* the shutdown snapshot is done (sl_node_wait) */
     unsigned snapshot_flags;          /* SL_SNAPSHOT_CLUSTER_KEYS when clustered */
+    sl_topology topology;             /* role proxy: the limiters (--proxy-limiters) */
+    sl_proxy *proxy;                  /* role proxy: relays /attempt; NULL in other roles */
     int argc;                         /* the options, kept to read them again on reload */
     char **argv;
 };
@@ -308,6 +312,7 @@ static void on_worker_start(void *ud, int worker, uv_loop_t *loop)
     sl_metrics_bind_thread((unsigned)worker);
     sl_router_worker_start(n->router, worker, loop);
     sl_service_worker_start(n->service, worker, loop);
+    sl_proxy_worker_start(n->proxy, worker, loop);
     if (worker == 0) {
         uv_timer_init(loop, &n->expiry_timer);
         n->expiry_timer.data = n;
@@ -321,6 +326,7 @@ static void on_worker_stop(void *ud, int worker, uv_loop_t *loop)
 {
     sl_node *n = ud;
     (void)loop;
+    sl_proxy_worker_stop(n->proxy, worker);
     sl_service_worker_stop(n->service, worker);
     sl_protect_worker_stop(n->protect, worker);
     sl_router_worker_stop(n->router, worker);
@@ -476,6 +482,37 @@ static int start_router(sl_node *n, const sl_engine_config *ec, char *err, size_
     return 0;
 }
 
+/* --role proxy: the limiter set behind the topology interface, and the handler that relays
+ * /attempt to it (everything else still goes to the service). */
+static int start_proxy(sl_node *n, char *err, size_t errlen)
+{
+    const sl_options *o = &n->opts;
+    const char *bad;
+    int rc = sl_topology_parse(&n->topology, o->proxy_limiters.items, o->proxy_limiters.n, &bad);
+    if (rc) {
+        snprintf(err, errlen, "proxy-limiters: '%s' is not name=host:port (or the name repeats)",
+                 bad);
+        return rc;
+    }
+    sl_proxy_config pc = {
+        .topology = &n->topology,
+        .quotas = n->quotas,
+        .metrics = n->metrics,
+        .log = &n->log,
+        .workers = (int)o->workers,
+        .timeout_ms = o->proxy_timeout_ns / 1000000,
+        .probe_interval_ms = o->proxy_probe_interval_ns / 1000000,
+        .max_inflight = (uint32_t)o->proxy_max_inflight,
+        .fallback = sl_service_handle,
+        .fallback_ud = n->service,
+    };
+    if ((rc = sl_proxy_new(&pc, &n->proxy))) {
+        snprintf(err, errlen, "proxy: %s", strerror(-rc));
+        return rc;
+    }
+    return 0;
+}
+
 /* The request handler every dialect goes through (client identities first: it holds them). */
 static int start_service(sl_node *n, char *err, size_t errlen)
 {
@@ -514,8 +551,7 @@ static int start_service(sl_node *n, char *err, size_t errlen)
         snprintf(err, errlen, "service: %s", strerror(-rc));
         return rc;
     }
-
-    return 0;
+    return o->role == SL_ROLE_PROXY ? start_proxy(n, err, errlen) : 0;
 }
 
 /* The client port: its limits, TLS and worker hooks. */
@@ -540,8 +576,8 @@ static int start_server(sl_node *n, const char *host, unsigned short port, char 
     sv.limits.max_header_bytes = (size_t)o->max_header_bytes;
     sv.limits.max_body_bytes = (size_t)o->max_body_bytes + 64; /* gRPC framing and slack */
     sv.limits.h2_max_streams = (uint32_t)o->max_streams;
-    sv.handler = sl_service_handle;
-    sv.handler_ud = n->service;
+    sv.handler = n->proxy ? sl_proxy_handle : sl_service_handle;
+    sv.handler_ud = n->proxy ? (void *)n->proxy : (void *)n->service;
     sv.on_worker_start = on_worker_start;
     sv.on_worker_stop = on_worker_stop;
     sv.hooks_ud = n;
@@ -562,6 +598,14 @@ static int build(sl_node *n, char *err, size_t errlen)
     sl_options *o = &n->opts;
     sl_log_init(&n->log, NULL, sl_log_level_for_verbose(o->verbose), o->instance_id);
     sl_log_set_request_rate(&n->log, (uint32_t)o->log_request_lines);
+    if (o->role == SL_ROLE_OBSERVER) {
+        snprintf(err, errlen, "role observer: not yet available (the gossip overlay and the "
+                 "observer are not built yet; run role limiter or proxy)");
+        return -ENOTSUP;
+    }
+    if (o->gossip_addr[0])
+        sl_log_warn(&n->log, "gossip-addr %s: kept, not used (the gossip overlay is not built yet)",
+                    o->gossip_addr);
 
     char host[128];
     unsigned short port;
@@ -635,6 +679,7 @@ int sl_node_start(int argc, char *const *args, sl_node **out, char *err, size_t 
     sl_node *n = calloc(1, sizeof *n);
     if (!n)
         return -ENOMEM;
+    sl_topology_init(&n->topology);
     /* sl_config_parse wants argv[0]. */
     char **argv = calloc((size_t)argc + 2, sizeof *argv);
     if (!argv) {
@@ -733,8 +778,33 @@ int sl_node_decide(sl_node *n, const sl_request *reqs, sl_response *resps, size_
     return rc;
 }
 
+/* Role proxy: --proxy-limiters read again (file, environment, flags) into the topology; the
+ * workers follow at their next request. */
+static void reload_proxy_limiters(sl_node *n)
+{
+    sl_options o;
+    memset(&o, 0, sizeof o);
+    char err[256];
+    const char *bad = NULL;
+    bool changed = false;
+    int rc = sl_config_parse(&o, n->argc, n->argv, NULL, err, sizeof err);
+    if (rc == 0 && (rc = sl_topology_sync(&n->topology, o.proxy_limiters.items,
+                                          o.proxy_limiters.n, &bad, &changed)))
+        snprintf(err, sizeof err, "proxy-limiters: '%s' is not name=host:port (or repeats)",
+                 bad ? bad : "?");
+    if (rc)
+        sl_log_error(&n->log, "reload: keeping the limiter list: %s",
+                     rc > 0 ? "unexpected --help or --version" : err);
+    else
+        sl_log_info(&n->log, "reload: limiter list %s: %zu limiters",
+                    changed ? "read again" : "unchanged", o.proxy_limiters.n);
+    sl_config_free(&o);
+}
+
 void sl_node_reload(sl_node *n)
 {
+    if (n->proxy)
+        reload_proxy_limiters(n);
     sl_reload_tls(&n->opts, n->server, n->peer_tls, &n->log);
     sl_reload_peers(&n->opts, n->argc, n->argv, n->router, &n->log);
     sl_reload_idents(&n->opts, &n->idents, n->service, n->server, &n->log);
@@ -806,6 +876,7 @@ void sl_node_free(sl_node *n)
     sl_adminsrv_free(n->admin);       /* before the switchboard and metrics it serves */
     sl_adminsrv_free(n->metrics_srv);
     sl_server_free(n->server);
+    sl_proxy_free(n->proxy);
     sl_service_free(n->service);
     sl_idents_free(n->idents);
     sl_protect_free(n->protect);
@@ -817,6 +888,7 @@ void sl_node_free(sl_node *n)
     sl_engine_free(n->engine);
     sl_metrics_free(n->metrics);
     sl_config_free(&n->opts);
+    sl_topology_destroy(&n->topology);
     for (int i = 0; n->argv && i < n->argc; i++)
         free(n->argv[i]);
     free(n->argv);
