@@ -1,0 +1,299 @@
+/*
+ * The --rls-config-dir source (see rlssrc.h): a directory read into an sl_rlsconf, published
+ * through a file-mode sl_watched feed (its status, its RCU slot, one reload at a time), and a
+ * polling thread that reloads when the directory's signature changes.
+ */
+#include "config/rlssrc.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "base/file.h"
+
+struct sl_rlssrc {
+    sl_watched *w;
+    sl_logger *log;
+    char *dir;
+    int64_t poll_ms;
+    uint64_t sig; /* the signature of the directory at the last load */
+    pthread_t thread;
+    bool thread_started, stop;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+};
+
+static bool wanted(const char *name)
+{
+    size_t n = strlen(name);
+    if (name[0] == '.')
+        return false;
+    return (n > 5 && !strcmp(name + n - 5, ".yaml")) || (n > 4 && !strcmp(name + n - 4, ".yml"));
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The wanted names in dir, sorted (free each and the array). */
+static int list_dir(const char *dir, char ***names, size_t *n, char *err, size_t errlen)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        int rc = -errno;
+        snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+        return rc;
+    }
+    char **v = NULL;
+    size_t cnt = 0, cap = 0;
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!wanted(e->d_name))
+            continue;
+        if (cnt == SL_RLSSRC_MAX_FILES) {
+            snprintf(err, errlen, "%s: more than %d configuration files", dir, SL_RLSSRC_MAX_FILES);
+            rc = -E2BIG;
+            break;
+        }
+        if (cnt == cap) {
+            cap = cap ? 2 * cap : 16;
+            char **nv = realloc(v, cap * sizeof *nv);
+            if (!nv) {
+                rc = -ENOMEM;
+                break;
+            }
+            v = nv;
+        }
+        if (!(v[cnt] = strdup(e->d_name))) {
+            rc = -ENOMEM;
+            break;
+        }
+        cnt++;
+    }
+    closedir(d);
+    if (rc) {
+        if (rc == -ENOMEM)
+            snprintf(err, errlen, "%s: out of memory", dir);
+        for (size_t i = 0; i < cnt; i++)
+            free(v[i]);
+        free(v);
+        return rc;
+    }
+    qsort(v, cnt, sizeof *v, name_cmp);
+    *names = v;
+    *n = cnt;
+    return 0;
+}
+
+int sl_rlssrc_load_dir(const char *dir, sl_rlsconf **out, char *err, size_t errlen)
+{
+    char **names = NULL;
+    size_t n = 0;
+    int rc = list_dir(dir, &names, &n, err, errlen);
+    if (rc)
+        return rc;
+    sl_rlsconf *c = NULL;
+    rc = sl_rlsconf_new(&c);
+    for (size_t i = 0; !rc && i < n; i++) {
+        char path[4096];
+        if (snprintf(path, sizeof path, "%s/%s", dir, names[i]) >= (int)sizeof path) {
+            snprintf(err, errlen, "%s/%s: path too long", dir, names[i]);
+            rc = -ENAMETOOLONG;
+            break;
+        }
+        char *text = NULL;
+        size_t len = 0;
+        rc = sl_file_read(path, SL_RLSCONF_MAX_FILE, SL_FILE_REGULAR, &text, &len, err, errlen);
+        if (!rc)
+            rc = sl_rlsconf_add(c, names[i], text, len, err, errlen);
+        free(text);
+    }
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    if (rc) {
+        sl_rlsconf_unref(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+/* A hash of the wanted files' names, sizes and modification times (0 when unreadable). */
+static uint64_t signature(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    uint64_t h = 1469598103934665603ULL, sum = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!wanted(e->d_name))
+            continue;
+        char path[4096];
+        struct stat st;
+        uint64_t x = 1469598103934665603ULL;
+        if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path ||
+            stat(path, &st))
+            continue;
+        for (const char *p = e->d_name; *p; p++)
+            x = (x ^ (unsigned char)*p) * 1099511628211ULL;
+        x ^= (uint64_t)st.st_size * 0x9E3779B97F4A7C15ULL;
+        x ^= ((uint64_t)st.st_mtim.tv_sec * 1000000000ULL + (uint64_t)st.st_mtim.tv_nsec) *
+             0xC2B2AE3D27D4EB4FULL;
+        x ^= (uint64_t)st.st_ino;
+        sum += x; /* order-independent: readdir's order may change */
+    }
+    closedir(d);
+    return (h ^ sum) | 1;
+}
+
+/* ---- the feed ------------------------------------------------------------------------------ */
+
+static void snap_ref(void *p)
+{
+    sl_rlsconf_ref(p);
+}
+
+static void snap_unref(void *p)
+{
+    sl_rlsconf_unref(p);
+}
+
+static int load_file(void *ud, const char *path, char *err, size_t errlen)
+{
+    sl_rlssrc *s = ud;
+    uint64_t sig = signature(path);
+    sl_rlsconf *c;
+    int rc = sl_rlssrc_load_dir(path, &c, err, errlen);
+    s->sig = sig; /* a broken state is not retried until it changes again */
+    if (rc)
+        return rc;
+    sl_watched_publish(s->w, c);
+    return 0;
+}
+
+int sl_rlssrc_reload(sl_rlssrc *s, char *err, size_t errlen)
+{
+    int rc = sl_watched_reload(s->w, err, errlen);
+    if (s->log) {
+        if (rc)
+            sl_log_error(s->log, "rls: reload of %s failed, keeping the last good configuration: %s",
+                         s->dir, err);
+        else
+            sl_log_info(s->log, "rls: %s read again", s->dir);
+    }
+    return rc;
+}
+
+static void *poll_main(void *arg)
+{
+    sl_rlssrc *s = arg;
+    pthread_mutex_lock(&s->mu);
+    while (!s->stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_sec += s->poll_ms / 1000;
+        ts.tv_nsec += (s->poll_ms % 1000) * 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+        if (s->stop)
+            break;
+        pthread_mutex_unlock(&s->mu);
+        if (signature(s->dir) != s->sig) {
+            char err[512];
+            sl_rlssrc_reload(s, err, sizeof err);
+        }
+        pthread_mutex_lock(&s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+int sl_rlssrc_new(const sl_rlssrc_config *cfg, sl_rlssrc **out, char *err, size_t errlen)
+{
+    sl_rlssrc *s = calloc(1, sizeof *s);
+    if (!s || !(s->dir = strdup(cfg->dir))) {
+        free(s);
+        return -ENOMEM;
+    }
+    s->log = cfg->log;
+    s->poll_ms = cfg->poll_ms;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    sl_watched_config wc = {
+        .file = s->dir,
+        .what = "rls",
+        .log = cfg->log,
+        .ops = {.ref = snap_ref, .unref = snap_unref, .load_file = load_file},
+        .ud = s,
+    };
+    if (errlen)
+        err[0] = 0;
+    int rc = sl_watched_new(&wc, &s->w);
+    if (!rc) /* file mode: the first load is sl_watched_start's reload, here with its reason */
+        rc = sl_watched_reload(s->w, err, errlen);
+    if (!rc && s->poll_ms > 0) {
+        rc = -pthread_create(&s->thread, NULL, poll_main, s);
+        s->thread_started = rc == 0;
+    }
+    if (rc) {
+        if (errlen && !err[0])
+            snprintf(err, errlen, "%s: %s", cfg->dir, strerror(-rc));
+        sl_rlssrc_free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+void sl_rlssrc_free(sl_rlssrc *s)
+{
+    if (!s)
+        return;
+    if (s->thread_started) {
+        pthread_mutex_lock(&s->mu);
+        s->stop = true;
+        pthread_cond_signal(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(s->thread, NULL);
+    }
+    sl_watched_free(s->w);
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->mu);
+    free(s->dir);
+    free(s);
+}
+
+const sl_rlsconf *sl_rlssrc_read(sl_rlssrc *s, sl_rlssrc_reader *r)
+{
+    r->held = sl_watched_read(s->w, r->held, &r->generation);
+    return r->held;
+}
+
+void sl_rlssrc_reader_release(sl_rlssrc_reader *r)
+{
+    sl_rlsconf_unref(r->held);
+    r->held = NULL;
+    r->generation = 0;
+}
+
+void sl_rlssrc_status_get(sl_rlssrc *s, sl_watched_status *out)
+{
+    sl_watched_status_get(s->w, out);
+}
