@@ -37,12 +37,14 @@ typedef struct item {
     uint32_t rpu;
     const char *name; /* rule name, "" for none */
     size_t name_len;
+    const char *label; /* for metrics: the rule's name, else its path; NULL without a rule */
 } item;
 
 struct sl_rls_call {
     sl_rlsconf *conf;
     const sl_rls_config *cfg;
-    bool unknown_domain;
+    const char *domain; /* the configured domain's name, NULL when unknown */
+    size_t domain_len;
     size_t n;
     item *items;
 };
@@ -324,7 +326,7 @@ int sl_rls_begin(const sl_rls_config *cfg, sl_rlsconf *conf, const uint8_t *msg,
     c->cfg = cfg;
     c->n = rq.n;
     const sl_rlsconf_domain *dom = sl_rlsconf_domain_find(conf, rq.domain, rq.domain_len);
-    c->unknown_domain = !dom;
+    c->domain = dom ? sl_rlsconf_domain_name(dom, &c->domain_len) : NULL;
     /* the rule of each descriptor (an override stands for a rule of its own) */
     bool any_replaces = false;
     const char ***shared = NULL; /* per descriptor, with share_threshold rules only */
@@ -344,6 +346,7 @@ int sl_rls_begin(const sl_rls_config *cfg, sl_rlsconf *conf, const uint8_t *msg,
             it->rpu = d->limit_rpu;
             it->unit = (uint8_t)d->limit_unit;
             it->name = "";
+            it->label = "override";
         } else if (shared && d->n &&
                    !(shared[i] = sl_batch_alloc(b, d->n * sizeof *shared[i]))) {
             sl_gub_status_set(st, SL_GRPC_RESOURCE_EXHAUSTED, "out of memory");
@@ -358,6 +361,7 @@ int sl_rls_begin(const sl_rls_config *cfg, sl_rlsconf *conf, const uint8_t *msg,
             it->shadow = r->shadow;
             it->name = r->name;
             it->name_len = strlen(r->name);
+            it->label = r->name[0] ? r->name : r->path;
         }
     }
     for (size_t i = 0; any_replaces && i < rq.n; i++)
@@ -556,23 +560,37 @@ int sl_rls_encode(const sl_rls_call *c, const sl_batch *b, int64_t now, sl_buf *
     return 0;
 }
 
-void sl_rls_tally_of(const sl_rls_call *c, const sl_batch *b, sl_rls_tally *t)
+static uint8_t outcome_of(const sl_rls_call *c, const sl_batch *b, size_t i)
 {
-    memset(t, 0, sizeof *t);
-    t->unknown_domain = c->unknown_domain;
-    for (size_t i = 0; i < c->n; i++) {
-        const item *it = &c->items[i];
-        if (it->kind == K_NONE) {
-            t->no_limit++;
-        } else if (it->kind == K_UNLIMITED) {
-            t->unlimited++;
-        } else if (!b->resps[i].error) {
-            if (b->resps[i].status != SL_OVER_LIMIT)
-                t->ok++;
-            else if (it->shadow)
-                t->shadow_over++;
-            else
-                t->over_limit++;
+    const item *it = &c->items[i];
+    if (it->kind == K_NONE)
+        return SL_RLS_NO_LIMIT;
+    if (it->kind == K_UNLIMITED)
+        return SL_RLS_UNLIMITED;
+    const sl_response *r = &b->resps[i];
+    if (r->error)
+        return SL_RLS_OUTCOME_COUNT; /* the call failed: not a descriptor outcome */
+    if (r->status == SL_OVER_LIMIT)
+        return it->shadow ? SL_RLS_SHADOW_OVER : SL_RLS_OVER_LIMIT;
+    /* protection's shadow mode (api/gubprotect.h) turned a rejection into an admission */
+    if (it->shadow && sl_batch_meta_get(&b->resp_meta[i], "shadow"))
+        return SL_RLS_SHADOW_OVER;
+    return SL_RLS_OK;
+}
+
+void sl_rls_count(const sl_rls_call *c, const sl_batch *b, sl_rlsmetrics *m)
+{
+    enum { CHUNK = 64 };
+    const char *rules[CHUNK];
+    uint8_t outcomes[CHUNK];
+    if (!m || !c)
+        return;
+    for (size_t i = 0; i < c->n; i += CHUNK) {
+        size_t k = c->n - i < CHUNK ? c->n - i : CHUNK;
+        for (size_t j = 0; j < k; j++) {
+            rules[j] = c->items[i + j].kind == K_NONE ? NULL : c->items[i + j].label;
+            outcomes[j] = outcome_of(c, b, i + j);
         }
+        sl_rlsmetrics_count(m, c->domain, c->domain_len, rules, outcomes, k);
     }
 }

@@ -31,6 +31,7 @@
 
 #include "api/batch.h"
 #include "api/gubernator.h"
+#include "api/rlsmetrics.h"
 #include "base/buf.h"
 #include "config/rlsconf.h"
 
@@ -41,6 +42,7 @@ typedef struct sl_rls_config {
     size_t max_descriptors; /* most descriptors in one request; 0 = 1000 */
     size_t max_entries;     /* most entries in one descriptor; 0 = 64 */
     bool headers;           /* answer with RateLimit-Limit, -Remaining and -Reset */
+    uint32_t max_names;     /* (domain, rule) pairs with series of their own (api/rlsmetrics.h) */
 } sl_rls_config;
 
 /* A decoded RateLimitRequest; strings point into the message, arrays into the batch's arena. */
@@ -83,11 +85,7 @@ int sl_rls_encode(const sl_rls_call *call, const sl_batch *b, int64_t now_ms, sl
 /* Drop the call's reference to its configuration (NULL is fine). */
 void sl_rls_end(sl_rls_call *call);
 
-/* What a decided call counts: descriptors by outcome. */
-typedef struct sl_rls_tally {
-    uint32_t ok, over_limit, shadow_over, unlimited, no_limit;
-    bool unknown_domain;
-} sl_rls_tally;
-void sl_rls_tally_of(const sl_rls_call *call, const sl_batch *b, sl_rls_tally *t);
+/* Count the decided call's descriptors in m (api/rlsmetrics.h; NULL is fine). */
+void sl_rls_count(const sl_rls_call *call, const sl_batch *b, sl_rlsmetrics *m);
 
 #endif

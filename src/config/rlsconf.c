@@ -687,6 +687,12 @@ static bool glob(const char *pat, size_t plen, const sl_rlsconf_entry *e)
     return p == plen;
 }
 
+const char *sl_rlsconf_domain_name(const sl_rlsconf_domain *d, size_t *len)
+{
+    *len = d->len;
+    return d->name;
+}
+
 bool sl_rlsconf_domain_shares(const sl_rlsconf_domain *d)
 {
     return d && d->any_share;

@@ -103,6 +103,8 @@ const sl_rlsconf_domain *sl_rlsconf_domain_find(const sl_rlsconf *c, const char 
  * under instead of its own, else NULL. */
 const sl_rlsconf_rule *sl_rlsconf_match(const sl_rlsconf_domain *d, const sl_rlsconf_entry *e,
                                         size_t n, const char **shared);
+/* The domain's name (NUL-terminated) and its length. */
+const char *sl_rlsconf_domain_name(const sl_rlsconf_domain *d, size_t *len);
 /* Whether some descriptor of d has share_threshold (so that callers ask for `shared`). */
 bool sl_rlsconf_domain_shares(const sl_rlsconf_domain *d);
 

@@ -507,7 +507,8 @@ static int start_service(sl_node *n, char *err, size_t errlen)
     scfg.gub.max_items = (size_t)o->max_batch;
     scfg.rls_cfg = (sl_rls_config){.max_descriptors = (size_t)o->rls_max_descriptors,
                                    .max_entries = (size_t)o->rls_max_entries,
-                                   .headers = o->rls_response_headers};
+                                   .headers = o->rls_response_headers,
+                                   .max_names = (uint32_t)o->metrics_max_names};
     if (o->rls_config_dir && o->rls_config_dir[0]) {
         sl_rlssrc_config rc_cfg = {.dir = o->rls_config_dir,
                                    .poll_ms = o->rls_poll_period_ns / 1000000, .log = &n->log};

@@ -93,6 +93,7 @@ struct sl_service {
     sl_metrics_histogram *latency[M_COUNT][T_COUNT];
     sl_metrics_counter *attempts[SL_ANSWER_OUTCOME_COUNT];
     sl_metrics_counter *peer_denied; /* PeersV1 calls from a non-member */
+    sl_rlsmetrics *rls_metrics;      /* ShouldRateLimit's outcomes (api/rlsmetrics.h) */
     _Atomic(const sl_idents *) idents; /* cfg.idents, then what sl_service_swap_idents set */
 };
 
@@ -145,6 +146,8 @@ static int register_metrics(sl_service *s)
     if (rc)
         return rc;
     s->peer_denied = sl_metrics_counter_get(pd, NULL, 0);
+    if ((rc = sl_rlsmetrics_new(m, s->cfg.rls_cfg.max_names, &s->rls_metrics)))
+        return rc;
     if (s->cfg.quotas) {
         sl_metrics_family *att;
         rc = sl_metrics_counter_family(m, "sluice_levee_attempts_total",
@@ -498,6 +501,7 @@ static void rls_done(void *ud, sl_batch *b)
         rc = sl_grpc_frame_end(&c->out, mark);
     if (!rc) {
         sl_exchange_respond_grpc(c->ex, c->out.data, c->out.len, SL_GRPC_OK, NULL);
+        sl_rls_count(c->rls, b, s->rls_metrics);
         count_call(s, M_SHOULD_RATE_LIMIT, T_GRPC, SL_GRPC_OK, c->t0);
     } else if (rc == -EAGAIN) {
         answer_status(s, c->ex, M_SHOULD_RATE_LIMIT, T_GRPC, &st, c->t0);
@@ -1006,5 +1010,6 @@ void sl_service_free(sl_service *s)
         }
     }
     free(s->pools);
+    sl_rlsmetrics_free(s->rls_metrics);
     free(s);
 }

@@ -220,7 +220,11 @@ def test_unlimited_and_shadow_mode(rls_node):
     assert [r.statuses[0].limit_remaining for r in rs] == [0, 0, 0]
     assert rs[0].statuses[0].current_limit.requests_per_unit == 1
     _, _, body = http("GET", "http://%s/metrics" % n.addr)
-    assert 'sluice_rls_descriptors_total{domain="shop",outcome="shadow_over_limit"} 2' in body.decode()
+    m = body.decode()
+    assert ('sluice_rls_descriptors_total{domain="shop",rule="shadow",outcome="shadow_over_limit"} 2'
+            in m), m
+    assert 'sluice_rls_descriptors_total{domain="shop",rule="shadow",outcome="ok"} 1' in m
+    assert 'sluice_rls_descriptors_total{domain="shop",rule="ldap",outcome="unlimited"} 5' in m
 
 
 def test_replaces(rls_node):
@@ -270,6 +274,9 @@ def test_unknown_domain_and_no_config(rls_node, node_factory):
     r = c.ask("nope", [("remote_address", "1")], {"entries": [("a", "b")], "limit": (1, 1)})
     assert r.overall_code == OK
     assert [s.HasField("current_limit") for s in r.statuses] == [False, False]
+    _, _, body = http("GET", "http://%s/metrics" % rls_node[0].addr)
+    assert ('sluice_rls_descriptors_total{domain="_unknown",rule="",outcome="no_limit"} 2'
+            in body.decode())
     # a node without --rls-config-dir answers the same
     n2 = node_factory(["--workers", "1"])
     c2 = Rls(n2.addr)
