@@ -17,8 +17,15 @@
 
 #include "base/file.h"
 
+typedef struct mx mx;
+struct mx {
+    struct sl_rlssrc *s;
+    int which;
+};
+
 struct sl_rlssrc {
     sl_watched *w;
+    mx mx[3];           /* the collectors' arguments (sl_rlssrc_register_metrics) */
     sl_logger *log;
     char *dir;
     int64_t poll_ms;
@@ -296,4 +303,47 @@ void sl_rlssrc_reader_release(sl_rlssrc_reader *r)
 void sl_rlssrc_status_get(sl_rlssrc *s, sl_watched_status *out)
 {
     sl_watched_status_get(s->w, out);
+}
+
+/* ---- metrics ------------------------------------------------------------------------------- */
+
+enum { MX_DOMAINS, MX_LOADS, MX_ERRORS, MX_COUNT };
+
+
+static void collect(void *arg, sl_metrics_sink *sink)
+{
+    const mx *x = arg;
+    sl_watched_status st;
+    sl_watched_status_get(x->s->w, &st);
+    double v = 0;
+    if (x->which == MX_DOMAINS) {
+        sl_rlsconf *c = sl_watched_acquire(x->s->w);
+        v = (double)sl_rlsconf_domains(c);
+        sl_rlsconf_unref(c);
+    } else {
+        v = (double)(x->which == MX_LOADS ? st.loads : st.load_errors);
+    }
+    sl_metrics_sink_emit(sink, NULL, 0, v);
+}
+
+int sl_rlssrc_register_metrics(sl_rlssrc *s, sl_metrics *metrics)
+{
+    static const struct { sl_metrics_type type; const char *name, *help; } defs[MX_COUNT] = {
+        {SL_METRICS_GAUGE, "sluice_rls_config_domains",
+         "Domains in the --rls-config-dir configuration serving now."},
+        {SL_METRICS_COUNTER, "sluice_rls_config_loads_total",
+         "Loads of --rls-config-dir that succeeded (start, changes, SIGHUP)."},
+        {SL_METRICS_COUNTER, "sluice_rls_config_load_errors_total",
+         "Loads of --rls-config-dir that failed (the last good configuration kept serving)."},
+    };
+    if (!metrics)
+        return 0;
+    for (int i = 0; i < MX_COUNT; i++) {
+        s->mx[i] = (mx){s, i};
+        int rc = sl_metrics_collector(metrics, defs[i].type, defs[i].name, defs[i].help, NULL,
+                                      collect, &s->mx[i]);
+        if (rc)
+            return rc;
+    }
+    return 0;
 }

@@ -21,6 +21,7 @@
 #include "config/rlsconf.h"
 #include "config/watched.h"
 #include "core/log.h"
+#include "core/metrics.h"
 
 typedef struct sl_rlssrc sl_rlssrc;
 
@@ -50,6 +51,10 @@ const sl_rlsconf *sl_rlssrc_read(sl_rlssrc *s, sl_rlssrc_reader *r);
 void sl_rlssrc_reader_release(sl_rlssrc_reader *r);
 
 void sl_rlssrc_status_get(sl_rlssrc *s, sl_watched_status *out);
+
+/* sluice_rls_config_domains (gauge: domains loaded), sluice_rls_config_loads_total and
+ * sluice_rls_config_load_errors_total (counters), read at render time. metrics NULL: 0. */
+int sl_rlssrc_register_metrics(sl_rlssrc *s, sl_metrics *metrics);
 
 /* Load the directory into a new configuration (the pure part's I/O; used by the source and by
  * tests). 0, or -errno with the reason in err. */

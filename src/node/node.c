@@ -514,6 +514,10 @@ static int start_service(sl_node *n, char *err, size_t errlen)
                                    .poll_ms = o->rls_poll_period_ns / 1000000, .log = &n->log};
         if ((rc = sl_rlssrc_new(&rc_cfg, &n->rls, err, errlen)))
             return rc;
+        if ((rc = sl_rlssrc_register_metrics(n->rls, n->metrics))) {
+            snprintf(err, errlen, "metrics: %s", strerror(-rc));
+            return rc;
+        }
         scfg.rls = n->rls;
     }
     if ((rc = sl_service_new(&scfg, &n->service))) {

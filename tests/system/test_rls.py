@@ -315,6 +315,9 @@ def test_reload_on_change_and_sighup_bad_file_keeps_last_good(rls_node):
                             "      unit: fortnight\n      requests_per_unit: 1\n")
     assert wait_for(lambda: "zz-bad.yaml: line 5" in n.logs(), 10), n.logs()
     assert c.ask("shop", [("remote_address", "7")]).statuses[0].current_limit.requests_per_unit == 3
+    _, _, body = http("GET", "http://%s/metrics" % n.addr)
+    m = body.decode()
+    assert "sluice_rls_config_load_errors_total 1" in m and "sluice_rls_config_domains 1" in m
     os.unlink(os.path.join(d, "zz-bad.yaml"))
     # a change is picked up by polling
     write(d, "shop.yaml", CONFIG.replace("requests_per_unit: 3", "requests_per_unit: 30"))
