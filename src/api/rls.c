@@ -572,8 +572,10 @@ static uint8_t outcome_of(const sl_rls_call *c, const sl_batch *b, size_t i)
         return SL_RLS_OUTCOME_COUNT; /* the call failed: not a descriptor outcome */
     if (r->status == SL_OVER_LIMIT)
         return it->shadow ? SL_RLS_SHADOW_OVER : SL_RLS_OVER_LIMIT;
-    /* protection's shadow mode (api/gubprotect.h) turned a rejection into an admission */
-    if (it->shadow && sl_batch_meta_get(&b->resp_meta[i], "shadow"))
+    /* protection's shadow mode (api/gubprotect.h: the rule's shadow_mode, or a switch in shadow
+     * mode) turned a rejection into an admission */
+    const char *sh = sl_batch_meta_get(&b->resp_meta[i], "shadow");
+    if (sh && !strcmp(sh, "rate"))
         return SL_RLS_SHADOW_OVER;
     return SL_RLS_OK;
 }

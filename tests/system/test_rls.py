@@ -555,3 +555,38 @@ def test_readme_examples(node_factory, confdir):
         assert c.ask("example11", [("files_no_share", "files_no_share/a")]).overall_code == OK
     assert c.ask("example11", [("files_no_share", "files_no_share/b")]).overall_code == OK
     c.close()
+
+
+def test_kill_switch_and_switch_shadow_apply_to_a_domain(node_factory, confdir):
+    write(confdir, "k.yaml", """
+        domain: killed
+        descriptors:
+          - key: k
+            rate_limit: {unit: hour, requests_per_unit: 1}
+        """)
+    write(confdir, "s.yaml", """
+        domain: dark
+        descriptors:
+          - key: k
+            rate_limit: {unit: hour, requests_per_unit: 1}
+        """)
+    fd, quotas = tempfile.mkstemp(suffix=".yaml")
+    with os.fdopen(fd, "w") as f:
+        f.write('killswitch: {"rls:killed": on, "rls:dark": shadow}\n')
+    try:
+        n = node_factory(["--workers", "1", "--rls-config-dir", confdir, "--quota-file", quotas])
+        c = Rls(n.addr)
+        # killed: the limiter does not run, every call OK with the whole limit left
+        for _ in range(3):
+            r = c.ask("killed", [("k", "1")])
+            assert r.overall_code == OK and r.statuses[0].limit_remaining == 1
+        # shadow by switch: counted, admitted
+        assert [c.ask("dark", [("k", "1")]).overall_code for _ in range(3)] == [OK] * 3
+        _, _, body = http("GET", "http://%s/metrics" % n.addr)
+        m = body.decode()
+        assert 'sluice_protect_events_total{limiter="rate",event="would_reject"} 2' in m
+        assert ('sluice_rls_descriptors_total{domain="dark",rule="k",outcome="shadow_over_limit"} 2'
+                in m)
+        c.close()
+    finally:
+        os.unlink(quotas)
