@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +30,7 @@ struct sl_rlssrc {
     sl_logger *log;
     char *dir;
     int64_t poll_ms;
-    uint64_t sig; /* the signature of the directory at the last load */
+    _Atomic uint64_t sig; /* the signature of the directory at the last load (the poller reads it) */
     pthread_t thread;
     bool thread_started, stop;
     pthread_mutex_t mu;
