@@ -24,8 +24,16 @@ struct mx {
     int which;
 };
 
+/* etcd mode: one key's text */
+typedef struct ent {
+    char *key, *text;
+    size_t key_len, len;
+} ent;
+
 struct sl_rlssrc {
     sl_watched *w;
+    ent *ents;          /* etcd mode: the keys under <root>/rls/ (the watch thread's alone) */
+    size_t nents, capents;
     mx mx[3];           /* the collectors' arguments (sl_rlssrc_register_metrics) */
     sl_logger *log;
     char *dir;
@@ -164,6 +172,156 @@ static uint64_t signature(const char *dir)
     return (h ^ sum) | 1;
 }
 
+/* ---- etcd mode ----------------------------------------------------------------------------- */
+
+#define RLS_DIR "/rls/"
+
+static void ent_free(ent *e)
+{
+    free(e->key);
+    free(e->text);
+}
+
+static int ent_put(sl_rlssrc *s, const char *key, size_t kl, const char *val, size_t vl)
+{
+    ent *e = NULL;
+    for (size_t i = 0; i < s->nents && !e; i++)
+        if (s->ents[i].key_len == kl && !memcmp(s->ents[i].key, key, kl))
+            e = &s->ents[i];
+    char *text = malloc(vl + 1);
+    if (!text)
+        return -ENOMEM;
+    memcpy(text, val, vl);
+    text[vl] = 0;
+    if (!e) {
+        if (s->nents == SL_RLSSRC_MAX_FILES) {
+            free(text);
+            return -E2BIG;
+        }
+        if (s->nents == s->capents) {
+            size_t cap = s->capents ? 2 * s->capents : 16;
+            ent *ne = realloc(s->ents, cap * sizeof *ne);
+            if (!ne) {
+                free(text);
+                return -ENOMEM;
+            }
+            s->ents = ne;
+            s->capents = cap;
+        }
+        e = &s->ents[s->nents];
+        if (!(e->key = strndup(key, kl))) {
+            free(text);
+            return -ENOMEM;
+        }
+        e->key_len = kl;
+        e->text = NULL;
+        s->nents++;
+    }
+    free(e->text);
+    e->text = text;
+    e->len = vl;
+    return 0;
+}
+
+static void ent_del(sl_rlssrc *s, const char *key, size_t kl)
+{
+    for (size_t i = 0; i < s->nents; i++)
+        if (s->ents[i].key_len == kl && !memcmp(s->ents[i].key, key, kl)) {
+            ent_free(&s->ents[i]);
+            s->ents[i] = s->ents[--s->nents];
+            return;
+        }
+}
+
+static int ent_cmp(const void *a, const void *b)
+{
+    return strcmp(((const ent *)a)->key, ((const ent *)b)->key);
+}
+
+/* Whether key is under <root>/rls/ (an entry of ours). */
+static bool ours(sl_rlssrc *s, const char *key, size_t kl)
+{
+    const char *root = sl_watched_root(s->w);
+    size_t rl = strlen(root);
+    return kl > rl + sizeof RLS_DIR - 1 && !memcmp(key, root, rl) &&
+           !memcmp(key + rl, RLS_DIR, sizeof RLS_DIR - 1);
+}
+
+/* Build the configuration from the keys and publish it; a bad one is logged and counted, and
+ * the last good one stays. */
+static int rebuild(sl_rlssrc *s)
+{
+    qsort(s->ents, s->nents, sizeof *s->ents, ent_cmp); /* keys in name order, like files */
+    size_t skip = strlen(sl_watched_root(s->w)) + 1;    /* names: "rls/<name>" */
+    sl_rlsconf *c;
+    char err[512] = "";
+    int rc = sl_rlsconf_new(&c);
+    for (size_t i = 0; !rc && i < s->nents; i++)
+        rc = sl_rlsconf_add(c, s->ents[i].key + skip, s->ents[i].text, s->ents[i].len, err,
+                            sizeof err);
+    if (rc) {
+        sl_rlsconf_unref(c);
+        if (rc == -ENOMEM)
+            return rc;
+        sl_watched_count_invalid(s->w, 1);
+        if (s->log)
+            sl_log_error(s->log, "rls: the rules under %s%s do not load, keeping the last good "
+                         "configuration: %s", sl_watched_root(s->w), RLS_DIR, err);
+        return 0;
+    }
+    sl_watched_publish(s->w, c);
+    if (s->log)
+        sl_log_info(s->log, "rls: %zu domain(s) loaded from etcd", sl_rlsconf_domains(c));
+    return 0;
+}
+
+static int on_load(void *ud, const sl_etcd_kvs *kvs, size_t n, int64_t revision)
+{
+    (void)n;
+    (void)revision;
+    sl_rlssrc *s = ud;
+    for (size_t i = 0; i < s->nents; i++)
+        ent_free(&s->ents[i]);
+    s->nents = 0;
+    for (size_t i = 0; i < kvs[0].n; i++) {
+        const sl_etcd_kv *kv = &kvs[0].kvs[i];
+        int rc = ours(s, kv->key, kv->key_len)
+                     ? ent_put(s, kv->key, kv->key_len, kv->value, kv->value_len)
+                     : 0;
+        if (rc == -ENOMEM)
+            return rc;
+        if (rc)
+            sl_watched_count_invalid(s->w, 1);
+    }
+    return rebuild(s);
+}
+
+static int on_events(void *ud, const sl_etcd_event *ev, size_t n, int64_t revision)
+{
+    (void)revision;
+    sl_rlssrc *s = ud;
+    int applied = 0;
+    for (size_t i = 0; i < n; i++) {
+        const sl_etcd_kv *kv = &ev[i].kv;
+        if (!ours(s, kv->key, kv->key_len))
+            continue;
+        applied++;
+        if (ev[i].type != SL_ETCD_PUT) {
+            ent_del(s, kv->key, kv->key_len);
+            continue;
+        }
+        int rc = ent_put(s, kv->key, kv->key_len, kv->value, kv->value_len);
+        if (rc == -ENOMEM)
+            return rc; /* the watch ends; the full load that follows catches up */
+        if (rc)
+            sl_watched_count_invalid(s->w, 1);
+    }
+    if (!applied)
+        return 0;
+    int rc = rebuild(s);
+    return rc ? rc : applied;
+}
+
 /* ---- the feed ------------------------------------------------------------------------------ */
 
 static void snap_ref(void *p)
@@ -193,7 +351,9 @@ int sl_rlssrc_reload(sl_rlssrc *s, char *err, size_t errlen)
 {
     int rc = sl_watched_reload(s->w, err, errlen);
     if (s->log) {
-        if (rc)
+        if (rc == -EOPNOTSUPP)
+            sl_log_info(s->log, "rls: rules come from etcd and reload by themselves");
+        else if (rc)
             sl_log_error(s->log, "rls: reload of %s failed, keeping the last good configuration: %s",
                          s->dir, err);
         else
@@ -232,7 +392,7 @@ static void *poll_main(void *arg)
 int sl_rlssrc_new(const sl_rlssrc_config *cfg, sl_rlssrc **out, char *err, size_t errlen)
 {
     sl_rlssrc *s = calloc(1, sizeof *s);
-    if (!s || !(s->dir = strdup(cfg->dir))) {
+    if (!s || !(s->dir = strdup(cfg->source ? "etcd" : cfg->dir))) {
         free(s);
         return -ENOMEM;
     }
@@ -244,19 +404,24 @@ int sl_rlssrc_new(const sl_rlssrc_config *cfg, sl_rlssrc **out, char *err, size_
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&s->cv, &ca);
     pthread_condattr_destroy(&ca);
+    static const sl_watched_range ranges[] = {{"rls/", true}};
     sl_watched_config wc = {
-        .file = s->dir,
+        .source = cfg->source,
+        .file = cfg->source ? NULL : s->dir,
+        .ranges = cfg->source ? ranges : NULL,
+        .n_ranges = cfg->source ? 1 : 0,
         .what = "rls",
         .log = cfg->log,
-        .ops = {.ref = snap_ref, .unref = snap_unref, .load_file = load_file},
+        .ops = {.ref = snap_ref, .unref = snap_unref, .load_file = load_file, .load = on_load,
+                .events = on_events},
         .ud = s,
     };
     if (errlen)
         err[0] = 0;
     int rc = sl_watched_new(&wc, &s->w);
-    if (!rc) /* file mode: the first load is sl_watched_start's reload, here with its reason */
+    if (!rc && !cfg->source) /* file mode: the first load (sl_watched_start's), with its reason */
         rc = sl_watched_reload(s->w, err, errlen);
-    if (!rc && s->poll_ms > 0) {
+    if (!rc && s->poll_ms > 0 && !cfg->source) {
         rc = -pthread_create(&s->thread, NULL, poll_main, s);
         s->thread_started = rc == 0;
     }
@@ -281,7 +446,10 @@ void sl_rlssrc_free(sl_rlssrc *s)
         pthread_mutex_unlock(&s->mu);
         pthread_join(s->thread, NULL);
     }
-    sl_watched_free(s->w);
+    sl_watched_free(s->w); /* the watch thread no longer calls into s */
+    for (size_t i = 0; i < s->nents; i++)
+        ent_free(&s->ents[i]);
+    free(s->ents);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
     free(s->dir);

@@ -10,6 +10,12 @@
  * poll period, whenever the directory's listing, sizes or modification times change (a thread
  * of its own compares a signature of them; editors that replace files by rename are seen too).
  *
+ * etcd mode (sl_rlssrc_config.source): every key under <root>/rls/ holds one file's text, named
+ * in errors by its key ("rls/shop: line 3: ..."). The shared watched source loads them, then
+ * applies each watch message's puts and deletes and builds the whole configuration again; a
+ * configuration that does not build is logged and counted (load errors), and the last good one
+ * keeps serving.
+ *
  * Readers are RCU readers of config/watched.h: each worker keeps an sl_rlssrc_reader and calls
  * sl_rlssrc_read() per call (one atomic load while nothing changes).
  */
@@ -29,16 +35,19 @@ typedef struct sl_rlssrc sl_rlssrc;
 #define SL_RLSSRC_MAX_FILES 4096
 
 typedef struct sl_rlssrc_config {
-    const char *dir;
+    sl_watched_source *source; /* etcd mode: the node's shared source, attached before it starts */
+    const char *dir;           /* file mode (no source) */
     int64_t poll_ms;   /* look for changes this often; 0 = only on reload */
     sl_logger *log;    /* may be NULL */
 } sl_rlssrc_config;
 
-/* Read the directory once (0, or -errno with the reason in err) and start polling. */
+/* File mode: read the directory once (0, or -errno with the reason in err) and start polling.
+ * etcd mode: attach to the source (which loads once it starts). */
 int sl_rlssrc_new(const sl_rlssrc_config *cfg, sl_rlssrc **out, char *err, size_t errlen);
 void sl_rlssrc_free(sl_rlssrc *s); /* NULL is fine */
 
-/* Read the directory again now. 0, or -errno with the reason in err (the last good one stays). */
+/* Read the directory again now. 0, or -errno with the reason in err (the last good one stays);
+ * etcd mode: -EOPNOTSUPP (the watch keeps it current). */
 int sl_rlssrc_reload(sl_rlssrc *s, char *err, size_t errlen);
 
 typedef struct sl_rlssrc_reader {

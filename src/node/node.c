@@ -471,6 +471,25 @@ static int start_router(sl_node *n, const sl_engine_config *ec, char *err, size_
     return 0;
 }
 
+/* Envoy RLS rules: --rls-config-dir, else <root>/rls/ in etcd with --storage-addrs (a feed of
+ * the shared source: attached before it starts), else none. */
+static int start_rls(sl_node *n, char *err, size_t errlen)
+{
+    sl_options *o = &n->opts;
+    bool dir = o->rls_config_dir && o->rls_config_dir[0];
+    if (!dir && !n->storage)
+        return 0;
+    sl_rlssrc_config rc_cfg = {.source = dir ? NULL : n->storage,
+                               .dir = dir ? o->rls_config_dir : NULL,
+                               .poll_ms = o->rls_poll_period_ns / 1000000, .log = &n->log};
+    int rc = sl_rlssrc_new(&rc_cfg, &n->rls, err, errlen);
+    if (rc)
+        return rc;
+    if ((rc = sl_rlssrc_register_metrics(n->rls, n->metrics)))
+        snprintf(err, errlen, "metrics: %s", strerror(-rc));
+    return rc;
+}
+
 /* The request handler every dialect goes through (client identities first: it holds them). */
 static int start_service(sl_node *n, char *err, size_t errlen)
 {
@@ -509,17 +528,7 @@ static int start_service(sl_node *n, char *err, size_t errlen)
                                    .max_entries = (size_t)o->rls_max_entries,
                                    .headers = o->rls_response_headers,
                                    .max_names = (uint32_t)o->metrics_max_names};
-    if (o->rls_config_dir && o->rls_config_dir[0]) {
-        sl_rlssrc_config rc_cfg = {.dir = o->rls_config_dir,
-                                   .poll_ms = o->rls_poll_period_ns / 1000000, .log = &n->log};
-        if ((rc = sl_rlssrc_new(&rc_cfg, &n->rls, err, errlen)))
-            return rc;
-        if ((rc = sl_rlssrc_register_metrics(n->rls, n->metrics))) {
-            snprintf(err, errlen, "metrics: %s", strerror(-rc));
-            return rc;
-        }
-        scfg.rls = n->rls;
-    }
+    scfg.rls = n->rls;
     if ((rc = sl_service_new(&scfg, &n->service))) {
         snprintf(err, errlen, "service: %s", strerror(-rc));
         return rc;
@@ -588,6 +597,8 @@ static int build(sl_node *n, char *err, size_t errlen)
     if ((rc = start_quotas(n, err, errlen)))
         return rc;
     if ((rc = start_protection(n, err, errlen)))
+        return rc;
+    if ((rc = start_rls(n, err, errlen)))
         return rc;
     if ((rc = start_storage_watch(n, err, errlen)))
         return rc;

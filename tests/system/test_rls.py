@@ -590,3 +590,44 @@ def test_kill_switch_and_switch_shadow_apply_to_a_domain(node_factory, confdir):
         c.close()
     finally:
         os.unlink(quotas)
+
+
+def test_rules_from_etcd_live(node_factory):
+    from etcdproc import EtcdProc
+    import shutil as _sh
+    ctl = _sh.which("etcdctl") or "/usr/bin/etcdctl"
+    e = EtcdProc().start()
+    try:
+        def put(k, v):
+            subprocess.run([ctl, "--endpoints", e.url, "put", k, v], check=True, timeout=20,
+                           capture_output=True, env=dict(os.environ, ETCDCTL_API="3"))
+        root = "/rlsetcd"
+        put(root + "/rls/shop", "domain: shop\ndescriptors:\n  - key: ip\n    rate_limit: "
+                                "{unit: hour, requests_per_unit: 4}\n")
+        put(root + "/limit/key_default", '{"rate": 1, "burst": 1}')  # another feed's key
+        n = node_factory(["--standalone", "--workers", "2", "--storage-addrs", e.url,
+                          "--storage-prefix", root])
+        c = Rls(n.addr)
+
+        def limit(domain="shop"):
+            s = c.ask(domain, [("ip", "1")]).statuses[0]
+            return s.current_limit.requests_per_unit if s.HasField("current_limit") else None
+        assert wait_for(lambda: limit() == 4, 10)
+        # a change and a new domain arrive by the watch
+        put(root + "/rls/shop", "domain: shop\ndescriptors:\n  - key: ip\n    rate_limit: "
+                                "{unit: hour, requests_per_unit: 5}\n")
+        put(root + "/rls/more", "domain: more\ndescriptors:\n  - key: ip\n    rate_limit: "
+                                "{unit: hour, requests_per_unit: 6}\n")
+        assert wait_for(lambda: limit() == 5 and limit("more") == 6, 10)
+        # a bad entry: reported with its key and line, the last good rules keep serving
+        put(root + "/rls/bad", "domain: bad\ndescriptors:\n  - value: x\n")
+        assert wait_for(lambda: "rls/bad: line 3: descriptor has empty key" in n.logs(), 10)
+        assert limit() == 5 and limit("more") == 6
+        for k in ("/rls/bad", "/rls/more"):
+            subprocess.run([ctl, "--endpoints", e.url, "del", root + k], check=True, timeout=20,
+                           capture_output=True, env=dict(os.environ, ETCDCTL_API="3"))
+        assert wait_for(lambda: limit("more") is None, 10)
+        assert limit() == 5
+        c.close()
+    finally:
+        e.close()
