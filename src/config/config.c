@@ -219,7 +219,8 @@ static const sl_opt daemon_opts[] = {
     {.name = "rls-config-dir", .type = SL_OPT_STRING, .offset = FIELD(rls_config_dir, char *),
      .group = G_QUOTAS, .metavar = "DIR",
      .help = "directory of envoyproxy/ratelimit YAML files (*.yaml, *.yml) for Envoy's "
-             "ShouldRateLimit; unset = every descriptor OK without a limit"},
+             "ShouldRateLimit; unset = <storage-prefix>/rls/ in etcd with --storage-addrs, else "
+             "every descriptor OK without a limit"},
     {.name = "rls-poll-period", .type = SL_OPT_DURATION,
      .offset = FIELD(rls_poll_period_ns, int64_t), .def = "1s", .min = 0, .max = 3600 * SEC,
      .group = G_QUOTAS,
