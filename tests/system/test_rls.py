@@ -631,3 +631,24 @@ def test_rules_from_etcd_live(node_factory):
         c.close()
     finally:
         e.close()
+
+
+def test_rule_algorithm_extension(node_factory, confdir):
+    write(confdir, "a.yaml", """
+        domain: algs
+        descriptors:
+          - key: gcra
+            rate_limit: {unit: hour, requests_per_unit: 3600, algorithm: gcra, burst: 2}
+          - key: tb
+            rate_limit: {unit: hour, requests_per_unit: 2, algorithm: token_bucket}
+          - key: sw
+            rate_limit: {unit: hour, requests_per_unit: 2, algorithm: sliding_window}
+        """)
+    n = node_factory(["--workers", "1", "--rls-config-dir", confdir])
+    c = Rls(n.addr)
+    # GCRA: one a second with 2 more at once; the 4th at once is rejected
+    assert [c.ask("algs", [("gcra", "x")]).overall_code for _ in range(4)] == [OK] * 3 + [OVER]
+    for k in ("tb", "sw"):
+        codes = [c.ask("algs", [(k, "x")]).overall_code for _ in range(3)]
+        assert codes == [OK, OK, OVER], k
+    c.close()
