@@ -216,6 +216,27 @@ static const sl_opt daemon_opts[] = {
     {.name = "storage-timeout", .type = SL_OPT_DURATION,
      .offset = FIELD(storage_timeout_ns, int64_t), .def = "2s", .min = 1 * MS, .max = 600 * SEC,
      .group = G_QUOTAS, .help = "timeout of one etcd request"},
+    /* Envoy RLS v3 (api/rls.h, config/rlssrc.h) */
+    {.name = "rls-config-dir", .type = SL_OPT_STRING, .offset = FIELD(rls_config_dir, char *),
+     .group = G_QUOTAS, .metavar = "DIR",
+     .help = "directory of envoyproxy/ratelimit YAML files (*.yaml, *.yml) for Envoy's "
+             "ShouldRateLimit; unset = <storage-prefix>/rls/ in etcd with --storage-addrs, else "
+             "every descriptor OK without a limit"},
+    {.name = "rls-poll-period", .type = SL_OPT_DURATION,
+     .offset = FIELD(rls_poll_period_ns, int64_t), .def = "1s", .min = 0, .max = 3600 * SEC,
+     .group = G_QUOTAS,
+     .help = "look for changes in --rls-config-dir this often (SIGHUP also reloads); 0 = only "
+             "on SIGHUP"},
+    {.name = "rls-response-headers", .type = SL_OPT_BOOL,
+     .offset = FIELD(rls_response_headers, bool), .def = "false", .group = G_QUOTAS,
+     .help = "ShouldRateLimit answers carry RateLimit-Limit, -Remaining and -Reset for Envoy to "
+             "add to the response"},
+    {.name = "rls-max-descriptors", .type = SL_OPT_INT,
+     .offset = FIELD(rls_max_descriptors, int64_t), .def = "1000", .min = 1, .max = 100000,
+     .group = G_QUOTAS, .help = "most descriptors in one ShouldRateLimit request"},
+    {.name = "rls-max-entries", .type = SL_OPT_INT, .offset = FIELD(rls_max_entries, int64_t),
+     .def = "64", .min = 1, .max = 4096, .group = G_QUOTAS,
+     .help = "most entries in one ShouldRateLimit descriptor"},
 
     /* Metrics */
     {.name = "graphite-addr", .type = SL_OPT_STRING, .offset = FIELD(graphite_addr, char *),

@@ -105,6 +105,12 @@ typedef struct sl_options {
     int64_t attempt_max_delay_ns; /* longest X-Max-Delay honoured (delay instead of reject) */
     int64_t attempt_max_held;  /* X-Delay-Mode: hold: answers held at once per worker */
     int64_t storage_timeout_ns;
+    /* Envoy RLS v3 */
+    char *rls_config_dir;      /* NULL = no configuration: every descriptor OK */
+    int64_t rls_poll_period_ns;
+    bool rls_response_headers;
+    int64_t rls_max_descriptors;
+    int64_t rls_max_entries;
     /* Metrics */
     char *graphite_addr;
     int64_t graphite_period_ns;

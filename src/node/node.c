@@ -65,6 +65,7 @@ struct sl_node {
     sl_tls_slot *peer_tls; /* client context of peer calls over TLS (reloaded on SIGHUP), or NULL */
     sl_killswitch *switches; /* kill switches, shadow mode, concurrency and fleet settings */
     sl_protect *protect;     /* leases, shedders, switches on the request path */
+    sl_rlssrc *rls;          /* --rls-config-dir for Envoy's ShouldRateLimit; NULL without */
     uv_timer_t expiry_timer;
     bool expiry_started;
     int64_t gc_next_ms;    /* monotonic ms: when the next idle-key collection starts */
@@ -513,6 +514,25 @@ static int start_proxy(sl_node *n, char *err, size_t errlen)
     return 0;
 }
 
+/* Envoy RLS rules: --rls-config-dir, else <root>/rls/ in etcd with --storage-addrs (a feed of
+ * the shared source: attached before it starts), else none. */
+static int start_rls(sl_node *n, char *err, size_t errlen)
+{
+    sl_options *o = &n->opts;
+    bool dir = o->rls_config_dir && o->rls_config_dir[0];
+    if (!dir && !n->storage)
+        return 0;
+    sl_rlssrc_config rc_cfg = {.source = dir ? NULL : n->storage,
+                               .dir = dir ? o->rls_config_dir : NULL,
+                               .poll_ms = o->rls_poll_period_ns / 1000000, .log = &n->log};
+    int rc = sl_rlssrc_new(&rc_cfg, &n->rls, err, errlen);
+    if (rc)
+        return rc;
+    if ((rc = sl_rlssrc_register_metrics(n->rls, n->metrics)))
+        snprintf(err, errlen, "metrics: %s", strerror(-rc));
+    return rc;
+}
+
 /* The request handler every dialect goes through (client identities first: it holds them). */
 static int start_service(sl_node *n, char *err, size_t errlen)
 {
@@ -547,6 +567,11 @@ static int start_service(sl_node *n, char *err, size_t errlen)
     scfg.gub.max_msg = (size_t)o->max_body_bytes;
     scfg.gub.json.max_body = (size_t)o->max_body_bytes;
     scfg.gub.max_items = (size_t)o->max_batch;
+    scfg.rls_cfg = (sl_rls_config){.max_descriptors = (size_t)o->rls_max_descriptors,
+                                   .max_entries = (size_t)o->rls_max_entries,
+                                   .headers = o->rls_response_headers,
+                                   .max_names = (uint32_t)o->metrics_max_names};
+    scfg.rls = n->rls;
     if ((rc = sl_service_new(&scfg, &n->service))) {
         snprintf(err, errlen, "service: %s", strerror(-rc));
         return rc;
@@ -622,6 +647,8 @@ static int build(sl_node *n, char *err, size_t errlen)
     if ((rc = start_quotas(n, err, errlen)))
         return rc;
     if ((rc = start_protection(n, err, errlen)))
+        return rc;
+    if ((rc = start_rls(n, err, errlen)))
         return rc;
     if ((rc = start_storage_watch(n, err, errlen)))
         return rc;
@@ -822,6 +849,10 @@ void sl_node_reload(sl_node *n)
             sl_log_error(&n->log, "reload of the switchboard failed, keeping the current "
                          "switches: %s", kerr);
     }
+    if (n->rls) {
+        char rerr[512];
+        sl_rlssrc_reload(n->rls, rerr, sizeof rerr); /* logs its outcome */
+    }
     if (!n->quotas) {
         sl_log_info(&n->log, "reload: nothing to reload (no quota file)");
         return;
@@ -878,6 +909,7 @@ void sl_node_free(sl_node *n)
     sl_server_free(n->server);
     sl_proxy_free(n->proxy);
     sl_service_free(n->service);
+    sl_rlssrc_free(n->rls); /* after the service: its workers' readers are released */
     sl_idents_free(n->idents);
     sl_protect_free(n->protect);
     sl_killswitch_free(n->switches);
