@@ -573,12 +573,15 @@ typedef struct gpeer {
     char svc[SL_SWIM_MAX_NAME + 1];
 } gpeer;
 
-/* Alive and suspect members keep their service address in the list; dead and left ones leave. */
+/* Alive and suspect limiters keep their service address in the list; dead and left ones leave
+ * (and members of another role, a proxy or an observer, never join it). */
 static void on_gossip(void *ud, const sl_swim_member *mb, int old)
 {
     sl_members *m = ud;
-    char svc[SL_SWIM_MAX_NAME + 1];
+    char svc[SL_SWIM_MAX_NAME + 1], role[16];
+    int rl = sl_swimmeta_get(mb->meta, mb->meta_len, "role", role, sizeof role);
     bool keep = (mb->status == SL_SWIM_ALIVE || mb->status == SL_SWIM_SUSPECT) &&
+                (rl == -ENOENT || (rl >= 0 && strcmp(role, "limiter") == 0)) &&
                 sl_swimmeta_get(mb->meta, mb->meta_len, "service", svc, sizeof svc) > 0;
     size_t i = 0;
     while (i < m->ngp && strcmp(m->gp[i].name, mb->name))

@@ -18,9 +18,9 @@
  *           lease, so a graceful stop leaves at once.
  *   k8s     the ready endpoints of a Service's EndpointSlices (or ready pods by label), listed
  *           and watched through the Kubernetes API on a thread of cluster/k8s.c.
- *   gossip  the "service=" address in the metadata of every alive or suspect member of the SWIM
- *           overlay (cluster/gossipnode.c, which the node starts with --gossip-addr); dead and
- *           left members drop out. Reported on the gossip thread.
+ *   gossip  the "service=" address in the metadata of every alive or suspect limiter of the SWIM
+ *           overlay (cluster/gossipnode.c, which the node starts with --gossip-addr; "role=" is
+ *           limiter or absent); dead and left members drop out. Reported on the gossip thread.
  *
  * on_change runs on the source's thread (static: the caller's) and must not block for long.
  */
