@@ -2,7 +2,8 @@
  * gossipnode tests, over real loopback sockets (each wait is for an event, with a generous
  * deadline, never a fixed sleep): three nodes join through one seed; the gossip membership
  * source (cluster/members.c, kind gossip) reports the members' service addresses, and drops a
- * member that leaves gracefully; the member table copy carries names, addresses and metadata;
+ * member that leaves gracefully, and lists limiters only (a proxy in the overlay is not a
+ * Gubernator peer); the member table copy carries names, addresses and metadata;
  * nodes with a shared key ring hear each other and drop a node with another key (counted as
  * decrypt); a bad address or key ring file stops the start with a reason.
  */
@@ -48,12 +49,12 @@ typedef struct node {
     sl_gossipnode *g;
 } node;
 
-static void start(node *n, int i, const char *seed, const char *ring)
+static void start_role(node *n, int i, const char *seed, const char *ring, const char *role)
 {
     snprintf(n->gaddr, sizeof n->gaddr, "127.0.0.1:%d", free_port());
     snprintf(n->svc, sizeof n->svc, "10.9.0.%d:1051", i);
     n->meta_len = sl_swimmeta_put(n->meta, sizeof n->meta, 0, "service", n->svc);
-    n->meta_len = sl_swimmeta_put(n->meta, sizeof n->meta, (size_t)n->meta_len, "role", "limiter");
+    n->meta_len = sl_swimmeta_put(n->meta, sizeof n->meta, (size_t)n->meta_len, "role", role);
     const char *seeds[1] = {seed};
     sl_gossipnode_config c = {
         .addr = n->gaddr,
@@ -69,6 +70,11 @@ static void start(node *n, int i, const char *seed, const char *ring)
     int rc = sl_gossipnode_start(&c, &n->g, err, sizeof err);
     if (rc)
         fail_msg("start: %s", err);
+}
+
+static void start(node *n, int i, const char *seed, const char *ring)
+{
+    start_role(n, i, seed, ring, "limiter");
 }
 
 typedef struct recorder {
@@ -169,6 +175,25 @@ static void test_join_members_leave(void **state)
         sl_gossipnode_free(n[i].g);
 }
 
+/* A proxy in the overlay is a member, not a Gubernator peer: the gossip source lists limiters. */
+static void test_source_lists_limiters_only(void **state)
+{
+    node n[3];
+    start(&n[0], 0, NULL, NULL);
+    start_role(&n[1], 1, n[0].gaddr, NULL, "proxy");
+    start(&n[2], 2, n[0].gaddr, NULL);
+    assert_true(wait_alive(n[0].g, 3));
+    recorder r = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, ""};
+    sl_members_config mc = {.kind = SL_MEMBERS_GOSSIP, .gossip = n[0].g, .on_change = on_change,
+                            .ud = &r};
+    sl_members *m;
+    assert_int_equal(sl_members_start(&mc, &m), 0);
+    assert_true(wait_list(&r, "10.9.0.0:1051,10.9.0.2:1051"));
+    sl_members_stop(m);
+    for (int i = 0; i < 3; i++)
+        sl_gossipnode_free(n[i].g);
+}
+
 static void write_file(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");
@@ -242,6 +267,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_config),
         cmocka_unit_test(test_join_members_leave),
+        cmocka_unit_test(test_source_lists_limiters_only),
         cmocka_unit_test(test_keyring),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
