@@ -17,7 +17,9 @@
 #include <uv.h>
 
 #include "auth/addr.h"
+#include "cluster/gossipseeds.h"
 #include "gossip/keyring.h"
+#include "gossip/swimmeta.h"
 
 #define FRAME_HDR 4
 #define SEAL_CAP (SL_SWIMWIRE_MAX_UDP + SL_KEYRING_OVERHEAD)
@@ -709,4 +711,77 @@ int sl_gossipnode_reload_keyring(sl_gossipnode *g, char *err, size_t errlen)
     if (g->log)
         sl_log_info(g->log, "gossip: key ring reloaded, %zu keys", sl_keyring_count(k));
     return 0;
+}
+
+/* --- configuration from sluiced's options */
+
+int sl_gossipnode_start_options(const sl_options *o, sl_logger *log, sl_gossipnode **out,
+                                char *err, size_t errlen)
+{
+    *out = NULL;
+    if (!o->gossip_addr[0])
+        return 0;
+    uint8_t meta[SL_SWIM_MAX_META];
+    int ml = sl_swimmeta_put(meta, sizeof meta, 0, "service", o->advertise_addr);
+    if (ml >= 0)
+        ml = sl_swimmeta_put(meta, sizeof meta, (size_t)ml, "role",
+                             o->role == SL_ROLE_PROXY ? "proxy" : "limiter");
+    if (ml < 0) {
+        snprintf(err, errlen, "gossip: advertise-addr '%s' does not fit the metadata",
+                 o->advertise_addr);
+        return -EINVAL;
+    }
+    /* the seeds: --gossip-seeds, and with etcd the observers registered there */
+    size_t max = o->gossip_seeds.n + SL_GOSSIPSEEDS_MAX, ns = 0, given = o->gossip_seeds.n;
+    char **seeds = calloc(max, sizeof *seeds);
+    if (!seeds)
+        return -ENOMEM;
+    for (; ns < given; ns++)
+        seeds[ns] = o->gossip_seeds.items[ns];
+    if (o->storage_addrs.n) {
+        sl_etcd_config ec = {
+            .endpoints = (const char *const *)o->storage_addrs.items,
+            .n_endpoints = o->storage_addrs.n,
+            .request_timeout_ms = o->storage_timeout_ns / 1000000,
+            .tls = {o->storage_tls_ca, o->storage_tls_cert, o->storage_tls_key},
+        };
+        int got = sl_gossipseeds_from_etcd(&ec, o->storage_prefix, seeds, &ns, max);
+        if (got < 0)
+            sl_log_warn(log, "gossip: observers in etcd not read (%s); joining through "
+                        "--gossip-seeds only", strerror(-got));
+        else if (got)
+            sl_log_info(log, "gossip: %d observers from etcd as seeds", got);
+    }
+    sl_gossipnode_config gc = {
+        .addr = o->gossip_addr,
+        .name = o->gossip_name[0] ? o->gossip_name : o->advertise_addr,
+        .seeds = (const char *const *)seeds,
+        .n_seeds = ns,
+        .keyring_file = o->gossip_keyring_file,
+        .meta = meta,
+        .meta_len = (size_t)ml,
+        .tun = {
+            .probe_interval_ms = (uint32_t)(o->gossip_probe_interval_ns / 1000000),
+            .probe_timeout_ms = (uint32_t)(o->gossip_probe_timeout_ns / 1000000),
+            .indirect_probes = (uint32_t)o->gossip_indirect_probes,
+            .retransmit_mult = (uint32_t)o->gossip_retransmit_mult,
+            .suspicion_min_mult = (uint32_t)o->gossip_suspicion_mult,
+            .suspicion_max_mult = (uint32_t)o->gossip_suspicion_max_mult,
+            .gossip_interval_ms = (uint32_t)(o->gossip_interval_ns / 1000000),
+            .gossip_fanout = (uint32_t)o->gossip_fanout,
+            .pushpull_interval_ms = o->gossip_pushpull_interval_ns
+                                        ? (uint32_t)(o->gossip_pushpull_interval_ns / 1000000)
+                                        : UINT32_MAX, /* never */
+            .dead_keep_ms = (uint32_t)(o->gossip_dead_keep_ns / 1000000),
+            .max_members = (uint32_t)o->gossip_max_members,
+            .max_stream_bytes = (size_t)o->gossip_max_stream_bytes,
+        },
+        .stream_timeout_ms = o->gossip_timeout_ns / 1000000,
+        .log = log,
+    };
+    int rc = sl_gossipnode_start(&gc, out, err, errlen);
+    for (size_t i = given; i < ns; i++)
+        free(seeds[i]);
+    free(seeds);
+    return rc;
 }

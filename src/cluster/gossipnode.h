@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config/config.h"
 #include "core/log.h"
 #include "gossip/swim.h"
 
@@ -46,6 +47,11 @@ typedef struct sl_gossipnode_config {
 /* Bind, join the seeds, start the thread. 0, or a negative errno with a reason in err. */
 int sl_gossipnode_start(const sl_gossipnode_config *cfg, sl_gossipnode **out, char *err,
                         size_t errlen);
+/* sluiced's --gossip-* options: nothing (0, *out NULL) without --gossip-addr; else the metadata
+ * "service=<advertise-addr>", "role=limiter|proxy", the seeds (--gossip-seeds, then the observers
+ * registered in etcd with --storage-addrs: cluster/gossipseeds.h) and the tunables, started. */
+int sl_gossipnode_start_options(const sl_options *o, sl_logger *log, sl_gossipnode **out,
+                                char *err, size_t errlen);
 /* Leave gracefully and stop the thread (at most ~1 s); the table and stats stay readable until
  * sl_gossipnode_free. Idempotent; NULL is a no-op. */
 void sl_gossipnode_stop(sl_gossipnode *g);
