@@ -1,8 +1,11 @@
 """TLS on the client port and between peers: gRPC over TLS (ALPN h2) and HTTP/1.1 over TLS,
 client certificates required and refused (none, expired, another CA), plaintext sent to the TLS
 port, a handshake that stalls, a SIGHUP reload of the certificate while an old connection stays
-up, and a 3-node cluster whose peers call each other over mutual TLS. The certificates are made by
+up, a 3-node cluster whose peers call each other over mutual TLS, and libsluice's client and the
+sluice CLI calling a TLS port (right CA, wrong CA, name mismatch, client certificates). The certificates are made by
 the `openssl` command in a temporary directory when the module starts."""
+import ctypes
+import errno
 import json
 import os
 import re
@@ -18,6 +21,7 @@ import grpc
 import pytest
 
 from certs import key_csr, make_ca, make_leaf, ossl
+from clientlib import CLIENT_LIB, Item as ClientItem, Request as ClientRequest
 from conftest import free_port, have
 from etcdproc import EtcdProc
 
@@ -468,13 +472,6 @@ def test_client_identity_from_the_certificate(node_factory, certs, pb, tmp_path)
 # ---------------------------------------------------------------- the client library over TLS
 # libsluice-client.so through ctypes (as test_lease_renew.py): only plain structs cross.
 
-import ctypes
-import errno
-
-from conftest import BUILD
-
-CLIENT_LIB = os.path.join(BUILD, "lib", "libsluice-client.so")
-
 
 class ClientOptions(ctypes.Structure):
     _fields_ = [("timeout_ms", ctypes.c_int), ("connect_timeout_ms", ctypes.c_int),
@@ -484,21 +481,6 @@ class ClientOptions(ctypes.Structure):
                 ("breaker_cooldown_ms", ctypes.c_int), ("tls", ctypes.c_bool),
                 ("tls_ca_file", ctypes.c_char_p), ("tls_cert_file", ctypes.c_char_p),
                 ("tls_key_file", ctypes.c_char_p), ("tls_server_name", ctypes.c_char_p)]
-
-
-class ClientRequest(ctypes.Structure):
-    _fields_ = [("name", ctypes.c_char_p), ("name_len", ctypes.c_size_t),
-                ("unique_key", ctypes.c_char_p), ("unique_key_len", ctypes.c_size_t),
-                ("hits", ctypes.c_int64), ("limit", ctypes.c_int64), ("duration", ctypes.c_int64),
-                ("burst", ctypes.c_int64), ("created_at", ctypes.c_int64),
-                ("algorithm", ctypes.c_int32), ("behavior", ctypes.c_int32),
-                ("sub_windows", ctypes.c_int32), ("lease_id", ctypes.c_uint64),
-                ("max_delay_ms", ctypes.c_int64)]
-
-
-class ClientItem(ctypes.Structure):
-    _fields_ = [("req", ClientRequest), ("metadata", ctypes.c_void_p),
-                ("metadata_count", ctypes.c_size_t)]
 
 
 class ClientResponse(ctypes.Structure):
