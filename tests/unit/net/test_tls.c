@@ -6,9 +6,11 @@
  * input. The certificates are made here with OpenSSL in a temporary directory. Last, the session
  * under a real server (net/server.c): an HTTP/1.1 request over TLS whose handler sees the client
  * certificate's name (sl_exchange_peer_identity), the handshake counters, and a handshake that
- * never starts, closed at its deadline.
+ * never starts, closed at its deadline; and an HTTP/2 request through net/h2sock.c's TLS moves
+ * (the clients' path), with a client certificate and with the wrong CA.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -28,6 +30,7 @@
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
 
+#include "net/h2sock.h"
 #include "net/server.h"
 #include "net/tls.h"
 
@@ -358,6 +361,38 @@ static void test_client_verifies_server(void **state)
     sl_tls_ctx_unref(right);
 }
 
+/* A server name that is an IP address is matched against the certificate's IP subjectAltNames
+ * (no DNS match, no SNI); a client told to use the system's trust store does not trust the
+ * test CA. */
+static void test_client_checks_ip_names_and_system_store(void **state)
+{
+    sl_tls_ctx *s = server_ctx("client", SL_TLS_AUTH_NONE, NULL); /* SANs a.peers.test, IP 10.1.2.3 */
+    sl_tls_ctx *c = client_ctx(NULL, "ca.pem", NULL);
+    const char *names[] = {"10.1.2.3", "b.peers.test", "10.1.2.4", "::1", "127.0.0.1"};
+    const int want[] = {0, 0, -EPROTO, -EPROTO, -EPROTO};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        sl_tls *sv = sl_tls_new(s, NULL), *cl = sl_tls_new(c, names[i]);
+        assert_non_null(cl);
+        assert_int_equal(handshake(cl, sv), want[i]);
+        if (want[i])
+            assert_int_equal(sl_tls_failure_get(cl), SL_TLS_FAIL_CERT);
+        sl_tls_free(cl);
+        sl_tls_free(sv);
+    }
+    sl_tls_config sys = {.system_ca = true};
+    sl_tls_ctx *x;
+    char err[256];
+    assert_int_equal(sl_tls_ctx_new(&x, &sys, err, sizeof err), 0);
+    sl_tls *sv = sl_tls_new(s, NULL), *cl = sl_tls_new(x, NULL);
+    assert_int_equal(handshake(cl, sv), -EPROTO);
+    assert_int_equal(sl_tls_failure_get(cl), SL_TLS_FAIL_CERT);
+    sl_tls_free(cl);
+    sl_tls_free(sv);
+    sl_tls_ctx_unref(x);
+    sl_tls_ctx_unref(c);
+    sl_tls_ctx_unref(s);
+}
+
 static void test_plaintext_refused(void **state)
 {
     sl_tls_ctx *s = server_ctx("server", SL_TLS_AUTH_NONE, NULL);
@@ -582,6 +617,92 @@ static void test_under_server(void **state)
     sl_server_free(srv);
 }
 
+typedef struct h2_seen {
+    bool done;
+    int err, status;
+    char body[64];
+} h2_seen;
+
+static void h2_done(void *ud, const sl_h2c_resp *r)
+{
+    h2_seen *w = ud;
+    w->done = true;
+    w->err = r->err;
+    w->status = r->status;
+    size_t n = r->body->len < sizeof w->body - 1 ? r->body->len : sizeof w->body - 1;
+    memcpy(w->body, r->body->data, n);
+    w->body[n] = '\0';
+}
+
+/* One HTTP/2 request to srv through net/h2sock.c's TLS moves (what client/h2conn.c and
+ * cluster/peer.c run): the answer, or -EKEYREJECTED from a read when the handshake fails. */
+static int h2_over_tls(uint16_t port, sl_tls_ctx *ctx, const char *name, h2_seen *w)
+{
+    sl_h2c *sess;
+    assert_int_equal(sl_h2c_new(NULL, &sess), 0);
+    sl_tls *cl = sl_tls_new(ctx, name);
+    assert_non_null(cl);
+    int fd = dial(port);
+    assert_int_equal(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK), 0);
+    assert_int_equal(sl_tls_read(cl, NULL, 0), 0); /* the ClientHello */
+    sl_h2c_req rq = {.method = "GET", .scheme = "https", .authority = "localhost",
+                     .path = "/who", .deadline = INT64_MAX};
+    assert_int_equal(sl_h2c_submit(sess, &rq, h2_done, w), 0);
+    sl_buf plain;
+    sl_buf_init(&plain, 0);
+    int rc = 0;
+    for (int i = 0; i < 200 && !w->done && rc == 0; i++) {
+        rc = sl_h2sock_tls_write(sess, cl, fd, &plain, 65536);
+        assert_int_equal(rc, 0);
+        if (!sl_tls_ready(cl)) /* frames wait for the handshake; only its bytes went */
+            assert_true(plain.len > 0);
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 5000) != 1)
+            break;
+        uint8_t buf[16384], pl[16384];
+        rc = sl_h2sock_tls_read(sess, cl, fd, buf, sizeof buf, pl, sizeof pl, 8);
+    }
+    close(fd);
+    sl_h2c_free(sess, -ECONNRESET);
+    sl_buf_free(&plain);
+    sl_tls_free(cl);
+    return rc;
+}
+
+static void test_h2_through_h2sock_tls(void **state)
+{
+    sl_tls_ctx *s = server_ctx("server", SL_TLS_AUTH_REQUEST, "ca.pem");
+    sl_server_config cfg;
+    sl_server_config_defaults(&cfg);
+    cfg.host = "127.0.0.1";
+    cfg.handler = identity_handler;
+    cfg.tls = s;
+    sl_server *srv;
+    assert_int_equal(sl_server_start(&srv, &cfg), 0);
+    sl_tls_ctx_unref(s);
+    uint16_t port = sl_server_port(srv);
+
+    sl_tls_ctx *good = client_ctx("client", "ca.pem", "h2");
+    h2_seen w = {0};
+    assert_int_equal(h2_over_tls(port, good, "localhost", &w), 0);
+    assert_true(w.done);
+    assert_int_equal(w.err, 0);
+    assert_int_equal(w.status, 200);
+    assert_string_equal(w.body, "a.peers.test"); /* the server saw our certificate */
+
+    sl_tls_ctx *wrong = client_ctx(NULL, "wrongca.pem", "h2");
+    h2_seen w2 = {0};
+    assert_int_equal(h2_over_tls(port, wrong, "localhost", &w2), -EKEYREJECTED);
+    assert_true(w2.done); /* the stream ended with the session */
+    assert_int_equal(w2.status, 0);
+
+    sl_tls_ctx_unref(good);
+    sl_tls_ctx_unref(wrong);
+    sl_server_shutdown(srv, 1000);
+    assert_int_equal(sl_server_wait(srv), 0);
+    sl_server_free(srv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -589,11 +710,13 @@ int main(void)
         cmocka_unit_test(test_alpn_http11_and_none),
         cmocka_unit_test(test_client_auth),
         cmocka_unit_test(test_client_verifies_server),
+        cmocka_unit_test(test_client_checks_ip_names_and_system_store),
         cmocka_unit_test(test_plaintext_refused),
         cmocka_unit_test(test_input_bound),
         cmocka_unit_test(test_reload_keeps_old_sessions),
         cmocka_unit_test(test_bad_config),
         cmocka_unit_test(test_under_server),
+        cmocka_unit_test(test_h2_through_h2sock_tls),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
