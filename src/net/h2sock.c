@@ -126,7 +126,7 @@ typedef struct tls_feed_ctx {
 static int feed_tls(void *ud, const uint8_t *p, size_t n)
 {
     tls_feed_ctx *f = ud;
-    if (sl_tls_feed(f->tls, p, n) != 0)
+    if (sl_tls_feed(f->tls, p, n) != 0) /* copies p: f->plain may be the same memory */
         return -EKEYREJECTED;
     for (;;) {
         ssize_t m = sl_tls_read(f->tls, f->plain, f->cap);

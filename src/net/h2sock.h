@@ -53,7 +53,8 @@ int sl_h2sock_send(int fd, sl_buf *out);
  * for every client that speaks TLS (client/h2conn.c, cluster/peer.c).
  *
  * sl_h2sock_tls_read: what the socket has, through the TLS session (which drives the handshake)
- * into the HTTP/2 session; plain (plain_cap bytes) is scratch for the decrypted bytes. 0, or
+ * into the HTTP/2 session; plain (plain_cap bytes) is scratch for the decrypted bytes, and may be
+ * buf itself (what was read is copied into the TLS session before anything is decrypted). 0, or
  * -ECONNRESET (the peer closed or sent close_notify), -EKEYREJECTED (TLS failed: handshake,
  * certificate, bad record; sl_tls_failure_get / sl_tls_error say why), -EPROTO (HTTP/2), or the
  * socket's negative errno. Handshake bytes TLS wants to send wait in sl_tls_out(tls): call
