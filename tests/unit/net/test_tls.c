@@ -630,7 +630,8 @@ static void h2_done(void *ud, const sl_h2c_resp *r)
     w->err = r->err;
     w->status = r->status;
     size_t n = r->body->len < sizeof w->body - 1 ? r->body->len : sizeof w->body - 1;
-    memcpy(w->body, r->body->data, n);
+    if (n)
+        memcpy(w->body, r->body->data, n);
     w->body[n] = '\0';
 }
 
