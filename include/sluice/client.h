@@ -97,7 +97,7 @@ typedef struct sl_client_options {
     const char *tls_cert_file;   /* client certificate (PEM chain), for servers that ask; NULL: none */
     const char *tls_key_file;    /* its private key (PEM) */
     const char *tls_server_name; /* the name the server's certificate must carry (and SNI); NULL:
-                                    the host of the address */
+                                    the host of the address; "": no name check, the CA alone */
 } sl_client_options;
 
 void sl_client_options_default(sl_client_options *o);
