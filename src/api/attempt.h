@@ -14,7 +14,10 @@
  * protects sluiced itself, so it must cost the least); the fleet shedder (503, acquire of a
  * non-critical call); the resource's concurrency limit (429, acquire); then Levee's rate quotas
  * (429). A rejection by a later check gives back the leases of the earlier ones (one engine call
- * each), and a rate quota is never charged for a call that does not run. Answers that reject say
+ * each), and a rate quota is never charged for a call that does not run. In a cluster the fleet is
+ * one count at the fleet key's owner (sl_attempt_begin / sl_attempt_resume: the caller routes the
+ * lease with api/gubprotect.h's fleet item, as for a Gubernator call; X-Fleet: local when the
+ * owner could not answer and this node's share decided). Answers that reject say
  * so with Retry-After, the RateLimit header fields and a one-line reason; X-Sluice-Shadow and
  * X-Sluice-Killswitch name the limiters a switch admitted through.
  *
