@@ -88,9 +88,9 @@ int sl_attempt_begin(sl_protect *p, int worker, const sl_levee_config *lcfg,
                      sl_attempt_fleet *routed, sl_answer *out);
 /* The rest of a routed /attempt: `fleet` the owner's answer (or this node's share's when `local`:
  * the answer says X-Fleet: local); NULL on a node on its own (no cluster): the lease is taken
- * here, of node_limit, as sl_attempt_decide does. `req` and `snap` as current now (re-read: the call waited).
- * *giveback: a fleet lease a later check's rejection gives back (sl_gubprotect_fleet_release),
- * 0 none. */
+ * here, of node_limit, as sl_attempt_decide does. `req` and `snap` as current now (re-read: the
+ * call waited). *giveback: a fleet lease a later check's rejection gives back
+ * (sl_gubprotect_fleet_release), 0 none. */
 void sl_attempt_resume(sl_protect *p, int worker, const sl_levee_config *lcfg,
                        const sl_quota_snap *snap, const sl_attempt_req *req,
                        const sl_attempt_fleet *st, const sl_response *fleet, bool local,

@@ -812,7 +812,8 @@ static void held_sent(void *ud, int outcome, int grpc_code, int64_t t0)
 }
 
 /* The request headers of an /attempt (the protection's too when `prot`). */
-static void attempt_headers(const sl_http_request *rq, sl_attempt_req *q, bool prot)
+static inline __attribute__((always_inline)) void
+attempt_headers(const sl_http_request *rq, sl_attempt_req *q, bool prot)
 {
     header_value(rq, "x-resource", &q->levee.resource, &q->levee.resource_len);
     header_value(rq, "x-prefix", &q->levee.prefix, &q->levee.prefix_len);
@@ -827,8 +828,9 @@ static void attempt_headers(const sl_http_request *rq, sl_attempt_req *q, bool p
 }
 
 /* The worker's /attempt answer goes out: held for its X-Delay-Ms when asked, else now. */
-static void attempt_send(sl_service *s, sl_exchange *ex, const sl_http_request *rq,
-                         const sl_attempt_req *q, sl_call_pool *p, int64_t t0)
+static inline __attribute__((always_inline)) void
+attempt_send(sl_service *s, sl_exchange *ex, const sl_http_request *rq, const sl_attempt_req *q,
+             sl_call_pool *p, int64_t t0)
 {
     int64_t hold_ms = q->levee.max_delay ? hold_for(rq, &p->answer) : 0;
     if (hold_ms > 0 && sl_held_add(&p->held, ex, &p->answer, hold_ms, t0))
