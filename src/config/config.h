@@ -34,6 +34,11 @@ typedef enum sl_tls_client_auth {
     SL_TLS_CLIENT_AUTH_REQUIRE = 2,
 } sl_tls_client_auth;
 
+typedef enum sl_store_kind {
+    SL_STORE_MEMORY = 0,
+    SL_STORE_REDIS = 1,
+} sl_store_kind;
+
 typedef enum sl_peer_picker {
     SL_PICKER_RING = 0,
     SL_PICKER_HRW = 1,
@@ -89,6 +94,11 @@ typedef struct sl_options {
     int64_t max_sub_windows;
     char *state_dir;           /* --state-dir: NULL = no snapshots */
     int64_t snapshot_period_ns;
+    int store;                 /* sl_store_kind: --store */
+    sl_opt_list redis_addrs;
+    char *redis_user;          /* "" = AUTH password */
+    char *redis_password_file; /* "" = no AUTH */
+    int64_t redis_timeout_ns;
     /* Quotas (Levee) */
     bool standalone;
     char *storage_prefix;

@@ -469,7 +469,9 @@ static void get_rate_limits(sl_service *s, sl_exchange *ex, const sl_http_reques
             return;
         }
     }
-    if (method == M_GET_PEER_RATE_LIMITS)
+    if (s->cfg.rstore) /* every node decides its own items in Redis: nothing to forward */
+        sl_rstore_submit(s->cfg.rstore, c->worker, &c->batch, now, rate_limits_done, c);
+    else if (method == M_GET_PEER_RATE_LIMITS)
         sl_router_peer_rate_limits(s->cfg.router, c->worker, &c->batch, now, rate_limits_done, c);
     else
         sl_router_submit(s->cfg.router, c->worker, &c->batch, now, rate_limits_done, c);
