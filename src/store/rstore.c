@@ -127,6 +127,7 @@ static void unavailable(wk *w, sl_batch *b, size_t i, int64_t now, const char *w
     sl_rstore *r = w->r;
     if (r->cfg.fail_open && r->cfg.engine) {
         sl_engine_decide(r->cfg.engine, &b->reqs[i], &b->resps[i], now);
+        sl_batch_meta_add_ref(b, &b->resp_meta[i], "fail_open", why); /* as the router marks */
         cinc(&w->fail_open);
     } else {
         memset(&b->resps[i], 0, sizeof b->resps[i]);
@@ -365,13 +366,11 @@ static void try_connect(wk *w)
 static void drop(wk *w, const char *why)
 {
     redisAsyncContext *ac = w->ac;
-    bool was = w->connected;
     lost(w, why);
     if (ac) {
         ac->data = NULL;  /* on_connect/on_disconnect: not ours any more */
         redisAsyncFree(ac);
     }
-    (void)was;
 }
 
 static void tick(uv_timer_t *t)

@@ -1,0 +1,559 @@
+/*
+ * The Redis store (src/store/rstore.c) against a real redis-server on a free loopback port, each
+ * answer compared with the memory engine's answer to the same request at the same time: a table of
+ * TOKEN_BUCKET sequences (Gubernator's rules one by one), a seeded random walk, a 1000-item call in
+ * one pipeline; then the faults: NOSCRIPT after SCRIPT FLUSH, Redis stopped (per-item errors, or
+ * the engine's answers under fail-open), Redis back on the same port (used again), and a server
+ * that stops answering (--redis-timeout). Skipped (exit 77) without redis-server.
+ *
+ * Times: decisions take `now` from the test (a virtual clock starting at the wall clock's
+ * value), so expiry and Gregorian intervals are exact; only the fault cases wait for real events
+ * (a connection lost, a deadline), in loops bounded by generous limits.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "../../support/skip.h"
+#include "redisproc.h"
+#include "store/rscript.h"
+#include "store/rstore.h"
+
+#define SEC INT64_C(1000)
+#define MINUTE (60 * SEC)
+
+typedef struct fx {
+    sl_test_redis redis;
+    uv_loop_t loop;
+    sl_rstore *rs;
+    sl_engine *mem;     /* the reference */
+    sl_engine *local;   /* the fail-open engine of rs */
+    sl_engine_config ec;
+    sl_batch b;
+    int64_t now;
+    char prefix[32];    /* per test run, so that reruns against one server never meet */
+} fx;
+
+static void done_cb(void *ud, sl_batch *b)
+{
+    (void)b;
+    *(bool *)ud = true;
+}
+
+static void run_until(fx *f, bool (*cond)(fx *), int64_t max_ms)
+{
+    int64_t deadline = sl_mono_ns() / 1000000 + max_ms;
+    while (!cond(f) && sl_mono_ns() / 1000000 < deadline)
+        uv_run(&f->loop, UV_RUN_ONCE);
+}
+
+static uint64_t connects_seen;
+static bool connected(fx *f)
+{
+    sl_rstore_stats st;
+    sl_rstore_stats_get(f->rs, &st);
+    return st.connects > connects_seen;
+}
+
+static void wait_connected(fx *f)
+{
+    run_until(f, connected, 15000);
+    assert_true(connected(f));
+    sl_rstore_stats st;
+    sl_rstore_stats_get(f->rs, &st);
+    connects_seen = st.connects;
+}
+
+static void make_store(fx *f, bool fail_open, int64_t timeout_ms)
+{
+    const char *addrs[] = {f->redis.addr};
+    sl_rstore_config c = {.engine = f->local, .engine_cfg = &f->ec, .addrs = addrs, .n_addrs = 1,
+                          .timeout_ms = timeout_ms, .fail_open = fail_open, .workers = 1};
+    char err[256];
+    assert_int_equal(sl_rstore_new(&c, &f->rs, err, sizeof err), 0);
+    connects_seen = 0;
+    sl_rstore_worker_start(f->rs, 0, &f->loop);
+}
+
+static int setup_opts(void **state, bool fail_open, int64_t timeout_ms)
+{
+    fx *f = calloc(1, sizeof *f);
+    *state = f;
+    if (!sl_test_redis_installed())
+        return 0;
+    assert_int_equal(sl_test_redis_start(&f->redis), 0);
+    assert_int_equal(uv_loop_init(&f->loop), 0);
+    sl_engine_config_default(&f->ec);
+    assert_int_equal(sl_engine_new(&f->ec, &f->mem), 0);
+    assert_int_equal(sl_engine_new(&f->ec, &f->local), 0);
+    sl_batch_init(&f->b, 0);
+    f->now = sl_wall_ms();
+    snprintf(f->prefix, sizeof f->prefix, "t%lld", (long long)f->now);
+    make_store(f, fail_open, timeout_ms);
+    wait_connected(f);
+    return 0;
+}
+
+static int setup(void **state)
+{
+    return setup_opts(state, false, 1000);
+}
+
+static int setup_fail_open(void **state)
+{
+    return setup_opts(state, true, 200);
+}
+
+static int teardown(void **state)
+{
+    fx *f = *state;
+    if (f->rs) {
+        sl_rstore_worker_stop(f->rs, 0);
+        uv_run(&f->loop, UV_RUN_DEFAULT); /* the closes */
+        sl_rstore_free(f->rs);
+        assert_int_equal(uv_loop_close(&f->loop), 0);
+        sl_engine_free(f->mem);
+        sl_engine_free(f->local);
+        sl_batch_free(&f->b);
+    }
+    sl_test_redis_stop(&f->redis);
+    free(f);
+    return 0;
+}
+
+#define NEED_REDIS(f)                                                                              \
+    do {                                                                                           \
+        if (!(f)->rs) {                                                                            \
+            SL_SKIP();                                                                             \
+            return;                                                                                \
+        }                                                                                          \
+    } while (0)
+
+/* Decide n requests through the Redis store at f->now; answers in out. */
+static void via_redis(fx *f, const sl_request *q, size_t n, sl_response *out)
+{
+    sl_batch_reset(&f->b);
+    assert_int_equal(sl_batch_alloc_items(&f->b, n), 0);
+    memcpy(f->b.reqs, q, n * sizeof *q);
+    bool done = false;
+    sl_rstore_submit(f->rs, 0, &f->b, f->now, done_cb, &done);
+    int64_t deadline = sl_mono_ns() / 1000000 + 15000;
+    while (!done && sl_mono_ns() / 1000000 < deadline)
+        uv_run(&f->loop, UV_RUN_ONCE);
+    assert_true(done);
+    memcpy(out, f->b.resps, n * sizeof *out);
+}
+
+static void assert_same(const sl_response *want, const sl_response *got, const char *what)
+{
+    if (want->error || got->error) {
+        if (!want->error || !got->error || strcmp(want->error, got->error) != 0)
+            fail_msg("%s: error '%s' != '%s'", what, want->error ? want->error : "(none)",
+                     got->error ? got->error : "(none)");
+        return;
+    }
+    if (want->status != got->status || want->limit != got->limit ||
+        want->remaining != got->remaining || want->reset_time != got->reset_time ||
+        want->retry_after != got->retry_after)
+        fail_msg("%s: memory {st %d lim %lld rem %lld reset %lld retry %lld} != redis {st %d lim "
+                 "%lld rem %lld reset %lld retry %lld}",
+                 what, want->status, (long long)want->limit, (long long)want->remaining,
+                 (long long)want->reset_time, (long long)want->retry_after, got->status,
+                 (long long)got->limit, (long long)got->remaining, (long long)got->reset_time,
+                 (long long)got->retry_after);
+}
+
+/* One step of a sequence: time moves dt ms, then the request. */
+typedef struct step {
+    int64_t dt;
+    int64_t hits, limit, duration;
+    int32_t behavior;
+    int64_t created_ago; /* created_at = now - created_ago when > 0 */
+    int32_t algorithm;
+} step;
+
+static sl_request mkreq(const fx *f, const char *key, const step *s)
+{
+    sl_request q = {0};
+    q.name = f->prefix;
+    q.name_len = strlen(f->prefix);
+    q.unique_key = key;
+    q.unique_key_len = strlen(key);
+    q.hits = s->hits;
+    q.limit = s->limit;
+    q.duration = s->duration;
+    q.behavior = s->behavior;
+    q.algorithm = s->algorithm;
+    if (s->created_ago > 0)
+        q.created_at = f->now - s->created_ago;
+    return q;
+}
+
+static void check_step(fx *f, const char *key, const step *s, const char *what)
+{
+    f->now += s->dt;
+    sl_request q = mkreq(f, key, s);
+    sl_response want, got;
+    sl_engine_decide(f->mem, &q, &want, f->now);
+    via_redis(f, &q, 1, &got);
+    assert_same(&want, &got, what);
+}
+
+#define G SL_DURATION_IS_GREGORIAN
+#define R SL_RESET_REMAINING
+#define D SL_DRAIN_OVER_LIMIT
+
+typedef struct seq {
+    const char *name;
+    step s[12];
+} seq;
+
+static const seq table[] = {
+    {"over the limit", {{0, 1, 2, 9 * SEC, 0, 0, 0}, {0, 1, 2, 9 * SEC, 0, 0, 0},
+         {0, 1, 2, 9 * SEC, 0, 0, 0}, {-1, 0, 0, 0, 0, 0, 0}}},
+    {"sticky over limit",
+     {{0, 2, 2, MINUTE, 0, 0, 0}, {1, 1, 2, MINUTE, 0, 0, 0}, {1, 0, 2, MINUTE, 0, 0, 0},
+      {1, 0, 5, MINUTE, 0, 0, 0}, {1, 1, 5, MINUTE, 0, 0, 0}, {-1, 0, 0, 0, 0, 0, 0}}},
+    {"too many at once", {{0, 5, 3, MINUTE, 0, 0, 0}, {0, 3, 3, MINUTE, 0, 0, 0},
+         {0, 1, 3, MINUTE, 0, 0, 0}, {-1, 0, 0, 0, 0, 0, 0}}},
+    {"more than remaining", {{0, 2, 5, MINUTE, 0, 0, 0}, {0, 4, 5, MINUTE, 0, 0, 0},
+         {0, 3, 5, MINUTE, 0, 0, 0}, {-1, 0, 0, 0, 0, 0, 0}}},
+    {"drain over limit", {{0, 2, 5, MINUTE, 0, 0, 0}, {0, 4, 5, MINUTE, D, 0, 0},
+         {0, 1, 5, MINUTE, 0, 0, 0}, {-1, 0, 0, 0, 0, 0, 0}}},
+    {"reset remaining",
+     {{0, 5, 5, MINUTE, 0, 0, 0}, {0, 1, 5, MINUTE, 0, 0, 0}, {0, 1, 5, MINUTE, R, 0, 0},
+      {0, 1, 5, MINUTE, 0, 0, 0}, {0, 0, 7, MINUTE, R, 0, 0}, {-1, 0, 0, 0, 0, 0, 0}}},
+    {"negative hits", {{0, 4, 5, MINUTE, 0, 0, 0}, {0, -3, 5, MINUTE, 0, 0, 0},
+         {0, -10, 5, MINUTE, 0, 0, 0}, {0, 12, 5, MINUTE, 0, 0, 0}, {-1, 0, 0, 0, 0, 0, 0}}},
+    {"limit grows and shrinks",
+     {{0, 3, 5, MINUTE, 0, 0, 0}, {0, 1, 10, MINUTE, 0, 0, 0}, {0, 1, 2, MINUTE, 0, 0, 0},
+      {0, 1, 2, MINUTE, 0, 0, 0}, {0, 1, 20, MINUTE, 0, 0, 0}, {-1, 0, 0, 0, 0, 0, 0}}},
+    {"expires after its duration",
+     {{0, 3, 3, 10 * SEC, 0, 0, 0}, {5000, 1, 3, 10 * SEC, 0, 0, 0},
+      {5001, 1, 3, 10 * SEC, 0, 0, 0},
+      {1, 1, 3, 10 * SEC, 0, 0, 0},
+      {-1, 0, 0, 0, 0, 0, 0}}},
+    {"duration change renews",
+     {{0, 2, 3, MINUTE, 0, 0, 0}, {30 * SEC, 1, 3, 10 * SEC, 0, 0, 0}, {0, 1, 3, 10 * SEC, 0, 0, 0},
+      {0, 1, 3, 2 * MINUTE, 0, 0, 0},
+      {-1, 0, 0, 0, 0, 0, 0}}},
+    {"zero duration", {{0, 1, 3, 0, 0, 0, 0}, {0, 1, 3, 0, 0, 0, 0}, {1, 1, 3, 0, 0, 0, 0},
+         {-1, 0, 0, 0, 0, 0, 0}}},
+    {"created_at in the past",
+     {{0, 1, 3, 10 * SEC, 0, 4000, 0}, {0, 1, 3, 10 * SEC, 0, 9000, 0},
+      {0, 1, 3, 10 * SEC, 0, 20000, 0},
+      {-1, 0, 0, 0, 0, 0, 0}}},
+    {"gregorian minutes",
+     {{0, 1, 2, SL_GREGORIAN_MINUTES, G, 0, 0}, {0, 2, 2, SL_GREGORIAN_MINUTES, G, 0, 0},
+      {MINUTE, 1, 2, SL_GREGORIAN_MINUTES, G, 0, 0}, {-1, 0, 0, 0, 0, 0, 0}}},
+    {"gregorian hours to months",
+     {{0, 1, 2, SL_GREGORIAN_HOURS, G, 0, 0}, {0, 1, 2, SL_GREGORIAN_MONTHS, G, 0, 0},
+      {0, 1, 2, SL_GREGORIAN_YEARS, G, 0, 0}, {0, 1, 2, SL_GREGORIAN_DAYS, G, 0, 0},
+           {-1, 0, 0, 0, 0, 0, 0}}},
+    {"gregorian weeks rejected", {{0, 1, 2, SL_GREGORIAN_WEEKS, G, 0, 0}, {-1, 0, 0, 0, 0, 0, 0}}},
+    {"invalid requests",
+     {{0, 1, -1, MINUTE, 0, 0, 0}, {0, 1, 2, -5, 0, 0, 0},
+      {0, INT64_C(1) << 60, 2, MINUTE, 0, 0, 0},
+      {0, 1, 2, MINUTE, 0, 0, 0}, {-1, 0, 0, 0, 0, 0, 0}}},
+    {"peek", {{0, 0, 3, MINUTE, 0, 0, 0}, {0, 3, 3, MINUTE, 0, 0, 0}, {0, 0, 3, MINUTE, 0, 0, 0},
+         {0, 1, 3, MINUTE, 0, 0, 0}, {0, 0, 3, MINUTE, 0, 0, 0},
+              {-1, 0, 0, 0, 0, 0, 0}}},
+};
+
+static void test_table(void **state)
+{
+    fx *f = *state;
+    NEED_REDIS(f);
+    for (size_t k = 0; k < sizeof table / sizeof table[0]; k++) {
+        char key[64];
+        snprintf(key, sizeof key, "table-%zu", k);
+        for (int i = 0; table[k].s[i].dt >= 0; i++) {
+            char what[128];
+            snprintf(what, sizeof what, "%s, step %d", table[k].name, i);
+            check_step(f, key, &table[k].s[i], what);
+        }
+    }
+}
+
+static int64_t rnd(uint64_t *x, int64_t n)
+{
+    *x = *x * 6364136223846793005u + 1442695040888963407u;
+    return (int64_t)((*x >> 33) % (uint64_t)n);
+}
+
+/* A seeded random walk over a few keys: hits -2..5, limits and durations that change now and
+ * then, the behaviour flags, created_at, time moving by 0..4 s. */
+static void test_random(void **state)
+{
+    fx *f = *state;
+    NEED_REDIS(f);
+    uint64_t x = 0x9e3779b97f4a7c15u;
+#define RND(n) rnd(&x, n)
+    int64_t limit[6], dur[6];
+    for (int k = 0; k < 6; k++)
+        limit[k] = 1 + RND(10), dur[k] = (1 + RND(10)) * SEC;
+    for (int i = 0; i < 1500; i++) {
+        int k = (int)RND(6);
+        if (RND(20) == 0)
+            limit[k] = RND(12);
+        if (RND(25) == 0)
+            dur[k] = RND(12) * SEC;
+        int64_t dt = RND(5);
+        dt *= RND(3) ? 100 : 1000;
+        step s = {dt, RND(8) - 2, limit[k], dur[k], 0, 0, 0};
+        int64_t b = RND(30);
+        s.behavior = b == 0 ? R : b == 1 ? D : 0;
+        if (RND(10) == 0)
+            s.created_ago = RND(3000);
+        char key[32], what[64];
+        snprintf(key, sizeof key, "walk-%d", k);
+        snprintf(what, sizeof what, "random step %d (key %d)", i, k);
+        check_step(f, key, &s, what);
+    }
+#undef RND
+}
+
+/* 1000 items in one call: one pipeline on the worker's connection, answers in request order,
+ * repeated keys decided in order. */
+static void test_batch(void **state)
+{
+    fx *f = *state;
+    NEED_REDIS(f);
+    enum { N = 1000 };
+    static sl_request q[N];
+    static sl_response want[N], got[N];
+    static char keys[N][16];
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < N; i++) {
+            snprintf(keys[i], sizeof keys[i], "b%d", i % 300);
+            step s = {0, 1 + i % 3, 20, MINUTE, 0, 0, 0};
+            q[i] = mkreq(f, keys[i], &s);
+        }
+        sl_engine_decide_batch(f->mem, q, want, N, f->now);
+        via_redis(f, q, N, got);
+        for (int i = 0; i < N; i++)
+            assert_same(&want[i], &got[i], "batch item");
+        f->now += 100;
+    }
+    sl_rstore_stats st;
+    sl_rstore_stats_get(f->rs, &st);
+    assert_int_equal(st.items, 3 * N);
+}
+
+static void test_unsupported(void **state)
+{
+    fx *f = *state;
+    NEED_REDIS(f);
+    step s = {0, 1, 5, MINUTE, 0, 0, SL_GCRA};
+    sl_request q = mkreq(f, "gcra", &s);
+    sl_response r;
+    via_redis(f, &q, 1, &r);
+    if (sl_rscript_of(SL_GCRA)) {
+        assert_null(r.error);
+    } else {
+        assert_ptr_equal(r.error, sl_rscript_err_unsupported);
+    }
+}
+
+/* Send one inline command to the server and read (the start of) its answer. */
+static void redis_cmd(const fx *f, const char *cmd, char *out, size_t outlen)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)f->redis.port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(write(fd, cmd, strlen(cmd)), (ssize_t)strlen(cmd));
+    ssize_t n = read(fd, out, outlen - 1);
+    out[n > 0 ? n : 0] = '\0';
+    close(fd);
+}
+
+static void test_noscript_reload(void **state)
+{
+    fx *f = *state;
+    NEED_REDIS(f);
+    step s = {0, 1, 5, MINUTE, 0, 0, 0};
+    check_step(f, "flush", &s, "before the flush");
+    char buf[64];
+    redis_cmd(f, "SCRIPT FLUSH\r\n", buf, sizeof buf);
+    assert_string_equal(buf, "+OK\r\n");
+    check_step(f, "flush", &s, "after the flush");
+    check_step(f, "flush", &s, "loaded again");
+    sl_rstore_stats st;
+    sl_rstore_stats_get(f->rs, &st);
+    assert_int_equal(st.reloads, 1);
+}
+
+/* The key is dropped by Redis some time after the state's own expiry (PEXPIRE): no growth. */
+static void test_keys_expire(void **state)
+{
+    fx *f = *state;
+    NEED_REDIS(f);
+    step s = {0, 1, 5, 10 * SEC, 0, 0, 0};
+    check_step(f, "ttl", &s, "ttl");
+    char cmd[128], buf[64];
+    snprintf(cmd, sizeof cmd, "PTTL sl:%zu:%s:ttl\r\n", strlen(f->prefix), f->prefix);
+    redis_cmd(f, cmd, buf, sizeof buf);
+    assert_int_equal(buf[0], ':');
+    long long ttl = atoll(buf + 1);
+    /* 10 s of state plus the 60 s margin, give or take the test's own time */
+    assert_true(ttl > 60 * SEC && ttl <= 70 * SEC);
+}
+
+static bool disconnected(fx *f)
+{
+    sl_rstore_stats st;
+    sl_rstore_stats_get(f->rs, &st);
+    return st.disconnects > 0;
+}
+
+static void test_down_then_back(void **state)
+{
+    fx *f = *state;
+    NEED_REDIS(f);
+    step s = {0, 1, 5, MINUTE, 0, 0, 0};
+    check_step(f, "down", &s, "up");
+    sl_test_redis_stop(&f->redis);
+    run_until(f, disconnected, 15000);
+    assert_true(disconnected(f));
+    sl_request q = mkreq(f, "down", &s);
+    sl_response r;
+    via_redis(f, &q, 1, &r);
+    assert_string_equal(r.error, "redis store unavailable");
+    /* back on the same port, empty (no persistence): the store reconnects by itself */
+    assert_int_equal(sl_test_redis_start(&f->redis), 0);
+    wait_connected(f);
+    sl_engine_remove(f->mem, q.name, q.name_len, q.unique_key, q.unique_key_len);
+    check_step(f, "down", &s, "back");
+    check_step(f, "down", &s, "back again");
+    sl_rstore_stats st;
+    sl_rstore_stats_get(f->rs, &st);
+    assert_int_equal(st.errors, 1);
+    assert_int_equal(st.fail_open, 0);
+}
+
+static void test_fail_open(void **state)
+{
+    fx *f = *state;
+    NEED_REDIS(f);
+    sl_test_redis_stop(&f->redis);
+    run_until(f, disconnected, 15000);
+    step s = {0, 2, 3, MINUTE, 0, 0, 0};
+    for (int i = 0; i < 3; i++) {
+        sl_request q = mkreq(f, "open", &s);
+        sl_response want, got;
+        sl_engine_decide(f->mem, &q, &want, f->now); /* the local engine starts as empty */
+        via_redis(f, &q, 1, &got);
+        assert_same(&want, &got, "fail-open");
+        assert_string_equal(sl_batch_meta_get(&f->b.resp_meta[0], "fail_open"),
+                            "redis store unavailable");
+    }
+    sl_rstore_stats st;
+    sl_rstore_stats_get(f->rs, &st);
+    assert_int_equal(st.fail_open, 3);
+    assert_int_equal(st.errors, 0);
+}
+
+/* A server that accepts and never answers: the item fails after --redis-timeout (200 ms here),
+ * the connection is made again and used once the server answers. */
+static void test_timeout(void **state)
+{
+    fx *f = *state;
+    NEED_REDIS(f);
+    step s = {0, 1, 5, MINUTE, 0, 0, 0};
+    check_step(f, "slow", &s, "before");
+    sl_test_redis_pause(&f->redis, true);
+    sl_request q = mkreq(f, "slow", &s);
+    sl_response r;
+    int64_t t0 = sl_mono_ns() / 1000000;
+    via_redis(f, &q, 1, &r);
+    int64_t took = sl_mono_ns() / 1000000 - t0;
+    assert_non_null(sl_batch_meta_get(&f->b.resp_meta[0], "fail_open"));
+    assert_true(took >= 200);
+    sl_test_redis_pause(&f->redis, false);
+    wait_connected(f);
+    /* the paused server did run the script once it woke up: the reference catches up */
+    sl_response ignore;
+    sl_engine_decide(f->mem, &q, &ignore, f->now);
+    check_step(f, "slow", &s, "after");
+}
+
+static void test_config_errors(void **state)
+{
+    (void)state;
+    char err[256];
+    sl_rstore *r = NULL;
+    const char *bad[] = {"localhost"};
+    sl_rstore_config c = {.addrs = bad, .n_addrs = 1, .workers = 1};
+    assert_int_equal(sl_rstore_new(&c, &r, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "not host:port"));
+    const char *good[] = {"[::1]:6379", "127.0.0.1:6380"};
+    c.addrs = good;
+    c.n_addrs = 2;
+    c.password_file = "/nonexistent/redis-password";
+    assert_true(sl_rstore_new(&c, &r, err, sizeof err) < 0);
+    assert_non_null(strstr(err, "/nonexistent/redis-password"));
+    c.password_file = NULL;
+    assert_int_equal(sl_rstore_new(&c, &r, err, sizeof err), 0);
+    sl_rstore_free(r);
+    c.n_addrs = 0;
+    assert_int_equal(sl_rstore_new(&c, &r, err, sizeof err), -EINVAL);
+}
+
+/* The command itself (sans-I/O): key layout, EVALSHA vs EVAL, the arguments. */
+static void test_command(void **state)
+{
+    (void)state;
+    sl_engine_config ec;
+    sl_engine_config_default(&ec);
+    sl_request q = {.name = "a:b", .name_len = 3, .unique_key = "c", .unique_key_len = 1,
+                    .hits = 2, .limit = 10, .duration = 1000, .algorithm = SL_TOKEN_BUCKET,
+                    .behavior = SL_DRAIN_OVER_LIMIT};
+    static sl_rscript_cmd cmd;
+    assert_null(sl_rscript_build(&cmd, &q, 5000, &ec, false, 7));
+    assert_int_equal(cmd.argc, SL_RSCRIPT_ARGC);
+    assert_string_equal(cmd.argv[0], "EVALSHA");
+    assert_int_equal(cmd.argvlen[1], 40);
+    assert_memory_equal(cmd.argv[1], sl_rscript_of(SL_TOKEN_BUCKET)->sha, 40);
+    assert_int_equal(cmd.argvlen[3], strlen("sl:3:a:b:c"));
+    assert_memory_equal(cmd.argv[3], "sl:3:a:b:c", cmd.argvlen[3]);
+    const char *want[] = {"2", "10", "1000", "5000", "5000", "0", "0", "0", "0", "1",
+                          "9007199254740992", "7"};
+    for (int i = 0; i < SL_RSCRIPT_ARGS; i++)
+        assert_memory_equal(cmd.argv[4 + i], want[i], strlen(want[i]));
+    q.created_at = 4000;
+    assert_null(sl_rscript_build(&cmd, &q, 5000, &ec, true, 7));
+    assert_string_equal(cmd.argv[0], "EVAL");
+    assert_int_equal(cmd.argvlen[1], sl_rscript_of(SL_TOKEN_BUCKET)->len);
+    assert_int_equal(cmd.t, 4000);
+    long long ans[5] = {1, 10, 0, -5, 3};
+    sl_response r;
+    assert_int_equal(sl_rscript_answer(ans, 5, 4000, &ec, &r), 0);
+    assert_int_equal(r.status, SL_OVER_LIMIT);
+    assert_int_equal(r.reset_time, 4000); /* never before 1970 with the engine's bounds */
+    ans[0] = 2;
+    assert_int_equal(sl_rscript_answer(ans, 5, 4000, &ec, &r), -EPROTO);
+    assert_int_equal(sl_rscript_answer(ans, 4, 4000, &ec, &r), -EPROTO);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_command),
+        cmocka_unit_test(test_config_errors),
+        cmocka_unit_test_setup_teardown(test_table, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_random, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unsupported, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_noscript_reload, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_keys_expire, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_down_then_back, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fail_open, setup_fail_open, teardown),
+        cmocka_unit_test_setup_teardown(test_timeout, setup_fail_open, teardown),
+    };
+    return sl_skip_exit(cmocka_run_group_tests(tests, NULL, NULL));
+}
