@@ -13,8 +13,12 @@
 #include <string.h>
 
 #include "core/gregorian.h"
+#include "core/satmath.h"
 
-extern const sl_rscript sl_lua_tokenbucket; /* generated */
+/* generated */
+extern const sl_rscript sl_lua_tokenbucket;
+extern const sl_rscript sl_lua_leakybucket;
+extern const sl_rscript sl_lua_fixedwindow;
 
 const char sl_rscript_err_unsupported[] =
     "this algorithm is not available with --store redis (docs/store.md)";
@@ -24,6 +28,10 @@ const sl_rscript *sl_rscript_of(int32_t algorithm)
     switch (algorithm) {
     case SL_TOKEN_BUCKET:
         return &sl_lua_tokenbucket;
+    case SL_LEAKY_BUCKET:
+        return &sl_lua_leakybucket;
+    case SL_FIXED_WINDOW:
+        return &sl_lua_fixedwindow;
     default:
         return NULL;
     }
@@ -42,6 +50,54 @@ static void num(sl_rscript_cmd *c, int i, int64_t v)
     arg(c, c->num[i], (size_t)n);
 }
 
+/* The arguments after the common ones (hits limit duration t now margin reset drain): what each
+ * script needs computed in C, where the engine's own functions give the same values. */
+static const char *extra_args(sl_rscript_cmd *cmd, int i, const sl_request *req, int64_t t,
+                              int64_t now, const sl_engine_config *cfg)
+{
+    const bool greg = (req->behavior & SL_DURATION_IS_GREGORIAN) != 0;
+    const char *err = NULL;
+    switch (req->algorithm) {
+    case SL_TOKEN_BUCKET: { /* greg, the interval ends holding now and t, max_count */
+        int64_t gnow = 0, gt = 0;
+        if (greg && !(err = sl_greg_expiration(now, req->duration, &gnow)))
+            err = sl_greg_expiration(t, req->duration, &gt);
+        num(cmd, i++, greg);
+        num(cmd, i++, gnow);
+        num(cmd, i++, gt);
+        num(cmd, i++, cfg ? cfg->max_count : 0);
+        break;
+    }
+    case SL_LEAKY_BUCKET: { /* burst, the ms limit hits take, how long a hit keeps the item */
+        int64_t d = req->duration, item = req->duration, expire = 0;
+        if (greg && !(err = sl_greg_duration(now, req->duration, &d)) &&
+            !(err = sl_greg_expiration(now, req->duration, &expire)))
+            item = sl_sat_sub(expire, now);
+        num(cmd, i++, req->burst == 0 ? req->limit : req->burst);
+        num(cmd, i++, d);
+        num(cmd, i++, item);
+        break;
+    }
+    case SL_FIXED_WINDOW: { /* greg, the window holding t */
+        int64_t start, end;
+        if (greg) {
+            err = sl_greg_interval(t, req->duration, &start, &end);
+        } else {
+            start = sl_sat_mul(sl_floor_div(t, req->duration), req->duration);
+            end = sl_sat_add(start, req->duration);
+        }
+        num(cmd, i++, greg);
+        num(cmd, i++, err ? 0 : start);
+        num(cmd, i++, err ? 0 : end);
+        break;
+    }
+    default:
+        return sl_rscript_err_unsupported;
+    }
+    cmd->argc = 4 + i;
+    return err;
+}
+
 const char *sl_rscript_build(sl_rscript_cmd *cmd, const sl_request *req, int64_t now,
                              const sl_engine_config *cfg, bool eval, int64_t margin_ms)
 {
@@ -49,15 +105,6 @@ const char *sl_rscript_build(sl_rscript_cmd *cmd, const sl_request *req, int64_t
     if (!s)
         return sl_rscript_err_unsupported;
     const int64_t t = req->created_at != 0 ? req->created_at : now;
-    const bool greg = (req->behavior & SL_DURATION_IS_GREGORIAN) != 0;
-    int64_t gnow = 0, gt = 0;
-    if (greg) {
-        const char *err = sl_greg_expiration(now, req->duration, &gnow);
-        if (!err)
-            err = sl_greg_expiration(t, req->duration, &gt);
-        if (err)
-            return err;
-    }
     cmd->t = t;
     cmd->argc = 0;
     if (eval)
@@ -80,14 +127,10 @@ const char *sl_rscript_build(sl_rscript_cmd *cmd, const sl_request *req, int64_t
     num(cmd, i++, req->duration);
     num(cmd, i++, t);
     num(cmd, i++, now);
-    num(cmd, i++, greg);
-    num(cmd, i++, gnow);
-    num(cmd, i++, gt);
+    num(cmd, i++, margin_ms);
     num(cmd, i++, (req->behavior & SL_RESET_REMAINING) != 0);
     num(cmd, i++, (req->behavior & SL_DRAIN_OVER_LIMIT) != 0);
-    num(cmd, i++, cfg ? cfg->max_count : 0);
-    num(cmd, i++, margin_ms);
-    return NULL;
+    return extra_args(cmd, i, req, t, now, cfg);
 }
 
 int sl_rscript_answer(const long long *v, size_t n, int64_t t, const sl_engine_config *cfg,

@@ -20,7 +20,7 @@
 
 /* Longest key: "sl:" + 4 digits + ":" + name + ":" + unique_key. */
 #define SL_RSCRIPT_KEY_MAX (3 + 4 + 1 + SL_MAX_NAME_LEN + 1 + SL_MAX_KEY_LEN)
-#define SL_RSCRIPT_ARGS 12 /* ARGV of every script */
+#define SL_RSCRIPT_ARGS 16 /* most ARGV of a script */
 #define SL_RSCRIPT_ARGC (4 + SL_RSCRIPT_ARGS) /* EVALSHA sha 1 key ARGV... */
 #define SL_RSCRIPT_ANSWER 5 /* status limit remaining reset_time retry_after */
 
@@ -56,7 +56,8 @@ typedef struct sl_rscript_cmd {
 const char *sl_rscript_build(sl_rscript_cmd *cmd, const sl_request *req, int64_t now,
                              const sl_engine_config *cfg, bool eval, int64_t margin_ms);
 
-/* Turn a script's answer (n integers) into *resp. 0, or -EPROTO when it is not one. */
+/* Turn a script's answer (n integers: the decimal strings of its reply) into *resp. 0, or
+ * -EPROTO when it is not one. */
 int sl_rscript_answer(const long long *v, size_t n, int64_t t, const sl_engine_config *cfg,
                       sl_response *resp);
 

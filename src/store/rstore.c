@@ -141,6 +141,24 @@ static void unavailable(wk *w, sl_batch *b, size_t i, int64_t now, const char *w
 
 static void item_reply(redisAsyncContext *ac, void *reply, void *priv);
 
+/* A script's number: an integer reply, or a decimal string of at most 20 characters. */
+static bool reply_int(const redisReply *e, long long *out)
+{
+    if (e->type == REDIS_REPLY_INTEGER) {
+        *out = e->integer;
+        return true;
+    }
+    if (e->type != REDIS_REPLY_STRING || e->len == 0 || e->len > 20)
+        return false;
+    char buf[24];
+    memcpy(buf, e->str, e->len);
+    buf[e->len] = '\0';
+    char *end;
+    errno = 0;
+    *out = strtoll(buf, &end, 10);
+    return *end == '\0' && errno == 0;
+}
+
 static int send_item(wk *w, item *it, bool eval)
 {
     pend *p = it->p;
@@ -195,11 +213,8 @@ static void item_reply(redisAsyncContext *ac, void *reply, void *priv)
         long long v[SL_RSCRIPT_ANSWER];
         size_t n = 0;
         bool ok = rp->type == REDIS_REPLY_ARRAY && rp->elements == SL_RSCRIPT_ANSWER;
-        for (size_t k = 0; ok && k < rp->elements; k++) {
-            ok = rp->element[k]->type == REDIS_REPLY_INTEGER;
-            if (ok)
-                v[n++] = rp->element[k]->integer;
-        }
+        for (size_t k = 0; ok && k < rp->elements; k++) /* decimal strings: int64 past 2^53 */
+            ok = reply_int(rp->element[k], &v[n++]);
         const sl_request *q = &b->reqs[i];
         int64_t t = q->created_at != 0 ? q->created_at : p->now;
         if (!ok || sl_rscript_answer(v, n, t, &w->r->ecfg, &b->resps[i]))

@@ -3,18 +3,20 @@
 -- validates the request, computes the decision time and the Gregorian expirations, and passes:
 --   KEYS[1]  the key (a hash: a algorithm, s status, l limit, d duration, r remaining,
 --            c created_at, e expire_at; all integers in epoch ms or counts)
---   ARGV     hits limit duration t now greg gexp_now gexp_t reset drain max_count margin
--- and gets back {status, limit, remaining, reset_time, retry_after}. Numbers are Lua doubles:
--- exact up to 2^53, which the engine's max-count bound (2^53 by default) keeps them under.
+--   ARGV     hits limit duration t now margin reset drain | greg gexp_now gexp_t max_count
+--            (gexp_now, gexp_t: the end of the Gregorian interval holding now and t)
+-- and gets back {status, limit, remaining, reset_time, retry_after} as decimal strings. Numbers
+-- are Lua doubles: exact up to 2^53, which the engine's max-count bound (2^53 by default) keeps
+-- counts under.
 -- The key expires `margin` ms after expire_at (Redis's clock), so nothing outlives its use; the
 -- expiry rule itself (expire_at < now: a fresh key) is judged here on the caller's clock.
 local k = KEYS[1]
 local hits, limit, dur = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local t, now = tonumber(ARGV[4]), tonumber(ARGV[5])
-local greg = ARGV[6] == '1'
-local gnow, gt = tonumber(ARGV[7]), tonumber(ARGV[8])
-local reset, drain = ARGV[9] == '1', ARGV[10] == '1'
-local maxc, margin = tonumber(ARGV[11]), tonumber(ARGV[12])
+local margin, reset, drain = tonumber(ARGV[6]), ARGV[7] == '1', ARGV[8] == '1'
+local greg = ARGV[9] == '1'
+local gnow, gt = tonumber(ARGV[10]), tonumber(ARGV[11])
+local maxc = tonumber(ARGV[12])
 
 local v = redis.call('HMGET', k, 'a', 's', 'l', 'd', 'r', 'c', 'e')
 local a, e = tonumber(v[1]), tonumber(v[7])
@@ -86,5 +88,7 @@ redis.call('HSET', k, 'a', '0', 's', string.format(f, s), 'l', string.format(f, 
   'e', string.format(f, e))
 local ttl = e - now + margin
 if ttl < 1 then ttl = 1 end
+if ttl > 1e13 then ttl = 1e13 end
 redis.call('PEXPIRE', k, string.format(f, ttl))
-return {status, l, rem, rt, ra}
+return {string.format(f, status), string.format(f, l), string.format(f, rem),
+  string.format(f, rt), string.format(f, ra)}

@@ -174,6 +174,7 @@ typedef struct step {
     int32_t behavior;
     int64_t created_ago; /* created_at = now - created_ago when > 0 */
     int32_t algorithm;
+    int64_t burst;
 } step;
 
 static sl_request mkreq(const fx *f, const char *key, const step *s)
@@ -188,6 +189,7 @@ static sl_request mkreq(const fx *f, const char *key, const step *s)
     q.duration = s->duration;
     q.behavior = s->behavior;
     q.algorithm = s->algorithm;
+    q.burst = s->burst;
     if (s->created_ago > 0)
         q.created_at = f->now - s->created_ago;
     return q;
@@ -213,55 +215,99 @@ typedef struct seq {
 } seq;
 
 static const seq table[] = {
-    {"over the limit", {{0, 1, 2, 9 * SEC, 0, 0, 0}, {0, 1, 2, 9 * SEC, 0, 0, 0},
-         {0, 1, 2, 9 * SEC, 0, 0, 0}, {-1, 0, 0, 0, 0, 0, 0}}},
+    {"over the limit", {{0, 1, 2, 9 * SEC, 0, 0, 0, 0}, {0, 1, 2, 9 * SEC, 0, 0, 0, 0},
+         {0, 1, 2, 9 * SEC, 0, 0, 0, 0}, {-1, 0, 0, 0, 0, 0, 0, 0}}},
     {"sticky over limit",
-     {{0, 2, 2, MINUTE, 0, 0, 0}, {1, 1, 2, MINUTE, 0, 0, 0}, {1, 0, 2, MINUTE, 0, 0, 0},
-      {1, 0, 5, MINUTE, 0, 0, 0}, {1, 1, 5, MINUTE, 0, 0, 0}, {-1, 0, 0, 0, 0, 0, 0}}},
-    {"too many at once", {{0, 5, 3, MINUTE, 0, 0, 0}, {0, 3, 3, MINUTE, 0, 0, 0},
-         {0, 1, 3, MINUTE, 0, 0, 0}, {-1, 0, 0, 0, 0, 0, 0}}},
-    {"more than remaining", {{0, 2, 5, MINUTE, 0, 0, 0}, {0, 4, 5, MINUTE, 0, 0, 0},
-         {0, 3, 5, MINUTE, 0, 0, 0}, {-1, 0, 0, 0, 0, 0, 0}}},
-    {"drain over limit", {{0, 2, 5, MINUTE, 0, 0, 0}, {0, 4, 5, MINUTE, D, 0, 0},
-         {0, 1, 5, MINUTE, 0, 0, 0}, {-1, 0, 0, 0, 0, 0, 0}}},
+     {{0, 2, 2, MINUTE, 0, 0, 0, 0}, {1, 1, 2, MINUTE, 0, 0, 0, 0}, {1, 0, 2, MINUTE, 0, 0, 0, 0},
+      {1, 0, 5, MINUTE, 0, 0, 0, 0}, {1, 1, 5, MINUTE, 0, 0, 0, 0}, {-1, 0, 0, 0, 0, 0, 0, 0}}},
+    {"too many at once", {{0, 5, 3, MINUTE, 0, 0, 0, 0}, {0, 3, 3, MINUTE, 0, 0, 0, 0},
+         {0, 1, 3, MINUTE, 0, 0, 0, 0}, {-1, 0, 0, 0, 0, 0, 0, 0}}},
+    {"more than remaining", {{0, 2, 5, MINUTE, 0, 0, 0, 0}, {0, 4, 5, MINUTE, 0, 0, 0, 0},
+         {0, 3, 5, MINUTE, 0, 0, 0, 0}, {-1, 0, 0, 0, 0, 0, 0, 0}}},
+    {"drain over limit", {{0, 2, 5, MINUTE, 0, 0, 0, 0}, {0, 4, 5, MINUTE, D, 0, 0, 0},
+         {0, 1, 5, MINUTE, 0, 0, 0, 0}, {-1, 0, 0, 0, 0, 0, 0, 0}}},
     {"reset remaining",
-     {{0, 5, 5, MINUTE, 0, 0, 0}, {0, 1, 5, MINUTE, 0, 0, 0}, {0, 1, 5, MINUTE, R, 0, 0},
-      {0, 1, 5, MINUTE, 0, 0, 0}, {0, 0, 7, MINUTE, R, 0, 0}, {-1, 0, 0, 0, 0, 0, 0}}},
-    {"negative hits", {{0, 4, 5, MINUTE, 0, 0, 0}, {0, -3, 5, MINUTE, 0, 0, 0},
-         {0, -10, 5, MINUTE, 0, 0, 0}, {0, 12, 5, MINUTE, 0, 0, 0}, {-1, 0, 0, 0, 0, 0, 0}}},
+     {{0, 5, 5, MINUTE, 0, 0, 0, 0}, {0, 1, 5, MINUTE, 0, 0, 0, 0}, {0, 1, 5, MINUTE, R, 0, 0, 0},
+      {0, 1, 5, MINUTE, 0, 0, 0, 0}, {0, 0, 7, MINUTE, R, 0, 0, 0}, {-1, 0, 0, 0, 0, 0, 0, 0}}},
+    {"negative hits", {{0, 4, 5, MINUTE, 0, 0, 0, 0}, {0, -3, 5, MINUTE, 0, 0, 0, 0},
+         {0, -10, 5, MINUTE, 0, 0, 0, 0}, {0, 12, 5, MINUTE, 0, 0, 0, 0}, {-1, 0, 0, 0, 0, 0, 0, 0}}},
     {"limit grows and shrinks",
-     {{0, 3, 5, MINUTE, 0, 0, 0}, {0, 1, 10, MINUTE, 0, 0, 0}, {0, 1, 2, MINUTE, 0, 0, 0},
-      {0, 1, 2, MINUTE, 0, 0, 0}, {0, 1, 20, MINUTE, 0, 0, 0}, {-1, 0, 0, 0, 0, 0, 0}}},
+     {{0, 3, 5, MINUTE, 0, 0, 0, 0}, {0, 1, 10, MINUTE, 0, 0, 0, 0}, {0, 1, 2, MINUTE, 0, 0, 0, 0},
+      {0, 1, 2, MINUTE, 0, 0, 0, 0}, {0, 1, 20, MINUTE, 0, 0, 0, 0}, {-1, 0, 0, 0, 0, 0, 0, 0}}},
     {"expires after its duration",
-     {{0, 3, 3, 10 * SEC, 0, 0, 0}, {5000, 1, 3, 10 * SEC, 0, 0, 0},
-      {5001, 1, 3, 10 * SEC, 0, 0, 0},
-      {1, 1, 3, 10 * SEC, 0, 0, 0},
-      {-1, 0, 0, 0, 0, 0, 0}}},
+     {{0, 3, 3, 10 * SEC, 0, 0, 0, 0}, {5000, 1, 3, 10 * SEC, 0, 0, 0, 0},
+      {5001, 1, 3, 10 * SEC, 0, 0, 0, 0},
+      {1, 1, 3, 10 * SEC, 0, 0, 0, 0},
+      {-1, 0, 0, 0, 0, 0, 0, 0}}},
     {"duration change renews",
-     {{0, 2, 3, MINUTE, 0, 0, 0}, {30 * SEC, 1, 3, 10 * SEC, 0, 0, 0}, {0, 1, 3, 10 * SEC, 0, 0, 0},
-      {0, 1, 3, 2 * MINUTE, 0, 0, 0},
-      {-1, 0, 0, 0, 0, 0, 0}}},
-    {"zero duration", {{0, 1, 3, 0, 0, 0, 0}, {0, 1, 3, 0, 0, 0, 0}, {1, 1, 3, 0, 0, 0, 0},
-         {-1, 0, 0, 0, 0, 0, 0}}},
+     {{0, 2, 3, MINUTE, 0, 0, 0, 0}, {30 * SEC, 1, 3, 10 * SEC, 0, 0, 0, 0}, {0, 1, 3, 10 * SEC, 0, 0, 0, 0},
+      {0, 1, 3, 2 * MINUTE, 0, 0, 0, 0},
+      {-1, 0, 0, 0, 0, 0, 0, 0}}},
+    {"zero duration", {{0, 1, 3, 0, 0, 0, 0, 0}, {0, 1, 3, 0, 0, 0, 0, 0}, {1, 1, 3, 0, 0, 0, 0, 0},
+         {-1, 0, 0, 0, 0, 0, 0, 0}}},
     {"created_at in the past",
-     {{0, 1, 3, 10 * SEC, 0, 4000, 0}, {0, 1, 3, 10 * SEC, 0, 9000, 0},
-      {0, 1, 3, 10 * SEC, 0, 20000, 0},
-      {-1, 0, 0, 0, 0, 0, 0}}},
+     {{0, 1, 3, 10 * SEC, 0, 4000, 0, 0}, {0, 1, 3, 10 * SEC, 0, 9000, 0, 0},
+      {0, 1, 3, 10 * SEC, 0, 20000, 0, 0},
+      {-1, 0, 0, 0, 0, 0, 0, 0}}},
     {"gregorian minutes",
-     {{0, 1, 2, SL_GREGORIAN_MINUTES, G, 0, 0}, {0, 2, 2, SL_GREGORIAN_MINUTES, G, 0, 0},
-      {MINUTE, 1, 2, SL_GREGORIAN_MINUTES, G, 0, 0}, {-1, 0, 0, 0, 0, 0, 0}}},
+     {{0, 1, 2, SL_GREGORIAN_MINUTES, G, 0, 0, 0}, {0, 2, 2, SL_GREGORIAN_MINUTES, G, 0, 0, 0},
+      {MINUTE, 1, 2, SL_GREGORIAN_MINUTES, G, 0, 0, 0}, {-1, 0, 0, 0, 0, 0, 0, 0}}},
     {"gregorian hours to months",
-     {{0, 1, 2, SL_GREGORIAN_HOURS, G, 0, 0}, {0, 1, 2, SL_GREGORIAN_MONTHS, G, 0, 0},
-      {0, 1, 2, SL_GREGORIAN_YEARS, G, 0, 0}, {0, 1, 2, SL_GREGORIAN_DAYS, G, 0, 0},
-           {-1, 0, 0, 0, 0, 0, 0}}},
-    {"gregorian weeks rejected", {{0, 1, 2, SL_GREGORIAN_WEEKS, G, 0, 0}, {-1, 0, 0, 0, 0, 0, 0}}},
+     {{0, 1, 2, SL_GREGORIAN_HOURS, G, 0, 0, 0}, {0, 1, 2, SL_GREGORIAN_MONTHS, G, 0, 0, 0},
+      {0, 1, 2, SL_GREGORIAN_YEARS, G, 0, 0, 0}, {0, 1, 2, SL_GREGORIAN_DAYS, G, 0, 0, 0},
+           {-1, 0, 0, 0, 0, 0, 0, 0}}},
+    {"gregorian weeks rejected", {{0, 1, 2, SL_GREGORIAN_WEEKS, G, 0, 0, 0}, {-1, 0, 0, 0, 0, 0, 0, 0}}},
     {"invalid requests",
-     {{0, 1, -1, MINUTE, 0, 0, 0}, {0, 1, 2, -5, 0, 0, 0},
-      {0, INT64_C(1) << 60, 2, MINUTE, 0, 0, 0},
-      {0, 1, 2, MINUTE, 0, 0, 0}, {-1, 0, 0, 0, 0, 0, 0}}},
-    {"peek", {{0, 0, 3, MINUTE, 0, 0, 0}, {0, 3, 3, MINUTE, 0, 0, 0}, {0, 0, 3, MINUTE, 0, 0, 0},
-         {0, 1, 3, MINUTE, 0, 0, 0}, {0, 0, 3, MINUTE, 0, 0, 0},
-              {-1, 0, 0, 0, 0, 0, 0}}},
+     {{0, 1, -1, MINUTE, 0, 0, 0, 0}, {0, 1, 2, -5, 0, 0, 0, 0},
+      {0, INT64_C(1) << 60, 2, MINUTE, 0, 0, 0, 0},
+      {0, 1, 2, MINUTE, 0, 0, 0, 0}, {-1, 0, 0, 0, 0, 0, 0, 0}}},
+    {"peek", {{0, 0, 3, MINUTE, 0, 0, 0, 0}, {0, 3, 3, MINUTE, 0, 0, 0, 0}, {0, 0, 3, MINUTE, 0, 0, 0, 0},
+         {0, 1, 3, MINUTE, 0, 0, 0, 0}, {0, 0, 3, MINUTE, 0, 0, 0, 0},
+              {-1, 0, 0, 0, 0, 0, 0, 0}}},
+};
+
+/* LEAKY_BUCKET and FIXED_WINDOW steps: L(dt, hits, limit, duration, burst, behavior),
+ * F(dt, hits, limit, duration, behavior, created_ago). */
+#define L(dt, h, l, d, b, beh) {dt, h, l, d, beh, 0, SL_LEAKY_BUCKET, b}
+#define F(dt, h, l, d, beh, ago) {dt, h, l, d, beh, ago, SL_FIXED_WINDOW, 0}
+#define END {-1, 0, 0, 0, 0, 0, 0, 0}
+
+static const seq table2[] = {
+    {"leaky: leaks over time",
+     {L(0, 5, 5, 5 * SEC, 0, 0), L(0, 1, 5, 5 * SEC, 0, 0), L(999, 1, 5, 5 * SEC, 0, 0),
+      L(1, 1, 5, 5 * SEC, 0, 0), L(2500, 0, 5, 5 * SEC, 0, 0), L(10 * SEC, 2, 5, 5 * SEC, 0, 0),
+      END}},
+    {"leaky: burst",
+     {L(0, 8, 5, 5 * SEC, 10, 0), L(0, 3, 5, 5 * SEC, 10, 0), L(500, 1, 5, 5 * SEC, 3, 0),
+      L(0, 1, 5, 5 * SEC, 20, 0), L(0, 25, 5, 5 * SEC, 20, 0), END}},
+    {"leaky: fractions",
+     {L(0, 3, 3, 10 * SEC, 0, 0), L(3333, 1, 3, 10 * SEC, 0, 0), L(1, 0, 3, 10 * SEC, 0, 0),
+      L(3333, 1, 3, 10 * SEC, 0, 0), L(7, 1, 3, 10 * SEC, 0, D), END}},
+    {"leaky: reset, drain, negative",
+     {L(0, 4, 5, MINUTE, 0, 0), L(0, 3, 5, MINUTE, 0, D), L(0, 1, 5, MINUTE, 0, R),
+      L(0, -7, 5, MINUTE, 0, 0), L(0, 0, 5, MINUTE, 0, 0), L(0, 9, 5, MINUTE, 0, 0), END}},
+    {"leaky: limit 0 and duration 0",
+     {L(0, 1, 0, MINUTE, 0, 0), L(10, 1, 0, MINUTE, 0, 0), L(0, 1, 3, 0, 0, 0),
+      L(10, 1, 3, 0, 0, 0), L(0, 0, 0, 0, 0, 0), END}},
+    {"leaky: gregorian",
+     {L(0, 1, 60, SL_GREGORIAN_MINUTES, 0, G), L(500, 1, 60, SL_GREGORIAN_MINUTES, 0, G),
+      L(1500, 2, 24, SL_GREGORIAN_DAYS, 0, G), L(0, 1, 2, SL_GREGORIAN_MONTHS, 0, G), END}},
+    {"fixed: window and its edge",
+     {F(0, 2, 3, 10 * SEC, 0, 0), F(0, 1, 3, 10 * SEC, 0, 0), F(0, 1, 3, 10 * SEC, 0, 0),
+      F(10 * SEC, 1, 3, 10 * SEC, 0, 0), F(0, 3, 3, 10 * SEC, 0, 0), END}},
+    {"fixed: drain, negative, reset",
+     {F(0, 2, 5, MINUTE, 0, 0), F(0, 9, 5, MINUTE, D, 0), F(0, -2, 5, MINUTE, 0, 0),
+      F(0, -9, 5, MINUTE, 0, 0), F(0, 4, 5, MINUTE, 0, 0), F(0, 1, 5, MINUTE, R, 0), END}},
+    {"fixed: created_at before the window",
+     {F(0, 1, 3, SEC, 0, 0), F(1200, 1, 3, SEC, 0, 0), F(0, 1, 3, SEC, 0, 1500),
+      F(0, 1, 3, SEC, 0, 0), F(0, 1, 3, SEC, 0, 0), END}},
+    {"fixed: duration change",
+     {F(0, 2, 3, MINUTE, 0, 0), F(0, 2, 3, 2 * MINUTE, 0, 0), F(0, 2, 3, 2 * MINUTE, 0, 0),
+      END}},
+    {"fixed: gregorian",
+     {F(0, 1, 2, SL_GREGORIAN_HOURS, G, 0), F(0, 2, 2, SL_GREGORIAN_HOURS, G, 0),
+      F(0, 1, 2, SL_GREGORIAN_YEARS, G, 0), F(0, 1, 2, SL_GREGORIAN_WEEKS, G, 0),
+      F(0, 1, 2, SL_GREGORIAN_MONTHS, G, MINUTE), END}},
 };
 
 static void test_table(void **state)
@@ -277,6 +323,15 @@ static void test_table(void **state)
             check_step(f, key, &table[k].s[i], what);
         }
     }
+    for (size_t k = 0; k < sizeof table2 / sizeof table2[0]; k++) {
+        char key[64];
+        snprintf(key, sizeof key, "table2-%zu", k);
+        for (int i = 0; table2[k].s[i].dt >= 0; i++) {
+            char what[128];
+            snprintf(what, sizeof what, "%s, step %d", table2[k].name, i);
+            check_step(f, key, &table2[k].s[i], what);
+        }
+    }
 }
 
 static int64_t rnd(uint64_t *x, int64_t n)
@@ -284,37 +339,72 @@ static int64_t rnd(uint64_t *x, int64_t n)
     *x = *x * 6364136223846793005u + 1442695040888963407u;
     return (int64_t)((*x >> 33) % (uint64_t)n);
 }
-
-/* A seeded random walk over a few keys: hits -2..5, limits and durations that change now and
- * then, the behaviour flags, created_at, time moving by 0..4 s. */
-static void test_random(void **state)
-{
-    fx *f = *state;
-    NEED_REDIS(f);
-    uint64_t x = 0x9e3779b97f4a7c15u;
 #define RND(n) rnd(&x, n)
-    int64_t limit[6], dur[6];
+
+/* A seeded random walk over a few keys of one algorithm: hits -2..5, limits, bursts and
+ * durations that change now and then (Gregorian intervals too), the behaviour flags, created_at,
+ * time moving by 0..4 s. */
+static void random_walk(fx *f, int32_t alg, uint64_t x, int steps)
+{
+    int64_t limit[6], dur[6], burst[6];
+    int32_t greg[6];
     for (int k = 0; k < 6; k++)
-        limit[k] = 1 + RND(10), dur[k] = (1 + RND(10)) * SEC;
-    for (int i = 0; i < 1500; i++) {
+        limit[k] = 1 + RND(10), dur[k] = (1 + RND(10)) * SEC, burst[k] = 0, greg[k] = 0;
+    for (int i = 0; i < steps; i++) {
         int k = (int)RND(6);
         if (RND(20) == 0)
             limit[k] = RND(12);
-        if (RND(25) == 0)
+        if (RND(25) == 0) {
             dur[k] = RND(12) * SEC;
+            greg[k] = 0;
+        }
+        if (alg != SL_FIXED_WINDOW && RND(20) == 0)
+            dur[k] = (1 + RND(10)) * 100; /* fast leaks and short buckets */
+        if (alg != SL_FIXED_WINDOW && alg != SL_TOKEN_BUCKET && dur[k] == 0)
+            dur[k] = 1; /* not a valid window */
+        if (alg == SL_FIXED_WINDOW && dur[k] == 0)
+            dur[k] = SEC;
+        if (RND(60) == 0) {
+            const int64_t kinds[] = {SL_GREGORIAN_MINUTES, SL_GREGORIAN_HOURS, SL_GREGORIAN_DAYS,
+                                     SL_GREGORIAN_MONTHS, SL_GREGORIAN_YEARS};
+            dur[k] = kinds[RND(5)];
+            greg[k] = SL_DURATION_IS_GREGORIAN;
+        }
+        if (alg == SL_LEAKY_BUCKET && RND(15) == 0)
+            burst[k] = RND(15);
         int64_t dt = RND(5);
         dt *= RND(3) ? 100 : 1000;
-        step s = {dt, RND(8) - 2, limit[k], dur[k], 0, 0, 0};
+        step s = {dt, RND(8) - 2, limit[k], dur[k], greg[k], 0, alg, burst[k]};
         int64_t b = RND(30);
-        s.behavior = b == 0 ? R : b == 1 ? D : 0;
+        s.behavior |= b == 0 ? R : b == 1 ? D : 0;
         if (RND(10) == 0)
             s.created_ago = RND(3000);
         char key[32], what[64];
-        snprintf(key, sizeof key, "walk-%d", k);
-        snprintf(what, sizeof what, "random step %d (key %d)", i, k);
+        snprintf(key, sizeof key, "walk-%d-%d", alg, k);
+        snprintf(what, sizeof what, "%s: random step %d (key %d)", sl_algorithm_name(alg), i, k);
         check_step(f, key, &s, what);
     }
-#undef RND
+}
+
+static void test_random_token_bucket(void **state)
+{
+    fx *f = *state;
+    NEED_REDIS(f);
+    random_walk(f, SL_TOKEN_BUCKET, 0x9e3779b97f4a7c15u, 1500);
+}
+
+static void test_random_leaky_bucket(void **state)
+{
+    fx *f = *state;
+    NEED_REDIS(f);
+    random_walk(f, SL_LEAKY_BUCKET, 0x2545f4914f6cdd1du, 1500);
+}
+
+static void test_random_fixed_window(void **state)
+{
+    fx *f = *state;
+    NEED_REDIS(f);
+    random_walk(f, SL_FIXED_WINDOW, 0xda942042e4dd58b5u, 1500);
 }
 
 /* 1000 items in one call: one pipeline on the worker's connection, answers in request order,
@@ -330,7 +420,7 @@ static void test_batch(void **state)
     for (int round = 0; round < 3; round++) {
         for (int i = 0; i < N; i++) {
             snprintf(keys[i], sizeof keys[i], "b%d", i % 300);
-            step s = {0, 1 + i % 3, 20, MINUTE, 0, 0, 0};
+            step s = {0, 1 + i % 3, 20, MINUTE, 0, 0, 0, 0};
             q[i] = mkreq(f, keys[i], &s);
         }
         sl_engine_decide_batch(f->mem, q, want, N, f->now);
@@ -348,15 +438,11 @@ static void test_unsupported(void **state)
 {
     fx *f = *state;
     NEED_REDIS(f);
-    step s = {0, 1, 5, MINUTE, 0, 0, SL_GCRA};
-    sl_request q = mkreq(f, "gcra", &s);
+    step s = {0, 1, 5, MINUTE, 0, 0, SL_SLIDING_LOG, 0};
+    sl_request q = mkreq(f, "log", &s);
     sl_response r;
     via_redis(f, &q, 1, &r);
-    if (sl_rscript_of(SL_GCRA)) {
-        assert_null(r.error);
-    } else {
-        assert_ptr_equal(r.error, sl_rscript_err_unsupported);
-    }
+    assert_ptr_equal(r.error, sl_rscript_err_unsupported);
 }
 
 /* Send one inline command to the server and read (the start of) its answer. */
@@ -376,7 +462,7 @@ static void test_noscript_reload(void **state)
 {
     fx *f = *state;
     NEED_REDIS(f);
-    step s = {0, 1, 5, MINUTE, 0, 0, 0};
+    step s = {0, 1, 5, MINUTE, 0, 0, 0, 0};
     check_step(f, "flush", &s, "before the flush");
     char buf[64];
     redis_cmd(f, "SCRIPT FLUSH\r\n", buf, sizeof buf);
@@ -393,7 +479,7 @@ static void test_keys_expire(void **state)
 {
     fx *f = *state;
     NEED_REDIS(f);
-    step s = {0, 1, 5, 10 * SEC, 0, 0, 0};
+    step s = {0, 1, 5, 10 * SEC, 0, 0, 0, 0};
     check_step(f, "ttl", &s, "ttl");
     char cmd[128], buf[64];
     snprintf(cmd, sizeof cmd, "PTTL sl:%zu:%s:ttl\r\n", strlen(f->prefix), f->prefix);
@@ -415,7 +501,7 @@ static void test_down_then_back(void **state)
 {
     fx *f = *state;
     NEED_REDIS(f);
-    step s = {0, 1, 5, MINUTE, 0, 0, 0};
+    step s = {0, 1, 5, MINUTE, 0, 0, 0, 0};
     check_step(f, "down", &s, "up");
     sl_test_redis_stop(&f->redis);
     run_until(f, disconnected, 15000);
@@ -442,7 +528,7 @@ static void test_fail_open(void **state)
     NEED_REDIS(f);
     sl_test_redis_stop(&f->redis);
     run_until(f, disconnected, 15000);
-    step s = {0, 2, 3, MINUTE, 0, 0, 0};
+    step s = {0, 2, 3, MINUTE, 0, 0, 0, 0};
     for (int i = 0; i < 3; i++) {
         sl_request q = mkreq(f, "open", &s);
         sl_response want, got;
@@ -464,7 +550,7 @@ static void test_timeout(void **state)
 {
     fx *f = *state;
     NEED_REDIS(f);
-    step s = {0, 1, 5, MINUTE, 0, 0, 0};
+    step s = {0, 1, 5, MINUTE, 0, 0, 0, 0};
     check_step(f, "slow", &s, "before");
     sl_test_redis_pause(&f->redis, true);
     sl_request q = mkreq(f, "slow", &s);
@@ -515,15 +601,15 @@ static void test_command(void **state)
                     .behavior = SL_DRAIN_OVER_LIMIT};
     static sl_rscript_cmd cmd;
     assert_null(sl_rscript_build(&cmd, &q, 5000, &ec, false, 7));
-    assert_int_equal(cmd.argc, SL_RSCRIPT_ARGC);
+    assert_int_equal(cmd.argc, 4 + 12);
     assert_string_equal(cmd.argv[0], "EVALSHA");
     assert_int_equal(cmd.argvlen[1], 40);
     assert_memory_equal(cmd.argv[1], sl_rscript_of(SL_TOKEN_BUCKET)->sha, 40);
     assert_int_equal(cmd.argvlen[3], strlen("sl:3:a:b:c"));
     assert_memory_equal(cmd.argv[3], "sl:3:a:b:c", cmd.argvlen[3]);
-    const char *want[] = {"2", "10", "1000", "5000", "5000", "0", "0", "0", "0", "1",
-                          "9007199254740992", "7"};
-    for (int i = 0; i < SL_RSCRIPT_ARGS; i++)
+    const char *want[] = {"2", "10", "1000", "5000", "5000", "7", "0", "1", "0", "0", "0",
+                          "9007199254740992"};
+    for (int i = 0; i < 12; i++)
         assert_memory_equal(cmd.argv[4 + i], want[i], strlen(want[i]));
     q.created_at = 4000;
     assert_null(sl_rscript_build(&cmd, &q, 5000, &ec, true, 7));
@@ -546,7 +632,9 @@ int main(void)
         cmocka_unit_test(test_command),
         cmocka_unit_test(test_config_errors),
         cmocka_unit_test_setup_teardown(test_table, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_random, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_random_token_bucket, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_random_leaky_bucket, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_random_fixed_window, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unsupported, setup, teardown),
         cmocka_unit_test_setup_teardown(test_noscript_reload, setup, teardown),
