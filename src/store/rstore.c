@@ -85,7 +85,8 @@ struct wk {
     int64_t conn_start_ms;  /* mono ms the connect began */
     int64_t progress_ms;    /* mono ms of the last reply, or of the send that found none out */
     size_t inflight;        /* commands sent and not answered, items and others */
-    sl_log_budget log_budget;
+    sl_log_budget log_budget;  /* items failed: one line a second */
+    sl_log_budget conn_budget; /* connection events: one line a second */
     _Atomic uint64_t items, errors, fail_open, reloads, connects, disconnects;
 };
 
@@ -288,7 +289,7 @@ static void lost(wk *w, const char *why)
     w->connected = false;
     sl_rstore *r = w->r;
     if (!w->stopping) {
-        if (r->cfg.log && sl_log_budget_take(r->cfg.log, &w->log_budget, SL_LOG_WARN))
+        if (r->cfg.log && sl_log_budget_take(r->cfg.log, &w->conn_budget, SL_LOG_WARN))
             sl_log_write(r->cfg.log, SL_LOG_WARN, "redis store: %s:%d: %s (worker %d)",
                          r->addrs[w->addr].host, r->addrs[w->addr].port, why, w->idx);
         schedule_retry(w);
@@ -343,7 +344,7 @@ static void try_connect(wk *w)
         return;
     }
     if (ac->err || redisLibuvAttach(ac, w->loop) != REDIS_OK) {
-        if (r->cfg.log && sl_log_budget_take(r->cfg.log, &w->log_budget, SL_LOG_WARN))
+        if (r->cfg.log && sl_log_budget_take(r->cfg.log, &w->conn_budget, SL_LOG_WARN))
             sl_log_write(r->cfg.log, SL_LOG_WARN, "redis store: %s:%d: %s", a->host, a->port,
                          ac->err ? ac->errstr : "cannot watch the socket");
         redisAsyncFree(ac);
@@ -550,6 +551,7 @@ int sl_rstore_new(const sl_rstore_config *cfg, sl_rstore **out, char *err, size_
         r->wk[i].r = r;
         r->wk[i].idx = i;
         r->wk[i].log_budget.per_second = 1;
+        r->wk[i].conn_budget.per_second = 1;
     }
     if (cfg->metrics)
         register_metrics(r, cfg->metrics);
