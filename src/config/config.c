@@ -205,6 +205,10 @@ static const sl_opt daemon_opts[] = {
      .def = "500ms", .min = 1 * MS, .max = 600 * SEC, .group = G_ENGINE,
      .help = "deadline to connect to Redis and for each answer; past it the connection is made "
              "again and its requests fail (or --fail-open)"},
+    {.name = "redis-batch-items", .type = SL_OPT_INT, .offset = FIELD(redis_batch_items, int64_t),
+     .def = "100", .min = 1, .max = 1000, .group = G_ENGINE,
+     .help = "most items of one call decided by one script call in Redis (a longer script "
+             "holds Redis longer)"},
 
     /* Quotas (Levee) */
     {.name = "standalone", .type = SL_OPT_BOOL, .offset = FIELD(standalone, bool), .def = "false",

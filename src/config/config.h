@@ -99,6 +99,7 @@ typedef struct sl_options {
     char *redis_user;          /* "" = AUTH password */
     char *redis_password_file; /* "" = no AUTH */
     int64_t redis_timeout_ns;
+    int64_t redis_batch_items;
     /* Quotas (Levee) */
     bool standalone;
     char *storage_prefix;

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/gregorian.h"
@@ -37,22 +38,15 @@ const sl_rscript *sl_rscript_of(int32_t algorithm)
     }
 }
 
-static void arg(sl_rscript_cmd *c, const char *s, size_t n)
+static void num(sl_rscript_args *a, int i, int64_t v)
 {
-    c->argv[c->argc] = s;
-    c->argvlen[c->argc] = n;
-    c->argc++;
-}
-
-static void num(sl_rscript_cmd *c, int i, int64_t v)
-{
-    int n = snprintf(c->num[i], sizeof c->num[i], "%" PRId64, v);
-    arg(c, c->num[i], (size_t)n);
+    int n = snprintf(a->num[i], sizeof a->num[i], "%" PRId64, v);
+    a->len[i] = (size_t)n;
 }
 
 /* The arguments after the common ones (hits limit duration t now margin reset drain): what each
  * script needs computed in C, where the engine's own functions give the same values. */
-static const char *extra_args(sl_rscript_cmd *cmd, int i, const sl_request *req, int64_t t,
+static const char *extra_args(sl_rscript_args *cmd, int i, const sl_request *req, int64_t t,
                               int64_t now, const sl_engine_config *cfg)
 {
     const bool greg = (req->behavior & SL_DURATION_IS_GREGORIAN) != 0;
@@ -94,43 +88,107 @@ static const char *extra_args(sl_rscript_cmd *cmd, int i, const sl_request *req,
     default:
         return sl_rscript_err_unsupported;
     }
-    cmd->argc = 4 + i;
+    cmd->n = i;
     return err;
 }
 
-const char *sl_rscript_build(sl_rscript_cmd *cmd, const sl_request *req, int64_t now,
-                             const sl_engine_config *cfg, bool eval, int64_t margin_ms)
+const char *sl_rscript_args_of(sl_rscript_args *a, const sl_request *req, int64_t now,
+                               const sl_engine_config *cfg, int64_t margin_ms)
 {
-    const sl_rscript *s = sl_rscript_of(req->algorithm);
-    if (!s)
+    if (!sl_rscript_of(req->algorithm))
         return sl_rscript_err_unsupported;
     const int64_t t = req->created_at != 0 ? req->created_at : now;
-    cmd->t = t;
-    cmd->argc = 0;
-    if (eval)
-        arg(cmd, "EVAL", 4), arg(cmd, s->src, s->len);
-    else
-        arg(cmd, "EVALSHA", 7), arg(cmd, s->sha, 40);
-    arg(cmd, "1", 1);
-    /* name_len <= SL_MAX_NAME_LEN (4 digits) and unique_key_len <= SL_MAX_KEY_LEN: validated */
-    int k = snprintf(cmd->key, sizeof cmd->key, "sl:%zu:", req->name_len);
-    memcpy(cmd->key + k, req->name, req->name_len);
-    k += (int)req->name_len;
-    cmd->key[k++] = ':';
-    memcpy(cmd->key + k, req->unique_key, req->unique_key_len);
-    k += (int)req->unique_key_len;
-    arg(cmd, cmd->key, (size_t)k);
-
+    a->t = t;
     int i = 0;
-    num(cmd, i++, req->hits);
-    num(cmd, i++, req->limit);
-    num(cmd, i++, req->duration);
-    num(cmd, i++, t);
-    num(cmd, i++, now);
-    num(cmd, i++, margin_ms);
-    num(cmd, i++, (req->behavior & SL_RESET_REMAINING) != 0);
-    num(cmd, i++, (req->behavior & SL_DRAIN_OVER_LIMIT) != 0);
-    return extra_args(cmd, i, req, t, now, cfg);
+    num(a, i++, req->hits);
+    num(a, i++, req->limit);
+    num(a, i++, req->duration);
+    num(a, i++, t);
+    num(a, i++, now);
+    num(a, i++, margin_ms);
+    num(a, i++, (req->behavior & SL_RESET_REMAINING) != 0);
+    num(a, i++, (req->behavior & SL_DRAIN_OVER_LIMIT) != 0);
+    return extra_args(a, i, req, t, now, cfg);
+}
+
+size_t sl_rscript_key(char *buf, const sl_request *req)
+{
+    /* name_len <= SL_MAX_NAME_LEN (4 digits) and unique_key_len <= SL_MAX_KEY_LEN: validated */
+    int k = snprintf(buf, 16, "sl:%zu:", req->name_len);
+    memcpy(buf + k, req->name, req->name_len);
+    k += (int)req->name_len;
+    buf[k++] = ':';
+    memcpy(buf + k, req->unique_key, req->unique_key_len);
+    return (size_t)k + req->unique_key_len;
+}
+
+static int grow(void **p, size_t *cap, size_t want, size_t size)
+{
+    if (want <= *cap)
+        return 0;
+    size_t c = *cap ? *cap : 64;
+    while (c < want)
+        c *= 2;
+    void *q = realloc(*p, c * size);
+    if (!q)
+        return -ENOMEM;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+int sl_rscript_cmd_build(sl_rscript_cmd *c, int32_t alg, bool eval, const sl_request *reqs,
+                         const uint32_t *idx, size_t n, int64_t now, const sl_engine_config *cfg,
+                         int64_t margin_ms)
+{
+    const sl_rscript *s = sl_rscript_of(alg);
+    if (!s || n == 0)
+        return -EINVAL;
+    /* sizes: every key and SL_RSCRIPT_ARGS numbers of 24 bytes per item, and the key count */
+    size_t keys = 0;
+    for (size_t i = 0; i < n; i++)
+        keys += 16 + reqs[idx[i]].name_len + reqs[idx[i]].unique_key_len;
+    size_t bytes = 24 + keys + n * SL_RSCRIPT_ARGS * 24;
+    size_t args = 3 + n * (1 + SL_RSCRIPT_ARGS);
+    size_t lcap = c->args_cap; /* both arrays have args_cap entries: argv is grown last */
+    if (grow((void **)&c->bytes, &c->bytes_cap, bytes, 1) ||
+        grow((void **)&c->argvlen, &lcap, args, sizeof *c->argvlen) ||
+        grow((void **)&c->argv, &c->args_cap, args, sizeof *c->argv))
+        return -ENOMEM;
+    c->argv[0] = eval ? "EVAL" : "EVALSHA";
+    c->argvlen[0] = eval ? 4 : 7;
+    c->argv[1] = eval ? s->src : s->sha;
+    c->argvlen[1] = eval ? s->len : 40;
+    char *b = c->bytes;
+    c->argv[2] = b;
+    c->argvlen[2] = (size_t)snprintf(b, 24, "%zu", n);
+    b += c->argvlen[2];
+    int argc = 3;
+    for (size_t i = 0; i < n; i++) { /* KEYS */
+        c->argv[argc] = b;
+        c->argvlen[argc] = sl_rscript_key(b, &reqs[idx[i]]);
+        b += c->argvlen[argc++];
+    }
+    for (size_t i = 0; i < n; i++) { /* ARGV */
+        sl_rscript_args a;
+        sl_rscript_args_of(&a, &reqs[idx[i]], now, cfg, margin_ms); /* accepted before */
+        for (int j = 0; j < a.n; j++) {
+            memcpy(b, a.num[j], a.len[j]);
+            c->argv[argc] = b;
+            c->argvlen[argc++] = a.len[j];
+            b += a.len[j];
+        }
+    }
+    c->argc = argc;
+    return 0;
+}
+
+void sl_rscript_cmd_free(sl_rscript_cmd *c)
+{
+    free(c->argv);
+    free(c->argvlen);
+    free(c->bytes);
+    memset(c, 0, sizeof *c);
 }
 
 int sl_rscript_answer(const long long *v, size_t n, int64_t t, const sl_engine_config *cfg,

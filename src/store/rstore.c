@@ -1,7 +1,8 @@
 /*
  * The Redis store (see rstore.h): per worker loop, one hiredis async connection on that loop (the
- * libuv adapter), the items of each call sent as EVALSHA commands, answers matched back by the
- * callback's item record, and the connection's health: connect and reply deadlines, reconnection
+ * libuv adapter), the items of each call sent as EVALSHA commands of up to --redis-batch-items
+ * items of one algorithm each, answers matched back by the callback's chunk record, and the
+ * connection's health: connect and reply deadlines, reconnection
  * with backoff over the address list, NOSCRIPT reloads.
  *
  * Deadlines. hiredis 0.14 (Debian 12) has no timeouts of its own, so one timer per worker ticks
@@ -35,6 +36,7 @@
 
 #define DEFAULT_TIMEOUT_MS 1000
 #define DEFAULT_MARGIN_MS 60000
+#define DEFAULT_BATCH_ITEMS 100
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 5000
 #define TICK_MIN_MS 10
@@ -49,11 +51,14 @@ static const char err_nomem[] = "out of memory";
 typedef struct wk wk;
 typedef struct pend pend;
 
-typedef struct item {
+/* One script call: n items of one algorithm, p->idx[first .. first + n - 1]. */
+typedef struct chunk {
     pend *p;
-    uint32_t i;
+    uint32_t first;
+    uint32_t n;
+    int32_t alg;
     bool eval; /* sent as EVAL (after a NOSCRIPT): a second NOSCRIPT is an error */
-} item;
+} chunk;
 
 struct pend {
     wk *w;
@@ -61,8 +66,9 @@ struct pend {
     int64_t now;
     sl_rstore_done_cb done;
     void *ud;
-    size_t out; /* items in flight, plus one while submit runs */
-    item it[];
+    size_t out;    /* script calls in flight, plus one while submit runs */
+    uint32_t *idx; /* the items sent, in request order, chunk after chunk */
+    chunk *ch;
 };
 
 typedef struct raddr {
@@ -85,6 +91,7 @@ struct wk {
     int64_t conn_start_ms;  /* mono ms the connect began */
     int64_t progress_ms;    /* mono ms of the last reply, or of the send that found none out */
     size_t inflight;        /* commands sent and not answered, items and others */
+    sl_rscript_cmd cmd;     /* the command being built (reused) */
     sl_log_budget log_budget;  /* items failed: one line a second */
     sl_log_budget conn_budget; /* connection events: one line a second */
     _Atomic uint64_t items, errors, fail_open, reloads, connects, disconnects;
@@ -97,6 +104,7 @@ struct sl_rstore {
     size_t n_addrs;
     char *user;
     char *password;
+    uint32_t batch_items;
     int nworkers;
     wk *wk;
 };
@@ -140,7 +148,7 @@ static void unavailable(wk *w, sl_batch *b, size_t i, int64_t now, const char *w
                      r->cfg.fail_open ? "; deciding locally (fail-open)" : "");
 }
 
-static void item_reply(redisAsyncContext *ac, void *reply, void *priv);
+static void chunk_reply(redisAsyncContext *ac, void *reply, void *priv);
 
 /* A script's number: an integer reply, or a decimal string of at most 20 characters. */
 static bool reply_int(const redisReply *e, long long *out)
@@ -160,32 +168,36 @@ static bool reply_int(const redisReply *e, long long *out)
     return *end == '\0' && errno == 0;
 }
 
-static int send_item(wk *w, item *it, bool eval)
+/* Send one script call. 0, or a negative errno (not sent: no connection, no memory). */
+static int send_chunk(wk *w, chunk *c, bool eval)
 {
-    pend *p = it->p;
-    const sl_request *q = &p->b->reqs[it->i];
-    sl_rscript_cmd cmd;
-    const char *err = sl_rscript_build(&cmd, q, p->now, &w->r->ecfg, eval,
-                                       w->r->cfg.key_margin_ms);
-    if (err) {
-        memset(&p->b->resps[it->i], 0, sizeof p->b->resps[it->i]);
-        p->b->resps[it->i].error = err;
-        return 1; /* answered */
-    }
+    pend *p = c->p;
     if (!w->ac || !w->connected)
         return -ENOTCONN;
-    it->eval = eval;
-    if (redisAsyncCommandArgv(w->ac, item_reply, it, cmd.argc, cmd.argv, cmd.argvlen) != REDIS_OK)
+    int rc = sl_rscript_cmd_build(&w->cmd, c->alg, eval, p->b->reqs, p->idx + c->first, c->n,
+                                  p->now, &w->r->ecfg, w->r->cfg.key_margin_ms);
+    if (rc)
+        return rc;
+    c->eval = eval;
+    if (redisAsyncCommandArgv(w->ac, chunk_reply, c, w->cmd.argc, w->cmd.argv, w->cmd.argvlen) !=
+        REDIS_OK)
         return -ENOTCONN;
     if (w->inflight++ == 0)
         w->progress_ms = mono_ms();
     return 0;
 }
 
-static void item_reply(redisAsyncContext *ac, void *reply, void *priv)
+static void chunk_failed(wk *w, chunk *c, const char *why)
 {
-    item *it = priv;
-    pend *p = it->p;
+    pend *p = c->p;
+    for (uint32_t k = 0; k < c->n; k++)
+        unavailable(w, p->b, p->idx[c->first + k], p->now, why);
+}
+
+static void chunk_reply(redisAsyncContext *ac, void *reply, void *priv)
+{
+    chunk *c = priv;
+    pend *p = c->p;
     wk *w = p->w;
     redisReply *rp = reply;
     (void)ac;
@@ -194,43 +206,60 @@ static void item_reply(redisAsyncContext *ac, void *reply, void *priv)
     if (rp)
         w->progress_ms = mono_ms();
     sl_batch *b = p->b;
-    size_t i = it->i;
     if (!rp) {
-        unavailable(w, b, i, p->now, err_unavailable);
+        chunk_failed(w, c, err_unavailable);
     } else if (rp->type == REDIS_REPLY_ERROR) {
-        if (!it->eval && strncmp(rp->str, "NOSCRIPT", 8) == 0) {
+        if (!c->eval && strncmp(rp->str, "NOSCRIPT", 8) == 0) {
             cinc(&w->reloads);
-            int rc = send_item(w, it, true);
-            if (rc == 0)
+            if (send_chunk(w, c, true) == 0)
                 return; /* still in flight */
-            if (rc < 0)
-                unavailable(w, b, i, p->now, err_unavailable);
+            chunk_failed(w, c, err_unavailable);
         } else {
             if (w->r->cfg.log && sl_log_budget_take(w->r->cfg.log, &w->log_budget, SL_LOG_WARN))
                 sl_log_write(w->r->cfg.log, SL_LOG_WARN, "redis store: %.200s", rp->str);
-            unavailable(w, b, i, p->now, err_failed);
+            chunk_failed(w, c, err_failed);
         }
+    } else if (rp->type != REDIS_REPLY_ARRAY ||
+               rp->elements != (size_t)c->n * SL_RSCRIPT_ANSWER) {
+        chunk_failed(w, c, err_failed);
     } else {
-        long long v[SL_RSCRIPT_ANSWER];
-        size_t n = 0;
-        bool ok = rp->type == REDIS_REPLY_ARRAY && rp->elements == SL_RSCRIPT_ANSWER;
-        for (size_t k = 0; ok && k < rp->elements; k++) /* decimal strings: int64 past 2^53 */
-            ok = reply_int(rp->element[k], &v[n++]);
-        const sl_request *q = &b->reqs[i];
-        int64_t t = q->created_at != 0 ? q->created_at : p->now;
-        if (!ok || sl_rscript_answer(v, n, t, &w->r->ecfg, &b->resps[i]))
-            unavailable(w, b, i, p->now, err_failed);
+        for (uint32_t k = 0; k < c->n; k++) {
+            size_t i = p->idx[c->first + k];
+            long long v[SL_RSCRIPT_ANSWER];
+            bool ok = true;
+            for (size_t j = 0; ok && j < SL_RSCRIPT_ANSWER; j++) /* strings: int64 past 2^53 */
+                ok = reply_int(rp->element[k * SL_RSCRIPT_ANSWER + j], &v[j]);
+            const sl_request *q = &b->reqs[i];
+            int64_t t = q->created_at != 0 ? q->created_at : p->now;
+            if (!ok || sl_rscript_answer(v, SL_RSCRIPT_ANSWER, t, &w->r->ecfg, &b->resps[i]))
+                unavailable(w, b, i, p->now, err_failed);
+        }
     }
     pend_release(p);
+}
+
+static void flush_chunk(wk *w, pend *p, chunk *c)
+{
+    if (c->n == 0)
+        return;
+    int rc = send_chunk(w, c, false);
+    if (rc == 0) {
+        p->out++;
+        for (uint32_t k = 0; k < c->n; k++)
+            cinc(&w->items);
+    } else {
+        chunk_failed(w, c, rc == -ENOMEM ? err_nomem : err_unavailable);
+    }
 }
 
 void sl_rstore_submit(sl_rstore *r, int worker, sl_batch *b, int64_t now_ms,
                       sl_rstore_done_cb done, void *ud)
 {
     wk *w = &r->wk[worker < 0 || worker >= r->nworkers ? 0 : worker];
-    pend *p = malloc(sizeof *p + b->n * sizeof(item));
+    size_t n = b->n;
+    pend *p = malloc(sizeof *p + n * (sizeof(uint32_t) + sizeof(chunk)) + sizeof(chunk));
     if (!p) {
-        for (size_t i = 0; i < b->n; i++)
+        for (size_t i = 0; i < n; i++)
             if (!b->answered[i]) {
                 memset(&b->resps[i], 0, sizeof b->resps[i]);
                 b->resps[i].error = err_nomem;
@@ -244,29 +273,38 @@ void sl_rstore_submit(sl_rstore *r, int worker, sl_batch *b, int64_t now_ms,
     p->done = done;
     p->ud = ud;
     p->out = 1;
-    for (size_t i = 0; i < b->n; i++) {
+    p->ch = (chunk *)(p + 1);
+    p->idx = (uint32_t *)(p->ch + n + 1);
+    /* consecutive items of one algorithm share a script call (up to --redis-batch-items), so a
+     * key repeated across algorithms is still decided in request order */
+    size_t nch = 0, nidx = 0;
+    chunk *c = &p->ch[0];
+    *c = (chunk){.p = p, .first = 0, .n = 0, .alg = -1};
+    for (size_t i = 0; i < n; i++) {
         if (b->answered[i])
             continue;
         const sl_request *q = &b->reqs[i];
         const char *err = sl_request_validate(q, &r->ecfg);
         if (!err && q->created_at != 0)
             err = sl_request_check_time(q, &r->ecfg, now_ms);
+        sl_rscript_args a;
+        if (!err)
+            err = sl_rscript_args_of(&a, q, now_ms, &r->ecfg, r->cfg.key_margin_ms);
         if (err) {
             memset(&b->resps[i], 0, sizeof b->resps[i]);
             b->resps[i].error = err;
             continue;
         }
-        item *it = &p->it[i];
-        it->p = p;
-        it->i = (uint32_t)i;
-        int rc = send_item(w, it, false);
-        if (rc == 0) {
-            p->out++;
-            cinc(&w->items);
-        } else if (rc < 0) {
-            unavailable(w, b, i, now_ms, err_unavailable);
+        if (c->n && (c->alg != q->algorithm || c->n >= r->batch_items)) {
+            flush_chunk(w, p, c);
+            c = &p->ch[++nch];
+            *c = (chunk){.p = p, .first = (uint32_t)nidx, .n = 0};
         }
+        c->alg = q->algorithm;
+        p->idx[nidx++] = (uint32_t)i;
+        c->n++;
     }
+    flush_chunk(w, p, c);
     pend_release(p);
 }
 
@@ -518,6 +556,7 @@ int sl_rstore_new(const sl_rstore_config *cfg, sl_rstore **out, char *err, size_
         r->ecfg = *cfg->engine_cfg;
     else
         sl_engine_config_default(&r->ecfg);
+    r->batch_items = cfg->batch_items > 0 ? (uint32_t)cfg->batch_items : DEFAULT_BATCH_ITEMS;
     r->nworkers = cfg->workers;
     r->addrs = calloc(cfg->n_addrs, sizeof *r->addrs);
     r->wk = calloc((size_t)cfg->workers, sizeof *r->wk);
@@ -567,6 +606,8 @@ void sl_rstore_free(sl_rstore *r)
     if (!r)
         return;
     free(r->addrs);
+    for (int i = 0; r->wk && i < r->nworkers; i++)
+        sl_rscript_cmd_free(&r->wk[i].cmd);
     free(r->wk);
     free(r->user);
     if (r->password) {

@@ -42,6 +42,7 @@ typedef struct sl_rstore_config {
     int64_t timeout_ms;                 /* connect and reply deadline; 0 = 1000 */
     int64_t key_margin_ms;              /* keys live this long past their state's expiry; 0 =
                                            60000 (covers clock differences between nodes) */
+    int64_t batch_items;                /* most items in one script call; 0 = 100 */
     bool fail_open;
     int workers;
     sl_logger *log;                     /* may be NULL */

@@ -36,6 +36,7 @@ typedef struct fx {
     sl_batch b;
     int64_t now;
     char prefix[32];    /* per test run, so that reruns against one server never meet */
+    int64_t batch_items;
 } fx;
 
 static void done_cb(void *ud, sl_batch *b)
@@ -72,17 +73,19 @@ static void make_store(fx *f, bool fail_open, int64_t timeout_ms)
 {
     const char *addrs[] = {f->redis.addr};
     sl_rstore_config c = {.engine = f->local, .engine_cfg = &f->ec, .addrs = addrs, .n_addrs = 1,
-                          .timeout_ms = timeout_ms, .fail_open = fail_open, .workers = 1};
+                          .timeout_ms = timeout_ms, .fail_open = fail_open, .workers = 1,
+                          .batch_items = f->batch_items};
     char err[256];
     assert_int_equal(sl_rstore_new(&c, &f->rs, err, sizeof err), 0);
     connects_seen = 0;
     sl_rstore_worker_start(f->rs, 0, &f->loop);
 }
 
-static int setup_opts(void **state, bool fail_open, int64_t timeout_ms)
+static int setup_opts(void **state, bool fail_open, int64_t timeout_ms, int64_t batch_items)
 {
     fx *f = calloc(1, sizeof *f);
     *state = f;
+    f->batch_items = batch_items;
     if (!sl_test_redis_installed())
         return 0;
     assert_int_equal(sl_test_redis_start(&f->redis), 0);
@@ -100,12 +103,17 @@ static int setup_opts(void **state, bool fail_open, int64_t timeout_ms)
 
 static int setup(void **state)
 {
-    return setup_opts(state, false, 1000);
+    return setup_opts(state, false, 1000, 0);
+}
+
+static int setup_small_batches(void **state)
+{
+    return setup_opts(state, false, 1000, 7);
 }
 
 static int setup_fail_open(void **state)
 {
-    return setup_opts(state, true, 200);
+    return setup_opts(state, true, 200, 0);
 }
 
 static int teardown(void **state)
@@ -588,32 +596,57 @@ static void test_config_errors(void **state)
     assert_int_equal(sl_rstore_new(&c, &r, err, sizeof err), -EINVAL);
 }
 
-/* The command itself (sans-I/O): key layout, EVALSHA vs EVAL, the arguments. */
+/* The command itself (sans-I/O): key layout, EVALSHA vs EVAL, the arguments, many items. */
 static void test_command(void **state)
 {
     (void)state;
     sl_engine_config ec;
     sl_engine_config_default(&ec);
-    sl_request q = {.name = "a:b", .name_len = 3, .unique_key = "c", .unique_key_len = 1,
-                    .hits = 2, .limit = 10, .duration = 1000, .algorithm = SL_TOKEN_BUCKET,
-                    .behavior = SL_DRAIN_OVER_LIMIT};
-    static sl_rscript_cmd cmd;
-    assert_null(sl_rscript_build(&cmd, &q, 5000, &ec, false, 7));
-    assert_int_equal(cmd.argc, 4 + 12);
-    assert_string_equal(cmd.argv[0], "EVALSHA");
-    assert_int_equal(cmd.argvlen[1], 40);
-    assert_memory_equal(cmd.argv[1], sl_rscript_of(SL_TOKEN_BUCKET)->sha, 40);
-    assert_int_equal(cmd.argvlen[3], strlen("sl:3:a:b:c"));
-    assert_memory_equal(cmd.argv[3], "sl:3:a:b:c", cmd.argvlen[3]);
+    sl_request q[2] = {
+        {.name = "a:b", .name_len = 3, .unique_key = "c", .unique_key_len = 1, .hits = 2,
+         .limit = 10, .duration = 1000, .algorithm = SL_TOKEN_BUCKET,
+         .behavior = SL_DRAIN_OVER_LIMIT},
+        {.name = "a", .name_len = 1, .unique_key = "b:c", .unique_key_len = 3, .hits = 1,
+         .limit = 5, .duration = 1000, .algorithm = SL_TOKEN_BUCKET, .created_at = 4000},
+    };
+    sl_rscript_args a;
+    assert_null(sl_rscript_args_of(&a, &q[0], 5000, &ec, 7));
+    assert_int_equal(a.n, 12);
+    assert_int_equal(a.t, 5000);
     const char *want[] = {"2", "10", "1000", "5000", "5000", "7", "0", "1", "0", "0", "0",
                           "9007199254740992"};
-    for (int i = 0; i < 12; i++)
-        assert_memory_equal(cmd.argv[4 + i], want[i], strlen(want[i]));
-    q.created_at = 4000;
-    assert_null(sl_rscript_build(&cmd, &q, 5000, &ec, true, 7));
-    assert_string_equal(cmd.argv[0], "EVAL");
+    for (int i = 0; i < 12; i++) {
+        assert_int_equal(a.len[i], strlen(want[i]));
+        assert_memory_equal(a.num[i], want[i], a.len[i]);
+    }
+    assert_null(sl_rscript_args_of(&a, &q[1], 5000, &ec, 7));
+    assert_int_equal(a.t, 4000);
+
+    sl_rscript_cmd cmd = {0};
+    uint32_t idx[2] = {0, 1};
+    assert_int_equal(sl_rscript_cmd_build(&cmd, SL_TOKEN_BUCKET, false, q, idx, 2, 5000, &ec, 7),
+                     0);
+    assert_int_equal(cmd.argc, 3 + 2 + 2 * 12);
+    assert_memory_equal(cmd.argv[0], "EVALSHA", 7);
+    assert_int_equal(cmd.argvlen[1], 40);
+    assert_memory_equal(cmd.argv[1], sl_rscript_of(SL_TOKEN_BUCKET)->sha, 40);
+    assert_memory_equal(cmd.argv[2], "2", cmd.argvlen[2]);
+    /* the name's length keeps ("a:b", "c") and ("a", "b:c") apart */
+    assert_int_equal(cmd.argvlen[3], strlen("sl:3:a:b:c"));
+    assert_memory_equal(cmd.argv[3], "sl:3:a:b:c", cmd.argvlen[3]);
+    assert_int_equal(cmd.argvlen[4], strlen("sl:1:a:b:c"));
+    assert_memory_equal(cmd.argv[4], "sl:1:a:b:c", cmd.argvlen[4]);
+    assert_memory_equal(cmd.argv[5], "2", cmd.argvlen[5]);              /* item 1's hits */
+    assert_memory_equal(cmd.argv[5 + 12 + 3], "4000", cmd.argvlen[20]); /* item 2's t */
+    assert_int_equal(sl_rscript_cmd_build(&cmd, SL_TOKEN_BUCKET, true, q, idx, 1, 5000, &ec, 7),
+                     0);
+    assert_memory_equal(cmd.argv[0], "EVAL", 4);
     assert_int_equal(cmd.argvlen[1], sl_rscript_of(SL_TOKEN_BUCKET)->len);
-    assert_int_equal(cmd.t, 4000);
+    assert_int_equal(cmd.argc, 3 + 1 + 12);
+    assert_int_equal(sl_rscript_cmd_build(&cmd, SL_SLIDING_LOG, false, q, idx, 1, 5000, &ec, 7),
+                     -EINVAL);
+    sl_rscript_cmd_free(&cmd);
+
     long long ans[5] = {1, 10, 0, -5, 3};
     sl_response r;
     assert_int_equal(sl_rscript_answer(ans, 5, 4000, &ec, &r), 0);
@@ -622,6 +655,37 @@ static void test_command(void **state)
     ans[0] = 2;
     assert_int_equal(sl_rscript_answer(ans, 5, 4000, &ec, &r), -EPROTO);
     assert_int_equal(sl_rscript_answer(ans, 4, 4000, &ec, &r), -EPROTO);
+}
+
+/* A call mixing algorithms, repeating keys across them, with invalid items between: script calls
+ * are cut at every change of algorithm and at batch_items (7 here), and every answer is the
+ * engine's for the same order. */
+static void test_mixed_batch(void **state)
+{
+    fx *f = *state;
+    NEED_REDIS(f);
+    enum { N = 200 };
+    static sl_request q[N];
+    static sl_response want[N], got[N];
+    static char keys[N][16];
+    const int32_t algs[] = {SL_TOKEN_BUCKET, SL_LEAKY_BUCKET, SL_FIXED_WINDOW};
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < N; i++) {
+            snprintf(keys[i], sizeof keys[i], "m%d", i % 17);
+            step s = {0, 1 + i % 2, 9, MINUTE, 0, 0, algs[(i / 10) % 3], 0};
+            if (i % 23 == 0)
+                s.limit = -1; /* a per-item error in the middle of a run */
+            q[i] = mkreq(f, keys[i], &s);
+        }
+        sl_engine_decide_batch(f->mem, q, want, N, f->now);
+        via_redis(f, q, N, got);
+        for (int i = 0; i < N; i++) {
+            char what[32];
+            snprintf(what, sizeof what, "item %d", i);
+            assert_same(&want[i], &got[i], what);
+        }
+        f->now += 700;
+    }
 }
 
 int main(void)
@@ -634,6 +698,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_random_leaky_bucket, setup, teardown),
         cmocka_unit_test_setup_teardown(test_random_fixed_window, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mixed_batch, setup_small_batches, teardown),
         cmocka_unit_test_setup_teardown(test_unsupported, setup, teardown),
         cmocka_unit_test_setup_teardown(test_noscript_reload, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keys_expire, setup, teardown),
