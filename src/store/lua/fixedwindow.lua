@@ -1,13 +1,20 @@
 -- FIXED_WINDOW on one key, deciding exactly what sl_win_fixed_decide (src/core/window.c) decides:
 -- count hits in the window holding t, admit n iff count + n <= limit; a request dated before the
 -- key's window counts in that window; a key whose count is back to 0 is deleted.
---   KEYS[i]  a key (a hash: a algorithm, g gregorian, d duration, s window start, x window end,
---            n count, e expire_at)
+--   KEYS[i]  a key: a string, struct.pack('Bdddddd', 3, gregorian, duration, window start,
+--            window end, count, expire_at)
 --   ARGV     hits limit duration t now margin reset drain | greg start end
 --            (start, end: the window holding t, computed in C: the calendar's with Gregorian)
 -- returns {status, limit, remaining, reset_time, retry_after} as decimal strings.
 -- Many items per call: KEYS[i] with the S = #ARGV / #KEYS arguments ARGV[(i-1)*S + 1 ..] each,
 -- decided in order (a key repeated in one call sees its earlier items), answers appended.
+local TOP = 9223372036854775808 -- 2^63: int64 saturates here
+local function fmt(x)
+  if x >= TOP then return '9223372036854775807' end
+  if x <= -TOP then return '-9223372036854775808' end
+  return string.format('%d', x)
+end
+
 local S = #ARGV / #KEYS
 local out = {}
 for i = 1, #KEYS do
@@ -15,27 +22,22 @@ for i = 1, #KEYS do
   local hits, limit, dur = tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3])
   local t, now = tonumber(ARGV[o + 4]), tonumber(ARGV[o + 5])
   local margin, reset, drain = tonumber(ARGV[o + 6]), ARGV[o + 7] == '1', ARGV[o + 8] == '1'
-  local greg, start, wend = ARGV[o + 9], tonumber(ARGV[o + 10]), tonumber(ARGV[o + 11])
+  local greg, start, wend = tonumber(ARGV[o + 9]), tonumber(ARGV[o + 10]), tonumber(ARGV[o + 11])
 
-  local TOP = 9223372036854775808 -- 2^63: int64 saturates here
-  local function fmt(x)
-    if x >= TOP then return '9223372036854775807' end
-    if x <= -TOP then return '-9223372036854775808' end
-    return string.format('%d', x)
+  local v = redis.call('GET', k)
+  local a, g, d, ws, we, n, e = nil, 0, 0, 0, 0, 0, 0
+  if v and string.byte(v, 1) == 3 then
+    a, g, d, ws, we, n, e = struct.unpack('Bdddddd', v)
+    if e < now then a = nil end -- expired: as if absent
   end
 
-  local v = redis.call('HMGET', k, 'a', 'g', 'd', 's', 'x', 'n', 'e')
-  local a, e = tonumber(v[1]), tonumber(v[7])
-  if a ~= nil and (e == nil or e < now) then a = nil end -- expired: as if absent
-
-  local same = a == 3 and tonumber(v[3]) == dur and v[2] == greg and not reset
+  local same = a == 3 and d == dur and g == greg and not reset
   local count = 0
   if same then
-    local ws = tonumber(v[4])
     if t < ws then
-      t, start, wend = ws, ws, tonumber(v[5]) -- the key's own window
+      t, start, wend = ws, ws, we -- the key's own window
     end
-    if start == ws then count = tonumber(v[6]) end
+    if start == ws then count = n end
   end
 
   local over = false
@@ -64,12 +66,11 @@ for i = 1, #KEYS do
   else
     e = wend
     if e < TOP then e = e - 1 end
-    redis.call('HSET', k, 'a', '3', 'g', greg, 'd', fmt(dur), 's', fmt(start), 'x', fmt(wend),
-      'n', fmt(count), 'e', fmt(e))
     local ttl = e - now + margin
     if ttl < 1 then ttl = 1 end
     if ttl > 1e13 then ttl = 1e13 end
-    redis.call('PEXPIRE', k, fmt(ttl))
+    redis.call('SET', k, struct.pack('Bdddddd', 3, greg, dur, start, wend, count, e), 'PX',
+      string.format('%d', ttl))
   end
   local ans = {fmt(status), fmt(limit), fmt(rem), fmt(wend), fmt(ra)}
   for j = 1, 5 do out[#out + 1] = ans[j] end

@@ -1,8 +1,9 @@
 -- TOKEN_BUCKET on one key, deciding exactly what src/core/tokenbucket.c decides (Gubernator v2's
 -- semantics; the comments there say why each rule is what it is). The C side (store/rscript.c)
 -- validates the request, computes the decision time and the Gregorian expirations, and passes:
---   KEYS[i]  a key (a hash: a algorithm, s status, l limit, d duration, r remaining,
---            c created_at, e expire_at; all integers in epoch ms or counts)
+--   KEYS[i]  a key: a string, struct.pack('Bdddddd', 0, status, limit, duration, remaining,
+--            created_at, expire_at) (the algorithm's number, then doubles: one GET and one SET
+--            PX per decision, the cheapest state Redis keeps)
 --   ARGV     hits limit duration t now margin reset drain | greg gexp_now gexp_t max_count
 --            (gexp_now, gexp_t: the end of the Gregorian interval holding now and t)
 -- and gets back {status, limit, remaining, reset_time, retry_after} as decimal strings. Numbers
@@ -23,17 +24,14 @@ for i = 1, #KEYS do
   local gnow, gt = tonumber(ARGV[o + 10]), tonumber(ARGV[o + 11])
   local maxc = tonumber(ARGV[o + 12])
 
-  local v = redis.call('HMGET', k, 'a', 's', 'l', 'd', 'r', 'c', 'e')
-  local a, e = tonumber(v[1]), tonumber(v[7])
-  if a ~= nil and (e == nil or e < now) then a = nil end -- expired: as if absent
-
-  local function retry(exp)
-    local x = exp + 1 - t
-    if x < 0 then return 0 end
-    return x
+  local v = redis.call('GET', k)
+  local s, l, d, r, c, e
+  local a = nil
+  if v and string.byte(v, 1) == 0 then
+    a, s, l, d, r, c, e = struct.unpack('Bdddddd', v)
+    if e < now then a = nil end -- expired: as if absent
   end
 
-  local s, l, d, r, c
   local status, rem, rt, ra = 0, 0, 0, 0
   if a ~= 0 then
     -- a new item (or another algorithm's state: start fresh)
@@ -43,10 +41,9 @@ for i = 1, #KEYS do
     status, rem, rt = 0, r, e
     if hits > limit then
       status, rem, r = 1, limit, limit
-      ra = retry(e)
+      ra = e + 1 - t
     end
   else
-    s, l, d, r, c = tonumber(v[2]), tonumber(v[3]), tonumber(v[4]), tonumber(v[5]), tonumber(v[6])
     if reset then
       r, l, s = limit, limit, 0
       status, rem, rt = 0, limit, 0
@@ -79,7 +76,7 @@ for i = 1, #KEYS do
         r = r - hits
         rem = r
       end
-      if status == 1 then ra = retry(e) end
+      if status == 1 then ra = e + 1 - t end
     end
   end
   if maxc > 0 and r > maxc then
@@ -87,14 +84,12 @@ for i = 1, #KEYS do
     if rem > maxc then rem = maxc end
   end
 
-  local f = '%d'
-  redis.call('HSET', k, 'a', '0', 's', string.format(f, s), 'l', string.format(f, l),
-    'd', string.format(f, d), 'r', string.format(f, r), 'c', string.format(f, c),
-    'e', string.format(f, e))
   local ttl = e - now + margin
   if ttl < 1 then ttl = 1 end
   if ttl > 1e13 then ttl = 1e13 end
-  redis.call('PEXPIRE', k, string.format(f, ttl))
+  redis.call('SET', k, struct.pack('Bdddddd', 0, s, l, d, r, c, e), 'PX', string.format('%d', ttl))
+  if ra < 0 then ra = 0 end
+  local f = '%d'
   local ans = {string.format(f, status), string.format(f, l), string.format(f, rem),
     string.format(f, rt), string.format(f, ra)}
   for j = 1, 5 do out[#out + 1] = ans[j] end
