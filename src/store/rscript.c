@@ -20,6 +20,7 @@
 extern const sl_rscript sl_lua_tokenbucket;
 extern const sl_rscript sl_lua_leakybucket;
 extern const sl_rscript sl_lua_fixedwindow;
+extern const sl_rscript sl_lua_slidinglog;
 
 const char sl_rscript_err_unsupported[] =
     "this algorithm is not available with --store redis (docs/store.md)";
@@ -33,6 +34,8 @@ const sl_rscript *sl_rscript_of(int32_t algorithm)
         return &sl_lua_leakybucket;
     case SL_FIXED_WINDOW:
         return &sl_lua_fixedwindow;
+    case SL_SLIDING_LOG:
+        return &sl_lua_slidinglog;
     default:
         return NULL;
     }
@@ -85,6 +88,8 @@ static const char *extra_args(sl_rscript_args *cmd, int i, const sl_request *req
         num(cmd, i++, err ? 0 : end);
         break;
     }
+    case SL_SLIDING_LOG: /* the common arguments only */
+        break;
     default:
         return sl_rscript_err_unsupported;
     }

@@ -222,12 +222,12 @@ typedef struct seq {
     step s[12];
 } seq;
 
-/* TOKEN_BUCKET, LEAKY_BUCKET and FIXED_WINDOW steps: T(dt, hits, limit, duration, behavior,
- * created_ago), L(dt, hits, limit, duration, burst, behavior), F(dt, hits, limit, duration,
- * behavior, created_ago). */
+/* TOKEN_BUCKET, LEAKY_BUCKET, FIXED_WINDOW and SLIDING_LOG steps: T(dt, hits, limit, duration,
+ * behavior, created_ago), L(dt, hits, limit, duration, burst, behavior), F and G_ as T. */
 #define T(dt, h, l, d, beh, ago) {dt, h, l, d, beh, ago, SL_TOKEN_BUCKET, 0}
 #define L(dt, h, l, d, b, beh) {dt, h, l, d, beh, 0, SL_LEAKY_BUCKET, b}
 #define F(dt, h, l, d, beh, ago) {dt, h, l, d, beh, ago, SL_FIXED_WINDOW, 0}
+#define G_(dt, h, l, d, beh, ago) {dt, h, l, d, beh, ago, SL_SLIDING_LOG, 0}
 #define END {-1, 0, 0, 0, 0, 0, 0, 0}
 
 static const seq table[] = {
@@ -310,6 +310,16 @@ static const seq table2[] = {
     {"fixed: duration change",
      {F(0, 2, 3, MINUTE, 0, 0), F(0, 2, 3, 2 * MINUTE, 0, 0), F(0, 2, 3, 2 * MINUTE, 0, 0),
       END}},
+    {"log: slides",
+     {G_(0, 2, 3, 10 * SEC, 0, 0), G_(4000, 1, 3, 10 * SEC, 0, 0), G_(0, 1, 3, 10 * SEC, 0, 0),
+      G_(6000, 1, 3, 10 * SEC, 0, 0), G_(1, 2, 3, 10 * SEC, 0, 0), G_(4000, 4, 3, 10 * SEC, 0, 0),
+      END}},
+    {"log: drain, give back, reset",
+     {G_(0, 2, 5, MINUTE, 0, 0), G_(10, 9, 5, MINUTE, D, 0), G_(10, -2, 5, MINUTE, 0, 0),
+      G_(10, -9, 5, MINUTE, 0, 0), G_(10, 4, 5, MINUTE, 0, 0), G_(0, 1, 5, MINUTE, R, 0), END}},
+    {"log: limit lowered and raised, created_at",
+     {G_(0, 5, 5, MINUTE, 0, 0), G_(0, 1, 2, MINUTE, 0, 0), G_(0, -4, 2, MINUTE, 0, 0),
+      G_(0, 1, 8, MINUTE, 0, 3000), G_(0, 1, 8, MINUTE, 0, 0), END}},
     {"fixed: gregorian",
      {F(0, 1, 2, SL_GREGORIAN_HOURS, G, 0), F(0, 2, 2, SL_GREGORIAN_HOURS, G, 0),
       F(0, 1, 2, SL_GREGORIAN_YEARS, G, 0), F(0, 1, 2, SL_GREGORIAN_WEEKS, G, 0),
@@ -368,9 +378,9 @@ static void random_walk(fx *f, int32_t alg, uint64_t x, int steps)
             dur[k] = (1 + RND(10)) * 100; /* fast leaks and short buckets */
         if (alg != SL_FIXED_WINDOW && alg != SL_TOKEN_BUCKET && dur[k] == 0)
             dur[k] = 1; /* not a valid window */
-        if (alg == SL_FIXED_WINDOW && dur[k] == 0)
+        if ((alg == SL_FIXED_WINDOW || alg == SL_SLIDING_LOG) && dur[k] == 0)
             dur[k] = SEC;
-        if (RND(60) == 0) {
+        if (alg != SL_SLIDING_LOG && RND(60) == 0) {
             const int64_t kinds[] = {SL_GREGORIAN_MINUTES, SL_GREGORIAN_HOURS, SL_GREGORIAN_DAYS,
                                      SL_GREGORIAN_MONTHS, SL_GREGORIAN_YEARS};
             dur[k] = kinds[RND(5)];
@@ -404,6 +414,13 @@ static void test_random_leaky_bucket(void **state)
     fx *f = *state;
     NEED_REDIS(f);
     random_walk(f, SL_LEAKY_BUCKET, 0x2545f4914f6cdd1du, 1500);
+}
+
+static void test_random_sliding_log(void **state)
+{
+    fx *f = *state;
+    NEED_REDIS(f);
+    random_walk(f, SL_SLIDING_LOG, 0x8cb92ba72f3d8dd7u, 1500);
 }
 
 static void test_random_fixed_window(void **state)
@@ -444,8 +461,8 @@ static void test_unsupported(void **state)
 {
     fx *f = *state;
     NEED_REDIS(f);
-    step s = {0, 1, 5, MINUTE, 0, 0, SL_SLIDING_LOG, 0};
-    sl_request q = mkreq(f, "log", &s);
+    step s = {0, 1, 5, MINUTE, 0, 0, SL_GCRA, 0};
+    sl_request q = mkreq(f, "gcra", &s);
     sl_response r;
     via_redis(f, &q, 1, &r);
     assert_ptr_equal(r.error, sl_rscript_err_unsupported);
@@ -643,8 +660,7 @@ static void test_command(void **state)
     assert_memory_equal(cmd.argv[0], "EVAL", 4);
     assert_int_equal(cmd.argvlen[1], sl_rscript_of(SL_TOKEN_BUCKET)->len);
     assert_int_equal(cmd.argc, 3 + 1 + 12);
-    assert_int_equal(sl_rscript_cmd_build(&cmd, SL_SLIDING_LOG, false, q, idx, 1, 5000, &ec, 7),
-                     -EINVAL);
+    assert_int_equal(sl_rscript_cmd_build(&cmd, SL_GCRA, false, q, idx, 1, 5000, &ec, 7), -EINVAL);
     sl_rscript_cmd_free(&cmd);
 
     long long ans[5] = {1, 10, 0, -5, 3};
@@ -668,11 +684,11 @@ static void test_mixed_batch(void **state)
     static sl_request q[N];
     static sl_response want[N], got[N];
     static char keys[N][16];
-    const int32_t algs[] = {SL_TOKEN_BUCKET, SL_LEAKY_BUCKET, SL_FIXED_WINDOW};
+    const int32_t algs[] = {SL_TOKEN_BUCKET, SL_LEAKY_BUCKET, SL_FIXED_WINDOW, SL_SLIDING_LOG};
     for (int round = 0; round < 3; round++) {
         for (int i = 0; i < N; i++) {
             snprintf(keys[i], sizeof keys[i], "m%d", i % 17);
-            step s = {0, 1 + i % 2, 9, MINUTE, 0, 0, algs[(i / 10) % 3], 0};
+            step s = {0, 1 + i % 2, 9, MINUTE, 0, 0, algs[(i / 10) % 4], 0};
             if (i % 23 == 0)
                 s.limit = -1; /* a per-item error in the middle of a run */
             q[i] = mkreq(f, keys[i], &s);
@@ -697,6 +713,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_random_token_bucket, setup, teardown),
         cmocka_unit_test_setup_teardown(test_random_leaky_bucket, setup, teardown),
         cmocka_unit_test_setup_teardown(test_random_fixed_window, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_random_sliding_log, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mixed_batch, setup_small_batches, teardown),
         cmocka_unit_test_setup_teardown(test_unsupported, setup, teardown),
