@@ -21,9 +21,12 @@ extern const sl_rscript sl_lua_tokenbucket;
 extern const sl_rscript sl_lua_leakybucket;
 extern const sl_rscript sl_lua_fixedwindow;
 extern const sl_rscript sl_lua_slidinglog;
+extern const sl_rscript sl_lua_gcra;
 
 const char sl_rscript_err_unsupported[] =
     "this algorithm is not available with --store redis (docs/store.md)";
+const char sl_rscript_err_range[] =
+    "GCRA: limit, duration or burst too large for --store redis (docs/store.md)";
 
 const sl_rscript *sl_rscript_of(int32_t algorithm)
 {
@@ -36,6 +39,8 @@ const sl_rscript *sl_rscript_of(int32_t algorithm)
         return &sl_lua_fixedwindow;
     case SL_SLIDING_LOG:
         return &sl_lua_slidinglog;
+    case SL_GCRA:
+        return &sl_lua_gcra;
     default:
         return NULL;
     }
@@ -89,6 +94,10 @@ static const char *extra_args(sl_rscript_args *cmd, int i, const sl_request *req
         break;
     }
     case SL_SLIDING_LOG: /* the common arguments only */
+        break;
+    case SL_GCRA: /* burst (extra hits at once, not a bucket size), how long the caller waits */
+        num(cmd, i++, req->burst);
+        num(cmd, i++, req->max_delay_ms > 0 ? req->max_delay_ms : 0);
         break;
     default:
         return sl_rscript_err_unsupported;
@@ -200,13 +209,20 @@ int sl_rscript_answer(const long long *v, size_t n, int64_t t, const sl_engine_c
                       sl_response *resp)
 {
     memset(resp, 0, sizeof *resp);
-    if (n != SL_RSCRIPT_ANSWER || (v[0] != SL_UNDER_LIMIT && v[0] != SL_OVER_LIMIT))
+    if (n != SL_RSCRIPT_ANSWER)
+        return -EPROTO;
+    if (v[0] == -1) {
+        resp->error = sl_rscript_err_range;
+        return 0;
+    }
+    if (v[0] != SL_UNDER_LIMIT && v[0] != SL_OVER_LIMIT)
         return -EPROTO;
     resp->status = (int32_t)v[0];
     resp->limit = v[1];
     resp->remaining = v[2];
     resp->reset_time = v[3];
     resp->retry_after = v[4];
+    resp->delay_ms = v[5];
     /* as sl_alg_decide: with the engine's bounds on, no reset_time before 1970 */
     if (resp->reset_time < 0 && cfg && cfg->max_count > 0 && t >= 0)
         resp->reset_time = t;

@@ -22,10 +22,13 @@
 /* Longest key: "sl:" + 4 digits + ":" + name + ":" + unique_key. */
 #define SL_RSCRIPT_KEY_MAX (3 + 4 + 1 + SL_MAX_NAME_LEN + 1 + SL_MAX_KEY_LEN)
 #define SL_RSCRIPT_ARGS 16 /* most ARGV of a script */
-#define SL_RSCRIPT_ANSWER 5 /* per item: status limit remaining reset_time retry_after */
+#define SL_RSCRIPT_ANSWER 6 /* per item: status limit remaining reset_time retry_after delay_ms */
 
 /* The per-item error of an algorithm the Redis store has no script for. */
 extern const char sl_rscript_err_unsupported[];
+/* The per-item error of a GCRA request whose numbers Redis's Lua (doubles) cannot hold exactly
+ * (a script's status -1). */
+extern const char sl_rscript_err_range[];
 
 typedef struct sl_rscript {
     const char *src;   /* Lua source */
@@ -77,8 +80,8 @@ int sl_rscript_cmd_build(sl_rscript_cmd *c, int32_t alg, bool eval, const sl_req
                          int64_t margin_ms);
 void sl_rscript_cmd_free(sl_rscript_cmd *c);
 
-/* Turn one item's answer (n integers: the decimal strings of its part of the reply) into *resp.
- * 0, or -EPROTO when it is not one. */
+/* Turn one item's answer (n integers: the decimal strings of its part of the reply) into *resp
+ * (status -1: the error sl_rscript_err_range). 0, or -EPROTO when it is not one. */
 int sl_rscript_answer(const long long *v, size_t n, int64_t t, const sl_engine_config *cfg,
                       sl_response *resp);
 

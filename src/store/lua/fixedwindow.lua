@@ -5,7 +5,7 @@
 --            window end, count, expire_at)
 --   ARGV     hits limit duration t now margin reset drain | greg start end
 --            (start, end: the window holding t, computed in C: the calendar's with Gregorian)
--- returns {status, limit, remaining, reset_time, retry_after} as decimal strings.
+-- returns {status, limit, remaining, reset_time, retry_after, delay_ms = 0} as decimal strings.
 -- Many items per call: KEYS[i] with the S = #ARGV / #KEYS arguments ARGV[(i-1)*S + 1 ..] each,
 -- decided in order (a key repeated in one call sees its earlier items), answers appended.
 local TOP = 9223372036854775808 -- 2^63: int64 saturates here
@@ -74,5 +74,6 @@ for i = 1, #KEYS do
   end
   local ans = {fmt(status), fmt(limit), fmt(rem), fmt(wend), fmt(ra)}
   for j = 1, 5 do out[#out + 1] = ans[j] end
+  out[#out + 1] = '0'
 end
 return out

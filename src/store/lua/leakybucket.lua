@@ -7,7 +7,7 @@
 --            (burst: 0 means limit, resolved in C; rate_d: the ms that limit hits take, the
 --            Gregorian interval's length when Gregorian; item_duration: how long a hit keeps the
 --            item, to the interval's end when Gregorian)
--- returns {status, limit, remaining, reset_time, retry_after} as decimal strings (int64 values
+-- returns {status, limit, remaining, reset_time, retry_after, delay_ms = 0} as decimal strings (int64 values
 -- past 2^53 cannot be Lua integers).
 -- Many items per call: KEYS[i] with the S = #ARGV / #KEYS arguments ARGV[(i-1)*S + 1 ..] each,
 -- decided in order (a key repeated in one call sees its earlier items), answers appended.
@@ -135,5 +135,6 @@ for i = 1, #KEYS do
   out[#out + 1] = fmt(rem)
   out[#out + 1] = fmt(rt)
   out[#out + 1] = fmt(ra)
+  out[#out + 1] = '0'
 end
 return out

@@ -6,7 +6,7 @@
 --            another algorithm's script sees a state not its own), and the log itself, a list of
 --            decimal timestamps oldest first, under KEYS[i] .. '|log'
 --   ARGV     hits limit duration t now margin reset drain
--- returns {status, limit, remaining, reset_time, retry_after} as decimal strings.
+-- returns {status, limit, remaining, reset_time, retry_after, delay_ms = 0} as decimal strings.
 -- Many items per call: KEYS[i] with the S = #ARGV / #KEYS arguments ARGV[(i-1)*S + 1 ..] each,
 -- decided in order (a key repeated in one call sees its earlier items), answers appended.
 -- Work per item: O(hits + expired entries) list operations; limit <= --max-log-limit bounds both.
@@ -113,5 +113,6 @@ for i = 1, #KEYS do
   out[#out + 1] = fmt(rem)
   out[#out + 1] = fmt(newest_end)
   out[#out + 1] = fmt(ra)
+  out[#out + 1] = '0'
 end
 return out

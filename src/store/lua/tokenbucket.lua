@@ -6,7 +6,7 @@
 --            PX per decision, the cheapest state Redis keeps)
 --   ARGV     hits limit duration t now margin reset drain | greg gexp_now gexp_t max_count
 --            (gexp_now, gexp_t: the end of the Gregorian interval holding now and t)
--- and gets back {status, limit, remaining, reset_time, retry_after} as decimal strings. Numbers
+-- and gets back {status, limit, remaining, reset_time, retry_after, delay_ms = 0} as decimal strings. Numbers
 -- are Lua doubles: exact up to 2^53, which the engine's max-count bound (2^53 by default) keeps
 -- counts under.
 -- The key expires `margin` ms after expire_at (Redis's clock), so nothing outlives its use; the
@@ -93,5 +93,6 @@ for i = 1, #KEYS do
   local ans = {string.format(f, status), string.format(f, l), string.format(f, rem),
     string.format(f, rt), string.format(f, ra)}
   for j = 1, 5 do out[#out + 1] = ans[j] end
+  out[#out + 1] = '0'
 end
 return out

@@ -164,9 +164,12 @@ static void assert_same(const sl_response *want, const sl_response *got, const c
                      got->error ? got->error : "(none)");
         return;
     }
+    if (want->delay_ms != got->delay_ms)
+        fail_msg("%s: delay_ms %lld != %lld", what, (long long)want->delay_ms,
+                 (long long)got->delay_ms);
     if (want->status != got->status || want->limit != got->limit ||
         want->remaining != got->remaining || want->reset_time != got->reset_time ||
-        want->retry_after != got->retry_after)
+        want->retry_after != got->retry_after || want->delay_ms != got->delay_ms)
         fail_msg("%s: memory {st %d lim %lld rem %lld reset %lld retry %lld} != redis {st %d lim "
                  "%lld rem %lld reset %lld retry %lld}",
                  what, want->status, (long long)want->limit, (long long)want->remaining,
@@ -183,6 +186,7 @@ typedef struct step {
     int64_t created_ago; /* created_at = now - created_ago when > 0 */
     int32_t algorithm;
     int64_t burst;
+    int64_t max_delay;
 } step;
 
 static sl_request mkreq(const fx *f, const char *key, const step *s)
@@ -198,6 +202,7 @@ static sl_request mkreq(const fx *f, const char *key, const step *s)
     q.behavior = s->behavior;
     q.algorithm = s->algorithm;
     q.burst = s->burst;
+    q.max_delay_ms = s->max_delay;
     if (s->created_ago > 0)
         q.created_at = f->now - s->created_ago;
     return q;
@@ -223,12 +228,14 @@ typedef struct seq {
 } seq;
 
 /* TOKEN_BUCKET, LEAKY_BUCKET, FIXED_WINDOW and SLIDING_LOG steps: T(dt, hits, limit, duration,
- * behavior, created_ago), L(dt, hits, limit, duration, burst, behavior), F and G_ as T. */
-#define T(dt, h, l, d, beh, ago) {dt, h, l, d, beh, ago, SL_TOKEN_BUCKET, 0}
-#define L(dt, h, l, d, b, beh) {dt, h, l, d, beh, 0, SL_LEAKY_BUCKET, b}
-#define F(dt, h, l, d, beh, ago) {dt, h, l, d, beh, ago, SL_FIXED_WINDOW, 0}
-#define G_(dt, h, l, d, beh, ago) {dt, h, l, d, beh, ago, SL_SLIDING_LOG, 0}
-#define END {-1, 0, 0, 0, 0, 0, 0, 0}
+ * behavior, created_ago), L(dt, hits, limit, duration, burst, behavior), F and G_ as T;
+ * GCRA: C(dt, hits, limit, duration, burst, behavior, max_delay). */
+#define T(dt, h, l, d, beh, ago) {dt, h, l, d, beh, ago, SL_TOKEN_BUCKET, 0, 0}
+#define L(dt, h, l, d, b, beh) {dt, h, l, d, beh, 0, SL_LEAKY_BUCKET, b, 0}
+#define F(dt, h, l, d, beh, ago) {dt, h, l, d, beh, ago, SL_FIXED_WINDOW, 0, 0}
+#define G_(dt, h, l, d, beh, ago) {dt, h, l, d, beh, ago, SL_SLIDING_LOG, 0, 0}
+#define C(dt, h, l, d, b, beh, delay) {dt, h, l, d, beh, 0, SL_GCRA, b, delay}
+#define END {-1, 0, 0, 0, 0, 0, 0, 0, 0}
 
 static const seq table[] = {
     {"over the limit",
@@ -320,6 +327,23 @@ static const seq table2[] = {
     {"log: limit lowered and raised, created_at",
      {G_(0, 5, 5, MINUTE, 0, 0), G_(0, 1, 2, MINUTE, 0, 0), G_(0, -4, 2, MINUTE, 0, 0),
       G_(0, 1, 8, MINUTE, 0, 3000), G_(0, 1, 8, MINUTE, 0, 0), END}},
+    {"gcra: paces, bursts",
+     {C(0, 1, 10, SEC, 0, 0, 0), C(0, 1, 10, SEC, 0, 0, 0), C(99, 1, 10, SEC, 0, 0, 0),
+      C(1, 1, 10, SEC, 0, 0, 0), C(0, 3, 10, SEC, 4, 0, 0), C(0, 3, 10, SEC, 4, 0, 0),
+      C(0, 9, 10, SEC, 4, 0, 0), C(5000, 0, 10, SEC, 4, 0, 0), END}},
+    {"gcra: thirds of a millisecond",
+     {C(0, 1, 3, 1000, 1, 0, 0), C(0, 1, 3, 1000, 1, 0, 0), C(0, 1, 3, 1000, 1, 0, 0),
+      C(333, 1, 3, 1000, 1, 0, 0), C(1, 1, 3, 1000, 1, 0, 0), C(0, 1, 7, 1000, 1, 0, 0),
+      C(0, 1, 2, 1000, 1, 0, 0), END}},
+    {"gcra: a delay of exactly max_delay",
+     {C(0, 1, 10, SEC, 0, 0, 0), C(0, 1, 10, SEC, 0, 0, 100), C(0, 1, 10, SEC, 0, 0, 199), END}},
+    {"gcra: delay instead of reject",
+     {C(0, 2, 10, SEC, 1, 0, 0), C(0, 1, 10, SEC, 1, 0, 250), C(0, 1, 10, SEC, 1, 0, 250),
+      C(0, 1, 10, SEC, 1, 0, 50), C(0, 3, 10, SEC, 1, 0, 5000), END}},
+    {"gcra: drain, give back, reset, rate 0",
+     {C(0, 1, 4, SEC, 2, 0, 0), C(0, 9, 4, SEC, 2, D, 0), C(0, -2, 4, SEC, 2, 0, 0),
+      C(0, -50, 4, SEC, 2, 0, 0), C(0, 2, 4, SEC, 2, 0, 0), C(0, 1, 4, SEC, 2, R, 0),
+      C(0, 1, 0, SEC, 2, 0, 0), C(0, 0, 4, SEC, 2, 0, 0), END}},
     {"fixed: gregorian",
      {F(0, 1, 2, SL_GREGORIAN_HOURS, G, 0), F(0, 2, 2, SL_GREGORIAN_HOURS, G, 0),
       F(0, 1, 2, SL_GREGORIAN_YEARS, G, 0), F(0, 1, 2, SL_GREGORIAN_WEEKS, G, 0),
@@ -368,7 +392,7 @@ static void random_walk(fx *f, int32_t alg, uint64_t x, int steps)
         limit[k] = 1 + RND(10), dur[k] = (1 + RND(10)) * SEC, burst[k] = 0, greg[k] = 0;
     for (int i = 0; i < steps; i++) {
         int k = (int)RND(6);
-        if (RND(20) == 0)
+        if (RND(alg == SL_GCRA ? 4 : 20) == 0)
             limit[k] = RND(12);
         if (RND(25) == 0) {
             dur[k] = RND(12) * SEC;
@@ -378,23 +402,25 @@ static void random_walk(fx *f, int32_t alg, uint64_t x, int steps)
             dur[k] = (1 + RND(10)) * 100; /* fast leaks and short buckets */
         if (alg != SL_FIXED_WINDOW && alg != SL_TOKEN_BUCKET && dur[k] == 0)
             dur[k] = 1; /* not a valid window */
-        if ((alg == SL_FIXED_WINDOW || alg == SL_SLIDING_LOG) && dur[k] == 0)
+        if ((alg == SL_FIXED_WINDOW || alg == SL_SLIDING_LOG || alg == SL_GCRA) && dur[k] == 0)
             dur[k] = SEC;
-        if (alg != SL_SLIDING_LOG && RND(60) == 0) {
+        if (alg != SL_SLIDING_LOG && alg != SL_GCRA && RND(60) == 0) {
             const int64_t kinds[] = {SL_GREGORIAN_MINUTES, SL_GREGORIAN_HOURS, SL_GREGORIAN_DAYS,
                                      SL_GREGORIAN_MONTHS, SL_GREGORIAN_YEARS};
             dur[k] = kinds[RND(5)];
             greg[k] = SL_DURATION_IS_GREGORIAN;
         }
-        if (alg == SL_LEAKY_BUCKET && RND(15) == 0)
+        if ((alg == SL_LEAKY_BUCKET || alg == SL_GCRA) && RND(15) == 0)
             burst[k] = RND(15);
         int64_t dt = RND(5);
         dt *= RND(3) ? 100 : 1000;
-        step s = {dt, RND(8) - 2, limit[k], dur[k], greg[k], 0, alg, burst[k]};
+        step s = {dt, RND(8) - 2, limit[k], dur[k], greg[k], 0, alg, burst[k], 0};
         int64_t b = RND(30);
         s.behavior |= b == 0 ? R : b == 1 ? D : 0;
         if (RND(10) == 0)
             s.created_ago = RND(3000);
+        if (alg == SL_GCRA && RND(4) == 0)
+            s.max_delay = RND(2000);
         char key[32], what[64];
         snprintf(key, sizeof key, "walk-%d-%d", alg, k);
         snprintf(what, sizeof what, "%s: random step %d (key %d)", sl_algorithm_name(alg), i, k);
@@ -423,6 +449,25 @@ static void test_random_sliding_log(void **state)
     random_walk(f, SL_SLIDING_LOG, 0x8cb92ba72f3d8dd7u, 1500);
 }
 
+static void test_random_gcra(void **state)
+{
+    fx *f = *state;
+    NEED_REDIS(f);
+    random_walk(f, SL_GCRA, 0x6a09e667f3bcc909u, 1500);
+}
+
+/* Numbers whose 1/limit ms arithmetic passes 2^53: a per-item error, not a wrong answer. */
+static void test_gcra_range(void **state)
+{
+    fx *f = *state;
+    NEED_REDIS(f);
+    step s = {0, 1, 1000, INT64_C(1) << 40, 0, 0, SL_GCRA, 1 << 20, 0};
+    sl_request q = mkreq(f, "huge", &s);
+    sl_response r;
+    via_redis(f, &q, 1, &r);
+    assert_ptr_equal(r.error, sl_rscript_err_range);
+}
+
 static void test_random_fixed_window(void **state)
 {
     fx *f = *state;
@@ -443,7 +488,7 @@ static void test_batch(void **state)
     for (int round = 0; round < 3; round++) {
         for (int i = 0; i < N; i++) {
             snprintf(keys[i], sizeof keys[i], "b%d", i % 300);
-            step s = {0, 1 + i % 3, 20, MINUTE, 0, 0, 0, 0};
+            step s = {0, 1 + i % 3, 20, MINUTE, 0, 0, 0, 0, 0};
             q[i] = mkreq(f, keys[i], &s);
         }
         sl_engine_decide_batch(f->mem, q, want, N, f->now);
@@ -461,8 +506,8 @@ static void test_unsupported(void **state)
 {
     fx *f = *state;
     NEED_REDIS(f);
-    step s = {0, 1, 5, MINUTE, 0, 0, SL_GCRA, 0};
-    sl_request q = mkreq(f, "gcra", &s);
+    step s = {0, 1, 5, MINUTE, 0, 0, SL_SLIDING_WINDOW, 0, 0};
+    sl_request q = mkreq(f, "window", &s);
     sl_response r;
     via_redis(f, &q, 1, &r);
     assert_ptr_equal(r.error, sl_rscript_err_unsupported);
@@ -485,7 +530,7 @@ static void test_noscript_reload(void **state)
 {
     fx *f = *state;
     NEED_REDIS(f);
-    step s = {0, 1, 5, MINUTE, 0, 0, 0, 0};
+    step s = {0, 1, 5, MINUTE, 0, 0, 0, 0, 0};
     check_step(f, "flush", &s, "before the flush");
     char buf[64];
     redis_cmd(f, "SCRIPT FLUSH\r\n", buf, sizeof buf);
@@ -502,7 +547,7 @@ static void test_keys_expire(void **state)
 {
     fx *f = *state;
     NEED_REDIS(f);
-    step s = {0, 1, 5, 10 * SEC, 0, 0, 0, 0};
+    step s = {0, 1, 5, 10 * SEC, 0, 0, 0, 0, 0};
     check_step(f, "ttl", &s, "ttl");
     char cmd[128], buf[64];
     snprintf(cmd, sizeof cmd, "PTTL sl:%zu:%s:ttl\r\n", strlen(f->prefix), f->prefix);
@@ -524,7 +569,7 @@ static void test_down_then_back(void **state)
 {
     fx *f = *state;
     NEED_REDIS(f);
-    step s = {0, 1, 5, MINUTE, 0, 0, 0, 0};
+    step s = {0, 1, 5, MINUTE, 0, 0, 0, 0, 0};
     check_step(f, "down", &s, "up");
     sl_test_redis_stop(&f->redis);
     run_until(f, disconnected, 15000);
@@ -551,7 +596,7 @@ static void test_fail_open(void **state)
     NEED_REDIS(f);
     sl_test_redis_stop(&f->redis);
     run_until(f, disconnected, 15000);
-    step s = {0, 2, 3, MINUTE, 0, 0, 0, 0};
+    step s = {0, 2, 3, MINUTE, 0, 0, 0, 0, 0};
     for (int i = 0; i < 3; i++) {
         sl_request q = mkreq(f, "open", &s);
         sl_response want, got;
@@ -573,7 +618,7 @@ static void test_timeout(void **state)
 {
     fx *f = *state;
     NEED_REDIS(f);
-    step s = {0, 1, 5, MINUTE, 0, 0, 0, 0};
+    step s = {0, 1, 5, MINUTE, 0, 0, 0, 0, 0};
     check_step(f, "slow", &s, "before");
     sl_test_redis_pause(&f->redis, true);
     sl_request q = mkreq(f, "slow", &s);
@@ -660,17 +705,21 @@ static void test_command(void **state)
     assert_memory_equal(cmd.argv[0], "EVAL", 4);
     assert_int_equal(cmd.argvlen[1], sl_rscript_of(SL_TOKEN_BUCKET)->len);
     assert_int_equal(cmd.argc, 3 + 1 + 12);
-    assert_int_equal(sl_rscript_cmd_build(&cmd, SL_GCRA, false, q, idx, 1, 5000, &ec, 7), -EINVAL);
+    assert_int_equal(
+        sl_rscript_cmd_build(&cmd, SL_SLIDING_WINDOW, false, q, idx, 1, 5000, &ec, 7), -EINVAL);
     sl_rscript_cmd_free(&cmd);
 
-    long long ans[5] = {1, 10, 0, -5, 3};
+    long long ans[6] = {1, 10, 0, -5, 3, 0};
     sl_response r;
-    assert_int_equal(sl_rscript_answer(ans, 5, 4000, &ec, &r), 0);
+    assert_int_equal(sl_rscript_answer(ans, 6, 4000, &ec, &r), 0);
     assert_int_equal(r.status, SL_OVER_LIMIT);
     assert_int_equal(r.reset_time, 4000); /* never before 1970 with the engine's bounds */
+    ans[0] = -1;
+    assert_int_equal(sl_rscript_answer(ans, 6, 4000, &ec, &r), 0);
+    assert_ptr_equal(r.error, sl_rscript_err_range);
     ans[0] = 2;
+    assert_int_equal(sl_rscript_answer(ans, 6, 4000, &ec, &r), -EPROTO);
     assert_int_equal(sl_rscript_answer(ans, 5, 4000, &ec, &r), -EPROTO);
-    assert_int_equal(sl_rscript_answer(ans, 4, 4000, &ec, &r), -EPROTO);
 }
 
 /* A call mixing algorithms, repeating keys across them, with invalid items between: script calls
@@ -684,11 +733,12 @@ static void test_mixed_batch(void **state)
     static sl_request q[N];
     static sl_response want[N], got[N];
     static char keys[N][16];
-    const int32_t algs[] = {SL_TOKEN_BUCKET, SL_LEAKY_BUCKET, SL_FIXED_WINDOW, SL_SLIDING_LOG};
+    const int32_t algs[] = {SL_TOKEN_BUCKET, SL_LEAKY_BUCKET, SL_FIXED_WINDOW, SL_SLIDING_LOG,
+                            SL_GCRA};
     for (int round = 0; round < 3; round++) {
         for (int i = 0; i < N; i++) {
             snprintf(keys[i], sizeof keys[i], "m%d", i % 17);
-            step s = {0, 1 + i % 2, 9, MINUTE, 0, 0, algs[(i / 10) % 4], 0};
+            step s = {0, 1 + i % 2, 9, MINUTE, 0, 0, algs[(i / 10) % 5], 0, 0};
             if (i % 23 == 0)
                 s.limit = -1; /* a per-item error in the middle of a run */
             q[i] = mkreq(f, keys[i], &s);
@@ -714,6 +764,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_random_leaky_bucket, setup, teardown),
         cmocka_unit_test_setup_teardown(test_random_fixed_window, setup, teardown),
         cmocka_unit_test_setup_teardown(test_random_sliding_log, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_random_gcra, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gcra_range, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mixed_batch, setup_small_batches, teardown),
         cmocka_unit_test_setup_teardown(test_unsupported, setup, teardown),
