@@ -22,11 +22,12 @@ extern const sl_rscript sl_lua_leakybucket;
 extern const sl_rscript sl_lua_fixedwindow;
 extern const sl_rscript sl_lua_slidinglog;
 extern const sl_rscript sl_lua_gcra;
+extern const sl_rscript sl_lua_slidingwindow;
 
 const char sl_rscript_err_unsupported[] =
     "this algorithm is not available with --store redis (docs/store.md)";
 const char sl_rscript_err_range[] =
-    "GCRA: limit, duration or burst too large for --store redis (docs/store.md)";
+    "limit, duration or burst too large for --store redis (docs/store.md)";
 
 const sl_rscript *sl_rscript_of(int32_t algorithm)
 {
@@ -41,6 +42,8 @@ const sl_rscript *sl_rscript_of(int32_t algorithm)
         return &sl_lua_slidinglog;
     case SL_GCRA:
         return &sl_lua_gcra;
+    case SL_SLIDING_WINDOW:
+        return &sl_lua_slidingwindow;
     default:
         return NULL;
     }
@@ -94,6 +97,9 @@ static const char *extra_args(sl_rscript_args *cmd, int i, const sl_request *req
         break;
     }
     case SL_SLIDING_LOG: /* the common arguments only */
+        break;
+    case SL_SLIDING_WINDOW: /* sub-windows (0 or 1: the classic two-window estimate) */
+        num(cmd, i++, req->sub_windows > 1 ? req->sub_windows : 1);
         break;
     case SL_GCRA: /* burst (extra hits at once, not a bucket size), how long the caller waits */
         num(cmd, i++, req->burst);

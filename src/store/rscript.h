@@ -26,8 +26,8 @@
 
 /* The per-item error of an algorithm the Redis store has no script for. */
 extern const char sl_rscript_err_unsupported[];
-/* The per-item error of a GCRA request whose numbers Redis's Lua (doubles) cannot hold exactly
- * (a script's status -1). */
+/* The per-item error of a GCRA or SLIDING_WINDOW request whose numbers Redis's Lua (doubles)
+ * cannot hold exactly (a script's status -1). */
 extern const char sl_rscript_err_range[];
 
 typedef struct sl_rscript {

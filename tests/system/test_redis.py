@@ -217,7 +217,7 @@ def test_auth_with_user_and_password_file(node_factory, tmp_path):
 
 
 def test_unsupported_algorithm_is_a_per_item_error(redis_node):
-    r = decide(redis_node, "g", algorithm="SLIDING_WINDOW")
+    r = decide(redis_node, "g", algorithm="CONCURRENCY")
     assert "not available with --store redis" in r["error"]
 
 

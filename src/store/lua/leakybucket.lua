@@ -7,8 +7,8 @@
 --            (burst: 0 means limit, resolved in C; rate_d: the ms that limit hits take, the
 --            Gregorian interval's length when Gregorian; item_duration: how long a hit keeps the
 --            item, to the interval's end when Gregorian)
--- returns {status, limit, remaining, reset_time, retry_after, delay_ms = 0} as decimal strings (int64 values
--- past 2^53 cannot be Lua integers).
+-- returns {status, limit, remaining, reset_time, retry_after, delay_ms = 0} as decimal strings
+-- (int64 values past 2^53 cannot be Lua integers).
 -- Many items per call: KEYS[i] with the S = #ARGV / #KEYS arguments ARGV[(i-1)*S + 1 ..] each,
 -- decided in order (a key repeated in one call sees its earlier items), answers appended.
 local TOP = 9223372036854775808 -- 2^63: int64 saturates here

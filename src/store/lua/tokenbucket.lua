@@ -6,9 +6,9 @@
 --            PX per decision, the cheapest state Redis keeps)
 --   ARGV     hits limit duration t now margin reset drain | greg gexp_now gexp_t max_count
 --            (gexp_now, gexp_t: the end of the Gregorian interval holding now and t)
--- and gets back {status, limit, remaining, reset_time, retry_after, delay_ms = 0} as decimal strings. Numbers
--- are Lua doubles: exact up to 2^53, which the engine's max-count bound (2^53 by default) keeps
--- counts under.
+-- and gets back {status, limit, remaining, reset_time, retry_after, delay_ms = 0} as decimal
+-- strings. Numbers are Lua doubles: exact up to 2^53, which the engine's max-count bound (2^53 by
+-- default) keeps counts under.
 -- The key expires `margin` ms after expire_at (Redis's clock), so nothing outlives its use; the
 -- expiry rule itself (expire_at < now: a fresh key) is judged here on the caller's clock.
 -- Many items per call: KEYS[i] with the S = #ARGV / #KEYS arguments ARGV[(i-1)*S + 1 ..] each,

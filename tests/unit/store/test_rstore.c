@@ -187,6 +187,7 @@ typedef struct step {
     int32_t algorithm;
     int64_t burst;
     int64_t max_delay;
+    int32_t sub_windows;
 } step;
 
 static sl_request mkreq(const fx *f, const char *key, const step *s)
@@ -203,6 +204,7 @@ static sl_request mkreq(const fx *f, const char *key, const step *s)
     q.algorithm = s->algorithm;
     q.burst = s->burst;
     q.max_delay_ms = s->max_delay;
+    q.sub_windows = s->sub_windows;
     if (s->created_ago > 0)
         q.created_at = f->now - s->created_ago;
     return q;
@@ -229,13 +231,15 @@ typedef struct seq {
 
 /* TOKEN_BUCKET, LEAKY_BUCKET, FIXED_WINDOW and SLIDING_LOG steps: T(dt, hits, limit, duration,
  * behavior, created_ago), L(dt, hits, limit, duration, burst, behavior), F and G_ as T;
- * GCRA: C(dt, hits, limit, duration, burst, behavior, max_delay). */
-#define T(dt, h, l, d, beh, ago) {dt, h, l, d, beh, ago, SL_TOKEN_BUCKET, 0, 0}
-#define L(dt, h, l, d, b, beh) {dt, h, l, d, beh, 0, SL_LEAKY_BUCKET, b, 0}
-#define F(dt, h, l, d, beh, ago) {dt, h, l, d, beh, ago, SL_FIXED_WINDOW, 0, 0}
-#define G_(dt, h, l, d, beh, ago) {dt, h, l, d, beh, ago, SL_SLIDING_LOG, 0, 0}
-#define C(dt, h, l, d, b, beh, delay) {dt, h, l, d, beh, 0, SL_GCRA, b, delay}
-#define END {-1, 0, 0, 0, 0, 0, 0, 0, 0}
+ * GCRA: C(dt, hits, limit, duration, burst, behavior, max_delay); SLIDING_WINDOW:
+ * W(dt, hits, limit, duration, sub_windows, behavior, created_ago). */
+#define T(dt, h, l, d, beh, ago) {dt, h, l, d, beh, ago, SL_TOKEN_BUCKET, 0, 0, 0}
+#define L(dt, h, l, d, b, beh) {dt, h, l, d, beh, 0, SL_LEAKY_BUCKET, b, 0, 0}
+#define F(dt, h, l, d, beh, ago) {dt, h, l, d, beh, ago, SL_FIXED_WINDOW, 0, 0, 0}
+#define G_(dt, h, l, d, beh, ago) {dt, h, l, d, beh, ago, SL_SLIDING_LOG, 0, 0, 0}
+#define C(dt, h, l, d, b, beh, delay) {dt, h, l, d, beh, 0, SL_GCRA, b, delay, 0}
+#define W(dt, h, l, d, sub, beh, ago) {dt, h, l, d, beh, ago, SL_SLIDING_WINDOW, 0, 0, sub}
+#define END {-1, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 static const seq table[] = {
     {"over the limit",
@@ -344,6 +348,16 @@ static const seq table2[] = {
      {C(0, 1, 4, SEC, 2, 0, 0), C(0, 9, 4, SEC, 2, D, 0), C(0, -2, 4, SEC, 2, 0, 0),
       C(0, -50, 4, SEC, 2, 0, 0), C(0, 2, 4, SEC, 2, 0, 0), C(0, 1, 4, SEC, 2, R, 0),
       C(0, 1, 0, SEC, 2, 0, 0), C(0, 0, 4, SEC, 2, 0, 0), END}},
+#define W10(dt, h) W(dt, h, 5, 10 * SEC, 0, 0, 0)
+#define W6(dt, h, beh) W(dt, h, 6, 6 * SEC, 3, beh, 0)
+    {"window: classic estimate",
+     {W10(0, 4), W10(9000, 1), W10(2000, 1), W10(0, 3), W10(5000, 2), W10(0, 9), END}},
+    {"window: sub-windows",
+     {W6(0, 3, 0), W6(2500, 2, 0), W6(2000, 2, 0), W6(2000, 3, 0), W6(100, 1, D), W6(0, -4, 0),
+      W6(20 * SEC, 1, 0), W(0, 1, 6, 6 * SEC, 2, 0, 0), END}},
+    {"window: created_at, reset",
+     {W(0, 2, 4, 4 * SEC, 4, 0, 0), W(1500, 1, 4, 4 * SEC, 4, 0, 2500),
+      W(0, 1, 4, 4 * SEC, 4, R, 0), END}},
     {"fixed: gregorian",
      {F(0, 1, 2, SL_GREGORIAN_HOURS, G, 0), F(0, 2, 2, SL_GREGORIAN_HOURS, G, 0),
       F(0, 1, 2, SL_GREGORIAN_YEARS, G, 0), F(0, 1, 2, SL_GREGORIAN_WEEKS, G, 0),
@@ -404,7 +418,7 @@ static void random_walk(fx *f, int32_t alg, uint64_t x, int steps)
             dur[k] = 1; /* not a valid window */
         if ((alg == SL_FIXED_WINDOW || alg == SL_SLIDING_LOG || alg == SL_GCRA) && dur[k] == 0)
             dur[k] = SEC;
-        if (alg != SL_SLIDING_LOG && alg != SL_GCRA && RND(60) == 0) {
+        if (alg != SL_SLIDING_LOG && alg != SL_GCRA && alg != SL_SLIDING_WINDOW && RND(60) == 0) {
             const int64_t kinds[] = {SL_GREGORIAN_MINUTES, SL_GREGORIAN_HOURS, SL_GREGORIAN_DAYS,
                                      SL_GREGORIAN_MONTHS, SL_GREGORIAN_YEARS};
             dur[k] = kinds[RND(5)];
@@ -414,13 +428,20 @@ static void random_walk(fx *f, int32_t alg, uint64_t x, int steps)
             burst[k] = RND(15);
         int64_t dt = RND(5);
         dt *= RND(3) ? 100 : 1000;
-        step s = {dt, RND(8) - 2, limit[k], dur[k], greg[k], 0, alg, burst[k], 0};
+        step s = {dt, RND(8) - 2, limit[k], dur[k], greg[k], 0, alg, burst[k], 0, 0};
         int64_t b = RND(30);
         s.behavior |= b == 0 ? R : b == 1 ? D : 0;
         if (RND(10) == 0)
             s.created_ago = RND(3000);
         if (alg == SL_GCRA && RND(4) == 0)
             s.max_delay = RND(2000);
+        if (alg == SL_SLIDING_WINDOW) {
+            const int32_t subs[] = {0, 1, 2, 4, 5};
+            s.sub_windows = subs[k % 5];
+            if (dur[k] % 20) /* a multiple of every sub-window count */
+                dur[k] += 20 - dur[k] % 20;
+            s.duration = dur[k];
+        }
         char key[32], what[64];
         snprintf(key, sizeof key, "walk-%d-%d", alg, k);
         snprintf(what, sizeof what, "%s: random step %d (key %d)", sl_algorithm_name(alg), i, k);
@@ -449,6 +470,13 @@ static void test_random_sliding_log(void **state)
     random_walk(f, SL_SLIDING_LOG, 0x8cb92ba72f3d8dd7u, 1500);
 }
 
+static void test_random_sliding_window(void **state)
+{
+    fx *f = *state;
+    NEED_REDIS(f);
+    random_walk(f, SL_SLIDING_WINDOW, 0xbb67ae8584caa73bu, 1500);
+}
+
 static void test_random_gcra(void **state)
 {
     fx *f = *state;
@@ -456,14 +484,19 @@ static void test_random_gcra(void **state)
     random_walk(f, SL_GCRA, 0x6a09e667f3bcc909u, 1500);
 }
 
-/* Numbers whose 1/limit ms arithmetic passes 2^53: a per-item error, not a wrong answer. */
-static void test_gcra_range(void **state)
+/* Numbers whose exact arithmetic passes 2^53 (GCRA in 1/limit ms, a sliding window's limit * w):
+ * a per-item error, not a wrong answer. */
+static void test_exact_range(void **state)
 {
     fx *f = *state;
     NEED_REDIS(f);
-    step s = {0, 1, 1000, INT64_C(1) << 40, 0, 0, SL_GCRA, 1 << 20, 0};
+    step s = {0, 1, 1000, INT64_C(1) << 40, 0, 0, SL_GCRA, 1 << 20, 0, 0};
     sl_request q = mkreq(f, "huge", &s);
     sl_response r;
+    via_redis(f, &q, 1, &r);
+    assert_ptr_equal(r.error, sl_rscript_err_range);
+    step w = {0, 1, INT64_C(1) << 40, INT64_C(1) << 20, 0, 0, SL_SLIDING_WINDOW, 0, 0, 0};
+    q = mkreq(f, "huge-window", &w);
     via_redis(f, &q, 1, &r);
     assert_ptr_equal(r.error, sl_rscript_err_range);
 }
@@ -488,7 +521,7 @@ static void test_batch(void **state)
     for (int round = 0; round < 3; round++) {
         for (int i = 0; i < N; i++) {
             snprintf(keys[i], sizeof keys[i], "b%d", i % 300);
-            step s = {0, 1 + i % 3, 20, MINUTE, 0, 0, 0, 0, 0};
+            step s = {0, 1 + i % 3, 20, MINUTE, 0, 0, 0, 0, 0, 0};
             q[i] = mkreq(f, keys[i], &s);
         }
         sl_engine_decide_batch(f->mem, q, want, N, f->now);
@@ -506,8 +539,8 @@ static void test_unsupported(void **state)
 {
     fx *f = *state;
     NEED_REDIS(f);
-    step s = {0, 1, 5, MINUTE, 0, 0, SL_SLIDING_WINDOW, 0, 0};
-    sl_request q = mkreq(f, "window", &s);
+    step s = {0, 1, 5, MINUTE, 0, 0, SL_CONCURRENCY, 0, 0, 0};
+    sl_request q = mkreq(f, "leases", &s);
     sl_response r;
     via_redis(f, &q, 1, &r);
     assert_ptr_equal(r.error, sl_rscript_err_unsupported);
@@ -530,7 +563,7 @@ static void test_noscript_reload(void **state)
 {
     fx *f = *state;
     NEED_REDIS(f);
-    step s = {0, 1, 5, MINUTE, 0, 0, 0, 0, 0};
+    step s = {0, 1, 5, MINUTE, 0, 0, 0, 0, 0, 0};
     check_step(f, "flush", &s, "before the flush");
     char buf[64];
     redis_cmd(f, "SCRIPT FLUSH\r\n", buf, sizeof buf);
@@ -547,7 +580,7 @@ static void test_keys_expire(void **state)
 {
     fx *f = *state;
     NEED_REDIS(f);
-    step s = {0, 1, 5, 10 * SEC, 0, 0, 0, 0, 0};
+    step s = {0, 1, 5, 10 * SEC, 0, 0, 0, 0, 0, 0};
     check_step(f, "ttl", &s, "ttl");
     char cmd[128], buf[64];
     snprintf(cmd, sizeof cmd, "PTTL sl:%zu:%s:ttl\r\n", strlen(f->prefix), f->prefix);
@@ -569,7 +602,7 @@ static void test_down_then_back(void **state)
 {
     fx *f = *state;
     NEED_REDIS(f);
-    step s = {0, 1, 5, MINUTE, 0, 0, 0, 0, 0};
+    step s = {0, 1, 5, MINUTE, 0, 0, 0, 0, 0, 0};
     check_step(f, "down", &s, "up");
     sl_test_redis_stop(&f->redis);
     run_until(f, disconnected, 15000);
@@ -596,7 +629,7 @@ static void test_fail_open(void **state)
     NEED_REDIS(f);
     sl_test_redis_stop(&f->redis);
     run_until(f, disconnected, 15000);
-    step s = {0, 2, 3, MINUTE, 0, 0, 0, 0, 0};
+    step s = {0, 2, 3, MINUTE, 0, 0, 0, 0, 0, 0};
     for (int i = 0; i < 3; i++) {
         sl_request q = mkreq(f, "open", &s);
         sl_response want, got;
@@ -618,7 +651,7 @@ static void test_timeout(void **state)
 {
     fx *f = *state;
     NEED_REDIS(f);
-    step s = {0, 1, 5, MINUTE, 0, 0, 0, 0, 0};
+    step s = {0, 1, 5, MINUTE, 0, 0, 0, 0, 0, 0};
     check_step(f, "slow", &s, "before");
     sl_test_redis_pause(&f->redis, true);
     sl_request q = mkreq(f, "slow", &s);
@@ -705,8 +738,8 @@ static void test_command(void **state)
     assert_memory_equal(cmd.argv[0], "EVAL", 4);
     assert_int_equal(cmd.argvlen[1], sl_rscript_of(SL_TOKEN_BUCKET)->len);
     assert_int_equal(cmd.argc, 3 + 1 + 12);
-    assert_int_equal(
-        sl_rscript_cmd_build(&cmd, SL_SLIDING_WINDOW, false, q, idx, 1, 5000, &ec, 7), -EINVAL);
+    assert_int_equal(sl_rscript_cmd_build(&cmd, SL_CONCURRENCY, false, q, idx, 1, 5000, &ec, 7),
+                     -EINVAL);
     sl_rscript_cmd_free(&cmd);
 
     long long ans[6] = {1, 10, 0, -5, 3, 0};
@@ -734,11 +767,11 @@ static void test_mixed_batch(void **state)
     static sl_response want[N], got[N];
     static char keys[N][16];
     const int32_t algs[] = {SL_TOKEN_BUCKET, SL_LEAKY_BUCKET, SL_FIXED_WINDOW, SL_SLIDING_LOG,
-                            SL_GCRA};
+                            SL_GCRA, SL_SLIDING_WINDOW};
     for (int round = 0; round < 3; round++) {
         for (int i = 0; i < N; i++) {
             snprintf(keys[i], sizeof keys[i], "m%d", i % 17);
-            step s = {0, 1 + i % 2, 9, MINUTE, 0, 0, algs[(i / 10) % 5], 0, 0};
+            step s = {0, 1 + i % 2, 9, MINUTE, 0, 0, algs[(i / 10) % 6], 0, 0, 0};
             if (i % 23 == 0)
                 s.limit = -1; /* a per-item error in the middle of a run */
             q[i] = mkreq(f, keys[i], &s);
@@ -765,7 +798,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_random_fixed_window, setup, teardown),
         cmocka_unit_test_setup_teardown(test_random_sliding_log, setup, teardown),
         cmocka_unit_test_setup_teardown(test_random_gcra, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_gcra_range, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_random_sliding_window, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_exact_range, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mixed_batch, setup_small_batches, teardown),
         cmocka_unit_test_setup_teardown(test_unsupported, setup, teardown),
