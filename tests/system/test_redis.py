@@ -114,6 +114,25 @@ def test_json_gateway_conventions_on_redis(redis_node, redis_server):
     assert redis_server.cmd("EXISTS", "sl:1:j:x") == "1"
 
 
+def evalsha_calls(r):
+    for line in r.cmd("INFO", "commandstats").splitlines():
+        if line.startswith("cmdstat_evalsha:"):
+            return int(line.split("calls=")[1].split(",")[0])
+    return 0
+
+
+def test_1000_items_are_10_script_calls(redis_node, redis_server):
+    before = evalsha_calls(redis_server)
+    body = {"requests": [{"name": "n", "unique_key": "b%d" % (i % 700), "hits": 1, "limit": 5,
+                          "duration": 60000} for i in range(1000)]}
+    st, _, data = gub.post_json(redis_node, body)
+    assert st == 200
+    rem = [int(r["remaining"]) for r in data["responses"]]
+    assert rem[:700] == [4] * 700 and rem[700:] == [3] * 300  # repeated keys decided in order
+    # --redis-batch-items 100: ten EVALSHA, one pipeline
+    assert evalsha_calls(redis_server) - before == 10
+
+
 def test_every_node_restarted_loses_no_state(node_factory, redis_server):
     a = node_factory(redis_args(redis_server))
     b = node_factory(redis_args(redis_server))
