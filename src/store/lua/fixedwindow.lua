@@ -15,6 +15,20 @@ local function fmt(x)
   return string.format('%d', x)
 end
 
+-- Keys are read with one MGET and written once each at the end (SET PX, or DEL): a command
+-- from Lua costs about what the whole decision does, so a call of many keys pays two per key at
+-- most, not two per item. `seen` carries a key's state between its items in this call.
+local vals = redis.call('MGET', unpack(KEYS))
+local seen, px, order = {}, {}, {}
+local function state(i)
+  local v = seen[KEYS[i]]
+  if v == nil then v = vals[i] end
+  return v
+end
+local function put(k, v, ttl) -- v false: delete
+  if seen[k] == nil then order[#order + 1] = k end
+  seen[k], px[k] = v, ttl
+end
 local S = #ARGV / #KEYS
 local out = {}
 for i = 1, #KEYS do
@@ -24,7 +38,7 @@ for i = 1, #KEYS do
   local margin, reset, drain = tonumber(ARGV[o + 6]), ARGV[o + 7] == '1', ARGV[o + 8] == '1'
   local greg, start, wend = tonumber(ARGV[o + 9]), tonumber(ARGV[o + 10]), tonumber(ARGV[o + 11])
 
-  local v = redis.call('GET', k)
+  local v = state(i)
   local a, g, d, ws, we, n, e = nil, 0, 0, 0, 0, 0, 0
   if v and string.byte(v, 1) == 3 then
     a, g, d, ws, we, n, e = struct.unpack('Bdddddd', v)
@@ -62,18 +76,20 @@ for i = 1, #KEYS do
   if count < limit then rem = limit - count end
 
   if count == 0 then
-    redis.call('DEL', k)
+    put(k, false)
   else
     e = wend
     if e < TOP then e = e - 1 end
     local ttl = e - now + margin
     if ttl < 1 then ttl = 1 end
     if ttl > 1e13 then ttl = 1e13 end
-    redis.call('SET', k, struct.pack('Bdddddd', 3, greg, dur, start, wend, count, e), 'PX',
-      string.format('%d', ttl))
+    put(k, struct.pack('Bdddddd', 3, greg, dur, start, wend, count, e), string.format('%d', ttl))
   end
   local ans = {fmt(status), fmt(limit), fmt(rem), fmt(wend), fmt(ra)}
   for j = 1, 5 do out[#out + 1] = ans[j] end
   out[#out + 1] = '0'
+end
+for _, k in ipairs(order) do
+  if seen[k] then redis.call('SET', k, seen[k], 'PX', px[k]) else redis.call('DEL', k) end
 end
 return out

@@ -31,6 +31,20 @@ local function ceil_div(a, b)
   return q
 end
 
+-- Keys are read with one MGET and written once each at the end (SET PX, or DEL): a command
+-- from Lua costs about what the whole decision does, so a call of many keys pays two per key at
+-- most, not two per item. `seen` carries a key's state between its items in this call.
+local vals = redis.call('MGET', unpack(KEYS))
+local seen, px, order = {}, {}, {}
+local function state(i)
+  local v = seen[KEYS[i]]
+  if v == nil then v = vals[i] end
+  return v
+end
+local function put(k, v, ttl) -- v false: delete
+  if seen[k] == nil then order[#order + 1] = k end
+  seen[k], px[k] = v, ttl
+end
 local S = #ARGV / #KEYS
 local out = {}
 for i = 1, #KEYS do
@@ -40,7 +54,7 @@ for i = 1, #KEYS do
   local margin, reset, drain = tonumber(ARGV[o + 6]), ARGV[o + 7] == '1', ARGV[o + 8] == '1'
   local b, maxd = tonumber(ARGV[o + 9]), tonumber(ARGV[o + 10])
 
-  local v = redis.call('GET', k)
+  local v = state(i)
   local tag, tat, frac, oldL = nil, 0, 0, 0
   if v then
     tag = string.byte(v, 1) -- another algorithm's state: not ours
@@ -56,7 +70,7 @@ for i = 1, #KEYS do
     -- rate 0: deny every hit; a GCRA state is left alone, another algorithm's is dropped
     if n > 0 then status = 1 end
     rt = t
-    if v and tag ~= 2 then redis.call('DEL', k) end
+    if v and tag ~= 2 then put(k, false) end
   else
     local bad = false
     local tc = t
@@ -112,15 +126,14 @@ for i = 1, #KEYS do
         end
       end
       if X == 0 then
-        if v then redis.call('DEL', k) end
+        if v then put(k, false) end
       else
         local q, r = divmod(X, L)
         local e = rt - 1
         local ttl = e - now + margin
         if ttl < 1 then ttl = 1 end
         if ttl > 1e13 then ttl = 1e13 end
-        redis.call('SET', k, struct.pack('Bdddddd', 2, tc + q, r, L, D, b, e), 'PX',
-          string.format('%d', ttl))
+        put(k, struct.pack('Bdddddd', 2, tc + q, r, L, D, b, e), string.format('%d', ttl))
       end
     end
   end
@@ -130,5 +143,8 @@ for i = 1, #KEYS do
   out[#out + 1] = fmt(rt)
   out[#out + 1] = fmt(ra)
   out[#out + 1] = fmt(delay)
+end
+for _, k in ipairs(order) do
+  if seen[k] then redis.call('SET', k, seen[k], 'PX', px[k]) else redis.call('DEL', k) end
 end
 return out

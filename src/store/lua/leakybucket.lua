@@ -68,6 +68,20 @@ local function retry_after(r, u, exp, hits, t, rate, burst)
   return x
 end
 
+-- Keys are read with one MGET and written once each at the end (SET PX, or DEL): a command
+-- from Lua costs about what the whole decision does, so a call of many keys pays two per key at
+-- most, not two per item. `seen` carries a key's state between its items in this call.
+local vals = redis.call('MGET', unpack(KEYS))
+local seen, px, order = {}, {}, {}
+local function state(i)
+  local v = seen[KEYS[i]]
+  if v == nil then v = vals[i] end
+  return v
+end
+local function put(k, v, ttl) -- v false: delete
+  if seen[k] == nil then order[#order + 1] = k end
+  seen[k], px[k] = v, ttl
+end
 local S = #ARGV / #KEYS
 local out = {}
 for i = 1, #KEYS do
@@ -80,7 +94,7 @@ for i = 1, #KEYS do
   local rate_ms = 0
   if limit ~= 0 then rate_ms = f2i(rate) end
 
-  local v = redis.call('GET', k)
+  local v = state(i)
   local a, r, u, b, e = nil, 0, 0, 0, 0
   if v and string.byte(v, 1) == 1 then
     a, r, u, b, e = struct.unpack('Bdddd', v)
@@ -129,12 +143,15 @@ for i = 1, #KEYS do
   local ttl = e - now + margin
   if ttl < 1 then ttl = 1 end
   if ttl > 1e13 then ttl = 1e13 end
-  redis.call('SET', k, struct.pack('Bdddd', 1, r, u, b, e), 'PX', string.format('%d', ttl))
+  put(k, struct.pack('Bdddd', 1, r, u, b, e), string.format('%d', ttl))
   out[#out + 1] = fmt(status)
   out[#out + 1] = fmt(limit)
   out[#out + 1] = fmt(rem)
   out[#out + 1] = fmt(rt)
   out[#out + 1] = fmt(ra)
   out[#out + 1] = '0'
+end
+for _, k in ipairs(order) do
+  if seen[k] then redis.call('SET', k, seen[k], 'PX', px[k]) else redis.call('DEL', k) end
 end
 return out

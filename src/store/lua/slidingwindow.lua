@@ -30,6 +30,20 @@ local function ceil_div(a, b)
   return q
 end
 
+-- Keys are read with one MGET and written once each at the end (SET PX, or DEL): a command
+-- from Lua costs about what the whole decision does, so a call of many keys pays two per key at
+-- most, not two per item. `seen` carries a key's state between its items in this call.
+local vals = redis.call('MGET', unpack(KEYS))
+local seen, px, order = {}, {}, {}
+local function state(i)
+  local v = seen[KEYS[i]]
+  if v == nil then v = vals[i] end
+  return v
+end
+local function put(k, v, ttl) -- v false: delete
+  if seen[k] == nil then order[#order + 1] = k end
+  seen[k], px[k] = v, ttl
+end
 local NA = #ARGV / #KEYS
 local out = {}
 for i = 1, #KEYS do
@@ -43,7 +57,7 @@ for i = 1, #KEYS do
   local ring = {}
   for j = 0, S - 1 do ring[j] = 0 end
   local same, ws, cur = false, 0, 0
-  local v = redis.call('GET', k)
+  local v = state(i)
   if v and string.byte(v, 1) == 4 then
     local _, s2, d2, ws2, cur2, ex, pos = struct.unpack('Bddddd', v)
     if ex >= now and s2 == S and d2 == D and not reset then
@@ -163,17 +177,16 @@ for i = 1, #KEYS do
     for _ = 1, 5 do out[#out + 1] = '0' end
   else
     if newest < 0 then
-      if v then redis.call('DEL', k) end
+      if v then put(k, false) end
     else
       local ex = rt
       if ex < TOP then ex = ex - 1 end
       local ttl = ex - now + margin
       if ttl < 1 then ttl = 1 end
       if ttl > 1e13 then ttl = 1e13 end
-      local vals = {4, S, D, kk * w, cur, ex}
-      for j = 0, S - 1 do vals[#vals + 1] = ring[j] end
-      redis.call('SET', k, struct.pack('Bddddd' .. string.rep('d', S), unpack(vals)), 'PX',
-        string.format('%d', ttl))
+      local st = {4, S, D, kk * w, cur, ex}
+      for j = 0, S - 1 do st[#st + 1] = ring[j] end
+      put(k, struct.pack('Bddddd' .. string.rep('d', S), unpack(st)), string.format('%d', ttl))
     end
     out[#out + 1] = fmt(status)
     out[#out + 1] = fmt(L)
@@ -182,5 +195,8 @@ for i = 1, #KEYS do
     out[#out + 1] = fmt(ra)
     out[#out + 1] = '0'
   end
+end
+for _, k in ipairs(order) do
+  if seen[k] then redis.call('SET', k, seen[k], 'PX', px[k]) else redis.call('DEL', k) end
 end
 return out

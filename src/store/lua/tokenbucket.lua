@@ -2,8 +2,7 @@
 -- semantics; the comments there say why each rule is what it is). The C side (store/rscript.c)
 -- validates the request, computes the decision time and the Gregorian expirations, and passes:
 --   KEYS[i]  a key: a string, struct.pack('Bdddddd', 0, status, limit, duration, remaining,
---            created_at, expire_at) (the algorithm's number, then doubles: one GET and one SET
---            PX per decision, the cheapest state Redis keeps)
+--            created_at, expire_at) (the algorithm's number, then doubles)
 --   ARGV     hits limit duration t now margin reset drain | greg gexp_now gexp_t max_count
 --            (gexp_now, gexp_t: the end of the Gregorian interval holding now and t)
 -- and gets back {status, limit, remaining, reset_time, retry_after, delay_ms = 0} as decimal
@@ -13,6 +12,20 @@
 -- expiry rule itself (expire_at < now: a fresh key) is judged here on the caller's clock.
 -- Many items per call: KEYS[i] with the S = #ARGV / #KEYS arguments ARGV[(i-1)*S + 1 ..] each,
 -- decided in order (a key repeated in one call sees its earlier items), answers appended.
+-- Keys are read with one MGET and written once each at the end (SET PX, or DEL): a command
+-- from Lua costs about what the whole decision does, so a call of many keys pays two per key at
+-- most, not two per item. `seen` carries a key's state between its items in this call.
+local vals = redis.call('MGET', unpack(KEYS))
+local seen, px, order = {}, {}, {}
+local function state(i)
+  local v = seen[KEYS[i]]
+  if v == nil then v = vals[i] end
+  return v
+end
+local function put(k, v, ttl) -- v false: delete
+  if seen[k] == nil then order[#order + 1] = k end
+  seen[k], px[k] = v, ttl
+end
 local S = #ARGV / #KEYS
 local out = {}
 for i = 1, #KEYS do
@@ -24,7 +37,7 @@ for i = 1, #KEYS do
   local gnow, gt = tonumber(ARGV[o + 10]), tonumber(ARGV[o + 11])
   local maxc = tonumber(ARGV[o + 12])
 
-  local v = redis.call('GET', k)
+  local v = state(i)
   local s, l, d, r, c, e
   local a = nil
   if v and string.byte(v, 1) == 0 then
@@ -87,12 +100,15 @@ for i = 1, #KEYS do
   local ttl = e - now + margin
   if ttl < 1 then ttl = 1 end
   if ttl > 1e13 then ttl = 1e13 end
-  redis.call('SET', k, struct.pack('Bdddddd', 0, s, l, d, r, c, e), 'PX', string.format('%d', ttl))
+  put(k, struct.pack('Bdddddd', 0, s, l, d, r, c, e), string.format('%d', ttl))
   if ra < 0 then ra = 0 end
   local f = '%d'
   local ans = {string.format(f, status), string.format(f, l), string.format(f, rem),
     string.format(f, rt), string.format(f, ra)}
   for j = 1, 5 do out[#out + 1] = ans[j] end
   out[#out + 1] = '0'
+end
+for _, k in ipairs(order) do
+  if seen[k] then redis.call('SET', k, seen[k], 'PX', px[k]) else redis.call('DEL', k) end
 end
 return out
