@@ -1,9 +1,10 @@
 /*
  * The Redis store's scripts (see rscript.h): the table of embedded Lua sources, the EVALSHA / EVAL
- * command of one request and the reading of a script's answer. The sources are compiled in from
- * src/store/lua/NAME.lua by CMakeLists.txt: file(READ ... HEX) writes each into a generated
- * build/gen/store_lua.c as `const sl_rscript sl_lua_<file>` with the SHA1 (file(SHA1)) that Redis
- * names it by, so the scripts stay readable Lua files and the binary needs nothing at run time.
+ * call for many requests and the reading of a script's answers. The sources are compiled in from
+ * src/store/lua/NAME.lua, each after src/store/lua/common/prelude.lua (what they share), by
+ * CMakeLists.txt: file(READ ... HEX) writes each into a generated build/gen/store_lua.c as
+ * `const sl_rscript sl_lua_<NAME>` with the SHA1 of the joined text, the name Redis knows it by,
+ * so the scripts stay readable Lua files and the binary needs nothing at run time.
  */
 #include "store/rscript.h"
 

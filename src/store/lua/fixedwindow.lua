@@ -6,36 +6,11 @@
 --   ARGV     hits limit duration t now margin reset drain | greg start end
 --            (start, end: the window holding t, computed in C: the calendar's with Gregorian)
 -- returns {status, limit, remaining, reset_time, retry_after, delay_ms = 0} as decimal strings.
--- Many items per call: KEYS[i] with the S = #ARGV / #KEYS arguments ARGV[(i-1)*S + 1 ..] each,
--- decided in order (a key repeated in one call sees its earlier items), answers appended.
-local TOP = 9223372036854775808 -- 2^63: int64 saturates here
-local function fmt(x)
-  if x >= TOP then return '9223372036854775807' end
-  if x <= -TOP then return '-9223372036854775808' end
-  return string.format('%d', x)
-end
+-- Many items per call, and the helpers used below: common/prelude.lua.
 
--- Keys are read with one MGET and written once each at the end (SET PX, or DEL): a command
--- from Lua costs about what the whole decision does, so a call of many keys pays two per key at
--- most, not two per item. `seen` carries a key's state between its items in this call.
-local vals = redis.call('MGET', unpack(KEYS))
-local seen, px, order = {}, {}, {}
-local function state(i)
-  local v = seen[KEYS[i]]
-  if v == nil then v = vals[i] end
-  return v
-end
-local function put(k, v, ttl) -- v false: delete
-  if seen[k] == nil then order[#order + 1] = k end
-  seen[k], px[k] = v, ttl
-end
-local S = #ARGV / #KEYS
-local out = {}
 for i = 1, #KEYS do
-  local k, o = KEYS[i], (i - 1) * S
-  local hits, limit, dur = tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3])
-  local t, now = tonumber(ARGV[o + 4]), tonumber(ARGV[o + 5])
-  local margin, reset, drain = tonumber(ARGV[o + 6]), ARGV[o + 7] == '1', ARGV[o + 8] == '1'
+  local k, o = KEYS[i], (i - 1) * NA
+  local hits, limit, dur, t, now, margin, reset, drain = common(o)
   local greg, start, wend = tonumber(ARGV[o + 9]), tonumber(ARGV[o + 10]), tonumber(ARGV[o + 11])
 
   local v = state(i)
@@ -80,16 +55,9 @@ for i = 1, #KEYS do
   else
     e = wend
     if e < TOP then e = e - 1 end
-    local ttl = e - now + margin
-    if ttl < 1 then ttl = 1 end
-    if ttl > 1e13 then ttl = 1e13 end
-    put(k, struct.pack('Bdddddd', 3, greg, dur, start, wend, count, e), string.format('%d', ttl))
+    put(k, struct.pack('Bdddddd', 3, greg, dur, start, wend, count, e), expiry(e, now, margin))
   end
-  local ans = {fmt(status), fmt(limit), fmt(rem), fmt(wend), fmt(ra)}
-  for j = 1, 5 do out[#out + 1] = ans[j] end
-  out[#out + 1] = '0'
+  answer(status, limit, rem, wend, ra, 0)
 end
-for _, k in ipairs(order) do
-  if seen[k] then redis.call('SET', k, seen[k], 'PX', px[k]) else redis.call('DEL', k) end
-end
+flush()
 return out

@@ -8,50 +8,12 @@
 --            burst, expire_at)
 --   ARGV     hits limit duration t now margin reset drain | burst max_delay_ms
 -- returns {status, limit, remaining, reset_time, retry_after, delay_ms} as decimal strings.
--- Many items per call: KEYS[i] with the S = #ARGV / #KEYS arguments ARGV[(i-1)*S + 1 ..] each,
--- decided in order (a key repeated in one call sees its earlier items), answers appended.
-local TOP = 9223372036854775808 -- 2^63: int64 saturates here
-local EXACT = 9007199254740992  -- 2^53: doubles are exact integers below
-local function fmt(x)
-  if x >= TOP then return '9223372036854775807' end
-  if x <= -TOP then return '-9223372036854775808' end
-  return string.format('%d', x)
-end
+-- Many items per call, and the helpers used below: common/prelude.lua.
 -- floor(a / b) and a mod b for 0 <= a < 2^53, 0 < b < 2^53, exactly
-local function divmod(a, b)
-  local q = math.floor(a / b)
-  local r = a - q * b
-  while r < 0 do q, r = q - 1, r + b end
-  while r >= b do q, r = q + 1, r - b end
-  return q, r
-end
-local function ceil_div(a, b)
-  local q, r = divmod(a, b)
-  if r > 0 then q = q + 1 end
-  return q
-end
 
--- Keys are read with one MGET and written once each at the end (SET PX, or DEL): a command
--- from Lua costs about what the whole decision does, so a call of many keys pays two per key at
--- most, not two per item. `seen` carries a key's state between its items in this call.
-local vals = redis.call('MGET', unpack(KEYS))
-local seen, px, order = {}, {}, {}
-local function state(i)
-  local v = seen[KEYS[i]]
-  if v == nil then v = vals[i] end
-  return v
-end
-local function put(k, v, ttl) -- v false: delete
-  if seen[k] == nil then order[#order + 1] = k end
-  seen[k], px[k] = v, ttl
-end
-local S = #ARGV / #KEYS
-local out = {}
 for i = 1, #KEYS do
-  local k, o = KEYS[i], (i - 1) * S
-  local n, L, D = tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3])
-  local t, now = tonumber(ARGV[o + 4]), tonumber(ARGV[o + 5])
-  local margin, reset, drain = tonumber(ARGV[o + 6]), ARGV[o + 7] == '1', ARGV[o + 8] == '1'
+  local k, o = KEYS[i], (i - 1) * NA
+  local n, L, D, t, now, margin, reset, drain = common(o)
   local b, maxd = tonumber(ARGV[o + 9]), tonumber(ARGV[o + 10])
 
   local v = state(i)
@@ -130,21 +92,11 @@ for i = 1, #KEYS do
       else
         local q, r = divmod(X, L)
         local e = rt - 1
-        local ttl = e - now + margin
-        if ttl < 1 then ttl = 1 end
-        if ttl > 1e13 then ttl = 1e13 end
-        put(k, struct.pack('Bdddddd', 2, tc + q, r, L, D, b, e), string.format('%d', ttl))
+        put(k, struct.pack('Bdddddd', 2, tc + q, r, L, D, b, e), expiry(e, now, margin))
       end
     end
   end
-  out[#out + 1] = fmt(status)
-  out[#out + 1] = fmt(lim)
-  out[#out + 1] = fmt(rem)
-  out[#out + 1] = fmt(rt)
-  out[#out + 1] = fmt(ra)
-  out[#out + 1] = fmt(delay)
+  answer(status, lim, rem, rt, ra, delay)
 end
-for _, k in ipairs(order) do
-  if seen[k] then redis.call('SET', k, seen[k], 'PX', px[k]) else redis.call('DEL', k) end
-end
+flush()
 return out

@@ -9,25 +9,7 @@
 --            item, to the interval's end when Gregorian)
 -- returns {status, limit, remaining, reset_time, retry_after, delay_ms = 0} as decimal strings
 -- (int64 values past 2^53 cannot be Lua integers).
--- Many items per call: KEYS[i] with the S = #ARGV / #KEYS arguments ARGV[(i-1)*S + 1 ..] each,
--- decided in order (a key repeated in one call sees its earlier items), answers appended.
-local TOP = 9223372036854775808 -- 2^63: int64 saturates here
-local function sat(x)
-  if x ~= x then return 0 end
-  if x >= TOP then return TOP end
-  if x <= -TOP then return -TOP end
-  return x
-end
-local function f2i(x) -- truncation toward zero, saturating (sl_f2i)
-  x = sat(x)
-  if x >= 0 then return math.floor(x) end
-  return math.ceil(x)
-end
-local function fmt(x)
-  if x >= TOP then return '9223372036854775807' end
-  if x <= -TOP then return '-9223372036854775808' end
-  return string.format('%d', x)
-end
+-- Many items per call, and the helpers used below: common/prelude.lua.
 -- Gubernator's reset_time: t + (limit - remaining) * int64(rate)
 local function reset_time(t, limit, rem, rate_ms)
   return sat(t + sat((limit - rem) * rate_ms))
@@ -68,27 +50,9 @@ local function retry_after(r, u, exp, hits, t, rate, burst)
   return x
 end
 
--- Keys are read with one MGET and written once each at the end (SET PX, or DEL): a command
--- from Lua costs about what the whole decision does, so a call of many keys pays two per key at
--- most, not two per item. `seen` carries a key's state between its items in this call.
-local vals = redis.call('MGET', unpack(KEYS))
-local seen, px, order = {}, {}, {}
-local function state(i)
-  local v = seen[KEYS[i]]
-  if v == nil then v = vals[i] end
-  return v
-end
-local function put(k, v, ttl) -- v false: delete
-  if seen[k] == nil then order[#order + 1] = k end
-  seen[k], px[k] = v, ttl
-end
-local S = #ARGV / #KEYS
-local out = {}
 for i = 1, #KEYS do
-  local k, o = KEYS[i], (i - 1) * S
-  local hits, limit = tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2])
-  local t, now = tonumber(ARGV[o + 4]), tonumber(ARGV[o + 5])
-  local margin, reset, drain = tonumber(ARGV[o + 6]), ARGV[o + 7] == '1', ARGV[o + 8] == '1'
+  local k, o = KEYS[i], (i - 1) * NA
+  local hits, limit, _, t, now, margin, reset, drain = common(o)
   local burst, d, pdur = tonumber(ARGV[o + 9]), tonumber(ARGV[o + 10]), tonumber(ARGV[o + 11])
   local rate = d / limit
   local rate_ms = 0
@@ -140,18 +104,8 @@ for i = 1, #KEYS do
     if status == 1 then ra = retry_after(r, u, e, hits, t, rate, burst) end
   end
 
-  local ttl = e - now + margin
-  if ttl < 1 then ttl = 1 end
-  if ttl > 1e13 then ttl = 1e13 end
-  put(k, struct.pack('Bdddd', 1, r, u, b, e), string.format('%d', ttl))
-  out[#out + 1] = fmt(status)
-  out[#out + 1] = fmt(limit)
-  out[#out + 1] = fmt(rem)
-  out[#out + 1] = fmt(rt)
-  out[#out + 1] = fmt(ra)
-  out[#out + 1] = '0'
+  put(k, struct.pack('Bdddd', 1, r, u, b, e), expiry(e, now, margin))
+  answer(status, limit, rem, rt, ra, 0)
 end
-for _, k in ipairs(order) do
-  if seen[k] then redis.call('SET', k, seen[k], 'PX', px[k]) else redis.call('DEL', k) end
-end
+flush()
 return out

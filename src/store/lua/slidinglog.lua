@@ -7,31 +7,15 @@
 --            decimal timestamps oldest first, under KEYS[i] .. '|log'
 --   ARGV     hits limit duration t now margin reset drain
 -- returns {status, limit, remaining, reset_time, retry_after, delay_ms = 0} as decimal strings.
--- Many items per call: KEYS[i] with the S = #ARGV / #KEYS arguments ARGV[(i-1)*S + 1 ..] each,
--- decided in order (a key repeated in one call sees its earlier items), answers appended.
+-- Many items per call, and the helpers used below: common/prelude.lua.
 -- Work per item: O(hits + expired entries) list operations; limit <= --max-log-limit bounds both.
-local TOP = 9223372036854775808 -- 2^63: int64 saturates here
-local function sat(x)
-  if x >= TOP then return TOP end
-  if x <= -TOP then return -TOP end
-  return x
-end
-local function fmt(x)
-  if x >= TOP then return '9223372036854775807' end
-  if x <= -TOP then return '-9223372036854775808' end
-  return string.format('%d', x)
-end
 
-local S = #ARGV / #KEYS
-local out = {}
 for i = 1, #KEYS do
-  local k, o = KEYS[i], (i - 1) * S
+  local k, o = KEYS[i], (i - 1) * NA
   local lk = k .. '|log'
-  local n, L, D = tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3])
-  local t, now = tonumber(ARGV[o + 4]), tonumber(ARGV[o + 5])
-  local margin, reset, drain = tonumber(ARGV[o + 6]), ARGV[o + 7] == '1', ARGV[o + 8] == '1'
+  local n, L, D, t, now, margin, reset, drain = common(o)
 
-  local v = redis.call('GET', k)
+  local v = state(i)
   local same = false
   if v and string.byte(v, 1) == 5 then
     local _, e = struct.unpack('Bd', v)
@@ -97,22 +81,16 @@ for i = 1, #KEYS do
   end
 
   if len == 0 then
-    redis.call('DEL', k, lk)
+    put(k, false)
+    redis.call('DEL', lk)
   else
     local e = newest_end
     if e < TOP then e = e - 1 end
-    local ttl = e - now + margin
-    if ttl < 1 then ttl = 1 end
-    if ttl > 1e13 then ttl = 1e13 end
-    local px = string.format('%d', ttl)
-    redis.call('SET', k, struct.pack('Bd', 5, e), 'PX', px)
-    redis.call('PEXPIRE', lk, px)
+    local ms = expiry(e, now, margin)
+    put(k, struct.pack('Bd', 5, e), ms)
+    redis.call('PEXPIRE', lk, ms)
   end
-  out[#out + 1] = fmt(status)
-  out[#out + 1] = fmt(L)
-  out[#out + 1] = fmt(rem)
-  out[#out + 1] = fmt(newest_end)
-  out[#out + 1] = fmt(ra)
-  out[#out + 1] = '0'
+  answer(status, L, rem, newest_end, ra, 0)
 end
+flush()
 return out

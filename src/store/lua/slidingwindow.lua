@@ -8,49 +8,11 @@
 --            cur, expire_at, ring...) (ring[j mod S]: the count of sub-window j)
 --   ARGV     hits limit duration t now margin reset drain | S
 -- returns {status, limit, remaining, reset_time, retry_after, delay_ms = 0} as decimal strings.
--- Many items per call: KEYS[i] with the S = #ARGV / #KEYS arguments ARGV[(i-1)*S + 1 ..] each,
--- decided in order (a key repeated in one call sees its earlier items), answers appended.
-local TOP = 9223372036854775808 -- 2^63: int64 saturates here
-local EXACT = 9007199254740992  -- 2^53
-local function fmt(x)
-  if x >= TOP then return '9223372036854775807' end
-  if x <= -TOP then return '-9223372036854775808' end
-  return string.format('%d', x)
-end
-local function floor_div(a, b) -- exact for |a| < 2^53, 0 < b < 2^53
-  local q = math.floor(a / b)
-  local r = a - q * b
-  while r < 0 do q, r = q - 1, r + b end
-  while r >= b do q, r = q + 1, r - b end
-  return q
-end
-local function ceil_div(a, b)
-  local q = floor_div(a, b)
-  if q * b < a then q = q + 1 end
-  return q
-end
+-- Many items per call, and the helpers used below: common/prelude.lua.
 
--- Keys are read with one MGET and written once each at the end (SET PX, or DEL): a command
--- from Lua costs about what the whole decision does, so a call of many keys pays two per key at
--- most, not two per item. `seen` carries a key's state between its items in this call.
-local vals = redis.call('MGET', unpack(KEYS))
-local seen, px, order = {}, {}, {}
-local function state(i)
-  local v = seen[KEYS[i]]
-  if v == nil then v = vals[i] end
-  return v
-end
-local function put(k, v, ttl) -- v false: delete
-  if seen[k] == nil then order[#order + 1] = k end
-  seen[k], px[k] = v, ttl
-end
-local NA = #ARGV / #KEYS
-local out = {}
 for i = 1, #KEYS do
   local k, o = KEYS[i], (i - 1) * NA
-  local n, L, D = tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3])
-  local t, now = tonumber(ARGV[o + 4]), tonumber(ARGV[o + 5])
-  local margin, reset, drain = tonumber(ARGV[o + 6]), ARGV[o + 7] == '1', ARGV[o + 8] == '1'
+  local n, L, D, t, now, margin, reset, drain = common(o)
   local S = tonumber(ARGV[o + 9])
   local w = D / S -- D % S == 0: validated
 
@@ -66,12 +28,12 @@ for i = 1, #KEYS do
       for j = 0, S - 1 do ring[j] = r[j + 1] end
     end
   end
-  local function slot(j) return j - floor_div(j, S) * S end
+  local function slot(j) return j - divmod(j, S) * S end
   local kk
   if same then
-    kk = floor_div(ws, w)
+    kk = divmod(ws, w)
     if t < ws then t = ws end
-    local k2 = floor_div(t, w)
+    local k2 = divmod(t, w)
     if k2 ~= kk then -- advance
       if k2 - kk > S then
         for j = 0, S - 1 do ring[j] = 0 end
@@ -82,7 +44,7 @@ for i = 1, #KEYS do
       cur, kk = 0, k2
     end
   else
-    kk = floor_div(t, w)
+    kk = divmod(t, w)
   end
   local function prev(m) return ring[slot(kk - m)] end
   local e = t - kk * w
@@ -157,7 +119,7 @@ for i = 1, #KEYS do
           if old == 0 then
             a2 = e0
           else
-            local need = w - floor_div(room * w, old)
+            local need = w - divmod(room * w, old)
             a2 = e0
             if need > e0 then a2 = need end
           end
@@ -173,30 +135,19 @@ for i = 1, #KEYS do
   end
 
   if bad then
-    out[#out + 1] = '-1'
-    for _ = 1, 5 do out[#out + 1] = '0' end
+    answer(-1, 0, 0, 0, 0, 0)
   else
     if newest < 0 then
       if v then put(k, false) end
     else
       local ex = rt
       if ex < TOP then ex = ex - 1 end
-      local ttl = ex - now + margin
-      if ttl < 1 then ttl = 1 end
-      if ttl > 1e13 then ttl = 1e13 end
       local st = {4, S, D, kk * w, cur, ex}
       for j = 0, S - 1 do st[#st + 1] = ring[j] end
-      put(k, struct.pack('Bddddd' .. string.rep('d', S), unpack(st)), string.format('%d', ttl))
+      put(k, struct.pack('Bddddd' .. string.rep('d', S), unpack(st)), expiry(ex, now, margin))
     end
-    out[#out + 1] = fmt(status)
-    out[#out + 1] = fmt(L)
-    out[#out + 1] = fmt(rem)
-    out[#out + 1] = fmt(rt)
-    out[#out + 1] = fmt(ra)
-    out[#out + 1] = '0'
+    answer(status, L, rem, rt, ra, 0)
   end
 end
-for _, k in ipairs(order) do
-  if seen[k] then redis.call('SET', k, seen[k], 'PX', px[k]) else redis.call('DEL', k) end
-end
+flush()
 return out

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../support/freeport.h"
 #include "sluice/clock.h"
 
 #define SL_TEST_REDIS_BIN "/usr/bin/redis-server"
@@ -33,17 +34,6 @@ typedef struct sl_test_redis {
 static inline bool sl_test_redis_installed(void)
 {
     return access(SL_TEST_REDIS_BIN, X_OK) == 0;
-}
-
-static inline int sl_test_redis_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    socklen_t l = sizeof a;
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &l), 0);
-    close(fd);
-    return ntohs(a.sin_port);
 }
 
 static inline bool sl_test_redis_answers(int port)
@@ -66,7 +56,7 @@ static inline bool sl_test_redis_answers(int port)
 static inline int sl_test_redis_start(sl_test_redis *p)
 {
     if (!p->port) {
-        p->port = sl_test_redis_port();
+        p->port = sl_test_free_port();
         snprintf(p->addr, sizeof p->addr, "127.0.0.1:%d", p->port);
     }
     char port[16];
