@@ -1,9 +1,9 @@
 """--store redis: stateless sluiced nodes over a real redis-server on a free loopback port (no
 persistence). Gubernator's key cases of test_gubernator.py run again against a node on the Redis
-store (the same test functions, not copies); then what only the Redis store has: state that
-outlives every node, per-item errors or --fail-open while Redis is away and its use again when it
-is back, key expiry, AUTH. The Levee dialect (/attempt) decides on the local engine (docs/store.md)
-and is not repeated here."""
+store (the same test functions, not copies), and Levee's file-quota cases of test_levee.py on a
+node started with --store redis (/attempt still decides on the node's engine: docs/store.md);
+then what only the Redis store has: state that outlives every node, per-item errors or
+--fail-open while Redis is away and its use again when it is back, key expiry, AUTH."""
 import json
 import os
 import signal
@@ -15,6 +15,7 @@ import grpc
 import pytest
 
 import test_gubernator as gub
+import test_levee as lev
 from conftest import free_port, have, http, wait_for
 
 pytestmark = pytest.mark.skipif(not have("redis-server"), reason="redis-server not installed")
@@ -106,6 +107,21 @@ def test_gubernator_cases_on_redis(case, redis_node, redis_server, pb):
         # the decisions were Redis's: keys are there, and the store counted them
         assert int(redis_server.cmd("DBSIZE")) > 0
         assert metric(redis_node, "sluice_redis_items_total") > 0
+
+
+@pytest.fixture
+def redis_node_factory(node_factory, redis_server):
+    """node_factory, every node on the Redis store."""
+    def make(args=(), env=None, start=True, port=None):
+        return node_factory(list(args) + ["--store", "redis", "--redis-addrs", redis_server.addr],
+                            env, start, port)
+    return make
+
+
+@pytest.mark.parametrize("case", [lev.test_quota_file_and_sighup_reload,
+                                  lev.test_attempt_headers_always], ids=lambda c: c.__name__)
+def test_levee_cases_with_redis_store(case, redis_node_factory, tmp_path):
+    case(redis_node_factory, tmp_path)
 
 
 def test_json_gateway_conventions_on_redis(redis_node, redis_server):
