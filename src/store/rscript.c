@@ -13,7 +13,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
+#include "sluice/clock.h"
+
+#include "core/concurrency.h"
 #include "core/gregorian.h"
 #include "core/satmath.h"
 
@@ -24,6 +28,7 @@ extern const sl_rscript sl_lua_fixedwindow;
 extern const sl_rscript sl_lua_slidinglog;
 extern const sl_rscript sl_lua_gcra;
 extern const sl_rscript sl_lua_slidingwindow;
+extern const sl_rscript sl_lua_concurrency;
 
 const char sl_rscript_err_unsupported[] =
     "this algorithm is not available with --store redis (docs/store.md)";
@@ -45,6 +50,8 @@ const sl_rscript *sl_rscript_of(int32_t algorithm)
         return &sl_lua_gcra;
     case SL_SLIDING_WINDOW:
         return &sl_lua_slidingwindow;
+    case SL_CONCURRENCY:
+        return &sl_lua_concurrency;
     default:
         return NULL;
     }
@@ -54,6 +61,28 @@ static void num(sl_rscript_args *a, int i, int64_t v)
 {
     int n = snprintf(a->num[i], sizeof a->num[i], "%" PRId64, v);
     a->len[i] = (size_t)n;
+}
+
+/* A lease id in hex (sl_conc_format_id), or "0" for none. */
+static void hex_id(sl_rscript_args *a, int i, uint64_t id)
+{
+    if (id == 0) {
+        a->num[i][0] = '0';
+        a->len[i] = 1;
+        return;
+    }
+    a->len[i] = (size_t)sl_conc_format_id(id, a->num[i]);
+}
+
+/* A new lease's id: 64 random bits, never 0. Ids are unguessable and, across every node on the
+ * same Redis, unique but for a 2^-64 chance per pair (the engine's own sequence is per node). */
+static uint64_t new_lease_id(void)
+{
+    uint64_t id = 0;
+    while (id == 0)
+        if (getrandom(&id, sizeof id, 0) != (ssize_t)sizeof id)
+            id = (uint64_t)sl_mono_ns() * UINT64_C(0x9e3779b97f4a7c15); /* no entropy yet */
+    return id;
 }
 
 /* The arguments after the common ones (hits limit duration t now margin reset drain): what each
@@ -101,6 +130,10 @@ static const char *extra_args(sl_rscript_args *cmd, int i, const sl_request *req
         break;
     case SL_SLIDING_WINDOW: /* sub-windows (0 or 1: the classic two-window estimate) */
         num(cmd, i++, req->sub_windows > 1 ? req->sub_windows : 1);
+        break;
+    case SL_CONCURRENCY: /* the request's lease, and the id an acquire would take */
+        hex_id(cmd, i++, req->lease_id);
+        hex_id(cmd, i++, req->hits > 0 ? new_lease_id() : 0);
         break;
     case SL_GCRA: /* burst (extra hits at once, not a bucket size), how long the caller waits */
         num(cmd, i++, req->burst);
@@ -218,8 +251,8 @@ int sl_rscript_answer(const long long *v, size_t n, int64_t t, const sl_engine_c
     memset(resp, 0, sizeof *resp);
     if (n != SL_RSCRIPT_ANSWER)
         return -EPROTO;
-    if (v[0] == -1) {
-        resp->error = sl_rscript_err_range;
+    if (v[0] == -1 || v[0] == -2) {
+        resp->error = v[0] == -1 ? sl_rscript_err_range : sl_conc_err_not_found;
         return 0;
     }
     if (v[0] != SL_UNDER_LIMIT && v[0] != SL_OVER_LIMIT)

@@ -81,7 +81,9 @@ int sl_rscript_cmd_build(sl_rscript_cmd *c, int32_t alg, bool eval, const sl_req
 void sl_rscript_cmd_free(sl_rscript_cmd *c);
 
 /* Turn one item's answer (n integers: the decimal strings of its part of the reply) into *resp
- * (status -1: the error sl_rscript_err_range). 0, or -EPROTO when it is not one. */
+ * (status -1: the error sl_rscript_err_range; -2: CONCURRENCY's lease not found). The sixth is
+ * delay_ms, except for CONCURRENCY, whose sixth is the lease id in hex (the caller's to read).
+ * 0, or -EPROTO when it is not one. */
 int sl_rscript_answer(const long long *v, size_t n, int64_t t, const sl_engine_config *cfg,
                       sl_response *resp);
 

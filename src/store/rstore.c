@@ -31,6 +31,7 @@
 #include <hiredis/adapters/libuv.h>
 
 #include "base/file.h"
+#include "core/concurrency.h"
 #include "sluice/clock.h"
 #include "store/rscript.h"
 
@@ -168,6 +169,18 @@ static bool reply_int(const redisReply *e, long long *out)
     return *end == '\0' && errno == 0;
 }
 
+/* CONCURRENCY's sixth answer: the lease taken, in hex, or "0" (*v is set to 0: no delay). */
+static bool reply_lease(const redisReply *e, uint64_t *lease, long long *v)
+{
+    *v = 0;
+    *lease = 0;
+    if (e->type != REDIS_REPLY_STRING)
+        return false;
+    if (e->len == 1 && e->str[0] == '0')
+        return true;
+    return sl_conc_parse_id(e->str, e->len, lease) == 0;
+}
+
 /* Send one script call. 0, or a negative errno (not sent: no connection, no memory). */
 static int send_chunk(wk *w, chunk *c, bool eval)
 {
@@ -227,12 +240,17 @@ static void chunk_reply(redisAsyncContext *ac, void *reply, void *priv)
             size_t i = p->idx[c->first + k];
             long long v[SL_RSCRIPT_ANSWER];
             bool ok = true;
+            redisReply **e = rp->element + k * SL_RSCRIPT_ANSWER;
+            uint64_t lease = 0;
             for (size_t j = 0; ok && j < SL_RSCRIPT_ANSWER; j++) /* strings: int64 past 2^53 */
-                ok = reply_int(rp->element[k * SL_RSCRIPT_ANSWER + j], &v[j]);
+                ok = c->alg == SL_CONCURRENCY && j == 5 ? reply_lease(e[j], &lease, &v[j])
+                                                        : reply_int(e[j], &v[j]);
             const sl_request *q = &b->reqs[i];
             int64_t t = q->created_at != 0 ? q->created_at : p->now;
             if (!ok || sl_rscript_answer(v, SL_RSCRIPT_ANSWER, t, &w->r->ecfg, &b->resps[i]))
                 unavailable(w, b, i, p->now, err_failed);
+            else if (!b->resps[i].error)
+                b->resps[i].lease_id = lease;
         }
     }
     pend_release(p);

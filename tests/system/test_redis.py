@@ -251,9 +251,17 @@ def test_auth_with_user_and_password_file(node_factory, tmp_path):
         r.stop()
 
 
-def test_unsupported_algorithm_is_a_per_item_error(redis_node):
-    r = decide(redis_node, "g", algorithm="CONCURRENCY")
-    assert "not available with --store redis" in r["error"]
+def test_concurrency_leases(redis_node, redis_server):
+    a = [decide(redis_node, "c", limit=2, algorithm="CONCURRENCY") for _ in range(3)]
+    assert [r["status"] for r in a] == ["UNDER_LIMIT", "UNDER_LIMIT", "OVER_LIMIT"]
+    lease = a[0]["metadata"]["lease_id"]
+    assert redis_server.cmd("HEXISTS", "sl:1:r:c|leases", lease.split(".")[0]) == "1"
+    r = decide(redis_node, "c", hits=-1, limit=2, algorithm="CONCURRENCY",
+               metadata={"lease_id": lease})
+    assert (r["error"], r["remaining"]) == ("", "1")
+    r = decide(redis_node, "c", hits=-1, limit=2, algorithm="CONCURRENCY",
+               metadata={"lease_id": lease})
+    assert r["error"].startswith("lease not found")
 
 
 def test_options_are_checked(node_factory):

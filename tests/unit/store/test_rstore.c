@@ -535,15 +535,63 @@ static void test_batch(void **state)
     assert_int_equal(st.items, 3 * N);
 }
 
-static void test_unsupported(void **state)
+/* CONCURRENCY: lease ids differ between the stores (each makes its own, unguessable), so the walk
+ * keeps the pairs of ids the two stores gave for each acquire and releases or renews a lease by
+ * its id in each; every other field of every answer must be the same. */
+static void test_random_concurrency(void **state)
 {
     fx *f = *state;
     NEED_REDIS(f);
-    step s = {0, 1, 5, MINUTE, 0, 0, SL_CONCURRENCY, 0, 0, 0};
-    sl_request q = mkreq(f, "leases", &s);
-    sl_response r;
-    via_redis(f, &q, 1, &r);
-    assert_ptr_equal(r.error, sl_rscript_err_unsupported);
+    enum { K = 4, MAXL = 32 };
+    uint64_t x = 0x510e527fade682d1u;
+    static uint64_t mem_ids[K][MAXL], red_ids[K][MAXL];
+    int nids[K] = {0};
+    int64_t limit[K];
+    for (int k = 0; k < K; k++)
+        limit[k] = 1 + RND(5);
+    for (int i = 0; i < 1500; i++) {
+        int k = (int)RND(K);
+        if (RND(20) == 0)
+            limit[k] = RND(6);
+        int64_t op = RND(4); /* acquire, acquire, release, renew or peek */
+        step s = {RND(5) * 250, op < 2 ? 1 : op == 2 ? -1 : 0, limit[k], 2000, 0, 0,
+                  SL_CONCURRENCY, 0, 0, 0};
+        if (RND(40) == 0)
+            s.behavior = R;
+        char key[32], what[64];
+        snprintf(key, sizeof key, "leases-%d", k);
+        snprintf(what, sizeof what, "CONCURRENCY: random step %d (key %d)", i, k);
+        sl_request qm = mkreq(f, key, &s), qr = qm;
+        int j = -1;
+        if (s.hits <= 0 && nids[k] > 0 && (s.hits < 0 || RND(2))) {
+            j = (int)RND(nids[k]);
+            qm.lease_id = mem_ids[k][j];
+            qr.lease_id = red_ids[k][j];
+        } else if (s.hits < 0) {
+            qm.lease_id = qr.lease_id = 0x1234; /* held by neither */
+        }
+        f->now += s.dt;
+        sl_response want, got;
+        sl_engine_decide(f->mem, &qm, &want, f->now);
+        via_redis(f, &qr, 1, &got);
+        assert_int_equal(want.lease_id != 0, got.lease_id != 0);
+        uint64_t wl = want.lease_id, gl = got.lease_id;
+        want.lease_id = got.lease_id = 0;
+        assert_same(&want, &got, what);
+        if (wl) {
+            if (nids[k] == MAXL) { /* forget the oldest pair */
+                memmove(mem_ids[k], mem_ids[k] + 1, (MAXL - 1) * sizeof(uint64_t));
+                memmove(red_ids[k], red_ids[k] + 1, (MAXL - 1) * sizeof(uint64_t));
+                nids[k]--;
+            }
+            mem_ids[k][nids[k]] = wl;
+            red_ids[k][nids[k]++] = gl;
+        }
+        if (s.hits < 0 && j >= 0 && !want.error) {
+            mem_ids[k][j] = mem_ids[k][--nids[k]];
+            red_ids[k][j] = red_ids[k][nids[k]];
+        }
+    }
 }
 
 /* Send one inline command to the server and read (the start of) its answer. */
@@ -738,8 +786,9 @@ static void test_command(void **state)
     assert_memory_equal(cmd.argv[0], "EVAL", 4);
     assert_int_equal(cmd.argvlen[1], sl_rscript_of(SL_TOKEN_BUCKET)->len);
     assert_int_equal(cmd.argc, 3 + 1 + 12);
-    assert_int_equal(sl_rscript_cmd_build(&cmd, SL_CONCURRENCY, false, q, idx, 1, 5000, &ec, 7),
+    assert_int_equal(sl_rscript_cmd_build(&cmd, SL_ALGORITHM_COUNT, false, q, idx, 1, 5000, &ec, 7),
                      -EINVAL);
+    assert_null(sl_rscript_of(SL_ALGORITHM_COUNT));
     sl_rscript_cmd_free(&cmd);
 
     long long ans[6] = {1, 10, 0, -5, 3, 0};
@@ -802,7 +851,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_exact_range, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mixed_batch, setup_small_batches, teardown),
-        cmocka_unit_test_setup_teardown(test_unsupported, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_random_concurrency, setup, teardown),
         cmocka_unit_test_setup_teardown(test_noscript_reload, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keys_expire, setup, teardown),
         cmocka_unit_test_setup_teardown(test_down_then_back, setup, teardown),
