@@ -50,7 +50,7 @@ def reference(r, seconds):
         sha = r.cli("SCRIPT", "LOAD", f.read())
     now = str(int(time.time() * 1000))
     # hits limit duration t now margin reset drain | greg gexp_now gexp_t max_count
-    args = ["EVALSHA", sha, "1", "sl:5:bench:key__rand_int__", "1", "1000000000", "60000", now,
+    args = ["EVALSHA", sha, "1", "sl:{5:bench:key__rand_int__}", "1", "1000000000", "60000", now,
             now, "60000", "0", "0", "0", "0", "0", "9007199254740992"]
     # about `seconds` worth at the reference figure (~100k/s), at least 100k calls
     n = max(100000, 100000 * seconds)

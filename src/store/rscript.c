@@ -168,12 +168,14 @@ const char *sl_rscript_args_of(sl_rscript_args *a, const sl_request *req, int64_
 size_t sl_rscript_key(char *buf, const sl_request *req)
 {
     /* name_len <= SL_MAX_NAME_LEN (4 digits) and unique_key_len <= SL_MAX_KEY_LEN: validated */
-    int k = snprintf(buf, 16, "sl:%zu:", req->name_len);
+    int k = snprintf(buf, 16, "sl:{%zu:", req->name_len);
     memcpy(buf + k, req->name, req->name_len);
     k += (int)req->name_len;
     buf[k++] = ':';
     memcpy(buf + k, req->unique_key, req->unique_key_len);
-    return (size_t)k + req->unique_key_len;
+    k += (int)req->unique_key_len;
+    buf[k++] = '}';
+    return (size_t)k;
 }
 
 static int grow(void **p, size_t *cap, size_t want, size_t size)

@@ -7,8 +7,11 @@
  *
  * A request is validated and its times computed in C exactly as the engine does (sl_alg_decide:
  * t = created_at or now; Gregorian expirations), so a script only does the arithmetic on the
- * key's state. Keys are "sl:" <name length> ":" <name> ":" <unique_key>: the length keeps
- * ("a:b", "c") and ("a", "b:c") apart.
+ * key's state. Keys are "sl:{" <name length> ":" <name> ":" <unique_key> "}": the length keeps
+ * ("a:b", "c") and ("a", "b:c") apart, and the braces make the key a Redis Cluster hash tag, so
+ * that a key and the keys beside it (SLIDING_LOG's "<key>|log", CONCURRENCY's "<key>|leases")
+ * share a slot whatever the name and key hold (the first "}" after the "{" is at the latest the
+ * key's last byte).
  */
 #ifndef SLUICE_STORE_RSCRIPT_H
 #define SLUICE_STORE_RSCRIPT_H
@@ -19,8 +22,8 @@
 
 #include "sluice/engine.h"
 
-/* Longest key: "sl:" + 4 digits + ":" + name + ":" + unique_key. */
-#define SL_RSCRIPT_KEY_MAX (3 + 4 + 1 + SL_MAX_NAME_LEN + 1 + SL_MAX_KEY_LEN)
+/* Longest key: "sl:{" + 4 digits + ":" + name + ":" + unique_key + "}". */
+#define SL_RSCRIPT_KEY_MAX (4 + 4 + 1 + SL_MAX_NAME_LEN + 1 + SL_MAX_KEY_LEN + 1)
 #define SL_RSCRIPT_ARGS 16 /* most ARGV of a script */
 #define SL_RSCRIPT_ANSWER 6 /* per item: status limit remaining reset_time retry_after delay_ms */
 

@@ -126,8 +126,8 @@ def test_levee_cases_with_redis_store(case, redis_node_factory, tmp_path):
 
 def test_json_gateway_conventions_on_redis(redis_node, redis_server):
     gub.test_json_gateway_conventions(redis_node)
-    assert redis_server.cmd("EXISTS", "sl:4:test:x") == "0"  # the name is "j"
-    assert redis_server.cmd("EXISTS", "sl:1:j:x") == "1"
+    assert redis_server.cmd("EXISTS", "sl:{4:test:x}") == "0"  # the name is "j"
+    assert redis_server.cmd("EXISTS", "sl:{1:j:x}") == "1"
 
 
 def evalsha_calls(r):
@@ -217,13 +217,13 @@ def test_redis_that_stops_answering(node_factory, redis_server):
 def test_keys_expire(redis_node, redis_server):
     decide(redis_node, "short", duration=1000)
     decide(redis_node, "gone", duration=1000, hits=-1, algorithm="FIXED_WINDOW")
-    ttl = int(redis_server.cmd("PTTL", "sl:1:r:short"))
+    ttl = int(redis_server.cmd("PTTL", "sl:{1:r:short}"))
     assert 0 < ttl <= 61000  # the state's second plus the 60 s margin
     # a window whose count is back to 0 holds nothing
-    assert redis_server.cmd("EXISTS", "sl:1:r:gone") == "0"
+    assert redis_server.cmd("EXISTS", "sl:{1:r:gone}") == "0"
     assert int(redis_server.cmd("DBSIZE")) == 1
     # no key without an expiry
-    assert redis_server.cmd("PTTL", "sl:1:r:short") != "-1"
+    assert redis_server.cmd("PTTL", "sl:{1:r:short}") != "-1"
 
 
 def test_script_flush_is_reloaded(redis_node, redis_server):
@@ -241,7 +241,7 @@ def test_auth_with_user_and_password_file(node_factory, tmp_path):
         pw.write_text("s3cret\n")
         n = node_factory(redis_args(r, "--redis-user", "sluice", "--redis-password-file", str(pw)))
         assert decide(n, "a")["remaining"] == "2"
-        assert r.cmd("EXISTS", "sl:1:r:a", auth=("sluice", "s3cret")) == "1"
+        assert r.cmd("EXISTS", "sl:{1:r:a}", auth=("sluice", "s3cret")) == "1"
         bad = tmp_path / "bad"
         bad.write_text("nope")
         m = node_factory(redis_args(r, "--redis-user", "sluice", "--redis-password-file", str(bad)))
@@ -255,7 +255,7 @@ def test_concurrency_leases(redis_node, redis_server):
     a = [decide(redis_node, "c", limit=2, algorithm="CONCURRENCY") for _ in range(3)]
     assert [r["status"] for r in a] == ["UNDER_LIMIT", "UNDER_LIMIT", "OVER_LIMIT"]
     lease = a[0]["metadata"]["lease_id"]
-    assert redis_server.cmd("HEXISTS", "sl:1:r:c|leases", lease.split(".")[0]) == "1"
+    assert redis_server.cmd("HEXISTS", "sl:{1:r:c}|leases", lease.split(".")[0]) == "1"
     r = decide(redis_node, "c", hits=-1, limit=2, algorithm="CONCURRENCY",
                metadata={"lease_id": lease})
     assert (r["error"], r["remaining"]) == ("", "1")

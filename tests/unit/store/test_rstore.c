@@ -631,7 +631,7 @@ static void test_keys_expire(void **state)
     step s = {0, 1, 5, 10 * SEC, 0, 0, 0, 0, 0, 0};
     check_step(f, "ttl", &s, "ttl");
     char cmd[128], buf[64];
-    snprintf(cmd, sizeof cmd, "PTTL sl:%zu:%s:ttl\r\n", strlen(f->prefix), f->prefix);
+    snprintf(cmd, sizeof cmd, "PTTL sl:{%zu:%s:ttl}\r\n", strlen(f->prefix), f->prefix);
     redis_cmd(f, cmd, buf, sizeof buf);
     assert_int_equal(buf[0], ':');
     long long ttl = atoll(buf + 1);
@@ -775,10 +775,10 @@ static void test_command(void **state)
     assert_memory_equal(cmd.argv[1], sl_rscript_of(SL_TOKEN_BUCKET)->sha, 40);
     assert_memory_equal(cmd.argv[2], "2", cmd.argvlen[2]);
     /* the name's length keeps ("a:b", "c") and ("a", "b:c") apart */
-    assert_int_equal(cmd.argvlen[3], strlen("sl:3:a:b:c"));
-    assert_memory_equal(cmd.argv[3], "sl:3:a:b:c", cmd.argvlen[3]);
-    assert_int_equal(cmd.argvlen[4], strlen("sl:1:a:b:c"));
-    assert_memory_equal(cmd.argv[4], "sl:1:a:b:c", cmd.argvlen[4]);
+    assert_int_equal(cmd.argvlen[3], strlen("sl:{3:a:b:c}"));
+    assert_memory_equal(cmd.argv[3], "sl:{3:a:b:c}", cmd.argvlen[3]);
+    assert_int_equal(cmd.argvlen[4], strlen("sl:{1:a:b:c}"));
+    assert_memory_equal(cmd.argv[4], "sl:{1:a:b:c}", cmd.argvlen[4]);
     assert_memory_equal(cmd.argv[5], "2", cmd.argvlen[5]);              /* item 1's hits */
     assert_memory_equal(cmd.argv[5 + 12 + 3], "4000", cmd.argvlen[20]); /* item 2's t */
     assert_int_equal(sl_rscript_cmd_build(&cmd, SL_TOKEN_BUCKET, true, q, idx, 1, 5000, &ec, 7),
