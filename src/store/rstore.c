@@ -92,6 +92,7 @@ struct wk {
     int64_t conn_start_ms;  /* mono ms the connect began */
     int64_t progress_ms;    /* mono ms of the last reply, or of the send that found none out */
     size_t inflight;        /* commands sent and not answered, items and others */
+    bool wrong_server;      /* a READONLY / LOADING / MASTERDOWN answer: leave it at the next tick */
     sl_rscript_cmd cmd;     /* the command being built (reused) */
     sl_log_budget log_budget;  /* items failed: one line a second */
     sl_log_budget conn_budget; /* connection events: one line a second */
@@ -230,7 +231,13 @@ static void chunk_reply(redisAsyncContext *ac, void *reply, void *priv)
         } else {
             if (w->r->cfg.log && sl_log_budget_take(w->r->cfg.log, &w->log_budget, SL_LOG_WARN))
                 sl_log_write(w->r->cfg.log, SL_LOG_WARN, "redis store: %.200s", rp->str);
-            chunk_failed(w, c, err_failed);
+            if (!strncmp(rp->str, "READONLY", 8) || !strncmp(rp->str, "LOADING", 7) ||
+                !strncmp(rp->str, "MASTERDOWN", 10)) {
+                w->wrong_server = true; /* not from inside hiredis's callback: tick() drops it */
+                chunk_failed(w, c, err_unavailable);
+            } else {
+                chunk_failed(w, c, err_failed);
+            }
         }
     } else if (rp->type != REDIS_REPLY_ARRAY ||
                rp->elements != (size_t)c->n * SL_RSCRIPT_ANSWER) {
@@ -410,6 +417,7 @@ static void try_connect(wk *w)
     ac->data = w;
     w->ac = ac;
     w->connected = false;
+    w->wrong_server = false;
     w->conn_start_ms = mono_ms();
     redisAsyncSetConnectCallback(ac, on_connect);
     redisAsyncSetDisconnectCallback(ac, on_disconnect);
@@ -459,6 +467,8 @@ static void tick(uv_timer_t *t)
         drop(w, "connect timed out");
     else if (w->connected && w->inflight && now - w->progress_ms > limit)
         drop(w, "no answer within --redis-timeout");
+    else if (w->wrong_server)
+        drop(w, "this server cannot take writes (a replica, or loading): trying the next address");
 }
 
 void sl_rstore_worker_start(sl_rstore *r, int worker, uv_loop_t *loop)
@@ -470,7 +480,7 @@ void sl_rstore_worker_start(sl_rstore *r, int worker, uv_loop_t *loop)
     w->started = true;
     w->stopping = false;
     w->backoff_ms = BACKOFF_MIN_MS;
-    w->addr = (size_t)worker % r->n_addrs; /* spread workers over a list of equals */
+    w->addr = 0; /* the list is an order of preference (failover), not a set of equals */
     uv_timer_init(loop, &w->timer);
     w->timer.data = w;
     int64_t every = r->cfg.timeout_ms / 4;

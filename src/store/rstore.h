@@ -7,9 +7,10 @@
  *
  * Faults: an item whose connection is down, or goes down or times out (--redis-timeout) with the
  * item in flight, gets a per-item error, or with fail_open is decided by the local engine instead
- * (counted, logged at most once a second). A connection that fails is made again with backoff
- * (100 ms doubling to 5 s) on the next address of the list, so Redis coming back is used again
- * without a restart.
+ * (counted, logged at most once a second). A connection that fails, or whose server answers that
+ * it cannot take writes (READONLY, LOADING, MASTERDOWN: a replica, or a master still loading), is
+ * made again with backoff (100 ms doubling to 5 s) on the next address of the list, so Redis
+ * coming back, or a replica promoted, is used without a restart.
  *
  * Lifecycle: sl_rstore_new, then per worker (server hooks, on the worker thread)
  * sl_rstore_worker_start / sl_rstore_worker_stop, sl_rstore_free after the server stopped.

@@ -28,6 +28,7 @@
 typedef struct sl_test_redis {
     pid_t pid; /* 0: not running */
     int port;
+    int replica_of; /* a port: start as a replica of 127.0.0.1:<it>; 0 = a master */
     char addr[32]; /* 127.0.0.1:<port> */
 } sl_test_redis;
 
@@ -71,8 +72,15 @@ static inline int sl_test_redis_start(sl_test_redis *p)
             dup2(fd, 1);
             dup2(fd, 2);
         }
-        execl(SL_TEST_REDIS_BIN, SL_TEST_REDIS_BIN, "--port", port, "--bind", "127.0.0.1",
-              "--save", "", "--appendonly", "no", (char *)NULL);
+        char master[16];
+        snprintf(master, sizeof master, "%d", p->replica_of);
+        if (p->replica_of)
+            execl(SL_TEST_REDIS_BIN, SL_TEST_REDIS_BIN, "--port", port, "--bind", "127.0.0.1",
+                  "--save", "", "--appendonly", "no", "--replicaof", "127.0.0.1", master,
+                  (char *)NULL);
+        else
+            execl(SL_TEST_REDIS_BIN, SL_TEST_REDIS_BIN, "--port", port, "--bind", "127.0.0.1",
+                  "--save", "", "--appendonly", "no", (char *)NULL);
         _exit(127);
     }
     p->pid = pid;

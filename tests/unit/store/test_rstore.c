@@ -717,6 +717,42 @@ static void test_timeout(void **state)
     check_step(f, "slow", &s, "after");
 }
 
+/* --redis-addrs is an order of preference: a replica first (READONLY to every script) is left for
+ * the next address, the master, without a restart. */
+static void test_replica_then_master(void **state)
+{
+    fx *f = *state;
+    NEED_REDIS(f);
+    sl_test_redis replica = {.replica_of = f->redis.port};
+    assert_int_equal(sl_test_redis_start(&replica), 0);
+    sl_rstore_worker_stop(f->rs, 0);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    sl_rstore_free(f->rs);
+    const char *addrs[] = {replica.addr, f->redis.addr};
+    sl_rstore_config c = {.engine = f->local, .engine_cfg = &f->ec, .addrs = addrs, .n_addrs = 2,
+                          .timeout_ms = 1000, .workers = 1};
+    char err[256];
+    assert_int_equal(sl_rstore_new(&c, &f->rs, err, sizeof err), 0);
+    sl_rstore_worker_start(f->rs, 0, &f->loop);
+    step s = {0, 1, 5, MINUTE, 0, 0, 0, 0, 0, 0};
+    sl_request q = mkreq(f, "primary", &s);
+    sl_response r = {.error = "not yet"};
+    int64_t deadline = sl_mono_ns() / 1000000 + 10000;
+    while (r.error && sl_mono_ns() / 1000000 < deadline) {
+        via_redis(f, &q, 1, &r);
+        if (r.error) {
+            assert_string_equal(r.error, "redis store unavailable");
+            uv_run(&f->loop, UV_RUN_ONCE);
+        }
+    }
+    assert_null(r.error);
+    assert_int_equal(r.remaining, 4);
+    sl_rstore_stats st;
+    sl_rstore_stats_get(f->rs, &st);
+    assert_true(st.connects >= 2 && st.disconnects >= 1); /* the replica, then the master */
+    sl_test_redis_stop(&replica);
+}
+
 static void test_config_errors(void **state)
 {
     (void)state;
@@ -856,6 +892,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_keys_expire, setup, teardown),
         cmocka_unit_test_setup_teardown(test_down_then_back, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fail_open, setup_fail_open, teardown),
+        cmocka_unit_test_setup_teardown(test_replica_then_master, setup, teardown),
         cmocka_unit_test_setup_teardown(test_timeout, setup_fail_open, teardown),
     };
     return sl_skip_exit(cmocka_run_group_tests(tests, NULL, NULL));
