@@ -721,7 +721,10 @@ static void decide_on_loop(void *ud)
         return;
     }
     memcpy(c->batch.reqs, c->reqs, c->count * sizeof *c->reqs);
-    sl_router_submit(c->node->router, 0, &c->batch, sl_wall_ms(), decide_done, c);
+    if (c->node->rstore) /* --store redis: the answer a client gets (service.c) */
+        sl_rstore_submit(c->node->rstore, 0, &c->batch, sl_wall_ms(), decide_done, c);
+    else
+        sl_router_submit(c->node->router, 0, &c->batch, sl_wall_ms(), decide_done, c);
 }
 
 int sl_node_decide(sl_node *n, const sl_request *reqs, sl_response *resps, size_t count)

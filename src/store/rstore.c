@@ -186,7 +186,7 @@ static bool reply_lease(const redisReply *e, uint64_t *lease, long long *v)
 static int send_chunk(wk *w, chunk *c, bool eval)
 {
     pend *p = c->p;
-    if (!w->ac || !w->connected)
+    if (!w->ac) /* connecting is fine: hiredis sends what was queued once the connect is done */
         return -ENOTCONN;
     int rc = sl_rscript_cmd_build(&w->cmd, c->alg, eval, p->b->reqs, p->idx + c->first, c->n,
                                   p->now, &w->r->ecfg, w->r->cfg.key_margin_ms);

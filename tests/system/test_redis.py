@@ -16,7 +16,7 @@ import pytest
 
 import test_gubernator as gub
 import test_levee as lev
-from conftest import free_port, have, http, wait_for
+from conftest import BUILD, free_port, have, http, wait_for
 
 pytestmark = pytest.mark.skipif(not have("redis-server"), reason="redis-server not installed")
 
@@ -262,6 +262,19 @@ def test_concurrency_leases(redis_node, redis_server):
     r = decide(redis_node, "c", hits=-1, limit=2, algorithm="CONCURRENCY",
                metadata={"lease_id": lease})
     assert r["error"].startswith("lease not found")
+
+
+def test_embedded_node_on_redis(redis_server):
+    """examples/embedded.c with --store redis: its direct calls (sl_node_decide) and its gRPC calls
+    count against the same key in Redis, as on the memory store (test_embedded.py)."""
+    exe = os.path.join(BUILD, "bin", "example_embedded")
+    out = subprocess.run([exe, "--store", "redis", "--redis-addrs", redis_server.addr],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[-1] == "ok"
+    assert "direct  hit 11: status=OVER_LIMIT remaining=0" in lines
+    assert int(redis_server.cmd("DBSIZE")) >= 1
 
 
 def test_options_are_checked(node_factory):
