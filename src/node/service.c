@@ -458,7 +458,9 @@ static int grpc_payload(sl_service *s, const sl_http_request *rq, const uint8_t 
 /* Hand the call's items to the router (after the fleet's, when there were any). */
 static void route_items(sl_service *s, sl_call *c, int64_t now)
 {
-    if (c->method == M_GET_PEER_RATE_LIMITS)
+    if (s->cfg.rstore) /* every node decides its own items in Redis: nothing to forward */
+        sl_rstore_submit(s->cfg.rstore, c->worker, &c->batch, now, rate_limits_done, c);
+    else if (c->method == M_GET_PEER_RATE_LIMITS)
         sl_router_peer_rate_limits(s->cfg.router, c->worker, &c->batch, now, rate_limits_done, c);
     else
         sl_router_submit(s->cfg.router, c->worker, &c->batch, now, rate_limits_done, c);
