@@ -197,6 +197,10 @@ static const sl_opt daemon_opts[] = {
     {.name = "redis-addrs", .type = SL_OPT_LIST, .offset = FIELD(redis_addrs, sl_opt_list),
      .group = G_ENGINE, .metavar = "ADDRS",
      .help = "Redis server addresses (ip:port) for --store redis, tried in turn"},
+    {.name = "redis-cluster", .type = SL_OPT_BOOL, .offset = FIELD(redis_cluster, bool),
+     .def = "false", .group = G_ENGINE,
+     .help = "Redis Cluster: --redis-addrs are seed nodes; keys go to their slot's master and "
+             "the topology is followed (MOVED, failover)"},
     {.name = "redis-user", .type = SL_OPT_STRING, .offset = FIELD(redis_user, char *),
      .group = G_ENGINE, .metavar = "NAME",
      .help = "Redis ACL user (AUTH user password); unset = AUTH password"},

@@ -502,7 +502,7 @@ static int start_router(sl_node *n, const sl_engine_config *ec, char *err, size_
             .addrs = (const char *const *)o->redis_addrs.items, .n_addrs = o->redis_addrs.n,
             .user = o->redis_user, .password_file = o->redis_password_file,
             .timeout_ms = o->redis_timeout_ns / 1000000, .batch_items = o->redis_batch_items,
-            .fail_open = o->fail_open,
+            .fail_open = o->fail_open, .cluster = o->redis_cluster,
             .workers = (int)o->workers, .log = &n->log, .metrics = n->metrics};
         if ((rc = sl_rstore_new(&sc, &n->rstore, err, errlen)))
             return rc;

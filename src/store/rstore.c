@@ -1,9 +1,10 @@
 /*
  * The Redis store (see rstore.h): per worker loop, one hiredis async connection on that loop (the
- * libuv adapter), the items of each call sent as EVALSHA commands of up to --redis-batch-items
- * items of one algorithm each, answers matched back by the callback's chunk record, and the
- * connection's health: connect and reply deadlines, reconnection
- * with backoff over the address list, NOSCRIPT reloads.
+ * libuv adapter) - with --redis-cluster one per master, the topology read by CLUSTER SLOTS into a
+ * store/rslots.h table - the items of each call sent as EVALSHA commands of up to
+ * --redis-batch-items items of one algorithm (and one slot) each, answers matched back by the
+ * callback's chunk record, and the connections' health: connect and reply deadlines, reconnection
+ * with backoff over the address list, NOSCRIPT reloads, MOVED / ASK and topology refreshes.
  *
  * Deadlines. hiredis 0.14 (Debian 12) has no timeouts of its own, so one timer per worker ticks
  * a few times per --redis-timeout: a connection still not up, or with commands in flight and no
@@ -14,8 +15,10 @@
  *
  * Ownership of the hiredis context: hiredis frees it itself after a failed connect (on_connect
  * with an error) or a lost connection (on_disconnect); sluice frees it for a deadline or at worker
- * stop, never from inside one of its callbacks. w->ac is cleared first in every case, so a
- * callback run by the freeing sees a worker without a connection.
+ * stop, never from inside one of its callbacks. conn->ac is cleared first in every case, so a
+ * callback run by the freeing sees a connection without a context. A cluster master's connection
+ * that leaves the topology (maybe while one of its own callbacks runs) is retired: put on a list
+ * that the next tick frees.
  */
 #include "store/rstore.h"
 
@@ -34,6 +37,7 @@
 #include "core/concurrency.h"
 #include "sluice/clock.h"
 #include "store/rscript.h"
+#include "store/rslots.h"
 
 #define DEFAULT_TIMEOUT_MS 1000
 #define DEFAULT_MARGIN_MS 60000
@@ -42,6 +46,7 @@
 #define BACKOFF_MAX_MS 5000
 #define TICK_MIN_MS 10
 #define TICK_MAX_MS 250
+#define REFRESH_EVERY_MS 100 /* least time between two topology refreshes */
 #define PASSWORD_MAX 4096
 #define ADDR_MAX 256
 
@@ -51,14 +56,18 @@ static const char err_nomem[] = "out of memory";
 
 typedef struct wk wk;
 typedef struct pend pend;
+typedef struct conn conn;
 
-/* One script call: n items of one algorithm, p->idx[first .. first + n - 1]. */
+/* One script call: n items of one algorithm (and, with --redis-cluster, of one slot),
+ * p->idx[first .. first + n - 1]. */
 typedef struct chunk {
     pend *p;
     uint32_t first;
     uint32_t n;
     int32_t alg;
-    bool eval; /* sent as EVAL (after a NOSCRIPT): a second NOSCRIPT is an error */
+    uint16_t slot;    /* with --redis-cluster: the slot of every key of the call */
+    bool eval;        /* sent as EVAL (after a NOSCRIPT): a second NOSCRIPT is an error */
+    bool redirected;  /* sent again after a MOVED / ASK: a second one is an error */
 } chunk;
 
 struct pend {
@@ -77,26 +86,47 @@ typedef struct raddr {
     int port;
 } raddr;
 
-struct wk {
-    sl_rstore *r;
-    int idx;
-    uv_loop_t *loop;
+/* One hiredis connection: the standalone server's, or (--redis-cluster) one master's or the
+ * seed's the topology is asked from. ac->data points here while the context is this one's. */
+struct conn {
+    wk *w;
+    raddr a;
     redisAsyncContext *ac;
     bool connected;
-    bool started;
-    bool stopping;
-    uv_timer_t timer;
-    size_t addr;            /* the address used or tried last */
+    bool wrong_server;      /* a READONLY / LOADING / MASTERDOWN answer: leave it at the next tick */
+    bool retired;           /* not in the topology any more: freed at the next tick */
+    bool slots_asked;       /* a CLUSTER SLOTS is queued on it */
+    conn *next_old;         /* the worker's list of retired connections */
     int64_t backoff_ms;
     int64_t next_try_ms;    /* mono ms: the next connect attempt, when ac == NULL */
     int64_t conn_start_ms;  /* mono ms the connect began */
     int64_t progress_ms;    /* mono ms of the last reply, or of the send that found none out */
     size_t inflight;        /* commands sent and not answered, items and others */
-    bool wrong_server;      /* a READONLY / LOADING / MASTERDOWN answer: leave it at the next tick */
+};
+
+struct wk {
+    sl_rstore *r;
+    int idx;
+    uv_loop_t *loop;
+    bool started;
+    bool stopping;
+    uv_timer_t timer;
+    size_t addr;            /* the address (or seed) used or tried last */
+    conn main;              /* standalone: the connection */
+    /* --redis-cluster */
+    sl_rslots *tbl;         /* the topology (NULL until the first one) */
+    sl_rslots *next;        /* where a CLUSTER SLOTS reply is read into */
+    conn *node[SL_RSLOTS_NODES_MAX]; /* one per master, by tbl's node index */
+    conn *seed;             /* asked for the topology while no master is connected */
+    conn *old;              /* retired, freed at the next tick */
+    bool need_refresh;
+    bool refreshing;
+    int64_t refresh_start_ms;
     sl_rscript_cmd cmd;     /* the command being built (reused) */
     sl_log_budget log_budget;  /* items failed: one line a second */
     sl_log_budget conn_budget; /* connection events: one line a second */
     _Atomic uint64_t items, errors, fail_open, reloads, connects, disconnects;
+    _Atomic uint64_t redirects, refreshes;
 };
 
 struct sl_rstore {
@@ -121,6 +151,8 @@ static void cinc(_Atomic uint64_t *c)
     atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
                           memory_order_relaxed);
 }
+
+static void try_connect(conn *cn);
 
 /* ---- items ---------------------------------------------------------------------------------- */
 
@@ -182,22 +214,56 @@ static bool reply_lease(const redisReply *e, uint64_t *lease, long long *v)
     return sl_conc_parse_id(e->str, e->len, lease) == 0;
 }
 
-/* Send one script call. 0, or a negative errno (not sent: no connection, no memory). */
-static int send_chunk(wk *w, chunk *c, bool eval)
+/* A command whose answer only counts as progress (AUTH, SCRIPT LOAD, ASKING). */
+static void on_aux(redisAsyncContext *ac, void *reply, void *priv)
+{
+    conn *cn = ac->data;
+    redisReply *rp = reply;
+    if (cn && cn->inflight)
+        cn->inflight--;
+    if (cn && rp)
+        cn->progress_ms = mono_ms();
+    if (rp && rp->type == REDIS_REPLY_ERROR && priv && cn && cn->w->r->cfg.log)
+        sl_log_error(cn->w->r->cfg.log, "redis store: %s: %.200s", (const char *)priv, rp->str);
+}
+
+/* The connection a chunk goes to: the server's, or with --redis-cluster its slot's master's
+ * (NULL: no master known for it, or no connection made to it yet). */
+static conn *route(wk *w, const chunk *c)
+{
+    if (!w->r->cfg.cluster)
+        return &w->main;
+    if (!w->tbl || w->tbl->owner[c->slot] == SL_RSLOTS_NONE) {
+        w->need_refresh = true;
+        return NULL;
+    }
+    return w->node[w->tbl->owner[c->slot]];
+}
+
+/* Send one script call on cn (ASKING before it with `asking`). 0, or a negative errno (not sent:
+ * no connection, no memory). */
+static int send_chunk(wk *w, conn *cn, chunk *c, bool eval, bool asking)
 {
     pend *p = c->p;
-    if (!w->ac) /* connecting is fine: hiredis sends what was queued once the connect is done */
+    if (!cn || !cn->ac) /* connecting is fine: hiredis sends what was queued once connected */
         return -ENOTCONN;
     int rc = sl_rscript_cmd_build(&w->cmd, c->alg, eval, p->b->reqs, p->idx + c->first, c->n,
                                   p->now, &w->r->ecfg, w->r->cfg.key_margin_ms);
     if (rc)
         return rc;
     c->eval = eval;
-    if (redisAsyncCommandArgv(w->ac, chunk_reply, c, w->cmd.argc, w->cmd.argv, w->cmd.argvlen) !=
+    if (asking) {
+        const char *argv[1] = {"ASKING"};
+        size_t len[1] = {6};
+        if (redisAsyncCommandArgv(cn->ac, on_aux, NULL, 1, argv, len) != REDIS_OK)
+            return -ENOTCONN;
+        cn->inflight++;
+    }
+    if (redisAsyncCommandArgv(cn->ac, chunk_reply, c, w->cmd.argc, w->cmd.argv, w->cmd.argvlen) !=
         REDIS_OK)
         return -ENOTCONN;
-    if (w->inflight++ == 0)
-        w->progress_ms = mono_ms();
+    if (cn->inflight++ == 0)
+        cn->progress_ms = mono_ms();
     return 0;
 }
 
@@ -208,32 +274,71 @@ static void chunk_failed(wk *w, chunk *c, const char *why)
         unavailable(w, p->b, p->idx[c->first + k], p->now, why);
 }
 
+static conn *conn_new(wk *w, const char *host, int port);
+
+/* A MOVED or ASK answer to c from cn: the table learns it, and c goes to the node named, once.
+ * true when c is in flight again. */
+static bool redirect(wk *w, conn *cn, chunk *c, const char *err, size_t len)
+{
+    sl_rslots_redirect rd;
+    if (!w->r->cfg.cluster || !w->tbl || c->redirected || !cn ||
+        sl_rslots_redirect_parse(err, len, &rd) == SL_RSLOTS_OTHER)
+        return false;
+    cinc(&w->redirects);
+    bool refresh;
+    int idx = sl_rslots_redirect_apply(w->tbl, &rd, cn->a.host, mono_ms(), &refresh);
+    if (refresh)
+        w->need_refresh = true;
+    if (idx < 0)
+        return false;
+    if (!w->node[idx]) {
+        const sl_rslots_node *n = &w->tbl->node[idx];
+        if (!(w->node[idx] = conn_new(w, n->host, n->port)))
+            return false;
+    }
+    c->redirected = true;
+    return send_chunk(w, w->node[idx], c, c->eval, rd.kind == SL_RSLOTS_ASK) == 0;
+}
+
 static void chunk_reply(redisAsyncContext *ac, void *reply, void *priv)
 {
     chunk *c = priv;
     pend *p = c->p;
     wk *w = p->w;
+    conn *cn = ac->data; /* NULL: the context is being freed by sluice */
     redisReply *rp = reply;
-    (void)ac;
-    if (w->inflight)
-        w->inflight--;
-    if (rp)
-        w->progress_ms = mono_ms();
+    if (cn && cn->inflight)
+        cn->inflight--;
+    if (cn && rp)
+        cn->progress_ms = mono_ms();
     sl_batch *b = p->b;
     if (!rp) {
+        if (w->r->cfg.cluster)
+            w->need_refresh = true;
         chunk_failed(w, c, err_unavailable);
     } else if (rp->type == REDIS_REPLY_ERROR) {
         if (!c->eval && strncmp(rp->str, "NOSCRIPT", 8) == 0) {
             cinc(&w->reloads);
-            if (send_chunk(w, c, true) == 0)
+            if (send_chunk(w, cn, c, true, false) == 0)
                 return; /* still in flight */
             chunk_failed(w, c, err_unavailable);
+        } else if (redirect(w, cn, c, rp->str, rp->len)) {
+            return; /* still in flight, on the node named */
         } else {
             if (w->r->cfg.log && sl_log_budget_take(w->r->cfg.log, &w->log_budget, SL_LOG_WARN))
                 sl_log_write(w->r->cfg.log, SL_LOG_WARN, "redis store: %.200s", rp->str);
+            bool cluster_err = !strncmp(rp->str, "CLUSTERDOWN", 11) ||
+                               !strncmp(rp->str, "TRYAGAIN", 8) || !strncmp(rp->str, "MOVED", 5) ||
+                               !strncmp(rp->str, "ASK", 3);
             if (!strncmp(rp->str, "READONLY", 8) || !strncmp(rp->str, "LOADING", 7) ||
                 !strncmp(rp->str, "MASTERDOWN", 10)) {
-                w->wrong_server = true; /* not from inside hiredis's callback: tick() drops it */
+                if (w->r->cfg.cluster)
+                    w->need_refresh = true; /* a master turned replica: a failover */
+                else if (cn)
+                    cn->wrong_server = true; /* not from inside hiredis's callback: tick() */
+                chunk_failed(w, c, err_unavailable);
+            } else if (cluster_err && w->r->cfg.cluster) {
+                w->need_refresh = true;
                 chunk_failed(w, c, err_unavailable);
             } else {
                 chunk_failed(w, c, err_failed);
@@ -267,7 +372,7 @@ static void flush_chunk(wk *w, pend *p, chunk *c)
 {
     if (c->n == 0)
         return;
-    int rc = send_chunk(w, c, false);
+    int rc = send_chunk(w, route(w, c), c, false, false);
     if (rc == 0) {
         p->out++;
         for (uint32_t k = 0; k < c->n; k++)
@@ -275,6 +380,14 @@ static void flush_chunk(wk *w, pend *p, chunk *c)
     } else {
         chunk_failed(w, c, rc == -ENOMEM ? err_nomem : err_unavailable);
     }
+}
+
+/* The slot of req's key (--redis-cluster). */
+static uint16_t slot_of(const sl_request *q)
+{
+    char key[SL_RSCRIPT_KEY_MAX];
+    size_t n = sl_rscript_key(key, q);
+    return (uint16_t)sl_rslots_key_slot(key, n);
 }
 
 void sl_rstore_submit(sl_rstore *r, int worker, sl_batch *b, int64_t now_ms,
@@ -300,8 +413,10 @@ void sl_rstore_submit(sl_rstore *r, int worker, sl_batch *b, int64_t now_ms,
     p->out = 1;
     p->ch = (chunk *)(p + 1);
     p->idx = (uint32_t *)(p->ch + n + 1);
-    /* consecutive items of one algorithm share a script call (up to --redis-batch-items), so a
-     * key repeated across algorithms is still decided in request order */
+    /* consecutive items of one algorithm (and slot, in a cluster) share a script call (up to
+     * --redis-batch-items), so a key repeated across algorithms is still decided in request
+     * order: a key's calls all go to its slot's connection, in order */
+    const bool cluster = r->cfg.cluster;
     size_t nch = 0, nidx = 0;
     chunk *c = &p->ch[0];
     *c = (chunk){.p = p, .first = 0, .n = 0, .alg = -1};
@@ -320,12 +435,14 @@ void sl_rstore_submit(sl_rstore *r, int worker, sl_batch *b, int64_t now_ms,
             b->resps[i].error = err;
             continue;
         }
-        if (c->n && (c->alg != q->algorithm || c->n >= r->batch_items)) {
+        uint16_t slot = cluster ? slot_of(q) : 0;
+        if (c->n && (c->alg != q->algorithm || c->n >= r->batch_items || c->slot != slot)) {
             flush_chunk(w, p, c);
             c = &p->ch[++nch];
             *c = (chunk){.p = p, .first = (uint32_t)nidx, .n = 0};
         }
         c->alg = q->algorithm;
+        c->slot = slot;
         p->idx[nidx++] = (uint32_t)i;
         c->n++;
     }
@@ -333,77 +450,95 @@ void sl_rstore_submit(sl_rstore *r, int worker, sl_batch *b, int64_t now_ms,
     pend_release(p);
 }
 
-/* ---- the connection ------------------------------------------------------------------------- */
+/* ---- the connections ------------------------------------------------------------------------ */
 
-static void schedule_retry(wk *w)
+static void schedule_retry(conn *cn)
 {
-    w->next_try_ms = mono_ms() + w->backoff_ms;
-    w->backoff_ms = w->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : w->backoff_ms * 2;
-    if (w->r->n_addrs > 1)
+    wk *w = cn->w;
+    cn->next_try_ms = mono_ms() + cn->backoff_ms;
+    cn->backoff_ms = cn->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : cn->backoff_ms * 2;
+    /* the standalone server and the seed move along the address list; a master stays itself */
+    if ((cn == &w->main || cn == w->seed) && w->r->n_addrs > 1) {
         w->addr = (w->addr + 1) % w->r->n_addrs;
+        cn->a = w->r->addrs[w->addr];
+    }
 }
 
-static void lost(wk *w, const char *why)
+static void lost(conn *cn, const char *why)
 {
-    w->ac = NULL;
-    w->inflight = 0;
-    if (w->connected)
+    wk *w = cn->w;
+    cn->ac = NULL;
+    cn->inflight = 0;
+    if (cn->connected)
         cinc(&w->disconnects);
-    w->connected = false;
+    cn->connected = false;
     sl_rstore *r = w->r;
-    if (!w->stopping) {
+    if (r->cfg.cluster && !cn->retired) {
+        w->need_refresh = true; /* a master lost: maybe a failover */
+        if (cn->slots_asked)
+            w->refreshing = false;
+    }
+    cn->slots_asked = false;
+    if (!w->stopping && !cn->retired) {
         if (r->cfg.log && sl_log_budget_take(r->cfg.log, &w->conn_budget, SL_LOG_WARN))
             sl_log_write(r->cfg.log, SL_LOG_WARN, "redis store: %s:%d: %s (worker %d)",
-                         r->addrs[w->addr].host, r->addrs[w->addr].port, why, w->idx);
-        schedule_retry(w);
+                         cn->a.host, cn->a.port, why, w->idx);
+        schedule_retry(cn);
     }
 }
 
 static void on_connect(const redisAsyncContext *ac, int status)
 {
-    wk *w = ac->data;
-    if (!w || w->ac != ac)
+    conn *cn = ac->data;
+    if (!cn || cn->ac != ac)
         return;
     if (status != REDIS_OK) {
-        lost(w, ac->errstr[0] ? ac->errstr : "connect failed"); /* hiredis frees ac */
+        lost(cn, ac->errstr[0] ? ac->errstr : "connect failed"); /* hiredis frees ac */
         return;
     }
-    w->connected = true;
-    w->backoff_ms = BACKOFF_MIN_MS;
-    w->progress_ms = mono_ms();
-    cinc(&w->connects);
-    if (w->r->cfg.log)
-        sl_log_info(w->r->cfg.log, "redis store: connected to %s:%d (worker %d)",
-                    w->r->addrs[w->addr].host, w->r->addrs[w->addr].port, w->idx);
+    cn->connected = true;
+    cn->backoff_ms = BACKOFF_MIN_MS;
+    cn->progress_ms = mono_ms();
+    cinc(&cn->w->connects);
+    if (cn->w->r->cfg.log)
+        sl_log_info(cn->w->r->cfg.log, "redis store: connected to %s:%d (worker %d)", cn->a.host,
+                    cn->a.port, cn->w->idx);
 }
 
 static void on_disconnect(const redisAsyncContext *ac, int status)
 {
-    wk *w = ac->data;
-    if (!w || w->ac != ac)
+    conn *cn = ac->data;
+    if (!cn || cn->ac != ac)
         return;
     (void)status;
-    lost(w, ac->errstr[0] ? ac->errstr : "connection closed");
+    lost(cn, ac->errstr[0] ? ac->errstr : "connection closed");
 }
 
-static void on_auth(redisAsyncContext *ac, void *reply, void *priv)
+static void on_slots(redisAsyncContext *ac, void *reply, void *priv);
+
+/* Ask cn for the cluster's topology (CLUSTER SLOTS). */
+static bool ask_slots(conn *cn)
 {
-    wk *w = priv;
-    redisReply *rp = reply;
-    if (w->inflight)
-        w->inflight--;
-    if (rp && rp->type == REDIS_REPLY_ERROR && w->r->cfg.log)
-        sl_log_error(w->r->cfg.log, "redis store: AUTH: %.200s", rp->str);
-    (void)ac;
+    const char *argv[2] = {"CLUSTER", "SLOTS"};
+    size_t len[2] = {7, 5};
+    if (!cn->ac || redisAsyncCommandArgv(cn->ac, on_slots, NULL, 2, argv, len) != REDIS_OK)
+        return false;
+    if (cn->inflight++ == 0)
+        cn->progress_ms = mono_ms();
+    cn->slots_asked = true;
+    cn->w->refreshing = true;
+    cn->w->refresh_start_ms = mono_ms();
+    return true;
 }
 
-static void try_connect(wk *w)
+static void try_connect(conn *cn)
 {
+    wk *w = cn->w;
     sl_rstore *r = w->r;
-    const raddr *a = &r->addrs[w->addr];
+    const raddr *a = &cn->a;
     redisAsyncContext *ac = redisAsyncConnect(a->host, a->port);
     if (!ac) {
-        schedule_retry(w);
+        schedule_retry(cn);
         return;
     }
     if (ac->err || redisLibuvAttach(ac, w->loop) != REDIS_OK) {
@@ -411,22 +546,27 @@ static void try_connect(wk *w)
             sl_log_write(r->cfg.log, SL_LOG_WARN, "redis store: %s:%d: %s", a->host, a->port,
                          ac->err ? ac->errstr : "cannot watch the socket");
         redisAsyncFree(ac);
-        schedule_retry(w);
+        schedule_retry(cn);
         return;
     }
-    ac->data = w;
-    w->ac = ac;
-    w->connected = false;
-    w->wrong_server = false;
-    w->conn_start_ms = mono_ms();
+    ac->data = cn;
+    cn->ac = ac;
+    cn->connected = false;
+    cn->wrong_server = false;
+    cn->slots_asked = false;
+    cn->conn_start_ms = mono_ms();
     redisAsyncSetConnectCallback(ac, on_connect);
     redisAsyncSetDisconnectCallback(ac, on_disconnect);
     /* queued before the connect completes; they go out first */
     if (r->password) {
         const char *argv[3] = {"AUTH", r->user ? r->user : r->password, r->password};
         size_t len[3] = {4, strlen(argv[1]), strlen(r->password)};
-        if (redisAsyncCommandArgv(ac, on_auth, w, r->user ? 3 : 2, argv, len) == REDIS_OK)
-            w->inflight++;
+        if (redisAsyncCommandArgv(ac, on_aux, "AUTH", r->user ? 3 : 2, argv, len) == REDIS_OK)
+            cn->inflight++;
+    }
+    if (cn == w->seed) { /* the seed only answers CLUSTER SLOTS */
+        ask_slots(cn);
+        return;
     }
     for (int alg = 0; alg < SL_ALGORITHM_COUNT; alg++) {
         const sl_rscript *s = sl_rscript_of(alg);
@@ -434,41 +574,188 @@ static void try_connect(wk *w)
             continue;
         const char *argv[3] = {"SCRIPT", "LOAD", s->src};
         size_t len[3] = {6, 4, s->len};
-        if (redisAsyncCommandArgv(ac, on_auth, w, 3, argv, len) == REDIS_OK)
-            w->inflight++;
+        if (redisAsyncCommandArgv(ac, on_aux, "SCRIPT LOAD", 3, argv, len) == REDIS_OK)
+            cn->inflight++;
     }
-    if (w->inflight)
-        w->progress_ms = mono_ms();
+    if (cn->inflight)
+        cn->progress_ms = mono_ms();
 }
 
-/* Free the worker's context from outside hiredis: commands in flight are answered without a
- * reply, and no callback of this context sees it as the worker's any more. */
-static void drop(wk *w, const char *why)
+/* Free cn's context from outside hiredis: commands in flight are answered without a reply, and
+ * no callback of this context sees it as cn's any more. */
+static void drop(conn *cn, const char *why)
 {
-    redisAsyncContext *ac = w->ac;
-    lost(w, why);
+    redisAsyncContext *ac = cn->ac;
+    lost(cn, why);
     if (ac) {
         ac->data = NULL;  /* on_connect/on_disconnect: not ours any more */
         redisAsyncFree(ac);
     }
 }
 
+static conn *conn_new(wk *w, const char *host, int port)
+{
+    conn *cn = calloc(1, sizeof *cn);
+    if (!cn)
+        return NULL;
+    cn->w = w;
+    snprintf(cn->a.host, sizeof cn->a.host, "%s", host);
+    cn->a.port = port;
+    cn->backoff_ms = BACKOFF_MIN_MS;
+    try_connect(cn);
+    return cn;
+}
+
+/* cn leaves the topology: freed at the next tick (maybe from inside one of its callbacks now). */
+static void retire(wk *w, conn *cn)
+{
+    if (!cn)
+        return;
+    cn->retired = true;
+    cn->next_old = w->old;
+    w->old = cn;
+}
+
+static void free_retired(wk *w)
+{
+    while (w->old) {
+        conn *cn = w->old;
+        w->old = cn->next_old;
+        if (cn->ac)
+            drop(cn, "left the cluster's topology");
+        free(cn);
+    }
+}
+
+/* A CLUSTER SLOTS answer: the table is replaced, connections kept for the masters still in it,
+ * made for new ones and closed for the others. */
+static void on_slots(redisAsyncContext *ac, void *reply, void *priv)
+{
+    (void)priv;
+    conn *cn = ac->data;
+    redisReply *rp = reply;
+    if (!cn)
+        return;
+    wk *w = cn->w;
+    if (cn->inflight)
+        cn->inflight--;
+    cn->slots_asked = false;
+    w->refreshing = false;
+    if (!rp)
+        return;
+    cn->progress_ms = mono_ms();
+    sl_rslots *nt = w->next;
+    if (w->tbl) {
+        nt->refresh_every_ms = w->tbl->refresh_every_ms;
+        nt->last_refresh_ms = w->tbl->last_refresh_ms;
+    }
+    int rc = sl_rslots_from_reply(nt, rp, cn->a.host);
+    if (rc || nt->n_nodes == 0) {
+        if (w->r->cfg.log && sl_log_budget_take(w->r->cfg.log, &w->conn_budget, SL_LOG_WARN))
+            sl_log_write(w->r->cfg.log, SL_LOG_WARN,
+                         "redis store: %s:%d: no cluster topology in its CLUSTER SLOTS answer%s%.200s",
+                         cn->a.host, cn->a.port, rp->type == REDIS_REPLY_ERROR ? ": " : "",
+                         rp->type == REDIS_REPLY_ERROR ? rp->str : "");
+        w->need_refresh = true;
+        return;
+    }
+    cinc(&w->refreshes);
+    conn *keep[SL_RSLOTS_NODES_MAX] = {0};
+    for (size_t i = 0; i < nt->n_nodes; i++) {
+        for (size_t j = 0; w->tbl && j < w->tbl->n_nodes; j++) {
+            conn *o = w->node[j];
+            if (o && o->a.port == nt->node[i].port && !strcmp(o->a.host, nt->node[i].host)) {
+                keep[i] = o;
+                w->node[j] = NULL;
+                break;
+            }
+        }
+    }
+    for (size_t j = 0; w->tbl && j < w->tbl->n_nodes; j++)
+        if (w->node[j]) {
+            retire(w, w->node[j]);
+            w->node[j] = NULL;
+        }
+    sl_rslots *old = w->tbl;
+    w->tbl = nt;
+    w->next = old ? old : malloc(sizeof *w->next); /* NULL: refresh() tries again */
+    for (size_t i = 0; i < nt->n_nodes; i++)
+        w->node[i] = keep[i] ? keep[i] : conn_new(w, nt->node[i].host, nt->node[i].port);
+    if (w->seed) {
+        retire(w, w->seed);
+        w->seed = NULL;
+    }
+    w->need_refresh = false;
+}
+
+/* Ask for the topology: on a connected master, or else on a seed address. */
+static void refresh(wk *w)
+{
+    if (!w->next)
+        w->next = malloc(sizeof *w->next);
+    if (!w->next)
+        return;
+    if (!w->tbl)
+        sl_rslots_init(w->next, REFRESH_EVERY_MS);
+    for (size_t i = 0; w->tbl && i < w->tbl->n_nodes; i++) {
+        size_t k = (w->addr + i) % w->tbl->n_nodes;
+        conn *cn = w->node[k];
+        if (cn && cn->connected && ask_slots(cn)) {
+            w->addr = k + 1;
+            return;
+        }
+    }
+    if (w->seed) {
+        if (w->seed->ac && !w->seed->slots_asked)
+            ask_slots(w->seed);
+        return; /* asked, or connecting (its connect asks) */
+    }
+    const raddr *a = &w->r->addrs[w->addr % w->r->n_addrs];
+    w->seed = calloc(1, sizeof *w->seed);
+    if (!w->seed)
+        return;
+    w->seed->w = w;
+    w->seed->a = *a;
+    w->seed->backoff_ms = BACKOFF_MIN_MS;
+    try_connect(w->seed);
+}
+
+/* The deadlines of one connection, and its reconnection. */
+static void conn_tick(conn *cn, int64_t now)
+{
+    int64_t limit = cn->w->r->cfg.timeout_ms;
+    if (!cn->ac) {
+        if (now >= cn->next_try_ms)
+            try_connect(cn);
+        return;
+    }
+    if (!cn->connected && now - cn->conn_start_ms > limit)
+        drop(cn, "connect timed out");
+    else if (cn->connected && cn->inflight && now - cn->progress_ms > limit)
+        drop(cn, "no answer within --redis-timeout");
+    else if (cn->wrong_server)
+        drop(cn, "this server cannot take writes (a replica, or loading): trying the next address");
+}
+
 static void tick(uv_timer_t *t)
 {
     wk *w = t->data;
     int64_t now = mono_ms();
-    int64_t limit = w->r->cfg.timeout_ms;
-    if (!w->ac) {
-        if (now >= w->next_try_ms)
-            try_connect(w);
+    if (!w->r->cfg.cluster) {
+        conn_tick(&w->main, now);
         return;
     }
-    if (!w->connected && now - w->conn_start_ms > limit)
-        drop(w, "connect timed out");
-    else if (w->connected && w->inflight && now - w->progress_ms > limit)
-        drop(w, "no answer within --redis-timeout");
-    else if (w->wrong_server)
-        drop(w, "this server cannot take writes (a replica, or loading): trying the next address");
+    free_retired(w);
+    for (size_t i = 0; w->tbl && i < w->tbl->n_nodes; i++)
+        if (w->node[i])
+            conn_tick(w->node[i], now);
+    if (w->seed)
+        conn_tick(w->seed, now);
+    if (w->refreshing && now - w->refresh_start_ms > w->r->cfg.timeout_ms)
+        w->refreshing = false;
+    if (!w->refreshing && (w->need_refresh || !w->tbl) &&
+        (!w->tbl || sl_rslots_refresh_due(w->tbl, now)))
+        refresh(w);
 }
 
 void sl_rstore_worker_start(sl_rstore *r, int worker, uv_loop_t *loop)
@@ -479,14 +766,20 @@ void sl_rstore_worker_start(sl_rstore *r, int worker, uv_loop_t *loop)
     w->loop = loop;
     w->started = true;
     w->stopping = false;
-    w->backoff_ms = BACKOFF_MIN_MS;
     w->addr = 0; /* the list is an order of preference (failover), not a set of equals */
     uv_timer_init(loop, &w->timer);
     w->timer.data = w;
     int64_t every = r->cfg.timeout_ms / 4;
     every = every < TICK_MIN_MS ? TICK_MIN_MS : every > TICK_MAX_MS ? TICK_MAX_MS : every;
     uv_timer_start(&w->timer, tick, (uint64_t)every, (uint64_t)every);
-    try_connect(w);
+    if (r->cfg.cluster) {
+        refresh(w);
+        return;
+    }
+    w->main.w = w;
+    w->main.a = r->addrs[0];
+    w->main.backoff_ms = BACKOFF_MIN_MS;
+    try_connect(&w->main);
 }
 
 void sl_rstore_worker_stop(sl_rstore *r, int worker)
@@ -497,8 +790,21 @@ void sl_rstore_worker_stop(sl_rstore *r, int worker)
     if (!w->started)
         return;
     w->stopping = true;
-    if (w->ac)
-        drop(w, "worker stopping");
+    if (w->main.ac)
+        drop(&w->main, "worker stopping");
+    for (size_t i = 0; i < SL_RSLOTS_NODES_MAX; i++)
+        if (w->node[i]) {
+            retire(w, w->node[i]);
+            w->node[i] = NULL;
+        }
+    if (w->seed) {
+        retire(w, w->seed);
+        w->seed = NULL;
+    }
+    free_retired(w);
+    free(w->tbl);
+    free(w->next);
+    w->tbl = w->next = NULL;
     uv_timer_stop(&w->timer);
     uv_close((uv_handle_t *)&w->timer, NULL);
     w->started = false;
@@ -547,6 +853,8 @@ COLLECTOR(errors)
 COLLECTOR(fail_open)
 COLLECTOR(reloads)
 COLLECTOR(disconnects)
+COLLECTOR(redirects)
+COLLECTOR(refreshes)
 
 static void register_metrics(sl_rstore *r, sl_metrics *m)
 {
@@ -563,6 +871,14 @@ static void register_metrics(sl_rstore *r, sl_metrics *m)
     sl_metrics_collector(m, SL_METRICS_COUNTER, "sluice_redis_disconnects_total",
                          "Connections to Redis lost or closed for a timeout", NULL,
                          collect_disconnects, r);
+    if (!r->cfg.cluster)
+        return;
+    sl_metrics_collector(m, SL_METRICS_COUNTER, "sluice_redis_redirects_total",
+                         "MOVED / ASK answers of Redis Cluster followed", NULL, collect_redirects,
+                         r);
+    sl_metrics_collector(m, SL_METRICS_COUNTER, "sluice_redis_topology_refreshes_total",
+                         "Redis Cluster topologies read (CLUSTER SLOTS), the first included", NULL,
+                         collect_refreshes, r);
 }
 
 int sl_rstore_new(const sl_rstore_config *cfg, sl_rstore **out, char *err, size_t errlen)
@@ -656,5 +972,7 @@ void sl_rstore_stats_get(sl_rstore *r, sl_rstore_stats *out)
         out->reloads += atomic_load_explicit(&w->reloads, memory_order_relaxed);
         out->connects += atomic_load_explicit(&w->connects, memory_order_relaxed);
         out->disconnects += atomic_load_explicit(&w->disconnects, memory_order_relaxed);
+        out->redirects += atomic_load_explicit(&w->redirects, memory_order_relaxed);
+        out->refreshes += atomic_load_explicit(&w->refreshes, memory_order_relaxed);
     }
 }

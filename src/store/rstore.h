@@ -12,6 +12,12 @@
  * made again with backoff (100 ms doubling to 5 s) on the next address of the list, so Redis
  * coming back, or a replica promoted, is used without a restart.
  *
+ * Redis Cluster (cfg.cluster): the addresses are seed nodes; each worker reads the topology from
+ * them and keeps a connection per master; a call's items go to their slots' masters (one script
+ * call never spans two slots), MOVED / ASK answers are followed once, and the topology is read
+ * again on MOVED, on a master lost or timed out and on CLUSTERDOWN / READONLY (a failover), at most
+ * every 100 ms per worker (store/rslots.h does the routing).
+ *
  * Lifecycle: sl_rstore_new, then per worker (server hooks, on the worker thread)
  * sl_rstore_worker_start / sl_rstore_worker_stop, sl_rstore_free after the server stopped.
  * sl_rstore_submit runs on worker `worker`'s thread and calls `done` there, once, possibly before
@@ -45,6 +51,8 @@ typedef struct sl_rstore_config {
                                            60000 (covers clock differences between nodes) */
     int64_t batch_items;                /* most items in one script call; 0 = 100 */
     bool fail_open;
+    bool cluster;                       /* Redis Cluster: addrs are seed nodes, the topology is
+                                           read from them (CLUSTER SLOTS) and followed */
     int workers;
     sl_logger *log;                     /* may be NULL */
     sl_metrics *metrics;                /* may be NULL */
@@ -70,6 +78,8 @@ typedef struct sl_rstore_stats {
     uint64_t reloads;     /* scripts sent again after NOSCRIPT */
     uint64_t connects;    /* connections made (the first ones included) */
     uint64_t disconnects; /* connections lost or closed for a timeout */
+    uint64_t redirects;   /* MOVED / ASK answers followed (--redis-cluster) */
+    uint64_t refreshes;   /* cluster topologies read (--redis-cluster), the first included */
 } sl_rstore_stats;
 
 void sl_rstore_stats_get(sl_rstore *r, sl_rstore_stats *out);
