@@ -1,7 +1,8 @@
 """--store redis --redis-cluster: sluiced over a real Redis Cluster of 3 masters and 3 replicas
 (6 redis-server processes on free loopback ports, each in its own directory, made a cluster by
 redis-cli --cluster create). Gubernator's cases of test_redis.py run again (the same functions),
-a 1000-item call is spread over the 3 masters (each master's INFO commandstats), and a master
+a 1000-item call is spread over the 3 masters (each master's INFO commandstats), a slot migrated
+by hand between two masters (ASK while it migrates, MOVED once it is moved), and a master
 killed with -9 under load: its replica is promoted by the cluster itself (cluster-node-timeout
 1000 ms), sluice follows the new topology; the errors meanwhile and the time to recover are
 measured and printed (docs/store.md quotes them)."""
@@ -138,6 +139,50 @@ def test_1000_items_spread_over_the_masters(cluster_node, cluster):
             if m.cmd("CLUSTER", "COUNTKEYSINSLOT", m.cmd("CLUSTER", "KEYSLOT", key)) != "0" and \
                     m.cmd("EXISTS", key) == "1":
                 assert m.cmd("HGETALL", key) or m.cmd("TYPE", key) != "none"
+
+
+def slot_owner(c, slot):
+    """The live master serving slot (its Redis object), from CLUSTER NODES."""
+    for line in c.masters()[0].cmd("CLUSTER", "NODES").splitlines():
+        f = line.split()
+        if "master" not in f[2] or "fail" in f[2]:
+            continue
+        for rng in f[8:]:
+            lo, _, hi = rng.partition("-")
+            if lo.isdigit() and int(lo) <= slot <= int(hi or lo):
+                port = int(f[1].split("@")[0].rsplit(":", 1)[1])
+                return next(r for r in c.nodes if r.port == port)
+    return None
+
+
+def test_ask_during_migration_then_moved(cluster_node, cluster):
+    """A slot migrating from A to B: a new key there is ASKed to B (ASKING, then the script, on
+    B); the slot then given to B: the next call, still sent to A, is MOVED to B and followed.
+    The key's state stays whole throughout (limit 3: remaining 2, 1, 0)."""
+    key = "sl:{1:r:migr}"
+    slot = int(cluster.masters()[0].cmd("CLUSTER", "KEYSLOT", key))
+    a = slot_owner(cluster, slot)
+    b = next(m for m in cluster.masters() if m is not a)
+    a_id, b_id = a.cmd("CLUSTER", "MYID"), b.cmd("CLUSTER", "MYID")
+    redirects = tr.metric(cluster_node, "sluice_redis_redirects_total")
+    assert b.cmd("CLUSTER", "SETSLOT", str(slot), "IMPORTING", a_id) == "OK"
+    assert a.cmd("CLUSTER", "SETSLOT", str(slot), "MIGRATING", b_id) == "OK"
+    r = tr.decide(cluster_node, "migr")
+    assert not r.get("error") and r["remaining"] == "2", r
+    assert b.cmd("CLUSTER", "COUNTKEYSINSLOT", str(slot)) == "1"  # written on B, after ASKING
+    assert a.cmd("CLUSTER", "COUNTKEYSINSLOT", str(slot)) == "0"
+    r = tr.decide(cluster_node, "migr")  # A still has no such key: ASK again, B's state used
+    assert not r.get("error") and r["remaining"] == "1", r
+    assert tr.metric(cluster_node, "sluice_redis_redirects_total") >= redirects + 2
+    redirects = tr.metric(cluster_node, "sluice_redis_redirects_total")
+    for m in cluster.masters():
+        assert m.cmd("CLUSTER", "SETSLOT", str(slot), "NODE", b_id) == "OK"
+    assert wait_for(lambda: slot_owner(cluster, slot) is b, 10)
+    r = tr.decide(cluster_node, "migr")  # sent to A, MOVED to B
+    assert not r.get("error") and r["remaining"] == "0", r
+    assert tr.metric(cluster_node, "sluice_redis_redirects_total") >= redirects + 1
+    r = tr.decide(cluster_node, "migr")
+    assert not r.get("error") and r["status"] == "OVER_LIMIT", r
 
 
 def test_master_killed_replica_promoted_sluice_follows(node_factory, tmp_path):
