@@ -67,7 +67,9 @@ typedef struct chunk {
     int32_t alg;
     uint16_t slot;    /* with --redis-cluster: the slot of every key of the call */
     bool eval;        /* sent as EVAL (after a NOSCRIPT): a second NOSCRIPT is an error */
-    bool redirected;  /* sent again after a MOVED / ASK: a second one is an error */
+    bool redirected;  /* sent again after a MOVED / ASK or a new topology: once only */
+    uint32_t failed_on;    /* parked: the id of the connection it failed on (0: unknown) */
+    struct chunk *parked;  /* the worker's list of parked chunks */
 } chunk;
 
 struct pend {
@@ -76,7 +78,8 @@ struct pend {
     int64_t now;
     sl_rstore_done_cb done;
     void *ud;
-    size_t out;    /* script calls in flight, plus one while submit runs */
+    size_t out;    /* script calls in flight or parked, plus one while submit runs */
+    int64_t deadline_ms; /* --redis-cluster: mono ms after which a parked call fails */
     uint32_t *idx; /* the items sent, in request order, chunk after chunk */
     chunk *ch;
 };
@@ -90,6 +93,7 @@ typedef struct raddr {
  * seed's the topology is asked from. ac->data points here while the context is this one's. */
 struct conn {
     wk *w;
+    uint32_t id;            /* --redis-cluster: unique in its worker, never 0 */
     raddr a;
     redisAsyncContext *ac;
     bool connected;
@@ -120,6 +124,8 @@ struct wk {
     conn *seed;             /* asked for the topology while no master is connected */
     conn *old;              /* retired, freed at the next tick */
     bool need_refresh;
+    chunk *parked;          /* calls waiting for a new topology (park()) */
+    uint32_t conn_ids;      /* the last conn id given */
     bool refreshing;
     int64_t refresh_start_ms;
     sl_rscript_cmd cmd;     /* the command being built (reused) */
@@ -300,6 +306,48 @@ static bool redirect(wk *w, conn *cn, chunk *c, const char *err, size_t len)
     return send_chunk(w, w->node[idx], c, c->eval, rd.kind == SL_RSLOTS_ASK) == 0;
 }
 
+/* --redis-cluster: c failed for the topology's sake (its master lost or timed out, CLUSTERDOWN,
+ * TRYAGAIN, READONLY, no master known for its slot): keep it until a topology read later gives
+ * its slot another master, and send it there once (sweep_parked), or fail it at its call's
+ * deadline. true when parked (still counted in its call's p->out). */
+static bool park(wk *w, conn *from, chunk *c)
+{
+    if (!w->r->cfg.cluster || c->redirected || mono_ms() >= c->p->deadline_ms)
+        return false;
+    c->failed_on = from ? from->id : 0;
+    c->parked = w->parked;
+    w->parked = c;
+    w->need_refresh = true;
+    return true;
+}
+
+/* The parked calls: past their deadline, failed; with a new topology (`fresh`), those whose
+ * slot has another master now (or whose old one is unknown) sent to it, once. */
+static void sweep_parked(wk *w, bool fresh, bool all)
+{
+    chunk *list = w->parked;
+    w->parked = NULL;
+    int64_t now = mono_ms();
+    while (list) {
+        chunk *c = list;
+        list = c->parked;
+        conn *to = fresh ? route(w, c) : NULL;
+        if (all || now >= c->p->deadline_ms) {
+            chunk_failed(w, c, err_unavailable);
+            pend_release(c->p);
+        } else if (to && (c->failed_on == 0 || to->id != c->failed_on)) {
+            c->redirected = true;
+            if (send_chunk(w, to, c, c->eval, false)) {
+                chunk_failed(w, c, err_unavailable);
+                pend_release(c->p);
+            }
+        } else {
+            c->parked = w->parked;
+            w->parked = c;
+        }
+    }
+}
+
 static void chunk_reply(redisAsyncContext *ac, void *reply, void *priv)
 {
     chunk *c = priv;
@@ -313,8 +361,8 @@ static void chunk_reply(redisAsyncContext *ac, void *reply, void *priv)
         cn->progress_ms = mono_ms();
     sl_batch *b = p->b;
     if (!rp) {
-        if (w->r->cfg.cluster)
-            w->need_refresh = true;
+        if (park(w, cn, c))
+            return; /* for the next topology (the script may have run: then hits count twice) */
         chunk_failed(w, c, err_unavailable);
     } else if (rp->type == REDIS_REPLY_ERROR) {
         if (!c->eval && strncmp(rp->str, "NOSCRIPT", 8) == 0) {
@@ -332,12 +380,15 @@ static void chunk_reply(redisAsyncContext *ac, void *reply, void *priv)
                                !strncmp(rp->str, "ASK", 3);
             if (!strncmp(rp->str, "READONLY", 8) || !strncmp(rp->str, "LOADING", 7) ||
                 !strncmp(rp->str, "MASTERDOWN", 10)) {
-                if (w->r->cfg.cluster)
-                    w->need_refresh = true; /* a master turned replica: a failover */
-                else if (cn)
+                if (park(w, cn, c)) /* cluster: a master turned replica, a failover */
+                    return;
+                if (cn && !w->r->cfg.cluster)
                     cn->wrong_server = true; /* not from inside hiredis's callback: tick() */
                 chunk_failed(w, c, err_unavailable);
             } else if (cluster_err && w->r->cfg.cluster) {
+                /* the master is alive and stays the slot's: again after the next topology read */
+                if (park(w, NULL, c))
+                    return;
                 w->need_refresh = true;
                 chunk_failed(w, c, err_unavailable);
             } else {
@@ -372,8 +423,9 @@ static void flush_chunk(wk *w, pend *p, chunk *c)
 {
     if (c->n == 0)
         return;
-    int rc = send_chunk(w, route(w, c), c, false, false);
-    if (rc == 0) {
+    conn *cn = route(w, c);
+    int rc = send_chunk(w, cn, c, false, false);
+    if (rc == 0 || (rc == -ENOTCONN && park(w, cn, c))) {
         p->out++;
         for (uint32_t k = 0; k < c->n; k++)
             cinc(&w->items);
@@ -411,6 +463,7 @@ void sl_rstore_submit(sl_rstore *r, int worker, sl_batch *b, int64_t now_ms,
     p->done = done;
     p->ud = ud;
     p->out = 1;
+    p->deadline_ms = r->cfg.cluster ? mono_ms() + r->cfg.timeout_ms : 0;
     p->ch = (chunk *)(p + 1);
     p->idx = (uint32_t *)(p->ch + n + 1);
     /* consecutive items of one algorithm (and slot, in a cluster) share a script call (up to
@@ -599,6 +652,7 @@ static conn *conn_new(wk *w, const char *host, int port)
     if (!cn)
         return NULL;
     cn->w = w;
+    cn->id = ++w->conn_ids ? w->conn_ids : ++w->conn_ids;
     snprintf(cn->a.host, sizeof cn->a.host, "%s", host);
     cn->a.port = port;
     cn->backoff_ms = BACKOFF_MIN_MS;
@@ -686,6 +740,7 @@ static void on_slots(redisAsyncContext *ac, void *reply, void *priv)
         w->seed = NULL;
     }
     w->need_refresh = false;
+    sweep_parked(w, true, false);
 }
 
 /* Ask for the topology: on a connected master, or else on a seed address. */
@@ -715,6 +770,7 @@ static void refresh(wk *w)
     if (!w->seed)
         return;
     w->seed->w = w;
+    w->seed->id = ++w->conn_ids ? w->conn_ids : ++w->conn_ids;
     w->seed->a = *a;
     w->seed->backoff_ms = BACKOFF_MIN_MS;
     try_connect(w->seed);
@@ -746,6 +802,8 @@ static void tick(uv_timer_t *t)
         return;
     }
     free_retired(w);
+    if (w->parked)
+        sweep_parked(w, false, false);
     for (size_t i = 0; w->tbl && i < w->tbl->n_nodes; i++)
         if (w->node[i])
             conn_tick(w->node[i], now);
@@ -790,6 +848,7 @@ void sl_rstore_worker_stop(sl_rstore *r, int worker)
     if (!w->started)
         return;
     w->stopping = true;
+    sweep_parked(w, false, true);
     if (w->main.ac)
         drop(&w->main, "worker stopping");
     for (size_t i = 0; i < SL_RSLOTS_NODES_MAX; i++)

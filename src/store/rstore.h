@@ -14,7 +14,9 @@
  *
  * Redis Cluster (cfg.cluster): the addresses are seed nodes; each worker reads the topology from
  * them and keeps a connection per master; a call's items go to their slots' masters (one script
- * call never spans two slots), MOVED / ASK answers are followed once, and the topology is read
+ * call never spans two slots), MOVED / ASK answers are followed once, a call failed by the
+ * topology (master lost, CLUSTERDOWN, READONLY) is sent once more to its slot's next master if one
+ * comes within --redis-timeout of the call (else per-item errors), and the topology is read
  * again on MOVED, on a master lost or timed out and on CLUSTERDOWN / READONLY (a failover), at most
  * every 100 ms per worker (store/rslots.h does the routing).
  *
