@@ -201,6 +201,11 @@ static const sl_opt daemon_opts[] = {
      .def = "false", .group = G_ENGINE,
      .help = "Redis Cluster: --redis-addrs are seed nodes; keys go to their slot's master and "
              "the topology is followed (MOVED, failover)"},
+    {.name = "redis-cluster-refresh", .type = SL_OPT_DURATION,
+     .offset = FIELD(redis_cluster_refresh_ns, int64_t), .def = "100ms", .min = 10 * MS,
+     .max = 60 * SEC, .group = G_ENGINE,
+     .help = "least time between two reads of the Redis Cluster topology by one worker (on MOVED, "
+             "a master lost)"},
     {.name = "redis-user", .type = SL_OPT_STRING, .offset = FIELD(redis_user, char *),
      .group = G_ENGINE, .metavar = "NAME",
      .help = "Redis ACL user (AUTH user password); unset = AUTH password"},

@@ -105,6 +105,7 @@ typedef struct sl_options {
     char *redis_user;          /* "" = AUTH password */
     char *redis_password_file; /* "" = no AUTH */
     bool redis_cluster;        /* redis_addrs are Redis Cluster seed nodes */
+    int64_t redis_cluster_refresh_ns;
     int64_t redis_timeout_ns;
     int64_t redis_batch_items;
     /* Quotas (Levee) */

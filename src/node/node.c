@@ -503,6 +503,7 @@ static int start_router(sl_node *n, const sl_engine_config *ec, char *err, size_
             .user = o->redis_user, .password_file = o->redis_password_file,
             .timeout_ms = o->redis_timeout_ns / 1000000, .batch_items = o->redis_batch_items,
             .fail_open = o->fail_open, .cluster = o->redis_cluster,
+            .cluster_refresh_ms = o->redis_cluster_refresh_ns / 1000000,
             .workers = (int)o->workers, .log = &n->log, .metrics = n->metrics};
         if ((rc = sl_rstore_new(&sc, &n->rstore, err, errlen)))
             return rc;

@@ -46,7 +46,7 @@
 #define BACKOFF_MAX_MS 5000
 #define TICK_MIN_MS 10
 #define TICK_MAX_MS 250
-#define REFRESH_EVERY_MS 100 /* least time between two topology refreshes */
+#define DEFAULT_REFRESH_MS 100 /* least time between two topology refreshes */
 #define PASSWORD_MAX 4096
 #define ADDR_MAX 256
 
@@ -699,6 +699,10 @@ static void on_slots(redisAsyncContext *ac, void *reply, void *priv)
         return;
     cn->progress_ms = mono_ms();
     sl_rslots *nt = w->next;
+    if (!nt) { /* no memory for a second table: asked again later */
+        w->need_refresh = true;
+        return;
+    }
     if (w->tbl) {
         nt->refresh_every_ms = w->tbl->refresh_every_ms;
         nt->last_refresh_ms = w->tbl->last_refresh_ms;
@@ -751,7 +755,7 @@ static void refresh(wk *w)
     if (!w->next)
         return;
     if (!w->tbl)
-        sl_rslots_init(w->next, REFRESH_EVERY_MS);
+        sl_rslots_init(w->next, w->r->cfg.cluster_refresh_ms);
     for (size_t i = 0; w->tbl && i < w->tbl->n_nodes; i++) {
         size_t k = (w->addr + i) % w->tbl->n_nodes;
         conn *cn = w->node[k];
@@ -953,6 +957,8 @@ int sl_rstore_new(const sl_rstore_config *cfg, sl_rstore **out, char *err, size_
     r->cfg = *cfg;
     if (r->cfg.timeout_ms <= 0)
         r->cfg.timeout_ms = DEFAULT_TIMEOUT_MS;
+    if (r->cfg.cluster_refresh_ms <= 0)
+        r->cfg.cluster_refresh_ms = DEFAULT_REFRESH_MS;
     if (r->cfg.key_margin_ms <= 0)
         r->cfg.key_margin_ms = DEFAULT_MARGIN_MS;
     if (cfg->engine_cfg)

@@ -18,7 +18,7 @@
  * topology (master lost, CLUSTERDOWN, READONLY) is sent once more to its slot's next master if one
  * comes within --redis-timeout of the call (else per-item errors), and the topology is read
  * again on MOVED, on a master lost or timed out and on CLUSTERDOWN / READONLY (a failover), at most
- * every 100 ms per worker (store/rslots.h does the routing).
+ * every cluster_refresh_ms per worker (store/rslots.h does the routing).
  *
  * Lifecycle: sl_rstore_new, then per worker (server hooks, on the worker thread)
  * sl_rstore_worker_start / sl_rstore_worker_stop, sl_rstore_free after the server stopped.
@@ -55,6 +55,8 @@ typedef struct sl_rstore_config {
     bool fail_open;
     bool cluster;                       /* Redis Cluster: addrs are seed nodes, the topology is
                                            read from them (CLUSTER SLOTS) and followed */
+    int64_t cluster_refresh_ms;         /* least time between two topology reads by a worker;
+                                           0 = 100 */
     int workers;
     sl_logger *log;                     /* may be NULL */
     sl_metrics *metrics;                /* may be NULL */
