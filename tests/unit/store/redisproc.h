@@ -1,7 +1,9 @@
 /*
  * A real redis-server for the store's unit tests: a free loopback port, fork + exec of
  * redis-server with no persistence (killed with the test process: PR_SET_PDEATHSIG), a readiness
- * poll, stop, pause (SIGSTOP: a server that accepts and never answers) and resume. Header-only;
+ * poll, stop, pause (SIGSTOP: a server that accepts and never answers) and resume; with `cluster`,
+ * a Redis Cluster node (its config file under /tmp, named by its port; its bus on port + 10000,
+ * so the port is chosen below 55536). Header-only;
  * include after <cmocka.h>. A test without redis-server installed skips (tests/support/skip.h).
  */
 #ifndef SLUICE_TESTS_REDISPROC_H
@@ -29,6 +31,7 @@ typedef struct sl_test_redis {
     pid_t pid; /* 0: not running */
     int port;
     int replica_of; /* a port: start as a replica of 127.0.0.1:<it>; 0 = a master */
+    bool cluster;   /* --cluster-enabled yes */
     char addr[32]; /* 127.0.0.1:<port> */
 } sl_test_redis;
 
@@ -57,7 +60,9 @@ static inline bool sl_test_redis_answers(int port)
 static inline int sl_test_redis_start(sl_test_redis *p)
 {
     if (!p->port) {
-        p->port = sl_test_free_port();
+        do
+            p->port = sl_test_free_port();
+        while (p->cluster && p->port > 55535);
         snprintf(p->addr, sizeof p->addr, "127.0.0.1:%d", p->port);
     }
     char port[16];
@@ -74,7 +79,14 @@ static inline int sl_test_redis_start(sl_test_redis *p)
         }
         char master[16];
         snprintf(master, sizeof master, "%d", p->replica_of);
-        if (p->replica_of)
+        char conf[64];
+        snprintf(conf, sizeof conf, "/tmp/sl-test-redis-nodes-%d.conf", p->port);
+        unlink(conf);
+        if (p->cluster)
+            execl(SL_TEST_REDIS_BIN, SL_TEST_REDIS_BIN, "--port", port, "--bind", "127.0.0.1",
+                  "--save", "", "--appendonly", "no", "--cluster-enabled", "yes",
+                  "--cluster-config-file", conf, "--cluster-node-timeout", "1000", (char *)NULL);
+        else if (p->replica_of)
             execl(SL_TEST_REDIS_BIN, SL_TEST_REDIS_BIN, "--port", port, "--bind", "127.0.0.1",
                   "--save", "", "--appendonly", "no", "--replicaof", "127.0.0.1", master,
                   (char *)NULL);
@@ -100,6 +112,11 @@ static inline void sl_test_redis_stop(sl_test_redis *p)
         kill(p->pid, SIGCONT);
         kill(p->pid, SIGKILL);
         waitpid(p->pid, NULL, 0);
+        if (p->cluster) {
+            char conf[64];
+            snprintf(conf, sizeof conf, "/tmp/sl-test-redis-nodes-%d.conf", p->port);
+            unlink(conf);
+        }
     }
     p->pid = 0;
 }
