@@ -255,6 +255,42 @@ def test_operations_table_defaults_match_help():
     assert wrong == [], "docs/operations.md's defaults differ from --help:\n" + "\n".join(wrong)
 
 
+def option_default_tables():
+    """(doc, line, option, stated default) from every table whose first two columns are
+    "option" and "default": an option cell may list several (`--a` / `--b`), its default cell
+    then lists theirs in the same order"""
+    out = []
+    for path in DOCS:
+        cols = None
+        for n, line, code in doc_lines(path):
+            if code or not line.startswith("|"):
+                cols = None
+                continue
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if cols is None:
+                cols = [c.lower() for c in cells]
+                continue
+            if cols[:2] != ["option", "default"] or set(cells[0]) <= set("-: "):
+                continue
+            opts = re.findall(r"`(?:--)?([a-z][a-z0-9-]*)`", cells[0])
+            values = re.split(r" / |, ", cells[1])
+            if len(opts) == len(values):
+                out += [(rel(path), n, o, v.strip()) for o, v in zip(opts, values)]
+    return out
+
+
+def test_option_tables_defaults_match_help():
+    """in an option | default table, a default that is a number, a size, a duration or a
+    boolean is the one --help gives"""
+    defaults = help_defaults(run(SLUICED, "--help"))
+    rows = option_default_tables()
+    assert len(rows) > 30
+    wrong = ["%s:%d: --%s: doc %s, --help %s" % (doc, n, o, v, defaults.get(o))
+             for doc, n, o, v in rows
+             if re.fullmatch(r"\d[\w.]*|true|false", v) and defaults.get(o) != v]
+    assert wrong == [], "option tables whose defaults differ from --help:\n" + "\n".join(wrong)
+
+
 # --- metrics -------------------------------------------------------------------------------------
 
 def registered_metrics():
