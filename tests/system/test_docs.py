@@ -207,6 +207,21 @@ def test_allowlisted_options_are_still_mentioned():
     assert set(OTHER_OPTIONS) - mentioned == set()
 
 
+def test_every_sluice_command_in_the_docs_exists():
+    """`sluice X ...` in a code span, or a code block's line running sluice X: X is a command"""
+    _, cmds = cli()
+    wrong = []
+    for path in DOCS:
+        for n, line, code in doc_lines(path):
+            spans = [line] if code else re.findall(r"`([^`]+)`", line)
+            for span in spans:
+                pat = r"(?:^|[\s$(/;|&])sluice +([a-z][\w-]*)" if code else r"^(?:\S*/)?sluice +([a-z][\w-]*)"
+                for m in re.finditer(pat, span):
+                    if m.group(1) not in cmds:
+                        wrong.append("%s:%d: sluice %s" % (rel(path), n, m.group(1)))
+    assert wrong == [], "sluice commands the CLI does not have:\n" + "\n".join(wrong)
+
+
 def operations_table_options():
     """the option names in docs/operations.md's options table (| Group | Options |)"""
     text = read(os.path.join(ROOT, "docs", "operations.md"))
