@@ -222,6 +222,24 @@ def test_every_sluice_command_in_the_docs_exists():
     assert wrong == [], "sluice commands the CLI does not have:\n" + "\n".join(wrong)
 
 
+def test_every_environment_variable_in_the_docs_exists():
+    """SLUICE_X in the docs: a sluiced option's variable (--help's "env SLUICE_X"), or one the
+    tests, the benchmarks or the scripts read"""
+    known_env = set(re.findall(r"env (SLUICE_[A-Z0-9_]+)", run(SLUICED, "--help")))
+    for d in ("tests", "bench", "scripts"):
+        for path in glob.glob(os.path.join(ROOT, d, "**", "*.*"), recursive=True):
+            if path.endswith((".py", ".sh", ".c", ".h")) and path != os.path.abspath(__file__):
+                known_env |= set(re.findall(r"SLUICE_[A-Z0-9_]+", read(path)))
+    known_env |= set(re.findall(r"SLUICE_[A-Z0-9_]+", read(os.path.join(ROOT, "Makefile"))))
+    wrong = []
+    for path in DOCS:
+        for n, line, _ in doc_lines(path):
+            for name in re.findall(r"\b(SLUICE_[A-Z0-9_]*[A-Z0-9])\b", line):
+                if name not in known_env:
+                    wrong.append("%s:%d: %s" % (rel(path), n, name))
+    assert wrong == [], "environment variables nothing reads:\n" + "\n".join(wrong)
+
+
 def operations_table_options():
     """the option names in docs/operations.md's options table (| Group | Options |)"""
     text = read(os.path.join(ROOT, "docs", "operations.md"))
