@@ -412,6 +412,13 @@ def test_every_relative_link_resolves():
     assert wrong == [], "broken links:\n" + "\n".join(wrong)
 
 
+def test_readme_links_every_doc():
+    readme = read(os.path.join(ROOT, "README.md"))
+    linked = set(re.findall(r"\]\((docs/[\w-]+\.md)\)", readme))
+    docs = {rel(p) for p in glob.glob(os.path.join(ROOT, "docs", "*.md"))}
+    assert docs - linked == set(), "docs README.md does not link"
+
+
 # --- HTTP endpoints -------------------------------------------------------------------------------
 
 ROUTERS = [os.path.join(ROOT, "src", "node", f) for f in ("service.c", "adminsrv.c")]
