@@ -356,6 +356,19 @@ def test_every_metric_in_the_docs_is_registered():
     assert wrong == [], "metrics the docs name that the code does not register:\n" + "\n".join(wrong)
 
 
+def test_operations_names_the_files_that_register_metrics():
+    text = read(os.path.join(ROOT, "docs", "operations.md"))
+    m = re.search(r"Every family sluiced registers \(the registration calls are in (.*?)\):",
+                  text, re.S)
+    assert m
+    named = set(re.findall(r"`([\w/]+\.c)`", m.group(1)))
+    registering = set()
+    for path in glob.glob(os.path.join(ROOT, "src", "**", "*.c"), recursive=True):
+        if re.search(r'"sluice_[a-z0-9_]+"', read(path)):
+            registering.add(os.path.relpath(path, os.path.join(ROOT, "src")))
+    assert named == registering
+
+
 def test_every_registered_metric_is_in_the_operations_table():
     text = read(os.path.join(ROOT, "docs", "operations.md"))
     table = "\n".join(l for l in text.splitlines() if l.startswith("| `sluice_"))
