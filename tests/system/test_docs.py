@@ -432,6 +432,27 @@ def test_readme_links_every_doc():
     assert docs - linked == set(), "docs README.md does not link"
 
 
+def test_architecture_lists_every_module():
+    """docs/architecture.md's layer table: each layer's row names exactly its modules (a module
+    is a .c, or a header alone, in src/<layer>/)"""
+    rows = {}
+    for _, line, code in doc_lines(os.path.join(ROOT, "docs", "architecture.md")):
+        m = re.match(r"^\| `(\w+)`[^|]*\| (.*?) \| ", line)
+        if m and not code and os.path.isdir(os.path.join(ROOT, "src", m.group(1))):
+            rows.setdefault(m.group(1), set()).update(re.findall(r"`(\w+)`", m.group(2)))
+    assert len(rows) >= 10
+    wrong = []
+    for layer, named in sorted(rows.items()):
+        d = os.path.join(ROOT, "src", layer)
+        sources = {f[:-2] for f in os.listdir(d) if f.endswith(".c")}
+        headers = {f[:-2] for f in os.listdir(d) if f.endswith(".h")}
+        if sources - named:
+            wrong.append("%s: not in its row: %s" % (layer, sorted(sources - named)))
+        if named - sources - headers:
+            wrong.append("%s: no such module: %s" % (layer, sorted(named - sources - headers)))
+    assert wrong == [], "\n".join(wrong)
+
+
 # --- HTTP endpoints -------------------------------------------------------------------------------
 
 ROUTERS = [os.path.join(ROOT, "src", "node", f) for f in ("service.c", "adminsrv.c")]
