@@ -40,6 +40,11 @@ NOT_METRICS = {
     ("docs/protection.md", "sluice_client"): "a CMake library target, not a metric",
 }
 
+# repository paths in the docs that a run creates
+GENERATED_PATHS = {
+    ("docs/performance.md", "bench/out/results.json"): "written by make bench",
+}
+
 # endpoint-looking paths in the docs that sluiced does not serve, on purpose
 NOT_ENDPOINTS = {
     ("docs/envoy.md", "/healthcheck"): "envoyproxy/ratelimit's endpoint, in the migration table",
@@ -453,6 +458,38 @@ def test_architecture_lists_every_module():
     assert wrong == [], "\n".join(wrong)
 
 
+TOP_DIRS = ("src", "tests", "include", "examples", "scripts", "bench", "docs", "man", "proto",
+            "pkgconfig")
+LAYERS = tuple(d for d in os.listdir(os.path.join(ROOT, "src")))
+
+
+def path_mentions():
+    """(doc, line, path) for each code span that is a repository path (`src/...`, `tests/...`,
+    ... or a source file under src/ named from its layer, `node/service.c`; * globs allowed)"""
+    out = []
+    tops = r"(?:%s)/[\w./*+-]*[\w*/]" % "|".join(TOP_DIRS)
+    layers = r"(?:%s)/[\w*]+\.[ch]" % "|".join(LAYERS)
+    for path in DOCS:
+        for n, line, code in doc_lines(path):
+            if code:
+                continue
+            for span in re.findall(r"`([^`\s]+)`", line):
+                span = span.split("#")[0].split(":")[0]
+                if re.fullmatch(tops, span) or re.fullmatch(layers, span):
+                    out.append((rel(path), n, span))
+    return out
+
+
+def test_every_repository_path_in_the_docs_exists():
+    wrong = []
+    for doc, n, p in path_mentions():
+        if (doc, p) in GENERATED_PATHS:
+            continue
+        if not (glob.glob(os.path.join(ROOT, p)) or glob.glob(os.path.join(ROOT, "src", p))):
+            wrong.append("%s:%d: %s" % (doc, n, p))
+    assert wrong == [], "files the docs name that do not exist:\n" + "\n".join(wrong)
+
+
 # --- HTTP endpoints -------------------------------------------------------------------------------
 
 ROUTERS = [os.path.join(ROOT, "src", "node", f) for f in ("service.c", "adminsrv.c")]
@@ -516,6 +553,7 @@ def test_readme_make_targets_exist():
 @pytest.mark.parametrize("allow,mentions", [
     ("NOT_METRICS", lambda: {(d, x) for d, _, x in metric_mentions()}),
     ("NOT_ENDPOINTS", lambda: {(d, x) for d, _, x in endpoint_mentions()}),
+    ("GENERATED_PATHS", lambda: {(d, x) for d, _, x in path_mentions()}),
 ])
 def test_allowlists_name_real_mentions(allow, mentions):
     assert set(globals()[allow]) - mentions() == set()
