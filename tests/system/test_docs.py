@@ -26,6 +26,7 @@ DOCS = [os.path.join(ROOT, "README.md")] + sorted(
 # options that are not sluiced's nor sluice's, in lines the context rules below cannot attribute
 OTHER_OPTIONS = {
     ("docs/operations.md", "--print-requires-private"): "pkg-config's, in a command line split over two lines",
+    ("docs/operations.md", "--static"): "pkg-config's, in a code span begun on the line before",
     ("docs/operations.md", "--flag"): "a placeholder: how boolean flags are written",
     ("docs/operations.md", "--no-flag"): "a placeholder: how boolean flags are written",
     ("docs/performance.md", "--only"): "bench/bench.py's (the benchmark driver), not sluice's",
@@ -139,26 +140,36 @@ def doc_lines(path):
 # --- options -------------------------------------------------------------------------------------
 
 OPT = re.compile(r"(?<![\w-])--(?:\[no-\])?([a-z][a-z0-9]*(?:-[a-z0-9]+)*(?:-\*)?)")
-CONTEXT = re.compile(r"(?<![\w.-])(sluiced|sluice(?: +(\w+))?|%s)(?![\w-])"
+# sluiced or sluice <cmd> anywhere; another program only where a command starts (line start,
+# after $, a backquote, a pipe, ; or &&), so that prose ("make sure", "envoy.md") is not one
+CONTEXT = re.compile(r"(?<![\w.-])(sluiced|sluice(?: +(\w+))?)(?![\w-])"
+                     r"|(?:^|[`$(;|&])\s*(?:\S*/)?(%s) "
                      % "|".join(re.escape(p) for p in OTHER_PROGRAMS))
 
 
-def option_owner(before, cmds, carried):
+POSSESSIVE = re.compile(r"(?<![\w.-])(?:%s)'s `?$" % "|".join(re.escape(p) for p in OTHER_PROGRAMS))
+
+
+def option_owner(before, cmds, carried, others_from=0):
     """which program the text before an option puts it under: "sluiced", a sluice command,
-    None (another program's), or the context carried from a continued command line"""
+    None (another program's), or the context carried from a continued command line. Another
+    program counts only from others_from on (the code span the option is in), or when the
+    option directly follows its possessive ("etcd's `--client-cert-auth`")"""
     owner = carried
+    if POSSESSIVE.search(before):
+        return None
     for m in CONTEXT.finditer(before):
         word = m.group(1)
-        if word == "sluiced":
+        if word is None:
+            if m.start() >= others_from:
+                owner = None
+        elif word == "sluiced":
             owner = "sluiced"
         elif word.startswith("sluice") and not word.startswith("sluiced"):
             cmd = m.group(2)
             if cmd in cmds:
                 owner = cmd
-            elif cmd is None or cmd in ("help", "version"):
-                owner = owner  # "sluice" alone: keep what came before
-        else:
-            owner = None
+            # "sluice" alone (the project's name, or sluice --help): keep what came before
     return owner
 
 
@@ -182,7 +193,9 @@ def option_mentions():
                 table_owner = None
             start = carried if code else (table_owner or "any")
             for m in OPT.finditer(line):
-                owner = option_owner(line[:m.start()], cmds, start)
+                before = line[:m.start()]
+                span = before.rfind("`") if before.count("`") % 2 else len(before)
+                owner = option_owner(before, cmds, start, 0 if code else span)
                 out.append((rel(path), n, m.group(1), owner))
             if code and line.rstrip().endswith("\\"):
                 carried = option_owner(line, cmds, start)
