@@ -550,6 +550,13 @@ def test_every_endpoint_in_the_docs_is_served():
     assert wrong == [], "endpoints the docs name that sluiced does not route:\n" + "\n".join(wrong)
 
 
+def test_api_doc_lists_every_served_endpoint():
+    """docs/api.md, the wire API, names every path the routers serve"""
+    in_api = {p for doc, _, p in endpoint_mentions() if doc == "docs/api.md"}
+    missing = sorted(p for p in served_paths() if p not in in_api and not p.endswith("/"))
+    assert missing == [], "served, not in docs/api.md: %s" % missing
+
+
 # --- make targets ----------------------------------------------------------------------------------
 
 def test_readme_make_targets_exist():
