@@ -1,11 +1,20 @@
-"""The docs stay true to the code, checked mechanically (README.md and every docs/**/*.md):
-every --option they mention exists in `sluiced --help` or in the `sluice <cmd> --help` of the
-command it is written after, and every sluiced option is in docs/operations.md's options table;
-every sluice_* metric they name is a family the code registers; every relative link points to an
-existing file (and, for an anchor into a Markdown file, to an existing heading, with GitHub's
-slugs); every HTTP endpoint they name is one the code routes; and every `make` target README.md
-names exists. Deliberate mentions of other programs' options or of things sluice does not have
-are in the allowlists below, each with its reason. Runs the two binaries' --help only (fast)."""
+"""The docs stay true to the code, checked mechanically over README.md and every docs/**/*.md:
+- every --option they mention exists: in `sluiced --help`, or in the `sluice <cmd> --help` of the
+  command it is written after (same line, a command line continued with a backslash, or a table
+  about that command); prose about options, in sluiced or some sluice command; every `sluice X`
+  they run is a command; every SLUICE_* variable is read by something;
+- docs/operations.md's options table lists every sluiced option, with --help's defaults, and so
+  does every "option | default" table; its metrics table lists every registered family, and it
+  names the files that register them;
+- every sluice_* metric they name is a family the source registers;
+- every relative link points to an existing file and, for an anchor into a Markdown file, to an
+  existing heading (GitHub's slugs); every repository path in a code span exists;
+- every HTTP endpoint they name is one the routers (node/service.c, node/adminsrv.c) serve, and
+  docs/api.md names every one of those;
+- docs/architecture.md's layer table names exactly each layer's modules; README.md links every
+  docs/*.md and names only make targets the Makefile has.
+Deliberate mentions of other programs' options, or of words that only look like metrics,
+endpoints or paths, are in the allowlists below, each with its reason. Only --help is run: fast."""
 import glob
 import os
 import re
