@@ -54,10 +54,12 @@ unit-test-asan: build-asan
 system-test: build
 	$(PY) -m pytest -q -p no:cacheprovider -m "not slow" tests/system tests/chaos tests/ops
 
-# The whole chaos and abuse suite (attacks against a real sluiced, a good client measured): a
-# few minutes. SLUICE_CHAOS_REPORT=file collects each attack's figures as JSON lines.
+# The whole chaos and abuse suite (attacks against a real sluiced, a good client measured) and the
+# system tests marked slow (large clusters, timed failure detection): a few minutes.
+# SLUICE_CHAOS_REPORT=file collects each attack's figures as JSON lines.
 chaos: build
 	$(PY) -m pytest -q -p no:cacheprovider tests/chaos
+	$(PY) -m pytest -q -p no:cacheprovider -m slow tests/system
 
 test: unit-test unit-test-asan system-test
 
