@@ -6,17 +6,76 @@
  *
  * Signals are blocked before any thread starts, so every worker inherits the mask and only this
  * thread's sigwait() receives them: no async-signal-safety concerns in the handlers.
+ *
+ * Under systemd (Type=notify, $NOTIFY_SOCKET set) it tells the manager its state (node/notify.h):
+ * READY=1 once sl_node_start has returned (ports bound, quota file read), RELOADING=1 and READY=1
+ * around a SIGHUP reload, STOPPING=1 when a drain begins; with $WATCHDOG_USEC it wakes every half
+ * period and sends WATCHDOG=1 only if every worker loop ran the step posted at the previous wake
+ * (sl_node_alive): a stuck loop stops the pings and systemd restarts the service.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "config/config.h"
+#include "node/notify.h"
 #include "sluice/node.h"
 
 #ifndef SLUICE_VERSION /* set by CMake: VERSION, plus `git describe` in a checkout */
 #define SLUICE_VERSION "unknown"
 #endif
+
+static uint64_t mono_usec(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* Tell the service manager (a no-op without $NOTIFY_SOCKET); the first failure is reported. */
+static void tell(const sl_notify *nt, const char *state)
+{
+    static int reported;
+    int rc = sl_notify_send(nt, state);
+    if (rc && !reported) {
+        reported = 1;
+        fprintf(stderr, "sluiced: NOTIFY_SOCKET: %s (further failures not reported)\n",
+                strerror(-rc));
+    }
+}
+
+/* Wait for a signal; with a watchdog, ping it (every worker loop alive) each half period
+ * meanwhile. The signal, or -1 on an error to retry. */
+static int wait_signal(const sigset_t *set, sl_node *node, const sl_notify *nt, uint64_t wd_usec,
+                       uint64_t *next_ping)
+{
+    if (!wd_usec) {
+        int sig = 0;
+        return sigwait(set, &sig) ? -1 : sig;
+    }
+    for (;;) {
+        uint64_t now = mono_usec();
+        if (now >= *next_ping) {
+            if (sl_node_alive(node) == 1)
+                tell(nt, "WATCHDOG=1");
+            *next_ping = now + wd_usec / 2;
+        }
+        uint64_t left = *next_ping - now;
+        struct timespec ts = {.tv_sec = (time_t)(left / 1000000u),
+                              .tv_nsec = (long)(left % 1000000u) * 1000};
+        int sig = sigtimedwait(set, NULL, &ts);
+        if (sig > 0)
+            return sig;
+        if (errno != EAGAIN && errno != EINTR)
+            return -1;
+    }
+}
 
 int main(int argc, char **argv)
 {
@@ -39,25 +98,47 @@ int main(int argc, char **argv)
     sigaddset(&set, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
 
+    sl_notify nt;
+    int rc = sl_notify_open(&nt, getenv("NOTIFY_SOCKET"));
+    if (rc)
+        fprintf(stderr, "sluiced: NOTIFY_SOCKET: %s (not notifying)\n", strerror(-rc));
+    uint64_t wd_usec = sl_notify_watchdog_usec(getenv("WATCHDOG_USEC"), getenv("WATCHDOG_PID"),
+                                               (long)getpid());
+
     sl_node *node;
     char err[512];
-    int rc = sl_node_start(argc - 1, argv + 1, &node, err, sizeof err);
+    rc = sl_node_start(argc - 1, argv + 1, &node, err, sizeof err);
     if (rc) {
         fprintf(stderr, "sluiced: %s\n", err);
+        char st[600];
+        snprintf(st, sizeof st, "STATUS=start failed: %s\nERRNO=%d", err, -rc);
+        tell(&nt, st);
+        sl_notify_close(&nt);
         return 2;
     }
+    char st[128];
+    snprintf(st, sizeof st, "READY=1\nSTATUS=serving on port %u\nMAINPID=%ld",
+             (unsigned)sl_node_port(node), (long)getpid());
+    tell(&nt, st);
+    uint64_t next_ping = 0;
     for (;;) {
-        int sig = 0;
-        if (sigwait(&set, &sig))
+        int sig = wait_signal(&set, node, &nt, wd_usec, &next_ping);
+        if (sig < 0)
             continue;
         if (sig == SIGHUP) {
+            snprintf(st, sizeof st, "RELOADING=1\nMONOTONIC_USEC=%llu",
+                     (unsigned long long)mono_usec());
+            tell(&nt, st);
             sl_node_reload(node);
+            tell(&nt, "READY=1");
             continue;
         }
+        tell(&nt, "STOPPING=1");
         sl_node_shutdown(node, 0); /* 0: the configured --shutdown-timeout */
         break;
     }
     rc = sl_node_wait(node);
     sl_node_free(node);
+    sl_notify_close(&nt);
     return rc ? 1 : 0;
 }

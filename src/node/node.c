@@ -26,6 +26,7 @@
 
 #include "auth/addr.h"
 #include "auth/idents.h"
+#include "node/alive.h"
 #include "protect/protect.h"
 #include "cluster/router.h"
 #include "config/config.h"
@@ -78,6 +79,7 @@ struct sl_node {
     unsigned snapshot_flags;          /* SL_SNAPSHOT_CLUSTER_KEYS when clustered */
     int argc;                         /* the options, kept to read them again on reload */
     char **argv;
+    sl_alive *alive; /* worker-loop liveness for a watchdog; made by the first sl_node_alive */
 };
 
 /* ---- Graphite ------------------------------------------------------------------------------ */
@@ -760,6 +762,16 @@ void sl_node_reload(sl_node *n)
         sl_log_info(&n->log, "reload: quota file read again");
 }
 
+int sl_node_alive(sl_node *n)
+{
+    if (!n->alive) {
+        int rc = sl_alive_new(n->server, &n->alive);
+        if (rc)
+            return rc;
+    }
+    return sl_alive_check(n->alive);
+}
+
 void sl_node_shutdown(sl_node *n, uint32_t grace_ms)
 {
     if (grace_ms == 0)
@@ -800,6 +812,7 @@ void sl_node_free(sl_node *n)
     sl_adminsrv_free(n->admin);       /* before the switchboard and metrics it serves */
     sl_adminsrv_free(n->metrics_srv);
     sl_server_free(n->server);
+    sl_alive_free(n->alive); /* after the server: its last posted steps have run */
     sl_service_free(n->service);
     sl_idents_free(n->idents);
     sl_protect_free(n->protect);
