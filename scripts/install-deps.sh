@@ -8,6 +8,9 @@
 #   install-deps.sh bench     + the load tools and reference server (nginx, wrk, h2load)
 #   install-deps.sh fuzz      + clang's libFuzzer
 #   install-deps.sh plots     + gnuplot
+#   install-deps.sh pkg       + the Debian packaging tools, debootstrap for the packages' test,
+#                               pytest, and the static archives of the static build (make deb,
+#                               make deb-test, make static)
 #
 # Every kind includes `build`. Idempotent: only missing packages are installed. apt only (no
 # other registry).
@@ -30,6 +33,7 @@ TEST=(
 BENCH=(python3 nginx-light wrk nghttp2-client openssl)
 FUZZ=(clang libclang-rt-14-dev)
 PLOTS=(gnuplot-nox)
+PKG=(debhelper dpkg-dev fakeroot lintian debootstrap python3 python3-pytest file)
 
 case "$KIND" in
   build) PKGS=("${BUILD[@]}") ;;
@@ -37,7 +41,8 @@ case "$KIND" in
   bench) PKGS=("${BUILD[@]}" "${BENCH[@]}") ;;
   fuzz)  PKGS=("${BUILD[@]}" "${FUZZ[@]}") ;;
   plots) PKGS=("${BUILD[@]}" "${PLOTS[@]}") ;;
-  *) echo "usage: $0 [build|test|bench|fuzz|plots]" >&2; exit 2 ;;
+  pkg)   PKGS=("${BUILD[@]}" "${PKG[@]}") ;;
+  *) echo "usage: $0 [build|test|bench|fuzz|plots|pkg]" >&2; exit 2 ;;
 esac
 
 missing=()
