@@ -53,7 +53,7 @@ deb-test: deb
 # docs/operations.md "Static build" for what it leaves out and why), then its test.
 STATIC_BUILD ?= build-static
 static: deps
-	@cmake -S . -B $(STATIC_BUILD) -DCMAKE_BUILD_TYPE=Release -DSLUICE_STATIC=ON -DSLUICE_TESTS=OFF >/dev/null
+	@cmake -S . -B $(STATIC_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_STATIC=ON -DSLUICE_TESTS=OFF >/dev/null
 	@cmake --build $(STATIC_BUILD) -j $(JOBS) --target sluiced
 
 static-test: static

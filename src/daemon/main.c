@@ -77,6 +77,31 @@ static int wait_signal(const sigset_t *set, sl_node *node, const sl_notify *nt, 
     }
 }
 
+#ifdef SLUICE_NO_CURL
+/* The static sluiced (make static) is linked without libcurl (packaging/static/nocurl.c): refuse
+ * the options whose clients need it, saying why, instead of failing later on a client that cannot
+ * exist. A parse error is left to sl_node_start to report. */
+static int refuse_curl_options(int argc, char **argv)
+{
+    sl_options o;
+    memset(&o, 0, sizeof o); /* sl_config_parse frees what the options held */
+    char err[512];
+    if (sl_config_parse(&o, argc, argv, NULL, err, sizeof err) != 0)
+        return 0;
+    const char *what = o.storage_addrs.n ? "--storage-addrs (etcd)"
+                       : o.discovery == SL_DISCOVERY_ETCD ? "--discovery etcd"
+                       : o.discovery == SL_DISCOVERY_K8S  ? "--discovery k8s"
+                                                          : NULL;
+    sl_config_free(&o);
+    if (!what)
+        return 0;
+    fprintf(stderr, "sluiced: %s needs libcurl, which this statically linked sluiced is built "
+            "without (docs/operations.md \"Static build\"); use the dynamically linked sluiced\n",
+            what);
+    return -1;
+}
+#endif
+
 int main(int argc, char **argv)
 {
     switch (sl_opt_special(sl_config_daemon_table(), argc, argv)) {
@@ -90,6 +115,10 @@ int main(int argc, char **argv)
     /* A program may choose for its process: a write to a closed stderr pipe or socket is an EPIPE
      * error, never a kill. The library never sets this (it writes with MSG_NOSIGNAL or on threads
      * that block SIGPIPE), so an embedder's disposition stays theirs. */
+#ifdef SLUICE_NO_CURL
+    if (refuse_curl_options(argc, argv))
+        return 2;
+#endif
     signal(SIGPIPE, SIG_IGN);
     sigset_t set;
     sigemptyset(&set);
