@@ -12,6 +12,8 @@ OUT=${1:-$ROOT/build/deb}
 JOBS=${JOBS:-2}
 VERSION=$(head -1 "$ROOT/VERSION" | tr -d '[:space:]')
 rm -rf "$OUT"
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd) # the build runs in the copy: every path below is absolute
 SRC=$OUT/src/sluice-$VERSION
 mkdir -p "$SRC"
 (cd "$ROOT" && git ls-files -co --exclude-standard -z | xargs -0 tar -cf - --no-recursion) |
