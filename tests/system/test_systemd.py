@@ -10,7 +10,6 @@ clean exit. Without WATCHDOG_USEC (or with WATCHDOG_PID naming another process) 
 The unit (packaging/systemd/sluiced.service.in) passes `systemd-analyze verify`, and
 `systemd-analyze security --offline` rates it at most 2.0 ("OK"); neither needs a running systemd.
 """
-import http.client
 import os
 import re
 import shutil
@@ -22,6 +21,7 @@ import time
 import pytest
 
 from conftest import ROOT, SLUICED, have
+from test_install import attempt  # POST /attempt with X-Resource: its status
 
 UNIT_IN = os.path.join(ROOT, "packaging", "systemd", "sluiced.service.in")
 QUOTAS = os.path.join(ROOT, "docs", "deploy", "systemd", "quotas.yaml")
@@ -55,17 +55,6 @@ class Manager:
 
     def close(self):
         self.sock.close()
-
-
-def attempt(port, resource="api"):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-    try:
-        c.request("POST", "/attempt", body=b"", headers={"X-Resource": resource})
-        r = c.getresponse()
-        r.read()
-        return r.status
-    finally:
-        c.close()
 
 
 def start(mgr, tmp_path, env_extra=None):
@@ -103,7 +92,7 @@ def test_notify_lifecycle_with_watchdog(tmp_path):
         port = ready_port(first)  # READY=1 comes first, before any ping
         assert first["MAINPID"] == str(proc.pid)
         # at READY the port answers and the quotas are loaded: /attempt decides (no 500)
-        assert attempt(port) == 200
+        assert attempt("127.0.0.1:%d" % port, "api") == 200
         pings = 0
         while pings < 3:
             assert mgr.next(skip_watchdog=False) == {"WATCHDOG": "1"}
@@ -112,7 +101,7 @@ def test_notify_lifecycle_with_watchdog(tmp_path):
         msg = mgr.next()
         assert msg["RELOADING"] == "1" and int(msg["MONOTONIC_USEC"]) > 0, msg
         assert mgr.next() == {"READY": "1"}
-        assert attempt(port) == 200
+        assert attempt("127.0.0.1:%d" % port, "api") == 200
         proc.send_signal(signal.SIGTERM)
         assert mgr.next() == {"STOPPING": "1"}
         assert proc.wait(15) == 0
@@ -128,7 +117,7 @@ def test_notify_abstract_socket_without_watchdog(tmp_path):
     proc, log = start(mgr, tmp_path, {"WATCHDOG_USEC": "100000", "WATCHDOG_PID": "1"})
     try:
         port = ready_port(mgr.next(skip_watchdog=False))
-        assert attempt(port) == 200
+        assert attempt("127.0.0.1:%d" % port, "api") == 200
         proc.send_signal(signal.SIGHUP)
         # nothing between READY and RELOADING: no ping was sent (at 100 ms, several would be)
         msg = mgr.next(skip_watchdog=False)
