@@ -9,6 +9,8 @@ numbers drift on shared machines; the ratios are what we track (docs/performance
   b. gRPC GetRateLimits, 1000 items per call: decisions/s
   c. HTTP/1.1 POST /v1/GetRateLimits (wrk) vs nginx HTTP/1.1 return 200
   d. Levee POST /attempt across 10,000 resources (wrk + Lua) vs nginx with the same script
+  r. Envoy RLS ShouldRateLimit, 1 descriptor per call (h2load, application/grpc body) vs nginx h2c
+     return 200 (docs/envoy.md)
   e. the engine in-process: sluice bench engine, 1 and 2 threads over 1,000,000 keys
   t. TLS (one certificate, made here with the openssl command, for both servers):
      t1. gRPC GetRateLimits, 1 item per call, over TLS (ALPN h2) vs nginx h2 over TLS return 200
@@ -259,6 +261,25 @@ def grpc_bodies(tmp):
     return paths
 
 
+def rls_setup(tmp):
+    """An --rls-config-dir with one domain, and a gRPC-framed RateLimitRequest with one
+    descriptor (written field by field: domain 1, descriptors 2 > entries 1 > key 1, value 2)."""
+    d = os.path.join(tmp, "rls")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "bench.yaml"), "w") as f:
+        f.write("domain: bench\ndescriptors:\n  - key: user\n    rate_limit:\n"
+                "      unit: second\n      requests_per_unit: 1000000000\n")
+
+    def field(num, b):
+        return bytes([num << 3 | 2, len(b)]) + b
+    entry = field(1, b"user") + field(2, b"key1")
+    msg = field(1, b"bench") + field(2, field(1, entry))
+    p = os.path.join(tmp, "rls1.bin")
+    with open(p, "wb") as f:
+        f.write(struct.pack(">BI", 0, len(msg)) + msg)
+    return d, p
+
+
 def engine_bench(seconds):
     """One call per decision (latency-bound: one random DRAM line per key) and batches of 64 (what a
     multi-item call uses: hashes and prefetches ahead), on 1 and 2 threads."""
@@ -289,7 +310,7 @@ def fmt_lat(r):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=int, default=5, help="duration of each load run")
-    ap.add_argument("--only", default="a,b,c,d,e,t", help="comma list of benchmarks to run")
+    ap.add_argument("--only", default="a,b,c,d,r,e,t", help="comma list of benchmarks to run")
     ap.add_argument("--workers", type=int, default=2, help="sluiced and nginx worker count")
     args = ap.parse_args()
     only = set(args.only.split(","))
@@ -297,12 +318,14 @@ def main():
     results = {"cpus": os.cpu_count(), "workers": args.workers, "seconds": args.seconds}
     nginx = sl = None
     try:
-        if only & {"a", "b", "c", "d"}:
+        if only & {"a", "b", "c", "d", "r"}:
             nginx = Nginx(tmp)
             quota = os.path.join(tmp, "quota.yaml")
             with open(quota, "w") as f:
                 f.write("limit:\n  key_default: {rate: 1000000000, burst: 1000}\nfactor:\n  default: 1\n")
-            sl = Sluiced(tmp, args.workers, ["--standalone", "--quota-file", quota])
+            rls_dir, rls_body = rls_setup(tmp)
+            sl = Sluiced(tmp, args.workers, ["--standalone", "--quota-file", quota,
+                                             "--rls-config-dir", rls_dir])
             base = "http://127.0.0.1:%d" % sl.port
         grpc_hdr = ["content-type: application/grpc", "te: trailers"]
         if only & {"a", "b", "t"}:
@@ -336,6 +359,15 @@ def main():
                                           "ratio": got["rps"] / ref["rps"] if ref["rps"] else 0}
             print("d. Levee /attempt      sluiced %9.0f req/s (%s)  nginx %9.0f req/s (%s)  ratio %.2f"
                   % (got["rps"], fmt_lat(got), ref["rps"], fmt_lat(ref), results["d_levee_attempt"]["ratio"]))
+        if "r" in only:
+            ref = h2load("http://127.0.0.1:%d/" % nginx.h2, args.seconds, rls_body, tmp=tmp)
+            got = h2load(base + "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit",
+                         args.seconds, rls_body, grpc_hdr, tmp=tmp)
+            results["r_rls_1descriptor"] = {"sluiced": got, "nginx_h2c": ref,
+                                            "ratio": got["rps"] / ref["rps"] if ref["rps"] else 0}
+            print("r. RLS 1 descriptor/call sluiced %9.0f calls/s (%s)  nginx h2c %9.0f req/s (%s)  "
+                  "ratio %.2f" % (got["rps"], fmt_lat(got), ref["rps"], fmt_lat(ref),
+                                  results["r_rls_1descriptor"]["ratio"]))
         if "t" in only:
             t = tls_bench(tmp, args.seconds, args.workers, bodies[1])
             results["t_tls_grpc_1item"] = t["grpc_1item"]

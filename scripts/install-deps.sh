@@ -4,7 +4,8 @@
 #   install-deps.sh [build]   build and run sluiced/sluice (make build, make run)
 #   install-deps.sh test      + unit tests (cmocka, clang with ASan/UBSan) and system tests
 #                               (pytest, grpcio, etcd, promtool, curl, wrk, groff for the man
-#                               pages, systemd-analyze for the unit)   (make test, CI)
+#                               pages, chromium + chromedriver for the status page,
+#                               systemd-analyze for the unit)   (make test, CI)
 #   install-deps.sh bench     + the load tools and reference server (nginx, wrk, h2load)
 #   install-deps.sh fuzz      + clang's libFuzzer
 #   install-deps.sh plots     + gnuplot
@@ -28,6 +29,7 @@ TEST=(
   python3 python3-pytest python3-grpcio python3-protobuf protobuf-compiler
   curl wrk iproute2 procps openssl
   groff-base binutils
+  chromium chromium-driver
   systemd
 )
 BENCH=(python3 nginx-light wrk nghttp2-client openssl)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerate the accuracy figures in docs/img/ (run by `make plots` after the build): every figure
 # comes from `sluice sim` with a fixed seed, so the same tree draws the same pictures. The commands
-# are echoed as they run; docs/algorithms.md ("Accuracy against a perfect sliding window") quotes them.
+# are echoed as they run; docs/algorithms.md ("Accuracy against a perfect sliding window" and "Open
+# loop: Criteo's figures") quotes them. The open-loop tables land in $KEEP/openloop_*.md.
 #
 #   SLUICE=path/to/sluice   binary to use (default: $BUILD/bin/sluice, BUILD defaulting to build)
 #   KEEP=dir                keep the CSV files and the text output in dir (default: a temp dir)
@@ -92,4 +93,39 @@ sweep global_k "$DATA/global_k_all.csv" "$DATA/global_k_admitted.csv" "(all hits
     "GLOBAL model, sync every 100 ms: against the node count k" 1 "k (nodes)" \
     "${GLOBAL_ALGS//,/ }" 0
 
-ls -l "$IMG"/accuracy_* >&2
+# Open loop (Criteo's figures): the same offered traffic fed to every estimator, nothing rejected,
+# each one's count of the trailing 60 s against the true count; one y-scale per figure.
+OPEN=token_bucket,leaky_bucket,gcra,fixed_window,sliding_window:1,sliding_window:5,sliding_window:60,sliding_log
+openloop() { # name, heading, columns to draw (CSV headers, blank separated), sim arguments...
+    local name=$1 heading=$2 want=$3
+    shift 3
+    run "openloop_$name" --open-loop --algorithms "$OPEN" --limit 100 --duration 60000 \
+        --csv "$DATA/openloop_$name.csv" --csv-step 1000 "$@"
+    # The markdown table docs/algorithms.md quotes: the lines of the output that start with '|'.
+    grep '^|' "$DATA/openloop_$name.txt" >"$DATA/openloop_$name.md"
+    local header cols="" w i ymax
+    header=$(head -n 1 "$DATA/openloop_$name.csv")
+    for w in $want; do
+        i=$(tr ',' '\n' <<<"$header" | grep -nxF -- "$w" | cut -d: -f1)
+        [ -n "$i" ] || { echo "plots.sh: no column $w in openloop_$name.csv" >&2; exit 1; }
+        cols="$cols $i"
+    done
+    # One y-scale: the largest value drawn in any panel (true count included), rounded up to 20.
+    ymax=$(awk -F, -v cols="$cols" 'NR > 1 { n = split(cols, c, " "); if ($2 > m) m = $2
+               for (k = 1; k <= n; k++) if ($(c[k]) + 0 > m) m = $(c[k]) + 0 }
+               END { print int((m + 19) / 20) * 20 }' "$DATA/openloop_$name.csv")
+    gnuplot -e "csv='$DATA/openloop_$name.csv'; out='$IMG/openloop_$name.png'" \
+            -e "heading='$heading'; limit=100; cols='$cols'; names='$want'; ymax=$ymax" \
+            "$GP/openloop.gp"
+}
+# Criteo's scenario: random traffic a little above 100 per minute.
+openloop poisson "Open loop, Poisson 2 req/s: count of the last 60 s per estimator (limit 100)" \
+    "fixed_window sliding_window:1 sliding_window:5 sliding_log sliding_window:60 token_bucket" \
+    --traffic poisson --rate 2 --seconds 600 --seed 1
+# The leaky bucket's bias: exactly 2 req/s against 100 per minute, long enough for the bucket
+# (full at the start) to run dry and for its second half to be steady.
+openloop constant "Open loop, constant 2 req/s: buckets against the true count of the last 60 s (limit 100)" \
+    "leaky_bucket_backlog leaky_bucket_admitted gcra_backlog gcra_admitted fixed_window sliding_window:5" \
+    --traffic constant --rate 2 --seconds 1200
+
+ls -l "$IMG"/accuracy_* "$IMG"/openloop_* >&2

@@ -11,6 +11,14 @@
  * metadata "lease_id" names the lease), hits -1 with item metadata "lease_id" releases. Priority is
  * the X-Priority header for Levee calls and item metadata "priority" over gRPC.
  *
+ * Shed is not failure. A call sluiced refuses to protect the service it guards (its fleet or worker
+ * shedder) is a decision, a 503-class "back off", never failed open: a Levee attempt is then
+ * SL_ATTEMPT_REJECTED with `shed` set; a Gubernator call shed whole (grpc-status UNAVAILABLE with
+ * the trailer "sluice-shed") answers every item OVER_LIMIT with metadata "shed" and "reason", and
+ * an item the fleet shedder refused carries metadata "shed" = "fleet" from the server itself;
+ * either way the reply's `shed` is set. An UNAVAILABLE without that trailer did not come from
+ * sluiced's shedders (a proxy, a dying server) and falls under the failure policy below.
+ *
  * Failure policy. A rate limiter must not take its callers down with it: when a call fails (connect
  * refused or in backoff, timeout, reset, malformed answer, server error status), the client by
  * default FAILS OPEN: it answers "allowed" (UNDER_LIMIT items, an accepted attempt) with
@@ -102,13 +110,18 @@ typedef struct sl_client_result {
      * retry_after is 0: Gubernator's answer has none (reset_time says when). error points into the
      * reply and lives as long as it does. */
     sl_response resp;
-    const sl_client_kv *metadata; /* RateLimitResp.metadata, e.g. "owner", "lease_id" */
+    const sl_client_kv *metadata; /* RateLimitResp.metadata, e.g. "owner", "lease_id", "shed" */
     size_t metadata_count;
 } sl_client_result;
+
+/* The value of metadata `key` of a result ("shed": "fleet" | "worker" when a shedder refused the
+ * item), or NULL. */
+const char *sl_client_result_meta(const sl_client_result *r, const char *key);
 
 typedef struct sl_client_check_reply {
     int err;              /* 0, or why the call failed (the items below are then synthesized) */
     bool failed_open;     /* the call failed and the items say UNDER_LIMIT because of the policy */
+    bool shed;            /* sluiced shed the call or an item of it: not a failure, not failed open */
     int http_status;      /* :status of the answer, 0 if none */
     int grpc_status;      /* grpc-status, -1 if none arrived */
     const char *grpc_message; /* grpc-message (percent-decoded), or NULL */
@@ -173,6 +186,7 @@ typedef struct sl_attempt_reply {
     sl_attempt_outcome outcome; /* what the server said (FAILED if it said nothing useful) */
     bool allowed;               /* the decision to act on, after the failure policy */
     bool failed_open;           /* outcome FAILED and allowed because of the policy */
+    bool shed;                  /* REJECTED by a shedder (503 with a RateLimit field): back off */
     int err;                    /* 0, or the failure (-ETIMEDOUT, -ECONNREFUSED, -EPROTO, ...) */
     int http_status;            /* 0 if no answer */
     int64_t retry_after_ms;     /* Retry-After, -1 if absent */
@@ -197,6 +211,12 @@ int sl_client_acquire(sl_client *c, const sl_attempt *a, int timeout_ms, sl_atte
 int sl_client_release(sl_client *c, const sl_attempt *a, const char *lease_id, int timeout_ms,
                       sl_attempt_reply *out);
 
+/* POST /attempt with X-Concurrency: renew and X-Lease-Id (a: X-Resource when the id does not carry
+ * the resource): the lease now expires `duration` after this call. No failure policy: 0 renewed,
+ * -ENOENT unknown or expired (the slot is gone), else negative errno. */
+int sl_client_renew(sl_client *c, const sl_attempt *a, const char *lease_id, int timeout_ms,
+                    sl_attempt_reply *out);
+
 typedef void (*sl_client_attempt_cb)(void *ud, int rc, const sl_attempt_reply *reply);
 int sl_client_attempt_async(sl_client *c, const sl_attempt *a, int timeout_ms,
                             sl_client_attempt_cb cb, void *ud);
@@ -204,6 +224,59 @@ int sl_client_acquire_async(sl_client *c, const sl_attempt *a, int timeout_ms,
                             sl_client_attempt_cb cb, void *ud);
 int sl_client_release_async(sl_client *c, const sl_attempt *a, const char *lease_id,
                             int timeout_ms, sl_client_attempt_cb cb, void *ud);
+
+int sl_client_renew_async(sl_client *c, const sl_attempt *a, const char *lease_id, int timeout_ms,
+                          sl_client_attempt_cb cb, void *ud);
+
+/* ------------------------------------------------------------------ lease renewer */
+
+/* Keeps held leases alive for work that runs longer than their duration: each lease added is
+ * renewed in the background every duration / 2 (a renewal that gets no answer is retried after
+ * duration / 8), until it is released or stopped here. A Levee lease is renewed with
+ * sl_client_renew_async, a Gubernator CONCURRENCY lease with a check of the same item with hits 0
+ * and metadata lease_id. The renewer has one thread of its own that only schedules; the calls run
+ * on the client's async I/O thread. A lease the server answers "not found" (released elsewhere,
+ * expired before a renewal got through) is lost: no longer renewed, reported by
+ * sl_client_renewer_status. At most max_leases are held at once. Free the renewer before its
+ * client; freeing does not release the leases (they run out after their duration). */
+typedef struct sl_client_renewer sl_client_renewer;
+
+typedef struct sl_client_renewer_options {
+    unsigned max_leases; /* leases renewed at once (1024, at most 65536); more: -ENOSPC */
+    int timeout_ms;      /* each renewal's timeout (0: the client's default) */
+} sl_client_renewer_options;
+
+void sl_client_renewer_options_default(sl_client_renewer_options *o);
+/* 0, -EINVAL, -ENOMEM, -EAGAIN (no thread). */
+int sl_client_renewer_new(sl_client *c, const sl_client_renewer_options *o,
+                          sl_client_renewer **out);
+void sl_client_renewer_free(sl_client_renewer *r);
+
+/* Renew a Levee lease (from sl_client_acquire: reply.lease_id) of duration_ms; a: the attempt it
+ * was taken with (X-Resource is sent; the other fields are not needed). *handle names it here.
+ * 0, -EINVAL (empty id, duration < 2 ms), -ENOSPC, -ENOMEM. */
+int sl_client_renewer_add_levee(sl_client_renewer *r, const sl_attempt *a, const char *lease_id,
+                                int64_t duration_ms, uint64_t *handle);
+/* Renew a Gubernator CONCURRENCY lease: item as acquired (name, unique_key, limit, duration;
+ * hits is sent as 0), lease_id from the answer's metadata. Same returns. */
+int sl_client_renewer_add_item(sl_client_renewer *r, const sl_client_item *item,
+                               const char *lease_id, uint64_t *handle);
+/* Stop renewing (a renewal already out still lands). 0, or -ENOENT for an unknown handle. */
+int sl_client_renewer_stop(sl_client_renewer *r, uint64_t handle);
+/* Stop renewing and give the lease back (sl_client_release, or a check with hits -1): 0, -ENOENT
+ * (unknown handle, or the server no longer knew the lease), or the release's error. */
+int sl_client_renewer_release(sl_client_renewer *r, uint64_t handle, int timeout_ms);
+
+typedef struct sl_client_lease_status {
+    bool lost;         /* the server answered "not found": the slot is gone, not renewed any more */
+    uint64_t renewals; /* renewals the server confirmed */
+    uint64_t failures; /* renewals that got no answer (retried) */
+} sl_client_lease_status;
+
+/* 0, or -ENOENT for an unknown handle. */
+int sl_client_renewer_status(sl_client_renewer *r, uint64_t handle, sl_client_lease_status *out);
+/* Leases renewed now (held or lost, not yet stopped or released). */
+size_t sl_client_renewer_count(sl_client_renewer *r);
 
 /* ------------------------------------------------------------------ stats */
 
@@ -220,6 +293,7 @@ typedef struct sl_client_stats {
     uint64_t breaker_trips;    /* times the breaker opened (re-opens after a failed probe count) */
     uint64_t breaker_rejected; /* calls failed at once because the breaker was open */
     uint64_t breaker_probes;   /* half-open probes sent */
+    uint64_t shed;             /* calls sluiced answered "shed" (whole, or one item or more) */
     bool breaker_open;         /* the breaker is open or half-open now */
 } sl_client_stats;
 

@@ -3,10 +3,19 @@
  * important item's class (a batch is one unit of work for the worker). Kill switches and shadow
  * mode apply per item by its name; the fleet shedder gives each non-critical CONCURRENCY acquire
  * a fleet lease, returned with the item's own as "<conc>.<fleet>" (protect/leaseid.h).
+ *
+ * The fleet is one count for the cluster: its leases are items of one CONCURRENCY key
+ * (sl_protect_fleet_key), which begin() collects into a batch of their own for the caller to
+ * route to the key's owner before the call's items (acquires, and the fleet half of released
+ * tokens); sl_gubprotect_fleet_done() applies the answers. An acquire the owner could not answer
+ * (unreachable, or answered locally by --fail-open) falls back to this node's share of the fleet
+ * (limit / nodes, on a key of its own). Fleet leases a rejected item must give back go out in a
+ * third batch after the call (sl_gubprotect_giveback), fire and forget.
  */
 #include "api/gubprotect.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "protect/leaseid.h"
@@ -16,14 +25,30 @@
 #define META_KILLSWITCH "killswitch"
 #define META_SHADOW "shadow"
 #define META_REASON "reason"
+#define META_SHED "shed"
+#define META_FLEET "fleet"
+#define META_FAIL_OPEN "fail_open"
 #define META_REQ_ID "req_id"
 
 enum { F_SHADOW = 1 };
+
+/* One item of the fleet batch: which item of the call it serves, and what it does. */
+typedef struct fleet_item {
+    uint32_t item;
+    bool release;
+} fleet_item;
 
 struct sl_gubprotect_call {
     size_t n;
     uint64_t *fleet; /* fleet lease per item, 0 = none */
     uint8_t *flags;
+    /* the fleet's items, routed before the call's own (NULL: none); in the call's arena, its own
+     * arena freed by end() */
+    sl_batch *fb;
+    fleet_item *fi;
+    int64_t fleet_limit, fleet_duration;
+    sl_killswitch_mode fleet_mode;
+    sl_batch *giveback; /* fleet leases to give back after the call (heap; the caller routes it) */
 };
 
 static const char ERR_PRIORITY[] = "metadata 'priority' must be critical, post, get or test";
@@ -44,8 +69,69 @@ static sl_gubprotect_call *call_state(sl_batch *b, sl_gubprotect_call **call)
     c->n = b->n;
     c->fleet = fleet;
     c->flags = flags;
+    c->fb = NULL;
+    c->fi = NULL;
+    c->giveback = NULL;
     *call = c;
     return c;
+}
+
+/* A fleet item: hits 1 acquires (limit, duration), hits -1 releases `lease`. Items go into a
+ * batch sized for one per call item. NULL: out of memory. */
+static sl_request *fleet_add(sl_protect *p, sl_batch *host, sl_batch **fbp, fleet_item **fip,
+                             size_t cap, size_t i, int64_t hits, int64_t limit,
+                             int64_t duration, uint64_t lease, bool heap)
+{
+    sl_batch *fb = *fbp;
+    if (!fb) {
+        fb = heap ? malloc(sizeof *fb) : sl_batch_alloc(host, sizeof *fb);
+        fleet_item *fi = heap ? NULL : sl_batch_alloc(host, cap * sizeof *fi + 1);
+        if (!fb || (!heap && !fi)) {
+            if (heap)
+                free(fb);
+            return NULL;
+        }
+        sl_batch_init(fb, 0);
+        if (sl_batch_alloc_items(fb, cap)) {
+            sl_batch_free(fb);
+            if (heap)
+                free(fb);
+            return NULL;
+        }
+        fb->n = 0;
+        *fbp = fb;
+        if (fip)
+            *fip = fi;
+    }
+    size_t j = fb->n;
+    sl_request *q = &fb->reqs[j];
+    memset(q, 0, sizeof *q);
+    sl_protect_fleet_key(p, &q->name, &q->name_len, &q->unique_key, &q->unique_key_len);
+    q->hits = hits;
+    q->limit = limit;
+    q->duration = duration > 0 ? duration : 1;
+    q->algorithm = SL_CONCURRENCY;
+    q->lease_id = lease;
+    if (lease) { /* a peer reads the lease from metadata */
+        char hex[SL_CONC_ID_HEX + 1];
+        sl_conc_format_id(lease, hex);
+        if (sl_batch_meta_set(fb, &fb->req_meta[j], META_LEASE, hex))
+            return NULL;
+    }
+    if (fip && *fip)
+        (*fip)[j] = (fleet_item){.item = (uint32_t)i, .release = hits < 0};
+    fb->n++;
+    return q;
+}
+
+/* Give a fleet lease back: this node's fallback key first, else (a lease of the owner) a release
+ * in the give-back batch. */
+static void fleet_give(sl_protect *p, sl_gubprotect_call *c, uint64_t lease, int64_t now)
+{
+    if (!lease || sl_protect_fleet_give_local(p, lease, now) == 1)
+        return;
+    if (!fleet_add(p, NULL, &c->giveback, NULL, c->n, 0, -1, 0, 1, lease, true))
+        return; /* out of memory: the lease runs out after its duration */
 }
 
 static void answer_item(sl_batch *b, size_t i, sl_status status, int64_t limit, int64_t remaining,
@@ -97,7 +183,8 @@ static void peer_leases(sl_batch *b)
 
 /* A CONCURRENCY release always runs, whatever the switches say: it only frees capacity. The
  * fleet lease goes back here, the item's own to the engine through the router. */
-static void release_item(sl_protect *p, sl_batch *b, size_t i, int64_t now)
+static void release_item(sl_protect *p, sl_batch *b, size_t i, int64_t now,
+                         sl_gubprotect_call **call)
 {
     sl_request *q = &b->reqs[i];
     const char *t = sl_batch_meta_get(&b->req_meta[i], META_LEASE);
@@ -110,8 +197,14 @@ static void release_item(sl_protect *p, sl_batch *b, size_t i, int64_t now)
         sl_batch_answer(b, i, ERR_LEASE);
         return;
     }
-    if (f)
-        sl_protect_fleet_give(p, f, now);
+    if (f && sl_protect_fleet_give_local(p, f, now) != 1) {
+        /* the owner's lease: released through the fleet batch */
+        sl_gubprotect_call *st = call_state(b, call);
+        if (!st || !fleet_add(p, b, &st->fb, &st->fi, b->n, i, -1, 0, 1, f, false)) {
+            sl_batch_answer(b, i, ERR_NOMEM);
+            return;
+        }
+    }
     if (!c) /* only a fleet lease was held */
         answer_item(b, i, SL_UNDER_LIMIT, q->limit, q->limit, now);
     else
@@ -195,7 +288,7 @@ int sl_gubprotect_begin(sl_protect *p, int worker, sl_batch *b, bool peer, int64
         sl_meta *rm = &b->resp_meta[i];
         const bool conc = q->algorithm == SL_CONCURRENCY;
         if (conc && q->hits < 0) {
-            release_item(p, b, i, now);
+            release_item(p, b, i, now, call);
             continue;
         }
         if (conc && q->hits == 0 && sl_batch_meta_get(&b->req_meta[i], META_LEASE)) {
@@ -230,41 +323,21 @@ int sl_gubprotect_begin(sl_protect *p, int worker, sl_batch *b, bool peer, int64
             continue;
         if (item_priority(pc, b, i) == SL_PRIORITY_CRITICAL)
             continue;
-        int64_t nc = sl_protect_fleet_limit(fl, 1);
-        sl_response r;
-        sl_protect_fleet_take(p, nc, fl->duration_ms, now, &r);
-        if (r.error) {
-            sl_batch_answer(b, i, r.error);
-            continue;
-        }
-        if (r.status == SL_OVER_LIMIT) {
-            if (!sl_ladder_rejects(&l, SL_LADDER_FLEET, fleet_mode)) {
-                sl_who_note(sl_protect_who(p), "fleet", 5, SL_WHO_WOULD_REJECT, q->unique_key,
-                            q->unique_key_len, now);
-                log_item_shadow(p, b, i, SL_LADDER_FLEET);
-                sl_batch_meta_add_ref(b, rm, META_SHADOW, "fleet");
-                continue;
-            }
-            sl_who_note(sl_protect_who(p), "fleet", 5, SL_WHO_SHED, q->unique_key,
-                        q->unique_key_len, now);
-            answer_item(b, i, SL_OVER_LIMIT, nc, 0, r.reset_time);
-            sl_batch_meta_add_ref(b, rm, META_REASON,
-                                  "shed: fleet capacity is reserved for critical calls");
-            continue;
-        }
         sl_gubprotect_call *c = call_state(b, call);
-        if (!c) {
-            sl_protect_fleet_give(p, r.lease_id, now);
+        if (!c || !fleet_add(p, b, &c->fb, &c->fi, b->n, i, 1, sl_protect_fleet_limit(fl, 1),
+                             fl->duration_ms, 0, false)) {
             sl_batch_answer(b, i, ERR_NOMEM);
             continue;
         }
-        c->fleet[i] = r.lease_id;
+        c->fleet_limit = sl_protect_fleet_limit(fl, 1);
+        c->fleet_duration = fl->duration_ms;
+        c->fleet_mode = fleet_mode;
     }
     return 0;
 }
 
-/* "lease_id" for an item: the engine's id (here or from the owner's answer) and the fleet's. */
-static void set_lease_meta(sl_batch *b, size_t i, uint64_t fleet)
+/* The lease an answer names: the engine's (decided here) or the owner's (metadata). */
+static uint64_t answer_lease(const sl_batch *b, size_t i)
 {
     uint64_t c = b->resps[i].lease_id;
     if (!c) {
@@ -272,6 +345,13 @@ static void set_lease_meta(sl_batch *b, size_t i, uint64_t fleet)
         if (t && strlen(t) == SL_CONC_ID_HEX)
             sl_leaseid_parse_one(t, &c);
     }
+    return c;
+}
+
+/* "lease_id" for an item: the engine's id (here or from the owner's answer) and the fleet's. */
+static void set_lease_meta(sl_batch *b, size_t i, uint64_t fleet)
+{
+    uint64_t c = answer_lease(b, i);
     if (!c && !fleet)
         return;
     char tok[SL_LEASEID_PAIR_SIZE];
@@ -282,11 +362,95 @@ static void set_lease_meta(sl_batch *b, size_t i, uint64_t fleet)
     sl_batch_meta_set(b, &b->resp_meta[i], META_LEASE, tok);
 }
 
+sl_batch *sl_gubprotect_fleet_batch(sl_gubprotect_call *call)
+{
+    return call && call->fb && call->fb->n ? call->fb : NULL;
+}
+
+void sl_gubprotect_fleet_done(sl_protect *p, sl_gubprotect_call *c, sl_batch *b, int nodes,
+                              int64_t now)
+{
+    sl_batch *fb = c->fb;
+    sl_ladder l;
+    sl_protect_ladder(p, &l);
+    for (size_t j = 0; j < fb->n; j++) {
+        size_t i = c->fi[j].item;
+        const sl_response *fr = &fb->resps[j];
+        if (c->fi[j].release) {
+            sl_protect_lease_count(p, !fr->error ? SL_PROTECT_LEASE_RELEASED
+                                                 : SL_PROTECT_LEASE_NOT_FOUND);
+            continue;
+        }
+        sl_response r = *fr;
+        uint64_t lease = answer_lease(fb, j);
+        int64_t limit = c->fleet_limit;
+        bool local = fr->error || sl_batch_meta_get(&fb->resp_meta[j], META_FAIL_OPEN);
+        if (local) {
+            /* the owner could not answer: give back what --fail-open took here on its key, and
+             * take from this node's share of the fleet instead */
+            if (!fr->error && fr->status == SL_UNDER_LIMIT)
+                sl_protect_fleet_give(p, lease, now);
+            limit = sl_protect_share(c->fleet_limit, nodes > 0 ? (uint32_t)nodes : 1);
+            sl_protect_fleet_take_local(p, limit, c->fleet_duration, now, &r);
+            lease = r.lease_id;
+        } else if (!r.error && r.status == SL_UNDER_LIMIT) {
+            sl_protect_lease_count(p, SL_PROTECT_LEASE_ACQUIRED);
+        }
+        const sl_request *q = &b->reqs[i];
+        sl_meta *rm = &b->resp_meta[i];
+        if (r.error) {
+            const char *e = sl_batch_strndup(b, r.error, strlen(r.error));
+            sl_batch_answer(b, i, e ? e : ERR_NOMEM);
+            continue;
+        }
+        if (local)
+            sl_batch_meta_add_ref(b, rm, META_FLEET, "local");
+        if (r.status == SL_OVER_LIMIT) {
+            if (!sl_ladder_rejects(&l, SL_LADDER_FLEET, c->fleet_mode)) {
+                sl_who_note(sl_protect_who(p), "fleet", 5, SL_WHO_WOULD_REJECT, q->unique_key,
+                            q->unique_key_len, now);
+                log_item_shadow(p, b, i, SL_LADDER_FLEET);
+                sl_batch_meta_add_ref(b, rm, META_SHADOW, "fleet");
+                continue;
+            }
+            sl_who_note(sl_protect_who(p), "fleet", 5, SL_WHO_SHED, q->unique_key,
+                        q->unique_key_len, now);
+            answer_item(b, i, SL_OVER_LIMIT, limit, 0, r.reset_time);
+            sl_batch_meta_add_ref(b, rm, META_SHED, "fleet");
+            sl_batch_meta_add_ref(b, rm, META_REASON,
+                                  "shed: fleet capacity is reserved for critical calls");
+            continue;
+        }
+        c->fleet[i] = lease;
+    }
+}
+
+sl_batch *sl_gubprotect_giveback(sl_gubprotect_call *call)
+{
+    sl_batch *g = call ? call->giveback : NULL;
+    if (call)
+        call->giveback = NULL;
+    return g;
+}
+
+void sl_gubprotect_giveback_done(sl_protect *p, sl_batch *g)
+{
+    for (size_t j = 0; j < g->n; j++)
+        sl_protect_lease_count(p, !g->resps[j].error ? SL_PROTECT_LEASE_RELEASED
+                                                     : SL_PROTECT_LEASE_NOT_FOUND);
+    sl_batch_free(g);
+    free(g);
+}
+
 void sl_gubprotect_end(sl_protect *p, sl_gubprotect_call *call, sl_batch *b, bool peer,
                        int64_t now)
 {
     sl_ladder l;
     sl_protect_ladder(p, &l);
+    if (call && call->fb) {
+        sl_batch_free(call->fb);
+        call->fb = NULL;
+    }
     for (size_t i = 0; i < b->n; i++) {
         if (b->answered[i])
             continue;
@@ -301,7 +465,7 @@ void sl_gubprotect_end(sl_protect *p, sl_gubprotect_call *call, sl_batch *b, boo
         const bool mine = call && i < call->n;
         uint64_t fleet = mine ? call->fleet[i] : 0;
         if (r->error) {
-            sl_protect_fleet_give(p, fleet, now);
+            fleet_give(p, call, fleet, now);
             continue;
         }
         if (r->status == SL_OVER_LIMIT) {
@@ -321,7 +485,7 @@ void sl_gubprotect_end(sl_protect *p, sl_gubprotect_call *call, sl_batch *b, boo
                 sl_batch_meta_add_ref(b, &b->resp_meta[i], META_REASON,
                                       conc ? "concurrency limit reached: too many calls in flight"
                                            : "rate limit exceeded");
-                sl_protect_fleet_give(p, fleet, now);
+                fleet_give(p, call, fleet, now);
                 fleet = 0;
             }
         }

@@ -6,7 +6,8 @@
  * switches; the fleet shedder for CONCURRENCY acquires; lease ids into the requests),
  * sl_gubprotect_end() after it (lease ids out, shadow mode, reasons). Every limiter goes through
  * the kill -> shadow -> enforce ladder (protect/ladder.h). Answers carry metadata: "lease_id",
- * "killswitch" ("on"), "shadow" (the limiter that would have rejected), "reason".
+ * "killswitch" ("on"), "shadow" (the limiter that would have rejected), "reason", and "shed"
+ * ("fleet") on an item a shedder refused: a 503-class answer the caller must not fail open on.
  *
  * Switch names: an item's `name`; "fleet" and "shed" for the shedders; "*" for all. A request
  * may also ask for shadow mode with behavior SL_SHADOW.
@@ -37,6 +38,21 @@ typedef struct sl_gubprotect_verdict {
  */
 int sl_gubprotect_begin(sl_protect *p, int worker, sl_batch *b, bool peer, int64_t now_ms,
                         sl_gubprotect_call **call, sl_gubprotect_verdict *v);
+/* The fleet's leases to route before the call's own items (NULL: none): non-critical CONCURRENCY
+ * acquires and the fleet half of released tokens, items of the fleet's one key, so its owner
+ * holds one count for the cluster. Route it (sl_router_submit), then call fleet_done, then route
+ * the call's batch. The batch belongs to the call (end() frees it). */
+sl_batch *sl_gubprotect_fleet_batch(sl_gubprotect_call *call);
+/* The fleet batch's answers into the call's items: shed (OVER_LIMIT, metadata shed=fleet),
+ * shadow, or a fleet lease to return with the item's own. An acquire the owner could not answer
+ * (an error, or metadata fail_open) is decided on this node's share of the fleet instead
+ * (limit / nodes; the item gets metadata fleet=local). */
+void sl_gubprotect_fleet_done(sl_protect *p, sl_gubprotect_call *call, sl_batch *b, int nodes,
+                              int64_t now_ms);
+/* After end(): fleet leases of the owner that rejected items must give back, as a batch the
+ * caller routes and then hands to giveback_done (which frees it); NULL when there are none. */
+sl_batch *sl_gubprotect_giveback(sl_gubprotect_call *call);
+void sl_gubprotect_giveback_done(sl_protect *p, sl_batch *giveback);
 /* After the router, before encoding. `call` from begin (may be NULL). */
 void sl_gubprotect_end(sl_protect *p, sl_gubprotect_call *call, sl_batch *b, bool peer,
                        int64_t now_ms);

@@ -5,6 +5,10 @@
  * (Levee's client-proxy) or model Gubernator's GLOBAL mode over k nodes with a sync period,
  * sweeping k and s.
  *
+ * With --open-loop it runs Criteo's study instead (src/sim/openloop.h): the same offered traffic
+ * fed to every estimator, each one's count of the trailing window recorded against the true count,
+ * errors tabulated over the whole run and over its second half (steady state).
+ *
  * Output: a table for people, then, as the last line, one JSON object with every figure, for
  * scripts (scripts/plots.sh, docs/accuracy.md). The run is deterministic: the same options give the
  * same bytes.
@@ -21,6 +25,7 @@
 #include <jansson.h>
 
 #include "cli/commands.h"
+#include "sim/openloop.h"
 #include "sim/series.h"
 #include "sim/shape.h"
 #include "sim/sim.h"
@@ -52,6 +57,7 @@ typedef struct opts {
     size_t nnodes, nsync;
     bool forward_admitted_only;
     int64_t max_delay;  /* --max-delay: the shaper study (delay instead of reject); -1 = off */
+    bool open_loop;     /* --open-loop: Criteo's study instead of the closed-loop one */
 } opts;
 
 /* The defaults below spell these out. */
@@ -72,7 +78,8 @@ static const char *const forwards[] = {"all", "admitted", NULL};
 static const sl_opt sim_opts[] = {
     {.name = "traffic", .type = SL_OPT_STRING, .offset = F(traffic), .def = "poisson",
      .group = G_TRAFFIC, .metavar = "KIND",
-     .help = "poisson | bursty | ramp | edge | replay; edge sends --limit requests per key at "
+     .help = "poisson | bursty | ramp | constant | edge | replay; constant spaces requests evenly "
+             "at --rate; edge sends --limit requests per key at "
              "B-1 ms and at B ms for every other multiple B of --duration (a fixed window's worst "
              "case)"},
     {.name = "rate", .type = SL_OPT_DOUBLE, .offset = F(rate), .def = "2", .dmax = 1e9,
@@ -136,12 +143,17 @@ static const sl_opt sim_opts[] = {
     {.name = "csv", .type = SL_OPT_STRING, .offset = F(csv), .nullable = true, .group = G_OUT,
      .metavar = "FILE",
      .help = "single mode: time series of key 0, admitted in the trailing window per algorithm "
-             "and for the perfect window; sweeps: one row per (k, s) with <alg>_over_pct and "
+             "and for the perfect window; --open-loop: each estimator's count; sweeps: one row per (k, s) with <alg>_over_pct and "
              "<alg>_peak_ratio columns"},
     {.name = "max-delay", .type = SL_OPT_INT, .offset = F(max_delay), .def = "-1", .min = -1,
      .max = T40, .group = G_OUT, .metavar = "MS",
      .help = "also run the shaper study: GCRA with max_delay_ms MS (delay instead of reject), "
              "departures' peak per window and admissions against a perfect FIFO shaper; -1 = off"},
+    {.name = "open-loop", .type = SL_OPT_BOOL, .offset = F(open_loop), .group = G_OUT,
+     .help = "Criteo's study instead: feed the same traffic to every estimator, nothing rejected, "
+             "and record each one's count of the trailing window against the true count (key 0); "
+             "--csv gets the series (t_s,true,<column>...), the table the errors, whole run and "
+             "second half; leaky_bucket and gcra give a _backlog and an _admitted column"},
     {.name = "csv-step", .type = SL_OPT_INT, .offset = F(csv_step), .def = "0",
      .def_doc = "duration/20, >= 1", .min = 0, .max = T40, .group = G_OUT, .metavar = "MS",
      .help = "sampling step of the time series"},
@@ -208,6 +220,11 @@ static int parse_opts(int argc, char **argv, opts *o, int *code)
         fprintf(stderr, "sluice sim: bad value for --global-sync: '%s'\n", o->sync_list);
         return -1;
     }
+    if (o->open_loop && (o->nsplit || o->nnodes || o->max_delay >= 0)) {
+        fprintf(stderr, "sluice sim: --open-loop is a study of its own (no --split, --global-nodes, "
+                        "--max-delay)\n");
+        return -1;
+    }
     if (o->nsplit && o->nnodes) {
         fprintf(stderr, "sluice sim: --split and --global-nodes are separate studies\n");
         return -1;
@@ -228,6 +245,8 @@ static int make_traffic(const opts *o, sl_traffic *t)
         rc = sl_traffic_poisson(t, o->rate, span, o->keys, o->seed);
     } else if (!strcmp(o->traffic, "bursty")) {
         rc = sl_traffic_bursty(t, o->rate, o->on_ms, o->off_ms, span, o->keys, o->seed);
+    } else if (!strcmp(o->traffic, "constant")) {
+        rc = sl_traffic_constant(t, o->rate, span, o->keys);
     } else if (!strcmp(o->traffic, "ramp")) {
         rc = sl_traffic_ramp(t, o->rate_start, o->rate, span, o->keys, o->seed);
     } else if (!strcmp(o->traffic, "edge")) {
@@ -303,6 +322,8 @@ static void print_row(const sl_sim_result *r, const sl_sim_result *perfect, cons
 
 static const char *mode_name(const opts *o)
 {
+    if (o->open_loop)
+        return "open-loop";
     if (o->nsplit)
         return o->split_mode == SL_SIM_SPLIT_RR ? "split-rr" : "split-random";
     return o->nnodes ? "global" : "single";
@@ -449,6 +470,102 @@ static int run_sweep(const opts *o, sl_sim *s, const sl_sim_alg *algs, size_t na
     return 0;
 }
 
+static json_t *err_json(const sl_openloop_err *e)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "samples", json_integer((json_int_t)e->n));
+    json_object_set_new(o, "mean_true", json_real(round(e->mean_true * 1000) / 1000));
+    json_object_set_new(o, "mean_est", json_real(round(e->mean_est * 1000) / 1000));
+    json_object_set_new(o, "mae", json_real(round(e->mae * 1000) / 1000));
+    json_object_set_new(o, "max_err", json_real(e->max_err));
+    json_object_set_new(o, "bias", json_real(round(e->bias * 1000) / 1000));
+    json_object_set_new(o, "bias_pct",
+                        json_real(e->mean_true > 0 ? round(1e4 * e->bias / e->mean_true) / 100 : 0));
+    return o;
+}
+
+static const char *const kind_names[] = {"count", "backlog", "admitted"};
+
+/* --open-loop: every column's series of key 0 (into csv if given), a markdown table of the errors
+ * and their JSON under "open_loop". 0 or -errno (reported). */
+static int run_open_loop(const opts *o, const sl_traffic *t, const sl_sim_alg *algs, size_t nalgs,
+                         json_t *root, FILE *csv)
+{
+    sl_openloop_col cols[2 * MAX_ALGS];
+    size_t ncols, samples = sl_openloop_samples(t, o->csv_step);
+    if (samples > SL_OPENLOOP_MAX_SAMPLES) {
+        fprintf(stderr, "sluice sim: --open-loop: too many samples (raise --csv-step)\n");
+        return -E2BIG;
+    }
+    if (samples == 0) {
+        fprintf(stderr, "sluice sim: --open-loop: the traffic is shorter than --csv-step\n");
+        return -EINVAL;
+    }
+    sl_openloop_columns(algs, nalgs, cols, 2 * MAX_ALGS, &ncols); /* cannot overflow */
+    double *series = malloc((ncols + 1) * samples * sizeof *series);
+    if (!series) {
+        fprintf(stderr, "sluice sim: --open-loop: %s\n", strerror(ENOMEM));
+        return -ENOMEM;
+    }
+    double *truth = series;
+    int rc = sl_openloop_true(t, 0, o->p.duration, o->csv_step, truth);
+    for (size_t c = 0; c < ncols && !rc; c++) {
+        const char *err = NULL;
+        rc = sl_openloop_run(t, 0, &o->p, &cols[c], o->csv_step, series + (c + 1) * samples, &err);
+        if (rc)
+            fprintf(stderr, "sluice sim: --open-loop %s: %s\n", cols[c].label,
+                    err ? err : strerror(-rc));
+    }
+    if (rc) {
+        free(series);
+        return rc;
+    }
+    if (csv) {
+        fprintf(csv, "t_s,true");
+        for (size_t c = 0; c < ncols; c++)
+            fprintf(csv, ",%s", cols[c].label);
+        fputc('\n', csv);
+        for (size_t i = 0; i < samples; i++) {
+            fprintf(csv, "%.3f,%g", (double)(o->csv_step * (int64_t)(i + 1)) / 1000.0, truth[i]);
+            for (size_t c = 0; c < ncols; c++)
+                fprintf(csv, ",%g", series[(c + 1) * samples + i]);
+            fputc('\n', csv);
+        }
+    }
+    printf("\nopen loop, key %s, %zu samples every %" PRId64 " ms; error = estimate - true count "
+           "of (t - %" PRId64 " ms, t]; steady state = the second half (t > %.3f s)\n\n",
+           t->keys[0], samples, o->csv_step, o->p.duration,
+           (double)(o->csv_step * (int64_t)(samples / 2)) / 1000.0);
+    printf("| estimator | reads | run MAE | run max | run bias | 2nd half true | 2nd half est "
+           "| 2nd half MAE | 2nd half max | 2nd half bias |\n");
+    printf("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+    json_t *arr = json_array();
+    for (size_t c = 0; c < ncols; c++) {
+        const double *est = series + (c + 1) * samples;
+        sl_openloop_err whole, steady;
+        sl_openloop_error(est, truth, 0, samples, &whole);
+        sl_openloop_error(est, truth, samples / 2, samples, &steady);
+        printf("| %s | %s | %.1f | %.0f | %+.1f | %.1f | %.1f | %.1f | %.0f | %+.1f (%+.1f %%) |\n",
+               cols[c].label, kind_names[cols[c].kind], whole.mae, whole.max_err, whole.bias,
+               steady.mean_true, steady.mean_est, steady.mae, steady.max_err, steady.bias,
+               steady.mean_true > 0 ? 100.0 * steady.bias / steady.mean_true : 0.0);
+        json_t *j = json_object();
+        json_object_set_new(j, "column", json_string(cols[c].label));
+        json_object_set_new(j, "algorithm", json_string(cols[c].alg.label));
+        json_object_set_new(j, "kind", json_string(kind_names[cols[c].kind]));
+        json_object_set_new(j, "whole", err_json(&whole));
+        json_object_set_new(j, "steady", err_json(&steady));
+        json_array_append_new(arr, j);
+    }
+    json_object_set_new(root, "open_loop", arr);
+    printf("\nreads: count = the estimator's count of the window (nothing rejected); backlog = "
+           "requests in the\nbucket (deep enough to refuse nothing); admitted = what the bucket "
+           "with the run's limit and burst\nlets through in the window. MAE: mean |error|; max: "
+           "largest |error|; bias: mean error.\n");
+    free(series);
+    return 0;
+}
+
 static int sim_run(opts *op)
 {
     opts o = *op;
@@ -471,7 +588,7 @@ static int sim_run(opts *op)
     int status = 1;
     if ((rc = make_traffic(&o, &t)))
         goto out;
-    if ((rc = sl_sim_init(&s, &t, &o.p))) {
+    if (!o.open_loop && (rc = sl_sim_init(&s, &t, &o.p))) {
         fprintf(stderr, "sluice sim: %s\n", rc == -E2BIG ? "limit x keys too large for the perfect "
                                                            "window (8M slots)"
                                                          : strerror(-rc));
@@ -492,6 +609,11 @@ static int sim_run(opts *op)
 
     root = json_object();
     json_object_set_new(root, "scenario", scenario_json(&o, &t));
+    if (o.open_loop) {
+        if (run_open_loop(&o, &t, algs, nalgs, root, csv))
+            goto out;
+        goto done;
+    }
     json_object_set_new(root, "perfect", result_json(&s.perfect, &s.perfect, o.p.limit));
     json_t *results = json_array();
     json_object_set_new(root, "results", results);
@@ -529,6 +651,7 @@ static int sim_run(opts *op)
     printf("\nvs-perf: admitted relative to the perfect window; peak: most admitted in one window;\n"
            "over: peak - limit; excess: admissions into a full window; wrong+/wrong-: admitted/\n"
            "rejected where the perfect window (run on the same stream) decided otherwise.\n");
+done:
     if (csv) {
         if (fclose(csv)) {
             csv = NULL;

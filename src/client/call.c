@@ -80,6 +80,7 @@ void sl_call_decode(sl_call *k, const sl_h2c_resp *resp, int err)
     case K_ATTEMPT:
     case K_ACQUIRE:
     case K_RELEASE:
+    case K_RENEW:
         k->rc = sl_leveecall_decode(k, resp, err);
         break;
     }
@@ -101,6 +102,7 @@ void sl_call_deliver(sl_call *k)
     case K_ATTEMPT:
     case K_ACQUIRE:
     case K_RELEASE:
+    case K_RENEW:
         k->cb.attempt(k->ud, k->rc, &k->r.attempt);
         break;
     }

@@ -15,6 +15,8 @@
  *   clientio.c   the I/O: the connection pool (sync path) and the async I/O thread
  *   breaker.c    the circuit breaker on timeouts (pure; client.c locks it, call.c feeds it)
  *   backoff.c    the public retry/backoff-with-jitter helpers (pure)
+ *   renewsched.c when to renew which held lease (pure)
+ *   renewer.c    the public lease renewer: renews held leases in the background
  * The sl_client record is here too: each module reads the options and bumps the counters; only
  * clientio.c touches the pool and queue fields.
  */
@@ -32,7 +34,7 @@
 #include "client/h2conn.h"
 #include "sluice/client.h"
 
-typedef enum { K_CHECK, K_HEALTH, K_LIVE, K_ATTEMPT, K_ACQUIRE, K_RELEASE } sl_call_kind;
+typedef enum { K_CHECK, K_HEALTH, K_LIVE, K_ATTEMPT, K_ACQUIRE, K_RELEASE, K_RENEW } sl_call_kind;
 
 typedef struct sl_call {
     struct sl_call *next;
@@ -90,6 +92,7 @@ struct sl_client {
 
     _Atomic uint64_t calls, failed_open, failed_closed, timeouts, transport_errors;
     _Atomic uint64_t async_pending, async_rejected;
+    _Atomic uint64_t shed; /* calls sluiced answered "shed" (gubcall.c, leveecall.c) */
 };
 
 /* A call of this kind with the client's default timeout when timeout_ms <= 0. NULL: -ENOMEM. */

@@ -110,6 +110,7 @@ void sl_client_stats_get(sl_client *c, sl_client_stats *o)
     o->async_rejected = atomic_load(&c->async_rejected);
     o->breaker_rejected = atomic_load(&c->breaker_rejected);
     o->breaker_probes = atomic_load(&c->breaker_probes);
+    o->shed = atomic_load(&c->shed);
     pthread_mutex_lock(&c->brk_mu);
     o->breaker_trips = c->brk.trips;
     o->breaker_open = c->brk.state != SL_BREAKER_CLOSED;
@@ -117,6 +118,16 @@ void sl_client_stats_get(sl_client *c, sl_client_stats *o)
 }
 
 /* ------------------------------------------------------------------ Gubernator calls */
+
+const char *sl_client_result_meta(const sl_client_result *r, const char *key)
+{
+    if (!r || !key)
+        return NULL;
+    for (size_t i = 0; i < r->metadata_count; i++)
+        if (strcmp(r->metadata[i].key, key) == 0)
+            return r->metadata[i].value;
+    return NULL;
+}
 
 void sl_client_check_reply_free(sl_client_check_reply *r)
 {
@@ -244,6 +255,22 @@ int sl_client_release(sl_client *c, const sl_attempt *a, const char *lease_id, i
         return 0;
     }
     return levee_sync(c, K_RELEASE, a, lease_id, timeout_ms, out);
+}
+
+int sl_client_renew(sl_client *c, const sl_attempt *a, const char *lease_id, int timeout_ms,
+                    sl_attempt_reply *out)
+{
+    if (!lease_id || !lease_id[0])
+        return -EINVAL;
+    return levee_sync(c, K_RENEW, a, lease_id, timeout_ms, out);
+}
+
+int sl_client_renew_async(sl_client *c, const sl_attempt *a, const char *lease_id, int timeout_ms,
+                          sl_client_attempt_cb cb, void *ud)
+{
+    if (!lease_id || !lease_id[0])
+        return -EINVAL;
+    return levee_async(c, K_RENEW, a, lease_id, timeout_ms, cb, ud);
 }
 
 int sl_client_attempt_async(sl_client *c, const sl_attempt *a, int timeout_ms,

@@ -6,7 +6,9 @@
  * there is an answer at all; a unary answer is exactly one uncompressed message; grpc-message is
  * percent-decoded. A check that gets no usable answer is answered per item by the failure policy
  * (fail open: UNDER_LIMIT with the item's full limit; fail closed: OVER_LIMIT with an error), so
- * the caller always receives one result per item it asked about.
+ * the caller always receives one result per item it asked about. A call sluiced's worker shedder
+ * refused (grpc-status UNAVAILABLE with the "sluice-shed" trailer) is not a failure: every item is
+ * answered OVER_LIMIT with metadata "shed" and "reason", never failed open.
  */
 #include "client/gubcall.h"
 
@@ -16,11 +18,15 @@
 #include <string.h>
 
 #include "gubernator.pb-c.h"
+#include "sluice/clock.h"
 #include "wire/grpc_frame.h"
 
 #define PATH_GET_RATE_LIMITS "/pb.gubernator.V1/GetRateLimits"
 #define PATH_HEALTH_CHECK "/pb.gubernator.V1/HealthCheck"
 #define PATH_LIVE_CHECK "/pb.gubernator.V1/LiveCheck"
+#define GRPC_UNAVAILABLE 14
+#define SHED_MAX 16      /* bytes of the "sluice-shed" value kept ("worker", "fleet") */
+#define REASON_MAX 512   /* bytes of the shed reason kept per item */
 
 static const char err_fail_closed[] = "sluice client: call failed (fail closed)";
 
@@ -252,6 +258,47 @@ static int check_fail(sl_call *k, int err, const sl_h2c_field *gmsg)
     return 0;
 }
 
+/* The whole call was shed (UNAVAILABLE + "sluice-shed"): every item OVER_LIMIT, remaining 0,
+ * reset at Retry-After, with metadata "shed" (the trailer's value) and "reason" (grpc-message). */
+static int check_shed(sl_call *k, const sl_h2c_resp *resp, const sl_h2c_field *shed,
+                      const sl_h2c_field *gmsg)
+{
+    sl_client_check_reply *out = &k->r.check;
+    char who[SHED_MAX + 1], why[REASON_MAX + 1];
+    sl_call_copy_trunc(who, sizeof who, shed->value, shed->value_len);
+    why[0] = 0;
+    if (gmsg)
+        grpc_message_copy(why, sizeof why, gmsg);
+    size_t wl = strlen(who) + 1, yl = strlen(why) + 1;
+    arena a;
+    if (reply_alloc(out, k->nitems, 2 * k->nitems, k->nitems * (wl + yl + 12) + (gmsg ? gmsg->value_len + 1 : 0), &a) < 0)
+        return check_fail(k, -ENOMEM, gmsg);
+    const sl_h2c_field *ra = sl_h2c_resp_find(resp, "retry-after");
+    int64_t ra_s = ra ? sl_call_header_int(ra->value, ra->value_len) : -1;
+    int64_t reset = sl_wall_ms() + (ra_s > 0 && ra_s < 86400 ? ra_s * 1000 : 1000);
+    out->shed = true;
+    for (size_t i = 0; i < k->nitems; i++) {
+        sl_client_result *o = &out->items[i];
+        o->resp.status = SL_OVER_LIMIT;
+        o->resp.limit = k->limits[i];
+        o->resp.remaining = 0;
+        o->resp.reset_time = reset;
+        o->metadata = a.kv;
+        o->metadata_count = 2;
+        a.kv[0].key = arena_str(&a, "shed", 4);
+        a.kv[0].value = arena_str(&a, who, wl - 1);
+        a.kv[1].key = arena_str(&a, "reason", 6);
+        a.kv[1].value = arena_str(&a, why, yl - 1);
+        a.kv += 2;
+    }
+    if (gmsg) {
+        out->grpc_message = a.s;
+        grpc_message_copy(a.s, gmsg->value_len + 1, gmsg);
+    }
+    atomic_fetch_add(&k->c->shed, 1);
+    return 0;
+}
+
 int sl_gubcall_decode_check(sl_call *k, const sl_h2c_resp *resp, int err)
 {
     sl_client_check_reply *out = &k->r.check;
@@ -261,8 +308,14 @@ int sl_gubcall_decode_check(sl_call *k, const sl_h2c_resp *resp, int err)
     if (err)
         return check_fail(k, err, NULL);
     out->http_status = resp->status;
-    if ((err = resp->err) || (err = grpc_status_of(resp, &out->grpc_status, &gmsg)))
+    if ((err = resp->err))
+        return check_fail(k, err, NULL);
+    if ((err = grpc_status_of(resp, &out->grpc_status, &gmsg))) {
+        const sl_h2c_field *shed = sl_h2c_resp_find(resp, "sluice-shed");
+        if (shed && out->grpc_status == GRPC_UNAVAILABLE && shed->value_len)
+            return check_shed(k, resp, shed, gmsg);
         return check_fail(k, err, gmsg);
+    }
     const uint8_t *msg;
     size_t mlen;
     if (grpc_unframe(resp->body->data, resp->body->len, &msg, &mlen) < 0)
@@ -303,10 +356,14 @@ int sl_gubcall_decode_check(sl_call *k, const sl_h2c_resp *resp, int err)
             const char *key = r->metadata[j]->key, *val = r->metadata[j]->value;
             a.kv->key = arena_str(&a, key, strlen(key));
             a.kv->value = arena_str(&a, val, strlen(val));
+            if (strcmp(key, "shed") == 0 && o->resp.status == SL_OVER_LIMIT)
+                out->shed = true;
             a.kv++;
         }
     }
     pb__gubernator__get_rate_limits_resp__free_unpacked(m, NULL);
+    if (out->shed)
+        atomic_fetch_add(&k->c->shed, 1);
     return 0;
 }
 

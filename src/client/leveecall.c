@@ -2,7 +2,9 @@
  * The client's Levee calls (client/leveecall.h): POST /attempt and /release.
  *
  * Out: X-Resource, X-Prefix, X-Method, X-Req-Id, X-Priority (and X-Lease-Id, X-Concurrency), each
- * checked for control bytes and copied into the call. In: 200 accepts (any 2xx for a release);
+ * checked for control bytes and copied into the call. A renewal is an /attempt with X-Concurrency:
+ * renew and the lease id; like a release it has no failure policy. In: 200 accepts (any 2xx for a
+ * release or renewal);
  * 429, or 503 carrying a RateLimit field (sluice shedding load), rejects — a decision, not a
  * failure; anything else fails the call, and the failure policy answers. The RateLimit headers are
  * read in every draft's spelling (sl_attempt_reply_header).
@@ -134,7 +136,8 @@ static int build_levee(sl_call *k, const sl_attempt *a, const char *lease_id)
         vals[3] = a->req_id;
         vals[4] = a->priority;
     }
-    if (k->kind != K_RELEASE && (!vals[0] || !vals[0][0]))
+    bool lease_call = k->kind == K_RELEASE || k->kind == K_RENEW;
+    if (!lease_call && (!vals[0] || !vals[0][0]))
         return -EINVAL;
     size_t total = 0;
     for (int i = 0; i < 5; i++) {
@@ -166,6 +169,8 @@ static int build_levee(sl_call *k, const sl_attempt *a, const char *lease_id)
     }
     if (k->kind == K_ACQUIRE)
         sl_call_add_hdr(k, "x-concurrency", "acquire", 7);
+    else if (k->kind == K_RENEW)
+        sl_call_add_hdr(k, "x-concurrency", "renew", 5);
     sl_call_add_hdr(k, "user-agent", "sluice-client", 13);
     k->path = k->kind == K_RELEASE ? PATH_RELEASE : PATH_ATTEMPT;
     return 0;
@@ -176,6 +181,7 @@ int sl_leveecall_decode(sl_call *k, const sl_h2c_resp *resp, int err)
     sl_client *c = k->c;
     sl_attempt_reply *out = &k->r.attempt;
     sl_attempt_reply_init(out);
+    const bool lease_call = k->kind == K_RELEASE || k->kind == K_RENEW;
     if (!err)
         err = resp->err;
     if (!err) {
@@ -183,14 +189,14 @@ int sl_leveecall_decode(sl_call *k, const sl_h2c_resp *resp, int err)
         for (size_t i = 0; i < resp->nfields; i++)
             sl_attempt_reply_header(out, resp->fields[i].name, resp->fields[i].name_len,
                                     resp->fields[i].value, resp->fields[i].value_len);
-        if (resp->status == 200 || (k->kind == K_RELEASE && resp->status / 100 == 2)) {
+        if (resp->status == 200 || (lease_call && resp->status / 100 == 2)) {
             out->outcome = SL_ATTEMPT_ACCEPTED;
         } else if ((resp->status == 429 || (resp->status == 503 && out->ratelimit[0])) &&
-                   k->kind != K_RELEASE) {
+                   !lease_call) {
             /* 503 with a RateLimit field is sluice shedding load: a decision, not a failure */
             out->outcome = SL_ATTEMPT_REJECTED;
         } else {
-            err = k->kind == K_RELEASE && resp->status == 404 ? -ENOENT : -EPROTO;
+            err = lease_call && resp->status == 404 ? -ENOENT : -EPROTO;
         }
         if (out->outcome != SL_ATTEMPT_ACCEPTED) { /* the server's words, for the caller to pass on */
             size_t n = resp->body->len;
@@ -200,7 +206,7 @@ int sl_leveecall_decode(sl_call *k, const sl_h2c_resp *resp, int err)
         }
     }
     out->err = err;
-    if (k->kind == K_RELEASE) {
+    if (lease_call) {
         out->allowed = out->outcome == SL_ATTEMPT_ACCEPTED;
         if (err && err != -ENOENT)
             sl_call_count_failure(c, err);
@@ -210,8 +216,13 @@ int sl_leveecall_decode(sl_call *k, const sl_h2c_resp *resp, int err)
         out->allowed = true;
         return 0;
     }
-    if (out->outcome == SL_ATTEMPT_REJECTED)
+    if (out->outcome == SL_ATTEMPT_REJECTED) {
+        if (out->http_status == 503) { /* a shedder's: back off, never fail open */
+            out->shed = true;
+            atomic_fetch_add(&c->shed, 1);
+        }
         return 0;
+    }
     sl_call_count_failure(c, err);
     if (c->opt.fail_closed) {
         atomic_fetch_add(&c->failed_closed, 1);

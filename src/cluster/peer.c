@@ -56,6 +56,9 @@ typedef struct pcall {
     int grpc_status;         /* -1 until seen */
     char grpc_message[256];
     sl_buf resp;
+    sl_peer_http_cb hcb;     /* sl_peer_http(): the answer as it came, not gRPC */
+    sl_h2c_field *fields;    /* its response fields, one allocation with their bytes */
+    size_t nfields;
 } pcall;
 
 struct conn {
@@ -128,6 +131,34 @@ static const char *err_text(int err)
     }
 }
 
+/* An HTTP call's response fields, copied (they live during the session's callback only): at
+ * most SL_PEER_HTTP_MAX_FIELDS, within the session's header-bytes cap. Out of memory: none. */
+static void keep_fields(pcall *k, const sl_h2c_resp *r)
+{
+    size_t n = r->nfields < SL_PEER_HTTP_MAX_FIELDS ? r->nfields : SL_PEER_HTTP_MAX_FIELDS;
+    size_t bytes = n * sizeof(sl_h2c_field);
+    for (size_t i = 0; i < n; i++)
+        bytes += r->fields[i].name_len + r->fields[i].value_len + 2;
+    if (!n || !(k->fields = malloc(bytes)))
+        return;
+    char *p = (char *)(k->fields + n);
+    for (size_t i = 0; i < n; i++) {
+        const sl_h2c_field *f = &r->fields[i];
+        sl_h2c_field *g = &k->fields[i];
+        memcpy(p, f->name, f->name_len);
+        p[f->name_len] = '\0';
+        g->name = p;
+        g->name_len = f->name_len;
+        p += f->name_len + 1;
+        memcpy(p, f->value, f->value_len);
+        p[f->value_len] = '\0';
+        g->value = p;
+        g->value_len = f->value_len;
+        p += f->value_len + 1;
+    }
+    k->nfields = n;
+}
+
 /* The session finished a call: keep what the result needs and queue it for delivery. */
 static void on_answer(void *ud, const sl_h2c_resp *r)
 {
@@ -138,6 +169,8 @@ static void on_answer(void *ud, const sl_h2c_resp *r)
     if (r->err)
         k->err_text = c->state == C_DEAD && r->err == c->kill_err ? c->kill_why : err_text(r->err);
     k->http_status = r->status;
+    if (k->hcb)
+        keep_fields(k, r);
     k->grpc_status = sl_h2c_grpc_status(r);
     const sl_h2c_field *m = sl_h2c_resp_find(r, "grpc-message");
     if (m) {
@@ -220,17 +253,30 @@ static void deliver(sl_peer *p)
         p->done_head = k->next;
         if (!p->done_head)
             p->done_tail = NULL;
-        sl_peer_result r;
-        build_result(p, k, &r);
         p->inflight--;
-        if (r.err == 0 && r.grpc_status == 0)
-            p->st.ok++;
-        else
-            p->st.failed++;
-        if (r.err == -ETIMEDOUT)
+        if (k->err == -ETIMEDOUT)
             p->st.timeouts++;
-        k->cb(k->ud, &r);
+        if (k->hcb) {
+            sl_peer_http_result h = {.err = k->err, .message = k->err_text ? k->err_text : "",
+                                     .status = k->http_status, .fields = k->fields,
+                                     .nfields = k->nfields, .body = k->resp.data,
+                                     .len = k->resp.len};
+            if (k->err)
+                p->st.failed++;
+            else
+                p->st.ok++;
+            k->hcb(k->ud, &h);
+        } else {
+            sl_peer_result r;
+            build_result(p, k, &r);
+            if (r.err == 0 && r.grpc_status == 0)
+                p->st.ok++;
+            else
+                p->st.failed++;
+            k->cb(k->ud, &r);
+        }
         sl_buf_free(&k->resp);
+        free(k->fields);
         free(k);
     }
     p->depth--;
@@ -675,26 +721,12 @@ int sl_peer_new(const sl_peer_config *cfg, sl_peer **out)
     return 0;
 }
 
-int sl_peer_call(sl_peer *p, const char *path, sl_buf *framed, int64_t timeout_ms, sl_peer_cb cb,
-                 void *ud)
+/* Start call k (its callback set) as `req` on the current connection, opening one if needed.
+ * 0, or a negative errno with k freed and the body not taken. */
+static int submit(sl_peer *p, pcall *k, sl_h2c_req *req, int64_t timeout_ms)
 {
-    if (p->closing)
-        return -ECANCELED;
-    if (strlen(path) >= MAX_PATH)
-        return -EINVAL;
-    static const sl_h2c_field hdrs[] = {
-        {"content-type", 12, "application/grpc", 16},
-        {"te", 2, "trailers", 8},
-    };
-    pcall *k = calloc(1, sizeof *k);
-    if (!k)
-        return -ENOMEM;
-    k->cb = cb;
-    k->ud = ud;
-    k->grpc_status = -1;
-    sl_h2c_req req = {.method = "POST", .authority = p->addr, .path = path, .headers = hdrs,
-                      .nheaders = 2, .body = framed,
-                      .deadline = (int64_t)uv_now(p->loop) + (timeout_ms > 0 ? timeout_ms : 1)};
+    req->authority = p->addr;
+    req->deadline = (int64_t)uv_now(p->loop) + (timeout_ms > 0 ? timeout_ms : 1);
     conn *c;
     int rc;
     for (int attempt = 0;; attempt++) {
@@ -716,7 +748,7 @@ int sl_peer_call(sl_peer *p, const char *path, sl_buf *framed, int64_t timeout_m
             p->cur = c;
         }
         k->c = c;
-        rc = sl_h2c_submit(c->sess, &req, on_answer, k);
+        rc = sl_h2c_submit(c->sess, req, on_answer, k);
         if (rc != -EAGAIN || attempt)
             break;
         /* no new stream fits on this connection: let it drain, open another */
@@ -735,6 +767,46 @@ int sl_peer_call(sl_peer *p, const char *path, sl_buf *framed, int64_t timeout_m
     if (c->state != C_DEAD)
         rearm(c);
     return 0;
+}
+
+int sl_peer_call(sl_peer *p, const char *path, sl_buf *framed, int64_t timeout_ms, sl_peer_cb cb,
+                 void *ud)
+{
+    if (p->closing)
+        return -ECANCELED;
+    if (strlen(path) >= MAX_PATH)
+        return -EINVAL;
+    static const sl_h2c_field hdrs[] = {
+        {"content-type", 12, "application/grpc", 16},
+        {"te", 2, "trailers", 8},
+    };
+    pcall *k = calloc(1, sizeof *k);
+    if (!k)
+        return -ENOMEM;
+    k->cb = cb;
+    k->ud = ud;
+    k->grpc_status = -1;
+    sl_h2c_req req = {.method = "POST", .path = path, .headers = hdrs, .nheaders = 2,
+                      .body = framed};
+    return submit(p, k, &req, timeout_ms);
+}
+
+int sl_peer_http(sl_peer *p, const char *method, const char *path, const sl_h2c_field *headers,
+                 size_t nheaders, sl_buf *body, int64_t timeout_ms, sl_peer_http_cb cb, void *ud)
+{
+    if (p->closing)
+        return -ECANCELED;
+    if (strlen(path) >= MAX_PATH)
+        return -EINVAL;
+    pcall *k = calloc(1, sizeof *k);
+    if (!k)
+        return -ENOMEM;
+    k->hcb = cb;
+    k->ud = ud;
+    k->grpc_status = -1;
+    sl_h2c_req req = {.method = method, .path = path, .headers = headers, .nheaders = nheaders,
+                      .body = body};
+    return submit(p, k, &req, timeout_ms);
 }
 
 void sl_peer_close(sl_peer *p)

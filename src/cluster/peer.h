@@ -29,6 +29,7 @@
 #include <uv.h>
 
 #include "base/buf.h"
+#include "net/h2client.h"
 #include "net/tls.h"
 
 typedef struct sl_peer sl_peer;
@@ -80,6 +81,26 @@ int sl_peer_new(const sl_peer_config *cfg, sl_peer **out);
  */
 int sl_peer_call(sl_peer *p, const char *path, sl_buf *framed, int64_t timeout_ms, sl_peer_cb cb,
                  void *ud);
+
+/*
+ * A plain HTTP/2 call on the same connections (how Levee's client-proxy relays POST /attempt):
+ * `method` `path` with extra request headers (names lowercase; copied) and `body` (taken on
+ * success, may be NULL). The callback gets the answer as it came: HTTP status, headers, body; no
+ * gRPC framing or status is looked at. Return values and errors as sl_peer_call().
+ */
+#define SL_PEER_HTTP_MAX_FIELDS 32 /* response fields kept (the rest are dropped) */
+typedef struct sl_peer_http_result {
+    int err;                     /* 0, or a negative errno as for sl_peer_call */
+    const char *message;         /* what went wrong; never NULL */
+    int status;                  /* HTTP status when err == 0 */
+    const sl_h2c_field *fields;  /* response headers then trailers, in arrival order */
+    size_t nfields;
+    const uint8_t *body;
+    size_t len;
+} sl_peer_http_result;
+typedef void (*sl_peer_http_cb)(void *ud, const sl_peer_http_result *res);
+int sl_peer_http(sl_peer *p, const char *method, const char *path, const sl_h2c_field *headers,
+                 size_t nheaders, sl_buf *body, int64_t timeout_ms, sl_peer_http_cb cb, void *ud);
 
 /* Fail every call in flight with -ECANCELED (their callbacks run before this returns), close the
  * connections, and free the peer once libuv has closed its handles. */

@@ -147,6 +147,18 @@ bool sl_router_was_peer(sl_router *r, int worker, const struct sockaddr *sa);
  * worker's thread. How PeersV1 is kept to peers over mTLS. */
 bool sl_router_names_peer(sl_router *r, int worker, const char *names, bool former);
 
+/* One member of the peer list as the admin status page shows it (node/statuspage.c). */
+typedef struct sl_router_peer {
+    char addr[128];      /* its advertise address (cut to fit) */
+    bool self;           /* this node */
+    int err;             /* 0, or the negative errno of the last failed call to it */
+    int64_t failed_at;   /* wall ms of that failure */
+} sl_router_peer;
+
+/* The current peer list: its first `cap` members into out; returns the list's length (0 when
+ * standalone). Any thread. */
+size_t sl_router_peers(sl_router *r, sl_router_peer *out, size_t cap);
+
 /* Peers this node knows, itself included (1 when standalone). */
 int sl_router_peer_count(const sl_router *r);
 

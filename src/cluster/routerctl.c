@@ -559,6 +559,22 @@ void sl_router_health(sl_router *r, bool *healthy, int32_t *peer_count, char *wh
     sl_view_unref(v);
 }
 
+size_t sl_router_peers(sl_router *r, sl_router_peer *out, size_t cap)
+{
+    sl_view *v = r->cluster ? latest_ref(r) : NULL;
+    if (!v)
+        return 0;
+    size_t n = v->n;
+    for (size_t i = 0; i < n && i < cap; i++) {
+        snprintf(out[i].addr, sizeof out[i].addr, "%s", sl_picker_addr(v->picker, i));
+        out[i].self = (long)i == v->self;
+        out[i].err = atomic_load(&v->health[i].err);
+        out[i].failed_at = atomic_load(&v->health[i].failed_at);
+    }
+    sl_view_unref(v);
+    return n;
+}
+
 int sl_router_peer_count(const sl_router *r)
 {
     if (!r->cluster)

@@ -37,6 +37,7 @@ static const char *const picker_choices[] = {"ring", "hrw", NULL};
 static const char *const peer_auth_choices[] = {"address", "none", NULL};
 static const char *const priority_choices[] = {"critical", "post", "get", "test", NULL};
 static const char *const tls_client_auth_choices[] = {"none", "request", "require", NULL};
+static const char *const role_choices[] = {"limiter", "observer", "proxy", NULL};
 
 static const sl_opt daemon_opts[] = {
     /* General */
@@ -215,6 +216,27 @@ static const sl_opt daemon_opts[] = {
     {.name = "storage-timeout", .type = SL_OPT_DURATION,
      .offset = FIELD(storage_timeout_ns, int64_t), .def = "2s", .min = 1 * MS, .max = 600 * SEC,
      .group = G_QUOTAS, .help = "timeout of one etcd request"},
+    /* Envoy RLS v3 (api/rls.h, config/rlssrc.h) */
+    {.name = "rls-config-dir", .type = SL_OPT_STRING, .offset = FIELD(rls_config_dir, char *),
+     .group = G_QUOTAS, .metavar = "DIR",
+     .help = "directory of envoyproxy/ratelimit YAML files (*.yaml, *.yml) for Envoy's "
+             "ShouldRateLimit; unset = <storage-prefix>/rls/ in etcd with --storage-addrs, else "
+             "every descriptor OK without a limit"},
+    {.name = "rls-poll-period", .type = SL_OPT_DURATION,
+     .offset = FIELD(rls_poll_period_ns, int64_t), .def = "1s", .min = 0, .max = 3600 * SEC,
+     .group = G_QUOTAS,
+     .help = "look for changes in --rls-config-dir this often (SIGHUP also reloads); 0 = only "
+             "on SIGHUP"},
+    {.name = "rls-response-headers", .type = SL_OPT_BOOL,
+     .offset = FIELD(rls_response_headers, bool), .def = "false", .group = G_QUOTAS,
+     .help = "ShouldRateLimit answers carry RateLimit-Limit, -Remaining and -Reset for Envoy to "
+             "add to the response"},
+    {.name = "rls-max-descriptors", .type = SL_OPT_INT,
+     .offset = FIELD(rls_max_descriptors, int64_t), .def = "1000", .min = 1, .max = 100000,
+     .group = G_QUOTAS, .help = "most descriptors in one ShouldRateLimit request"},
+    {.name = "rls-max-entries", .type = SL_OPT_INT, .offset = FIELD(rls_max_entries, int64_t),
+     .def = "64", .min = 1, .max = 4096, .group = G_QUOTAS,
+     .help = "most entries in one ShouldRateLimit descriptor"},
 
     /* Metrics */
     {.name = "graphite-addr", .type = SL_OPT_STRING, .offset = FIELD(graphite_addr, char *),
@@ -303,6 +325,32 @@ static const sl_opt daemon_opts[] = {
      .offset = FIELD(k8s_watch_timeout_ns, int64_t), .def = "5m", .min = 1 * SEC,
      .max = 3600 * SEC, .group = G_CLUSTER,
      .help = "timeoutSeconds of one watch (then it resumes)"},
+
+    /* Roles (Levee's cluster) */
+    {.name = "role", .type = SL_OPT_ENUM, .offset = FIELD(role, int), .def = "limiter",
+     .choices = role_choices, .group = G_CLUSTER,
+     .help = "limiter (decides), proxy (Levee's client-proxy: relays /attempt to each resource's "
+             "DF limiters) or observer (not available yet)"},
+    {.name = "gossip-addr", .type = SL_OPT_STRING, .offset = FIELD(gossip_addr, char *),
+     .group = G_CLUSTER, .metavar = "ADDR",
+     .help = "ip:port of this node in the gossip overlay (Levee's key; accepted, not used yet)"},
+    {.name = "observer-name", .type = SL_OPT_STRING, .offset = FIELD(observer_name, char *),
+     .group = G_CLUSTER, .metavar = "NAME",
+     .help = "unique name of an observer (<storage-prefix>/observer/<NAME>)"},
+    {.name = "proxy-limiters", .type = SL_OPT_LIST, .offset = FIELD(proxy_limiters, sl_opt_list),
+     .group = G_CLUSTER, .metavar = "LIST",
+     .help = "role proxy: the limiters, name=host:port,... (at most 256; read again on SIGHUP)"},
+    {.name = "proxy-timeout", .type = SL_OPT_DURATION, .offset = FIELD(proxy_timeout_ns, int64_t),
+     .def = "1s", .min = 1 * MS, .max = 60 * SEC, .group = G_CLUSTER,
+     .help = "role proxy: deadline of one call to a limiter (connect included)"},
+    {.name = "proxy-max-inflight", .type = SL_OPT_INT,
+     .offset = FIELD(proxy_max_inflight, int64_t), .def = "10000", .min = 1, .max = 1000000,
+     .group = G_CLUSTER,
+     .help = "role proxy: calls to limiters one worker has in flight at most (beyond: 503)"},
+    {.name = "proxy-probe-interval", .type = SL_OPT_DURATION,
+     .offset = FIELD(proxy_probe_interval_ns, int64_t), .def = "500ms", .min = 10 * MS,
+     .max = 600 * SEC, .group = G_CLUSTER,
+     .help = "role proxy: how often a limiter marked down is probed (GET /v1/LiveCheck)"},
 
     /* Protection */
     {.name = "shed", .type = SL_OPT_BOOL, .offset = FIELD(shed, bool), .def = "true",
@@ -493,6 +541,8 @@ static int finalize(sl_options *o, char *err, size_t errlen)
         return rc;
     if ((o->peer_tls_cert[0] != '\0') != (o->peer_tls_key[0] != '\0'))
         return sl_opt_fail(err, errlen, -EINVAL, "option 'peer-tls-cert': needs peer-tls-key, and back");
+    if (o->role == SL_ROLE_PROXY && o->proxy_limiters.n == 0)
+        return sl_opt_fail(err, errlen, -EINVAL, "option 'proxy-limiters': required with role=proxy");
     if (o->standalone && o->discovery != SL_DISCOVERY_NONE)
         return sl_opt_fail(err, errlen, -EINVAL,
                     "option 'standalone': cannot be combined with discovery=%s",

@@ -34,6 +34,12 @@ typedef enum sl_tls_client_auth {
     SL_TLS_CLIENT_AUTH_REQUIRE = 2,
 } sl_tls_client_auth;
 
+typedef enum sl_role {
+    SL_ROLE_LIMITER = 0,  /* today's node: decides /attempt and the Gubernator API */
+    SL_ROLE_OBSERVER = 1, /* Levee's observer: not built yet (refused at start) */
+    SL_ROLE_PROXY = 2,    /* Levee's client-proxy: /attempt relayed to each resource's DF group */
+} sl_role;
+
 typedef enum sl_peer_picker {
     SL_PICKER_RING = 0,
     SL_PICKER_HRW = 1,
@@ -99,6 +105,12 @@ typedef struct sl_options {
     int64_t attempt_max_delay_ns; /* longest X-Max-Delay honoured (delay instead of reject) */
     int64_t attempt_max_held;  /* X-Delay-Mode: hold: answers held at once per worker */
     int64_t storage_timeout_ns;
+    /* Envoy RLS v3 */
+    char *rls_config_dir;      /* NULL = no configuration: every descriptor OK */
+    int64_t rls_poll_period_ns;
+    bool rls_response_headers;
+    int64_t rls_max_descriptors;
+    int64_t rls_max_entries;
     /* Metrics */
     char *graphite_addr;
     int64_t graphite_period_ns;
@@ -130,6 +142,14 @@ typedef struct sl_options {
     char *k8s_ca_file;
     uint64_t k8s_max_bytes;
     int64_t k8s_watch_timeout_ns;
+    /* Roles (Levee's cluster: limiter, observer, client-proxy; proxy/proxy.h) */
+    int role;                  /* sl_role */
+    char *gossip_addr;         /* Levee's gossip-addr: stored for the gossip overlay */
+    char *observer_name;       /* Levee's observer-name */
+    sl_opt_list proxy_limiters; /* name=host:port, the proxy's static limiter set */
+    int64_t proxy_timeout_ns;
+    int64_t proxy_max_inflight;
+    int64_t proxy_probe_interval_ns;
     /* Protection */
     bool shed;
     int64_t shed_target;          /* percent of a worker loop's time busy */

@@ -1,7 +1,9 @@
 /*
  * The admin listener (see adminsrv.h): token check, then routing by path.
  *
- *   exchange -> token (if configured) -> /v1/admin/killswitch | /v1/admin/top | /metrics | 404
+ *   exchange -> / | /status (the status page: no data, so no token)
+ *            -> token (if configured) -> /v1/admin/killswitch | /v1/admin/top
+ *                                      | /v1/admin/status | /metrics | 404
  *
  * Refused calls are counted (sluice_admin_requests_total{outcome="unauthorized"}), never logged
  * one by one: an attacker cannot fill the log through this port.
@@ -48,12 +50,18 @@ static bool authorized(const sl_adminsrv *a, const sl_http_request *rq)
     return sl_bearer_equal(tok, len, a->token, a->token_len);
 }
 
+static bool get_or_head(sl_exchange *ex, const sl_http_request *rq)
+{
+    if (!strcmp(rq->method, "GET") || !strcmp(rq->method, "HEAD"))
+        return true;
+    respond_text(ex, 405, "method not allowed: use GET\n");
+    return false;
+}
+
 static int metrics(sl_adminsrv *a, sl_exchange *ex, const sl_http_request *rq)
 {
-    if (strcmp(rq->method, "GET") && strcmp(rq->method, "HEAD")) {
-        respond_text(ex, 405, "method not allowed: use GET\n");
+    if (!get_or_head(ex, rq))
         return O_ERROR;
-    }
     char *txt = NULL;
     size_t len = 0;
     if (!a->cfg.metrics || sl_metrics_render_prometheus(a->cfg.metrics, &txt, &len)) {
@@ -106,10 +114,8 @@ static bool query_param(const sl_http_request *rq, const char *name, const char 
 /* GET /v1/admin/top[?limit=NAME][&n=N]: who is limited (protect/who.h), as JSON. */
 static int top(sl_adminsrv *a, sl_exchange *ex, const sl_http_request *rq)
 {
-    if (strcmp(rq->method, "GET") && strcmp(rq->method, "HEAD")) {
-        respond_text(ex, 405, "method not allowed: use GET\n");
+    if (!get_or_head(ex, rq))
         return O_ERROR;
-    }
     if (!a->cfg.protect) {
         respond_text(ex, 503, "no protection on this node\n");
         return O_ERROR;
@@ -155,12 +161,68 @@ static int top(sl_adminsrv *a, sl_exchange *ex, const sl_http_request *rq)
     return O_OK;
 }
 
+/* 200 with these headers and a malloc'd body, which is freed. */
+static int respond_taken(sl_exchange *ex, const sl_http_header *h, size_t nh, char *body,
+                         size_t len)
+{
+    sl_http_response resp = {.status = 200, .headers = h, .nheaders = nh, .body = body,
+                             .body_len = len};
+    sl_exchange_respond(ex, &resp);
+    free(body);
+    return O_OK;
+}
+
+/* GET /status or /: the page (node/statuspage.h) under a CSP naming this response's nonce. */
+static int status_page(sl_adminsrv *a, sl_exchange *ex, const sl_http_request *rq)
+{
+    if (!get_or_head(ex, rq))
+        return O_ERROR;
+    char nonce[SL_STATUSPAGE_NONCE_LEN + 1], csp[512];
+    char *body;
+    size_t len;
+    if (sl_statuspage_nonce(nonce) || sl_statuspage_html(nonce, a->token != NULL, &body, &len)) {
+        respond_text(ex, 500, "status page unavailable\n");
+        return O_ERROR;
+    }
+    sl_statuspage_csp(nonce, csp, sizeof csp);
+    const sl_http_header h[] = {
+        SL_HTTP_HEADER("content-type", "text/html; charset=utf-8"),
+        {"content-security-policy", 23, csp, strlen(csp)},
+        SL_HTTP_HEADER("x-content-type-options", "nosniff"),
+        SL_HTTP_HEADER("referrer-policy", "no-referrer"),
+        SL_HTTP_HEADER("cache-control", "no-store"),
+    };
+    return respond_taken(ex, h, sizeof h / sizeof *h, body, len);
+}
+
+/* GET /v1/admin/status: what the page shows, as JSON. */
+static int status_json(sl_adminsrv *a, sl_exchange *ex, const sl_http_request *rq)
+{
+    if (!get_or_head(ex, rq))
+        return O_ERROR;
+    char *body;
+    size_t len;
+    if (sl_statuspage_json(&a->cfg.status, sl_wall_ms(), &body, &len)) {
+        respond_text(ex, 500, "out of memory\n");
+        return O_ERROR;
+    }
+    static const sl_http_header h[] = {
+        SL_HTTP_HEADER("content-type", "application/json"),
+        SL_HTTP_HEADER("cache-control", "no-store"),
+        SL_HTTP_HEADER("x-content-type-options", "nosniff"),
+    };
+    return respond_taken(ex, h, sizeof h / sizeof *h, body, len);
+}
+
 static void handle(void *ud, sl_exchange *ex)
 {
     sl_adminsrv *a = ud;
     const sl_http_request *rq = sl_exchange_request(ex);
     int o;
-    if (!authorized(a, rq)) {
+    bool page = a->cfg.admin && a->cfg.status.engine;
+    if (page && (sl_http_path_is(rq, SL_STATUSPAGE_PATH) || sl_http_path_is(rq, "/"))) {
+        o = status_page(a, ex, rq);
+    } else if (!authorized(a, rq)) {
         static const sl_http_header h[] = {{"www-authenticate", 16, "Bearer", 6},
                                            {"content-type", 12, "text/plain; charset=utf-8", 25}};
         static const char body[] = "unauthorized: send Authorization: Bearer <admin token>\n";
@@ -174,6 +236,8 @@ static void handle(void *ud, sl_exchange *ex)
         o = killswitch(a, ex, rq);
     } else if (a->cfg.admin && sl_http_path_is(rq, SL_ADMINSRV_TOP_PATH)) {
         o = top(a, ex, rq);
+    } else if (page && sl_http_path_is(rq, SL_STATUSPAGE_JSON_PATH)) {
+        o = status_json(a, ex, rq);
     } else {
         respond_text(ex, 404, "not found\n");
         o = O_NOT_FOUND;

@@ -5,7 +5,9 @@
  * "Authorization: Bearer <token>" (compared in constant time); the node refuses to bind a
  * non-loopback admin address without one; the token file is read again on SIGHUP. The same
  * module serves the optional read-only --metrics-addr listener (metrics only, no token). One
- * worker thread: admin calls are rare.
+ * worker thread: admin calls are rare. The status page (node/statuspage.h) is served here too:
+ * GET /status and GET / without the token (the page holds no data), its data at
+ * /v1/admin/status with it.
  */
 #ifndef SLUICE_NODE_ADMINSRV_H
 #define SLUICE_NODE_ADMINSRV_H
@@ -15,6 +17,7 @@
 #include <stdint.h>
 
 #include "core/metrics.h"
+#include "node/statuspage.h"
 #include "protect/protect.h"
 
 typedef struct sl_adminsrv sl_adminsrv;
@@ -27,6 +30,7 @@ typedef struct sl_adminsrv_config {
     sl_metrics *metrics;       /* rendered at /metrics, and counts the listener's calls */
     uint32_t max_body_bytes;   /* largest request body */
     bool any_port_if_taken;    /* addr's port in use: take any free port on its host instead */
+    sl_statuspage_config status; /* the status page's parts (admin only); engine NULL: no page */
 } sl_adminsrv_config;
 
 /* Who is limited: GET, JSON top keys per limit and event (protect/who.h). */

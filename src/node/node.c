@@ -41,6 +41,8 @@
 #include "node/graphite.h"
 #include "node/reload.h"
 #include "node/statedir.h"
+#include "proxy/proxy.h"
+#include "proxy/topology.h"
 #include "core/snapshot.h"
 #include "node/service.h"
 #include "sluice/clock.h"
@@ -64,6 +66,7 @@ struct sl_node {
     sl_tls_slot *peer_tls; /* client context of peer calls over TLS (reloaded on SIGHUP), or NULL */
     sl_killswitch *switches; /* kill switches, shadow mode, concurrency and fleet settings */
     sl_protect *protect;     /* leases, shedders, switches on the request path */
+    sl_rlssrc *rls;          /* --rls-config-dir for Envoy's ShouldRateLimit; NULL without */
     uv_timer_t expiry_timer;
     bool expiry_started;
     int64_t gc_next_ms;    /* monotonic ms: when the next idle-key collection starts */
@@ -77,6 +80,8 @@ struct sl_node {
     sl_statedir_timer snapshot_timer; /* --snapshot-period writer (node/statedir.h) */
     bool snapshot_written;            /* the shutdown snapshot is done (sl_node_wait) */
     unsigned snapshot_flags;          /* SL_SNAPSHOT_CLUSTER_KEYS when clustered */
+    sl_topology topology;             /* role proxy: the limiters (--proxy-limiters) */
+    sl_proxy *proxy;                  /* role proxy: relays /attempt; NULL in other roles */
     int argc;                         /* the options, kept to read them again on reload */
     char **argv;
     sl_alive *alive; /* worker-loop liveness for a watchdog; made by the first sl_node_alive */
@@ -310,6 +315,7 @@ static void on_worker_start(void *ud, int worker, uv_loop_t *loop)
     sl_metrics_bind_thread((unsigned)worker);
     sl_router_worker_start(n->router, worker, loop);
     sl_service_worker_start(n->service, worker, loop);
+    sl_proxy_worker_start(n->proxy, worker, loop);
     if (worker == 0) {
         uv_timer_init(loop, &n->expiry_timer);
         n->expiry_timer.data = n;
@@ -323,6 +329,7 @@ static void on_worker_stop(void *ud, int worker, uv_loop_t *loop)
 {
     sl_node *n = ud;
     (void)loop;
+    sl_proxy_worker_stop(n->proxy, worker);
     sl_service_worker_stop(n->service, worker);
     sl_protect_worker_stop(n->protect, worker);
     sl_router_worker_stop(n->router, worker);
@@ -349,7 +356,13 @@ static int start_admin(sl_node *n, char *err, size_t errlen)
     sl_adminsrv_config ac = {.addr = is_default ? dflt : o->admin_addr,
                              .token_file = o->admin_token_file, .admin = true,
                              .protect = n->protect, .metrics = n->metrics,
-                             .max_body_bytes = 65536, .any_port_if_taken = is_default};
+                             .max_body_bytes = 65536, .any_port_if_taken = is_default,
+                             .status = {.instance = o->instance_id, .listen_addr = o->listen_addr,
+                                        .advertise_addr = o->discovery != SL_DISCOVERY_NONE
+                                                              ? o->advertise_addr : NULL,
+                                        .workers = (int)o->workers, .started_ms = sl_wall_ms(),
+                                        .engine = n->engine, .router = n->router,
+                                        .protect = n->protect, .quotas = n->quotas}};
     int rc;
     if (o->admin_api) {
         if ((rc = sl_adminsrv_start(&ac, &n->admin, err, errlen)))
@@ -472,6 +485,56 @@ static int start_router(sl_node *n, const sl_engine_config *ec, char *err, size_
     return 0;
 }
 
+/* --role proxy: the limiter set behind the topology interface, and the handler that relays
+ * /attempt to it (everything else still goes to the service). */
+static int start_proxy(sl_node *n, char *err, size_t errlen)
+{
+    const sl_options *o = &n->opts;
+    const char *bad;
+    int rc = sl_topology_parse(&n->topology, o->proxy_limiters.items, o->proxy_limiters.n, &bad);
+    if (rc) {
+        snprintf(err, errlen, "proxy-limiters: '%s' is not name=host:port (or the name repeats)",
+                 bad);
+        return rc;
+    }
+    sl_proxy_config pc = {
+        .topology = &n->topology,
+        .quotas = n->quotas,
+        .metrics = n->metrics,
+        .log = &n->log,
+        .workers = (int)o->workers,
+        .timeout_ms = o->proxy_timeout_ns / 1000000,
+        .probe_interval_ms = o->proxy_probe_interval_ns / 1000000,
+        .max_inflight = (uint32_t)o->proxy_max_inflight,
+        .fallback = sl_service_handle,
+        .fallback_ud = n->service,
+    };
+    if ((rc = sl_proxy_new(&pc, &n->proxy))) {
+        snprintf(err, errlen, "proxy: %s", strerror(-rc));
+        return rc;
+    }
+    return 0;
+}
+
+/* Envoy RLS rules: --rls-config-dir, else <root>/rls/ in etcd with --storage-addrs (a feed of
+ * the shared source: attached before it starts), else none. */
+static int start_rls(sl_node *n, char *err, size_t errlen)
+{
+    sl_options *o = &n->opts;
+    bool dir = o->rls_config_dir && o->rls_config_dir[0];
+    if (!dir && !n->storage)
+        return 0;
+    sl_rlssrc_config rc_cfg = {.source = dir ? NULL : n->storage,
+                               .dir = dir ? o->rls_config_dir : NULL,
+                               .poll_ms = o->rls_poll_period_ns / 1000000, .log = &n->log};
+    int rc = sl_rlssrc_new(&rc_cfg, &n->rls, err, errlen);
+    if (rc)
+        return rc;
+    if ((rc = sl_rlssrc_register_metrics(n->rls, n->metrics)))
+        snprintf(err, errlen, "metrics: %s", strerror(-rc));
+    return rc;
+}
+
 /* The request handler every dialect goes through (client identities first: it holds them). */
 static int start_service(sl_node *n, char *err, size_t errlen)
 {
@@ -506,12 +569,16 @@ static int start_service(sl_node *n, char *err, size_t errlen)
     scfg.gub.max_msg = (size_t)o->max_body_bytes;
     scfg.gub.json.max_body = (size_t)o->max_body_bytes;
     scfg.gub.max_items = (size_t)o->max_batch;
+    scfg.rls_cfg = (sl_rls_config){.max_descriptors = (size_t)o->rls_max_descriptors,
+                                   .max_entries = (size_t)o->rls_max_entries,
+                                   .headers = o->rls_response_headers,
+                                   .max_names = (uint32_t)o->metrics_max_names};
+    scfg.rls = n->rls;
     if ((rc = sl_service_new(&scfg, &n->service))) {
         snprintf(err, errlen, "service: %s", strerror(-rc));
         return rc;
     }
-
-    return 0;
+    return o->role == SL_ROLE_PROXY ? start_proxy(n, err, errlen) : 0;
 }
 
 /* The client port: its limits, TLS and worker hooks. */
@@ -536,8 +603,8 @@ static int start_server(sl_node *n, const char *host, unsigned short port, char 
     sv.limits.max_header_bytes = (size_t)o->max_header_bytes;
     sv.limits.max_body_bytes = (size_t)o->max_body_bytes + 64; /* gRPC framing and slack */
     sv.limits.h2_max_streams = (uint32_t)o->max_streams;
-    sv.handler = sl_service_handle;
-    sv.handler_ud = n->service;
+    sv.handler = n->proxy ? sl_proxy_handle : sl_service_handle;
+    sv.handler_ud = n->proxy ? (void *)n->proxy : (void *)n->service;
     sv.on_worker_start = on_worker_start;
     sv.on_worker_stop = on_worker_stop;
     sv.hooks_ud = n;
@@ -558,6 +625,14 @@ static int build(sl_node *n, char *err, size_t errlen)
     sl_options *o = &n->opts;
     sl_log_init(&n->log, NULL, sl_log_level_for_verbose(o->verbose), o->instance_id);
     sl_log_set_request_rate(&n->log, (uint32_t)o->log_request_lines);
+    if (o->role == SL_ROLE_OBSERVER) {
+        snprintf(err, errlen, "role observer: not yet available (the gossip overlay and the "
+                 "observer are not built yet; run role limiter or proxy)");
+        return -ENOTSUP;
+    }
+    if (o->gossip_addr[0])
+        sl_log_warn(&n->log, "gossip-addr %s: kept, not used (the gossip overlay is not built yet)",
+                    o->gossip_addr);
 
     char host[128];
     unsigned short port;
@@ -574,6 +649,8 @@ static int build(sl_node *n, char *err, size_t errlen)
     if ((rc = start_quotas(n, err, errlen)))
         return rc;
     if ((rc = start_protection(n, err, errlen)))
+        return rc;
+    if ((rc = start_rls(n, err, errlen)))
         return rc;
     if ((rc = start_storage_watch(n, err, errlen)))
         return rc;
@@ -631,6 +708,7 @@ int sl_node_start(int argc, char *const *args, sl_node **out, char *err, size_t 
     sl_node *n = calloc(1, sizeof *n);
     if (!n)
         return -ENOMEM;
+    sl_topology_init(&n->topology);
     /* sl_config_parse wants argv[0]. */
     char **argv = calloc((size_t)argc + 2, sizeof *argv);
     if (!argv) {
@@ -729,8 +807,33 @@ int sl_node_decide(sl_node *n, const sl_request *reqs, sl_response *resps, size_
     return rc;
 }
 
+/* Role proxy: --proxy-limiters read again (file, environment, flags) into the topology; the
+ * workers follow at their next request. */
+static void reload_proxy_limiters(sl_node *n)
+{
+    sl_options o;
+    memset(&o, 0, sizeof o);
+    char err[256];
+    const char *bad = NULL;
+    bool changed = false;
+    int rc = sl_config_parse(&o, n->argc, n->argv, NULL, err, sizeof err);
+    if (rc == 0 && (rc = sl_topology_sync(&n->topology, o.proxy_limiters.items,
+                                          o.proxy_limiters.n, &bad, &changed)))
+        snprintf(err, sizeof err, "proxy-limiters: '%s' is not name=host:port (or repeats)",
+                 bad ? bad : "?");
+    if (rc)
+        sl_log_error(&n->log, "reload: keeping the limiter list: %s",
+                     rc > 0 ? "unexpected --help or --version" : err);
+    else
+        sl_log_info(&n->log, "reload: limiter list %s: %zu limiters",
+                    changed ? "read again" : "unchanged", o.proxy_limiters.n);
+    sl_config_free(&o);
+}
+
 void sl_node_reload(sl_node *n)
 {
+    if (n->proxy)
+        reload_proxy_limiters(n);
     sl_reload_tls(&n->opts, n->server, n->peer_tls, &n->log);
     sl_reload_peers(&n->opts, n->argc, n->argv, n->router, &n->log);
     sl_reload_idents(&n->opts, &n->idents, n->service, n->server, &n->log);
@@ -747,6 +850,10 @@ void sl_node_reload(sl_node *n)
         if (krc && krc != -EOPNOTSUPP)
             sl_log_error(&n->log, "reload of the switchboard failed, keeping the current "
                          "switches: %s", kerr);
+    }
+    if (n->rls) {
+        char rerr[512];
+        sl_rlssrc_reload(n->rls, rerr, sizeof rerr); /* logs its outcome */
     }
     if (!n->quotas) {
         sl_log_info(&n->log, "reload: nothing to reload (no quota file)");
@@ -813,7 +920,9 @@ void sl_node_free(sl_node *n)
     sl_adminsrv_free(n->metrics_srv);
     sl_server_free(n->server);
     sl_alive_free(n->alive); /* after the server: its last posted steps have run */
+    sl_proxy_free(n->proxy);
     sl_service_free(n->service);
+    sl_rlssrc_free(n->rls); /* after the service: its workers' readers are released */
     sl_idents_free(n->idents);
     sl_protect_free(n->protect);
     sl_killswitch_free(n->switches);
@@ -824,6 +933,7 @@ void sl_node_free(sl_node *n)
     sl_engine_free(n->engine);
     sl_metrics_free(n->metrics);
     sl_config_free(&n->opts);
+    sl_topology_destroy(&n->topology);
     for (int i = 0; n->argv && i < n->argc; i++)
         free(n->argv[i]);
     free(n->argv);

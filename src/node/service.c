@@ -37,6 +37,7 @@ enum {
     M_METRICS,
     M_OTHER,
     M_RELEASE,
+    M_SHOULD_RATE_LIMIT,
     M_COUNT
 };
 #define N_CODES 17
@@ -44,6 +45,7 @@ enum {
 static const char *const method_names[M_COUNT] = {
     "GetRateLimits", "HealthCheck", "LiveCheck", "GetPeerRateLimits",
     "UpdatePeerGlobals", "TransferKeys", "Attempt", "Metrics", "other", "Release",
+    "ShouldRateLimit",
 };
 static const char *const transport_names[T_COUNT] = {"grpc", "http"};
 
@@ -62,6 +64,7 @@ typedef struct sl_call {
     int64_t t0;
     size_t kept;            /* bytes counted in its pool while pooled */
     sl_gubprotect_call *prot; /* protection's state between begin and end */
+    sl_rls_call *rls;         /* ShouldRateLimit's plan (in the batch's arena) */
     sl_batch batch;
     sl_buf out;
     struct sl_call *next;
@@ -76,6 +79,7 @@ typedef struct sl_call_pool {
     size_t n;
     size_t bytes;        /* arena + output memory the pooled calls keep */
     sl_quotasrc_reader quota_reader;
+    sl_rlssrc_reader rls_reader; /* its reference to the current --rls-config-dir contents */
     sl_answer answer;
     sl_loadtick tick;
 } __attribute__((aligned(64))) sl_call_pool;
@@ -89,6 +93,7 @@ struct sl_service {
     sl_metrics_histogram *latency[M_COUNT][T_COUNT];
     sl_metrics_counter *attempts[SL_ANSWER_OUTCOME_COUNT];
     sl_metrics_counter *peer_denied; /* PeersV1 calls from a non-member */
+    sl_rlsmetrics *rls_metrics;      /* ShouldRateLimit's outcomes (api/rlsmetrics.h) */
     _Atomic(const sl_idents *) idents; /* cfg.idents, then what sl_service_swap_idents set */
 };
 
@@ -141,6 +146,8 @@ static int register_metrics(sl_service *s)
     if (rc)
         return rc;
     s->peer_denied = sl_metrics_counter_get(pd, NULL, 0);
+    if ((rc = sl_rlsmetrics_new(m, s->cfg.rls_cfg.max_names, &s->rls_metrics)))
+        return rc;
     if (s->cfg.quotas) {
         sl_metrics_family *att;
         rc = sl_metrics_counter_family(m, "sluice_levee_attempts_total",
@@ -164,7 +171,7 @@ static int register_metrics(sl_service *s)
         {M_GET_PEER_RATE_LIMITS, T_GRPC}, {M_UPDATE_PEER_GLOBALS, T_GRPC},
         {M_TRANSFER_KEYS, T_GRPC},   {M_ATTEMPT, T_HTTP},
         {M_METRICS, T_HTTP},         {M_OTHER, T_GRPC},           {M_OTHER, T_HTTP},
-        {M_RELEASE, T_HTTP},
+        {M_RELEASE, T_HTTP},         {M_SHOULD_RATE_LIMIT, T_GRPC},
     };
     for (size_t i = 0; i < sizeof used / sizeof used[0]; i++) {
         const char *v[2] = {method_names[used[i].m], transport_names[used[i].t]};
@@ -205,6 +212,7 @@ static sl_call *call_get(sl_service *s, sl_exchange *ex, int method, int transpo
     c->transport = (uint8_t)transport;
     c->t0 = t0;
     c->prot = NULL;
+    c->rls = NULL;
     c->next = NULL;
     return c;
 }
@@ -270,24 +278,33 @@ static void answer_text(sl_service *s, sl_exchange *ex, int method, int status, 
 }
 
 /* A call shed by the worker shedder: gRPC UNAVAILABLE, or HTTP 503 with Retry-After and
- * grpc-gateway's error body. */
+ * grpc-gateway's error body. Both carry "sluice-shed: worker" (a trailer-only gRPC answer's
+ * headers are its trailers), so a client tells "sluiced shed me" (do not fail open) from an
+ * UNAVAILABLE or 503 of something that never reached sluiced (fail open): docs/protection.md. */
 static void answer_shed(sl_service *s, sl_exchange *ex, int method, int transport,
                         const sl_gubprotect_verdict *v, int64_t t0)
 {
     sl_gub_status st;
     sl_gub_status_set(&st, SL_GRPC_UNAVAILABLE, "%s", v->message);
-    if (transport == T_GRPC) {
-        answer_status(s, ex, method, transport, &st, t0);
-        return;
-    }
-    sl_buf b;
-    sl_buf_init(&b, 0);
     char ra[24];
     int n = snprintf(ra, sizeof ra, "%lld", (long long)v->retry_after_s);
-    sl_http_header h[2] = {{"content-type", 12, "application/json", 16},
-                           {"retry-after", 11, ra, n > 0 ? (size_t)n : 0}};
-    if (sl_gub_encode_error_json(&st, &b) == 0) {
-        sl_http_response resp = {.status = 503, .headers = h, .nheaders = 2, .body = b.data,
+    sl_http_header shed = SL_HTTP_HEADER("sluice-shed", "worker");
+    sl_http_header rah = {"retry-after", 11, ra, n > 0 ? (size_t)n : 0};
+    sl_buf b;
+    sl_buf_init(&b, 0);
+    if (transport == T_GRPC) {
+        char num[12];
+        int nn = snprintf(num, sizeof num, "%d", SL_GRPC_UNAVAILABLE);
+        sl_http_header h[5] = {SL_HTTP_HEADER("content-type", "application/grpc"),
+                               {"grpc-status", 11, num, nn > 0 ? (size_t)nn : 0}, shed, rah};
+        size_t nh = 4;
+        if (sl_grpc_message_encode(st.message, strnlen(st.message, sizeof st.message), &b) == 0)
+            h[nh++] = (sl_http_header){"grpc-message", 12, (const char *)b.data, b.len};
+        sl_http_response resp = {.status = 200, .headers = h, .nheaders = nh};
+        sl_exchange_respond(ex, &resp);
+    } else if (sl_gub_encode_error_json(&st, &b) == 0) {
+        sl_http_header h[3] = {SL_HTTP_HEADER("content-type", "application/json"), rah, shed};
+        sl_http_response resp = {.status = 503, .headers = h, .nheaders = 3, .body = b.data,
                                  .body_len = b.len};
         sl_exchange_respond(ex, &resp);
     } else {
@@ -360,14 +377,24 @@ static bool items_allowed(const sl_ident *id, const sl_batch *b, sl_gub_status *
 
 /* ---- GetRateLimits ------------------------------------------------------------------------- */
 
+/* Fleet leases given back after a call: counted, then freed (api/gubprotect.h). */
+static void giveback_done(void *ud, sl_batch *b)
+{
+    sl_gubprotect_giveback_done(ud, b);
+}
+
 static void rate_limits_done(void *ud, sl_batch *b)
 {
     sl_call *c = ud;
     sl_service *s = c->svc;
     int rc;
-    if (s->cfg.protect)
-        sl_gubprotect_end(s->cfg.protect, c->prot, b, c->method == M_GET_PEER_RATE_LIMITS,
-                          sl_exchange_now_ms(c->ex));
+    if (s->cfg.protect) {
+        int64_t now = sl_exchange_now_ms(c->ex);
+        sl_gubprotect_end(s->cfg.protect, c->prot, b, c->method == M_GET_PEER_RATE_LIMITS, now);
+        sl_batch *gb = c->prot ? sl_gubprotect_giveback(c->prot) : NULL;
+        if (gb)
+            sl_router_submit(s->cfg.router, c->worker, gb, now, giveback_done, s->cfg.protect);
+    }
     if (c->transport == T_GRPC) {
         size_t mark;
         rc = sl_grpc_frame_begin(&c->out, &mark);
@@ -426,6 +453,27 @@ static int grpc_payload(sl_service *s, const sl_http_request *rq, const uint8_t 
     return 0;
 }
 
+/* Hand the call's items to the router (after the fleet's, when there were any). */
+static void route_items(sl_service *s, sl_call *c, int64_t now)
+{
+    if (c->method == M_GET_PEER_RATE_LIMITS)
+        sl_router_peer_rate_limits(s->cfg.router, c->worker, &c->batch, now, rate_limits_done, c);
+    else
+        sl_router_submit(s->cfg.router, c->worker, &c->batch, now, rate_limits_done, c);
+}
+
+/* The fleet's leases are answered (api/gubprotect.h): apply them, then route the items. */
+static void fleet_done(void *ud, sl_batch *fb)
+{
+    (void)fb;
+    sl_call *c = ud;
+    sl_service *s = c->svc;
+    int64_t now = sl_exchange_now_ms(c->ex);
+    sl_gubprotect_fleet_done(s->cfg.protect, c->prot, &c->batch,
+                             sl_router_peer_count(s->cfg.router), now);
+    route_items(s, c, now);
+}
+
 static void get_rate_limits(sl_service *s, sl_exchange *ex, const sl_http_request *rq,
                             int method, int transport, int64_t t0)
 {
@@ -468,11 +516,87 @@ static void get_rate_limits(sl_service *s, sl_exchange *ex, const sl_http_reques
             call_put(c);
             return;
         }
+        sl_batch *fb = c->prot ? sl_gubprotect_fleet_batch(c->prot) : NULL;
+        if (fb) { /* the fleet's leases first, from the fleet key's owner */
+            sl_router_submit(s->cfg.router, c->worker, fb, now, fleet_done, c);
+            return;
+        }
     }
-    if (method == M_GET_PEER_RATE_LIMITS)
-        sl_router_peer_rate_limits(s->cfg.router, c->worker, &c->batch, now, rate_limits_done, c);
-    else
-        sl_router_submit(s->cfg.router, c->worker, &c->batch, now, rate_limits_done, c);
+    route_items(s, c, now);
+}
+
+/* ---- Envoy RLS ShouldRateLimit (api/rls.h) ------------------------------------------------ */
+
+static void rls_done(void *ud, sl_batch *b)
+{
+    sl_call *c = ud;
+    sl_service *s = c->svc;
+    int64_t now = sl_exchange_now_ms(c->ex);
+    if (s->cfg.protect)
+        sl_gubprotect_end(s->cfg.protect, c->prot, b, false, now);
+    sl_gub_status st;
+    size_t mark;
+    int rc = sl_grpc_frame_begin(&c->out, &mark);
+    if (!rc)
+        rc = sl_rls_encode(c->rls, b, now, &c->out, &st);
+    if (!rc)
+        rc = sl_grpc_frame_end(&c->out, mark);
+    if (!rc) {
+        sl_exchange_respond_grpc(c->ex, c->out.data, c->out.len, SL_GRPC_OK, NULL);
+        sl_rls_count(c->rls, b, s->rls_metrics);
+        count_call(s, M_SHOULD_RATE_LIMIT, T_GRPC, SL_GRPC_OK, c->t0);
+    } else if (rc == -EAGAIN) {
+        answer_status(s, c->ex, M_SHOULD_RATE_LIMIT, T_GRPC, &st, c->t0);
+    } else {
+        answer_error(s, c->ex, M_SHOULD_RATE_LIMIT, T_GRPC, SL_GRPC_INTERNAL,
+                     "could not encode the response", c->t0);
+    }
+    sl_rls_end(c->rls);
+    call_put(c);
+}
+
+static void should_rate_limit(sl_service *s, sl_exchange *ex, const sl_http_request *rq,
+                              int64_t t0)
+{
+    sl_gub_status st;
+    const uint8_t *msg = NULL;
+    size_t len = 0;
+    const sl_ident *id = NULL;
+    if (idents_of(s) && !(id = who(s, ex, rq, M_SHOULD_RATE_LIMIT, T_GRPC, t0)))
+        return;
+    if (grpc_payload(s, rq, &msg, &len, &st)) {
+        answer_status(s, ex, M_SHOULD_RATE_LIMIT, T_GRPC, &st, t0);
+        return;
+    }
+    sl_call *c = call_get(s, ex, M_SHOULD_RATE_LIMIT, T_GRPC, t0);
+    if (!c) {
+        answer_error(s, ex, M_SHOULD_RATE_LIMIT, T_GRPC, SL_GRPC_RESOURCE_EXHAUSTED,
+                     "out of memory", t0);
+        return;
+    }
+    sl_rlsconf *conf = NULL;
+    if (s->cfg.rls)
+        conf = (sl_rlsconf *)sl_rlssrc_read(s->cfg.rls, &pool_of(s, c->worker)->rls_reader);
+    int rc = sl_rls_begin(&s->cfg.rls_cfg, conf, msg, len, &c->batch, &c->rls, &st);
+    if (!rc && id && !items_allowed(id, &c->batch, &st))
+        rc = -EACCES;
+    if (rc) {
+        sl_rls_end(c->rls);
+        answer_status(s, ex, M_SHOULD_RATE_LIMIT, T_GRPC, &st, t0);
+        call_put(c);
+        return;
+    }
+    int64_t now = sl_exchange_now_ms(ex);
+    if (s->cfg.protect) {
+        sl_gubprotect_verdict v;
+        if (sl_gubprotect_begin(s->cfg.protect, c->worker, &c->batch, false, now, &c->prot, &v)) {
+            sl_rls_end(c->rls);
+            answer_shed(s, ex, M_SHOULD_RATE_LIMIT, T_GRPC, &v, t0);
+            call_put(c);
+            return;
+        }
+    }
+    sl_router_submit(s->cfg.router, c->worker, &c->batch, now, rls_done, c);
 }
 
 /* ---- UpdatePeerGlobals --------------------------------------------------------------------- */
@@ -787,6 +911,8 @@ static void route_grpc(sl_service *s, sl_exchange *ex, const sl_http_request *rq
         else
             answer_error(s, ex, M_OTHER, T_GRPC, SL_GRPC_UNIMPLEMENTED,
                          "unknown service or method", t0);
+    } else if (sl_http_path_is(rq, SL_RLS_PATH)) {
+        should_rate_limit(s, ex, rq, t0);
     } else if (sl_http_path_is(rq, SL_GUB_PATH_HEALTH_CHECK))
         health(s, ex, T_GRPC, t0);
     else if (sl_http_path_is(rq, SL_GUB_PATH_LIVE_CHECK))
@@ -908,6 +1034,7 @@ void sl_service_worker_stop(sl_service *s, int worker)
         sl_loadtick_stop(&p->tick);
     sl_held_flush(&p->held);
     sl_quotasrc_reader_release(&p->quota_reader);
+    sl_rlssrc_reader_release(&p->rls_reader);
 }
 
 void sl_service_free(sl_service *s)
@@ -916,6 +1043,7 @@ void sl_service_free(sl_service *s)
         return;
     for (int i = 0; i < s->npools; i++) {
         sl_quotasrc_reader_release(&s->pools[i].quota_reader);
+        sl_rlssrc_reader_release(&s->pools[i].rls_reader);
         sl_call *c = s->pools[i].free;
         while (c) {
             sl_call *next = c->next;
@@ -924,5 +1052,6 @@ void sl_service_free(sl_service *s)
         }
     }
     free(s->pools);
+    sl_rlsmetrics_free(s->rls_metrics);
     free(s);
 }

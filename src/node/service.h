@@ -16,9 +16,11 @@
 
 #include "api/gubernator.h"
 #include "api/levee.h"
+#include "api/rls.h"
 #include "auth/idents.h"
 #include "protect/protect.h"
 #include "config/quotasrc.h"
+#include "config/rlssrc.h"
 #include "cluster/router.h"
 #include "core/log.h"
 #include "core/metrics.h"
@@ -49,6 +51,9 @@ typedef struct sl_service_config {
                                      peer list's members only */
     bool peers_mtls;              /* peer TLS with a peer CA: PeersV1 only to a verified client
                                      certificate that names a peer's host (not to a source IP) */
+    sl_rlssrc *rls;               /* --rls-config-dir (config/rlssrc.h); NULL: ShouldRateLimit
+                                     answers every descriptor OK without a limit */
+    sl_rls_config rls_cfg;        /* ShouldRateLimit's bounds and headers (api/rls.h) */
     uint32_t max_held;            /* X-Delay-Mode: hold: most answers one worker holds at once
                                      (beyond: answered at once with X-Delay-Ms); 0 = never hold */
 } sl_service_config;

@@ -21,6 +21,7 @@
 #include "sluice/clock.h"
 
 #define FLEET_KEY "noncritical"
+#define FLEET_LOCAL_KEY "noncritical.local"
 
 enum { LS_ACQUIRED, LS_RELEASED, LS_NOT_FOUND, LS_COUNT };
 static const char *const ls_names[LS_COUNT] = {"acquired", "released", "not_found"};
@@ -256,6 +257,45 @@ void sl_protect_conc_take(sl_protect *p, const char *res, size_t len, int64_t li
 int sl_protect_fleet_give(sl_protect *p, uint64_t lease, int64_t now)
 {
     return give(p, p->fleet_name, p->fleet_name_len, FLEET_KEY, sizeof FLEET_KEY - 1, lease, now);
+}
+
+void sl_protect_fleet_key(const sl_protect *p, const char **name, size_t *name_len,
+                          const char **key, size_t *key_len)
+{
+    *name = p->fleet_name;
+    *name_len = p->fleet_name_len;
+    *key = FLEET_KEY;
+    *key_len = sizeof FLEET_KEY - 1;
+}
+
+void sl_protect_fleet_take_local(sl_protect *p, int64_t limit, int64_t duration_ms, int64_t now,
+                                 sl_response *r)
+{
+    take(p, p->fleet_name, p->fleet_name_len, FLEET_LOCAL_KEY, sizeof FLEET_LOCAL_KEY - 1, limit,
+         duration_ms, now, r);
+}
+
+int sl_protect_fleet_give_local(sl_protect *p, uint64_t lease, int64_t now)
+{
+    /* not found here is normal (the lease came from the owner): not counted */
+    if (!lease)
+        return 0;
+    sl_request q;
+    sl_response r;
+    lease_req(&q, p->fleet_name, p->fleet_name_len, FLEET_LOCAL_KEY, sizeof FLEET_LOCAL_KEY - 1,
+              -1, 0, 1, lease);
+    sl_engine_decide(p->cfg.engine, &q, &r, now);
+    if (r.error)
+        return r.error == sl_conc_err_not_found ? 0 : -1;
+    sl_metrics_counter_inc(p->leases[LS_RELEASED]);
+    return 1;
+}
+
+void sl_protect_lease_count(sl_protect *p, sl_protect_lease_event ev)
+{
+    static const int map[] = {LS_ACQUIRED, LS_RELEASED, LS_NOT_FOUND};
+    if ((unsigned)ev < sizeof map / sizeof map[0])
+        sl_metrics_counter_inc(p->leases[map[ev]]);
 }
 
 int sl_protect_conc_give(sl_protect *p, const char *res, size_t len, uint64_t lease, int64_t now)

@@ -8,7 +8,9 @@
  *     admits or sheds calls by priority;
  *   - the leases of the fleet shedder and of a resource's concurrency limit: CONCURRENCY keys of
  *     the engine, "<ns>.conc"/<resource> and "<ns>.fleet"/noncritical, taken and given back here
- *     and counted (sluice_leases_total);
+ *     and counted (sluice_leases_total); over the Gubernator API the fleet key is routed to its
+ *     owner by the caller (one count for the cluster), with "<ns>.fleet"/noncritical.local here
+ *     as the fallback while the owner is unreachable;
  *   - each worker's view of the switchboard (config/killswitch.h) and the counters of the
  *     kill -> shadow -> enforce ladder (protect/ladder.h);
  *   - the rate limit on its own would-reject and shed log lines.
@@ -108,6 +110,21 @@ void sl_protect_conc_take(sl_protect *p, const char *res, size_t len, int64_t li
 /* Give a lease back (lease 0: nothing). 1 released, 0 not found, -1 another error. */
 int sl_protect_fleet_give(sl_protect *p, uint64_t lease, int64_t now);
 int sl_protect_conc_give(sl_protect *p, const char *res, size_t len, uint64_t lease, int64_t now);
+/* The fleet-wide fleet (Gubernator dialect): one CONCURRENCY key, "<ns>.fleet"/"noncritical",
+ * whose leases the caller routes to the key's owner like any item (*name, *key: this service's
+ * strings, valid for its life). While the owner cannot be reached, a node takes its leases from
+ * a key of its own, "<ns>.fleet"/"noncritical.local", with its share of the limit (limit / nodes):
+ * the fallback. sl_protect_fleet_take_local / _give_local decide that key here. */
+void sl_protect_fleet_key(const sl_protect *p, const char **name, size_t *name_len,
+                          const char **key, size_t *key_len);
+void sl_protect_fleet_take_local(sl_protect *p, int64_t limit, int64_t duration_ms, int64_t now,
+                                 sl_response *r);
+int sl_protect_fleet_give_local(sl_protect *p, uint64_t lease, int64_t now);
+/* Count a fleet lease decided elsewhere (by the fleet key's owner) in sluice_leases_total. */
+typedef enum { SL_PROTECT_LEASE_ACQUIRED, SL_PROTECT_LEASE_RELEASED, SL_PROTECT_LEASE_NOT_FOUND }
+    sl_protect_lease_event;
+void sl_protect_lease_count(sl_protect *p, sl_protect_lease_event ev);
+
 /* Renew a resource's lease: it expires duration_ms from now. 1 renewed, 0 not found, -1 error. */
 int sl_protect_conc_renew(sl_protect *p, const char *res, size_t len, uint64_t lease,
                           int64_t duration_ms, int64_t now);

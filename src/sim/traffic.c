@@ -228,6 +228,23 @@ int sl_traffic_bursty(sl_traffic *t, double rate, int64_t on_ms, int64_t off_ms,
     return finish(t, rc);
 }
 
+int sl_traffic_constant(sl_traffic *t, double rate, int64_t span_ms, uint32_t keys)
+{
+    if (!(rate >= 0) || isinf(rate))
+        return -EINVAL;
+    int rc = begin(t, rate * keys * (double)span_ms / 1000.0, span_ms, keys);
+    if (rc || rate == 0)
+        return finish(t, rc);
+    for (uint64_t i = 0; !rc; i++) {
+        double x = (double)i * 1000.0 / rate;
+        if (x >= (double)span_ms)
+            break;
+        for (uint32_t k = 0; k < keys && !rc; k++)
+            rc = push(t, (int64_t)x, k);
+    }
+    return finish(t, rc);
+}
+
 int sl_traffic_ramp(sl_traffic *t, double rate0, double rate1, int64_t span_ms, uint32_t keys,
                     uint64_t seed)
 {

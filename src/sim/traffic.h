@@ -66,6 +66,10 @@ int sl_traffic_poisson(sl_traffic *t, double rate, int64_t span_ms, uint32_t key
 int sl_traffic_bursty(sl_traffic *t, double rate, int64_t on_ms, int64_t off_ms, int64_t span_ms,
                       uint32_t keys, uint64_t seed);
 
+/* Evenly spaced: every key at t = floor(i * 1000 / rate) ms, i = 0, 1, ... (no randomness; the
+ * case where a rate limiter's rounding shows, e.g. a leaky bucket under exactly 2/s). */
+int sl_traffic_constant(sl_traffic *t, double rate, int64_t span_ms, uint32_t keys);
+
 /* Poisson whose rate per key grows linearly from rate0 at t = 0 to rate1 at span_ms (thinning). */
 int sl_traffic_ramp(sl_traffic *t, double rate0, double rate1, int64_t span_ms, uint32_t keys,
                     uint64_t seed);

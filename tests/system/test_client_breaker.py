@@ -64,6 +64,8 @@ def test_middleware_critical_routes_leases_and_sluice_body(node_factory, tmp_pat
         assert body.startswith(b"fleet capacity is reserved for critical calls"), body
         assert int(h["retry-after"]) >= 1
         assert h.get("ratelimit") and h.get("ratelimit-policy")
+        # a shed is sluice's decision, never a failure to fail open on (docs/protection.md)
+        assert h.get("x-sluice") != "failed-open", h
         head = mw.raw_get("/hello").split(b"\r\n\r\n")[0].split(b"\r\n")[1:]
         for line in head:
             name, _, value = line.partition(b":")

@@ -181,6 +181,8 @@ def test_concurrency_over_grpc_with_the_fleet(levee, pb):
     assert all(re.fullmatch(r"[0-9a-f]{16}\.[0-9a-f]{16}", i) for i in ids), ids
     assert r.responses[8].status == g.OVER_LIMIT
     assert r.responses[8].metadata["reason"].startswith("shed: fleet capacity")
+    assert r.responses[8].metadata["shed"] == "fleet"
+    assert all("shed" not in x.metadata for x in r.responses[:8])
     # critical: no fleet lease, not shed
     r = get(g.GetRateLimitsReq(requests=[item(1, {"priority": "critical"})]), timeout=5)
     assert r.responses[0].status == g.UNDER_LIMIT
@@ -481,3 +483,87 @@ def test_client_library_treats_shedding_as_a_rejection(levee):
                           "--http2", "--json"], capture_output=True, text=True, timeout=10)
     assert out.returncode == 0 and json.loads(out.stdout)["outcome"] == "released", out.stdout
     assert attempt(levee, "c9", "get", acquire=True)[0] == 200
+
+
+# ---- one meaning of "shed" --------------------------------------------------------------------
+
+def sluice_check(node, *extra):
+    out = subprocess.run([SLUICE, "check", "--addr", node.addr, "--name", "jobs", "--key", "k",
+                          "--limit", "100", "--duration", "60000", "--json"] + list(extra),
+                         capture_output=True, text=True, timeout=10)
+    return out.returncode, json.loads(out.stdout)
+
+
+def test_fleet_shed_is_marked_for_the_client(levee):
+    """An item the fleet shedder refuses carries metadata shed=fleet in both dialects, and
+    libsluice reports it OVER_LIMIT (not failed open)."""
+    for i in range(8):
+        rc, j = sluice_check(levee, "--algorithm", "concurrency", "--metadata", "priority=get")
+        assert rc == 0 and j["status"] == "UNDER_LIMIT", j
+    rc, j = sluice_check(levee, "--algorithm", "concurrency", "--metadata", "priority=get")
+    assert rc == 1 and j["status"] == "OVER_LIMIT" and j["metadata"]["shed"] == "fleet", j
+    r = get_rate_limits(levee, [{"name": "jobs", "unique_key": "k", "hits": 1, "limit": 100,
+                                 "duration": 60000, "algorithm": 6,
+                                 "metadata": {"priority": "get"}}])
+    assert r[0]["status"] == "OVER_LIMIT" and r[0]["metadata"]["shed"] == "fleet", r
+
+
+def test_worker_shed_is_marked_in_both_dialects_and_the_client(node_factory, tmp_path, pb):
+    """A call the worker shedder refuses says so in both dialects (gRPC UNAVAILABLE + trailer
+    sluice-shed, HTTP 503 + header sluice-shed), and libsluice maps it to OVER_LIMIT with "shed"
+    instead of failing open."""
+    g, _ = pb
+    path = write(tmp_path, "quotas.yaml", QUOTAS)
+    # a worker shedder that rises at once under any load and never falls during the test
+    node = node_factory(["--workers", "1", "--standalone", "--quota-file", path,
+                         "--shed-target", "1", "--shed-low", "0", "--shed-interval", "10ms",
+                         "--shed-raise-after", "0", "--shed-lower-after", "1h",
+                         "--shed-raise-step", "300", "--shed-smoothing", "100"])
+    # load the worker (critical batches are never shed) until it sheds non-critical calls
+    items = [{"name": "load", "unique_key": "k%d" % i, "hits": 1, "limit": 1000000,
+              "duration": 60000} for i in range(500)]
+    body = json.dumps({"requests": items})
+    deadline = time.time() + 10
+    while time.time() < deadline and (shed_level(node) or 0) < 3:
+        http("POST", "http://%s/v1/GetRateLimits" % node.addr, body)
+    assert shed_level(node) >= 3
+
+    # gRPC: UNAVAILABLE with the trailer sluice-shed: worker and Retry-After
+    ch = grpc.insecure_channel(node.addr)
+    get = ch.unary_unary("/pb.gubernator.V1/GetRateLimits",
+                         request_serializer=g.GetRateLimitsReq.SerializeToString,
+                         response_deserializer=g.GetRateLimitsResp.FromString)
+    req = g.GetRateLimitsReq(requests=[g.RateLimitReq(name="jobs", unique_key="x", hits=1,
+                                                      limit=10, duration=1000,
+                                                      metadata={"priority": "test"})])
+    with pytest.raises(grpc.RpcError) as e:
+        get(req, timeout=5)
+    assert e.value.code() == grpc.StatusCode.UNAVAILABLE
+    md = dict(e.value.trailing_metadata() or ()) or dict(e.value.initial_metadata() or ())
+    assert md.get("sluice-shed") == "worker", md
+    assert int(md["retry-after"]) >= 1
+    assert "overloaded" in e.value.details()
+    ch.close()
+    # HTTP: 503 with the header
+    status, h, _ = http("POST", "http://%s/v1/GetRateLimits" % node.addr,
+                        json.dumps({"requests": [{"name": "jobs", "unique_key": "x", "hits": 1,
+                                                  "limit": 10, "duration": 1000,
+                                                  "metadata": {"priority": "get"}}]}))
+    assert status == 503 and h["sluice-shed"] == "worker" and int(h["retry-after"]) >= 1
+    # the client: OVER_LIMIT with shed=worker, not failed open (which would say UNDER_LIMIT)
+    rc, j = sluice_check(node, "--metadata", "priority=test")
+    assert rc == 1 and j["status"] == "OVER_LIMIT", j
+    assert j["metadata"]["shed"] == "worker" and "overloaded" in j["metadata"]["reason"], j
+    # whereas a sluiced nobody answers for is a transport failure (the client fails it open)
+    dead = type("Dead", (), {"addr": "127.0.0.1:%d" % free_port()})()
+    rc, j = sluice_check(dead, "--metadata", "priority=test")
+    assert rc == 3 and "errno" in j, j
+    # critical calls still pass
+    rc, j = sluice_check(node, "--metadata", "priority=critical")
+    assert rc == 0 and j["status"] == "UNDER_LIMIT", j
+    # /attempt: the same 503, reported "rejected" by the client
+    out = subprocess.run([SLUICE, "attempt", "--addr", node.addr, "--resource", "r",
+                          "--priority", "test", "--http2", "--json"],
+                         capture_output=True, text=True, timeout=10)
+    j = json.loads(out.stdout)
+    assert out.returncode == 1 and j["outcome"] == "rejected" and j["http_status"] == 503, j

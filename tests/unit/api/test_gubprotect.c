@@ -43,15 +43,84 @@ static void item(sl_batch *b, size_t i, const char *name, int32_t alg, int64_t h
     q->duration = 60000;
 }
 
+/* What node/service.c does around the router: the fleet's leases first (one node: its engine
+ * owns the fleet key), the call's items, and the fleet leases given back after. */
 static int run(fx *f, sl_batch *b, bool peer, sl_gubprotect_verdict *v)
 {
     sl_gubprotect_call *c = NULL;
     int rc = sl_gubprotect_begin(f->p, 0, b, peer, f->now, &c, v);
     if (rc)
         return rc;
+    sl_batch *fb = sl_gubprotect_fleet_batch(c);
+    if (fb) {
+        route(f, fb);
+        sl_gubprotect_fleet_done(f->p, c, b, 1, f->now);
+    }
     route(f, b);
     sl_gubprotect_end(f->p, c, b, peer, f->now);
+    sl_batch *gb = sl_gubprotect_giveback(c);
+    if (gb) {
+        route(f, gb);
+        sl_gubprotect_giveback_done(f->p, gb);
+    }
     return 0;
+}
+
+/* The fleet key's owner cannot be reached (the router answers its items with an error): each
+ * node of two takes from its share, 4 of the 8, and the answers say fleet=local; a fallback
+ * lease released with its token goes back here (no routed release). */
+static void fleet_unreachable(fx *f, sl_batch *b)
+{
+    sl_gubprotect_verdict v;
+    sl_gubprotect_call *c = NULL;
+    assert_int_equal(sl_gubprotect_begin(f->p, 0, b, false, f->now, &c, &v), 0);
+    sl_batch *fb = sl_gubprotect_fleet_batch(c);
+    if (fb) {
+        for (size_t j = 0; j < fb->n; j++)
+            fb->resps[j].error = "peer 10.0.0.2:5454: connection refused";
+        sl_gubprotect_fleet_done(f->p, c, b, 2, f->now);
+    }
+    route(f, b);
+    sl_gubprotect_end(f->p, c, b, false, f->now);
+    assert_null(sl_gubprotect_giveback(c));
+}
+
+static void test_fleet_owner_unreachable(void **state)
+{
+    fx *f = *state;
+    sl_batch b;
+    sl_batch_init(&b, 0);
+    assert_int_equal(sl_batch_alloc_items(&b, 5), 0);
+    for (int i = 0; i < 5; i++) {
+        item(&b, i, "c", SL_CONCURRENCY, 1, 100);
+        sl_batch_meta_set(&b, &b.req_meta[i], "priority", "get");
+    }
+    fleet_unreachable(f, &b);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(b.resps[i].status, SL_UNDER_LIMIT);
+        assert_string_equal(sl_batch_meta_get(&b.resp_meta[i], "fleet"), "local");
+        assert_int_equal(strlen(sl_batch_meta_get(&b.resp_meta[i], "lease_id")), 33);
+    }
+    assert_int_equal(b.resps[4].status, SL_OVER_LIMIT);
+    assert_int_equal(b.resps[4].limit, 4);
+    assert_string_equal(sl_batch_meta_get(&b.resp_meta[4], "shed"), "fleet");
+    char tok[64];
+    snprintf(tok, sizeof tok, "%s", sl_batch_meta_get(&b.resp_meta[0], "lease_id"));
+
+    /* released with its token: the share has room for one more, not two */
+    sl_batch_reset(&b);
+    assert_int_equal(sl_batch_alloc_items(&b, 3), 0);
+    item(&b, 0, "c", SL_CONCURRENCY, -1, 100);
+    sl_batch_meta_set(&b, &b.req_meta[0], "lease_id", tok);
+    for (int i = 1; i < 3; i++) {
+        item(&b, i, "c", SL_CONCURRENCY, 1, 100);
+        sl_batch_meta_set(&b, &b.req_meta[i], "priority", "test");
+    }
+    fleet_unreachable(f, &b);
+    assert_null(b.resps[0].error);
+    assert_int_equal(b.resps[1].status, SL_UNDER_LIMIT);
+    assert_int_equal(b.resps[2].status, SL_OVER_LIMIT);
+    sl_batch_free(&b);
 }
 
 static void test_batch(void **state)
@@ -248,7 +317,7 @@ int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
     const struct CMUnitTest tests[] = {
-        T(test_batch), T(test_batch_fleet_and_shed), T(test_admin),
+        T(test_batch), T(test_batch_fleet_and_shed), T(test_fleet_owner_unreachable), T(test_admin),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

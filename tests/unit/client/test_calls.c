@@ -20,6 +20,7 @@
 #include "client/gubcall.h"
 #include "client/leveecall.h"
 #include "gubernator.pb-c.h"
+#include "sluice/clock.h"
 #include "wire/grpc_frame.h"
 
 static sl_client *client_new(bool fail_closed)
@@ -242,6 +243,105 @@ static void test_check_fail_closed(void **state)
     check_failures(true);
 }
 
+/* A call sluiced's worker shedder refused (UNAVAILABLE + "sluice-shed") is a decision under either
+ * policy: every item OVER_LIMIT with metadata shed/reason, not failed open, not a failure; an item
+ * the fleet shedder refused carries "shed" itself. */
+static void check_shed(bool fail_closed)
+{
+    sl_client *c = client_new(fail_closed);
+    sl_call *k = two_item_check(c);
+    sl_buf body;
+    sl_buf_init(&body, 0);
+    sl_h2c_field f[] = {{"grpc-status", 11, "14", 2},
+                        {"sluice-shed", 11, "worker", 6},
+                        {"retry-after", 11, "5", 1},
+                        {"grpc-message", 12, "sheds%20get", 11}};
+    sl_h2c_resp resp = {.status = 200, .fields = f, .nfields = 4, .body = &body};
+    int64_t before = sl_wall_ms();
+    sl_call_decode(k, &resp, 0);
+    sl_client_check_reply *r = &k->r.check;
+    assert_int_equal(k->rc, 0);
+    assert_int_equal(r->err, 0);
+    assert_false(r->failed_open);
+    assert_true(r->shed);
+    assert_int_equal(r->grpc_status, 14);
+    assert_string_equal(r->grpc_message, "sheds get");
+    assert_int_equal(r->count, 2);
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(r->items[i].resp.status, SL_OVER_LIMIT);
+        assert_int_equal(r->items[i].resp.remaining, 0);
+        assert_int_equal(r->items[i].resp.limit, i == 0 ? 10 : 7);
+        assert_null(r->items[i].resp.error);
+        assert_true(r->items[i].resp.reset_time >= before + 5000);
+        assert_string_equal(sl_client_result_meta(&r->items[i], "shed"), "worker");
+        assert_string_equal(sl_client_result_meta(&r->items[i], "reason"), "sheds get");
+        assert_null(sl_client_result_meta(&r->items[i], "lease_id"));
+    }
+    sl_client_check_reply_free(r);
+    sl_call_free(k);
+
+    /* the same status without the marker did not come from a shedder: the policy answers */
+    k = two_item_check(c);
+    resp.nfields = 1;
+    sl_call_decode(k, &resp, 0);
+    assert_false(k->r.check.shed);
+    assert_int_equal(k->r.check.err, -EPROTO);
+    assert_int_equal(k->r.check.failed_open, !fail_closed);
+    sl_client_check_reply_free(&k->r.check);
+    sl_call_free(k);
+
+    /* an item with metadata "shed" (the fleet shedder) marks the reply */
+    Pb__Gubernator__RateLimitResp it[2], *pit[2] = {&it[0], &it[1]};
+    Pb__Gubernator__RateLimitResp__MetadataEntry md = PB__GUBERNATOR__RATE_LIMIT_RESP__METADATA_ENTRY__INIT;
+    Pb__Gubernator__RateLimitResp__MetadataEntry *pmd = &md;
+    md.key = "shed";
+    md.value = "fleet";
+    for (int i = 0; i < 2; i++) {
+        pb__gubernator__rate_limit_resp__init(&it[i]);
+        it[i].limit = 8;
+    }
+    it[1].status = PB__GUBERNATOR__STATUS__OVER_LIMIT;
+    it[1].n_metadata = 1;
+    it[1].metadata = &pmd;
+    Pb__Gubernator__GetRateLimitsResp m = PB__GUBERNATOR__GET_RATE_LIMITS_RESP__INIT;
+    m.n_responses = 2;
+    m.responses = pit;
+    uint8_t tmp[256];
+    size_t len = pb__gubernator__get_rate_limits_resp__pack(&m, tmp);
+    assert_int_equal(sl_grpc_frame_append(&body, tmp, len), 0);
+    sl_h2c_field ok[] = {{"grpc-status", 11, "0", 1}};
+    sl_h2c_resp okr = {.status = 200, .fields = ok, .nfields = 1, .body = &body};
+    k = two_item_check(c);
+    sl_call_decode(k, &okr, 0);
+    assert_int_equal(k->rc, 0);
+    assert_true(k->r.check.shed);
+    assert_null(sl_client_result_meta(&k->r.check.items[0], "shed"));
+    assert_string_equal(sl_client_result_meta(&k->r.check.items[1], "shed"), "fleet");
+    sl_client_check_reply_free(&k->r.check);
+    sl_call_free(k);
+    sl_buf_free(&body);
+
+    sl_client_stats st;
+    sl_client_stats_get(c, &st);
+    assert_int_equal(st.shed, 2);
+    assert_int_equal(st.transport_errors, 1);
+    assert_int_equal(st.failed_open, fail_closed ? 0 : 1);
+    assert_int_equal(st.failed_closed, fail_closed ? 1 : 0);
+    sl_client_free(c);
+}
+
+static void test_check_shed_fail_open(void **state)
+{
+    (void)state;
+    check_shed(false);
+}
+
+static void test_check_shed_fail_closed(void **state)
+{
+    (void)state;
+    check_shed(true);
+}
+
 static void test_health_probe(void **state)
 {
     (void)state;
@@ -349,11 +449,15 @@ static void test_levee_answer(void **state)
     assert_int_equal(r->rl_reset_s, 3);
     assert_int_equal(r->rl_limit, 10);
     assert_int_equal(r->rl_window_s, 60);
+    assert_false(r->shed); /* a 429 is a limit, not a shed */
     sl_call_free(k);
 
     /* 503 with a RateLimit field is shedding (a decision); without, a failure: fail open */
     k = levee_answer(c, K_ATTEMPT, 503, rej + 1, 1, "");
     assert_int_equal(k->r.attempt.outcome, SL_ATTEMPT_REJECTED);
+    assert_true(k->r.attempt.shed);
+    assert_false(k->r.attempt.allowed);
+    assert_false(k->r.attempt.failed_open);
     sl_call_free(k);
     k = levee_answer(c, K_ATTEMPT, 503, NULL, 0, "overloaded\r\n");
     assert_int_equal(k->rc, 0);
@@ -384,6 +488,7 @@ static void test_levee_answer(void **state)
     sl_client_stats_get(c, &st);
     assert_int_equal(st.failed_open, 1);
     assert_int_equal(st.transport_errors, 1);
+    assert_int_equal(st.shed, 1);
     sl_client_free(c);
 }
 
@@ -431,6 +536,8 @@ int main(void)
         cmocka_unit_test(test_check_answer),
         cmocka_unit_test(test_check_fail_open),
         cmocka_unit_test(test_check_fail_closed),
+        cmocka_unit_test(test_check_shed_fail_open),
+        cmocka_unit_test(test_check_shed_fail_closed),
         cmocka_unit_test(test_health_probe),
         cmocka_unit_test(test_levee_request),
         cmocka_unit_test(test_levee_answer),

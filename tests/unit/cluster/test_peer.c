@@ -66,6 +66,14 @@ static void handle(void *ud, sl_exchange *ex)
 {
     (void)ud;
     const sl_http_request *rq = sl_exchange_request(ex);
+    if (!rq->grpc && strcmp(rq->path, "/plain") == 0) { /* sl_peer_http: echo x-in, a 429 */
+        const sl_http_header *in = sl_http_header_find(rq, "x-in");
+        sl_http_header h[1] = {{"x-out", 5, in ? in->value : "", in ? in->value_len : 0}};
+        sl_http_response r = {.status = 429, .headers = h, .nheaders = 1, .body = rq->body,
+                              .body_len = rq->body_len};
+        sl_exchange_respond(ex, &r);
+        return;
+    }
     if (!rq->grpc) {
         sl_exchange_respond_simple(ex, 404, NULL, NULL, 0);
         return;
@@ -278,6 +286,60 @@ static void test_calls_share_a_connection(void **state)
     stop_server(srv);
 }
 
+typedef struct http_result {
+    int calls, err, status;
+    char out[32], body[32];
+} http_result;
+
+static void on_http(void *ud, const sl_peer_http_result *r)
+{
+    http_result *h = ud;
+    h->calls++;
+    h->err = r->err;
+    h->status = r->status;
+    for (size_t i = 0; i < r->nfields; i++)
+        if (r->fields[i].name_len == 5 && !memcmp(r->fields[i].name, "x-out", 5))
+            snprintf(h->out, sizeof h->out, "%.*s", (int)r->fields[i].value_len, r->fields[i].value);
+    snprintf(h->body, sizeof h->body, "%.*s", (int)r->len, (const char *)r->body);
+    F.got++;
+}
+
+/* sl_peer_http: a plain HTTP/2 call on the peer's connection, the answer relayed as it came
+ * (status, headers, body), next to a gRPC call on the same connection. */
+static void test_http_call(void **state)
+{
+    (void)state;
+    uint16_t port = free_port();
+    sl_server *srv = start_server(port);
+    sl_peer *p = new_peer(port);
+    http_result h = {0};
+    sl_buf body;
+    sl_buf_init(&body, 0);
+    sl_buf_append(&body, "abc", 3);
+    sl_h2c_field f[1] = {{"x-in", 4, "hello", 5}};
+    assert_int_equal(sl_peer_http(p, "POST", "/plain", f, 1, &body, 2000, on_http, &h), 0);
+    assert_int_equal(body.len, 0); /* taken */
+    result r = {0};
+    sl_buf b = framed("grpc too");
+    assert_int_equal(sl_peer_call(p, "/t.S/Echo", &b, 2000, on_result, &r), 0);
+    run_until(2);
+    assert_int_equal(h.calls, 1);
+    assert_int_equal(h.err, 0);
+    assert_int_equal(h.status, 429);
+    assert_string_equal(h.out, "hello");
+    assert_string_equal(h.body, "abc");
+    assert_int_equal(r.err, 0);
+    assert_int_equal(r.len, strlen("grpc too"));
+    sl_peer_stats st;
+    sl_peer_stats_get(p, &st);
+    assert_int_equal(st.connects, 1);
+    assert_int_equal(st.ok, 2);
+    sl_buf_free(&body);
+    sl_buf_free(&b);
+    sl_peer_close(p);
+    stop_server(srv);
+}
+
 static void test_grpc_error(void **state)
 {
     (void)state;
@@ -432,6 +494,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split_addr),
         cmocka_unit_test_setup_teardown(test_calls_share_a_connection, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_http_call, setup, teardown),
         cmocka_unit_test_setup_teardown(test_grpc_error, setup, teardown),
         cmocka_unit_test_setup_teardown(test_deadline, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refused_then_backoff_then_recovers, setup, teardown),

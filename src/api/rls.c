@@ -1,0 +1,598 @@
+/*
+ * ShouldRateLimit (see rls.h): RateLimitRequest -> batch -> RateLimitResponse.
+ *
+ * Wire layout read (Envoy's field numbers):
+ *   RateLimitRequest     1 domain (string)  2 descriptors (RateLimitDescriptor, repeated)
+ *                        3 hits_addend (uint32)
+ *   RateLimitDescriptor  1 entries (Entry, repeated)  2 limit (RateLimitOverride)
+ *                        3 hits_addend (google.protobuf.UInt64Value: 1 value)
+ *   Entry                1 key  2 value
+ *   RateLimitOverride    1 requests_per_unit  2 unit
+ * and written:
+ *   RateLimitResponse    1 overall_code  2 statuses (repeated)  3 response_headers_to_add
+ *   DescriptorStatus     1 code  2 current_limit  3 limit_remaining  4 duration_until_reset
+ *   RateLimit            1 requests_per_unit  2 unit  3 name
+ *   Duration             1 seconds  2 nanos
+ *   HeaderValue          1 key  2 value
+ * Unknown fields are skipped; a known field with another wire type is refused, as protobuf's
+ * parsers refuse it.
+ */
+#include "api/rls.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/utf8.h"
+#include "wire/grpc_frame.h"
+#include "wire/pbwire.h"
+
+enum { CODE_OK = 1, CODE_OVER_LIMIT = 2 };
+enum { K_NONE, K_UNLIMITED, K_LIMIT };
+
+typedef struct item {
+    uint8_t kind;
+    bool shadow;
+    uint8_t unit;
+    uint32_t rpu;
+    const char *name; /* rule name, "" for none */
+    size_t name_len;
+    const char *label; /* for metrics: the rule's name, else its path; NULL without a rule */
+} item;
+
+struct sl_rls_call {
+    sl_rlsconf *conf;
+    const sl_rls_config *cfg;
+    const char *domain; /* the configured domain's name, NULL when unknown */
+    size_t domain_len;
+    size_t n;
+    item *items;
+};
+
+/* ---- decoding ------------------------------------------------------------------------------ */
+
+static size_t max_desc(const sl_rls_config *c)
+{
+    return c->max_descriptors ? c->max_descriptors : 1000;
+}
+
+static size_t max_ent(const sl_rls_config *c)
+{
+    return c->max_entries ? c->max_entries : 64;
+}
+
+#define BAD(msg)                                                                                   \
+    do {                                                                                           \
+        *err = msg;                                                                                \
+        return -EINVAL;                                                                            \
+    } while (0)
+
+static bool text_ok(const sl_pb_rd *s)
+{
+    return sl_utf8_valid(s->p, (size_t)(s->end - s->p));
+}
+
+static int parse_entry(sl_pb_rd r, sl_rlsconf_entry *e, const char **err)
+{
+    static const char empty[1] = "";
+    e->key = e->value = empty;
+    e->key_len = e->value_len = 0;
+    while (r.p < r.end) {
+        uint32_t f;
+        unsigned wt;
+        if (!sl_pb_key(&r, &f, &wt))
+            BAD("malformed descriptor entry");
+        if (f == 1 || f == 2) {
+            sl_pb_rd s;
+            if (wt != SL_PB_LEN || !sl_pb_bytes(&r, &s))
+                BAD("malformed descriptor entry");
+            if (!text_ok(&s))
+                BAD("descriptor entry is not valid UTF-8");
+            if (f == 1) {
+                e->key = (const char *)s.p;
+                e->key_len = (size_t)(s.end - s.p);
+            } else {
+                e->value = (const char *)s.p;
+                e->value_len = (size_t)(s.end - s.p);
+            }
+        } else if (!sl_pb_skip(&r, wt)) {
+            BAD("malformed descriptor entry");
+        }
+    }
+    return 0;
+}
+
+static int parse_override(sl_pb_rd r, sl_rls_desc *d, const char **err)
+{
+    d->has_limit = true;
+    while (r.p < r.end) {
+        uint32_t f;
+        unsigned wt;
+        uint64_t v;
+        if (!sl_pb_key(&r, &f, &wt))
+            BAD("malformed limit override");
+        if (f == 1 || f == 2) {
+            if (wt != SL_PB_VARINT || !sl_pb_varint(&r, &v))
+                BAD("malformed limit override");
+            if (f == 1)
+                d->limit_rpu = (uint32_t)v;
+            else
+                d->limit_unit = (uint32_t)v;
+        } else if (!sl_pb_skip(&r, wt)) {
+            BAD("malformed limit override");
+        }
+    }
+    return 0;
+}
+
+static int parse_hits(sl_pb_rd r, sl_rls_desc *d, const char **err)
+{
+    d->has_hits = true;
+    d->hits = 0;
+    while (r.p < r.end) {
+        uint32_t f;
+        unsigned wt;
+        if (!sl_pb_key(&r, &f, &wt))
+            BAD("malformed hits_addend");
+        if (f == 1) {
+            if (wt != SL_PB_VARINT || !sl_pb_varint(&r, &d->hits))
+                BAD("malformed hits_addend");
+        } else if (!sl_pb_skip(&r, wt)) {
+            BAD("malformed hits_addend");
+        }
+    }
+    return 0;
+}
+
+static int parse_desc(const sl_rls_config *cfg, sl_pb_rd r, sl_batch *b, sl_rls_desc *d,
+                      const char **err)
+{
+    size_t n = 0;
+    if (sl_pb_count_field(r.p, (size_t)(r.end - r.p), 1, max_ent(cfg), &n))
+        BAD("malformed descriptor");
+    if (n > max_ent(cfg)) {
+        *err = "too many entries in a descriptor";
+        return -E2BIG;
+    }
+    if (n && !(d->entries = sl_batch_alloc(b, n * sizeof *d->entries)))
+        return -ENOMEM;
+    while (r.p < r.end) {
+        uint32_t f;
+        unsigned wt;
+        sl_pb_rd s;
+        if (!sl_pb_key(&r, &f, &wt))
+            BAD("malformed descriptor");
+        if (f >= 1 && f <= 3) {
+            if (wt != SL_PB_LEN || !sl_pb_bytes(&r, &s))
+                BAD("malformed descriptor");
+            int rc = f == 1   ? (d->n < n ? parse_entry(s, &d->entries[d->n++], err) : -EINVAL)
+                     : f == 2 ? parse_override(s, d, err)
+                              : parse_hits(s, d, err);
+            if (rc) {
+                if (!*err)
+                    *err = "malformed descriptor";
+                return rc;
+            }
+        } else if (!sl_pb_skip(&r, wt)) {
+            BAD("malformed descriptor");
+        }
+    }
+    return 0;
+}
+
+int sl_rls_parse(const sl_rls_config *cfg, const uint8_t *msg, size_t len, sl_batch *b,
+                 sl_rls_req *out, const char **err)
+{
+    memset(out, 0, sizeof *out);
+    *err = NULL;
+    size_t n = 0;
+    if (sl_pb_count_field(msg, len, 2, max_desc(cfg), &n))
+        BAD("malformed RateLimitRequest");
+    if (n > max_desc(cfg)) {
+        *err = "too many descriptors";
+        return -E2BIG;
+    }
+    if (n && !(out->descs = sl_batch_alloc(b, n * sizeof *out->descs)))
+        return -ENOMEM;
+    if (n)
+        memset(out->descs, 0, n * sizeof *out->descs);
+    sl_pb_rd r = {msg, msg + len};
+    while (r.p < r.end) {
+        uint32_t f;
+        unsigned wt;
+        sl_pb_rd s;
+        uint64_t v;
+        if (!sl_pb_key(&r, &f, &wt))
+            BAD("malformed RateLimitRequest");
+        if (f == 1 || f == 2) {
+            if (wt != SL_PB_LEN || !sl_pb_bytes(&r, &s))
+                BAD("malformed RateLimitRequest");
+            if (f == 1) {
+                if (!text_ok(&s))
+                    BAD("domain is not valid UTF-8");
+                out->domain = (const char *)s.p;
+                out->domain_len = (size_t)(s.end - s.p);
+            } else {
+                if (out->n >= n)
+                    BAD("malformed RateLimitRequest");
+                int rc = parse_desc(cfg, s, b, &out->descs[out->n++], err);
+                if (rc)
+                    return rc;
+            }
+        } else if (f == 3) {
+            if (wt != SL_PB_VARINT || !sl_pb_varint(&r, &v))
+                BAD("malformed RateLimitRequest");
+            out->hits_addend = (uint32_t)v;
+        } else if (!sl_pb_skip(&r, wt)) {
+            BAD("malformed RateLimitRequest");
+        }
+    }
+    return 0;
+}
+
+/* ---- planning ------------------------------------------------------------------------------ */
+
+/* "key=value|key=value" into the arena; an entry matched by a share_threshold wildcard counts
+ * under the pattern (shared[i]) instead of its value. */
+static char *unique_key(sl_batch *b, const sl_rls_desc *d, const char *const *shared, size_t *len)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < d->n; i++)
+        n += d->entries[i].key_len + 1 +
+             (shared && shared[i] ? strlen(shared[i]) : d->entries[i].value_len) + 1;
+    char *k = sl_batch_alloc(b, n + 1);
+    if (!k)
+        return NULL;
+    char *w = k;
+    for (size_t i = 0; i < d->n; i++) {
+        if (i)
+            *w++ = '|';
+        memcpy(w, d->entries[i].key, d->entries[i].key_len);
+        w += d->entries[i].key_len;
+        *w++ = '=';
+        const char *v = shared && shared[i] ? shared[i] : d->entries[i].value;
+        size_t vl = shared && shared[i] ? strlen(shared[i]) : d->entries[i].value_len;
+        memcpy(w, v, vl);
+        w += vl;
+    }
+    *w = 0;
+    *len = (size_t)(w - k);
+    return k;
+}
+
+static bool replaced(const sl_rlsconf_rule *const *rules, size_t n, const char *name)
+{
+    if (!name[0])
+        return false;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; rules[i] && j < rules[i]->n_replaces; j++)
+            if (!strcmp(rules[i]->replaces[j], name))
+                return true;
+    return false;
+}
+
+static void mark_answered(sl_batch *b, size_t i)
+{
+    b->answered[i] = 1;
+    b->n_answered++;
+}
+
+int sl_rls_begin(const sl_rls_config *cfg, sl_rlsconf *conf, const uint8_t *msg, size_t len,
+                 sl_batch *b, sl_rls_call **call, sl_gub_status *st)
+{
+    sl_batch_reset(b);
+    *call = NULL;
+    sl_rls_req rq;
+    const char *err = NULL;
+    int rc = sl_rls_parse(cfg, msg, len, b, &rq, &err);
+    if (rc == -ENOMEM) {
+        sl_gub_status_set(st, SL_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+        return rc;
+    }
+    if (rc) {
+        sl_gub_status_set(st, SL_GRPC_INVALID_ARGUMENT, "%s", err ? err : "malformed request");
+        return rc;
+    }
+    if (!rq.domain_len) {
+        sl_gub_status_set(st, SL_GRPC_INVALID_ARGUMENT, "rate limit domain must not be empty");
+        return -EINVAL;
+    }
+    if (!rq.n) {
+        sl_gub_status_set(st, SL_GRPC_INVALID_ARGUMENT,
+                          "rate limit descriptor list must not be empty");
+        return -EINVAL;
+    }
+    for (size_t i = 0; i < rq.n; i++) {
+        const sl_rls_desc *d = &rq.descs[i];
+        if (d->has_limit && !sl_rls_unit_ms((int)d->limit_unit)) {
+            sl_gub_status_set(st, SL_GRPC_INVALID_ARGUMENT,
+                              "descriptor %zu: limit override with an unknown unit", i);
+            return -EINVAL;
+        }
+    }
+    sl_rls_call *c = sl_batch_alloc(b, sizeof *c);
+    const sl_rlsconf_rule **rules = sl_batch_alloc(b, rq.n * sizeof *rules);
+    char *name = sl_batch_alloc(b, sizeof SL_RLS_NAME_PREFIX + rq.domain_len);
+    if (!c || !rules || !name || sl_batch_alloc_items(b, rq.n) ||
+        !(c->items = sl_batch_alloc(b, rq.n * sizeof *c->items))) {
+        sl_gub_status_set(st, SL_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+        return -ENOMEM;
+    }
+    memset(c->items, 0, rq.n * sizeof *c->items); /* K_NONE */
+    size_t name_len = sizeof SL_RLS_NAME_PREFIX - 1 + rq.domain_len;
+    memcpy(name, SL_RLS_NAME_PREFIX, sizeof SL_RLS_NAME_PREFIX - 1);
+    memcpy(name + sizeof SL_RLS_NAME_PREFIX - 1, rq.domain, rq.domain_len);
+    name[name_len] = 0;
+    c->cfg = cfg;
+    c->n = rq.n;
+    const sl_rlsconf_domain *dom = sl_rlsconf_domain_find(conf, rq.domain, rq.domain_len);
+    c->domain = dom ? sl_rlsconf_domain_name(dom, &c->domain_len) : NULL;
+    /* the rule of each descriptor (an override stands for a rule of its own) */
+    bool any_replaces = false;
+    const char ***shared = NULL; /* per descriptor, with share_threshold rules only */
+    if (sl_rlsconf_domain_shares(dom) &&
+        !(shared = sl_batch_alloc(b, rq.n * sizeof *shared))) {
+        sl_gub_status_set(st, SL_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < rq.n; i++) {
+        const sl_rls_desc *d = &rq.descs[i];
+        item *it = &c->items[i];
+        rules[i] = NULL;
+        if (!dom) {
+            it->kind = K_NONE;
+        } else if (d->has_limit) {
+            it->kind = K_LIMIT;
+            it->rpu = d->limit_rpu;
+            it->unit = (uint8_t)d->limit_unit;
+            it->name = "";
+            it->label = "override";
+        } else if (shared && d->n &&
+                   !(shared[i] = sl_batch_alloc(b, d->n * sizeof *shared[i]))) {
+            sl_gub_status_set(st, SL_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+            return -ENOMEM;
+        } else if ((rules[i] = sl_rlsconf_match(dom, d->entries, d->n,
+                                                shared && d->n ? shared[i] : NULL))) {
+            const sl_rlsconf_rule *r = rules[i];
+            any_replaces |= r->n_replaces > 0;
+            it->kind = r->unlimited ? K_UNLIMITED : K_LIMIT;
+            it->rpu = r->requests_per_unit;
+            it->unit = r->unit;
+            it->shadow = r->shadow;
+            it->name = r->name;
+            it->name_len = strlen(r->name);
+            it->label = r->name[0] ? r->name : r->path;
+        }
+    }
+    for (size_t i = 0; any_replaces && i < rq.n; i++)
+        if (rules[i] && !rules[i]->unlimited && replaced(rules, rq.n, rules[i]->name))
+            c->items[i].kind = K_NONE;
+    /* the engine items */
+    for (size_t i = 0; i < rq.n; i++) {
+        const sl_rls_desc *d = &rq.descs[i];
+        item *it = &c->items[i];
+        sl_request *q = &b->reqs[i];
+        q->name = name; /* on every item: identities judge the call by its domain */
+        q->name_len = name_len;
+        if (it->kind != K_LIMIT) {
+            mark_answered(b, i);
+            continue;
+        }
+        const sl_rlsconf_rule *r = rules[i];
+        if (!(q->unique_key = unique_key(b, d, shared && d->n && !d->has_limit ? shared[i] : NULL,
+                                         &q->unique_key_len))) {
+            sl_gub_status_set(st, SL_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+            return -ENOMEM;
+        }
+        uint64_t hits = d->has_hits ? d->hits : rq.hits_addend ? rq.hits_addend : 1;
+        q->hits = hits > INT64_MAX ? INT64_MAX : (int64_t)hits;
+        q->limit = it->rpu;
+        q->duration = sl_rls_unit_ms(it->unit);
+        q->algorithm = r ? r->algorithm : SL_FIXED_WINDOW;
+        q->burst = r ? r->burst : 0;
+        q->behavior = q->algorithm == SL_FIXED_WINDOW ? SL_DRAIN_OVER_LIMIT : 0;
+        if (it->shadow)
+            q->behavior |= SL_SHADOW;
+    }
+    if (conf)
+        sl_rlsconf_ref(conf);
+    c->conf = conf;
+    *call = c;
+    return 0;
+}
+
+void sl_rls_end(sl_rls_call *call)
+{
+    if (call) {
+        sl_rlsconf_unref(call->conf);
+        call->conf = NULL;
+    }
+}
+
+/* ---- encoding ------------------------------------------------------------------------------ */
+
+typedef struct status {
+    uint32_t code;
+    bool has_limit;
+    uint32_t remaining;
+    int64_t reset_ms; /* >= 0 */
+    const item *it;
+} status;
+
+static size_t varint_field_size(uint64_t v)
+{
+    return v ? 1 + sl_pb_varint_size(v) : 0;
+}
+
+static uint8_t *put_varint_field(uint8_t *w, uint8_t key, uint64_t v)
+{
+    if (!v)
+        return w;
+    *w++ = key;
+    return sl_pb_put_varint(w, v);
+}
+
+static size_t limit_size(const status *s)
+{
+    return varint_field_size(s->it->rpu) + varint_field_size(s->it->unit) +
+           sl_pb_str_field_size(s->it->name_len);
+}
+
+static size_t duration_size(const status *s)
+{
+    return varint_field_size((uint64_t)(s->reset_ms / 1000)) +
+           varint_field_size((uint64_t)(s->reset_ms % 1000) * 1000000);
+}
+
+static size_t status_size(const status *s)
+{
+    size_t n = varint_field_size(s->code) + varint_field_size(s->remaining);
+    if (s->has_limit) {
+        size_t l = limit_size(s), d = duration_size(s);
+        n += 1 + sl_pb_varint_size(l) + l + 1 + sl_pb_varint_size(d) + d;
+    }
+    return n;
+}
+
+static uint8_t *put_status(uint8_t *w, const status *s)
+{
+    w = put_varint_field(w, 0x08, s->code);
+    if (s->has_limit) {
+        *w++ = 0x12;
+        w = sl_pb_put_varint(w, limit_size(s));
+        w = put_varint_field(w, 0x08, s->it->rpu);
+        w = put_varint_field(w, 0x10, s->it->unit);
+        w = sl_pb_put_str_field(w, 0x1a, s->it->name, s->it->name_len);
+    }
+    w = put_varint_field(w, 0x18, s->remaining);
+    if (s->has_limit) {
+        *w++ = 0x22;
+        w = sl_pb_put_varint(w, duration_size(s));
+        w = put_varint_field(w, 0x08, (uint64_t)(s->reset_ms / 1000));
+        w = put_varint_field(w, 0x10, (uint64_t)(s->reset_ms % 1000) * 1000000);
+    }
+    return w;
+}
+
+static status status_of(const sl_rls_call *c, const sl_batch *b, size_t i, int64_t now)
+{
+    const item *it = &c->items[i];
+    status s = {.code = CODE_OK, .it = it};
+    if (it->kind == K_UNLIMITED) {
+        s.remaining = UINT32_MAX;
+    } else if (it->kind == K_LIMIT) {
+        const sl_response *r = &b->resps[i];
+        s.has_limit = true;
+        s.code = r->status == SL_OVER_LIMIT && !it->shadow ? CODE_OVER_LIMIT : CODE_OK;
+        s.remaining = r->remaining < 0 ? 0 : r->remaining > UINT32_MAX ? UINT32_MAX
+                                                                        : (uint32_t)r->remaining;
+        s.reset_ms = r->reset_time > now ? r->reset_time - now : 0;
+    }
+    return s;
+}
+
+static size_t header_size(size_t kl, size_t vl)
+{
+    size_t n = sl_pb_str_field_size(kl) + sl_pb_str_field_size(vl);
+    return 1 + sl_pb_varint_size(n) + n;
+}
+
+static uint8_t *put_header(uint8_t *w, const char *k, const char *v)
+{
+    size_t kl = strlen(k), vl = strlen(v);
+    *w++ = 0x1a;
+    w = sl_pb_put_varint(w, sl_pb_str_field_size(kl) + sl_pb_str_field_size(vl));
+    w = sl_pb_put_str_field(w, 0x0a, k, kl);
+    return sl_pb_put_str_field(w, 0x12, v, vl);
+}
+
+int sl_rls_encode(const sl_rls_call *c, const sl_batch *b, int64_t now, sl_buf *out,
+                  sl_gub_status *st)
+{
+    for (size_t i = 0; i < c->n; i++)
+        if (c->items[i].kind == K_LIMIT && b->resps[i].error) {
+            sl_gub_status_set(st, SL_GRPC_UNAVAILABLE, "descriptor %zu: %s", i,
+                              b->resps[i].error);
+            return -EAGAIN;
+        }
+    uint32_t overall = CODE_OK;
+    size_t total = 0;
+    const status *closest = NULL; /* the limited descriptor nearest its limit, for the headers */
+    status near;
+    for (size_t i = 0; i < c->n; i++) {
+        status s = status_of(c, b, i, now);
+        size_t n = status_size(&s);
+        total += 1 + sl_pb_varint_size(n) + n;
+        if (s.code == CODE_OVER_LIMIT)
+            overall = CODE_OVER_LIMIT;
+        if (s.has_limit && (!closest || (s.code == CODE_OVER_LIMIT && closest->code != CODE_OVER_LIMIT) ||
+                            (s.code == closest->code && s.remaining < closest->remaining))) {
+            near = s;
+            closest = &near;
+        }
+    }
+    char hl[16], hr[16], hs[24];
+    bool headers = c->cfg->headers && closest;
+    if (headers) {
+        snprintf(hl, sizeof hl, "%u", closest->it->rpu);
+        snprintf(hr, sizeof hr, "%u", closest->remaining);
+        snprintf(hs, sizeof hs, "%lld", (long long)((closest->reset_ms + 999) / 1000));
+        total += header_size(15, strlen(hl)) + header_size(19, strlen(hr)) +
+                 header_size(15, strlen(hs));
+    }
+    total += varint_field_size(overall);
+    if (sl_buf_reserve(out, total))
+        return -ENOMEM;
+    uint8_t *w = (uint8_t *)out->data + out->len, *start = w;
+    w = put_varint_field(w, 0x08, overall);
+    for (size_t i = 0; i < c->n; i++) {
+        status s = status_of(c, b, i, now);
+        *w++ = 0x12;
+        w = sl_pb_put_varint(w, status_size(&s));
+        w = put_status(w, &s);
+    }
+    if (headers) {
+        w = put_header(w, "RateLimit-Limit", hl);
+        w = put_header(w, "RateLimit-Remaining", hr);
+        w = put_header(w, "RateLimit-Reset", hs);
+    }
+    out->len += (size_t)(w - start);
+    return 0;
+}
+
+static uint8_t outcome_of(const sl_rls_call *c, const sl_batch *b, size_t i)
+{
+    const item *it = &c->items[i];
+    if (it->kind == K_NONE)
+        return SL_RLS_NO_LIMIT;
+    if (it->kind == K_UNLIMITED)
+        return SL_RLS_UNLIMITED;
+    const sl_response *r = &b->resps[i];
+    if (r->error)
+        return SL_RLS_OUTCOME_COUNT; /* the call failed: not a descriptor outcome */
+    if (r->status == SL_OVER_LIMIT)
+        return it->shadow ? SL_RLS_SHADOW_OVER : SL_RLS_OVER_LIMIT;
+    /* protection's shadow mode (api/gubprotect.h: the rule's shadow_mode, or a switch in shadow
+     * mode) turned a rejection into an admission */
+    const char *sh = sl_batch_meta_get(&b->resp_meta[i], "shadow");
+    if (sh && !strcmp(sh, "rate"))
+        return SL_RLS_SHADOW_OVER;
+    return SL_RLS_OK;
+}
+
+void sl_rls_count(const sl_rls_call *c, const sl_batch *b, sl_rlsmetrics *m)
+{
+    enum { CHUNK = 64 };
+    const char *rules[CHUNK];
+    uint8_t outcomes[CHUNK];
+    if (!m || !c)
+        return;
+    for (size_t i = 0; i < c->n; i += CHUNK) {
+        size_t k = c->n - i < CHUNK ? c->n - i : CHUNK;
+        for (size_t j = 0; j < k; j++) {
+            rules[j] = c->items[i + j].kind == K_NONE ? NULL : c->items[i + j].label;
+            outcomes[j] = outcome_of(c, b, i + j);
+        }
+        sl_rlsmetrics_count(m, c->domain, c->domain_len, rules, outcomes, k);
+    }
+}

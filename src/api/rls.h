@@ -1,0 +1,91 @@
+/*
+ * Envoy's rate limit service (RLS v3): envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
+ * as one more dialect on the client port. A RateLimitRequest becomes one engine item per
+ * descriptor that matches a limit of the --rls-config-dir configuration (config/rlsconf.h), and
+ * the batch's answers become a RateLimitResponse. Messages are read and written by hand over
+ * wire/pbwire.h (field numbers from Envoy's published rls.proto and ratelimit.proto; reduced
+ * copies for clients are in proto/envoy/).
+ *
+ * Items: name "rls:<domain>", unique_key "key=value|key=value..." (the request's entries, so a
+ * rule whose key has no value counts each value apart, as envoyproxy/ratelimit does), limit
+ * requests_per_unit, duration the unit (a month 30 days, a year 365), algorithm FIXED_WINDOW
+ * with windows aligned to the epoch and over-limit hits draining the window (envoyproxy/
+ * ratelimit's counting) unless the rule names another algorithm. hits: the descriptor's
+ * hits_addend when set (0 = look without counting), else the request's, else 1.
+ *
+ * Answers per descriptor: no domain, no matching rule, or a rule replaced by another matched
+ * one -> OK without current_limit; unlimited -> OK with limit_remaining 2^32-1; a limit -> its
+ * code (OVER_LIMIT turned OK under shadow_mode), current_limit, limit_remaining and
+ * duration_until_reset. overall_code is OVER_LIMIT when any descriptor is. An item the
+ * engine or the cluster could not decide fails the call UNAVAILABLE (Envoy's failure_mode_deny
+ * then decides). Errors of the request (INVALID_ARGUMENT): not protobuf, wrong wire types, text
+ * that is not UTF-8, no domain, no descriptor, more than max_descriptors descriptors or
+ * max_entries entries in one, a limit override with an unknown unit.
+ */
+#ifndef SLUICE_API_RLS_H
+#define SLUICE_API_RLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "api/batch.h"
+#include "api/gubernator.h"
+#include "api/rlsmetrics.h"
+#include "base/buf.h"
+#include "config/rlsconf.h"
+
+#define SL_RLS_PATH "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
+#define SL_RLS_NAME_PREFIX "rls:"
+
+typedef struct sl_rls_config {
+    size_t max_descriptors; /* most descriptors in one request; 0 = 1000 */
+    size_t max_entries;     /* most entries in one descriptor; 0 = 64 */
+    bool headers;           /* answer with RateLimit-Limit, -Remaining and -Reset */
+    uint32_t max_names;     /* (domain, rule) pairs with series of their own (api/rlsmetrics.h) */
+} sl_rls_config;
+
+/* A decoded RateLimitRequest; strings point into the message, arrays into the batch's arena. */
+typedef struct sl_rls_desc {
+    sl_rlsconf_entry *entries;
+    size_t n;
+    bool has_limit;      /* limit override */
+    uint32_t limit_rpu;
+    uint32_t limit_unit;
+    bool has_hits;       /* hits_addend set (UInt64Value present) */
+    uint64_t hits;
+} sl_rls_desc;
+
+typedef struct sl_rls_req {
+    const char *domain;
+    size_t domain_len;
+    sl_rls_desc *descs;
+    size_t n;
+    uint32_t hits_addend;
+} sl_rls_req;
+
+/* Decode msg (the pure codec; the fuzz target). 0, or -EINVAL/-E2BIG with a static reason in
+ * *err; -ENOMEM when the arena is full. */
+int sl_rls_parse(const sl_rls_config *cfg, const uint8_t *msg, size_t len, sl_batch *b,
+                 sl_rls_req *out, const char **err);
+
+typedef struct sl_rls_call sl_rls_call;
+
+/*
+ * Decode msg and plan it against conf (may be NULL: no domain is known) into b (reset first):
+ * the items to decide are b's unanswered ones. *call (in b's arena) holds a reference to conf
+ * until sl_rls_end(). 0, or -errno with st set (INVALID_ARGUMENT, RESOURCE_EXHAUSTED).
+ */
+int sl_rls_begin(const sl_rls_config *cfg, sl_rlsconf *conf, const uint8_t *msg, size_t len,
+                 sl_batch *b, sl_rls_call **call, sl_gub_status *st);
+/* The RateLimitResponse for the decided batch (appended to out). 0; -EAGAIN with st set when an
+ * item failed (answer st instead); -ENOMEM. */
+int sl_rls_encode(const sl_rls_call *call, const sl_batch *b, int64_t now_ms, sl_buf *out,
+                  sl_gub_status *st);
+/* Drop the call's reference to its configuration (NULL is fine). */
+void sl_rls_end(sl_rls_call *call);
+
+/* Count the decided call's descriptors in m (api/rlsmetrics.h; NULL is fine). */
+void sl_rls_count(const sl_rls_call *call, const sl_batch *b, sl_rlsmetrics *m);
+
+#endif
