@@ -26,6 +26,7 @@
 
 #include "auth/addr.h"
 #include "auth/idents.h"
+#include "node/alive.h"
 #include "protect/protect.h"
 #include "cluster/gossipnode.h"
 #include "cluster/router.h"
@@ -86,6 +87,7 @@ struct sl_node {
     sl_proxy *proxy;                  /* role proxy: relays /attempt; NULL in other roles */
     int argc;                         /* the options, kept to read them again on reload */
     char **argv;
+    sl_alive *alive; /* worker-loop liveness for a watchdog; made by the first sl_node_alive */
 };
 
 /* ---- Graphite ------------------------------------------------------------------------------ */
@@ -903,6 +905,16 @@ void sl_node_reload(sl_node *n)
         sl_log_info(&n->log, "reload: quota file read again");
 }
 
+int sl_node_alive(sl_node *n)
+{
+    if (!n->alive) {
+        int rc = sl_alive_new(n->server, &n->alive);
+        if (rc)
+            return rc;
+    }
+    return sl_alive_check(n->alive);
+}
+
 void sl_node_shutdown(sl_node *n, uint32_t grace_ms)
 {
     if (grace_ms == 0)
@@ -944,6 +956,7 @@ void sl_node_free(sl_node *n)
     sl_adminsrv_free(n->admin);       /* before the switchboard and metrics it serves */
     sl_adminsrv_free(n->metrics_srv);
     sl_server_free(n->server);
+    sl_alive_free(n->alive); /* after the server: its last posted steps have run */
     sl_proxy_free(n->proxy);
     sl_service_free(n->service);
     sl_rlssrc_free(n->rls); /* after the service: its workers' readers are released */
