@@ -475,7 +475,7 @@ static sl_attempt_req acquire_req(const char *res, const char *prio)
 static int routed(fx *f, const char *res, const char *prio, bool down, int nodes, uint64_t *back)
 {
     sl_attempt_req q = acquire_req(res, prio);
-    sl_attempt_fleet st;
+    sl_attempt_fleet st = {0};
     *back = 0;
     if (!sl_attempt_begin(f->p, 0, &f->lcfg, f->snap, &q, f->now, &st, &resp))
         return resp.status;
