@@ -850,6 +850,18 @@ attempt_send(sl_service *s, sl_exchange *ex, const sl_http_request *rq, const sl
     respond_answer(s, ex, M_ATTEMPT, &p->answer, t0);
 }
 
+/* A waiting /attempt is decided: the fleet lease a later rejection gave back goes to its owner,
+ * and the answer goes out. */
+static void attempt_answered(sl_service *s, sl_call *c, const sl_http_request *rq,
+                             const sl_attempt_req *q, uint64_t back, int64_t now)
+{
+    sl_batch *gb = back ? sl_gubprotect_fleet_release(s->cfg.protect, back, now) : NULL;
+    if (gb)
+        submit(s, c->worker, gb, now, giveback_done, s->cfg.protect);
+    attempt_send(s, c->ex, rq, q, pool_of(s, c->worker), c->t0);
+    call_put(c);
+}
+
 /* The Redis store decided an /attempt's rate quotas (api/attempt.h sl_attempt_store_done): its
  * give-backs go again, else the answer goes out. */
 static void attempt_store_done(void *ud, sl_batch *b)
@@ -868,11 +880,7 @@ static void attempt_store_done(void *ud, sl_batch *b)
         sl_rstore_submit(s->cfg.rstore, c->worker, &c->batch, now, attempt_store_done, c);
         return;
     }
-    sl_batch *gb = back ? sl_gubprotect_fleet_release(s->cfg.protect, back, now) : NULL;
-    if (gb)
-        submit(s, c->worker, gb, now, giveback_done, s->cfg.protect);
-    attempt_send(s, c->ex, rq, &q, p, c->t0);
-    call_put(c);
+    attempt_answered(s, c, rq, &q, back, now);
 }
 
 /* The fleet key's owner answered an /attempt's fleet lease (or could not: this node's share,
@@ -897,11 +905,7 @@ static void attempt_fleet_done(void *ud, sl_batch *fb)
         sl_rstore_submit(s->cfg.rstore, c->worker, &c->batch, now, attempt_store_done, c);
         return;
     }
-    sl_batch *gb = back ? sl_gubprotect_fleet_release(s->cfg.protect, back, now) : NULL;
-    if (gb)
-        submit(s, c->worker, gb, now, giveback_done, s->cfg.protect);
-    attempt_send(s, c->ex, rq, &q, p, c->t0);
-    call_put(c);
+    attempt_answered(s, c, rq, &q, back, now);
 }
 
 /* A non-critical acquire's fleet lease: in a cluster or in Redis, the one count at the fleet
