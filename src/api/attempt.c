@@ -492,8 +492,10 @@ int sl_attempt_begin(sl_protect *p, int worker, const sl_levee_config *lcfg,
                 goto done;
         }
     }
-    if (decide_rest(&t, worker, lcfg, snap, acquire, routed))
+    if (decide_rest(&t, worker, lcfg, snap, acquire, routed)) {
+        routed->local = false;
         return SL_ATTEMPT_STORE;
+    }
 done:
     finish(&t);
     return 0;

@@ -627,7 +627,9 @@ static int in_store(fx *f, sl_engine *store, const char *res, const char *prio, 
     q.concurrency_len = acq ? 7 : 0;
     sl_batch b;
     sl_batch_init(&b, 0);
-    sl_attempt_fleet st = {.store = &b};
+    sl_attempt_fleet st;
+    memset(&st, 0x55, sizeof st); /* as node/service.c: only .store is set by the caller */
+    st.store = &b;
     uint64_t back = 0;
     *rounds = 0;
     int rc = sl_attempt_begin(f->p, 0, &f->lcfg, f->snap, &q, f->now, &st, &resp);
