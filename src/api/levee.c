@@ -1,7 +1,8 @@
 /*
  * Levee's /attempt decision (see levee.h for the contract and docs/levee.md for the model): the
- * quota lookup, the engine calls with their give-back on a later rejection, and the answer with
- * its Retry-After and RateLimit header fields.
+ * quota lookup, the engine calls with their give-back on a later rejection (or the same calls
+ * as the items of a batch a store decides: sl_levee_plan_*), and the answer with its Retry-After
+ * and RateLimit header fields.
  */
 #include "api/levee.h"
 
