@@ -134,6 +134,7 @@ def redis_each_node_factory(node_factory):
         servers.append(r)
         return node_factory(list(args) + ["--store", "redis", "--redis-addrs", r.addr], env,
                             start, port)
+    make.servers = servers
     yield make
     for r in servers:
         r.stop()
@@ -150,16 +151,25 @@ LEVEE_ETCD_CASES = [lev.test_lookup_levels_defaults_and_sublimits,
 @pytest.mark.parametrize("case", LEVEE_FILE_CASES, ids=lambda c: c.__name__)
 def test_levee_cases_with_redis_store(case, redis_each_node_factory, tmp_path):
     case(redis_each_node_factory, tmp_path)
+    assert_decided_in_redis(redis_each_node_factory)
+
+
+def assert_decided_in_redis(factory):
+    """The quotas' state is in Redis (keys under the Levee namespace), not in the nodes."""
+    keys = [k for r in factory.servers for k in r.cmd("KEYS", "sl:*levee*").split()]
+    assert keys, "no Levee key in Redis"
 
 
 @pytest.mark.parametrize("mode,status", [("allow", 200), ("deny", 429), ("error", 500)])
 def test_levee_no_quota_modes_with_redis_store(redis_each_node_factory, tmp_path, mode, status):
     lev.test_no_quota_modes(redis_each_node_factory, tmp_path, mode, status)
+    assert_decided_in_redis(redis_each_node_factory)
 
 
 @pytest.mark.parametrize("case", LEVEE_ETCD_CASES, ids=lambda c: c.__name__)
 def test_levee_etcd_cases_with_redis_store(case, redis_each_node_factory, etcd, prefix):
     case(redis_each_node_factory, etcd, prefix)
+    assert_decided_in_redis(redis_each_node_factory)
 
 
 def test_json_gateway_conventions_on_redis(redis_node, redis_server):
