@@ -725,7 +725,9 @@ int sl_gossipnode_start_options(const sl_options *o, sl_logger *log, sl_gossipno
     int ml = sl_swimmeta_put(meta, sizeof meta, 0, "service", o->advertise_addr);
     if (ml >= 0)
         ml = sl_swimmeta_put(meta, sizeof meta, (size_t)ml, "role",
-                             o->role == SL_ROLE_PROXY ? "proxy" : "limiter");
+                             o->role == SL_ROLE_PROXY      ? "proxy"
+                             : o->role == SL_ROLE_OBSERVER ? "observer"
+                                                           : "limiter");
     if (ml < 0) {
         snprintf(err, errlen, "gossip: advertise-addr '%s' does not fit the metadata",
                  o->advertise_addr);

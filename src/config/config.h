@@ -164,6 +164,13 @@ typedef struct sl_options {
     /* Roles (Levee's cluster: limiter, observer, client-proxy; proxy/proxy.h) */
     int role;                  /* sl_role */
     char *observer_name;       /* Levee's observer-name */
+    int64_t observer_heartbeat_ns;   /* role observer (node/observer.h) */
+    int64_t observer_max_watchers;
+    uint64_t observer_max_queue_bytes;
+    int64_t observer_lease_ttl_ns;
+    sl_opt_list observers;           /* role proxy: observers to follow (proxy/follow.h) */
+    int64_t observer_timeout_ns;
+    int64_t observer_retry_window_ns;
     sl_opt_list proxy_limiters; /* name=host:port, the proxy's static limiter set */
     int64_t proxy_timeout_ns;
     int64_t proxy_max_inflight;

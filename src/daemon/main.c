@@ -5,11 +5,13 @@
  * calls) within --shutdown-timeout and exit 0.
  *
  * Signals are blocked before any thread starts, so every worker inherits the mask and only this
- * thread's sigwait() receives them: no async-signal-safety concerns in the handlers.
+ * thread's sigtimedwait() receives them: no async-signal-safety concerns in the handlers.
  */
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "config/config.h"
 #include "sluice/node.h"
@@ -46,9 +48,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "sluiced: %s\n", err);
         return 2;
     }
+    bool failed = false;
     for (;;) {
-        int sig = 0;
-        if (sigwait(&set, &sig))
+        /* a second at most between checks of a role that gave up (sl_node_failed) */
+        struct timespec tick = {1, 0};
+        int sig = sigtimedwait(&set, NULL, &tick);
+        if (sig < 0 && sl_node_failed(node)) {
+            failed = true;
+            sl_node_shutdown(node, 0);
+            break;
+        }
+        if (sig < 0)
             continue;
         if (sig == SIGHUP) {
             sl_node_reload(node);
@@ -59,5 +69,5 @@ int main(int argc, char **argv)
     }
     rc = sl_node_wait(node);
     sl_node_free(node);
-    return rc ? 1 : 0;
+    return rc || failed ? 1 : 0;
 }
