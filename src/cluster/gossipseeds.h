@@ -25,7 +25,7 @@ int sl_gossipseeds_parse(const char *json, size_t len, char *out, size_t outlen)
 int sl_gossipseeds_from_etcd(const sl_etcd_config *ec, const char *prefix, char **seeds,
                              size_t *n, size_t max);
 /* The same two with another member of the value read instead of "gossip" (e.g. "service": the
- * observers' topology streams, for a client-proxy: proxy/follow.h). */
+ * observers' topology streams, for a client-proxy: proxy/feed.h). */
 int sl_gossipseeds_parse_field(const char *json, size_t len, const char *field, char *out,
                                size_t outlen);
 int sl_gossipseeds_from_etcd_field(const sl_etcd_config *ec, const char *prefix,

@@ -168,7 +168,7 @@ typedef struct sl_options {
     int64_t observer_max_watchers;
     uint64_t observer_max_queue_bytes;
     int64_t observer_lease_ttl_ns;
-    sl_opt_list observers;           /* role proxy: observers to follow (proxy/follow.h) */
+    sl_opt_list observers;           /* role proxy: observers to follow (proxy/feed.h) */
     int64_t observer_timeout_ns;
     int64_t observer_retry_window_ns;
     sl_opt_list proxy_limiters; /* name=host:port, the proxy's static limiter set */

@@ -42,7 +42,7 @@
 #include "node/reload.h"
 #include "node/statedir.h"
 #include "node/observer.h"
-#include "proxy/follow.h"
+#include "proxy/feed.h"
 #include "proxy/proxy.h"
 #include "proxy/topology.h"
 #include "core/snapshot.h"
@@ -85,7 +85,7 @@ struct sl_node {
     unsigned snapshot_flags;          /* SL_SNAPSHOT_CLUSTER_KEYS when clustered */
     sl_topology topology;             /* role proxy: the limiters (--proxy-limiters) */
     sl_proxy *proxy;                  /* role proxy: relays /attempt; NULL in other roles */
-    sl_follow *follow;                /* role proxy without --proxy-limiters: the observer feed */
+    sl_feed *feed;                    /* role proxy without --proxy-limiters: the observer feed */
     sl_observer *observer;            /* role observer: the topology stream */
     _Atomic bool failed;              /* a role gave up (no observer answers): exit non-zero */
     int argc;                         /* the options, kept to read them again on reload */
@@ -504,7 +504,7 @@ static int start_router(sl_node *n, const sl_engine_config *ec, char *err, size_
 
 /* --role proxy: the limiter set behind the topology interface, and the handler that relays
  * /attempt to it (everything else still goes to the service). */
-static void follow_failed(void *ud, const char *why)
+static void feed_failed(void *ud, const char *why)
 {
     sl_node *n = ud;
     sl_log_error(&n->log, "role proxy: giving up: %s", why);
@@ -517,8 +517,8 @@ static int start_proxy(sl_node *n, char *err, size_t errlen)
     const char *bad;
     int rc;
     if (!o->proxy_limiters.n) { /* the limiters come from an observer's topology stream */
-        if ((rc = sl_follow_start_options(o, &n->topology, n->metrics, &n->log, follow_failed, n,
-                                          &n->follow))) {
+        if ((rc = sl_feed_start_options(o, &n->topology, n->metrics, &n->log, feed_failed, n,
+                                          &n->feed))) {
             snprintf(err, errlen, "proxy: following observers: %s", strerror(-rc));
             return rc;
         }
@@ -956,7 +956,7 @@ void sl_node_free(sl_node *n)
     sl_statedir_timer_stop(&n->snapshot_timer);
     sl_adminsrv_free(n->admin);       /* before the switchboard and metrics it serves */
     sl_adminsrv_free(n->metrics_srv);
-    sl_follow_free(n->follow);
+    sl_feed_free(n->feed);
     sl_observer_stop(n->observer); /* before the server goes: it posts to its workers */
     sl_server_free(n->server);
     sl_observer_free(n->observer);

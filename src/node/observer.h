@@ -6,7 +6,7 @@
  * every heartbeat so a client notices a dead observer by silence. It also registers itself in
  * etcd under <prefix>/observer/<NAME> = {"gossip": "ip:port", "service": "ip:port"}, held by a
  * lease it keeps alive (a dead observer's key goes with the lease), so that limiters find the
- * overlay (cluster/gossipseeds.h) and proxies find observers (proxy/follow.h).
+ * overlay (cluster/gossipseeds.h) and proxies find observers (proxy/feed.h).
  *
  * Threads. The gossip thread reports changes (under the observer's mutex they go into the member
  * table and a bounded journal of recent changes) and wakes each worker loop with sl_server_post,

@@ -69,8 +69,8 @@ static bool get_str(sl_pb_rd *r, char *dst, size_t cap)
     size_t n = (size_t)(s.end - s.p);
     if (n > cap || memchr(s.p, 0, n))
         return false;
+    memset(dst, 0, cap + 1); /* a repeated field leaves nothing of the earlier value */
     memcpy(dst, s.p, n);
-    dst[n] = 0;
     return true;
 }
 

@@ -1,8 +1,8 @@
 /*
- * The client-proxy's observer follower (see follow.h): one thread, one observer at a time, a
+ * The client-proxy's observer feed (see feed.h): one thread, one observer at a time, a
  * poll() loop over one h2c connection (net/h2client + net/h2sock) carrying one server stream.
  */
-#include "proxy/follow.h"
+#include "proxy/feed.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -27,8 +27,8 @@
 #define ROUND_PAUSE_MS 200            /* after a round where no observer answered */
 #define WATCH_PATH "/sluice.levee.v1.Topology/Watch"
 
-struct sl_follow {
-    sl_follow_config cfg;
+struct sl_feed {
+    sl_feed_config cfg;
     sl_etcd_config etcd_cfg;          /* cfg.etcd points here */
     char **observers;
     size_t n_observers;
@@ -44,7 +44,7 @@ struct sl_follow {
 
 /* One stream's state while it runs. */
 typedef struct stream_ctx {
-    sl_follow *f;
+    sl_feed *f;
     sl_buf in;           /* gRPC bytes not yet decoded, at most one message + header */
     int64_t last_msg;    /* ms, monotonic */
     size_t updates;
@@ -71,7 +71,7 @@ static bool is_limiter(const sl_topowire_member *m)
     return !strcmp(m->role, "limiter") && m->service[0];
 }
 
-size_t sl_follow_apply(sl_topology *t, const sl_topowire_update *u, const sl_topowire_member *m)
+size_t sl_feed_apply(sl_topology *t, const sl_topowire_update *u, const sl_topowire_member *m)
 {
     uint64_t before = sl_topology_version(t);
     if (u->full) {
@@ -121,7 +121,7 @@ static int on_data(void *ud, const uint8_t *p, size_t n)
             rc = -EPROTO;
             break;
         }
-        sl_follow_apply(c->f->cfg.topology, &u, c->f->view);
+        sl_feed_apply(c->f->cfg.topology, &u, c->f->view);
         c->last_msg = mono_ms();
         c->updates++;
         if (c->f->m_updates)
@@ -173,7 +173,7 @@ static int connect_to(const char *addr, int64_t timeout_ms)
 }
 
 /* Follow one observer until its stream ends, it goes silent, or we stop. Updates received. */
-static size_t follow_one(sl_follow *f, const char *addr, int64_t *last_ok)
+static size_t follow_one(sl_feed *f, const char *addr, int64_t *last_ok)
 {
     int fd = connect_to(addr, f->cfg.timeout_ms);
     if (fd < 0)
@@ -240,7 +240,7 @@ out:
 }
 
 /* The observers to try this round: --observers, else etcd's registrations. */
-static size_t observer_list(sl_follow *f, char **list)
+static size_t observer_list(sl_feed *f, char **list)
 {
     size_t n = 0;
     for (; n < f->n_observers && n < MAX_OBSERVERS; n++)
@@ -256,7 +256,7 @@ static size_t observer_list(sl_follow *f, char **list)
 
 static void *run(void *arg)
 {
-    sl_follow *f = arg;
+    sl_feed *f = arg;
     int64_t last_ok = mono_ms();
     size_t next = 0;
     while (!atomic_load(&f->stop)) {
@@ -293,12 +293,12 @@ static void *run(void *arg)
     return NULL;
 }
 
-int sl_follow_start(const sl_follow_config *cfg, sl_follow **out)
+int sl_feed_start(const sl_feed_config *cfg, sl_feed **out)
 {
     *out = NULL;
     if (!cfg->topology || (!cfg->n_observers && !cfg->etcd))
         return -EINVAL;
-    sl_follow *f = calloc(1, sizeof *f);
+    sl_feed *f = calloc(1, sizeof *f);
     if (!f)
         return -ENOMEM;
     f->cfg = *cfg;
@@ -340,7 +340,7 @@ int sl_follow_start(const sl_follow_config *cfg, sl_follow **out)
     return 0;
 }
 
-void sl_follow_free(sl_follow *f)
+void sl_feed_free(sl_feed *f)
 {
     if (!f)
         return;
@@ -354,16 +354,16 @@ void sl_follow_free(sl_follow *f)
     free(f);
 }
 
-void sl_follow_current(sl_follow *f, char *out, size_t outlen)
+void sl_feed_current(sl_feed *f, char *out, size_t outlen)
 {
     pthread_mutex_lock(&f->mu);
     snprintf(out, outlen, "%s", f->current);
     pthread_mutex_unlock(&f->mu);
 }
 
-int sl_follow_start_options(const sl_options *o, sl_topology *t, sl_metrics *m, sl_logger *log,
+int sl_feed_start_options(const sl_options *o, sl_topology *t, sl_metrics *m, sl_logger *log,
                             void (*on_fatal)(void *ud, const char *why), void *ud,
-                            sl_follow **out)
+                            sl_feed **out)
 {
     sl_etcd_config ec = {
         .endpoints = (const char *const *)o->storage_addrs.items,
@@ -371,7 +371,7 @@ int sl_follow_start_options(const sl_options *o, sl_topology *t, sl_metrics *m, 
         .request_timeout_ms = o->storage_timeout_ns / 1000000,
         .tls = {o->storage_tls_ca, o->storage_tls_cert, o->storage_tls_key},
     };
-    sl_follow_config c = {
+    sl_feed_config c = {
         .topology = t,
         .observers = (const char *const *)o->observers.items,
         .n_observers = o->observers.n,
@@ -384,5 +384,5 @@ int sl_follow_start_options(const sl_options *o, sl_topology *t, sl_metrics *m, 
         .metrics = m,
         .log = log,
     };
-    return sl_follow_start(&c, out);
+    return sl_feed_start(&c, out);
 }

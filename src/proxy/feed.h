@@ -1,5 +1,5 @@
 /*
- * sl_follow: how a client-proxy learns its limiters from the overlay. A thread subscribes to one
+ * sl_feed: the observer feed, how a client-proxy learns its limiters from the overlay. A thread subscribes to one
  * observer's topology stream (gRPC sluice.levee.v1.Topology/Watch over h2c, node/observer.h) and
  * feeds the proxy's topology (proxy/topology.h) with the members whose role is "limiter":
  * alive and suspect -> ALIVE (a suspect keeps its keys until it is declared dead), left ->
@@ -17,8 +17,8 @@
  * Metrics: sluice_proxy_observer_connected (gauge, 0/1), sluice_proxy_observer_reconnects_total,
  * sluice_proxy_observer_updates_total.
  */
-#ifndef SLUICE_PROXY_FOLLOW_H
-#define SLUICE_PROXY_FOLLOW_H
+#ifndef SLUICE_PROXY_FEED_H
+#define SLUICE_PROXY_FEED_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -30,9 +30,9 @@
 #include "proxy/topology.h"
 #include "wire/topowire.h"
 
-typedef struct sl_follow sl_follow;
+typedef struct sl_feed sl_feed;
 
-typedef struct sl_follow_config {
+typedef struct sl_feed_config {
     sl_topology *topology;        /* fed; not owned */
     const char *const *observers; /* host:port; may be empty when etcd is given */
     size_t n_observers;
@@ -44,22 +44,22 @@ typedef struct sl_follow_config {
     void *fatal_ud;
     sl_metrics *metrics;          /* may be NULL */
     sl_logger *log;               /* may be NULL */
-} sl_follow_config;
+} sl_feed_config;
 
-int sl_follow_start(const sl_follow_config *cfg, sl_follow **out);
+int sl_feed_start(const sl_feed_config *cfg, sl_feed **out);
 /* sluiced's options: --observers, else the observers in etcd (--storage-addrs),
  * --observer-timeout, --observer-retry-window. */
-int sl_follow_start_options(const sl_options *o, sl_topology *t, sl_metrics *m, sl_logger *log,
+int sl_feed_start_options(const sl_options *o, sl_topology *t, sl_metrics *m, sl_logger *log,
                             void (*on_fatal)(void *ud, const char *why), void *ud,
-                            sl_follow **out);
+                            sl_feed **out);
 /* Stop the thread (within ~100 ms) and free. NULL is ignored. */
-void sl_follow_free(sl_follow *f);
+void sl_feed_free(sl_feed *f);
 /* The address of the observer followed now, "" when none ("addr" of the status page, tests). */
-void sl_follow_current(sl_follow *f, char *out, size_t outlen);
+void sl_feed_current(sl_feed *f, char *out, size_t outlen);
 
 /* Apply one decoded update to the topology (limiters only; exposed for tests). The number of
  * changes made. */
-size_t sl_follow_apply(sl_topology *t, const sl_topowire_update *u,
+size_t sl_feed_apply(sl_topology *t, const sl_topowire_update *u,
                        const sl_topowire_member *m);
 
 #endif
