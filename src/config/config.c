@@ -407,6 +407,10 @@ static const sl_opt daemon_opts[] = {
      .offset = FIELD(observer_lease_ttl_ns, int64_t), .def = "10s", .min = 2 * SEC,
      .max = 3600 * SEC, .group = G_CLUSTER,
      .help = "role observer: TTL of the etcd lease its registration lives under"},
+    {.name = "leave-drain", .type = SL_OPT_DURATION, .offset = FIELD(leave_drain_ns, int64_t),
+     .def = "500ms", .min = 0, .max = 60 * SEC, .group = G_CLUSTER,
+     .help = "role limiter in the overlay: after announcing LEFT on SIGTERM, keep answering this "
+             "long (proxies stop sending) before the port closes (within shutdown-timeout)"},
     {.name = "observers", .type = SL_OPT_LIST, .offset = FIELD(observers, sl_opt_list),
      .group = G_CLUSTER, .metavar = "LIST",
      .help = "role proxy: observers to follow, host:port,... (else those in etcd)"},

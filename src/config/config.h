@@ -168,6 +168,7 @@ typedef struct sl_options {
     int64_t observer_max_watchers;
     uint64_t observer_max_queue_bytes;
     int64_t observer_lease_ttl_ns;
+    int64_t leave_drain_ns;          /* role limiter with gossip: answer on after LEFT */
     sl_opt_list observers;           /* role proxy: observers to follow (proxy/feed.h) */
     int64_t observer_timeout_ns;
     int64_t observer_retry_window_ns;

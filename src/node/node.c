@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "auth/addr.h"
 #include "auth/idents.h"
@@ -919,6 +920,13 @@ void sl_node_shutdown(sl_node *n, uint32_t grace_ms)
     sl_observer_stop(n->observer); /* close the topology streams: proxies move to another */
     sl_router_stop(n->router); /* leave the cluster first: peers stop sending here */
     sl_gossipnode_stop(n->gossip); /* announce LEFT in the overlay (at most ~1 s) */
+    if (n->gossip && n->opts.role == SL_ROLE_LIMITER) { /* proxies hear LEFT, stop sending */
+        int64_t drain = n->opts.leave_drain_ns / 1000000, used = (sl_mono_ns() - t0) / 1000000;
+        if (drain > (int64_t)grace_ms - used)
+            drain = (int64_t)grace_ms - used;
+        if (drain > 0)
+            usleep((useconds_t)drain * 1000);
+    }
     /* then hand every key to its next owner (cluster only), then drain: all within grace_ms */
     int rc = sl_router_leave(n->router, grace_ms);
     if (rc)

@@ -242,3 +242,107 @@ def test_cluster_observer_failover_limiter_kill_and_join(node_factory, etcd, pre
     print("observer reconnect %.2fs, limiter dead in the view %.2fs, join %.2fs"
           % (reconnect_s, dead_s, join_s))
     c.close()
+
+
+def test_limiter_sigterm_proxy_stops_sending_first(node_factory, etcd, prefix):
+    """SIGTERM on a limiter in the overlay: LEFT is gossiped, the observer streams it, the proxy
+    marks it leaving at once, and the limiter keeps answering for --leave-drain before its port
+    closes: no request fails and the proxy never had to fail a call over from it."""
+    put_quotas(etcd, prefix, {"limit/key_default": {"rate": 100000, "burst": 100000}})
+    o = observer(node_factory, "obs-1")
+    lims = [limiter(node_factory, etcd, prefix, "l%d" % i, [o.gossip]) for i in (1, 2, 3)]
+    p = proxy(node_factory, etcd, prefix, [o])
+    c = H1(p)
+    wait_for(lambda: c.attempt("warm")[0] == 200, timeout=10, what="proxy answering")
+    wait_for(lambda: all(attempts(x) > 0 for x in lims) or spread(c) and False, timeout=10,
+             what="traffic on every limiter")
+    stop, bad = threading.Event(), []
+
+    def load():
+        cc = H1(p)
+        i = 0
+        while not stop.is_set():
+            st = cc.attempt("load%d" % (i % 60))[0]
+            if st != 200:
+                bad.append(st)
+            i += 1
+        cc.close()
+    t = threading.Thread(target=load)
+    t.start()
+    try:
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        assert lims[0].stop() == 0
+        stopped_s = time.monotonic() - t0
+        time.sleep(0.3)
+    finally:
+        stop.set()
+        t.join()
+    assert not bad, bad[:10]
+    m = metrics(p)
+    assert m.get('sluice_proxy_failovers_total{limiter="l1"}', 0) == 0
+    print("limiter stop (LEFT + drain) %.2fs" % stopped_s)
+    c.close()
+
+
+@pytest.mark.slow
+def test_15_limiters_kill_9_every_member_marks_dead(node_factory, etcd, prefix):
+    """15 limiters + 2 observers + 2 proxies, probes every 500 ms: kill -9 one limiter under load;
+    every member's view (the observers' streams, the limiters' metrics) says dead within 5 s,
+    and the excess admitted on its keys stays within burst/DF."""
+    rate, burst, df = 1, 20, 3  # ~no refill during the test: admitted = burst per group
+    put_quotas(etcd, prefix, {"limit/key_default": {"rate": rate, "burst": burst},
+                              "factor/default": str(df)})
+    slow = ["--gossip-probe-interval", "500ms", "--gossip-probe-timeout", "200ms"]
+    o1 = observer(node_factory, "obs-1", extra=slow)
+    o2 = observer(node_factory, "obs-2", seeds=[o1.gossip], extra=slow)
+    seeds = [o1.gossip, o2.gossip]
+    lims = [limiter(node_factory, etcd, prefix, "l%02d" % i, seeds, extra=slow)
+            for i in range(1, 16)]
+    ps = [proxy(node_factory, etcd, prefix, [o1, o2]), proxy(node_factory, etcd, prefix, [o2, o1])]
+    ws = [Watch(o1), Watch(o2)]
+    wait_for(lambda: all(sum(1 for n in w.view if n.startswith("l")) == 15 for w in ws),
+             timeout=20, what="15 limiters in both views")
+    cs = [H1(p) for p in ps]
+    for c in cs:
+        wait_for(lambda: c.attempt("warm")[0] in (200, 429), timeout=10, what="proxy answering")
+    keys = ["k%d" % i for i in range(40)]
+    admitted = {k: 0 for k in keys}
+    stop = threading.Event()
+
+    def load(c):
+        while not stop.is_set():
+            for k in keys:
+                if c.attempt(k)[0] == 200:
+                    admitted[k] += 1
+    ts = [threading.Thread(target=load, args=(c,)) for c in cs]
+    started = time.monotonic()
+    for t in ts:
+        t.start()
+    time.sleep(1.0)
+    victim = lims[7]
+    victim.kill()
+    t0 = time.monotonic()
+    try:
+        def all_dead():
+            if not all(w.status(victim.name) == "DEAD" for w in ws):
+                return False
+            return all(metrics(x).get('sluice_gossip_members{status="dead"}', 0) >= 1
+                       for x in lims if x is not victim)
+        wait_for(all_dead, timeout=15, step=0.1, what="every member marks it dead")
+        dead_s = time.monotonic() - t0
+        time.sleep(1.0)
+    finally:
+        stop.set()
+        for t in ts:
+            t.join()
+    for w in ws:
+        w.close()
+    # every key's group admits burst (per member burst/DF, DF members); a member replaced by
+    # the next by HRW starts a fresh bucket: at most burst/DF more
+    refill = rate * (time.monotonic() - started)
+    excess = max(admitted[k] - burst - refill for k in keys)
+    print("15 limiters: every member marked the killed one dead in %.2fs; max excess %.1f "
+          "(bound burst/DF = %d)" % (dead_s, excess, burst // df))
+    assert dead_s < 5.0
+    assert excess <= burst // df + 1
