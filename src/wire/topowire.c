@@ -109,8 +109,10 @@ static bool decode_member(sl_pb_rd *r, sl_topowire_member *m)
 int sl_topowire_decode(const uint8_t *p, size_t n, sl_topowire_update *u,
                        sl_topowire_member *members, size_t cap)
 {
-    sl_pb_rd r = {p, p + n};
     memset(u, 0, sizeof *u);
+    if (!n)
+        return 0; /* an empty message (a heartbeat with every field at its default) */
+    sl_pb_rd r = {p, p + n};
     while (r.p < r.end) {
         uint32_t f;
         unsigned wt;
