@@ -12,6 +12,16 @@
 
 #include <jansson.h>
 
+void sl_gossipseeds_etcd_config(const sl_options *o, sl_etcd_config *out)
+{
+    *out = (sl_etcd_config){
+        .endpoints = (const char *const *)o->storage_addrs.items,
+        .n_endpoints = o->storage_addrs.n,
+        .request_timeout_ms = o->storage_timeout_ns / 1000000,
+        .tls = {o->storage_tls_ca, o->storage_tls_cert, o->storage_tls_key},
+    };
+}
+
 int sl_gossipseeds_parse(const char *json, size_t len, char *out, size_t outlen)
 {
     return sl_gossipseeds_parse_field(json, len, "gossip", out, outlen);

@@ -10,7 +10,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config/config.h"
 #include "config/etcd.h"
+
+/* The etcd client configuration of sluiced's --storage-* options (the strings stay the
+ * options'): what every reader of the observer registrations connects with. */
+void sl_gossipseeds_etcd_config(const sl_options *o, sl_etcd_config *out);
 
 /* Most observers read (more are ignored). */
 #define SL_GOSSIPSEEDS_MAX 64

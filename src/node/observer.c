@@ -540,12 +540,8 @@ int sl_observer_new_options(const sl_options *o, sl_gossipnode *g, sl_metrics *m
                             sl_http_handler fallback, void *fallback_ud, sl_observer **out,
                             char *err, size_t errlen)
 {
-    sl_etcd_config ec = {
-        .endpoints = (const char *const *)o->storage_addrs.items,
-        .n_endpoints = o->storage_addrs.n,
-        .request_timeout_ms = o->storage_timeout_ns / 1000000,
-        .tls = {o->storage_tls_ca, o->storage_tls_cert, o->storage_tls_key},
-    };
+    sl_etcd_config ec;
+    sl_gossipseeds_etcd_config(o, &ec);
     sl_observer_config c = {
         .gossip = g,
         .workers = (int)o->workers,
@@ -575,12 +571,8 @@ int sl_observer_new_options(const sl_options *o, sl_gossipnode *g, sl_metrics *m
 static int read_registration(const sl_options *o, const char *field, char *out, size_t outlen,
                              bool *found)
 {
-    sl_etcd_config ec = {
-        .endpoints = (const char *const *)o->storage_addrs.items,
-        .n_endpoints = o->storage_addrs.n,
-        .request_timeout_ms = o->storage_timeout_ns / 1000000,
-        .tls = {o->storage_tls_ca, o->storage_tls_cert, o->storage_tls_key},
-    };
+    sl_etcd_config ec;
+    sl_gossipseeds_etcd_config(o, &ec);
     char key[512];
     int kl = snprintf(key, sizeof key, "%s/observer/%s", o->storage_prefix, o->observer_name);
     if (kl < 0 || (size_t)kl >= sizeof key)

@@ -293,6 +293,16 @@ static void *run(void *arg)
     return NULL;
 }
 
+static void release(sl_feed *f)
+{
+    for (size_t i = 0; i < f->n_observers; i++)
+        free(f->observers[i]);
+    free(f->observers);
+    free(f->view);
+    pthread_mutex_destroy(&f->mu);
+    free(f);
+}
+
 int sl_feed_start(const sl_feed_config *cfg, sl_feed **out)
 {
     *out = NULL;
@@ -328,12 +338,7 @@ int sl_feed_start(const sl_feed_config *cfg, sl_feed **out)
     if (!rc)
         rc = -pthread_create(&f->thread, NULL, run, f);
     if (rc) {
-        for (size_t i = 0; i < f->n_observers; i++)
-            free(f->observers[i]);
-        free(f->observers);
-        free(f->view);
-        pthread_mutex_destroy(&f->mu);
-        free(f);
+        release(f);
         return rc;
     }
     *out = f;
@@ -346,12 +351,7 @@ void sl_feed_free(sl_feed *f)
         return;
     atomic_store(&f->stop, true);
     pthread_join(f->thread, NULL);
-    for (size_t i = 0; i < f->n_observers; i++)
-        free(f->observers[i]);
-    free(f->observers);
-    free(f->view);
-    pthread_mutex_destroy(&f->mu);
-    free(f);
+    release(f);
 }
 
 void sl_feed_current(sl_feed *f, char *out, size_t outlen)
@@ -365,12 +365,8 @@ int sl_feed_start_options(const sl_options *o, sl_topology *t, sl_metrics *m, sl
                             void (*on_fatal)(void *ud, const char *why), void *ud,
                             sl_feed **out)
 {
-    sl_etcd_config ec = {
-        .endpoints = (const char *const *)o->storage_addrs.items,
-        .n_endpoints = o->storage_addrs.n,
-        .request_timeout_ms = o->storage_timeout_ns / 1000000,
-        .tls = {o->storage_tls_ca, o->storage_tls_cert, o->storage_tls_key},
-    };
+    sl_etcd_config ec;
+    sl_gossipseeds_etcd_config(o, &ec);
     sl_feed_config c = {
         .topology = t,
         .observers = (const char *const *)o->observers.items,

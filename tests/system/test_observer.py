@@ -101,6 +101,31 @@ class Watch:
         self.ch.close()
 
 
+class Load:
+    """Requests over 60 resources on one connection, on a thread, until stopped: every status
+    that is not 200 is kept."""
+
+    def __init__(self, node):
+        self.node, self.bad = node, []
+        self.done = threading.Event()
+        self.t = threading.Thread(target=self._run)
+        self.t.start()
+
+    def _run(self):
+        c = H1(self.node)
+        i = 0
+        while not self.done.is_set():
+            st = c.attempt("load%d" % (i % 60))[0]
+            if st != 200:
+                self.bad.append(st)
+            i += 1
+        c.close()
+
+    def stop(self):
+        self.done.set()
+        self.t.join()
+
+
 def watchers(node):
     return metrics(node).get("sluice_observer_watchers", 0)
 
@@ -193,20 +218,7 @@ def test_cluster_observer_failover_limiter_kill_and_join(node_factory, etcd, pre
     used, other = (o1, o2) if watchers(o1) == 1 else (o2, o1)
 
     # kill -9 that observer: requests keep being answered, the proxy moves to the other
-    stop = threading.Event()
-    bad = []
-
-    def load():
-        cc = H1(p)
-        i = 0
-        while not stop.is_set():
-            st = cc.attempt("load%d" % (i % 50))[0]
-            if st != 200:
-                bad.append(st)
-            i += 1
-        cc.close()
-    t = threading.Thread(target=load)
-    t.start()
+    load = Load(p)
     try:
         used.kill()
         t0 = time.monotonic()
@@ -236,9 +248,8 @@ def test_cluster_observer_failover_limiter_kill_and_join(node_factory, etcd, pre
                  what="traffic on the new limiter")
         join_s = time.monotonic() - t0
     finally:
-        stop.set()
-        t.join()
-    assert not bad, "requests not answered 200 during the changes: %r" % bad[:10]
+        load.stop()
+    assert not load.bad, "requests not answered 200 during the changes: %r" % load.bad[:10]
     print("observer reconnect %.2fs, limiter dead in the view %.2fs, join %.2fs"
           % (reconnect_s, dead_s, join_s))
     c.close()
@@ -256,19 +267,7 @@ def test_limiter_sigterm_proxy_stops_sending_first(node_factory, etcd, prefix):
     wait_for(lambda: c.attempt("warm")[0] == 200, timeout=10, what="proxy answering")
     wait_for(lambda: all(attempts(x) > 0 for x in lims) or spread(c) and False, timeout=10,
              what="traffic on every limiter")
-    stop, bad = threading.Event(), []
-
-    def load():
-        cc = H1(p)
-        i = 0
-        while not stop.is_set():
-            st = cc.attempt("load%d" % (i % 60))[0]
-            if st != 200:
-                bad.append(st)
-            i += 1
-        cc.close()
-    t = threading.Thread(target=load)
-    t.start()
+    load = Load(p)
     try:
         time.sleep(0.3)
         t0 = time.monotonic()
@@ -276,9 +275,8 @@ def test_limiter_sigterm_proxy_stops_sending_first(node_factory, etcd, prefix):
         stopped_s = time.monotonic() - t0
         time.sleep(0.3)
     finally:
-        stop.set()
-        t.join()
-    assert not bad, bad[:10]
+        load.stop()
+    assert not load.bad, load.bad[:10]
     m = metrics(p)
     assert m.get('sluice_proxy_failovers_total{limiter="l1"}', 0) == 0
     print("limiter stop (LEFT + drain) %.2fs" % stopped_s)
