@@ -37,7 +37,7 @@ typedef enum sl_tls_client_auth {
 
 typedef enum sl_role {
     SL_ROLE_LIMITER = 0,  /* today's node: decides /attempt and the Gubernator API */
-    SL_ROLE_OBSERVER = 1, /* Levee's observer: not built yet (refused at start) */
+    SL_ROLE_OBSERVER = 1, /* Levee's observer: streams the topology (node/observer.h) */
     SL_ROLE_PROXY = 2,    /* Levee's client-proxy: /attempt relayed to each resource's DF group */
 } sl_role;
 
