@@ -3,12 +3,16 @@
 #
 #   install-deps.sh [build]   build and run sluiced/sluice (make build, make run)
 #   install-deps.sh test      + unit tests (cmocka, clang with ASan/UBSan) and system tests
-#                               (pytest, grpcio, etcd, promtool, curl, wrk, groff for the man
-#                               pages, chromium + chromedriver for the status page)
-#                               (make test, CI)
-#   install-deps.sh bench     + the load tools and reference server (nginx, wrk, h2load)
+#                               (pytest, grpcio, etcd, redis-server, promtool, curl, wrk, groff
+#                               for the man pages, chromium + chromedriver for the status page,
+#                               systemd-analyze for the unit)   (make test, CI)
+#   install-deps.sh bench     + the load tools and reference servers (nginx, wrk, h2load,
+#                               redis-server and redis-benchmark for bench/redis.py)
 #   install-deps.sh fuzz      + clang's libFuzzer
 #   install-deps.sh plots     + gnuplot
+#   install-deps.sh pkg       + the Debian packaging tools, debootstrap for the packages' test,
+#                               pytest, and the static archives of the static build (make deb,
+#                               make deb-test, make static)
 #
 # Every kind includes `build`. Idempotent: only missing packages are installed. apt only (no
 # other registry).
@@ -18,7 +22,7 @@ KIND=${1:-build}
 BUILD=(
   build-essential cmake pkg-config
   libuv1-dev node-llhttp libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler
-  libcurl4-openssl-dev libyaml-dev libjansson-dev libxxhash-dev libssl-dev
+  libcurl4-openssl-dev libyaml-dev libjansson-dev libxxhash-dev libssl-dev libhiredis-dev
 )
 TEST=(
   clang libclang-rt-14-dev libcmocka-dev
@@ -27,10 +31,13 @@ TEST=(
   curl wrk iproute2 procps openssl
   groff-base binutils
   chromium chromium-driver
+  redis-server redis-tools
+  systemd
 )
-BENCH=(python3 nginx-light wrk nghttp2-client openssl)
+BENCH=(python3 nginx-light wrk nghttp2-client openssl redis-server redis-tools)
 FUZZ=(clang libclang-rt-14-dev)
 PLOTS=(gnuplot-nox)
+PKG=(debhelper dpkg-dev fakeroot lintian debootstrap python3 python3-pytest file)
 
 case "$KIND" in
   build) PKGS=("${BUILD[@]}") ;;
@@ -38,7 +45,8 @@ case "$KIND" in
   bench) PKGS=("${BUILD[@]}" "${BENCH[@]}") ;;
   fuzz)  PKGS=("${BUILD[@]}" "${FUZZ[@]}") ;;
   plots) PKGS=("${BUILD[@]}" "${PLOTS[@]}") ;;
-  *) echo "usage: $0 [build|test|bench|fuzz|plots]" >&2; exit 2 ;;
+  pkg)   PKGS=("${BUILD[@]}" "${PKG[@]}") ;;
+  *) echo "usage: $0 [build|test|bench|fuzz|plots|pkg]" >&2; exit 2 ;;
 esac
 
 missing=()
@@ -55,6 +63,6 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 # The Debian etcd/nginx/prometheus packages may start system services; tests start their own.
-for svc in etcd nginx prometheus prometheus-node-exporter; do
+for svc in etcd nginx prometheus prometheus-node-exporter redis-server; do
   if command -v systemctl >/dev/null 2>&1; then $SUDO systemctl stop "$svc" >/dev/null 2>&1 || true; fi
 done

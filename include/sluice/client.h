@@ -1,7 +1,8 @@
 /*
  * libsluice client: ask a sluiced (or any Gubernator v2 / Levee-compatible server) for decisions.
  *
- * One sl_client talks to one address over cleartext HTTP/2 (prior knowledge):
+ * One sl_client talks to one address over HTTP/2: cleartext (prior knowledge), or TLS with ALPN
+ * h2 when sl_client_options.tls (or any tls_* file, or an "https://" address) asks for it:
  *   - sl_client_check()   gRPC /pb.gubernator.V1/GetRateLimits, one or many items per call;
  *   - sl_client_health()  gRPC /pb.gubernator.V1/HealthCheck (and sl_client_live(): LiveCheck);
  *   - sl_client_attempt() Levee's POST /attempt (X-Resource, X-Prefix, X-Method, X-Req-Id);
@@ -27,6 +28,15 @@
  * rejected attempt), returns the negative errno, and counts failed_closed. Either way the answer is
  * usable as is: code that ignores the return value still does the configured thing.
  *
+ * TLS. The server's certificate is verified by default: it must chain to tls_ca_file (else to
+ * the system's trust store) and carry the name tls_server_name (else the host of the address: a
+ * DNS name, or an IP address matched against the certificate's IP subjectAltNames). With
+ * tls_cert_file / tls_key_file the client shows a certificate to servers that ask for one (sluiced
+ * --tls-client-auth). A handshake that fails (wrong CA, expired certificate, name mismatch, our
+ * certificate refused or missing) fails the call like an unreachable server, -EKEYREJECTED, under
+ * the failure policy and the reconnect backoff; sl_client_stats.tls_failures counts them and
+ * sl_client_tls_error() says why. It is never "shed".
+ *
  * Every call has a timeout (timeout_ms <= 0 takes the client's default). Each call either gets an
  * answer or fails at its deadline; nothing is retried behind the caller's back. A server that hangs
  * (accepts, never answers) would cost every call its whole timeout: a circuit breaker counts
@@ -44,7 +54,7 @@
  * sl_client_free(), which must be the last call and not run concurrently with any other.
  *
  * Errors are negative errno values: -EINVAL (bad argument), -E2BIG (too many items), -ENOMEM,
- * -ETIMEDOUT, -ECONNREFUSED / -ECONNRESET / -EPIPE / ... (transport), -EPROTO (malformed answer or an
+ * -ETIMEDOUT, -ECONNREFUSED / -ECONNRESET / -EPIPE / ... (transport), -EKEYREJECTED (TLS failed), -EPROTO (malformed answer or an
  * unexpected status), -EHOSTDOWN (the circuit breaker is open), -EAGAIN (async queue full: the callback will not be called), -ECANCELED (the
  * client was freed while the call was pending).
  */
@@ -80,12 +90,22 @@ typedef struct sl_client_options {
      * opens it for another cool-down. HealthCheck and LiveCheck bypass it. */
     int breaker_timeouts;
     int breaker_cooldown_ms;
+    /* TLS (see above). The files are read by sl_client_new(): the strings need not outlive it. */
+    bool tls;                    /* speak TLS; implied by any tls_* file and an "https://" address */
+    const char *tls_ca_file;     /* PEM bundle the server's certificate must chain to; NULL: the
+                                    system's trust store */
+    const char *tls_cert_file;   /* client certificate (PEM chain), for servers that ask; NULL: none */
+    const char *tls_key_file;    /* its private key (PEM) */
+    const char *tls_server_name; /* the name the server's certificate must carry (and SNI); NULL:
+                                    the host of the address; "": no name check, the CA alone */
 } sl_client_options;
 
 void sl_client_options_default(sl_client_options *o);
 
-/* addr: "host:port", "[v6]:port", "host" (port 5454) or "http://host:port". The name is resolved
- * here, once. Does not connect: the first call does. Returns 0, -EINVAL, -EHOSTUNREACH, -ENOMEM. */
+/* addr: "host:port", "[v6]:port", "host" (port 5454), "http://host:port" or "https://host:port"
+ * (TLS). The name is resolved and the TLS files are loaded here, once. Does not connect: the first
+ * call does. Returns 0, -EINVAL (a malformed address, or TLS files that do not load), a TLS file's
+ * negative errno when it cannot be read (-ENOENT, -EACCES), -EHOSTUNREACH, -ENOMEM. */
 int sl_client_new(const char *addr, const sl_client_options *opt, sl_client **out);
 /* Pending async calls complete with -ECANCELED (under the failure policy) before this returns. */
 void sl_client_free(sl_client *c);
@@ -295,9 +315,13 @@ typedef struct sl_client_stats {
     uint64_t breaker_probes;   /* half-open probes sent */
     uint64_t shed;             /* calls sluiced answered "shed" (whole, or one item or more) */
     bool breaker_open;         /* the breaker is open or half-open now */
+    uint64_t tls_failures;     /* TLS handshakes that failed (also in connect_failures) */
 } sl_client_stats;
 
 void sl_client_stats_get(sl_client *c, sl_client_stats *out);
+/* OpenSSL's reason for the last failed TLS handshake ("certificate verify failed", ...), "" if
+ * none failed. Static text: valid for the process's life. */
+const char *sl_client_tls_error(sl_client *c);
 
 /* ------------------------------------------------------------------ retry helpers */
 

@@ -45,6 +45,12 @@ sl_engine *sl_node_engine(sl_node *n);
 /* Reload what can change at run time (the quota file), as SIGHUP does for sluiced. */
 void sl_node_reload(sl_node *n);
 
+/* Liveness of the node's worker loops, for a watchdog: call it periodically from one thread (not
+ * a worker). 1 when every worker loop has run the step posted by the previous call (the first
+ * call: 1), and a new step is posted; 0 while one has not yet; a negative errno when the node is
+ * stopping or out of memory. sluiced withholds its systemd WATCHDOG=1 ping unless it is 1. */
+int sl_node_alive(sl_node *n);
+
 /* Graceful stop: stop accepting, finish in-flight calls, close within grace_ms (0: the node's
  * --shutdown-timeout). Thread-safe; not async-signal-safe (call it from a normal thread, e.g.
  * after sigwait). */

@@ -21,6 +21,8 @@ typedef struct attempt {
     const sl_levee_request *lr;
     uint64_t fleet_id, conc_id; /* leases held so far */
     int64_t now;
+    bool routed;       /* the fleet lease is the owner's: given back by the caller */
+    uint64_t giveback; /* routed: the fleet lease a later rejection gives back */
 } attempt;
 
 static int64_t ceil_s(int64_t ms)
@@ -122,7 +124,10 @@ static bool stands(attempt *t, sl_ladder_limiter lim, sl_killswitch_mode m, cons
 /* A later check rejected (or failed): the leases taken before it go back. */
 static void give_back(attempt *t, int64_t now)
 {
-    sl_protect_fleet_give(t->p, t->fleet_id, now);
+    if (t->routed)
+        t->giveback = t->fleet_id;
+    else
+        sl_protect_fleet_give(t->p, t->fleet_id, now);
     sl_protect_conc_give(t->p, t->lr->resource, t->lr->resource_len, t->conc_id, now);
     t->fleet_id = t->conc_id = 0;
 }
@@ -154,7 +159,7 @@ static sl_priority method_priority(const char *m, size_t n, sl_priority dflt)
 }
 
 /* X-Sluice-Shadow and X-Sluice-Killswitch: the limiters a switch admitted through. */
-static void ladder_headers(attempt *t)
+static inline __attribute__((always_inline)) void ladder_headers(attempt *t)
 {
     char tmp[96];
     size_t n, mark;
@@ -236,19 +241,142 @@ static void renew(sl_protect *p, int worker, const sl_attempt_req *req, int64_t 
                       "lease not found: it was released already or it expired\n");
 }
 
-void sl_attempt_decide(sl_protect *p, int worker, const sl_levee_config *lcfg,
-                       const sl_quota_snap *snap, const sl_attempt_req *req, int64_t now,
-                       sl_answer *out)
+/* The fleet's answer r to a lease of nc: 0 held (or admitted by a switch), 1 shed (answered
+ * 503), -1 failed (answered 500). */
+static int fleet_verdict(attempt *t, sl_killswitch_mode m, int64_t nc, const sl_response *r)
+{
+    int rc = took(t, r, &t->fleet_id, t->now);
+    if (rc > 0 && stands(t, SL_LADDER_FLEET, m, LIT("fleet"))) {
+        reject(t->out, SL_ANSWER_SHED, SL_LADDER_FLEET, nc, r->retry_after);
+        body_printf(t->out,
+                    "fleet capacity is reserved for critical calls: %lld non-critical calls in "
+                    "flight; retry in %lld s\n",
+                    (long long)nc, (long long)ceil_s(r->retry_after));
+        return 1;
+    }
+    return rc < 0 ? -1 : 0;
+}
+
+/* This node's fleet lease (a node on its own: its share by the group size). As fleet_verdict. */
+static int fleet_here(attempt *t, const sl_attempt_fleet *st)
+{
+    sl_response r;
+    sl_protect_fleet_take(t->p, st->node_limit, st->duration_ms, t->now, &r);
+    return fleet_verdict(t, st->mode, st->node_limit, &r);
+}
+
+/* The log line of a rejection by a protection, and the ladder's headers: every answer's end.
+ * (Inlined, as decide_rest: the per-request path costs no call more than in one function.) */
+static inline __attribute__((always_inline)) void finish(attempt *t)
+{
+    const sl_protect_config *pc = sl_protect_cfg(t->p);
+    const sl_levee_request *lr = t->lr;
+    sl_answer *out = t->out;
+    if ((out->outcome == SL_ANSWER_REJECTED || out->outcome == SL_ANSWER_SHED) &&
+        out->limiter != SL_LADDER_RATE && pc->log &&
+        sl_log_budget_take(pc->log, NULL, SL_LOG_DEBUG)) {
+        char rid[SL_LOG_FIELD_BUF], res[SL_LOG_FIELD_BUF];
+        sl_log_debug(pc->log, "attempt req_id=%s resource=%s status=%d limiter=%s",
+                     sl_log_field(rid, lr->req_id, lr->req_id_len),
+                     sl_log_field(res, lr->resource, lr->resource_len), out->status,
+                     sl_ladder_name(out->limiter));
+    }
+    ladder_headers(t);
+}
+
+/* After the shedders: the resource's concurrency limit, Levee's rate quotas, the lease id. */
+static inline __attribute__((always_inline)) void
+decide_rest(attempt *t, int worker, const sl_levee_config *lcfg, const sl_quota_snap *snap,
+            bool acquire)
+{
+    sl_protect *p = t->p;
+    const sl_protect_config *pc = sl_protect_cfg(p);
+    const sl_levee_request *lr = t->lr;
+    sl_answer *out = t->out;
+    const int64_t now = t->now;
+    const uint32_t gs = lcfg ? lcfg->group_size : 0;
+    const sl_killswitch_snap *ks = sl_protect_switches(p, worker);
+    char res_print[100];
+    printable(res_print, sizeof res_print, lr->resource, lr->resource_len);
+
+    /* the resource's concurrency limit */
+    sl_killswitch_conc cc;
+    if (acquire && sl_killswitch_snap_concurrency(ks, lr->resource, lr->resource_len, &cc)) {
+        sl_killswitch_mode m = sl_ladder_mode_of(ks, SL_LADDER_CONC);
+        if (sl_ladder_runs(&t->ladder, SL_LADDER_CONC, m)) {
+            int64_t limit = sl_protect_share(
+                cc.limit, sl_protect_group_size(gs, snap, lr->resource, lr->resource_len));
+            sl_response r;
+            sl_protect_conc_take(p, lr->resource, lr->resource_len, limit, cc.duration_ms, now,
+                                 &r);
+            int rc = took(t, &r, &t->conc_id, now);
+            if (rc < 0)
+                return;
+            if (rc > 0 && stands(t, SL_LADDER_CONC, m, LIT("concurrency"))) {
+                give_back(t, now);
+                reject(out, SL_ANSWER_REJECTED, SL_LADDER_CONC, limit, r.retry_after);
+                body_printf(out,
+                            "concurrency limit reached: %lld calls in flight for \"%s\"; retry "
+                            "in %lld s\n",
+                            (long long)limit, res_print, (long long)ceil_s(r.retry_after));
+                return;
+            }
+        }
+    }
+
+    /* Levee's rate quotas: switched as a whole by the namespace, one by one by quota name */
+    const char *ns = lcfg && lcfg->name && lcfg->name[0] ? lcfg->name : "levee";
+    sl_killswitch_mode m = sl_ladder_mode(ks, ns, strlen(ns));
+    if (sl_ladder_runs(&t->ladder, SL_LADDER_RATE, m)) {
+        sl_levee_decide(lcfg, snap, pc->engine, lr, now, out);
+        if (out->outcome == SL_ANSWER_REJECTED) {
+            sl_killswitch_mode qm = sl_ladder_mode(ks, out->quota, out->quota ? out->quota_len : 0);
+            if (m > qm)
+                qm = m;
+            if (stands(t, SL_LADDER_RATE, qm, out->quota, out->quota ? out->quota_len : 0)) {
+                give_back(t, now);
+                char q[100];
+                printable(q, sizeof q, out->quota ? out->quota : "", out->quota ? out->quota_len : 0);
+                body_printf(out, "rate limit exceeded for \"%s\"; retry in %lld s\n", q,
+                            (long long)ceil_s(out->retry_after_ms));
+                return;
+            }
+            out->retry_after_ms = 0; /* admitted by a switch */
+        } else if (out->outcome != SL_ANSWER_ACCEPTED) {
+            give_back(t, now);
+            out->limiter = SL_LADDER_NONE;
+            return;
+        }
+    }
+
+    sl_answer_set(out, SL_ANSWER_ACCEPTED, SL_LADDER_NONE);
+    if (t->conc_id || t->fleet_id) {
+        char tok[SL_LEASEID_MAX + 8];
+        size_t n = sl_leaseid_format(tok, sizeof tok, t->conc_id, t->fleet_id, lr->resource,
+                                     lr->resource_len);
+        size_t mark = sl_answer_mark(out);
+        sl_answer_lit(out, tok, n);
+        SL_ANSWER_HEADER_FROM(out, "X-Lease-Id", mark);
+    }
+}
+
+static void answer_begin(sl_answer *out, const sl_levee_request *lr)
+{
+    sl_answer_reset(out);
+    if (lr->req_id && lr->req_id_len)
+        SL_ANSWER_HEADER_REF(out, "X-Req-Id", lr->req_id, lr->req_id_len);
+}
+
+int sl_attempt_begin(sl_protect *p, int worker, const sl_levee_config *lcfg,
+                     const sl_quota_snap *snap, const sl_attempt_req *req, int64_t now,
+                     sl_attempt_fleet *routed, sl_answer *out)
 {
     const sl_protect_config *pc = sl_protect_cfg(p);
     const sl_levee_request *lr = &req->levee;
     attempt t = {.p = p, .out = out, .lr = lr, .now = now};
     sl_protect_ladder(p, &t.ladder);
-    sl_answer_reset(out);
-    if (lr->req_id && lr->req_id_len)
-        SL_ANSWER_HEADER_REF(out, "X-Req-Id", lr->req_id, lr->req_id_len);
+    answer_begin(out, lr);
     const uint32_t gs = lcfg ? lcfg->group_size : 0;
-    char res_print[100];
 
     int prio;
     if (req->priority && req->priority_len) {
@@ -283,7 +411,6 @@ void sl_attempt_decide(sl_protect *p, int worker, const sl_levee_config *lcfg,
         answer_static(out, SL_ANSWER_MALFORMED, "X-Resource is too long\n");
         goto done;
     }
-    printable(res_print, sizeof res_print, lr->resource, lr->resource_len);
 
     const sl_killswitch_snap *ks = sl_protect_switches(p, worker);
     if (!sl_ladder_runs(&t.ladder, SL_LADDER_ALL, sl_killswitch_snap_global(ks)))
@@ -303,123 +430,95 @@ void sl_attempt_decide(sl_protect *p, int worker, const sl_levee_config *lcfg,
         }
     }
 
-    /* the fleet shedder: non-critical acquisitions hold a fleet lease */
+    /* the fleet shedder: non-critical acquisitions hold a fleet lease; routed, the cluster's one
+     * count at the fleet key's owner (the caller takes it and resumes), else this node's */
     const sl_killswitch_fleet *fl = sl_killswitch_snap_fleet(ks);
     if (acquire && prio != SL_PRIORITY_CRITICAL && fl) {
         sl_killswitch_mode m = sl_ladder_mode_of(ks, SL_LADDER_FLEET);
         if (sl_ladder_runs(&t.ladder, SL_LADDER_FLEET, m)) {
-            int64_t nc = sl_protect_fleet_limit(fl, sl_protect_group_size(gs, snap, NULL, 0));
-            sl_response r;
-            sl_protect_fleet_take(p, nc, fl->duration_ms, now, &r);
-            int rc = took(&t, &r, &t.fleet_id, now);
-            if (rc < 0)
-                goto done;
-            if (rc > 0 && stands(&t, SL_LADDER_FLEET, m, LIT("fleet"))) {
-                reject(out, SL_ANSWER_SHED, SL_LADDER_FLEET, nc, r.retry_after);
-                body_printf(out,
-                            "fleet capacity is reserved for critical calls: %lld non-critical "
-                            "calls in flight; retry in %lld s\n",
-                            (long long)nc, (long long)ceil_s(r.retry_after));
-                goto done;
+            sl_attempt_fleet st = {
+                .limit = sl_protect_fleet_limit(fl, 1),
+                .node_limit = sl_protect_fleet_limit(fl, sl_protect_group_size(gs, snap, NULL, 0)),
+                .duration_ms = fl->duration_ms,
+                .mode = m,
+                .ladder = t.ladder};
+            if (routed) {
+                *routed = st;
+                return 1;
             }
+            if (fleet_here(&t, &st))
+                goto done;
         }
     }
-
-    /* the resource's concurrency limit */
-    sl_killswitch_conc cc;
-    if (acquire && sl_killswitch_snap_concurrency(ks, lr->resource, lr->resource_len, &cc)) {
-        sl_killswitch_mode m = sl_ladder_mode_of(ks, SL_LADDER_CONC);
-        if (sl_ladder_runs(&t.ladder, SL_LADDER_CONC, m)) {
-            int64_t limit = sl_protect_share(
-                cc.limit, sl_protect_group_size(gs, snap, lr->resource, lr->resource_len));
-            sl_response r;
-            sl_protect_conc_take(p, lr->resource, lr->resource_len, limit, cc.duration_ms, now,
-                                 &r);
-            int rc = took(&t, &r, &t.conc_id, now);
-            if (rc < 0)
-                goto done;
-            if (rc > 0 && stands(&t, SL_LADDER_CONC, m, LIT("concurrency"))) {
-                give_back(&t, now);
-                reject(out, SL_ANSWER_REJECTED, SL_LADDER_CONC, limit, r.retry_after);
-                body_printf(out,
-                            "concurrency limit reached: %lld calls in flight for \"%s\"; retry "
-                            "in %lld s\n",
-                            (long long)limit, res_print, (long long)ceil_s(r.retry_after));
-                goto done;
-            }
-        }
-    }
-
-    /* Levee's rate quotas: switched as a whole by the namespace, one by one by quota name */
-    const char *ns = lcfg && lcfg->name && lcfg->name[0] ? lcfg->name : "levee";
-    sl_killswitch_mode m = sl_ladder_mode(ks, ns, strlen(ns));
-    if (sl_ladder_runs(&t.ladder, SL_LADDER_RATE, m)) {
-        sl_levee_decide(lcfg, snap, pc->engine, lr, now, out);
-        if (out->outcome == SL_ANSWER_REJECTED) {
-            sl_killswitch_mode qm = sl_ladder_mode(ks, out->quota, out->quota ? out->quota_len : 0);
-            if (m > qm)
-                qm = m;
-            if (stands(&t, SL_LADDER_RATE, qm, out->quota, out->quota ? out->quota_len : 0)) {
-                give_back(&t, now);
-                char q[100];
-                printable(q, sizeof q, out->quota ? out->quota : "", out->quota ? out->quota_len : 0);
-                body_printf(out, "rate limit exceeded for \"%s\"; retry in %lld s\n", q,
-                            (long long)ceil_s(out->retry_after_ms));
-                goto done;
-            }
-            out->retry_after_ms = 0; /* admitted by a switch */
-        } else if (out->outcome != SL_ANSWER_ACCEPTED) {
-            give_back(&t, now);
-            out->limiter = SL_LADDER_NONE;
-            goto done;
-        }
-    }
-
-    sl_answer_set(out, SL_ANSWER_ACCEPTED, SL_LADDER_NONE);
-    if (t.conc_id || t.fleet_id) {
-        char tok[SL_LEASEID_MAX + 8];
-        size_t n = sl_leaseid_format(tok, sizeof tok, t.conc_id, t.fleet_id, lr->resource,
-                                     lr->resource_len);
-        size_t mark = sl_answer_mark(out);
-        sl_answer_lit(out, tok, n);
-        SL_ANSWER_HEADER_FROM(out, "X-Lease-Id", mark);
-    }
+    decide_rest(&t, worker, lcfg, snap, acquire);
 done:
-    if ((out->outcome == SL_ANSWER_REJECTED || out->outcome == SL_ANSWER_SHED) &&
-        out->limiter != SL_LADDER_RATE && pc->log &&
-        sl_log_budget_take(pc->log, NULL, SL_LOG_DEBUG)) {
-        char rid[SL_LOG_FIELD_BUF], res[SL_LOG_FIELD_BUF];
-        sl_log_debug(pc->log, "attempt req_id=%s resource=%s status=%d limiter=%s",
-                     sl_log_field(rid, lr->req_id, lr->req_id_len),
-                     sl_log_field(res, lr->resource, lr->resource_len), out->status,
-                     sl_ladder_name(out->limiter));
+    finish(&t);
+    return 0;
+}
+
+void sl_attempt_decide(sl_protect *p, int worker, const sl_levee_config *lcfg,
+                       const sl_quota_snap *snap, const sl_attempt_req *req, int64_t now,
+                       sl_answer *out)
+{
+    (void)sl_attempt_begin(p, worker, lcfg, snap, req, now, NULL, out);
+}
+
+void sl_attempt_resume(sl_protect *p, int worker, const sl_levee_config *lcfg,
+                       const sl_quota_snap *snap, const sl_attempt_req *req,
+                       const sl_attempt_fleet *st, const sl_response *fleet, bool local,
+                       int64_t now, sl_answer *out, uint64_t *giveback)
+{
+    attempt t = {.p = p, .out = out, .lr = &req->levee, .now = now, .ladder = st->ladder,
+                 .routed = fleet != NULL};
+    answer_begin(out, t.lr);
+    if (fleet && local)
+        SL_ANSWER_HEADER_REF(out, "X-Fleet", "local", 5);
+    if (!(fleet ? fleet_verdict(&t, st->mode, st->limit, fleet) : fleet_here(&t, st)))
+        decide_rest(&t, worker, lcfg, snap, true);
+    finish(&t);
+    *giveback = t.giveback;
+}
+
+void sl_attempt_release_answer(const sl_attempt_release_req *req, int conc_rc, int fleet_rc,
+                               sl_answer *out)
+{
+    sl_answer_reset(out);
+    if (req->req_id && req->req_id_len)
+        SL_ANSWER_HEADER_REF(out, "X-Req-Id", req->req_id, req->req_id_len);
+    if (conc_rc < 0 || fleet_rc < 0)
+        answer_static(out, SL_ANSWER_FAILED, "rate limiter error\n");
+    else if (conc_rc <= 0 && fleet_rc <= 0)
+        answer_static(out, SL_ANSWER_NOT_FOUND,
+                      "lease not found: it was released already or it expired\n");
+}
+
+uint64_t sl_attempt_release_begin(sl_protect *p, const sl_attempt_release_req *req, int64_t now,
+                                  bool routed, int *conc_rc, sl_answer *out)
+{
+    sl_answer_reset(out);
+    if (req->req_id && req->req_id_len)
+        SL_ANSWER_HEADER_REF(out, "X-Req-Id", req->req_id, req->req_id_len);
+    *conc_rc = 0;
+    lease_ref lk;
+    if (!lease_of(req->lease_id, req->lease_id_len, req->resource, req->resource_len, "release",
+                  &lk, out))
+        return 0;
+    *conc_rc = sl_protect_conc_give(p, lk.key, lk.klen, lk.conc, now);
+    int fleet_rc = 0;
+    if (lk.fleet) {
+        /* a lease of this node's share goes back here; the owner's, routed, by the caller */
+        fleet_rc = routed ? sl_protect_fleet_give_local(p, lk.fleet, now)
+                          : sl_protect_fleet_give(p, lk.fleet, now);
+        if (routed && fleet_rc == 0)
+            return lk.fleet;
     }
-    ladder_headers(&t);
+    sl_attempt_release_answer(req, *conc_rc, fleet_rc, out);
+    return 0;
 }
 
 void sl_attempt_release(sl_protect *p, const sl_attempt_release_req *req, int64_t now,
                         sl_answer *out)
 {
-    sl_answer_reset(out);
-    if (req->req_id && req->req_id_len)
-        SL_ANSWER_HEADER_REF(out, "X-Req-Id", req->req_id, req->req_id_len);
-    lease_ref lk;
-    if (!lease_of(req->lease_id, req->lease_id_len, req->resource, req->resource_len, "release",
-                  &lk, out))
-        return;
-    uint64_t conc = lk.conc, fleet = lk.fleet;
-    const char *key = lk.key;
-    size_t klen = lk.klen;
-    int released = 0, errors = 0;
-    int rc = sl_protect_fleet_give(p, fleet, now);
-    released += rc > 0;
-    errors += rc < 0;
-    rc = sl_protect_conc_give(p, key, klen, conc, now);
-    released += rc > 0;
-    errors += rc < 0;
-    if (errors)
-        answer_static(out, SL_ANSWER_FAILED, "rate limiter error\n");
-    else if (!released)
-        answer_static(out, SL_ANSWER_NOT_FOUND,
-                      "lease not found: it was released already or it expired\n");
+    int conc_rc;
+    (void)sl_attempt_release_begin(p, req, now, false, &conc_rc, out);
 }

@@ -14,7 +14,10 @@
  * protects sluiced itself, so it must cost the least); the fleet shedder (503, acquire of a
  * non-critical call); the resource's concurrency limit (429, acquire); then Levee's rate quotas
  * (429). A rejection by a later check gives back the leases of the earlier ones (one engine call
- * each), and a rate quota is never charged for a call that does not run. Answers that reject say
+ * each), and a rate quota is never charged for a call that does not run. In a cluster the fleet is
+ * one count at the fleet key's owner (sl_attempt_begin / sl_attempt_resume: the caller routes the
+ * lease with api/gubprotect.h's fleet item, as for a Gubernator call; X-Fleet: local when the
+ * owner could not answer and this node's share decided). Answers that reject say
  * so with Retry-After, the RateLimit header fields and a one-line reason; X-Sluice-Shadow and
  * X-Sluice-Killswitch name the limiters a switch admitted through.
  *
@@ -24,6 +27,7 @@
 #ifndef SLUICE_API_ATTEMPT_H
 #define SLUICE_API_ATTEMPT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -50,6 +54,16 @@ typedef struct sl_attempt_release_req {
     size_t req_id_len;
 } sl_attempt_release_req;
 
+/* An /attempt whose fleet lease is the cluster's (sl_attempt_begin returned 1): what its decision
+ * needs once the fleet key's owner answered. */
+typedef struct sl_attempt_fleet {
+    int64_t limit;         /* the fleet's non-critical limit: the whole cluster's */
+    int64_t node_limit;    /* a node on its own: its share by the group size */
+    int64_t duration_ms;
+    sl_killswitch_mode mode;
+    sl_ladder ladder;      /* the checks so far */
+} sl_attempt_fleet;
+
 /*
  * Decide one /attempt on `worker`'s thread. `lcfg` and `snap` as for sl_levee_attempt(); the rate
  * quotas and the leases are decided by the protection service's engine. The answer may point
@@ -60,5 +74,35 @@ void sl_attempt_decide(sl_protect *p, int worker, const sl_levee_config *lcfg,
                        sl_answer *out);
 void sl_attempt_release(sl_protect *p, const sl_attempt_release_req *req, int64_t now_ms,
                         sl_answer *out);
+
+/*
+ * The same with one fleet for the cluster (docs/protection.md "One fleet for the cluster"): when
+ * `routed` is non-NULL and the call needs a fleet lease, *routed is filled and 1 returned without
+ * an answer: the caller takes a lease of routed->limit from the fleet key's owner (a fleet item,
+ * api/gubprotect.h, read back with sl_gubprotect_fleet_taken) and calls sl_attempt_resume with
+ * it. Otherwise (0) *out is the answer, as sl_attempt_decide's (routed NULL: the fleet lease is
+ * this node's, its limit divided by the group size).
+ */
+int sl_attempt_begin(sl_protect *p, int worker, const sl_levee_config *lcfg,
+                     const sl_quota_snap *snap, const sl_attempt_req *req, int64_t now_ms,
+                     sl_attempt_fleet *routed, sl_answer *out);
+/* The rest of a routed /attempt: `fleet` the owner's answer (or this node's share's when `local`:
+ * the answer says X-Fleet: local); NULL on a node on its own (no cluster): the lease is taken
+ * here, of node_limit, as sl_attempt_decide does. `req` and `snap` as current now (re-read: the
+ * call waited). *giveback: a fleet lease a later check's rejection gives back
+ * (sl_gubprotect_fleet_release), 0 none. */
+void sl_attempt_resume(sl_protect *p, int worker, const sl_levee_config *lcfg,
+                       const sl_quota_snap *snap, const sl_attempt_req *req,
+                       const sl_attempt_fleet *st, const sl_response *fleet, bool local,
+                       int64_t now_ms, sl_answer *out, uint64_t *giveback);
+
+/* /release; `routed`: a fleet lease of the owner's is the caller's to give back: returned (then
+ * *out is not the answer: call sl_attempt_release_answer with *conc_rc and the owner's result,
+ * sl_gubprotect_fleet_released). 0: *out is the answer. */
+uint64_t sl_attempt_release_begin(sl_protect *p, const sl_attempt_release_req *req,
+                                  int64_t now_ms, bool routed, int *conc_rc, sl_answer *out);
+/* A /release's answer from what its leases' gives returned (1 released, 0 not found, -1 failed). */
+void sl_attempt_release_answer(const sl_attempt_release_req *req, int conc_rc, int fleet_rc,
+                               sl_answer *out);
 
 #endif

@@ -14,6 +14,7 @@
  */
 #include "api/gubprotect.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,8 +77,30 @@ static sl_gubprotect_call *call_state(sl_batch *b, sl_gubprotect_call **call)
     return c;
 }
 
-/* A fleet item: hits 1 acquires (limit, duration), hits -1 releases `lease`. Items go into a
- * batch sized for one per call item. NULL: out of memory. */
+/* Item j of fb: a fleet lease, hits 1 acquires (limit, duration), hits -1 releases `lease`.
+ * 0, or -ENOMEM. */
+static int fleet_put(sl_protect *p, sl_batch *fb, size_t j, int64_t hits, int64_t limit,
+                     int64_t duration, uint64_t lease)
+{
+    sl_request *q = &fb->reqs[j];
+    memset(q, 0, sizeof *q);
+    sl_protect_fleet_key(p, &q->name, &q->name_len, &q->unique_key, &q->unique_key_len);
+    q->hits = hits;
+    q->limit = limit;
+    q->duration = duration > 0 ? duration : 1;
+    q->algorithm = SL_CONCURRENCY;
+    q->lease_id = lease;
+    if (lease) { /* a peer reads the lease from metadata */
+        char hex[SL_CONC_ID_HEX + 1];
+        sl_conc_format_id(lease, hex);
+        if (sl_batch_meta_set(fb, &fb->req_meta[j], META_LEASE, hex))
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+/* A fleet item appended to *fbp, a batch sized for one per call item (made on first use: in
+ * host's arena, or on the heap). NULL: out of memory. */
 static sl_request *fleet_add(sl_protect *p, sl_batch *host, sl_batch **fbp, fleet_item **fip,
                              size_t cap, size_t i, int64_t hits, int64_t limit,
                              int64_t duration, uint64_t lease, bool heap)
@@ -104,24 +127,42 @@ static sl_request *fleet_add(sl_protect *p, sl_batch *host, sl_batch **fbp, flee
             *fip = fi;
     }
     size_t j = fb->n;
-    sl_request *q = &fb->reqs[j];
-    memset(q, 0, sizeof *q);
-    sl_protect_fleet_key(p, &q->name, &q->name_len, &q->unique_key, &q->unique_key_len);
-    q->hits = hits;
-    q->limit = limit;
-    q->duration = duration > 0 ? duration : 1;
-    q->algorithm = SL_CONCURRENCY;
-    q->lease_id = lease;
-    if (lease) { /* a peer reads the lease from metadata */
-        char hex[SL_CONC_ID_HEX + 1];
-        sl_conc_format_id(lease, hex);
-        if (sl_batch_meta_set(fb, &fb->req_meta[j], META_LEASE, hex))
-            return NULL;
-    }
+    if (fleet_put(p, fb, j, hits, limit, duration, lease))
+        return NULL;
     if (fip && *fip)
         (*fip)[j] = (fleet_item){.item = (uint32_t)i, .release = hits < 0};
     fb->n++;
-    return q;
+    return &fb->reqs[j];
+}
+
+int sl_gubprotect_fleet_item(sl_protect *p, sl_batch *fb, int64_t hits, int64_t limit,
+                             int64_t duration_ms, uint64_t lease)
+{
+    int rc = sl_batch_alloc_items(fb, 1);
+    if (rc)
+        return rc;
+    fb->n = 1;
+    return fleet_put(p, fb, 0, hits, limit, duration_ms, lease);
+}
+
+sl_batch *sl_gubprotect_fleet_release(sl_protect *p, uint64_t lease, int64_t now)
+{
+    sl_batch *g = NULL;
+    if (lease && sl_protect_fleet_give_local(p, lease, now) != 1 &&
+        !fleet_add(p, NULL, &g, NULL, 1, 0, -1, 0, 1, lease, true) && g) {
+        sl_batch_free(g); /* out of memory: the lease runs out after its duration */
+        free(g);
+        g = NULL;
+    }
+    return g;
+}
+
+int sl_gubprotect_fleet_released(sl_protect *p, const sl_response *r)
+{
+    int rc = !r->error ? 1 : !strcmp(r->error, sl_conc_err_not_found) ? 0 : -1;
+    if (rc >= 0)
+        sl_protect_lease_count(p, rc ? SL_PROTECT_LEASE_RELEASED : SL_PROTECT_LEASE_NOT_FOUND);
+    return rc;
 }
 
 /* Give a fleet lease back: this node's fallback key first, else (a lease of the owner) a release
@@ -362,6 +403,26 @@ static void set_lease_meta(sl_batch *b, size_t i, uint64_t fleet)
     sl_batch_meta_set(b, &b->resp_meta[i], META_LEASE, tok);
 }
 
+bool sl_gubprotect_fleet_taken(sl_protect *p, const sl_batch *fb, size_t j, int64_t *limit,
+                               int64_t duration_ms, int nodes, int64_t now, sl_response *r)
+{
+    const sl_response *fr = &fb->resps[j];
+    *r = *fr;
+    r->lease_id = answer_lease(fb, j);
+    bool local = fr->error || sl_batch_meta_get(&fb->resp_meta[j], META_FAIL_OPEN);
+    if (local) {
+        /* the owner could not answer: give back what --fail-open took here on its key, and
+         * take from this node's share of the fleet instead */
+        if (!fr->error && fr->status == SL_UNDER_LIMIT)
+            sl_protect_fleet_give(p, r->lease_id, now);
+        *limit = sl_protect_share(*limit, nodes > 0 ? (uint32_t)nodes : 1);
+        sl_protect_fleet_take_local(p, *limit, duration_ms, now, r);
+    } else if (!r->error && r->status == SL_UNDER_LIMIT) {
+        sl_protect_lease_count(p, SL_PROTECT_LEASE_ACQUIRED);
+    }
+    return local;
+}
+
 sl_batch *sl_gubprotect_fleet_batch(sl_gubprotect_call *call)
 {
     return call && call->fb && call->fb->n ? call->fb : NULL;
@@ -381,21 +442,10 @@ void sl_gubprotect_fleet_done(sl_protect *p, sl_gubprotect_call *c, sl_batch *b,
                                                  : SL_PROTECT_LEASE_NOT_FOUND);
             continue;
         }
-        sl_response r = *fr;
-        uint64_t lease = answer_lease(fb, j);
+        sl_response r;
         int64_t limit = c->fleet_limit;
-        bool local = fr->error || sl_batch_meta_get(&fb->resp_meta[j], META_FAIL_OPEN);
-        if (local) {
-            /* the owner could not answer: give back what --fail-open took here on its key, and
-             * take from this node's share of the fleet instead */
-            if (!fr->error && fr->status == SL_UNDER_LIMIT)
-                sl_protect_fleet_give(p, lease, now);
-            limit = sl_protect_share(c->fleet_limit, nodes > 0 ? (uint32_t)nodes : 1);
-            sl_protect_fleet_take_local(p, limit, c->fleet_duration, now, &r);
-            lease = r.lease_id;
-        } else if (!r.error && r.status == SL_UNDER_LIMIT) {
-            sl_protect_lease_count(p, SL_PROTECT_LEASE_ACQUIRED);
-        }
+        bool local = sl_gubprotect_fleet_taken(p, fb, j, &limit, c->fleet_duration, nodes, now, &r);
+        uint64_t lease = r.lease_id;
         const sl_request *q = &b->reqs[i];
         sl_meta *rm = &b->resp_meta[i];
         if (r.error) {

@@ -49,6 +49,23 @@ sl_batch *sl_gubprotect_fleet_batch(sl_gubprotect_call *call);
  * (limit / nodes; the item gets metadata fleet=local). */
 void sl_gubprotect_fleet_done(sl_protect *p, sl_gubprotect_call *call, sl_batch *b, int nodes,
                               int64_t now_ms);
+/* The owner's answer to fleet item j of fb (an acquire of `*limit`), into *r (r->lease_id the fleet
+ * lease, the owner's or this node's): when the owner could not answer (an error, or metadata
+ * fail_open) the lease is taken from this node's share instead (*limit becomes limit / nodes) and
+ * the function returns true (say fleet=local). Both dialects decide fleet answers with it. */
+bool sl_gubprotect_fleet_taken(sl_protect *p, const sl_batch *fb, size_t j, int64_t *limit,
+                               int64_t duration_ms, int nodes, int64_t now, sl_response *r);
+/* For a call of another dialect (/attempt, /release): fb (empty) becomes a one-item fleet batch
+ * to route, hits 1 acquiring a lease of `limit` or hits -1 releasing `lease`. 0 or -ENOMEM. */
+int sl_gubprotect_fleet_item(sl_protect *p, sl_batch *fb, int64_t hits, int64_t limit,
+                             int64_t duration_ms, uint64_t lease);
+/* Give a fleet lease back: one of this node's share is released here (NULL), one of the owner's
+ * becomes a heap batch to route and hand to sl_gubprotect_giveback_done (NULL when out of memory:
+ * the lease runs out after its duration). */
+sl_batch *sl_gubprotect_fleet_release(sl_protect *p, uint64_t lease, int64_t now);
+/* A routed fleet release's answer, counted in sluice_leases_total: 1 released, 0 not found
+ * (released already or expired), -1 failed. */
+int sl_gubprotect_fleet_released(sl_protect *p, const sl_response *r);
 /* After end(): fleet leases of the owner that rejected items must give back, as a batch the
  * caller routes and then hands to giveback_done (which frees it); NULL when there are none. */
 sl_batch *sl_gubprotect_giveback(sl_gubprotect_call *call);

@@ -8,10 +8,11 @@
  *   2  usage error
  *   3  no usable answer: connect failure, timeout, reset, a gRPC error status, HTTP 500/400
  *
- * check and health speak gRPC over h2c through the client library; attempt speaks HTTP/1.1 through
- * libcurl by default (what most Levee callers use), or h2c through the library with --http2.
- * attempt speaks HTTPS with --tls (or any --tls-ca/--tls-cert/--tls-key); the client library, and
- * so check, health and attempt --http2, stays plaintext (it does not link OpenSSL).
+ * check and health speak gRPC over HTTP/2 through the client library; attempt speaks HTTP/1.1
+ * through libcurl by default (what most Levee callers use), or HTTP/2 through the library with
+ * --http2. Every command speaks TLS with --tls (or any --tls-ca/--tls-cert/--tls-key/
+ * --tls-server-name): the library's TLS for gRPC and --http2 (ALPN h2), libcurl's HTTPS otherwise;
+ * the server's certificate is verified either way (--tls-ca, else the system's trust store).
  * The CLI never fails open: a failure the library would have answered "allowed" is reported as
  * such and exits 3.
  */
@@ -44,6 +45,8 @@ typedef struct cli_common {
     char *addr;
     int64_t timeout_ns;
     bool json;
+    bool tls;
+    char *tls_ca, *tls_cert, *tls_key, *tls_server_name; /* NULL: unset */
 } cli_common;
 
 #define COMMON_OPTS(T)                                                                            \
@@ -53,7 +56,25 @@ typedef struct cli_common {
      .def = DEFAULT_TIMEOUT, .min = 1000000, .max = INT64_C(3600000000000),                       \
      .help = "give up after this long"},                                                         \
     {.name = "json", .type = SL_OPT_BOOL, .offset = offsetof(T, co.json),                         \
-     .help = "print one JSON object"}
+     .help = "print one JSON object"},                                                           \
+    {.name = "tls", .type = SL_OPT_BOOL, .offset = offsetof(T, co.tls),                           \
+     .help = "speak TLS (sluiced --tls-cert); implied by the other --tls-* options"},            \
+    {.name = "tls-ca", .type = SL_OPT_STRING, .offset = offsetof(T, co.tls_ca), .nullable = true, \
+     .metavar = "FILE", .def_doc = "the system's trust store",                                    \
+     .help = "CA bundle the server's certificate must chain to"},                               \
+    {.name = "tls-cert", .type = SL_OPT_STRING, .offset = offsetof(T, co.tls_cert),             \
+     .nullable = true, .metavar = "FILE",                                                         \
+     .help = "client certificate (PEM), for sluiced --tls-client-auth"},                         \
+    {.name = "tls-key", .type = SL_OPT_STRING, .offset = offsetof(T, co.tls_key),               \
+     .nullable = true, .metavar = "FILE", .help = "private key of --tls-cert"},                   \
+    {.name = "tls-server-name", .type = SL_OPT_STRING, .offset = offsetof(T, co.tls_server_name), \
+     .nullable = true, .metavar = "NAME", .def_doc = "the host of --addr",                        \
+     .help = "the name the server's certificate must carry (and SNI)"}
+
+static bool want_tls(const cli_common *c)
+{
+    return c->tls || c->tls_ca || c->tls_cert || c->tls_key || c->tls_server_name;
+}
 
 static int timeout_ms(const cli_common *c)
 {
@@ -144,10 +165,21 @@ static void print_json(json_t *o)
 
 static const char *err_text(int err)
 {
-    return err == -EPROTO ? "bad or unexpected answer" : strerror(-err);
+    return err == -EPROTO         ? "bad or unexpected answer"
+           : err == -EKEYREJECTED ? "TLS handshake failed"
+                                  : strerror(-err);
 }
 
-static sl_client *open_client(const char *addr, int timeout_ms)
+/* Why a call of client c failed, with OpenSSL's reason when TLS did (into buf). */
+static const char *fail_text(int err, sl_client *c, char *buf, size_t n)
+{
+    if (err != -EKEYREJECTED)
+        return err_text(err);
+    snprintf(buf, n, "TLS handshake failed: %s", sl_client_tls_error(c));
+    return buf;
+}
+
+static sl_client *open_client(const cli_common *co, int timeout_ms)
 {
     sl_client_options o;
     sl_client_options_default(&o);
@@ -155,10 +187,22 @@ static sl_client *open_client(const char *addr, int timeout_ms)
     o.connect_timeout_ms = timeout_ms;
     o.reconnect_backoff_ms = 0;
     o.max_sync_conns = 1;
+    o.tls = want_tls(co);
+    o.tls_ca_file = co->tls_ca;
+    o.tls_cert_file = co->tls_cert;
+    o.tls_key_file = co->tls_key;
+    o.tls_server_name = co->tls_server_name;
     sl_client *c = NULL;
-    int rc = sl_client_new(addr, &o, &c);
+    int rc = sl_client_new(co->addr, &o, &c);
+    if (rc < 0 && o.tls && rc != -EHOSTUNREACH) {
+        fprintf(stderr, "sluice: cannot use address '%s' with these TLS files: %s\n", co->addr,
+                rc == -EINVAL ? "malformed address, a file that does not load, or a certificate "
+                                "without its key"
+                              : strerror(-rc));
+        return NULL;
+    }
     if (rc < 0) {
-        fprintf(stderr, "sluice: cannot use address '%s': %s\n", addr,
+        fprintf(stderr, "sluice: cannot use address '%s': %s\n", co->addr,
                 rc == -EHOSTUNREACH ? "name does not resolve" : strerror(-rc));
         return NULL;
     }
@@ -290,9 +334,10 @@ static int check_item(check_opts *o, sl_client_item *it, sl_client_kv *md)
 }
 
 /* No usable answer (connect failure, timeout, a gRPC error status). */
-static void print_check_failure(const check_opts *o, const sl_client_check_reply *r)
+static void print_check_failure(const check_opts *o, const sl_client_check_reply *r,
+                                const char *why_err)
 {
-    const char *why = r->grpc_message ? r->grpc_message : err_text(r->err);
+    const char *why = r->grpc_message ? r->grpc_message : why_err;
     if (o->co.json) {
         json_t *j = json_object();
         json_object_set_new(j, "error", json_string(why));
@@ -355,18 +400,20 @@ static int check_run(check_opts *o)
     int rc = check_item(o, &it, md);
     if (rc)
         return rc;
-    sl_client *c = open_client(o->co.addr, timeout_ms(&o->co));
+    sl_client *c = open_client(&o->co, timeout_ms(&o->co));
     if (!c)
         return EXIT_USAGE;
     sl_client_check_reply r;
     int crc = sl_client_check(c, &it, 1, timeout_ms(&o->co), &r);
+    char wbuf[256];
+    const char *why = fail_text(r.err, c, wbuf, sizeof wbuf);
     sl_client_free(c);
     if (crc < 0 && !r.items) {
         fprintf(stderr, "sluice check: %s\n", strerror(-crc));
         return EXIT_USAGE;
     }
     if (r.err) {
-        print_check_failure(o, &r);
+        print_check_failure(o, &r, why);
         rc = EXIT_TRANSPORT;
     } else {
         rc = print_check_result(o, &r.items[0]);
@@ -410,20 +457,22 @@ static int health_run(const health_opts *o)
     const char *addr = o->co.addr;
     int timeout = timeout_ms(&o->co);
     bool json = o->co.json;
-    sl_client *c = open_client(addr, timeout);
+    sl_client *c = open_client(&o->co, timeout);
     if (!c)
         return EXIT_USAGE;
     sl_health_reply h;
     int rc = sl_client_health(c, timeout, &h);
+    char wbuf[256];
+    const char *why = fail_text(rc, c, wbuf, sizeof wbuf);
     sl_client_free(c);
     if (rc < 0) {
         if (json) {
             json_t *o = json_object();
-            json_object_set_new(o, "error", json_string(err_text(rc)));
+            json_object_set_new(o, "error", json_string(why));
             json_object_set_new(o, "errno", json_integer(rc));
             print_json(o);
         } else {
-            fprintf(stderr, "sluice health: no answer from %s: %s\n", addr, err_text(rc));
+            fprintf(stderr, "sluice health: no answer from %s: %s\n", addr, why);
         }
         return EXIT_TRANSPORT;
     }
@@ -454,9 +503,8 @@ static int health_run(const health_opts *o)
 typedef struct attempt_opts {
     cli_common co;
     char *resource, *prefix, *method, *req_id, *priority; /* NULL: header not sent */
-    bool acquire, http2, tls;
+    bool acquire, http2;
     char *release;                                        /* NULL: an attempt */
-    char *tls_ca, *tls_cert, *tls_key;                    /* NULL: unset */
 } attempt_opts;
 
 #define A_HEADER(f, n, mv, h)                                                                     \
@@ -474,12 +522,8 @@ static const sl_opt attempt_opts_table[] = {
      .help = "take a concurrency lease (X-Concurrency: acquire); prints its id"},
     A_HEADER(release, "release", "LEASE", "give a lease back (POST /release with X-Lease-Id)"),
     {.name = "http2", .type = SL_OPT_BOOL, .offset = offsetof(attempt_opts, http2),
-     .help = "HTTP/2 without TLS through libsluice's client instead of HTTP/1.1 (libcurl)"},
-    {.name = "tls", .type = SL_OPT_BOOL, .offset = offsetof(attempt_opts, tls),
-     .help = "HTTPS (HTTP/1.1 over TLS); implied by the --tls-* files"},
-    A_HEADER(tls_ca, "tls-ca", "FILE", "CA bundle the server's certificate must chain to"),
-    A_HEADER(tls_cert, "tls-cert", "FILE", "client certificate (PEM), for --tls-client-auth"),
-    A_HEADER(tls_key, "tls-key", "FILE", "private key of --tls-cert"),
+     .help = "HTTP/2 through libsluice's client (h2c, or h2 over TLS) instead of HTTP/1.1 "
+             "(libcurl)"},
 };
 
 static const sl_opt_table attempt_table = {
@@ -553,10 +597,12 @@ static bool value_ok(const char *v)
 /* The attempt (or acquire / release) over HTTP/1.1 with libcurl. 0 when the server answered (the
  * reply says what), else the negative errno with r->err set. */
 static int attempt_http1(const char *addr, const sl_attempt *a, bool acquire, const char *lease,
-                         int timeout_ms, const attempt_opts *tls, sl_attempt_reply *r)
+                         int timeout_ms, const cli_common *tls, sl_attempt_reply *r)
 {
     sl_attempt_reply_init(r);
-    const char *host = strncmp(addr, "http://", 7) == 0 ? addr + 7 : addr;
+    const char *host = strncmp(addr, "http://", 7) == 0    ? addr + 7
+                       : strncmp(addr, "https://", 8) == 0 ? addr + 8
+                                                           : addr;
     size_t hl = strcspn(host, "/");
     bool has_port;
     if (host[0] == '[') {
@@ -565,12 +611,30 @@ static int attempt_http1(const char *addr, const sl_attempt *a, bool acquire, co
     } else {
         has_port = memchr(host, ':', hl) != NULL;
     }
-    char url[600];
-    bool https = tls->tls || tls->tls_ca || tls->tls_cert || tls->tls_key;
+    char url[600], connect_to[600];
+    bool https = want_tls(tls) || strncmp(addr, "https://", 8) == 0;
     int n = snprintf(url, sizeof url, "%s://%.*s%s%s", https ? "https" : "http", (int)hl, host,
                      has_port ? "" : ":5454", lease ? "/release" : "/attempt");
     if (hl == 0 || n < 0 || (size_t)n >= sizeof url)
         return r->err = -EINVAL;
+    struct curl_slist *to = NULL;
+    if (https && tls->tls_server_name) {
+        /* the URL names the server as its certificate must; the connection goes to --addr */
+        const char *port = "5454";
+        if (has_port)
+            port = host[0] == '[' ? (const char *)memchr(host, ']', hl) + 2
+                                  : (const char *)memchr(host, ':', hl) + 1;
+        int pl = has_port ? (int)(host + hl - port) : 4;
+        int hn = has_port ? (int)(port - 1 - host) : (int)hl;
+        bool v6name = strchr(tls->tls_server_name, ':') != NULL;
+        n = snprintf(url, sizeof url, "https://%s%s%s:%.*s%s", v6name ? "[" : "",
+                     tls->tls_server_name, v6name ? "]" : "", pl, port,
+                     lease ? "/release" : "/attempt");
+        int m = snprintf(connect_to, sizeof connect_to, "::%.*s:%.*s", hn, host, pl, port);
+        if (n < 0 || (size_t)n >= sizeof url || m < 0 || (size_t)m >= sizeof connect_to ||
+            !(to = curl_slist_append(NULL, connect_to)))
+            return r->err = -EINVAL;
+    }
 
     CURL *h = curl_easy_init();
     if (!h)
@@ -615,10 +679,13 @@ static int attempt_http1(const char *addr, const sl_attempt *a, bool acquire, co
         curl_easy_setopt(h, CURLOPT_SSLCERT, tls->tls_cert);
     if (tls->tls_key)
         curl_easy_setopt(h, CURLOPT_SSLKEY, tls->tls_key);
+    if (to)
+        curl_easy_setopt(h, CURLOPT_CONNECT_TO, to);
     CURLcode cc = curl_easy_perform(h);
     long status = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
     curl_slist_free_all(hdrs);
+    curl_slist_free_all(to);
     curl_easy_cleanup(h);
     if (cc != CURLE_OK) {
         r->err = cc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT
@@ -643,12 +710,12 @@ static int attempt_http1(const char *addr, const sl_attempt *a, bool acquire, co
     return 0;
 }
 
-/* The same through libsluice over h2c. */
-static int attempt_http2(const char *addr, const sl_attempt *a, bool acquire, const char *lease,
-                         int timeout_ms, sl_attempt_reply *r)
+/* The same through libsluice over HTTP/2 (h2c, or h2 over TLS). */
+static int attempt_http2(const cli_common *co, const sl_attempt *a, bool acquire,
+                         const char *lease, int timeout_ms, sl_attempt_reply *r)
 {
     sl_attempt_reply_init(r);
-    sl_client *c = open_client(addr, timeout_ms);
+    sl_client *c = open_client(co, timeout_ms);
     if (!c)
         return r->err = -EINVAL;
     int rc;
@@ -658,6 +725,8 @@ static int attempt_http2(const char *addr, const sl_attempt *a, bool acquire, co
         rc = sl_client_acquire(c, a, timeout_ms, r);
     else
         rc = sl_client_attempt(c, a, timeout_ms, r);
+    if (r->err == -EKEYREJECTED && r->http_status == 0)
+        fail_text(r->err, c, r->message, sizeof r->message);
     sl_client_free(c);
     if (rc == -EINVAL)
         return rc;
@@ -703,10 +772,6 @@ static int attempt_run(const attempt_opts *o)
                     .req_id = o->req_id, .priority = o->priority};
     const char *lease = o->release, *addr = o->co.addr;
     bool acquire = o->acquire, http2 = o->http2, json = o->co.json;
-    if (http2 && (o->tls || o->tls_ca || o->tls_cert || o->tls_key)) {
-        fprintf(stderr, "sluice attempt: --http2 is h2c only; TLS is HTTP/1.1 (drop --http2)\n");
-        return EXIT_USAGE;
-    }
     int tmo = timeout_ms(&o->co);
     if (lease && (acquire || !lease[0])) {
         fprintf(stderr, "sluice attempt: --release takes a lease id and excludes --acquire\n");
@@ -725,10 +790,10 @@ static int attempt_run(const attempt_opts *o)
     sl_attempt_reply r;
     int rc;
     if (http2) {
-        rc = attempt_http2(addr, &a, acquire, lease, tmo, &r);
+        rc = attempt_http2(&o->co, &a, acquire, lease, tmo, &r);
     } else {
         curl_global_init(CURL_GLOBAL_DEFAULT);
-        rc = attempt_http1(addr, &a, acquire, lease, tmo, o, &r);
+        rc = attempt_http1(addr, &a, acquire, lease, tmo, &o->co, &r);
         curl_global_cleanup();
     }
     if (rc == -EINVAL)

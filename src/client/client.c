@@ -1,6 +1,7 @@
 /*
  * libsluice client (include/sluice/client.h): gRPC GetRateLimits / HealthCheck / LiveCheck and
- * Levee's /attempt and /release over cleartext HTTP/2, with a fail-open (or fail-closed) policy.
+ * Levee's /attempt and /release over HTTP/2 (cleartext or TLS), with a fail-open (or fail-closed)
+ * policy.
  *
  * This file is the public face: options and their defaults, the client's lifecycle and counters,
  * and one short function per call, sync and async, that builds the call with its protocol module
@@ -13,6 +14,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "client/call.h"
 #include "client/clientio.h"
@@ -33,6 +35,31 @@ void sl_client_options_default(sl_client_options *o)
     o->max_response_bytes = (size_t)4 << 20;
     o->breaker_timeouts = 5;
     o->breaker_cooldown_ms = 1000;
+}
+
+/* The TLS context the options ask for into t->tls (NULL: cleartext), and the server name. */
+static int tls_setup(sl_h2conn_target *t, const sl_client_options *o, const char *addr)
+{
+    bool want = o->tls || o->tls_ca_file || o->tls_cert_file || o->tls_key_file ||
+                o->tls_server_name || (addr && strncmp(addr, "https://", 8) == 0);
+    if (!want)
+        return 0;
+    const char *files[] = {o->tls_ca_file, o->tls_cert_file, o->tls_key_file};
+    for (size_t i = 0; i < 3; i++)
+        if (files[i] && access(files[i], R_OK) != 0)
+            return -errno;
+    if (!o->tls_cert_file != !o->tls_key_file)
+        return -EINVAL; /* a certificate needs its key and the other way round */
+    if (o->tls_server_name) {
+        size_t n = strlen(o->tls_server_name);
+        if (n >= sizeof t->server_name)
+            return -EINVAL;
+        memcpy(t->server_name, o->tls_server_name, n + 1);
+    }
+    sl_tls_config tc = {.cert_file = o->tls_cert_file, .key_file = o->tls_key_file,
+                        .ca_file = o->tls_ca_file, .system_ca = true, .alpn = "h2"};
+    char err[256];
+    return sl_tls_ctx_new(&t->tls, &tc, err, sizeof err);
 }
 
 int sl_client_new(const char *addr, const sl_client_options *opt, sl_client **out)
@@ -76,9 +103,14 @@ int sl_client_new(const char *addr, const sl_client_options *opt, sl_client **ou
     c->target.connect_timeout_ns = (int64_t)c->opt.connect_timeout_ms * 1000000;
     c->target.backoff_ns = (int64_t)c->opt.reconnect_backoff_ms * 1000000;
     c->target.max_body = c->opt.max_response_bytes;
-
-    rc = sl_clientio_init(c);
+    rc = tls_setup(&c->target, &c->opt, addr);
+    /* the option strings belong to the caller: nothing keeps them past this call */
+    c->opt.tls_ca_file = c->opt.tls_cert_file = c->opt.tls_key_file = NULL;
+    c->opt.tls_server_name = NULL;
+    if (rc == 0)
+        rc = sl_clientio_init(c);
     if (rc < 0) {
+        sl_tls_ctx_unref(c->target.tls);
         pthread_mutex_destroy(&c->brk_mu);
         free(c);
         return rc;
@@ -92,6 +124,7 @@ void sl_client_free(sl_client *c)
     if (!c)
         return;
     sl_clientio_fini(c);
+    sl_tls_ctx_unref(c->target.tls);
     pthread_mutex_destroy(&c->brk_mu);
     free(c);
 }
@@ -111,10 +144,17 @@ void sl_client_stats_get(sl_client *c, sl_client_stats *o)
     o->breaker_rejected = atomic_load(&c->breaker_rejected);
     o->breaker_probes = atomic_load(&c->breaker_probes);
     o->shed = atomic_load(&c->shed);
+    o->tls_failures = atomic_load(&c->target.tls_failures);
     pthread_mutex_lock(&c->brk_mu);
     o->breaker_trips = c->brk.trips;
     o->breaker_open = c->brk.state != SL_BREAKER_CLOSED;
     pthread_mutex_unlock(&c->brk_mu);
+}
+
+const char *sl_client_tls_error(sl_client *c)
+{
+    const char *e = atomic_load(&c->target.tls_error);
+    return e ? e : "";
 }
 
 /* ------------------------------------------------------------------ Gubernator calls */

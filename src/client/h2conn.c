@@ -8,6 +8,9 @@
  * completions and runs them once nghttp2 has returned, so a `done` callback never re-enters it;
  * streams whose peer never closes them after a timeout are bounded by max_abandoned: past it the
  * connection is evidently unhealthy and is dropped.
+ *
+ * With TLS the connection goes CONNECTING (TCP) -> HANDSHAKE (TLS, still under the connect
+ * deadline) -> OPEN; frames the session queues before the handshake is done wait in `out`.
  */
 #include "client/h2conn.h"
 
@@ -28,7 +31,7 @@
 #define OUT_HIGH_WATER 65536    /* stop pulling frames from the session past this many unsent bytes */
 #define STREAM_WINDOW (1 << 20) /* big enough for a 1000-item GetRateLimits answer in one go */
 
-typedef enum { H2C_CLOSED, H2C_CONNECTING, H2C_OPEN } h2c_state;
+typedef enum { H2C_CLOSED, H2C_CONNECTING, H2C_HANDSHAKE, H2C_OPEN } h2c_state;
 
 struct sl_h2conn {
     sl_h2conn_target *t;
@@ -36,7 +39,8 @@ struct sl_h2conn {
     int fd;
     sl_h2c *sess;
     int64_t connect_deadline_ns;
-    sl_buf out;
+    sl_buf out;   /* frames not sent yet (with TLS: not sealed yet) */
+    sl_tls *tls;  /* TLS session, or NULL */
 };
 
 /* ---------------------------------------------------------------- target */
@@ -53,6 +57,8 @@ int sl_h2conn_target_init(sl_h2conn_target *t, const char *addr, uint16_t defaul
         return -EINVAL;
     if (strncmp(addr, "http://", 7) == 0)
         addr += 7;
+    else if (strncmp(addr, "https://", 8) == 0)
+        addr += 8;
     size_t n = strcspn(addr, "/");
     if (n == 0 || n >= 256)
         return -EINVAL;
@@ -104,6 +110,7 @@ int sl_h2conn_target_init(sl_h2conn_target *t, const char *addr, uint16_t defaul
     t->addrlen = res->ai_addrlen;
     freeaddrinfo(res);
     snprintf(t->authority, sizeof t->authority, v6 ? "[%s]:%s" : "%s:%s", host, portstr);
+    snprintf(t->server_name, sizeof t->server_name, "%s", host);
     return 0;
 }
 
@@ -120,6 +127,10 @@ static void connect_failed(sl_h2conn *c, int err)
 static void connected(sl_h2conn *c)
 {
     c->state = H2C_OPEN;
+    if (c->tls && !sl_tls_ready(c->tls)) {
+        c->state = H2C_HANDSHAKE; /* counted connected once the handshake is done */
+        return;
+    }
     atomic_fetch_add(&c->t->connects, 1);
     atomic_store(&c->t->fail_until_ns, 0);
 }
@@ -135,6 +146,8 @@ static void teardown(sl_h2conn *c, int err)
     }
     c->state = H2C_CLOSED;
     sl_buf_reset(&c->out);
+    sl_tls_free(c->tls);
+    c->tls = NULL;
     sl_h2c_free(sess, err);
 }
 
@@ -181,6 +194,17 @@ static int conn_start(sl_h2conn *c)
         close(fd);
         return rc;
     }
+    if (t->tls) {
+        c->tls = sl_tls_new(t->tls, t->server_name[0] ? t->server_name : NULL);
+        if (!c->tls || sl_tls_read(c->tls, NULL, 0) < 0) { /* the ClientHello, sent by do_write */
+            sl_tls_free(c->tls);
+            c->tls = NULL;
+            sl_h2c_free(c->sess, -ENOMEM);
+            c->sess = NULL;
+            close(fd);
+            return -ENOMEM;
+        }
+    }
     c->fd = fd;
     c->connect_deadline_ns = t->connect_timeout_ns > 0 ? now + t->connect_timeout_ns : INT64_MAX;
     c->state = H2C_CONNECTING;
@@ -212,24 +236,62 @@ int sl_h2conn_submit(sl_h2conn *c, const sl_h2conn_req *req, sl_h2c_done_fn done
 
 /* ---------------------------------------------------------------- I/O */
 
+/* TLS failed: a failed connect (backoff), counted, with OpenSSL's reason kept. Also after our
+ * side finished the handshake: under TLS 1.3 a server refuses our certificate (or its absence)
+ * with an alert that arrives then. */
+static void tls_failed(sl_h2conn *c)
+{
+    sl_h2conn_target *t = c->t;
+    atomic_fetch_add(&t->tls_failures, 1);
+    atomic_store(&t->tls_error, sl_tls_error(c->tls));
+    connect_failed(c, -EKEYREJECTED);
+    teardown(c, -EKEYREJECTED);
+}
+
 static void do_read(sl_h2conn *c)
 {
     uint8_t buf[READ_CHUNK];
-    int rc = sl_h2sock_read(c->sess, c->fd, buf, sizeof buf, READS_PER_PROCESS);
-    if (rc < 0)
+    int rc;
+    if (c->tls) {
+        /* buf serves for the plaintext too: the callers' stacks stay as small as without TLS */
+        rc = sl_h2sock_tls_read(c->sess, c->tls, c->fd, buf, sizeof buf, buf, sizeof buf,
+                                READS_PER_PROCESS);
+        if (rc == -EKEYREJECTED) {
+            tls_failed(c);
+            return;
+        }
+        if (c->state == H2C_HANDSHAKE && sl_tls_ready(c->tls))
+            connected(c);
+    } else {
+        rc = sl_h2sock_read(c->sess, c->fd, buf, sizeof buf, READS_PER_PROCESS);
+    }
+    if (rc < 0) {
+        if (c->state == H2C_HANDSHAKE)
+            connect_failed(c, rc); /* the server hung up on the handshake */
         teardown(c, rc);
+    }
 }
 
 static void do_write(sl_h2conn *c)
 {
-    int rc = sl_h2sock_write(c->sess, c->fd, &c->out, OUT_HIGH_WATER);
-    if (rc < 0)
+    int rc = c->tls ? sl_h2sock_tls_write(c->sess, c->tls, c->fd, &c->out, OUT_HIGH_WATER)
+                    : sl_h2sock_write(c->sess, c->fd, &c->out, OUT_HIGH_WATER);
+    if (rc == -EPROTO && c->tls && sl_tls_failure_get(c->tls) != SL_TLS_OK)
+        tls_failed(c);
+    else if (rc < 0)
         teardown(c, rc);
+}
+
+/* Bytes waiting for the socket: frames, and with TLS the sealed records. */
+static size_t unsent(const sl_h2conn *c)
+{
+    return c->out.len + (c->tls ? sl_tls_out(c->tls)->len : 0);
 }
 
 static void expire(sl_h2conn *c, int64_t now)
 {
-    if (c->state == H2C_CONNECTING && now >= c->connect_deadline_ns) {
+    if ((c->state == H2C_CONNECTING || c->state == H2C_HANDSHAKE) &&
+        now >= c->connect_deadline_ns) {
         connect_failed(c, -ETIMEDOUT);
         teardown(c, -ETIMEDOUT);
         return;
@@ -252,12 +314,13 @@ void sl_h2conn_process(sl_h2conn *c, short revents, int64_t now_ns)
             teardown(c, rc);
         }
     }
-    if (c->state == H2C_OPEN && (revents & (POLLIN | POLLERR | POLLHUP)))
+    if ((c->state == H2C_OPEN || c->state == H2C_HANDSHAKE) &&
+        (revents & (POLLIN | POLLERR | POLLHUP)))
         do_read(c);
     expire(c, now_ns);
-    if (c->state == H2C_OPEN)
+    if (c->state == H2C_OPEN || c->state == H2C_HANDSHAKE)
         do_write(c);
-    if (c->state == H2C_OPEN && sl_h2c_over(c->sess) && c->out.len == 0)
+    if (c->state == H2C_OPEN && sl_h2c_over(c->sess) && unsent(c) == 0)
         teardown(c, -ECONNRESET); /* the session is over (GOAWAY and nothing left) */
 }
 
@@ -268,8 +331,10 @@ void sl_h2conn_pollfd(const sl_h2conn *c, struct pollfd *p)
     p->fd = c->state == H2C_CLOSED ? -1 : c->fd;
     if (c->state == H2C_CONNECTING)
         p->events = POLLOUT;
+    else if (c->state == H2C_HANDSHAKE) /* frames wait for the handshake: only its bytes go */
+        p->events = POLLIN | (sl_tls_out(c->tls)->len ? POLLOUT : 0);
     else if (c->state == H2C_OPEN)
-        p->events = POLLIN | ((c->out.len || sl_h2c_want_write(c->sess)) ? POLLOUT : 0);
+        p->events = POLLIN | ((unsent(c) || sl_h2c_want_write(c->sess)) ? POLLOUT : 0);
 }
 
 int64_t sl_h2conn_next_deadline(const sl_h2conn *c)
@@ -277,7 +342,7 @@ int64_t sl_h2conn_next_deadline(const sl_h2conn *c)
     if (c->state == H2C_CLOSED)
         return INT64_MAX;
     int64_t dl = sl_h2c_next_deadline(c->sess);
-    if (c->state == H2C_CONNECTING && c->connect_deadline_ns < dl)
+    if ((c->state == H2C_CONNECTING || c->state == H2C_HANDSHAKE) && c->connect_deadline_ns < dl)
         dl = c->connect_deadline_ns;
     return dl;
 }

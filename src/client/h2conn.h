@@ -1,7 +1,7 @@
 /*
- * sl_h2conn: one client-side HTTP/2 connection (cleartext, prior knowledge) for the sluice client:
- * a non-blocking TCP socket driving one sans-I/O session (net/h2client.h), which does the
- * protocol and turns each stream into one completion: `done` is called exactly once per accepted
+ * sl_h2conn: one client-side HTTP/2 connection (cleartext with prior knowledge, or TLS with ALPN
+ * h2) for the sluice client: a non-blocking TCP socket driving one sans-I/O session
+ * (net/h2client.h), which does the protocol and turns each stream into one completion: `done` is called exactly once per accepted
  * request, with the response (status, headers + trailers, body) or a negative errno (transport
  * failure, -ETIMEDOUT at the request's deadline, -ECANCELED on free).
  *
@@ -10,6 +10,12 @@
  * into a blocking call with a deadline for the synchronous API. A connection that fails is closed
  * and the next submit reconnects, unless the last connect failed less than `backoff_ns` ago: then
  * submits fail at once, so a dead server costs callers nothing instead of a timeout each.
+ *
+ * With a TLS context on the target, a TLS session (net/tls.h) sits between the socket and the
+ * HTTP/2 session (net/h2sock.c moves the bytes, as for the peer client). The connection counts as
+ * connecting until the handshake is done: the connect deadline covers it, and a handshake that
+ * fails (wrong CA, expired certificate, name mismatch, no client certificate where one is
+ * required) is a failed connect, -EKEYREJECTED, with the same backoff as a refused one.
  *
  * Writes use send(MSG_NOSIGNAL): a server that hung up gives EPIPE, never SIGPIPE, whatever the
  * embedding program did with that signal.
@@ -29,6 +35,7 @@
 #include <sys/socket.h>
 
 #include "net/h2client.h"
+#include "net/tls.h"
 
 /* Where to connect and the limits every connection to that place obeys. */
 typedef struct sl_h2conn_target {
@@ -40,15 +47,20 @@ typedef struct sl_h2conn_target {
     size_t max_body;            /* response body cap; a larger body fails the stream, -EMSGSIZE */
     size_t max_header_bytes;    /* response header+trailer bytes cap, same failure */
     size_t max_abandoned;       /* timed-out streams the peer has not closed yet, before we hang up */
+    sl_tls_ctx *tls;            /* NULL: cleartext; else TLS under it (the target's owner frees it) */
+    char server_name[256];      /* TLS: the name the server's certificate must carry ("" none) */
     /* shared state */
     _Atomic int64_t fail_until_ns;   /* sl_mono_ns() before which connects are refused */
     _Atomic int last_connect_err;    /* negative errno of the last failed connect */
     _Atomic uint64_t connects;       /* connections established */
     _Atomic uint64_t connect_failures;
+    _Atomic uint64_t tls_failures;        /* handshakes that failed (counted in connect_failures too) */
+    const char *_Atomic tls_error;        /* OpenSSL's reason for the last one (static text) */
 } sl_h2conn_target;
 
-/* Fill addr/authority from "host:port", "[v6]:port", "host" (default_port) or "http://host:port";
- * limits get defaults. Resolves host names (blocking getaddrinfo), so call it off hot paths.
+/* Fill addr/authority from "host:port", "[v6]:port", "host" (default_port), "http://host:port"
+ * or "https://host:port" (a scheme is skipped: TLS is on when the tls field is set); server_name gets
+ * the host as written (a name or an IP literal); limits get defaults. Resolves host names (blocking getaddrinfo), so call it off hot paths.
  * Returns 0, -EINVAL (malformed) or -EHOSTUNREACH (name does not resolve). */
 int sl_h2conn_target_init(sl_h2conn_target *t, const char *addr, uint16_t default_port);
 

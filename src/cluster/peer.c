@@ -347,54 +347,12 @@ static void watch(conn *c, int events)
         conn_kill(c, -ECONNRESET, "cannot watch the peer connection");
 }
 
-/* TLS: the session's frames sealed and sent (bounded: nothing more is sealed while a high-water
- * mark of ciphertext waits for the socket). 0 or a negative errno, as sl_h2sock_write. */
-static int tls_write(conn *c)
-{
-    sl_buf *o = sl_tls_out(c->tls);
-    for (;;) {
-        if (o->len < OUT_HIGH_WATER) {
-            int rc = sl_h2c_send(c->sess, &c->out, OUT_HIGH_WATER);
-            if (rc < 0)
-                return rc;
-            ssize_t k = c->out.len ? sl_tls_write(c->tls, c->out.data, c->out.len) : 0;
-            if (k < 0)
-                return (int)k;
-            sl_buf_consume(&c->out, (size_t)k);
-        }
-        if (!o->len)
-            return 0;
-        int rc = sl_h2sock_send(c->fd, o);
-        if (rc < 0)
-            return rc == -EAGAIN ? 0 : rc;
-    }
-}
-
-/* TLS (sl_h2sock_read_to's feed): bytes read, through the TLS session into the HTTP/2 session.
- * 0, -ECONNRESET (close_notify), -EKEYREJECTED (TLS failed: handshake, certificate, bad record),
- * -EPROTO (HTTP/2). */
-static int tls_feed(void *ud, const uint8_t *p, size_t n)
-{
-    conn *c = ud;
-    if (sl_tls_feed(c->tls, p, n) != 0)
-        return -EKEYREJECTED;
-    for (;;) {
-        ssize_t m = sl_tls_read(c->tls, c->plain, sizeof c->plain);
-        if (m == 0)
-            return 0;
-        if (m < 0)
-            return m == -ECONNRESET ? -ECONNRESET : -EKEYREJECTED;
-        if (sl_h2c_recv(c->sess, c->plain, (size_t)m) < 0)
-            return -EPROTO;
-    }
-}
-
-
 static void conn_flush(conn *c)
 {
     if (c->state != C_OPEN)
         return;
-    int rc = c->tls ? tls_write(c) : sl_h2sock_write(c->sess, c->fd, &c->out, OUT_HIGH_WATER);
+    int rc = c->tls ? sl_h2sock_tls_write(c->sess, c->tls, c->fd, &c->out, OUT_HIGH_WATER)
+                    : sl_h2sock_write(c->sess, c->fd, &c->out, OUT_HIGH_WATER);
     if (rc < 0) {
         if (rc == -EPROTO || rc == -ENOMEM)
             conn_kill(c, rc, rc == -ENOMEM ? "out of memory" : "HTTP/2 session error");
@@ -442,7 +400,8 @@ static void tls_failed(conn *c)
 
 static void do_read(conn *c)
 {
-    int rc = c->tls ? sl_h2sock_read_to(c->fd, c->rbuf, sizeof c->rbuf, READS_PER_EVENT, tls_feed, c)
+    int rc = c->tls ? sl_h2sock_tls_read(c->sess, c->tls, c->fd, c->rbuf, sizeof c->rbuf, c->plain,
+                                         sizeof c->plain, READS_PER_EVENT)
                     : sl_h2sock_read(c->sess, c->fd, c->rbuf, sizeof c->rbuf, READS_PER_EVENT);
     if (rc == -EKEYREJECTED)
         tls_failed(c);

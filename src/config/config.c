@@ -39,6 +39,7 @@ static const char *const peer_auth_choices[] = {"address", "none", NULL};
 static const char *const priority_choices[] = {"critical", "post", "get", "test", NULL};
 static const char *const tls_client_auth_choices[] = {"none", "request", "require", NULL};
 static const char *const role_choices[] = {"limiter", "observer", "proxy", NULL};
+static const char *const store_choices[] = {"memory", "redis", NULL};
 
 static const sl_opt daemon_opts[] = {
     /* General */
@@ -188,6 +189,28 @@ static const sl_opt daemon_opts[] = {
      .group = G_ENGINE,
      .help = "with --state-dir, also write the snapshot this often (a crash loses at most this "
              "much); 0 = only on shutdown"},
+    /* Engine: where state lives (src/store/, docs/store.md) */
+    {.name = "store", .type = SL_OPT_ENUM, .offset = FIELD(store, int), .def = "memory",
+     .choices = store_choices, .group = G_ENGINE,
+     .help = "where limit state lives: this node's memory, or Redis (--redis-addrs; "
+             "stateless nodes)"},
+    {.name = "redis-addrs", .type = SL_OPT_LIST, .offset = FIELD(redis_addrs, sl_opt_list),
+     .group = G_ENGINE, .metavar = "ADDRS",
+     .help = "Redis server addresses (ip:port) for --store redis, tried in turn"},
+    {.name = "redis-user", .type = SL_OPT_STRING, .offset = FIELD(redis_user, char *),
+     .group = G_ENGINE, .metavar = "NAME",
+     .help = "Redis ACL user (AUTH user password); unset = AUTH password"},
+    {.name = "redis-password-file", .type = SL_OPT_STRING,
+     .offset = FIELD(redis_password_file, char *), .group = G_ENGINE, .metavar = "FILE",
+     .help = "file holding the Redis password; unset = no AUTH"},
+    {.name = "redis-timeout", .type = SL_OPT_DURATION, .offset = FIELD(redis_timeout_ns, int64_t),
+     .def = "500ms", .min = 1 * MS, .max = 600 * SEC, .group = G_ENGINE,
+     .help = "deadline to connect to Redis and for each answer; past it the connection is made "
+             "again and its requests fail (or --fail-open)"},
+    {.name = "redis-batch-items", .type = SL_OPT_INT, .offset = FIELD(redis_batch_items, int64_t),
+     .def = "100", .min = 1, .max = 1000, .group = G_ENGINE,
+     .help = "most items of one call decided by one script call in Redis (a longer script "
+             "holds Redis longer)"},
 
     /* Quotas (Levee) */
     {.name = "standalone", .type = SL_OPT_BOOL, .offset = FIELD(standalone, bool), .def = "false",
@@ -291,7 +314,8 @@ static const sl_opt daemon_opts[] = {
      .group = G_CLUSTER, .help = "most keys in one GLOBAL update or broadcast"},
     {.name = "fail-open", .type = SL_OPT_BOOL, .offset = FIELD(fail_open, bool), .def = "false",
      .group = G_CLUSTER,
-     .help = "allow, instead of failing, when a key's owner is unreachable"},
+     .help = "allow, instead of failing, when a key's owner (or the Redis store) is "
+             "unreachable"},
     {.name = "peer-lease-ttl", .type = SL_OPT_DURATION,
      .offset = FIELD(peer_lease_ttl_ns, int64_t), .def = "5s", .min = 1 * SEC, .max = 3600 * SEC,
      .group = G_CLUSTER, .help = "TTL of this node's membership lease in etcd"},
@@ -632,6 +656,8 @@ static int finalize(sl_options *o, char *err, size_t errlen)
         o->storage_addrs.n == 0)
         return sl_opt_fail(err, errlen, -EINVAL, "option 'proxy-limiters': required with "
                            "role=proxy (or observers, or storage-addrs to find them in etcd)");
+    if (o->store == SL_STORE_REDIS && o->redis_addrs.n == 0)
+        return sl_opt_fail(err, errlen, -EINVAL, "option 'redis-addrs': required with store=redis");
     if (o->standalone && o->discovery != SL_DISCOVERY_NONE)
         return sl_opt_fail(err, errlen, -EINVAL,
                     "option 'standalone': cannot be combined with discovery=%s",

@@ -40,6 +40,10 @@ typedef enum sl_role {
     SL_ROLE_OBSERVER = 1, /* Levee's observer: streams the topology (node/observer.h) */
     SL_ROLE_PROXY = 2,    /* Levee's client-proxy: /attempt relayed to each resource's DF group */
 } sl_role;
+typedef enum sl_store_kind {
+    SL_STORE_MEMORY = 0,
+    SL_STORE_REDIS = 1,
+} sl_store_kind;
 
 typedef enum sl_peer_picker {
     SL_PICKER_RING = 0,
@@ -96,6 +100,12 @@ typedef struct sl_options {
     int64_t max_sub_windows;
     char *state_dir;           /* --state-dir: NULL = no snapshots */
     int64_t snapshot_period_ns;
+    int store;                 /* sl_store_kind: --store */
+    sl_opt_list redis_addrs;
+    char *redis_user;          /* "" = AUTH password */
+    char *redis_password_file; /* "" = no AUTH */
+    int64_t redis_timeout_ns;
+    int64_t redis_batch_items;
     /* Quotas (Levee) */
     bool standalone;
     char *storage_prefix;

@@ -1,6 +1,7 @@
 /*
  * Socket calls for the HTTP/2 clients (see h2sock.h): connect, read into the session, write out
- * of it. Only non-blocking sockets; EINTR is retried, EAGAIN ends a round.
+ * of it, directly or through a TLS session. Only non-blocking sockets; EINTR is retried, EAGAIN
+ * ends a round.
  */
 #include "net/h2sock.h"
 
@@ -109,6 +110,58 @@ int sl_h2sock_write(sl_h2c *s, int fd, sl_buf *out, size_t high_water)
         if (out->len == 0)
             return 0;
         rc = sl_h2sock_send(fd, out);
+        if (rc < 0)
+            return rc == -EAGAIN ? 0 : rc;
+    }
+}
+
+typedef struct tls_feed_ctx {
+    sl_h2c *s;
+    sl_tls *tls;
+    uint8_t *plain;
+    size_t cap;
+} tls_feed_ctx;
+
+/* Bytes read, through the TLS session into the HTTP/2 session (sl_h2sock_read_to's feed). */
+static int feed_tls(void *ud, const uint8_t *p, size_t n)
+{
+    tls_feed_ctx *f = ud;
+    if (sl_tls_feed(f->tls, p, n) != 0) /* copies p: f->plain may be the same memory */
+        return -EKEYREJECTED;
+    for (;;) {
+        ssize_t m = sl_tls_read(f->tls, f->plain, f->cap);
+        if (m == 0)
+            return 0;
+        if (m < 0)
+            return m == -ECONNRESET ? -ECONNRESET : -EKEYREJECTED;
+        if (sl_h2c_recv(f->s, f->plain, (size_t)m) < 0)
+            return -EPROTO;
+    }
+}
+
+int sl_h2sock_tls_read(sl_h2c *s, sl_tls *tls, int fd, uint8_t *buf, size_t cap, uint8_t *plain,
+                       size_t plain_cap, int max_reads)
+{
+    tls_feed_ctx f = {.s = s, .tls = tls, .plain = plain, .cap = plain_cap};
+    return sl_h2sock_read_to(fd, buf, cap, max_reads, feed_tls, &f);
+}
+
+int sl_h2sock_tls_write(sl_h2c *s, sl_tls *tls, int fd, sl_buf *plain, size_t high_water)
+{
+    sl_buf *o = sl_tls_out(tls);
+    for (;;) {
+        if (o->len < high_water) {
+            int rc = sl_h2c_send(s, plain, high_water);
+            if (rc < 0)
+                return rc;
+            ssize_t k = plain->len ? sl_tls_write(tls, plain->data, plain->len) : 0;
+            if (k < 0)
+                return (int)k;
+            sl_buf_consume(plain, (size_t)k);
+        }
+        if (!o->len)
+            return 0;
+        int rc = sl_h2sock_send(fd, o);
         if (rc < 0)
             return rc == -EAGAIN ? 0 : rc;
     }

@@ -4,6 +4,9 @@
  * brings its own readiness source (poll() in client/h2conn.c, a libuv uv_poll_t in
  * cluster/peer.c); what they do once a socket is ready is the same and lives here once.
  *
+ * With TLS, a TLS session (net/tls.h) sits between the socket and the HTTP/2 session; how its bytes
+ * move is also here once (sl_h2sock_tls_read / sl_h2sock_tls_write).
+ *
  * Writes use send(MSG_NOSIGNAL): a peer that hung up is EPIPE for that connection, never a SIGPIPE
  * for the process, whatever the embedding program did with the signal.
  */
@@ -15,6 +18,7 @@
 #include <sys/socket.h>
 
 #include "net/h2client.h"
+#include "net/tls.h"
 
 /* A non-blocking, close-on-exec TCP socket with TCP_NODELAY, connecting to sa. The fd (>= 0)
  * with *now set when the connect completed at once, or a negative errno (nothing to close). */
@@ -44,5 +48,24 @@ int sl_h2sock_write(sl_h2c *s, int fd, sl_buf *out, size_t high_water);
 /* Send what `out` holds, consuming what the socket took: 0 all of it, -EAGAIN the socket is full,
  * or the socket's negative errno. */
 int sl_h2sock_send(int fd, sl_buf *out);
+
+/* The same two moves with a TLS session (net/tls.h) between the HTTP/2 session and the socket,
+ * for every client that speaks TLS (client/h2conn.c, cluster/peer.c).
+ *
+ * sl_h2sock_tls_read: what the socket has, through the TLS session (which drives the handshake)
+ * into the HTTP/2 session; plain (plain_cap bytes) is scratch for the decrypted bytes, and may be
+ * buf itself (what was read is copied into the TLS session before anything is decrypted). 0, or
+ * -ECONNRESET (the peer closed or sent close_notify), -EKEYREJECTED (TLS failed: handshake,
+ * certificate, bad record; sl_tls_failure_get / sl_tls_error say why), -EPROTO (HTTP/2), or the
+ * socket's negative errno. Handshake bytes TLS wants to send wait in sl_tls_out(tls): call
+ * sl_h2sock_tls_write next.
+ *
+ * sl_h2sock_tls_write: the session's frames into `plain` (up to high_water), sealed into
+ * sl_tls_out(tls) once the handshake is done (before, they wait in `plain`), and sent; nothing
+ * more is sealed while high_water bytes of ciphertext wait for the socket. 0 (what the socket did
+ * not take stays in sl_tls_out), or a negative errno as sl_h2sock_write. */
+int sl_h2sock_tls_read(sl_h2c *s, sl_tls *tls, int fd, uint8_t *buf, size_t cap, uint8_t *plain,
+                       size_t plain_cap, int max_reads);
+int sl_h2sock_tls_write(sl_h2c *s, sl_tls *tls, int fd, sl_buf *plain, size_t high_water);
 
 #endif

@@ -178,8 +178,13 @@ int sl_tls_ctx_new(sl_tls_ctx **out, const sl_tls_config *cfg, char *err, size_t
             rc = ctx_fail(err, errlen, "ALPN", NULL);
             goto fail;
         }
-        SSL_CTX_set_verify(c->ssl, cfg->ca_file && cfg->ca_file[0] ? SSL_VERIFY_PEER
-                                                                   : SSL_VERIFY_NONE, NULL);
+        bool own_ca = cfg->ca_file && cfg->ca_file[0];
+        if (!own_ca && cfg->system_ca && SSL_CTX_set_default_verify_paths(c->ssl) != 1) {
+            rc = ctx_fail(err, errlen, "system CA store", NULL);
+            goto fail;
+        }
+        SSL_CTX_set_verify(c->ssl, own_ca || cfg->system_ca ? SSL_VERIFY_PEER : SSL_VERIFY_NONE,
+                           NULL);
     }
     *out = c;
     return 0;
@@ -246,6 +251,18 @@ sl_tls *sl_tls_slot_session(sl_tls_slot *s, const char *server_name)
     return t;
 }
 
+/* The name a client's server must prove: an IP literal against IP subjectAltNames (and no SNI),
+ * else a DNS name, also sent as SNI. 0 or -EINVAL. */
+static int client_name(SSL *ssl, const char *name)
+{
+    unsigned char ip[16];
+    if (inet_pton(AF_INET, name, ip) == 1 || inet_pton(AF_INET6, name, ip) == 1)
+        return X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name) == 1 ? 0 : -EINVAL;
+    if (SSL_set_tlsext_host_name(ssl, name) != 1 || SSL_set1_host(ssl, name) != 1)
+        return -EINVAL;
+    return 0;
+}
+
 sl_tls *sl_tls_new(sl_tls_ctx *ctx, const char *server_name)
 {
     sl_tls *t = calloc(1, sizeof *t);
@@ -269,9 +286,11 @@ sl_tls *sl_tls_new(sl_tls_ctx *ctx, const char *server_name)
         SSL_set_accept_state(t->ssl);
     } else {
         SSL_set_connect_state(t->ssl);
-        if (server_name && server_name[0]) {
-            SSL_set_tlsext_host_name(t->ssl, server_name);
-            SSL_set1_host(t->ssl, server_name);
+        if (server_name && server_name[0] && client_name(t->ssl, server_name) != 0) {
+            SSL_free(t->ssl);
+            free(t);
+            ERR_clear_error();
+            return NULL;
         }
     }
     sl_buf_init(&t->out, OUT_CAP);

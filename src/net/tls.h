@@ -41,6 +41,8 @@ typedef struct sl_tls_config {
                               certificates, a client's server certificate. A client without it
                               does not verify (not recommended). */
     const char *ca_file2;  /* optional second bundle trusted alike (e.g. the peers' CA) */
+    bool system_ca;        /* client without ca_file: verify against the system's trust store
+                              (OpenSSL's default paths) instead of not at all */
     sl_tls_auth client_auth; /* server: client certificates (needs ca_file unless NONE) */
     const char *alpn;      /* client: protocols offered, comma-separated; default "h2".
                               A server offers h2 and http/1.1, h2 first. */
@@ -73,7 +75,9 @@ void sl_tls_slot_set(sl_tls_slot *s, sl_tls_ctx *ctx);
 sl_tls *sl_tls_slot_session(sl_tls_slot *s, const char *server_name);
 
 /* A session under ctx (takes a reference). server_name: a client's SNI and the name its
- * server's certificate must carry (NULL: no name check, the CA check alone). NULL on no memory. */
+ * server's certificate must carry (NULL: no name check, the CA check alone); an IP address
+ * (v4 or v6 text) is matched against the certificate's IP subjectAltNames and sends no SNI, as
+ * RFC 6066 asks. NULL on no memory or a name OpenSSL refuses. */
 sl_tls *sl_tls_new(sl_tls_ctx *ctx, const char *server_name);
 void sl_tls_free(sl_tls *t);
 

@@ -27,6 +27,7 @@
 
 #include "auth/addr.h"
 #include "auth/idents.h"
+#include "node/alive.h"
 #include "protect/protect.h"
 #include "cluster/gossipnode.h"
 #include "cluster/router.h"
@@ -62,6 +63,7 @@ struct sl_node {
     sl_metrics *metrics;
     sl_engine *engine;
     sl_router *router;
+    sl_rstore *rstore;     /* --store redis, else NULL */
     sl_service *service;
     sl_server *server;
     sl_watched_source *storage; /* the one etcd watch feeding quotas and switches, or NULL */
@@ -91,6 +93,7 @@ struct sl_node {
     _Atomic bool failed;              /* a role gave up (no observer answers): exit non-zero */
     int argc;                         /* the options, kept to read them again on reload */
     char **argv;
+    sl_alive *alive; /* worker-loop liveness for a watchdog; made by the first sl_node_alive */
 };
 
 /* ---- Graphite ------------------------------------------------------------------------------ */
@@ -320,6 +323,8 @@ static void on_worker_start(void *ud, int worker, uv_loop_t *loop)
     sl_node *n = ud;
     sl_metrics_bind_thread((unsigned)worker);
     sl_router_worker_start(n->router, worker, loop);
+    if (n->rstore)
+        sl_rstore_worker_start(n->rstore, worker, loop);
     sl_service_worker_start(n->service, worker, loop);
     sl_proxy_worker_start(n->proxy, worker, loop);
     sl_observer_worker_start(n->observer, worker, loop);
@@ -340,6 +345,8 @@ static void on_worker_stop(void *ud, int worker, uv_loop_t *loop)
     sl_proxy_worker_stop(n->proxy, worker);
     sl_service_worker_stop(n->service, worker);
     sl_protect_worker_stop(n->protect, worker);
+    if (n->rstore)
+        sl_rstore_worker_stop(n->rstore, worker);
     sl_router_worker_stop(n->router, worker);
     if (worker == 0 && n->expiry_started) {
         uv_timer_stop(&n->expiry_timer);
@@ -499,6 +506,17 @@ static int start_router(sl_node *n, const sl_engine_config *ec, char *err, size_
         snprintf(err, errlen, "router: %s", strerror(-rc));
         return rc;
     }
+    if (o->store == SL_STORE_REDIS) {
+        sl_rstore_config sc = {
+            .engine = n->engine, .engine_cfg = ec,
+            .addrs = (const char *const *)o->redis_addrs.items, .n_addrs = o->redis_addrs.n,
+            .user = o->redis_user, .password_file = o->redis_password_file,
+            .timeout_ms = o->redis_timeout_ns / 1000000, .batch_items = o->redis_batch_items,
+            .fail_open = o->fail_open,
+            .workers = (int)o->workers, .log = &n->log, .metrics = n->metrics};
+        if ((rc = sl_rstore_new(&sc, &n->rstore, err, errlen)))
+            return rc;
+    }
 
     return 0;
 }
@@ -577,6 +595,7 @@ static int start_service(sl_node *n, char *err, size_t errlen)
     sl_service_config scfg = {
         .engine = n->engine,
         .router = n->router,
+        .rstore = n->rstore,
         .metrics = n->metrics,
         .log = &n->log,
         .workers = (int)o->workers,
@@ -820,7 +839,10 @@ static void decide_on_loop(void *ud)
         return;
     }
     memcpy(c->batch.reqs, c->reqs, c->count * sizeof *c->reqs);
-    sl_router_submit(c->node->router, 0, &c->batch, sl_wall_ms(), decide_done, c);
+    if (c->node->rstore) /* --store redis: the answer a client gets (service.c) */
+        sl_rstore_submit(c->node->rstore, 0, &c->batch, sl_wall_ms(), decide_done, c);
+    else
+        sl_router_submit(c->node->router, 0, &c->batch, sl_wall_ms(), decide_done, c);
 }
 
 int sl_node_decide(sl_node *n, const sl_request *reqs, sl_response *resps, size_t count)
@@ -911,6 +933,16 @@ void sl_node_reload(sl_node *n)
         sl_log_info(&n->log, "reload: quota file read again");
 }
 
+int sl_node_alive(sl_node *n)
+{
+    if (!n->alive) {
+        int rc = sl_alive_new(n->server, &n->alive);
+        if (rc)
+            return rc;
+    }
+    return sl_alive_check(n->alive);
+}
+
 void sl_node_shutdown(sl_node *n, uint32_t grace_ms)
 {
     if (grace_ms == 0)
@@ -968,6 +1000,7 @@ void sl_node_free(sl_node *n)
     sl_observer_stop(n->observer); /* before the server goes: it posts to its workers */
     sl_server_free(n->server);
     sl_observer_free(n->observer);
+    sl_alive_free(n->alive); /* after the server: its last posted steps have run */
     sl_proxy_free(n->proxy);
     sl_service_free(n->service);
     sl_rlssrc_free(n->rls); /* after the service: its workers' readers are released */
@@ -978,6 +1011,7 @@ void sl_node_free(sl_node *n)
     sl_watched_source_free(n->storage); /* the feeds above have left it: stops the thread */
     sl_router_stop(n->router);     /* its gossip subscription first, then the overlay */
     sl_gossipnode_free(n->gossip);
+    sl_rstore_free(n->rstore);
     sl_router_free(n->router);
     sl_tls_slot_free(n->peer_tls); /* after the router: its peers' connections hold their own */
     sl_engine_free(n->engine);

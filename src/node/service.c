@@ -65,6 +65,8 @@ typedef struct sl_call {
     size_t kept;            /* bytes counted in its pool while pooled */
     sl_gubprotect_call *prot; /* protection's state between begin and end */
     sl_rls_call *rls;         /* ShouldRateLimit's plan (in the batch's arena) */
+    sl_attempt_fleet att;     /* /attempt waiting for its fleet lease (api/attempt.h) */
+    int att_rc;               /* /release waiting for its fleet lease: the concurrency give's */
     sl_batch batch;
     sl_buf out;
     struct sl_call *next;
@@ -456,7 +458,9 @@ static int grpc_payload(sl_service *s, const sl_http_request *rq, const uint8_t 
 /* Hand the call's items to the router (after the fleet's, when there were any). */
 static void route_items(sl_service *s, sl_call *c, int64_t now)
 {
-    if (c->method == M_GET_PEER_RATE_LIMITS)
+    if (s->cfg.rstore) /* every node decides its own items in Redis: nothing to forward */
+        sl_rstore_submit(s->cfg.rstore, c->worker, &c->batch, now, rate_limits_done, c);
+    else if (c->method == M_GET_PEER_RATE_LIMITS)
         sl_router_peer_rate_limits(s->cfg.router, c->worker, &c->batch, now, rate_limits_done, c);
     else
         sl_router_submit(s->cfg.router, c->worker, &c->batch, now, rate_limits_done, c);
@@ -809,46 +813,155 @@ static void held_sent(void *ud, int outcome, int grpc_code, int64_t t0)
     count_call(s, M_ATTEMPT, T_HTTP, grpc_code, t0);
 }
 
+/* The request headers of an /attempt (the protection's too when `prot`). */
+static inline __attribute__((always_inline)) void
+attempt_headers(const sl_http_request *rq, sl_attempt_req *q, bool prot)
+{
+    header_value(rq, "x-resource", &q->levee.resource, &q->levee.resource_len);
+    header_value(rq, "x-prefix", &q->levee.prefix, &q->levee.prefix_len);
+    header_value(rq, "x-method", &q->levee.method, &q->levee.method_len);
+    header_value(rq, "x-req-id", &q->levee.req_id, &q->levee.req_id_len);
+    header_value(rq, "x-max-delay", &q->levee.max_delay, &q->levee.max_delay_len);
+    if (prot) {
+        header_value(rq, "x-priority", &q->priority, &q->priority_len);
+        header_value(rq, "x-concurrency", &q->concurrency, &q->concurrency_len);
+        header_value(rq, "x-lease-id", &q->lease_id, &q->lease_id_len);
+    }
+}
+
+/* The worker's /attempt answer goes out: held for its X-Delay-Ms when asked, else now. */
+static inline __attribute__((always_inline)) void
+attempt_send(sl_service *s, sl_exchange *ex, const sl_http_request *rq, const sl_attempt_req *q,
+             sl_call_pool *p, int64_t t0)
+{
+    int64_t hold_ms = q->levee.max_delay ? hold_for(rq, &p->answer) : 0;
+    if (hold_ms > 0 && sl_held_add(&p->held, ex, &p->answer, hold_ms, t0))
+        return;
+    respond_answer(s, ex, M_ATTEMPT, &p->answer, t0);
+}
+
+/* The fleet key's owner answered an /attempt's fleet lease (or could not: this node's share,
+ * api/gubprotect.h): the decision goes on, its headers and quotas read again (the call waited). */
+static void attempt_fleet_done(void *ud, sl_batch *fb)
+{
+    sl_call *c = ud;
+    sl_service *s = c->svc;
+    sl_call_pool *p = pool_of(s, c->worker);
+    const sl_http_request *rq = sl_exchange_request(c->ex);
+    int64_t now = sl_exchange_now_ms(c->ex);
+    sl_attempt_req q;
+    attempt_headers(rq, &q, true);
+    sl_response r;
+    bool local = sl_gubprotect_fleet_taken(s->cfg.protect, fb, 0, &c->att.limit,
+                                           c->att.duration_ms,
+                                           sl_router_peer_count(s->cfg.router), now, &r);
+    const sl_quota_snap *snap = sl_quotasrc_read(s->cfg.quotas, &p->quota_reader);
+    uint64_t back;
+    sl_attempt_resume(s->cfg.protect, c->worker, &s->cfg.levee, snap, &q, &c->att, &r, local, now,
+                      &p->answer, &back);
+    sl_batch *gb = back ? sl_gubprotect_fleet_release(s->cfg.protect, back, now) : NULL;
+    if (gb)
+        sl_router_submit(s->cfg.router, c->worker, gb, now, giveback_done, s->cfg.protect);
+    attempt_send(s, c->ex, rq, &q, p, c->t0);
+    call_put(c);
+}
+
+/* A non-critical acquire's fleet lease: in a cluster, the one count at the fleet key's owner,
+ * routed like any item (true: the answer waits for it); on a node on its own, here. */
+static bool attempt_fleet(sl_service *s, sl_exchange *ex, const sl_attempt_req *q,
+                          const sl_quota_snap *snap, const sl_attempt_fleet *st, int64_t now,
+                          int64_t t0)
+{
+    int worker = sl_exchange_worker(ex);
+    sl_response oom = {.error = "out of memory"}, *fr = NULL;
+    if (sl_router_peer_count(s->cfg.router) > 1) {
+        sl_call *c = call_get(s, ex, M_ATTEMPT, T_HTTP, t0);
+        if (c && !sl_gubprotect_fleet_item(s->cfg.protect, &c->batch, 1, st->limit,
+                                           st->duration_ms, 0)) {
+            c->att = *st;
+            sl_router_submit(s->cfg.router, worker, &c->batch, now, attempt_fleet_done, c);
+            return true;
+        }
+        if (c)
+            call_put(c);
+        fr = &oom;
+    }
+    uint64_t back;
+    sl_attempt_resume(s->cfg.protect, worker, &s->cfg.levee, snap, q, st, fr, false, now,
+                      &pool_of(s, worker)->answer, &back);
+    return false;
+}
+
 /* Levee's /attempt: under protection when the node has it, else the rate quotas alone. */
 static void attempt(sl_service *s, sl_exchange *ex, const sl_http_request *rq, int64_t t0)
 {
     int worker = sl_exchange_worker(ex);
     sl_call_pool *p = pool_of(s, worker);
     sl_attempt_req q;
-    header_value(rq, "x-resource", &q.levee.resource, &q.levee.resource_len);
-    header_value(rq, "x-prefix", &q.levee.prefix, &q.levee.prefix_len);
-    header_value(rq, "x-method", &q.levee.method, &q.levee.method_len);
-    header_value(rq, "x-req-id", &q.levee.req_id, &q.levee.req_id_len);
-    header_value(rq, "x-max-delay", &q.levee.max_delay, &q.levee.max_delay_len);
+    attempt_headers(rq, &q, false);
     if (idents_of(s) && !resource_allowed(s, ex, rq, M_ATTEMPT, q.levee.resource,
                                            q.levee.resource_len, t0))
         return;
     const sl_quota_snap *snap = sl_quotasrc_read(s->cfg.quotas, &p->quota_reader);
     int64_t now = sl_exchange_now_ms(ex);
     if (s->cfg.protect) {
-        header_value(rq, "x-priority", &q.priority, &q.priority_len);
-        header_value(rq, "x-concurrency", &q.concurrency, &q.concurrency_len);
-        header_value(rq, "x-lease-id", &q.lease_id, &q.lease_id_len);
-        sl_attempt_decide(s->cfg.protect, worker, &s->cfg.levee, snap, &q, now, &p->answer);
+        attempt_headers(rq, &q, true);
+        sl_attempt_fleet st;
+        if (sl_attempt_begin(s->cfg.protect, worker, &s->cfg.levee, snap, &q, now, &st,
+                             &p->answer) &&
+            attempt_fleet(s, ex, &q, snap, &st, now, t0))
+            return;
     } else {
         sl_levee_attempt(&s->cfg.levee, snap, s->cfg.engine, &q.levee, now, &p->answer);
     }
-    int64_t hold_ms = q.levee.max_delay ? hold_for(rq, &p->answer) : 0;
-    if (hold_ms > 0 && sl_held_add(&p->held, ex, &p->answer, hold_ms, t0))
-        return;
-    respond_answer(s, ex, M_ATTEMPT, &p->answer, t0);
+    attempt_send(s, ex, rq, &q, p, t0);
 }
 
+static void release_headers(const sl_http_request *rq, sl_attempt_release_req *rr)
+{
+    header_value(rq, "x-lease-id", &rr->lease_id, &rr->lease_id_len);
+    header_value(rq, "x-resource", &rr->resource, &rr->resource_len);
+    header_value(rq, "x-req-id", &rr->req_id, &rr->req_id_len);
+}
+
+/* The fleet key's owner answered a /release's give-back of its fleet lease. */
+static void release_fleet_done(void *ud, sl_batch *fb)
+{
+    sl_call *c = ud;
+    sl_service *s = c->svc;
+    sl_call_pool *p = pool_of(s, c->worker);
+    sl_attempt_release_req rr;
+    release_headers(sl_exchange_request(c->ex), &rr);
+    sl_attempt_release_answer(&rr, c->att_rc,
+                              sl_gubprotect_fleet_released(s->cfg.protect, &fb->resps[0]),
+                              &p->answer);
+    respond_answer(s, c->ex, M_RELEASE, &p->answer, c->t0);
+    call_put(c);
+}
+
+/* /release: the concurrency lease here, a fleet lease of the owner's given back to it (routed). */
 static void release(sl_service *s, sl_exchange *ex, const sl_http_request *rq, int64_t t0)
 {
     sl_call_pool *p = pool_of(s, sl_exchange_worker(ex));
     sl_attempt_release_req rr;
-    header_value(rq, "x-lease-id", &rr.lease_id, &rr.lease_id_len);
-    header_value(rq, "x-resource", &rr.resource, &rr.resource_len);
-    header_value(rq, "x-req-id", &rr.req_id, &rr.req_id_len);
+    release_headers(rq, &rr);
     if (idents_of(s) && !resource_allowed(s, ex, rq, M_RELEASE, rr.resource, rr.resource_len, t0))
         return;
-    sl_attempt_release(s->cfg.protect, &rr, sl_exchange_now_ms(ex), &p->answer);
+    int64_t now = sl_exchange_now_ms(ex);
+    int conc_rc;
+    uint64_t fleet = sl_attempt_release_begin(s->cfg.protect, &rr, now, true, &conc_rc,
+                                              &p->answer);
+    if (fleet) {
+        sl_call *c = call_get(s, ex, M_RELEASE, T_HTTP, t0);
+        if (c && !sl_gubprotect_fleet_item(s->cfg.protect, &c->batch, -1, 0, 1, fleet)) {
+            c->att_rc = conc_rc;
+            sl_router_submit(s->cfg.router, c->worker, &c->batch, now, release_fleet_done, c);
+            return;
+        }
+        if (c)
+            call_put(c);
+        sl_attempt_release_answer(&rr, conc_rc, -1, &p->answer);
+    }
     respond_answer(s, ex, M_RELEASE, &p->answer, t0);
 }
 

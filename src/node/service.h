@@ -25,6 +25,7 @@
 #include "core/log.h"
 #include "core/metrics.h"
 #include "net/exchange.h"
+#include "store/rstore.h"
 
 typedef struct sl_service sl_service;
 
@@ -36,6 +37,8 @@ typedef bool (*sl_service_health_fn)(void *ud, char *why, size_t why_len);
 typedef struct sl_service_config {
     sl_engine *engine;
     sl_router *router;
+    sl_rstore *rstore;            /* --store redis: decides GetRateLimits items instead of the
+                                     router (store/rstore.h); NULL = the router */
     sl_metrics *metrics;          /* may be NULL */
     sl_logger *log;               /* may be NULL */
     int workers;                  /* worker loops that will call the handler */

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "config/etcd.h"
+#include "freeport.h"
 #include "sluice/clock.h"
 
 #define SL_TEST_ETCD_BIN "/usr/bin/etcd"
@@ -36,17 +37,6 @@ typedef struct sl_test_etcd {
     char url[64];        /* http://127.0.0.1:<client_port> */
 } sl_test_etcd;
 
-/* A loopback TCP port nothing listens on right now. */
-static inline int sl_test_free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    socklen_t l = sizeof a;
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &l), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
 
 static inline bool sl_test_etcd_installed(void)
 {

@@ -1,7 +1,8 @@
 """The fleet usage shedder is one count for the whole cluster (issue 14, item 1): two real sluiced
-nodes, each told capacity 10 and reserve 0.2, admit 8 non-critical Gubernator CONCURRENCY calls in
-all, not 16, because every fleet lease is an item of one key decided by its owner. With the owner
-gone, the other node falls back to its share (8 / 2 = 4), and says so (metadata fleet=local)."""
+nodes, each told capacity 10 and reserve 0.2, admit 8 non-critical CONCURRENCY calls in all, not
+16, because every fleet lease is an item of one key decided by its owner. That holds for Gubernator
+items, for Levee's POST /attempt, and for both together. With the owner gone, the other node falls
+back to its share (8 / 2 = 4), and says so (metadata fleet=local; X-Fleet: local on /attempt)."""
 import json
 import time
 
@@ -9,6 +10,10 @@ from conftest import free_port, http
 
 
 QUOTAS = """
+limit:
+  key_default: {rate: 100000, burst: 100000}
+  key:
+    slow: {quota: {rate: 2, burst: 0}}
 concurrency:
   default: {limit: 100, duration: 60s}
 fleet: {capacity: 10, reserve: 0.2, duration: 60s}
@@ -33,7 +38,17 @@ def fleet_owner(addr):
     return json.loads(body)["responses"][0]["metadata"]["owner"]
 
 
-def test_two_nodes_share_one_fleet_and_fall_back_to_their_share(node_factory, tmp_path):
+def attempt(addr, resource, priority="get", extra=None):
+    h = {"X-Resource": resource, "X-Concurrency": "acquire", "X-Priority": priority}
+    h.update(extra or {})
+    return http("POST", "http://%s/attempt" % addr, "", h, timeout=10)
+
+
+def release(addr, lease):
+    return http("POST", "http://%s/release" % addr, "", {"X-Lease-Id": lease}, timeout=10)
+
+
+def cluster(node_factory, tmp_path):
     q = tmp_path / "quotas.yaml"
     q.write_text(QUOTAS)
     addrs = ["127.0.0.1:%d" % free_port() for _ in range(2)]
@@ -46,6 +61,11 @@ def test_two_nodes_share_one_fleet_and_fall_back_to_their_share(node_factory, tm
         nodes.append(n)
     for n in nodes:
         n.start()
+    return nodes, addrs
+
+
+def test_two_nodes_share_one_fleet_and_fall_back_to_their_share(node_factory, tmp_path):
+    nodes, addrs = cluster(node_factory, tmp_path)
 
     # 16 non-critical calls, alternating between the nodes: 8 admitted in all
     answers = [acquire(addrs[i % 2], "k%d" % i) for i in range(16)]
@@ -87,3 +107,78 @@ def test_two_nodes_share_one_fleet_and_fall_back_to_their_share(node_factory, tm
     assert all(a["metadata"].get("shed") == "fleet" for a in fallback[4:]), fallback
     print("fleet-wide: admitted %d of 16 (per node %s); owner down: %d of 6 admitted on the "
           "survivor (share 8/2), %.1f ms per call" % (len(admitted), by_node, len(ok), ms))
+
+
+def test_attempt_shares_one_fleet_and_falls_back_to_its_share(node_factory, tmp_path):
+    nodes, addrs = cluster(node_factory, tmp_path)
+
+    # 16 non-critical /attempt acquires, alternating between the nodes: 8 admitted in all
+    answers = [attempt(addrs[i % 2], "search") for i in range(16)]
+    ok = [(i, h) for i, (st, h, _) in enumerate(answers) if st == 200]
+    shed = [(st, h, b) for st, h, b in answers if st != 200]
+    assert len(ok) == 8, [a[0] for a in answers]
+    assert all(st == 503 and h["ratelimit-policy"] == '"fleet";q=8' and
+               b.startswith(b"fleet capacity is reserved for critical calls: 8") for st, h, b in shed)
+    assert all("x-fleet" not in h for _, h, _ in answers)  # the owner decided
+    by_node = [sum(1 for i, _ in ok if i % 2 == k) for k in range(2)]
+    assert all(by_node), by_node
+    # critical calls take no fleet lease and are not shed
+    st, h, _ = attempt(addrs[0], "search", "critical")
+    assert st == 200 and h["x-lease-id"].split(".")[1] == "0" * 16
+    # a lease released on the other node frees a slot of the one fleet
+    i, h = ok[0]
+    assert release(addrs[1 - i % 2], h["x-lease-id"])[0] == 200
+    assert release(addrs[1 - i % 2], h["x-lease-id"])[0] == 404  # once
+    assert attempt(addrs[1], "search")[0] == 200
+    assert attempt(addrs[0], "search")[0] == 503
+
+    # a held answer (X-Delay-Mode: hold) still goes out after the fleet's round trip
+    owner = fleet_owner(addrs[0])
+    other = addrs[1 - addrs.index(owner)]
+    assert release(other, ok[1][1]["x-lease-id"])[0] == 200
+    assert release(other, ok[2][1]["x-lease-id"])[0] == 200
+    hold = {"X-Max-Delay": "2s", "X-Delay-Mode": "hold"}
+    assert attempt(other, "slow", extra=hold)[0] == 200
+    t0 = time.time()
+    st, h, _ = attempt(other, "slow", extra=hold)
+    waited = time.time() - t0
+    assert st == 200 and 0 < int(h["x-delay-ms"]) <= 500 and waited >= 0.3, (h, waited)
+    assert h["x-lease-id"].split(".")[1] != "0" * 16
+
+    # the owner goes away: the survivor takes from its share, 4 of 8, and says so
+    dead = addrs.index(owner)
+    nodes[dead].stop()
+    survivor = addrs[1 - dead]
+    t0 = time.time()
+    fallback = [attempt(survivor, "search") for _ in range(6)]
+    ms = (time.time() - t0) * 1000 / len(fallback)
+    assert [st for st, _, _ in fallback] == [200] * 4 + [503] * 2, fallback
+    assert all(h.get("x-fleet") == "local" for _, h, _ in fallback), fallback
+    assert fallback[4][1]["ratelimit-policy"] == '"fleet";q=4'
+    # a lease of the share goes back here
+    assert release(survivor, fallback[0][1]["x-lease-id"])[0] == 200
+    assert attempt(survivor, "search")[0] == 200
+    print("/attempt fleet-wide: admitted %d of 16 (per node %s); owner down: 4 of 6 on the "
+          "survivor (share 8/2), %.1f ms per call" % (len(ok), by_node, ms))
+
+
+def test_gubernator_and_attempt_callers_share_one_fleet(node_factory, tmp_path):
+    nodes, addrs = cluster(node_factory, tmp_path)
+    gub = [acquire(addrs[i % 2], "g%d" % i) for i in range(4)]
+    att = [attempt(addrs[i % 2], "search") for i in range(4)]
+    assert all(a["status"] == "UNDER_LIMIT" for a in gub), gub
+    assert [st for st, _, _ in att] == [200] * 4
+    # the fleet (8) is full, whichever dialect asks next
+    a = acquire(addrs[1], "g9")
+    assert a["status"] == "OVER_LIMIT" and a["metadata"]["shed"] == "fleet", a
+    assert attempt(addrs[0], "search")[0] == 503
+    # an /attempt lease released frees a slot a Gubernator caller then takes, and back
+    assert release(addrs[0], att[1][1]["x-lease-id"])[0] == 200
+    assert acquire(addrs[0], "g10")["status"] == "UNDER_LIMIT"
+    assert attempt(addrs[1], "search")[0] == 503
+    rel = {"name": "jobs", "unique_key": "g0", "hits": -1, "limit": 100, "duration": 60000,
+           "algorithm": 6, "metadata": {"lease_id": gub[0]["metadata"]["lease_id"]}}
+    status, _, body = http("POST", "http://%s/v1/GetRateLimits" % addrs[1],
+                           json.dumps({"requests": [rel]}))
+    assert status == 200 and not json.loads(body)["responses"][0].get("error"), body
+    assert attempt(addrs[1], "search")[0] == 200

@@ -12,10 +12,9 @@ import time
 
 import pytest
 
-from conftest import BUILD, http, wait_for
+from clientlib import CLIENT_LIB as LIB, Item, Request
+from conftest import http, wait_for
 
-
-LIB = os.path.join(BUILD, "lib", "libsluice-client.so")
 pytestmark = pytest.mark.skipif(not os.path.exists(LIB), reason="libsluice-client.so not built")
 
 DURATION_MS = 1500
@@ -32,21 +31,6 @@ class Attempt(ctypes.Structure):
     _fields_ = [("resource", ctypes.c_char_p), ("prefix", ctypes.c_char_p),
                 ("method", ctypes.c_char_p), ("req_id", ctypes.c_char_p),
                 ("priority", ctypes.c_char_p)]
-
-
-class Request(ctypes.Structure):
-    _fields_ = [("name", ctypes.c_char_p), ("name_len", ctypes.c_size_t),
-                ("unique_key", ctypes.c_char_p), ("unique_key_len", ctypes.c_size_t),
-                ("hits", ctypes.c_int64), ("limit", ctypes.c_int64), ("duration", ctypes.c_int64),
-                ("burst", ctypes.c_int64), ("created_at", ctypes.c_int64),
-                ("algorithm", ctypes.c_int32), ("behavior", ctypes.c_int32),
-                ("sub_windows", ctypes.c_int32), ("lease_id", ctypes.c_uint64),
-                ("max_delay_ms", ctypes.c_int64)]
-
-
-class Item(ctypes.Structure):
-    _fields_ = [("req", Request), ("metadata", ctypes.c_void_p),
-                ("metadata_count", ctypes.c_size_t)]
 
 
 class LeaseStatus(ctypes.Structure):

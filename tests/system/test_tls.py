@@ -1,8 +1,11 @@
 """TLS on the client port and between peers: gRPC over TLS (ALPN h2) and HTTP/1.1 over TLS,
 client certificates required and refused (none, expired, another CA), plaintext sent to the TLS
 port, a handshake that stalls, a SIGHUP reload of the certificate while an old connection stays
-up, and a 3-node cluster whose peers call each other over mutual TLS. The certificates are made by
+up, a 3-node cluster whose peers call each other over mutual TLS, and libsluice's client and the
+sluice CLI calling a TLS port (right CA, wrong CA, name mismatch, client certificates). The certificates are made by
 the `openssl` command in a temporary directory when the module starts."""
+import ctypes
+import errno
 import json
 import os
 import re
@@ -18,6 +21,7 @@ import grpc
 import pytest
 
 from certs import key_csr, make_ca, make_leaf, ossl
+from clientlib import CLIENT_LIB, Item as ClientItem, Request as ClientRequest
 from conftest import free_port, have
 from etcdproc import EtcdProc
 
@@ -365,7 +369,8 @@ def test_etcd_over_mutual_tls(node_factory, certs):
 
 def test_cli_attempt_over_tls(node_factory, certs, tmp_path):
     """`sluice attempt` speaks HTTPS with --tls-ca, and shows a client certificate with
-    --tls-cert/--tls-key; without one a port that requires it answers nothing (exit 3)."""
+    --tls-cert/--tls-key; without one a port that requires it answers nothing (exit 3). With
+    --http2 the same over the client library's TLS."""
     from conftest import SLUICE
     quota = tmp_path / "quota.yaml"
     quota.write_text("limit:\n  key_default: {rate: 100, burst: 100}\nfactor:\n  default: 1\n")
@@ -375,7 +380,9 @@ def test_cli_attempt_over_tls(node_factory, certs, tmp_path):
     mtls = ["--tls-cert", certs("client.pem"), "--tls-key", certs("client.key")]
     assert subprocess.run(base + mtls, capture_output=True).returncode == 0
     assert subprocess.run(base, capture_output=True).returncode == 3
-    assert subprocess.run(base + mtls + ["--http2"], capture_output=True).returncode == 2
+    # --http2: the same through the client library, TLS with ALPN h2
+    assert subprocess.run(base + mtls + ["--http2"], capture_output=True).returncode == 0
+    assert subprocess.run(base + ["--http2"], capture_output=True).returncode == 3
 
 
 def test_peer_with_a_certificate_from_another_ca_is_refused(node_factory, certs, pb):
@@ -459,3 +466,213 @@ def test_client_identity_from_the_certificate(node_factory, certs, pb, tmp_path)
     st, _, s = https(node, certs, "/v1/GetRateLimits", "client", method="POST", body=out)
     s.close()
     assert st == 403
+
+
+
+# ---------------------------------------------------------------- the client library over TLS
+# libsluice-client.so through ctypes (as test_lease_renew.py): only plain structs cross.
+
+
+class ClientOptions(ctypes.Structure):
+    _fields_ = [("timeout_ms", ctypes.c_int), ("connect_timeout_ms", ctypes.c_int),
+                ("reconnect_backoff_ms", ctypes.c_int), ("fail_closed", ctypes.c_bool),
+                ("max_sync_conns", ctypes.c_uint), ("max_async_pending", ctypes.c_uint),
+                ("max_response_bytes", ctypes.c_size_t), ("breaker_timeouts", ctypes.c_int),
+                ("breaker_cooldown_ms", ctypes.c_int), ("tls", ctypes.c_bool),
+                ("tls_ca_file", ctypes.c_char_p), ("tls_cert_file", ctypes.c_char_p),
+                ("tls_key_file", ctypes.c_char_p), ("tls_server_name", ctypes.c_char_p)]
+
+
+class ClientResponse(ctypes.Structure):
+    _fields_ = [("status", ctypes.c_int32), ("limit", ctypes.c_int64),
+                ("remaining", ctypes.c_int64), ("reset_time", ctypes.c_int64),
+                ("retry_after", ctypes.c_int64), ("error", ctypes.c_char_p),
+                ("lease_id", ctypes.c_uint64), ("delay_ms", ctypes.c_int64)]
+
+
+class ClientResult(ctypes.Structure):
+    _fields_ = [("resp", ClientResponse), ("metadata", ctypes.c_void_p),
+                ("metadata_count", ctypes.c_size_t)]
+
+
+class CheckReply(ctypes.Structure):
+    _fields_ = [("err", ctypes.c_int), ("failed_open", ctypes.c_bool), ("shed", ctypes.c_bool),
+                ("http_status", ctypes.c_int), ("grpc_status", ctypes.c_int),
+                ("grpc_message", ctypes.c_char_p), ("count", ctypes.c_size_t),
+                ("items", ctypes.POINTER(ClientResult)), ("priv_", ctypes.c_void_p)]
+
+
+class ClientStats(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_uint64) for n in (
+        "calls", "failed_open", "failed_closed", "timeouts", "transport_errors", "connects",
+        "connect_failures", "async_pending", "async_rejected", "breaker_trips",
+        "breaker_rejected", "breaker_probes", "shed")] + [
+        ("breaker_open", ctypes.c_bool), ("tls_failures", ctypes.c_uint64)]
+
+
+@pytest.fixture
+def clientlib():
+    if not os.path.exists(CLIENT_LIB):
+        pytest.skip("libsluice-client.so not built")
+    L = ctypes.CDLL(CLIENT_LIB)
+    vp = ctypes.c_void_p
+    L.sl_client_options_default.argtypes = [ctypes.POINTER(ClientOptions)]
+    L.sl_client_new.argtypes = [ctypes.c_char_p, ctypes.POINTER(ClientOptions), ctypes.POINTER(vp)]
+    L.sl_client_free.argtypes = [vp]
+    L.sl_client_check.argtypes = [vp, ctypes.POINTER(ClientItem), ctypes.c_size_t, ctypes.c_int,
+                                  ctypes.POINTER(CheckReply)]
+    L.sl_client_check_reply_free.argtypes = [ctypes.POINTER(CheckReply)]
+    L.sl_client_stats_get.argtypes = [vp, ctypes.POINTER(ClientStats)]
+    L.sl_client_tls_error.argtypes = [vp]
+    L.sl_client_tls_error.restype = ctypes.c_char_p
+    return L
+
+
+class TlsClient:
+    """One sl_client with TLS options; check() asks for one item and returns what came back."""
+
+    def __init__(self, L, addr, ca=None, cert=None, key=None, server_name=None,
+                 fail_closed=False):
+        self.L = L
+        o = ClientOptions()
+        L.sl_client_options_default(ctypes.byref(o))
+        o.timeout_ms = o.connect_timeout_ms = 3000
+        o.reconnect_backoff_ms = 0
+        o.fail_closed = fail_closed
+        o.tls = True
+        o.tls_ca_file = ca.encode() if ca else None
+        o.tls_cert_file = cert.encode() if cert else None
+        o.tls_key_file = key.encode() if key else None
+        o.tls_server_name = server_name.encode() if server_name else None
+        self.c = ctypes.c_void_p()
+        rc = L.sl_client_new(addr.encode(), ctypes.byref(o), ctypes.byref(self.c))
+        assert rc == 0, rc
+
+    def check(self, key="k"):
+        req = ClientRequest(name=b"tls", name_len=3, unique_key=key.encode(),
+                            unique_key_len=len(key), hits=1, limit=10, duration=60000)
+        item = ClientItem(req=req)
+        r = CheckReply()
+        rc = self.L.sl_client_check(self.c, ctypes.byref(item), 1, 3000, ctypes.byref(r))
+        out = {"rc": rc, "err": r.err, "failed_open": r.failed_open,
+               "status": r.items[0].resp.status, "remaining": r.items[0].resp.remaining}
+        self.L.sl_client_check_reply_free(ctypes.byref(r))
+        return out
+
+    def stats(self):
+        st = ClientStats()
+        self.L.sl_client_stats_get(self.c, ctypes.byref(st))
+        return st
+
+    def tls_error(self):
+        return self.L.sl_client_tls_error(self.c).decode()
+
+    def close(self):
+        self.L.sl_client_free(self.c)
+
+
+def test_client_library_over_tls(node_factory, certs, clientlib):
+    """The client library calls a TLS sluiced: with the right CA it gets real answers (the name
+    checked is the address's IP, or --tls-server-name); with another CA, or a name the
+    certificate does not carry, the handshake fails, the call fails open (fail-closed: denied
+    with the error) and the TLS failure is counted with OpenSSL's reason."""
+    n = start_tls(node_factory, certs)
+    good = [TlsClient(clientlib, n.addr, ca=certs("ca.pem")),
+            TlsClient(clientlib, n.addr, ca=certs("ca.pem"), server_name="localhost"),
+            TlsClient(clientlib, "https://" + n.addr, ca=certs("ca.pem"))]
+    try:
+        for i, c in enumerate(good):
+            r = c.check()
+            assert r == {"rc": 0, "err": 0, "failed_open": False, "status": 0,
+                         "remaining": 9 - i}, r
+            st = c.stats()
+            assert (st.connects, st.tls_failures, st.failed_open) == (1, 0, 0)
+    finally:
+        for c in good:
+            c.close()
+
+    bad = [TlsClient(clientlib, n.addr, ca=certs("wrongca.pem")),
+           TlsClient(clientlib, n.addr, ca=certs("ca.pem"), server_name="elsewhere.test")]
+    try:
+        for c in bad:
+            for _ in range(2):
+                r = c.check()
+                assert r["rc"] == 0 and r["failed_open"] and r["status"] == 0, r
+                assert r["err"] == -errno.EKEYREJECTED, r
+            st = c.stats()
+            assert (st.failed_open, st.tls_failures, st.connects) == (2, 2, 0)
+            assert st.transport_errors == 2 and st.shed == 0
+            assert "certificate verify failed" in c.tls_error(), c.tls_error()
+    finally:
+        for c in bad:
+            c.close()
+
+    closed = TlsClient(clientlib, n.addr, ca=certs("wrongca.pem"), fail_closed=True)
+    try:
+        r = closed.check()
+        assert r["rc"] == -errno.EKEYREJECTED and not r["failed_open"] and r["status"] == 1, r
+        assert closed.stats().failed_closed == 1
+    finally:
+        closed.close()
+    assert n.proc.poll() is None
+
+
+def test_client_library_mutual_tls(node_factory, certs, clientlib):
+    """A port that requires client certificates: the library's call with the client
+    certificate is answered; without one, or with an expired one, it fails open and counts."""
+    n = start_tls(node_factory, certs, "--tls-ca", certs("ca.pem"), "--tls-client-auth", "require",
+                  client="client")
+    with_cert = TlsClient(clientlib, n.addr, ca=certs("ca.pem"), cert=certs("client.pem"),
+                          key=certs("client.key"))
+    without = TlsClient(clientlib, n.addr, ca=certs("ca.pem"))
+    expired = TlsClient(clientlib, n.addr, ca=certs("ca.pem"), cert=certs("expired.pem"),
+                        key=certs("expired.key"))
+    try:
+        r = with_cert.check()
+        assert r == {"rc": 0, "err": 0, "failed_open": False, "status": 0, "remaining": 9}, r
+        for c in (without, expired):
+            r = c.check()
+            assert r["rc"] == 0 and r["failed_open"] and r["err"] == -errno.EKEYREJECTED, r
+            st = c.stats()
+            assert st.failed_open == 1 and st.tls_failures == 1, (st.failed_open, st.tls_failures)
+            assert c.tls_error()
+        # the refusals changed nothing: the next real answer counts one more hit only
+        assert with_cert.check()["remaining"] == 8
+    finally:
+        for c in (with_cert, without, expired):
+            c.close()
+    # the server saw both refusals as certificate failures
+    assert metric(n, certs, 'sluice_tls_handshakes_total{result="cert"}', "client") >= 2
+
+
+def test_cli_check_and_health_over_tls(node_factory, certs):
+    """`sluice check` and `sluice health` over TLS with --tls-ca (and --tls-server-name), mTLS
+    with --tls-cert/--tls-key; a wrong CA is exit 3 with the TLS reason, never an answer."""
+    from conftest import SLUICE
+    n = start_tls(node_factory, certs, "--tls-ca", certs("ca.pem"), "--tls-client-auth", "require",
+                  client="client")
+    mtls = ["--tls-ca", certs("ca.pem"), "--tls-cert", certs("client.pem"),
+            "--tls-key", certs("client.key")]
+    check = [SLUICE, "check", "--addr", n.addr, "--name", "cli", "--key", "k", "--limit", "5",
+             "--duration", "1m", "--json"]
+    r = subprocess.run(check + mtls, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["remaining"] == 4
+    r = subprocess.run(check + mtls + ["--tls-server-name", "localhost"], capture_output=True,
+                       text=True)
+    assert r.returncode == 0 and json.loads(r.stdout)["remaining"] == 3, r.stderr
+    r = subprocess.run([SLUICE, "health", "--addr", n.addr] + mtls, capture_output=True, text=True)
+    assert r.returncode == 0 and "healthy" in r.stdout, r.stdout + r.stderr
+
+    r = subprocess.run(check[:-1] + ["--tls-ca", certs("wrongca.pem"), "--tls-cert",
+                                     certs("client.pem"), "--tls-key", certs("client.key")],
+                       capture_output=True, text=True)
+    assert r.returncode == 3 and "TLS handshake failed" in r.stderr, r.stderr
+    r = subprocess.run(check[:-1] + ["--tls-ca", certs("ca.pem")], capture_output=True, text=True)
+    assert r.returncode == 3 and "TLS handshake failed" in r.stderr, r.stderr
+    r = subprocess.run(check + mtls + ["--tls-server-name", "elsewhere.test"],
+                       capture_output=True, text=True)
+    assert r.returncode == 3, r.stdout
+    # a missing file is a usage error, before any connection
+    r = subprocess.run(check + ["--tls-ca", certs("nope.pem")], capture_output=True, text=True)
+    assert r.returncode == 2 and "TLS" in r.stderr, r.stderr

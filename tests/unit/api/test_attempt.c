@@ -6,7 +6,11 @@
  * (non-critical calls fill (1 - reserve) * capacity and get 503, critical calls still pass and take
  * no fleet lease), the group size dividing both, leases given back when a later check rejects,
  * priorities (explicit, from X-Method, invalid), the worker shedder (503 by class, never
- * critical), shadow mode and kill switches on each limiter, and the metrics.
+ * critical), shadow mode and kill switches on each limiter, and the metrics. The routed fleet (one
+ * for the cluster): its lease asked of the fleet key's owner (here the engine, as the owner's
+ * router would decide it), the whole fleet whatever the group size, the local share with X-Fleet
+ * when the owner cannot answer, the give-back of a later rejection, /release giving an owner's
+ * lease back, and no fleet step for critical calls or calls without a lease.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -20,6 +24,7 @@
 #include <cmocka.h>
 
 #include "api/attempt.h"
+#include "api/gubprotect.h"
 #include "protect/admin.h"
 #include "protect_fixture.h"
 
@@ -451,6 +456,158 @@ static void test_renew(void **state)
         free(ids[i]);
 }
 
+/* ---- the routed fleet ---------------------------------------------------------------------- */
+
+static sl_attempt_req acquire_req(const char *res, const char *prio)
+{
+    sl_attempt_req q = {0};
+    q.levee.resource = res;
+    q.levee.resource_len = strlen(res);
+    q.priority = prio;
+    q.priority_len = strlen(prio);
+    q.concurrency = "acquire";
+    q.concurrency_len = 7;
+    return q;
+}
+
+/* A routed /attempt: begin; when it needs the fleet, the fleet item decided by the engine (the
+ * owner) or failed (`down`: the owner unreachable), then resume. *back: the give-back. */
+static int routed(fx *f, const char *res, const char *prio, bool down, int nodes, uint64_t *back)
+{
+    sl_attempt_req q = acquire_req(res, prio);
+    sl_attempt_fleet st;
+    *back = 0;
+    if (!sl_attempt_begin(f->p, 0, &f->lcfg, f->snap, &q, f->now, &st, &resp))
+        return resp.status;
+    sl_batch fb;
+    sl_batch_init(&fb, 0);
+    assert_int_equal(sl_gubprotect_fleet_item(f->p, &fb, 1, st.limit, st.duration_ms, 0), 0);
+    assert_int_equal(fb.n, 1);
+    assert_int_equal(fb.reqs[0].algorithm, SL_CONCURRENCY);
+    assert_int_equal(fb.reqs[0].limit, 8); /* the cluster's fleet, not a node's share */
+    if (down)
+        fb.resps[0] = (sl_response){.error = "peer unreachable"};
+    else
+        sl_engine_decide(f->engine, &fb.reqs[0], &fb.resps[0], f->now);
+    sl_response r;
+    bool local = sl_gubprotect_fleet_taken(f->p, &fb, 0, &st.limit, st.duration_ms, nodes,
+                                           f->now, &r);
+    assert_int_equal(local, down);
+    sl_attempt_resume(f->p, 0, &f->lcfg, f->snap, &q, &st, &r, local, f->now, &resp, back);
+    sl_batch_free(&fb);
+    return resp.status;
+}
+
+/* Route a fleet give-back or release batch to the owner (the engine). */
+static int route_release(fx *f, sl_batch *g)
+{
+    sl_engine_decide(f->engine, &g->reqs[0], &g->resps[0], f->now);
+    return sl_gubprotect_fleet_released(f->p, &g->resps[0]);
+}
+
+static void test_routed_fleet(void **state)
+{
+    fx *f = *state;
+    uint64_t back;
+    /* the group size divides a node's own fleet, not the cluster's one count */
+    const char *kv[] = {"factor/default=2", NULL};
+    quotas(f, kv);
+    char *ids[8];
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(routed(f, "many", "get", false, 2, &back), 200);
+        assert_int_equal(back, 0);
+        assert_null(header("X-Fleet"));
+        ids[i] = lease();
+        assert_true(memcmp(ids[i] + 17, "0000000000000000", 16) != 0);
+    }
+    assert_int_equal(routed(f, "many", "post", false, 2, &back), 503);
+    assert_int_equal(resp.outcome, SL_ANSWER_SHED);
+    assert_limiter(SL_LADDER_FLEET, "fleet");
+    assert_header("RateLimit-Policy", "\"fleet\";q=8");
+    assert_true(body_has("reserved for critical calls: 8"));
+    /* critical calls and calls without a lease have no fleet step: answered at once */
+    sl_attempt_req q = acquire_req("many", "critical");
+    sl_attempt_fleet st = {.limit = -7};
+    assert_int_equal(sl_attempt_begin(f->p, 0, &f->lcfg, f->snap, &q, f->now, &st, &resp), 0);
+    assert_int_equal(resp.status, 200);
+    assert_int_equal(st.limit, -7);
+    q.concurrency = NULL;
+    q.priority = "get";
+    q.priority_len = 3;
+    assert_int_equal(sl_attempt_begin(f->p, 0, &f->lcfg, f->snap, &q, f->now, &st, &resp), 0);
+    assert_int_equal(resp.status, 200);
+    assert_null(header("X-Lease-Id"));
+
+    /* /release: the owner's fleet lease is the caller's to give back */
+    sl_attempt_release_req rr = {.lease_id = ids[0], .lease_id_len = strlen(ids[0]),
+                                 .req_id = "r-1", .req_id_len = 3};
+    int conc_rc;
+    uint64_t fl = sl_attempt_release_begin(f->p, &rr, f->now, true, &conc_rc, &resp);
+    assert_true(fl != 0);
+    assert_int_equal(conc_rc, 1);
+    sl_batch g;
+    sl_batch_init(&g, 0);
+    assert_int_equal(sl_gubprotect_fleet_item(f->p, &g, -1, 0, 1, fl), 0);
+    int frc = route_release(f, &g);
+    assert_int_equal(frc, 1);
+    sl_attempt_release_answer(&rr, conc_rc, frc, &resp);
+    assert_int_equal(resp.status, 200);
+    assert_header("X-Req-Id", "r-1");
+    sl_batch_free(&g);
+    assert_int_equal(routed(f, "many", "get", false, 2, &back), 200);
+    assert_int_equal(routed(f, "many", "get", false, 2, &back), 503);
+    /* twice: not found in both */
+    sl_attempt_release_answer(&rr, 0, 0, &resp);
+    assert_int_equal(resp.status, 404);
+    for (int i = 0; i < 8; i++)
+        free(ids[i]);
+}
+
+static void test_routed_fleet_give_back_and_fallback(void **state)
+{
+    fx *f = *state;
+    uint64_t back;
+    /* "one" holds one lease: a second call's fleet lease goes back to the owner */
+    assert_int_equal(acquire(f, "one", "critical"), 200);
+    assert_int_equal(routed(f, "one", "get", false, 2, &back), 429);
+    assert_limiter(SL_LADDER_CONC, "concurrency");
+    assert_true(back != 0);
+    sl_batch *g = sl_gubprotect_fleet_release(f->p, back, f->now);
+    assert_non_null(g);
+    assert_int_equal(route_release(f, g), 1);
+    sl_gubprotect_giveback_done(f->p, g);
+    for (int i = 0; i < 8; i++) /* nothing leaked: the whole fleet is free */
+        assert_int_equal(routed(f, "many", "get", false, 2, &back), 200);
+
+    /* the owner unreachable: this node's share of 2, floor(8 / 2) = 4, said with X-Fleet */
+    char *ids[4];
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(routed(f, "many", "get", true, 2, &back), 200);
+        assert_header("X-Fleet", "local");
+        ids[i] = lease();
+    }
+    assert_int_equal(routed(f, "many", "get", true, 2, &back), 503);
+    assert_header("X-Fleet", "local");
+    assert_header("RateLimit-Policy", "\"fleet\";q=4");
+    /* a lease of the share goes back here: nothing to route */
+    sl_attempt_release_req rr = {.lease_id = ids[0], .lease_id_len = strlen(ids[0])};
+    int conc_rc;
+    assert_int_equal(sl_attempt_release_begin(f->p, &rr, f->now, true, &conc_rc, &resp), 0);
+    assert_int_equal(resp.status, 200);
+    assert_int_equal(routed(f, "many", "get", true, 2, &back), 200);
+    /* a rejected call's share lease is given back here too (no batch to route) */
+    rr = (sl_attempt_release_req){.lease_id = ids[1], .lease_id_len = strlen(ids[1])};
+    assert_int_equal(sl_attempt_release_begin(f->p, &rr, f->now, true, &conc_rc, &resp), 0);
+    assert_int_equal(resp.status, 200);
+    assert_int_equal(routed(f, "one", "get", true, 2, &back), 429);
+    assert_true(back != 0);
+    assert_null(sl_gubprotect_fleet_release(f->p, back, f->now));
+    assert_int_equal(routed(f, "many", "get", true, 2, &back), 200);
+    assert_int_equal(routed(f, "many", "get", true, 2, &back), 503);
+    for (int i = 0; i < 4; i++)
+        free(ids[i]);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -458,7 +615,8 @@ int main(void)
         T(test_twenty_in_flight), T(test_release_forms), T(test_fleet),
         T(test_group_size),       T(test_give_back),     T(test_priorities),
         T(test_worker_shedder),   T(test_shadow_rate),   T(test_kill_switches),
-        T(test_metrics_and_config), T(test_renew),
+        T(test_metrics_and_config), T(test_renew), T(test_routed_fleet),
+        T(test_routed_fleet_give_back_and_fallback),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

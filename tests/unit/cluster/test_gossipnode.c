@@ -140,6 +140,8 @@ static void test_join_members_leave(void **state)
     assert_int_equal(sl_members_start(&mc, &m), 0);
     assert_true(wait_list(&r, "10.9.0.0:1051,10.9.0.1:1051,10.9.0.2:1051"));
 
+    /* n[1]'s list is complete; n[2] may learn of n[1] a moment later */
+    assert_true(wait_alive(n[2].g, 3));
     sl_gossipnode_member *v;
     uint64_t version = 0;
     int cnt = sl_gossipnode_members(n[2].g, &v, &version);
@@ -166,6 +168,14 @@ static void test_join_members_leave(void **state)
     sl_gossipnode_stats(n[1].g, &st);
     assert_int_equal(st.members[SL_SWIM_LEFT], 1);
     assert_int_equal(st.members[SL_SWIM_DEAD], 0);
+    /* The join and the leave can both finish (push/pull, piggybacked LEFT) before n[1]'s
+     * first probe round: wait for one rather than assume it happened (up to 10 s). */
+    for (int i = 0; i < 1000 && !(st.packets_received > 0 && st.bytes_sent > 0 &&
+                                  st.probes_sent > 0); i++) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        sl_gossipnode_stats(n[1].g, &st);
+    }
     assert_true(st.packets_received > 0 && st.bytes_sent > 0 && st.probes_sent > 0);
     /* stopped: the table is still readable */
     sl_gossipnode_stats(n[2].g, &st);

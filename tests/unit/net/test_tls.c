@@ -6,9 +6,11 @@
  * input. The certificates are made here with OpenSSL in a temporary directory. Last, the session
  * under a real server (net/server.c): an HTTP/1.1 request over TLS whose handler sees the client
  * certificate's name (sl_exchange_peer_identity), the handshake counters, and a handshake that
- * never starts, closed at its deadline.
+ * never starts, closed at its deadline; and an HTTP/2 request through net/h2sock.c's TLS moves
+ * (the clients' path), with a client certificate and with the wrong CA.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -24,125 +26,10 @@
 
 #include <cmocka.h>
 
-#include <openssl/evp.h>
-#include <openssl/pem.h>
-#include <openssl/x509v3.h>
-
+#include "net/h2sock.h"
 #include "net/server.h"
 #include "net/tls.h"
-
-static char dir[64];
-
-static char *path(const char *name)
-{
-    static char buf[8][128];
-    static int k;
-    char *p = buf[k++ % 8];
-    snprintf(p, 128, "%s/%s", dir, name);
-    return p;
-}
-
-static EVP_PKEY *make_key(void)
-{
-    EVP_PKEY *k = EVP_EC_gen("P-256");
-    assert_non_null(k);
-    return k;
-}
-
-/* A certificate for cn (with a DNS SAN when san != NULL), signed by (ca, cakey), or self-signed
- * when ca is NULL; valid from `from` to `to` seconds relative to now. */
-static X509 *make_cert(const char *cn, const char *san, EVP_PKEY *key, X509 *ca, EVP_PKEY *cakey,
-                       long from, long to, bool is_ca)
-{
-    static long serial = 1;
-    X509 *x = X509_new();
-    assert_non_null(x);
-    X509_set_version(x, 2);
-    ASN1_INTEGER_set(X509_get_serialNumber(x), serial++);
-    X509_gmtime_adj(X509_getm_notBefore(x), from);
-    X509_gmtime_adj(X509_getm_notAfter(x), to);
-    X509_set_pubkey(x, key);
-    X509_NAME *n = X509_get_subject_name(x);
-    X509_NAME_add_entry_by_txt(n, "CN", MBSTRING_ASC, (const unsigned char *)cn, -1, -1, 0);
-    X509_set_issuer_name(x, ca ? X509_get_subject_name(ca) : n);
-    X509V3_CTX v3;
-    X509V3_set_ctx(&v3, ca ? ca : x, x, NULL, NULL, 0);
-    X509_EXTENSION *ext = X509V3_EXT_conf_nid(NULL, &v3, NID_basic_constraints,
-                                              is_ca ? "critical,CA:TRUE" : "CA:FALSE");
-    X509_add_ext(x, ext, -1);
-    X509_EXTENSION_free(ext);
-    if (san) {
-        char v[160];
-        snprintf(v, sizeof v, "DNS:%s", san);
-        ext = X509V3_EXT_conf_nid(NULL, &v3, NID_subject_alt_name, v);
-        X509_add_ext(x, ext, -1);
-        X509_EXTENSION_free(ext);
-    }
-    assert_true(X509_sign(x, ca ? cakey : key, EVP_sha256()) > 0);
-    return x;
-}
-
-static void write_pem(const char *name, X509 *x, EVP_PKEY *k)
-{
-    FILE *f = fopen(path(name), "w");
-    assert_non_null(f);
-    if (x)
-        assert_int_equal(PEM_write_X509(f, x), 1);
-    if (k)
-        assert_int_equal(PEM_write_PrivateKey(f, k, NULL, NULL, 0, NULL, NULL), 1);
-    fclose(f);
-}
-
-/* ca.pem; server.pem/.key (CN localhost, SAN localhost); server2 (a second server certificate,
- * CN reloaded); client (CN peer-a, SANs a.peers.test, b.peers.test, IP 10.1.2.3); expired
- * client; wrongca.pem and a client signed by it. */
-static int setup(void **state)
-{
-    snprintf(dir, sizeof dir, "/tmp/sl_tls_XXXXXX");
-    assert_non_null(mkdtemp(dir));
-    EVP_PKEY *cak = make_key(), *cak2 = make_key();
-    X509 *ca = make_cert("Test CA", NULL, cak, NULL, NULL, 0, 86400, true);
-    X509 *ca2 = make_cert("Other CA", NULL, cak2, NULL, NULL, 0, 86400, true);
-    write_pem("ca.pem", ca, NULL);
-    write_pem("wrongca.pem", ca2, NULL);
-    struct {
-        const char *name, *cn, *san;
-        X509 *ca;
-        EVP_PKEY *cak;
-        long from, to;
-    } certs[] = {
-        {"server", "localhost", "localhost", ca, cak, 0, 86400},
-        {"server2", "reloaded", "localhost", ca, cak, 0, 86400},
-        {"client", "peer-a", "a.peers.test,DNS:b.peers.test,IP:10.1.2.3", ca, cak, 0, 86400},
-        {"cnonly", "just-a-cn", NULL, ca, cak, 0, 86400},
-        {"expired", "old", NULL, ca, cak, -7200, -3600},
-        {"stranger", "stranger", NULL, ca2, cak2, 0, 86400},
-    };
-    for (size_t i = 0; i < sizeof certs / sizeof certs[0]; i++) {
-        EVP_PKEY *k = make_key();
-        X509 *x = make_cert(certs[i].cn, certs[i].san, k, certs[i].ca, certs[i].cak,
-                            certs[i].from, certs[i].to, false);
-        char n[64];
-        snprintf(n, sizeof n, "%s.pem", certs[i].name);
-        write_pem(n, x, NULL);
-        snprintf(n, sizeof n, "%s.key", certs[i].name);
-        write_pem(n, NULL, k);
-        X509_free(x);
-        EVP_PKEY_free(k);
-    }
-    X509_free(ca);
-    X509_free(ca2);
-    EVP_PKEY_free(cak);
-    EVP_PKEY_free(cak2);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
+#include "../../support/testcerts.h"
 
 static sl_tls_ctx *server_ctx(const char *cert, sl_tls_auth auth, const char *ca)
 {
@@ -356,6 +243,38 @@ static void test_client_verifies_server(void **state)
     sl_tls_ctx_unref(s);
     sl_tls_ctx_unref(wrong);
     sl_tls_ctx_unref(right);
+}
+
+/* A server name that is an IP address is matched against the certificate's IP subjectAltNames
+ * (no DNS match, no SNI); a client told to use the system's trust store does not trust the
+ * test CA. */
+static void test_client_checks_ip_names_and_system_store(void **state)
+{
+    sl_tls_ctx *s = server_ctx("client", SL_TLS_AUTH_NONE, NULL); /* SANs a.peers.test, IP 10.1.2.3 */
+    sl_tls_ctx *c = client_ctx(NULL, "ca.pem", NULL);
+    const char *names[] = {"10.1.2.3", "b.peers.test", "10.1.2.4", "::1", "127.0.0.1"};
+    const int want[] = {0, 0, -EPROTO, -EPROTO, -EPROTO};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        sl_tls *sv = sl_tls_new(s, NULL), *cl = sl_tls_new(c, names[i]);
+        assert_non_null(cl);
+        assert_int_equal(handshake(cl, sv), want[i]);
+        if (want[i])
+            assert_int_equal(sl_tls_failure_get(cl), SL_TLS_FAIL_CERT);
+        sl_tls_free(cl);
+        sl_tls_free(sv);
+    }
+    sl_tls_config sys = {.system_ca = true};
+    sl_tls_ctx *x;
+    char err[256];
+    assert_int_equal(sl_tls_ctx_new(&x, &sys, err, sizeof err), 0);
+    sl_tls *sv = sl_tls_new(s, NULL), *cl = sl_tls_new(x, NULL);
+    assert_int_equal(handshake(cl, sv), -EPROTO);
+    assert_int_equal(sl_tls_failure_get(cl), SL_TLS_FAIL_CERT);
+    sl_tls_free(cl);
+    sl_tls_free(sv);
+    sl_tls_ctx_unref(x);
+    sl_tls_ctx_unref(c);
+    sl_tls_ctx_unref(s);
 }
 
 static void test_plaintext_refused(void **state)
@@ -582,6 +501,93 @@ static void test_under_server(void **state)
     sl_server_free(srv);
 }
 
+typedef struct h2_seen {
+    bool done;
+    int err, status;
+    char body[64];
+} h2_seen;
+
+static void h2_done(void *ud, const sl_h2c_resp *r)
+{
+    h2_seen *w = ud;
+    w->done = true;
+    w->err = r->err;
+    w->status = r->status;
+    size_t n = r->body->len < sizeof w->body - 1 ? r->body->len : sizeof w->body - 1;
+    if (n)
+        memcpy(w->body, r->body->data, n);
+    w->body[n] = '\0';
+}
+
+/* One HTTP/2 request to srv through net/h2sock.c's TLS moves (what client/h2conn.c and
+ * cluster/peer.c run): the answer, or -EKEYREJECTED from a read when the handshake fails. */
+static int h2_over_tls(uint16_t port, sl_tls_ctx *ctx, const char *name, h2_seen *w)
+{
+    sl_h2c *sess;
+    assert_int_equal(sl_h2c_new(NULL, &sess), 0);
+    sl_tls *cl = sl_tls_new(ctx, name);
+    assert_non_null(cl);
+    int fd = dial(port);
+    assert_int_equal(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK), 0);
+    assert_int_equal(sl_tls_read(cl, NULL, 0), 0); /* the ClientHello */
+    sl_h2c_req rq = {.method = "GET", .scheme = "https", .authority = "localhost",
+                     .path = "/who", .deadline = INT64_MAX};
+    assert_int_equal(sl_h2c_submit(sess, &rq, h2_done, w), 0);
+    sl_buf plain;
+    sl_buf_init(&plain, 0);
+    int rc = 0;
+    for (int i = 0; i < 200 && !w->done && rc == 0; i++) {
+        rc = sl_h2sock_tls_write(sess, cl, fd, &plain, 65536);
+        assert_int_equal(rc, 0);
+        if (!sl_tls_ready(cl)) /* frames wait for the handshake; only its bytes went */
+            assert_true(plain.len > 0);
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 5000) != 1)
+            break;
+        uint8_t buf[16384]; /* for the ciphertext and the plaintext both, as h2conn.c does */
+        rc = sl_h2sock_tls_read(sess, cl, fd, buf, sizeof buf, buf, sizeof buf, 8);
+    }
+    close(fd);
+    sl_h2c_free(sess, -ECONNRESET);
+    sl_buf_free(&plain);
+    sl_tls_free(cl);
+    return rc;
+}
+
+static void test_h2_through_h2sock_tls(void **state)
+{
+    sl_tls_ctx *s = server_ctx("server", SL_TLS_AUTH_REQUEST, "ca.pem");
+    sl_server_config cfg;
+    sl_server_config_defaults(&cfg);
+    cfg.host = "127.0.0.1";
+    cfg.handler = identity_handler;
+    cfg.tls = s;
+    sl_server *srv;
+    assert_int_equal(sl_server_start(&srv, &cfg), 0);
+    sl_tls_ctx_unref(s);
+    uint16_t port = sl_server_port(srv);
+
+    sl_tls_ctx *good = client_ctx("client", "ca.pem", "h2");
+    h2_seen w = {0};
+    assert_int_equal(h2_over_tls(port, good, "localhost", &w), 0);
+    assert_true(w.done);
+    assert_int_equal(w.err, 0);
+    assert_int_equal(w.status, 200);
+    assert_string_equal(w.body, "a.peers.test"); /* the server saw our certificate */
+
+    sl_tls_ctx *wrong = client_ctx(NULL, "wrongca.pem", "h2");
+    h2_seen w2 = {0};
+    assert_int_equal(h2_over_tls(port, wrong, "localhost", &w2), -EKEYREJECTED);
+    assert_true(w2.done); /* the stream ended with the session */
+    assert_int_equal(w2.status, 0);
+
+    sl_tls_ctx_unref(good);
+    sl_tls_ctx_unref(wrong);
+    sl_server_shutdown(srv, 1000);
+    assert_int_equal(sl_server_wait(srv), 0);
+    sl_server_free(srv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -589,11 +595,13 @@ int main(void)
         cmocka_unit_test(test_alpn_http11_and_none),
         cmocka_unit_test(test_client_auth),
         cmocka_unit_test(test_client_verifies_server),
+        cmocka_unit_test(test_client_checks_ip_names_and_system_store),
         cmocka_unit_test(test_plaintext_refused),
         cmocka_unit_test(test_input_bound),
         cmocka_unit_test(test_reload_keeps_old_sessions),
         cmocka_unit_test(test_bad_config),
         cmocka_unit_test(test_under_server),
+        cmocka_unit_test(test_h2_through_h2sock_tls),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, sl_testcerts_setup, sl_testcerts_teardown);
 }

@@ -1,0 +1,119 @@
+#!/usr/bin/python3
+"""The Redis store's benchmark (docs/store.md): sluiced --store redis against Redis itself running
+the same token-bucket script, in one run, on one redis-server (free loopback port, no
+persistence). Not part of make bench's default set: run it as `python3 bench/redis.py`.
+
+  ref   redis-benchmark -P 16 calling EVALSHA of src/store/lua/tokenbucket.lua directly
+        (random keys): the script's own rate, what Redis can give any client
+  r1    gRPC GetRateLimits through sluiced --store redis, 1 item per call (h2load -c64 -m10):
+        calls/s, and the ratio to ref
+  r1000 the same with 1000 items per call: decisions/s, and the ratio to ref
+  lat   unloaded latency, one connection, one call at a time (HTTP/1.1 JSON, 1 item):
+        --store memory vs --store redis, mean and p99
+
+Prints one JSON object; the ratios are what to compare across machines.
+"""
+import argparse
+import http.client
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench as b  # noqa: E402  (free_port, wait_port, h2load, grpc_bodies, Sluiced, percentile)
+
+
+class RedisServer:
+    def __init__(self):
+        self.port = b.free_port()
+        self.proc = subprocess.Popen(["redis-server", "--port", str(self.port), "--bind",
+                                      "127.0.0.1", "--save", "", "--appendonly", "no"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        b.wait_port(self.port)
+
+    def cli(self, *args):
+        return subprocess.run(["redis-cli", "-p", str(self.port)] + list(args),
+                              capture_output=True, text=True, check=True).stdout.strip()
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+def reference(r, seconds):
+    """redis-benchmark -P 16 calling the token-bucket script with sluiced's arguments."""
+    with open(os.path.join(b.ROOT, "src", "store", "lua", "tokenbucket.lua")) as f:
+        sha = r.cli("SCRIPT", "LOAD", f.read())
+    now = str(int(time.time() * 1000))
+    # hits limit duration t now margin reset drain | greg gexp_now gexp_t max_count
+    args = ["EVALSHA", sha, "1", "sl:{5:bench:key__rand_int__}", "1", "1000000000", "60000", now,
+            now, "60000", "0", "0", "0", "0", "0", "9007199254740992"]
+    # about `seconds` worth at the reference figure (~100k/s), at least 100k calls
+    n = max(100000, 100000 * seconds)
+    cmd = ["redis-benchmark", "-p", str(r.port), "-P", "16", "-c", "50", "-n", str(n),
+           "-r", "100000", "-q"] + args
+    out = subprocess.run(cmd, capture_output=True, text=True).stdout
+    m = re.findall(r"([\d.]+) requests per second", out)
+    return {"ops_per_sec": float(m[-1]) if m else 0.0, "cmd": " ".join(cmd[:12]) + " EVALSHA ..."}
+
+
+def unloaded(port, calls=500):
+    """Mean and p99 (us) of one-at-a-time JSON calls on one keep-alive connection."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    lat = []
+    for i in range(calls + 50):
+        body = json.dumps({"requests": [{"name": "lat", "unique_key": "k%d" % (i % 100),
+                                         "hits": 1, "limit": 1000000000, "duration": 60000}]})
+        t0 = time.perf_counter()
+        c.request("POST", "/v1/GetRateLimits", body, {"Content-Type": "application/json"})
+        resp = c.getresponse()
+        resp.read()
+        if i >= 50:  # warm-up
+            lat.append((time.perf_counter() - t0) * 1e6)
+    c.close()
+    return {"mean_us": sum(lat) / len(lat), "p99_us": b.percentile(lat, 99)}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=int, default=5, help="duration of each load run")
+    ap.add_argument("--workers", type=int, default=2, help="sluiced worker count")
+    args = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="sluice-bench-redis-")
+    bodies = b.grpc_bodies(tmp)
+    res = {"cpus": os.cpu_count(), "workers": args.workers, "seconds": args.seconds}
+    r = RedisServer()
+    sl = mem = None
+    try:
+        res["ref"] = reference(r, args.seconds)
+        r.cli("FLUSHALL")
+        sl = b.Sluiced(tmp, args.workers, ["--store", "redis", "--redis-addrs",
+                                           "127.0.0.1:%d" % r.port])
+        url = "http://127.0.0.1:%d/pb.gubernator.V1/GetRateLimits" % sl.port
+        hdr = ["content-type: application/grpc", "te: trailers"]
+        res["r1"] = b.h2load(url, args.seconds, bodies[1], hdr, tmp=tmp)
+        res["r1000"] = b.h2load(url, args.seconds, bodies[1000], hdr, conns=4, streams=2, tmp=tmp)
+        res["r1000"]["decisions_per_sec"] = res["r1000"]["rps"] * 1000
+        res["lat_redis"] = unloaded(sl.port)
+        sl.stop()
+        sl = None
+        mem = b.Sluiced(tmp, args.workers)
+        res["lat_memory"] = unloaded(mem.port)
+    finally:
+        for s in (sl, mem):
+            if s:
+                s.stop()
+        r.stop()
+    ref = res["ref"]["ops_per_sec"]
+    res["ratio_1item_calls_vs_ref"] = res["r1"]["rps"] / ref if ref else 0
+    res["ratio_1000item_decisions_vs_ref"] = res["r1000"]["decisions_per_sec"] / ref if ref else 0
+    print(json.dumps(res, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+-- FIXED_WINDOW on one key, deciding exactly what sl_win_fixed_decide (src/core/window.c) decides:
+-- count hits in the window holding t, admit n iff count + n <= limit; a request dated before the
+-- key's window counts in that window; a key whose count is back to 0 is deleted.
+--   KEYS[i]  a key: a string, struct.pack('Bdddddd', 3, gregorian, duration, window start,
+--            window end, count, expire_at)
+--   ARGV     hits limit duration t now margin reset drain | greg start end
+--            (start, end: the window holding t, computed in C: the calendar's with Gregorian)
+-- returns {status, limit, remaining, reset_time, retry_after, delay_ms = 0} as decimal strings.
+-- Many items per call, and the helpers used below: common/prelude.lua.
+
+for i = 1, #KEYS do
+  local k, o = KEYS[i], (i - 1) * NA
+  local hits, limit, dur, t, now, margin, reset, drain = common(o)
+  local greg, start, wend = tonumber(ARGV[o + 9]), tonumber(ARGV[o + 10]), tonumber(ARGV[o + 11])
+
+  local v = state(i)
+  local a, g, d, ws, we, n, e = nil, 0, 0, 0, 0, 0, 0
+  if v and string.byte(v, 1) == 3 then
+    a, g, d, ws, we, n, e = struct.unpack('Bdddddd', v)
+    if e < now then a = nil end -- expired: as if absent
+  end
+
+  local same = a == 3 and d == dur and g == greg and not reset
+  local count = 0
+  if same then
+    if t < ws then
+      t, start, wend = ws, ws, we -- the key's own window
+    end
+    if start == ws then count = n end
+  end
+
+  local over = false
+  if hits > 0 then
+    if hits <= limit - count then
+      count = count + hits
+    else
+      over = true
+      if drain and count < limit then count = limit end
+    end
+  elseif hits < 0 then
+    count = count + hits
+    if count < 0 then count = 0 end
+  end
+
+  local status, rem, ra = 0, 0, 0
+  if over then
+    status = 1
+    ra = wend - t
+    if ra < 0 then ra = 0 end
+  end
+  if count < limit then rem = limit - count end
+
+  if count == 0 then
+    put(k, false)
+  else
+    e = wend
+    if e < TOP then e = e - 1 end
+    put(k, struct.pack('Bdddddd', 3, greg, dur, start, wend, count, e), expiry(e, now, margin))
+  end
+  answer(status, limit, rem, wend, ra, 0)
+end
+flush()
+return out

@@ -1,0 +1,77 @@
+/*
+ * The Redis store (--store redis): where a node's items are decided when their state lives in
+ * Redis instead of the node's memory. Every worker loop has its own hiredis connection, driven by
+ * hiredis's libuv adapter on that loop; each item becomes one EVALSHA of its algorithm's script
+ * (store/rscript.h), and all the items of a call - and of every call on the loop meanwhile - go
+ * out in one write and come back in order (hiredis pipelines an async connection by itself).
+ *
+ * Faults: an item whose connection is down, or goes down or times out (--redis-timeout) with the
+ * item in flight, gets a per-item error, or with fail_open is decided by the local engine instead
+ * (counted, logged at most once a second). A connection that fails, or whose server answers that
+ * it cannot take writes (READONLY, LOADING, MASTERDOWN: a replica, or a master still loading), is
+ * made again with backoff (100 ms doubling to 5 s) on the next address of the list, so Redis
+ * coming back, or a replica promoted, is used without a restart.
+ *
+ * Lifecycle: sl_rstore_new, then per worker (server hooks, on the worker thread)
+ * sl_rstore_worker_start / sl_rstore_worker_stop, sl_rstore_free after the server stopped.
+ * sl_rstore_submit runs on worker `worker`'s thread and calls `done` there, once, possibly before
+ * it returns.
+ */
+#ifndef SLUICE_STORE_RSTORE_H
+#define SLUICE_STORE_RSTORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "api/batch.h"
+#include "core/log.h"
+#include "core/metrics.h"
+#include "sluice/engine.h"
+
+typedef struct sl_rstore sl_rstore;
+typedef void (*sl_rstore_done_cb)(void *ud, sl_batch *b);
+
+typedef struct sl_rstore_config {
+    sl_engine *engine;                  /* fail-open decisions (not owned) */
+    const sl_engine_config *engine_cfg; /* validation bounds; NULL = defaults */
+    const char *const *addrs;           /* "host:port" (an IP address: hiredis resolves names
+                                           blocking); tried in turn */
+    size_t n_addrs;
+    const char *user;                   /* "" or NULL: AUTH <password> only */
+    const char *password_file;          /* "" or NULL: no AUTH */
+    int64_t timeout_ms;                 /* connect and reply deadline; 0 = 1000 */
+    int64_t key_margin_ms;              /* keys live this long past their state's expiry; 0 =
+                                           60000 (covers clock differences between nodes) */
+    int64_t batch_items;                /* most items in one script call; 0 = 100 */
+    bool fail_open;
+    int workers;
+    sl_logger *log;                     /* may be NULL */
+    sl_metrics *metrics;                /* may be NULL */
+} sl_rstore_config;
+
+/* 0 or a negative errno, with a reason in err (an address that is not host:port, an unreadable
+ * password file). */
+int sl_rstore_new(const sl_rstore_config *cfg, sl_rstore **out, char *err, size_t errlen);
+void sl_rstore_free(sl_rstore *r);
+
+void sl_rstore_worker_start(sl_rstore *r, int worker, uv_loop_t *loop);
+/* Closes the worker's connection; items in flight are answered (error or fail-open) first. */
+void sl_rstore_worker_stop(sl_rstore *r, int worker);
+
+/* Decide every item of b that is not already answered (b->answered[i]). */
+void sl_rstore_submit(sl_rstore *r, int worker, sl_batch *b, int64_t now_ms,
+                      sl_rstore_done_cb done, void *ud);
+
+typedef struct sl_rstore_stats {
+    uint64_t items;       /* items sent to Redis */
+    uint64_t errors;      /* items answered with an error because Redis failed them */
+    uint64_t fail_open;   /* items decided by the local engine because Redis failed them */
+    uint64_t reloads;     /* scripts sent again after NOSCRIPT */
+    uint64_t connects;    /* connections made (the first ones included) */
+    uint64_t disconnects; /* connections lost or closed for a timeout */
+} sl_rstore_stats;
+
+void sl_rstore_stats_get(sl_rstore *r, sl_rstore_stats *out);
+
+#endif
