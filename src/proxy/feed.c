@@ -34,8 +34,6 @@ struct sl_feed {
     size_t n_observers;
     pthread_t thread;
     _Atomic bool stop;
-    pthread_mutex_t mu;
-    char current[SL_TOPOWIRE_MAX_ADDR + 1];
     sl_topowire_member *view;         /* decode space, MAX_VIEW */
     sl_metrics_gauge *m_connected;
     sl_metrics_counter *m_reconnects, *m_updates;
@@ -192,9 +190,6 @@ static size_t follow_one(sl_feed *f, const char *addr, int64_t *last_ok)
     if (sl_h2c_new(NULL, &s) || sl_grpc_frame_append(&body, "", 0) ||
         sl_h2c_submit(s, &req, on_done, &c))
         goto out;
-    pthread_mutex_lock(&f->mu);
-    snprintf(f->current, sizeof f->current, "%s", addr);
-    pthread_mutex_unlock(&f->mu);
     uint8_t buf[16384];
     bool counted = false;
     while (!atomic_load(&f->stop) && !c.done) {
@@ -228,9 +223,6 @@ static size_t follow_one(sl_feed *f, const char *addr, int64_t *last_ok)
 out:
     if (f->m_connected)
         sl_metrics_gauge_set(f->m_connected, 0);
-    pthread_mutex_lock(&f->mu);
-    f->current[0] = 0;
-    pthread_mutex_unlock(&f->mu);
     sl_h2c_free(s, -ECONNRESET);
     close(fd);
     sl_buf_free(&out);
@@ -299,7 +291,6 @@ static void release(sl_feed *f)
         free(f->observers[i]);
     free(f->observers);
     free(f->view);
-    pthread_mutex_destroy(&f->mu);
     free(f);
 }
 
@@ -316,7 +307,6 @@ int sl_feed_start(const sl_feed_config *cfg, sl_feed **out)
         f->etcd_cfg = *cfg->etcd;
         f->cfg.etcd = &f->etcd_cfg;
     }
-    pthread_mutex_init(&f->mu, NULL);
     f->view = calloc(MAX_VIEW, sizeof *f->view);
     f->observers = calloc(cfg->n_observers + 1, sizeof *f->observers);
     int rc = f->view && f->observers ? 0 : -ENOMEM;
@@ -352,13 +342,6 @@ void sl_feed_free(sl_feed *f)
     atomic_store(&f->stop, true);
     pthread_join(f->thread, NULL);
     release(f);
-}
-
-void sl_feed_current(sl_feed *f, char *out, size_t outlen)
-{
-    pthread_mutex_lock(&f->mu);
-    snprintf(out, outlen, "%s", f->current);
-    pthread_mutex_unlock(&f->mu);
 }
 
 int sl_feed_start_options(const sl_options *o, sl_topology *t, sl_metrics *m, sl_logger *log,

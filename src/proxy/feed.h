@@ -54,8 +54,6 @@ int sl_feed_start_options(const sl_options *o, sl_topology *t, sl_metrics *m, sl
                             sl_feed **out);
 /* Stop the thread (within ~100 ms) and free. NULL is ignored. */
 void sl_feed_free(sl_feed *f);
-/* The address of the observer followed now, "" when none ("addr" of the status page, tests). */
-void sl_feed_current(sl_feed *f, char *out, size_t outlen);
 
 /* Apply one decoded update to the topology (limiters only; exposed for tests). The number of
  * changes made. */
