@@ -16,6 +16,7 @@
 #ifndef SLUICE_NODE_H
 #define SLUICE_NODE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -54,6 +55,9 @@ int sl_node_alive(sl_node *n);
  * --shutdown-timeout). Thread-safe; not async-signal-safe (call it from a normal thread, e.g.
  * after sigwait). */
 void sl_node_shutdown(sl_node *n, uint32_t grace_ms);
+/* True once a role gave up for good (a client-proxy that found no observer for
+ * --observer-retry-window): the program should shut the node down and exit with an error. */
+bool sl_node_failed(sl_node *n);
 /* Wait until the node has stopped; 0 on a clean stop. */
 int sl_node_wait(sl_node *n);
 void sl_node_free(sl_node *n);

@@ -5,7 +5,7 @@
  * calls) within --shutdown-timeout and exit 0.
  *
  * Signals are blocked before any thread starts, so every worker inherits the mask and only this
- * thread's sigwait() receives them: no async-signal-safety concerns in the handlers.
+ * thread's sigtimedwait() receives them: no async-signal-safety concerns in the handlers.
  *
  * Under systemd (Type=notify, $NOTIFY_SOCKET set) it tells the manager its state (node/notify.h):
  * READY=1 once sl_node_start has returned (ports bound, quota file read), RELOADING=1 and READY=1
@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,21 +53,23 @@ static void tell(const sl_notify *nt, const char *state)
 
 /* Wait for a signal; with a watchdog, ping it (every worker loop alive) each half period
  * meanwhile. The signal, or -1 on an error to retry. */
+/* The next signal; -1 on an error; WAIT_FAILED once a role gave up for good (sl_node_failed: a
+ * client-proxy that found no observer), checked at least every second. */
+#define WAIT_FAILED (-2)
 static int wait_signal(const sigset_t *set, sl_node *node, const sl_notify *nt, uint64_t wd_usec,
                        uint64_t *next_ping)
 {
-    if (!wd_usec) {
-        int sig = 0;
-        return sigwait(set, &sig) ? -1 : sig;
-    }
     for (;;) {
-        uint64_t now = mono_usec();
-        if (now >= *next_ping) {
-            if (sl_node_alive(node) == 1)
-                tell(nt, "WATCHDOG=1");
-            *next_ping = now + wd_usec / 2;
+        uint64_t now = mono_usec(), left = 1000000u;
+        if (wd_usec) {
+            if (now >= *next_ping) {
+                if (sl_node_alive(node) == 1)
+                    tell(nt, "WATCHDOG=1");
+                *next_ping = now + wd_usec / 2;
+            }
+            if (*next_ping - now < left)
+                left = *next_ping - now;
         }
-        uint64_t left = *next_ping - now;
         struct timespec ts = {.tv_sec = (time_t)(left / 1000000u),
                               .tv_nsec = (long)(left % 1000000u) * 1000};
         int sig = sigtimedwait(set, NULL, &ts);
@@ -74,6 +77,8 @@ static int wait_signal(const sigset_t *set, sl_node *node, const sl_notify *nt, 
             return sig;
         if (errno != EAGAIN && errno != EINTR)
             return -1;
+        if (sl_node_failed(node))
+            return WAIT_FAILED;
     }
 }
 
@@ -150,8 +155,15 @@ int main(int argc, char **argv)
              (unsigned)sl_node_port(node), (long)getpid());
     tell(&nt, st);
     uint64_t next_ping = 0;
+    bool failed = false;
     for (;;) {
         int sig = wait_signal(&set, node, &nt, wd_usec, &next_ping);
+        if (sig == WAIT_FAILED) {
+            failed = true; /* logged by the node; stop as on SIGTERM, exit 1 */
+            tell(&nt, "STOPPING=1");
+            sl_node_shutdown(node, 0);
+            break;
+        }
         if (sig < 0)
             continue;
         if (sig == SIGHUP) {
@@ -169,5 +181,5 @@ int main(int argc, char **argv)
     rc = sl_node_wait(node);
     sl_node_free(node);
     sl_notify_close(&nt);
-    return rc ? 1 : 0;
+    return rc || failed ? 1 : 0;
 }
