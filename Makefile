@@ -14,7 +14,8 @@ DESTDIR    ?=
 # what the target asked for (set per target below; it holds for the target's prerequisites too).
 DEPS       ?= build
 
-.PHONY: all deps build install build-asan test unit-test unit-test-asan system-test chaos run bench fuzz plots clean
+.PHONY: all deps build install build-asan test unit-test unit-test-asan system-test chaos run bench fuzz plots clean \
+        deb deb-test static static-test
 
 all: build
 
@@ -22,6 +23,7 @@ test unit-test unit-test-asan system-test chaos build-asan: DEPS = test
 bench: DEPS = bench
 fuzz: DEPS = fuzz
 plots: DEPS = plots
+deb deb-test static static-test: DEPS = pkg
 
 deps:
 	@bash scripts/install-deps.sh $(DEPS)
@@ -36,6 +38,26 @@ install: build
 	@cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 	DESTDIR=$(DESTDIR) cmake --install $(BUILD)
+
+# The Debian packages (debian/, dh + cmake) into build/deb, then lintian (errors fail):
+# sluice (sluiced, sluice, the systemd unit), libsluice0.1, libsluice-client0.1, libsluice-dev.
+deb: deps
+	JOBS=$(JOBS) bash packaging/deb.sh $(BUILD)/deb
+
+# The packages installed into a fresh Debian 12 root (debootstrap, cached under build/debroot),
+# sluiced started there and called (tests/pkg/test_deb.py; root; a minute with the cache).
+deb-test: deb
+	$(PY) -m pytest -q -p no:cacheprovider tests/pkg/test_deb.py
+
+# A statically linked sluiced (build-static/bin/sluiced; -DSLUICE_STATIC=ON, see
+# docs/operations.md "Static build" for what it leaves out and why), then its test.
+STATIC_BUILD ?= build-static
+static: deps
+	@cmake -S . -B $(STATIC_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_STATIC=ON -DSLUICE_TESTS=OFF >/dev/null
+	@cmake --build $(STATIC_BUILD) -j $(JOBS) --target sluiced
+
+static-test: static
+	SLUICE_STATIC_BUILD=$(STATIC_BUILD) $(PY) -m pytest -q -p no:cacheprovider tests/pkg/test_static.py
 
 # The project also builds warning-free with clang (the ASan build uses clang, the default build gcc).
 build-asan: deps
@@ -54,10 +76,12 @@ unit-test-asan: build-asan
 system-test: build
 	$(PY) -m pytest -q -p no:cacheprovider -m "not slow" tests/system tests/chaos tests/ops
 
-# The whole chaos and abuse suite (attacks against a real sluiced, a good client measured): a
-# few minutes. SLUICE_CHAOS_REPORT=file collects each attack's figures as JSON lines.
+# The whole chaos and abuse suite (attacks against a real sluiced, a good client measured) and the
+# system tests marked slow (large clusters, timed failure detection): a few minutes.
+# SLUICE_CHAOS_REPORT=file collects each attack's figures as JSON lines.
 chaos: build
 	$(PY) -m pytest -q -p no:cacheprovider tests/chaos
+	$(PY) -m pytest -q -p no:cacheprovider -m slow tests/system
 
 test: unit-test unit-test-asan system-test
 
@@ -76,4 +100,4 @@ plots: build
 	@bash scripts/plots.sh
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(STATIC_BUILD)

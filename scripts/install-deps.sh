@@ -4,12 +4,15 @@
 #   install-deps.sh [build]   build and run sluiced/sluice (make build, make run)
 #   install-deps.sh test      + unit tests (cmocka, clang with ASan/UBSan) and system tests
 #                               (pytest, grpcio, etcd, redis-server, promtool, curl, wrk, groff
-#                               for the man pages, chromium + chromedriver for the status page)
-#                               (make test, CI)
+#                               for the man pages, chromium + chromedriver for the status page,
+#                               systemd-analyze for the unit)   (make test, CI)
 #   install-deps.sh bench     + the load tools and reference servers (nginx, wrk, h2load,
 #                               redis-server and redis-benchmark for bench/redis.py)
 #   install-deps.sh fuzz      + clang's libFuzzer
 #   install-deps.sh plots     + gnuplot
+#   install-deps.sh pkg       + the Debian packaging tools, debootstrap for the packages' test,
+#                               pytest, and the static archives of the static build (make deb,
+#                               make deb-test, make static)
 #
 # Every kind includes `build`. Idempotent: only missing packages are installed. apt only (no
 # other registry).
@@ -29,10 +32,12 @@ TEST=(
   groff-base binutils
   chromium chromium-driver
   redis-server redis-tools
+  systemd
 )
 BENCH=(python3 nginx-light wrk nghttp2-client openssl redis-server redis-tools)
 FUZZ=(clang libclang-rt-14-dev)
 PLOTS=(gnuplot-nox)
+PKG=(debhelper dpkg-dev fakeroot lintian debootstrap python3 python3-pytest file)
 
 case "$KIND" in
   build) PKGS=("${BUILD[@]}") ;;
@@ -40,7 +45,8 @@ case "$KIND" in
   bench) PKGS=("${BUILD[@]}" "${BENCH[@]}") ;;
   fuzz)  PKGS=("${BUILD[@]}" "${FUZZ[@]}") ;;
   plots) PKGS=("${BUILD[@]}" "${PLOTS[@]}") ;;
-  *) echo "usage: $0 [build|test|bench|fuzz|plots]" >&2; exit 2 ;;
+  pkg)   PKGS=("${BUILD[@]}" "${PKG[@]}") ;;
+  *) echo "usage: $0 [build|test|bench|fuzz|plots|pkg]" >&2; exit 2 ;;
 esac
 
 missing=()

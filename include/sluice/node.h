@@ -16,6 +16,7 @@
 #ifndef SLUICE_NODE_H
 #define SLUICE_NODE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -44,10 +45,19 @@ sl_engine *sl_node_engine(sl_node *n);
 /* Reload what can change at run time (the quota file), as SIGHUP does for sluiced. */
 void sl_node_reload(sl_node *n);
 
+/* Liveness of the node's worker loops, for a watchdog: call it periodically from one thread (not
+ * a worker). 1 when every worker loop has run the step posted by the previous call (the first
+ * call: 1), and a new step is posted; 0 while one has not yet; a negative errno when the node is
+ * stopping or out of memory. sluiced withholds its systemd WATCHDOG=1 ping unless it is 1. */
+int sl_node_alive(sl_node *n);
+
 /* Graceful stop: stop accepting, finish in-flight calls, close within grace_ms (0: the node's
  * --shutdown-timeout). Thread-safe; not async-signal-safe (call it from a normal thread, e.g.
  * after sigwait). */
 void sl_node_shutdown(sl_node *n, uint32_t grace_ms);
+/* True once a role gave up for good (a client-proxy that found no observer for
+ * --observer-retry-window): the program should shut the node down and exit with an error. */
+bool sl_node_failed(sl_node *n);
 /* Wait until the node has stopped; 0 on a clean stop. */
 int sl_node_wait(sl_node *n);
 void sl_node_free(sl_node *n);

@@ -284,10 +284,71 @@ static inline __attribute__((always_inline)) void finish(attempt *t)
     ladder_headers(t);
 }
 
-/* After the shedders: the resource's concurrency limit, Levee's rate quotas, the lease id. */
-static inline __attribute__((always_inline)) void
+/* The rate quotas' answer in *t->out through the ladder: true when the call goes on (admitted),
+ * false when *t->out is the answer (the leases given back). */
+static inline __attribute__((always_inline)) bool rate_verdict(attempt *t, const sl_killswitch_snap *ks,
+                                                               sl_killswitch_mode m)
+{
+    sl_answer *out = t->out;
+    if (out->outcome == SL_ANSWER_REJECTED) {
+        sl_killswitch_mode qm = sl_ladder_mode(ks, out->quota, out->quota ? out->quota_len : 0);
+        if (m > qm)
+            qm = m;
+        if (stands(t, SL_LADDER_RATE, qm, out->quota, out->quota ? out->quota_len : 0)) {
+            give_back(t, t->now);
+            char q[100];
+            printable(q, sizeof q, out->quota ? out->quota : "", out->quota ? out->quota_len : 0);
+            body_printf(out, "rate limit exceeded for \"%s\"; retry in %lld s\n", q,
+                        (long long)ceil_s(out->retry_after_ms));
+            return false;
+        }
+        out->retry_after_ms = 0; /* admitted by a switch */
+    } else if (out->outcome != SL_ANSWER_ACCEPTED) {
+        give_back(t, t->now);
+        out->limiter = SL_LADDER_NONE;
+        return false;
+    }
+    return true;
+}
+
+/* Admitted: 200 with the leases' id. */
+static void admit(attempt *t)
+{
+    sl_answer *out = t->out;
+    const sl_levee_request *lr = t->lr;
+    sl_answer_set(out, SL_ANSWER_ACCEPTED, SL_LADDER_NONE);
+    if (t->conc_id || t->fleet_id) {
+        char tok[SL_LEASEID_MAX + 8];
+        size_t n = sl_leaseid_format(tok, sizeof tok, t->conc_id, t->fleet_id, lr->resource,
+                                     lr->resource_len);
+        size_t mark = sl_answer_mark(out);
+        sl_answer_lit(out, tok, n);
+        SL_ANSWER_HEADER_FROM(out, "X-Lease-Id", mark);
+    }
+}
+
+/* Levee's rate quotas are switched as a whole by the namespace's switch. */
+static sl_killswitch_mode rate_mode(const sl_levee_config *lcfg, const sl_killswitch_snap *ks)
+{
+    const char *ns = lcfg && lcfg->name && lcfg->name[0] ? lcfg->name : "levee";
+    return sl_ladder_mode(ks, ns, strlen(ns));
+}
+
+/* The state a store's decision of the rate quotas waits with (sl_attempt_store_done). */
+static int park(const attempt *t, sl_attempt_fleet *st)
+{
+    st->ladder = t->ladder;
+    st->fleet_id = t->fleet_id;
+    st->conc_id = t->conc_id;
+    st->routed = t->routed;
+    return SL_ATTEMPT_STORE;
+}
+
+/* After the shedders: the resource's concurrency limit, Levee's rate quotas, the lease id.
+ * SL_ATTEMPT_STORE when the rate quotas went to st->store (st non-NULL with a store). */
+static inline __attribute__((always_inline)) int
 decide_rest(attempt *t, int worker, const sl_levee_config *lcfg, const sl_quota_snap *snap,
-            bool acquire)
+            bool acquire, sl_attempt_fleet *st)
 {
     sl_protect *p = t->p;
     const sl_protect_config *pc = sl_protect_cfg(p);
@@ -311,7 +372,7 @@ decide_rest(attempt *t, int worker, const sl_levee_config *lcfg, const sl_quota_
                                  &r);
             int rc = took(t, &r, &t->conc_id, now);
             if (rc < 0)
-                return;
+                return 0;
             if (rc > 0 && stands(t, SL_LADDER_CONC, m, LIT("concurrency"))) {
                 give_back(t, now);
                 reject(out, SL_ANSWER_REJECTED, SL_LADDER_CONC, limit, r.retry_after);
@@ -319,45 +380,25 @@ decide_rest(attempt *t, int worker, const sl_levee_config *lcfg, const sl_quota_
                             "concurrency limit reached: %lld calls in flight for \"%s\"; retry "
                             "in %lld s\n",
                             (long long)limit, res_print, (long long)ceil_s(r.retry_after));
-                return;
+                return 0;
             }
         }
     }
 
     /* Levee's rate quotas: switched as a whole by the namespace, one by one by quota name */
-    const char *ns = lcfg && lcfg->name && lcfg->name[0] ? lcfg->name : "levee";
-    sl_killswitch_mode m = sl_ladder_mode(ks, ns, strlen(ns));
+    sl_killswitch_mode m = rate_mode(lcfg, ks);
     if (sl_ladder_runs(&t->ladder, SL_LADDER_RATE, m)) {
-        sl_levee_decide(lcfg, snap, pc->engine, lr, now, out);
-        if (out->outcome == SL_ANSWER_REJECTED) {
-            sl_killswitch_mode qm = sl_ladder_mode(ks, out->quota, out->quota ? out->quota_len : 0);
-            if (m > qm)
-                qm = m;
-            if (stands(t, SL_LADDER_RATE, qm, out->quota, out->quota ? out->quota_len : 0)) {
-                give_back(t, now);
-                char q[100];
-                printable(q, sizeof q, out->quota ? out->quota : "", out->quota ? out->quota_len : 0);
-                body_printf(out, "rate limit exceeded for \"%s\"; retry in %lld s\n", q,
-                            (long long)ceil_s(out->retry_after_ms));
-                return;
-            }
-            out->retry_after_ms = 0; /* admitted by a switch */
-        } else if (out->outcome != SL_ANSWER_ACCEPTED) {
-            give_back(t, now);
-            out->limiter = SL_LADDER_NONE;
-            return;
+        if (__builtin_expect(st && st->store, 0)) {
+            if (sl_levee_plan_begin(lcfg, snap, lr, now, st->store, &st->plan, out))
+                return park(t, st);
+        } else {
+            sl_levee_decide(lcfg, snap, pc->engine, lr, now, out);
         }
+        if (!rate_verdict(t, ks, m))
+            return 0;
     }
-
-    sl_answer_set(out, SL_ANSWER_ACCEPTED, SL_LADDER_NONE);
-    if (t->conc_id || t->fleet_id) {
-        char tok[SL_LEASEID_MAX + 8];
-        size_t n = sl_leaseid_format(tok, sizeof tok, t->conc_id, t->fleet_id, lr->resource,
-                                     lr->resource_len);
-        size_t mark = sl_answer_mark(out);
-        sl_answer_lit(out, tok, n);
-        SL_ANSWER_HEADER_FROM(out, "X-Lease-Id", mark);
-    }
+    admit(t);
+    return 0;
 }
 
 static void answer_begin(sl_answer *out, const sl_levee_request *lr)
@@ -443,6 +484,7 @@ int sl_attempt_begin(sl_protect *p, int worker, const sl_levee_config *lcfg,
                 .mode = m,
                 .ladder = t.ladder};
             if (routed) {
+                st.store = routed->store;
                 *routed = st;
                 return 1;
             }
@@ -450,7 +492,10 @@ int sl_attempt_begin(sl_protect *p, int worker, const sl_levee_config *lcfg,
                 goto done;
         }
     }
-    decide_rest(&t, worker, lcfg, snap, acquire);
+    if (decide_rest(&t, worker, lcfg, snap, acquire, routed)) {
+        routed->local = false;
+        return SL_ATTEMPT_STORE;
+    }
 done:
     finish(&t);
     return 0;
@@ -463,20 +508,43 @@ void sl_attempt_decide(sl_protect *p, int worker, const sl_levee_config *lcfg,
     (void)sl_attempt_begin(p, worker, lcfg, snap, req, now, NULL, out);
 }
 
-void sl_attempt_resume(sl_protect *p, int worker, const sl_levee_config *lcfg,
-                       const sl_quota_snap *snap, const sl_attempt_req *req,
-                       const sl_attempt_fleet *st, const sl_response *fleet, bool local,
-                       int64_t now, sl_answer *out, uint64_t *giveback)
+int sl_attempt_resume(sl_protect *p, int worker, const sl_levee_config *lcfg,
+                      const sl_quota_snap *snap, const sl_attempt_req *req,
+                      sl_attempt_fleet *st, const sl_response *fleet, bool local,
+                      int64_t now, sl_answer *out, uint64_t *giveback)
 {
     attempt t = {.p = p, .out = out, .lr = &req->levee, .now = now, .ladder = st->ladder,
                  .routed = fleet != NULL};
     answer_begin(out, t.lr);
-    if (fleet && local)
+    *giveback = 0;
+    st->local = fleet && local;
+    if (st->local)
         SL_ANSWER_HEADER_REF(out, "X-Fleet", "local", 5);
-    if (!(fleet ? fleet_verdict(&t, st->mode, st->limit, fleet) : fleet_here(&t, st)))
-        decide_rest(&t, worker, lcfg, snap, true);
+    if (!(fleet ? fleet_verdict(&t, st->mode, st->limit, fleet) : fleet_here(&t, st)) &&
+        decide_rest(&t, worker, lcfg, snap, true, st))
+        return SL_ATTEMPT_STORE;
     finish(&t);
     *giveback = t.giveback;
+    return 0;
+}
+
+int sl_attempt_store_done(sl_protect *p, int worker, const sl_levee_config *lcfg,
+                          const sl_attempt_req *req, sl_attempt_fleet *st, int64_t now,
+                          sl_answer *out, uint64_t *giveback)
+{
+    *giveback = 0;
+    attempt t = {.p = p, .out = out, .lr = &req->levee, .now = now, .ladder = st->ladder,
+                 .fleet_id = st->fleet_id, .conc_id = st->conc_id, .routed = st->routed};
+    answer_begin(out, t.lr);
+    if (st->local)
+        SL_ANSWER_HEADER_REF(out, "X-Fleet", "local", 5);
+    if (sl_levee_plan_done(lcfg, st->plan, t.lr, now, st->store, out))
+        return 1;
+    if (rate_verdict(&t, sl_protect_switches(p, worker), rate_mode(lcfg, sl_protect_switches(p, worker))))
+        admit(&t);
+    finish(&t);
+    *giveback = t.giveback;
+    return 0;
 }
 
 void sl_attempt_release_answer(const sl_attempt_release_req *req, int conc_rc, int fleet_rc,

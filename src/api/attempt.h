@@ -62,6 +62,12 @@ typedef struct sl_attempt_fleet {
     int64_t duration_ms;
     sl_killswitch_mode mode;
     sl_ladder ladder;      /* the checks so far */
+    /* The rate quotas in a store (--store redis): in, the batch their items go into (NULL: the
+     * engine decides them); the rest is the call's state while the store decides. */
+    sl_batch *store;
+    sl_levee_plan *plan;
+    uint64_t fleet_id, conc_id; /* leases held */
+    bool routed, local;         /* the fleet lease is the owner's; X-Fleet: local */
 } sl_attempt_fleet;
 
 /*
@@ -86,15 +92,28 @@ void sl_attempt_release(sl_protect *p, const sl_attempt_release_req *req, int64_
 int sl_attempt_begin(sl_protect *p, int worker, const sl_levee_config *lcfg,
                      const sl_quota_snap *snap, const sl_attempt_req *req, int64_t now_ms,
                      sl_attempt_fleet *routed, sl_answer *out);
+#define SL_ATTEMPT_STORE 2 /* sl_attempt_begin / _resume: routed->store holds the rate quotas'
+                              items: decide them, then sl_attempt_store_done */
 /* The rest of a routed /attempt: `fleet` the owner's answer (or this node's share's when `local`:
  * the answer says X-Fleet: local); NULL on a node on its own (no cluster): the lease is taken
  * here, of node_limit, as sl_attempt_decide does. `req` and `snap` as current now (re-read: the
  * call waited). *giveback: a fleet lease a later check's rejection gives back
  * (sl_gubprotect_fleet_release), 0 none. */
-void sl_attempt_resume(sl_protect *p, int worker, const sl_levee_config *lcfg,
-                       const sl_quota_snap *snap, const sl_attempt_req *req,
-                       const sl_attempt_fleet *st, const sl_response *fleet, bool local,
-                       int64_t now_ms, sl_answer *out, uint64_t *giveback);
+int sl_attempt_resume(sl_protect *p, int worker, const sl_levee_config *lcfg,
+                      const sl_quota_snap *snap, const sl_attempt_req *req,
+                      sl_attempt_fleet *st, const sl_response *fleet, bool local,
+                      int64_t now_ms, sl_answer *out, uint64_t *giveback);
+
+/*
+ * Rate quotas decided in a store (routed->store set before sl_attempt_begin or _resume, which
+ * then return SL_ATTEMPT_STORE, api/levee.h's sl_levee_plan_begin): the store decided st->store's
+ * items. 1: st->store now holds the give-backs of a rejection: decide them and call again. 0:
+ * *out is the answer (started again here: *out may have served other calls meanwhile), and
+ * *giveback as sl_attempt_resume's.
+ */
+int sl_attempt_store_done(sl_protect *p, int worker, const sl_levee_config *lcfg,
+                          const sl_attempt_req *req, sl_attempt_fleet *st, int64_t now_ms,
+                          sl_answer *out, uint64_t *giveback);
 
 /* /release; `routed`: a fleet lease of the owner's is the caller's to give back: returned (then
  * *out is not the answer: call sl_attempt_release_answer with *conc_rc and the owner's result,

@@ -1,7 +1,8 @@
 /*
  * Levee's /attempt decision (see levee.h for the contract and docs/levee.md for the model): the
- * quota lookup, the engine calls with their give-back on a later rejection, and the answer with
- * its Retry-After and RateLimit header fields.
+ * quota lookup, the engine calls with their give-back on a later rejection (or the same calls
+ * as the items of a batch a store decides: sl_levee_plan_*), and the answer with its Retry-After
+ * and RateLimit header fields.
  */
 #include "api/levee.h"
 
@@ -252,43 +253,60 @@ void sl_levee_attempt(const sl_levee_config *cfg, const sl_quota_snap *snap, sl_
     sl_levee_decide(cfg, snap, e, req, now_ms, out);
 }
 
-void sl_levee_decide(const sl_levee_config *cfg, const sl_quota_snap *snap, sl_engine *e,
-                     const sl_levee_request *req, int64_t now_ms, sl_answer *out)
+/* One request's quotas and what was decided about them: on the stack of sl_levee_decide, or in
+ * a batch's arena between the steps of a store's decision. */
+struct sl_levee_plan {
+    sl_quota_lookup lk;
+    decided d[2];
+    int64_t max_delay, blocked_s;
+    const char *base;
+    size_t base_len;
+    char subname[SL_MAX_NAME_LEN];
+    size_t subname_len;
+    unsigned taken;     /* quotas whose hit was taken (bit i: quota i) */
+    int rejected;       /* the first quota that rejected, or -1 */
+    const char *fail;   /* an engine's (store's) error */
+    int item[2];        /* the store's batch item of quota i, or -1 */
+    bool giving;        /* the store's batch holds the give-backs */
+};
+
+/* Check the request and look its quotas up: true when they are to be decided, false when *r is
+ * the answer already (malformed, not loaded, no quota). */
+static bool prepare(const sl_levee_config *cfg, const sl_quota_snap *snap,
+                    const sl_levee_request *req, struct sl_levee_plan *pl, sl_answer *r)
 {
-    sl_answer *r = out;
     if (!req->resource || req->resource_len == 0) {
         finish(r, SL_ANSWER_MALFORMED, "missing X-Resource header\n");
-        goto done;
+        return false;
     }
     if (!snap || !snap->loaded) {
         finish(r, SL_ANSWER_FAILED, "quotas not loaded yet\n");
-        goto done;
+        return false;
     }
-    int64_t max_delay = 0;
+    pl->max_delay = 0;
     if (__builtin_expect(req->max_delay != NULL, 0)) {
-        max_delay = parse_max_delay(req->max_delay, req->max_delay_len, cfg->max_delay_ms);
-        if (max_delay < 0) {
+        pl->max_delay = parse_max_delay(req->max_delay, req->max_delay_len, cfg->max_delay_ms);
+        if (pl->max_delay < 0) {
             finish(r, SL_ANSWER_MALFORMED,
                    "X-Max-Delay must be whole milliseconds or a duration such as 250ms\n");
-            goto done;
+            return false;
         }
     }
-
-    sl_quota_lookup lk;
+    sl_quota_lookup *lk = &pl->lk;
     int rc = sl_quota_lookup_request(snap->tree, req->resource, req->resource_len, req->prefix,
                                      req->prefix_len, req->method, req->method_len,
-                                     cfg->group_size, &lk);
+                                     cfg->group_size, lk);
     if (rc) {
         finish(r, SL_ANSWER_MALFORMED, "X-Resource, X-Prefix and X-Method are too long\n");
-        goto done;
+        return false;
     }
-    int64_t blocked_s = cfg->blocked_retry_after_s > 0 ? cfg->blocked_retry_after_s : 1;
-    r->n_quotas = lk.n;
-    if (lk.n == 0) {
+    pl->blocked_s = cfg->blocked_retry_after_s > 0 ? cfg->blocked_retry_after_s : 1;
+    r->n_quotas = lk->n;
+    if (lk->n == 0) {
         switch (cfg->no_quota) {
         case SL_LEVEE_NO_QUOTA_DENY:
-            r->retry_after_ms = blocked_s * 1000;
-            retry_after_header(r, blocked_s);
+            r->retry_after_ms = pl->blocked_s * 1000;
+            retry_after_header(r, pl->blocked_s);
             finish(r, SL_ANSWER_REJECTED, NULL);
             break;
         case SL_LEVEE_NO_QUOTA_ERROR:
@@ -297,107 +315,234 @@ void sl_levee_decide(const sl_levee_config *cfg, const sl_quota_snap *snap, sl_e
         default:
             finish(r, SL_ANSWER_ACCEPTED, NULL);
         }
-        goto done;
+        return false;
     }
-    if (lk.has_main)
-        r->level = lk.m[0].level;
+    if (lk->has_main)
+        r->level = lk->m[0].level;
 
-    const char *base = cfg->name && cfg->name[0] ? cfg->name : "levee";
-    char subname[SL_MAX_NAME_LEN];
-    size_t base_len = strlen(base);
-    if (base_len > sizeof subname - 4)
-        base_len = sizeof subname - 4;
-    memcpy(subname, base, base_len);
-    memcpy(subname + base_len, ".sub", 4);
-    size_t subname_len = base_len + 4;
+    pl->base = cfg->name && cfg->name[0] ? cfg->name : "levee";
+    pl->base_len = strlen(pl->base);
+    size_t bl = pl->base_len;
+    if (bl > sizeof pl->subname - 4)
+        bl = sizeof pl->subname - 4;
+    memcpy(pl->subname, pl->base, bl);
+    memcpy(pl->subname + bl, ".sub", 4);
+    pl->subname_len = bl + 4;
+    pl->taken = 0;
+    pl->rejected = -1;
+    pl->fail = NULL;
+    for (size_t i = 0; i < lk->n; i++) {
+        pl->d[i].m = &lk->m[i];
+        pl->d[i].have = false;
+        pl->d[i].rejected = false;
+    }
+    return true;
+}
 
-    decided d[2];
-    size_t taken = 0; /* quotas whose hit was taken (in order) */
-    int rejected = -1;
-    const char *fail = NULL;
-    for (size_t i = 0; i < lk.n; i++) {
-        const sl_quota_match *m = &lk.m[i];
-        bool is_sub = m->source == SL_QUOTA_FROM_SUBLIMIT || m->source == SL_QUOTA_FROM_SUBKEY_DEFAULT;
-        d[i].m = m;
-        d[i].have = false;
-        d[i].rejected = false;
-        if (rejected >= 0 || fail)
-            continue;
-        if (!(m->quota.rate > 0)) {
-            /* rate 0 blocks the bucket: no state to ask the engine about */
-            d[i].rejected = true;
-            d[i].have = true;
-            d[i].resp.retry_after = blocked_s * 1000;
-            rejected = (int)i;
-            continue;
-        }
-        sl_request rq;
-        if (is_sub)
-            fill_request(&rq, subname, subname_len, m, 1, max_delay);
-        else
-            fill_request(&rq, base, strlen(base), m, 1, max_delay);
-        sl_engine_decide(e, &rq, &d[i].resp, now_ms);
-        if (d[i].resp.error) {
-            fail = d[i].resp.error;
-            continue;
-        }
-        d[i].have = true;
-        if (d[i].resp.status == SL_OVER_LIMIT) {
-            d[i].rejected = true;
-            rejected = (int)i;
-        } else {
-            taken = i + 1;
-        }
+/* Quota i's engine request (its bucket in the main or the sub namespace). */
+static void quota_request(const struct sl_levee_plan *pl, size_t i, int64_t hits,
+                          int64_t max_delay, sl_request *rq)
+{
+    const sl_quota_match *m = pl->d[i].m;
+    if (m->source == SL_QUOTA_FROM_SUBLIMIT || m->source == SL_QUOTA_FROM_SUBKEY_DEFAULT)
+        fill_request(rq, pl->subname, pl->subname_len, m, hits, max_delay);
+    else
+        fill_request(rq, pl->base, pl->base_len, m, hits, max_delay);
+}
+
+/* Rate 0 blocks quota i's bucket: no state to ask the engine about. */
+static void blocked(struct sl_levee_plan *pl, size_t i)
+{
+    pl->d[i].rejected = true;
+    pl->d[i].have = true;
+    pl->d[i].resp.retry_after = pl->blocked_s * 1000;
+    pl->rejected = (int)i;
+}
+
+/* What the engine said to quota i's hit. */
+static void took(struct sl_levee_plan *pl, size_t i, const sl_response *resp)
+{
+    pl->d[i].resp = *resp;
+    if (resp->error) {
+        pl->fail = resp->error;
+        return;
     }
-    if (rejected >= 0 || fail) {
-        /* Give back what was taken, so that a request that does not pass costs nothing. */
-        for (size_t i = 0; i < taken; i++) {
-            const sl_quota_match *m = d[i].m;
-            bool is_sub = m->source == SL_QUOTA_FROM_SUBLIMIT ||
-                          m->source == SL_QUOTA_FROM_SUBKEY_DEFAULT;
-            sl_request rq;
-            if (is_sub)
-                fill_request(&rq, subname, subname_len, m, -1, 0);
-            else
-                fill_request(&rq, base, strlen(base), m, -1, 0);
-            sl_response back;
-            sl_engine_decide(e, &rq, &back, now_ms);
-            if (!back.error)
-                d[i].resp = back;
-        }
+    pl->d[i].have = true;
+    if (resp->status == SL_OVER_LIMIT) {
+        pl->d[i].rejected = true;
+        pl->rejected = (int)i;
+    } else {
+        pl->taken |= 1u << i;
     }
-    if (fail) {
-        set_quota_name(r, lk.m[0].name, lk.m[0].name_len);
-        r->error = fail;
+}
+
+/* The answer once every quota was decided (and what a failure took given back). */
+static void conclude(const sl_levee_config *cfg, const struct sl_levee_plan *pl, int64_t now_ms,
+                     sl_answer *r)
+{
+    const sl_quota_lookup *lk = &pl->lk;
+    if (pl->fail) {
+        set_quota_name(r, lk->m[0].name, lk->m[0].name_len);
+        r->error = pl->fail;
         finish(r, SL_ANSWER_FAILED, "rate limiter error\n");
-        goto done;
+        return;
     }
-    if (rejected >= 0) {
-        const decided *rj = &d[rejected];
+    if (pl->rejected >= 0) {
+        const decided *rj = &pl->d[pl->rejected];
         r->retry_after_ms = rj->resp.retry_after > 0 ? rj->resp.retry_after : 1;
         int64_t ra = ceil_s(r->retry_after_ms);
         retry_after_header(r, ra);
-        rate_headers(r, d, lk.n, now_ms, ra);
+        rate_headers(r, pl->d, lk->n, now_ms, ra);
         set_quota_name(r, rj->m->name, rj->m->name_len);
         finish(r, SL_ANSWER_REJECTED, NULL);
-        goto done;
+        return;
     }
     if (cfg->headers_on_accept)
-        rate_headers(r, d, lk.n, now_ms, 0);
-    if (__builtin_expect(max_delay > 0, 0)) {
+        rate_headers(r, pl->d, lk->n, now_ms, 0);
+    if (__builtin_expect(pl->max_delay > 0, 0)) {
         /* every quota reserved its slot; the request goes when the last of them is due */
         int64_t delay = 0;
-        for (size_t i = 0; i < lk.n; i++)
-            if (d[i].have && d[i].resp.delay_ms > delay)
-                delay = d[i].resp.delay_ms;
+        for (size_t i = 0; i < lk->n; i++)
+            if (pl->d[i].have && pl->d[i].resp.delay_ms > delay)
+                delay = pl->d[i].resp.delay_ms;
         if (delay > 0) {
             size_t mark = sl_answer_mark(r);
             sl_answer_int(r, delay);
             SL_ANSWER_HEADER_FROM(r, "X-Delay-Ms", mark);
         }
     }
-    set_quota_name(r, lk.m[0].name, lk.m[0].name_len);
+    set_quota_name(r, lk->m[0].name, lk->m[0].name_len);
     finish(r, SL_ANSWER_ACCEPTED, NULL);
+}
+
+void sl_levee_decide(const sl_levee_config *cfg, const sl_quota_snap *snap, sl_engine *e,
+                     const sl_levee_request *req, int64_t now_ms, sl_answer *out)
+{
+    struct sl_levee_plan pl;
+    if (!prepare(cfg, snap, req, &pl, out))
+        goto done;
+    for (size_t i = 0; i < pl.lk.n && pl.rejected < 0 && !pl.fail; i++) {
+        if (!(pl.d[i].m->quota.rate > 0)) {
+            blocked(&pl, i);
+            continue;
+        }
+        sl_request rq;
+        sl_response resp;
+        quota_request(&pl, i, 1, pl.max_delay, &rq);
+        sl_engine_decide(e, &rq, &resp, now_ms);
+        took(&pl, i, &resp);
+    }
+    if (pl.rejected >= 0 || pl.fail) {
+        /* Give back what was taken, so that a request that does not pass costs nothing. */
+        for (size_t i = 0; i < pl.lk.n; i++) {
+            if (!(pl.taken & (1u << i)))
+                continue;
+            sl_request rq;
+            quota_request(&pl, i, -1, 0, &rq);
+            sl_response back;
+            sl_engine_decide(e, &rq, &back, now_ms);
+            if (!back.error)
+                pl.d[i].resp = back;
+        }
+    }
+    conclude(cfg, &pl, now_ms, out);
 done:
-    log_decision(cfg, req, r);
+    log_decision(cfg, req, out);
+}
+
+/* ---------------------------------------------------------------- in a store */
+
+int sl_levee_plan_begin(const sl_levee_config *cfg, const sl_quota_snap *snap,
+                        const sl_levee_request *req, int64_t now_ms, sl_batch *b,
+                        sl_levee_plan **plan, sl_answer *out)
+{
+    (void)now_ms;
+    sl_batch_reset(b);
+    struct sl_levee_plan *pl = sl_batch_alloc(b, sizeof *pl);
+    *plan = pl;
+    if (!pl || sl_batch_alloc_items(b, 2)) {
+        finish(out, SL_ANSWER_FAILED, "out of memory\n");
+        log_decision(cfg, req, out);
+        return 0;
+    }
+    if (!prepare(cfg, snap, req, pl, out)) {
+        log_decision(cfg, req, out);
+        return 0;
+    }
+    /* Every quota up to the first of rate 0 (the engine would not look past it) is asked at
+     * once; a later quota's hit taken after an earlier one rejected is given back as well. */
+    b->n = 0;
+    for (size_t i = 0; i < pl->lk.n; i++) {
+        pl->item[i] = -1;
+        if (!(pl->d[i].m->quota.rate > 0))
+            break;
+        pl->item[i] = (int)b->n;
+        quota_request(pl, i, 1, pl->max_delay, &b->reqs[b->n++]);
+    }
+    pl->giving = false;
+    if (b->n == 0) { /* the main quota blocks: nothing to ask */
+        blocked(pl, 0);
+        conclude(cfg, pl, now_ms, out);
+        log_decision(cfg, req, out);
+        return 0;
+    }
+    return 1;
+}
+
+int sl_levee_plan_done(const sl_levee_config *cfg, sl_levee_plan *pl, const sl_levee_request *req,
+                       int64_t now_ms, sl_batch *b, sl_answer *out)
+{
+    const sl_quota_lookup *lk = &pl->lk;
+    out->n_quotas = lk->n;
+    if (lk->has_main)
+        out->level = lk->m[0].level;
+    if (!pl->giving) {
+        /* the hits' answers, read in the engine's order */
+        unsigned later = 0; /* hits taken after a rejection: seen by no answer */
+        for (size_t i = 0; i < lk->n; i++) {
+            int k = pl->item[i];
+            if (pl->rejected >= 0 || pl->fail) {
+                if (k >= 0 && !b->resps[k].error && b->resps[k].status != SL_OVER_LIMIT)
+                    later |= 1u << i;
+                continue;
+            }
+            if (k < 0)
+                blocked(pl, i);
+            else
+                took(pl, i, &b->resps[k]);
+        }
+        if (pl->rejected >= 0 || pl->fail)
+            pl->taken |= later;
+        else
+            pl->taken = 0;
+        if (pl->taken) {
+            /* give back every hit taken: the same items with hits -1, the others answered */
+            b->n_answered = 0;
+            for (size_t i = 0; i < lk->n; i++) {
+                int k = pl->item[i];
+                if (k < 0)
+                    continue;
+                if (pl->taken & (1u << i)) {
+                    quota_request(pl, i, -1, 0, &b->reqs[k]);
+                    b->answered[k] = 0;
+                    memset(&b->resps[k], 0, sizeof b->resps[k]);
+                } else {
+                    b->answered[k] = 1;
+                    b->n_answered++;
+                }
+            }
+            pl->giving = true;
+            return 1;
+        }
+    } else {
+        /* the give-backs' answers: the state a rejection's headers show */
+        for (size_t i = 0; i < lk->n; i++) {
+            int k = pl->item[i];
+            if (k >= 0 && (pl->taken & (1u << i)) && !b->resps[k].error && pl->d[i].have)
+                pl->d[i].resp = b->resps[k];
+        }
+    }
+    conclude(cfg, pl, now_ms, out);
+    log_decision(cfg, req, out);
+    return 0;
 }

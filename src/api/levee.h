@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "api/answer.h"
+#include "api/batch.h"
 #include "config/quota.h"
 #include "core/log.h"
 #include "sluice/engine.h"
@@ -88,6 +89,26 @@ void sl_levee_attempt(const sl_levee_config *cfg, const sl_quota_snap *snap, sl_
  * status, Retry-After and RateLimit headers, the body and the log fields; logs the decision. */
 void sl_levee_decide(const sl_levee_config *cfg, const sl_quota_snap *snap, sl_engine *e,
                      const sl_levee_request *req, int64_t now_ms, sl_answer *out);
+
+/*
+ * The same decision made by a store elsewhere (--store redis: node/service.c hands the items to
+ * store/rstore.h): the quotas' hits go out at once as the items of a batch, and a rejection's
+ * give-backs as a second round. The answer and the end state are sl_levee_decide's; the one
+ * difference is that a sub quota's hit is taken (and given back) when the main quota rejects.
+ *
+ * sl_levee_plan_begin resets b and builds the items (the plan lives in b's arena): 1 = decide
+ * b's items, then call sl_levee_plan_done; 0 = *out holds the answer (malformed, no quota,
+ * blocked, out of memory: all as sl_levee_decide, logged). sl_levee_plan_done reads the answers:
+ * 1 = b now holds the give-backs (decide them and call again), 0 = *out holds the rate quotas'
+ * part of the answer (as sl_levee_decide leaves it: the caller started *out), logged.
+ */
+typedef struct sl_levee_plan sl_levee_plan;
+int sl_levee_plan_begin(const sl_levee_config *cfg, const sl_quota_snap *snap,
+                        const sl_levee_request *req, int64_t now_ms, sl_batch *b,
+                        sl_levee_plan **plan, sl_answer *out);
+int sl_levee_plan_done(const sl_levee_config *cfg, sl_levee_plan *plan,
+                       const sl_levee_request *req, int64_t now_ms, sl_batch *b,
+                       sl_answer *out);
 
 /*
  * The engine's GCRA parameters for a normalised quota: limit per duration (ms) with

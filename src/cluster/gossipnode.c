@@ -725,7 +725,9 @@ int sl_gossipnode_start_options(const sl_options *o, sl_logger *log, sl_gossipno
     int ml = sl_swimmeta_put(meta, sizeof meta, 0, "service", o->advertise_addr);
     if (ml >= 0)
         ml = sl_swimmeta_put(meta, sizeof meta, (size_t)ml, "role",
-                             o->role == SL_ROLE_PROXY ? "proxy" : "limiter");
+                             o->role == SL_ROLE_PROXY      ? "proxy"
+                             : o->role == SL_ROLE_OBSERVER ? "observer"
+                                                           : "limiter");
     if (ml < 0) {
         snprintf(err, errlen, "gossip: advertise-addr '%s' does not fit the metadata",
                  o->advertise_addr);
@@ -739,12 +741,8 @@ int sl_gossipnode_start_options(const sl_options *o, sl_logger *log, sl_gossipno
     for (; ns < given; ns++)
         seeds[ns] = o->gossip_seeds.items[ns];
     if (o->storage_addrs.n) {
-        sl_etcd_config ec = {
-            .endpoints = (const char *const *)o->storage_addrs.items,
-            .n_endpoints = o->storage_addrs.n,
-            .request_timeout_ms = o->storage_timeout_ns / 1000000,
-            .tls = {o->storage_tls_ca, o->storage_tls_cert, o->storage_tls_key},
-        };
+        sl_etcd_config ec;
+        sl_gossipseeds_etcd_config(o, &ec);
         int got = sl_gossipseeds_from_etcd(&ec, o->storage_prefix, seeds, &ns, max);
         if (got < 0)
             sl_log_warn(log, "gossip: observers in etcd not read (%s); joining through "

@@ -10,7 +10,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config/config.h"
 #include "config/etcd.h"
+
+/* The etcd client configuration of sluiced's --storage-* options (the strings stay the
+ * options'): what every reader of the observer registrations connects with. */
+void sl_gossipseeds_etcd_config(const sl_options *o, sl_etcd_config *out);
 
 /* Most observers read (more are ignored). */
 #define SL_GOSSIPSEEDS_MAX 64
@@ -24,5 +29,11 @@ int sl_gossipseeds_parse(const char *json, size_t len, char *out, size_t outlen)
  * negative errno when etcd cannot be read (a malformed registration is skipped). */
 int sl_gossipseeds_from_etcd(const sl_etcd_config *ec, const char *prefix, char **seeds,
                              size_t *n, size_t max);
+/* The same two with another member of the value read instead of "gossip" (e.g. "service": the
+ * observers' topology streams, for a client-proxy: proxy/feed.h). */
+int sl_gossipseeds_parse_field(const char *json, size_t len, const char *field, char *out,
+                               size_t outlen);
+int sl_gossipseeds_from_etcd_field(const sl_etcd_config *ec, const char *prefix,
+                                   const char *field, char **seeds, size_t *n, size_t max);
 
 #endif

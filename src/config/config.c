@@ -421,10 +421,40 @@ static const sl_opt daemon_opts[] = {
     {.name = "role", .type = SL_OPT_ENUM, .offset = FIELD(role, int), .def = "limiter",
      .choices = role_choices, .group = G_CLUSTER,
      .help = "limiter (decides), proxy (Levee's client-proxy: relays /attempt to each resource's "
-             "DF limiters) or observer (not available yet)"},
+             "DF limiters) or observer (streams the overlay's topology to proxies)"},
     {.name = "observer-name", .type = SL_OPT_STRING, .offset = FIELD(observer_name, char *),
      .group = G_CLUSTER, .metavar = "NAME",
      .help = "unique name of an observer (<storage-prefix>/observer/<NAME>)"},
+    {.name = "observer-heartbeat", .type = SL_OPT_DURATION,
+     .offset = FIELD(observer_heartbeat_ns, int64_t), .def = "1s", .min = 10 * MS,
+     .max = 60 * SEC, .group = G_CLUSTER,
+     .help = "role observer: empty update sent to each watcher this often (liveness)"},
+    {.name = "observer-max-watchers", .type = SL_OPT_INT,
+     .offset = FIELD(observer_max_watchers, int64_t), .def = "1024", .min = 1, .max = 100000,
+     .group = G_CLUSTER, .help = "role observer: topology streams open at once at most"},
+    {.name = "observer-max-queue-bytes", .type = SL_OPT_SIZE,
+     .offset = FIELD(observer_max_queue_bytes, uint64_t), .def = "1MiB", .min = 4096,
+     .max = 64 * 1024 * 1024, .group = G_CLUSTER,
+     .help = "role observer: unsent bytes one watcher may hold before it is closed (slow)"},
+    {.name = "observer-lease-ttl", .type = SL_OPT_DURATION,
+     .offset = FIELD(observer_lease_ttl_ns, int64_t), .def = "10s", .min = 2 * SEC,
+     .max = 3600 * SEC, .group = G_CLUSTER,
+     .help = "role observer: TTL of the etcd lease its registration lives under"},
+    {.name = "leave-drain", .type = SL_OPT_DURATION, .offset = FIELD(leave_drain_ns, int64_t),
+     .def = "500ms", .min = 0, .max = 60 * SEC, .group = G_CLUSTER,
+     .help = "role limiter in the overlay: after announcing LEFT on SIGTERM, keep answering this "
+             "long (proxies stop sending) before the port closes (within shutdown-timeout)"},
+    {.name = "observers", .type = SL_OPT_LIST, .offset = FIELD(observers, sl_opt_list),
+     .group = G_CLUSTER, .metavar = "LIST",
+     .help = "role proxy: observers to follow, host:port,... (else those in etcd)"},
+    {.name = "observer-timeout", .type = SL_OPT_DURATION,
+     .offset = FIELD(observer_timeout_ns, int64_t), .def = "3s", .min = 10 * MS,
+     .max = 600 * SEC, .group = G_CLUSTER,
+     .help = "role proxy: silence (no update, no heartbeat) after which an observer is left"},
+    {.name = "observer-retry-window", .type = SL_OPT_DURATION,
+     .offset = FIELD(observer_retry_window_ns, int64_t), .def = "30s", .min = 100 * MS,
+     .max = 3600 * SEC, .group = G_CLUSTER,
+     .help = "role proxy: exit with an error when no observer answered for this long"},
     {.name = "proxy-limiters", .type = SL_OPT_LIST, .offset = FIELD(proxy_limiters, sl_opt_list),
      .group = G_CLUSTER, .metavar = "LIST",
      .help = "role proxy: the limiters, name=host:port,... (at most 256; read again on SIGHUP)"},
@@ -631,8 +661,10 @@ static int finalize(sl_options *o, char *err, size_t errlen)
         return rc;
     if ((o->peer_tls_cert[0] != '\0') != (o->peer_tls_key[0] != '\0'))
         return sl_opt_fail(err, errlen, -EINVAL, "option 'peer-tls-cert': needs peer-tls-key, and back");
-    if (o->role == SL_ROLE_PROXY && o->proxy_limiters.n == 0)
-        return sl_opt_fail(err, errlen, -EINVAL, "option 'proxy-limiters': required with role=proxy");
+    if (o->role == SL_ROLE_PROXY && o->proxy_limiters.n == 0 && o->observers.n == 0 &&
+        o->storage_addrs.n == 0)
+        return sl_opt_fail(err, errlen, -EINVAL, "option 'proxy-limiters': required with "
+                           "role=proxy (or observers, or storage-addrs to find them in etcd)");
     if (o->store == SL_STORE_REDIS && o->redis_addrs.n == 0)
         return sl_opt_fail(err, errlen, -EINVAL, "option 'redis-addrs': required with store=redis");
     if (o->standalone && o->discovery != SL_DISCOVERY_NONE)

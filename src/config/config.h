@@ -37,7 +37,7 @@ typedef enum sl_tls_client_auth {
 
 typedef enum sl_role {
     SL_ROLE_LIMITER = 0,  /* today's node: decides /attempt and the Gubernator API */
-    SL_ROLE_OBSERVER = 1, /* Levee's observer: not built yet (refused at start) */
+    SL_ROLE_OBSERVER = 1, /* Levee's observer: streams the topology (node/observer.h) */
     SL_ROLE_PROXY = 2,    /* Levee's client-proxy: /attempt relayed to each resource's DF group */
 } sl_role;
 typedef enum sl_store_kind {
@@ -176,6 +176,14 @@ typedef struct sl_options {
     /* Roles (Levee's cluster: limiter, observer, client-proxy; proxy/proxy.h) */
     int role;                  /* sl_role */
     char *observer_name;       /* Levee's observer-name */
+    int64_t observer_heartbeat_ns;   /* role observer (node/observer.h) */
+    int64_t observer_max_watchers;
+    uint64_t observer_max_queue_bytes;
+    int64_t observer_lease_ttl_ns;
+    int64_t leave_drain_ns;          /* role limiter with gossip: answer on after LEFT */
+    sl_opt_list observers;           /* role proxy: observers to follow (proxy/feed.h) */
+    int64_t observer_timeout_ns;
+    int64_t observer_retry_window_ns;
     sl_opt_list proxy_limiters; /* name=host:port, the proxy's static limiter set */
     int64_t proxy_timeout_ns;
     int64_t proxy_max_inflight;

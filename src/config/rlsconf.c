@@ -500,7 +500,8 @@ static int build_level(walk *w, const yaml_node_t *seq, const char *prefix, sl_r
         return -ENOMEM;
     for (size_t i = 0; i < cnt; i++)
         keys[i] = kids[i].key;
-    qsort(kids, cnt, sizeof *kids, node_qsort_cmp);
+    if (cnt)
+        qsort(kids, cnt, sizeof *kids, node_qsort_cmp);
     for (size_t i = 0; i + 1 < cnt; i++) {
         if (node_qsort_cmp(&kids[i], &kids[i + 1]) == 0) {
             size_t j = 0;

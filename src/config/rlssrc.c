@@ -103,7 +103,8 @@ static int list_dir(const char *dir, char ***names, size_t *n, char *err, size_t
         free(v);
         return rc;
     }
-    qsort(v, cnt, sizeof *v, name_cmp);
+    if (cnt) /* (qsort's array may not be NULL, even for 0 entries) */
+        qsort(v, cnt, sizeof *v, name_cmp);
     *names = v;
     *n = cnt;
     return 0;
@@ -251,7 +252,8 @@ static bool ours(sl_rlssrc *s, const char *key, size_t kl)
  * the last good one stays. */
 static int rebuild(sl_rlssrc *s)
 {
-    qsort(s->ents, s->nents, sizeof *s->ents, ent_cmp); /* keys in name order, like files */
+    if (s->nents) /* (qsort's array may not be NULL, even for 0 entries) */
+        qsort(s->ents, s->nents, sizeof *s->ents, ent_cmp); /* keys in name order, like files */
     size_t skip = strlen(sl_watched_root(s->w)) + 1;    /* names: "rls/<name>" */
     sl_rlsconf *c;
     char err[512] = "";

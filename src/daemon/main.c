@@ -5,17 +5,106 @@
  * calls) within --shutdown-timeout and exit 0.
  *
  * Signals are blocked before any thread starts, so every worker inherits the mask and only this
- * thread's sigwait() receives them: no async-signal-safety concerns in the handlers.
+ * thread's sigtimedwait() receives them: no async-signal-safety concerns in the handlers.
+ *
+ * Under systemd (Type=notify, $NOTIFY_SOCKET set) it tells the manager its state (node/notify.h):
+ * READY=1 once sl_node_start has returned (ports bound, quota file read), RELOADING=1 and READY=1
+ * around a SIGHUP reload, STOPPING=1 when a drain begins; with $WATCHDOG_USEC it wakes every half
+ * period and sends WATCHDOG=1 only if every worker loop ran the step posted at the previous wake
+ * (sl_node_alive): a stuck loop stops the pings and systemd restarts the service.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "config/config.h"
+#include "node/notify.h"
 #include "sluice/node.h"
 
 #ifndef SLUICE_VERSION /* set by CMake: VERSION, plus `git describe` in a checkout */
 #define SLUICE_VERSION "unknown"
+#endif
+
+static uint64_t mono_usec(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* Tell the service manager (a no-op without $NOTIFY_SOCKET); the first failure is reported. */
+static void tell(const sl_notify *nt, const char *state)
+{
+    static int reported;
+    int rc = sl_notify_send(nt, state);
+    if (rc && !reported) {
+        reported = 1;
+        fprintf(stderr, "sluiced: NOTIFY_SOCKET: %s (further failures not reported)\n",
+                strerror(-rc));
+    }
+}
+
+/* Wait for a signal; with a watchdog, ping it (every worker loop alive) each half period
+ * meanwhile. The signal, or -1 on an error to retry. */
+/* The next signal; -1 on an error; WAIT_FAILED once a role gave up for good (sl_node_failed: a
+ * client-proxy that found no observer), checked at least every second. */
+#define WAIT_FAILED (-2)
+static int wait_signal(const sigset_t *set, sl_node *node, const sl_notify *nt, uint64_t wd_usec,
+                       uint64_t *next_ping)
+{
+    for (;;) {
+        uint64_t now = mono_usec(), left = 1000000u;
+        if (wd_usec) {
+            if (now >= *next_ping) {
+                if (sl_node_alive(node) == 1)
+                    tell(nt, "WATCHDOG=1");
+                *next_ping = now + wd_usec / 2;
+            }
+            if (*next_ping - now < left)
+                left = *next_ping - now;
+        }
+        struct timespec ts = {.tv_sec = (time_t)(left / 1000000u),
+                              .tv_nsec = (long)(left % 1000000u) * 1000};
+        int sig = sigtimedwait(set, NULL, &ts);
+        if (sig > 0)
+            return sig;
+        if (errno != EAGAIN && errno != EINTR)
+            return -1;
+        if (sl_node_failed(node))
+            return WAIT_FAILED;
+    }
+}
+
+#ifdef SLUICE_NO_CURL
+/* The static sluiced (make static) is linked without libcurl (packaging/static/nocurl.c): refuse
+ * the options whose clients need it, saying why, instead of failing later on a client that cannot
+ * exist. A parse error is left to sl_node_start to report. */
+static int refuse_curl_options(int argc, char **argv)
+{
+    sl_options o;
+    memset(&o, 0, sizeof o); /* sl_config_parse frees what the options held */
+    char err[512];
+    if (sl_config_parse(&o, argc, argv, NULL, err, sizeof err) != 0)
+        return 0;
+    const char *what = o.storage_addrs.n ? "--storage-addrs (etcd)"
+                       : o.discovery == SL_DISCOVERY_ETCD ? "--discovery etcd"
+                       : o.discovery == SL_DISCOVERY_K8S  ? "--discovery k8s"
+                                                          : NULL;
+    sl_config_free(&o);
+    if (!what)
+        return 0;
+    fprintf(stderr, "sluiced: %s needs libcurl, which this statically linked sluiced is built "
+            "without (docs/operations.md \"Static build\"); use the dynamically linked sluiced\n",
+            what);
+    return -1;
+}
 #endif
 
 int main(int argc, char **argv)
@@ -31,6 +120,10 @@ int main(int argc, char **argv)
     /* A program may choose for its process: a write to a closed stderr pipe or socket is an EPIPE
      * error, never a kill. The library never sets this (it writes with MSG_NOSIGNAL or on threads
      * that block SIGPIPE), so an embedder's disposition stays theirs. */
+#ifdef SLUICE_NO_CURL
+    if (refuse_curl_options(argc, argv))
+        return 2;
+#endif
     signal(SIGPIPE, SIG_IGN);
     sigset_t set;
     sigemptyset(&set);
@@ -39,25 +132,54 @@ int main(int argc, char **argv)
     sigaddset(&set, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
 
+    sl_notify nt;
+    int rc = sl_notify_open(&nt, getenv("NOTIFY_SOCKET"));
+    if (rc)
+        fprintf(stderr, "sluiced: NOTIFY_SOCKET: %s (not notifying)\n", strerror(-rc));
+    uint64_t wd_usec = sl_notify_watchdog_usec(getenv("WATCHDOG_USEC"), getenv("WATCHDOG_PID"),
+                                               (long)getpid());
+
     sl_node *node;
     char err[512];
-    int rc = sl_node_start(argc - 1, argv + 1, &node, err, sizeof err);
+    rc = sl_node_start(argc - 1, argv + 1, &node, err, sizeof err);
     if (rc) {
         fprintf(stderr, "sluiced: %s\n", err);
+        char st[600];
+        snprintf(st, sizeof st, "STATUS=start failed: %s\nERRNO=%d", err, -rc);
+        tell(&nt, st);
+        sl_notify_close(&nt);
         return 2;
     }
+    char st[128];
+    snprintf(st, sizeof st, "READY=1\nSTATUS=serving on port %u\nMAINPID=%ld",
+             (unsigned)sl_node_port(node), (long)getpid());
+    tell(&nt, st);
+    uint64_t next_ping = 0;
+    bool failed = false;
     for (;;) {
-        int sig = 0;
-        if (sigwait(&set, &sig))
+        int sig = wait_signal(&set, node, &nt, wd_usec, &next_ping);
+        if (sig == WAIT_FAILED) {
+            failed = true; /* logged by the node; stop as on SIGTERM, exit 1 */
+            tell(&nt, "STOPPING=1");
+            sl_node_shutdown(node, 0);
+            break;
+        }
+        if (sig < 0)
             continue;
         if (sig == SIGHUP) {
+            snprintf(st, sizeof st, "RELOADING=1\nMONOTONIC_USEC=%llu",
+                     (unsigned long long)mono_usec());
+            tell(&nt, st);
             sl_node_reload(node);
+            tell(&nt, "READY=1");
             continue;
         }
+        tell(&nt, "STOPPING=1");
         sl_node_shutdown(node, 0); /* 0: the configured --shutdown-timeout */
         break;
     }
     rc = sl_node_wait(node);
     sl_node_free(node);
-    return rc ? 1 : 0;
+    sl_notify_close(&nt);
+    return rc || failed ? 1 : 0;
 }

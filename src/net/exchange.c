@@ -479,6 +479,78 @@ int sl_exchange_respond(sl_exchange *ex, const sl_http_response *r)
     return rc;
 }
 
+int sl_exchange_stream_open(sl_exchange *ex, const sl_http_response *head)
+{
+    if (ex->state != SL_EX_DISPATCHED || ex->streaming)
+        return -EINVAL;
+    if (!ex->owner)
+        return -ENOTCONN;
+    if (!ex->ops->stream_open)
+        return -ENOTSUP;
+    sl_buf_reset(&ex->resp);
+    ex->resp_off = ex->resp_body_len = 0;
+    ex->ntrailers = 0;
+    int rc = ex->ops->stream_open(ex->owner, ex, head);
+    if (!rc)
+        ex->streaming = true;
+    return rc;
+}
+
+size_t sl_exchange_stream_queued(const sl_exchange *ex)
+{
+    return ex->streaming ? ex->resp_body_len - ex->resp_off : 0;
+}
+
+int sl_exchange_stream_push(sl_exchange *ex, const void *data, size_t len, size_t max_queued)
+{
+    if (ex->state != SL_EX_DISPATCHED || !ex->streaming)
+        return -EINVAL;
+    if (!ex->owner)
+        return -ENOTCONN;
+    size_t queued = ex->resp_body_len - ex->resp_off;
+    if (queued + len > max_queued)
+        return -ENOBUFS;
+    if (ex->resp_off) { /* drop what the protocol took, keep the rest at the front */
+        sl_buf_consume(&ex->resp, ex->resp_off);
+        ex->resp_off = 0;
+    }
+    if (sl_buf_append(&ex->resp, data, len))
+        return -ENOMEM;
+    ex->resp_body_len = ex->resp.len;
+    ex->ops->stream_more(ex->owner, ex);
+    return 0;
+}
+
+int sl_exchange_stream_close(sl_exchange *ex, const sl_http_header *trailers, size_t ntrailers)
+{
+    if (ex->state != SL_EX_DISPATCHED || !ex->streaming || ntrailers > SL_HTTP_MAX_TRAILERS)
+        return -EINVAL;
+    ex->state = SL_EX_RESPONDED;
+    ex->ctx->pending--;
+    int rc = 0;
+    if (!ex->owner) {
+        rc = -ENOTCONN;
+    } else {
+        for (size_t i = 0; i < ntrailers && !rc; i++) {
+            sl_hdr_off *o = &ex->trailers[ex->ntrailers];
+            o->name = (uint32_t)ex->resp.len;
+            o->name_len = (uint32_t)trailers[i].name_len;
+            rc = sl_buf_append(&ex->resp, trailers[i].name, trailers[i].name_len);
+            o->value = (uint32_t)ex->resp.len;
+            o->value_len = (uint32_t)trailers[i].value_len;
+            if (!rc)
+                rc = sl_buf_append(&ex->resp, trailers[i].value, trailers[i].value_len);
+            ex->ntrailers++;
+        }
+        if (rc)
+            ex->ntrailers = 0; /* the stream ends without them: the client sees no status */
+        ex->stream_end = true;
+        ex->ops->stream_more(ex->owner, ex);
+    }
+    sl_exchange_unref(ex);
+    return rc;
+}
+
 int sl_exchange_respond_simple(sl_exchange *ex, int status, const char *content_type,
                                const void *body, size_t body_len)
 {

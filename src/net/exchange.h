@@ -171,6 +171,28 @@ int sl_exchange_respond_grpc(sl_exchange *ex, const void *msg, size_t msg_len, i
 /* A trailers-only gRPC answer (one HEADERS frame carrying grpc-status), for errors. */
 int sl_exchange_respond_grpc_status(sl_exchange *ex, int grpc_status, const char *grpc_message);
 
+/* ---- server streaming (HTTP/2 only): one answer sent as it is made ----
+ * _open sends the answer's HEADERS (status and headers of `head`; its body and trailers are
+ * ignored, no content-length) and leaves the exchange owed: the handler then pushes DATA bytes
+ * as they come, from the exchange's loop thread, and ends with _close (trailers, e.g. gRPC's
+ * grpc-status), which consumes the exchange like a respond call. What is pushed and not yet sent
+ * (the client's flow-control window holds it) is queued in the exchange; _push refuses to queue
+ * past max_queued bytes, so a slow consumer costs a bounded amount and the handler closes it.
+ * A streaming exchange is owed, so the connection has no timeout of ours while it is open (the
+ * handler keeps its own: heartbeats, a maximum life). The cancel callback tells of a client
+ * that went away; _close is still needed to release. */
+/* 0; -ENOTSUP on HTTP/1.1 (answer with a respond call instead), -ENOTCONN, -EINVAL (not owed or
+ * already streaming), -ENOMEM. */
+int sl_exchange_stream_open(sl_exchange *ex, const sl_http_response *head);
+/* 0; -ENOBUFS (queued + len > max_queued: nothing queued), -ENOTCONN, -EINVAL (not streaming),
+ * -ENOMEM. */
+int sl_exchange_stream_push(sl_exchange *ex, const void *data, size_t len, size_t max_queued);
+/* Bytes pushed and not yet handed to the protocol. */
+size_t sl_exchange_stream_queued(const sl_exchange *ex);
+/* End the stream with these trailers (at most SL_HTTP_MAX_TRAILERS). Consumes the exchange;
+ * 0 or -ENOTCONN (a no-op), -EINVAL, -ENOMEM. */
+int sl_exchange_stream_close(sl_exchange *ex, const sl_http_header *trailers, size_t ntrailers);
+
 /* Called at most once, on the loop thread, if the connection (or HTTP/2 stream) dies while the
  * handler still owes the answer. The handler must still respond (a no-op by then) to release. */
 void sl_exchange_set_cancel(sl_exchange *ex, sl_exchange_cancel_cb cb, void *ud);
@@ -216,6 +238,10 @@ typedef struct sl_hdr_off {
 /* What an owning connection (h1/h2) does when the handler answers. */
 typedef struct sl_exchange_ops {
     int (*respond)(void *owner, sl_exchange *ex, const sl_http_response *r);
+    /* Streaming (NULL: not supported). open sends the head; push queues ex->resp bytes already
+     * appended; end sends what is queued then the trailers stored after it. */
+    int (*stream_open)(void *owner, sl_exchange *ex, const sl_http_response *head);
+    void (*stream_more)(void *owner, sl_exchange *ex);
 } sl_exchange_ops;
 
 enum sl_exchange_state {
@@ -243,6 +269,8 @@ struct sl_exchange {
     bool counted;                /* h2: counted as receiving */
     bool close_after;            /* h1: answer carries Connection: close */
     bool http10;
+    bool streaming;              /* h2: answer sent as it is pushed (sl_exchange_stream_open) */
+    bool stream_end;             /* streaming: closed; trailers follow the queued bytes */
     uint16_t reject;             /* status to answer instead of dispatching (413/431/400) */
     const char *method_static;   /* h1 method name from llhttp (static string) */
     uint32_t method_off, method_len, path_off, path_len;

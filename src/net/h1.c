@@ -28,7 +28,7 @@ struct sl_h1 {
 };
 
 static int h1_respond(void *owner, sl_exchange *ex, const sl_http_response *r);
-static const sl_exchange_ops h1_ops = {h1_respond};
+static const sl_exchange_ops h1_ops = {.respond = h1_respond};
 
 /* Largest input kept while paused: one read buffer plus what a read already in flight brings. */
 #define IN_CAP (256 * 1024)

@@ -44,7 +44,9 @@ struct sl_h2 {
 };
 
 static int h2_respond(void *owner, sl_exchange *ex, const sl_http_response *r);
-static const sl_exchange_ops h2_ops = {h2_respond};
+static int h2_stream_open(void *owner, sl_exchange *ex, const sl_http_response *head);
+static void h2_stream_more(void *owner, sl_exchange *ex);
+static const sl_exchange_ops h2_ops = {h2_respond, h2_stream_open, h2_stream_more};
 
 /* Header entries a HEADERS frame may carry in our answers (plus :status, content-length). */
 #define MAX_RESP_HEADERS 64
@@ -346,13 +348,15 @@ static ssize_t read_body(nghttp2_session *ss, int32_t stream_id, uint8_t *buf, s
 {
     sl_exchange *ex = source->ptr;
     size_t left = ex->resp_body_len - ex->resp_off;
+    if (!left && ex->streaming && !ex->stream_end)
+        return NGHTTP2_ERR_DEFERRED; /* h2_stream_more resumes it */
     size_t n = left < length ? left : length;
     if (n) {
         memcpy(buf, ex->resp.data + ex->resp_off, n);
         ((sl_h2 *)ud)->c->produced += n; /* the client's window let body bytes go */
     }
     ex->resp_off += n;
-    if (ex->resp_off == ex->resp_body_len) {
+    if (ex->resp_off == ex->resp_body_len && (!ex->streaming || ex->stream_end)) {
         *data_flags |= NGHTTP2_DATA_FLAG_EOF;
         if (ex->ntrailers) {
             nghttp2_nv nv[SL_HTTP_MAX_TRAILERS];
@@ -448,6 +452,43 @@ nomem:
     nghttp2_submit_rst_stream(h->ss, NGHTTP2_FLAG_NONE, ex->stream_id, NGHTTP2_INTERNAL_ERROR);
     sl_conn_request_wake(h->c);
     return -ENOMEM;
+}
+
+/* A streaming answer (sl_exchange_stream_open): HEADERS now, DATA as pushed. Not charged to the
+ * unsent budgets (the handler bounds its queue), so the connection stays BUSY, not WRITING. */
+static int h2_stream_open(void *owner, sl_exchange *ex, const sl_http_response *head)
+{
+    sl_h2 *h = owner;
+    nghttp2_nv nv[MAX_RESP_HEADERS + 1];
+    size_t n = 0;
+    int st = head->status >= 200 && head->status <= 599 ? head->status : 200;
+    char status[4] = {(char)('0' + st / 100), (char)('0' + st / 10 % 10), (char)('0' + st % 10), 0};
+    nv[n++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)status, 7, 3,
+                           NGHTTP2_NV_FLAG_NO_COPY_NAME};
+    for (size_t i = 0; i < head->nheaders && n < MAX_RESP_HEADERS; i++) {
+        const sl_http_header *hd = &head->headers[i];
+        if (bad_field(hd))
+            continue;
+        nv[n++] = (nghttp2_nv){(uint8_t *)hd->name, (uint8_t *)hd->value, hd->name_len,
+                               hd->value_len, NGHTTP2_NV_FLAG_NONE};
+    }
+    nghttp2_data_provider prd = {.source.ptr = ex, .read_callback = read_body};
+    stop_receiving(h, ex);
+    release_held(h, ex);
+    ex->streaming = true; /* read_body defers from the start */
+    if (nghttp2_submit_response(h->ss, ex->stream_id, nv, n, &prd) != 0) {
+        ex->streaming = false;
+        return -ENOMEM;
+    }
+    sl_conn_request_wake(h->c);
+    return 0;
+}
+
+static void h2_stream_more(void *owner, sl_exchange *ex)
+{
+    sl_h2 *h = owner;
+    nghttp2_session_resume_data(h->ss, ex->stream_id);
+    sl_conn_request_wake(h->c);
 }
 
 /* ---- driving ---- */

@@ -31,6 +31,7 @@ typedef struct stream {
     int64_t deadline;
     sl_h2c_done_fn done;
     void *ud;
+    int (*on_data)(void *ud, const uint8_t *p, size_t n);
     int status;
     int err;
     bool end_stream; /* the peer finished its side */
@@ -247,8 +248,15 @@ static int on_data(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t
     (void)flags;
     sl_h2c *s = ud;
     stream *st = nghttp2_session_get_stream_user_data(ng, id);
-    if (st && st->list == L_LIVE && sl_buf_append(&st->body, data, len) < 0)
+    if (!st || st->list != L_LIVE)
+        return 0;
+    if (st->on_data) {
+        int rc = st->on_data(st->ud, data, len);
+        if (rc < 0)
+            fail(s, st, rc, NGHTTP2_CANCEL);
+    } else if (sl_buf_append(&st->body, data, len) < 0) {
         fail(s, st, -EMSGSIZE, NGHTTP2_CANCEL);
+    }
     return 0;
 }
 
@@ -414,6 +422,7 @@ int sl_h2c_submit(sl_h2c *s, const sl_h2c_req *req, sl_h2c_done_fn done, void *u
     st->deadline = req->deadline;
     st->done = done;
     st->ud = ud;
+    st->on_data = req->on_data;
 
     const char *scheme = req->scheme ? req->scheme : "http";
 #define NV(n, nl, v, vl) {(uint8_t *)(n), (uint8_t *)(v), (nl), (vl), NGHTTP2_NV_FLAG_NONE}

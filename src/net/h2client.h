@@ -59,6 +59,11 @@ typedef struct sl_h2c_req {
     size_t nheaders;
     sl_buf *body;                /* taken at submit (left empty); NULL or empty: no DATA frame */
     int64_t deadline;            /* in the caller's time unit (see sl_h2c_expire); INT64_MAX: none */
+    /* A streamed response (e.g. gRPC server streaming): when set, DATA bytes go to on_data as
+     * they arrive instead of into the body (no max_body: the callee bounds what it keeps), and
+     * `done` still runs once at the end. It runs inside sl_h2c_recv: it must not call sl_h2c_*
+     * on this session; a negative errno it returns fails the stream with that error. */
+    int (*on_data)(void *ud, const uint8_t *p, size_t n);
 } sl_h2c_req;
 
 typedef struct sl_h2c_resp {

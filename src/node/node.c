@@ -23,9 +23,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "auth/addr.h"
 #include "auth/idents.h"
+#include "node/alive.h"
 #include "protect/protect.h"
 #include "cluster/gossipnode.h"
 #include "cluster/router.h"
@@ -41,6 +43,8 @@
 #include "node/graphite.h"
 #include "node/reload.h"
 #include "node/statedir.h"
+#include "node/observer.h"
+#include "proxy/feed.h"
 #include "proxy/proxy.h"
 #include "proxy/topology.h"
 #include "core/snapshot.h"
@@ -84,8 +88,12 @@ struct sl_node {
     unsigned snapshot_flags;          /* SL_SNAPSHOT_CLUSTER_KEYS when clustered */
     sl_topology topology;             /* role proxy: the limiters (--proxy-limiters) */
     sl_proxy *proxy;                  /* role proxy: relays /attempt; NULL in other roles */
+    sl_feed *feed;                    /* role proxy without --proxy-limiters: the observer feed */
+    sl_observer *observer;            /* role observer: the topology stream */
+    _Atomic bool failed;              /* a role gave up (no observer answers): exit non-zero */
     int argc;                         /* the options, kept to read them again on reload */
     char **argv;
+    sl_alive *alive; /* worker-loop liveness for a watchdog; made by the first sl_node_alive */
 };
 
 /* ---- Graphite ------------------------------------------------------------------------------ */
@@ -319,6 +327,7 @@ static void on_worker_start(void *ud, int worker, uv_loop_t *loop)
         sl_rstore_worker_start(n->rstore, worker, loop);
     sl_service_worker_start(n->service, worker, loop);
     sl_proxy_worker_start(n->proxy, worker, loop);
+    sl_observer_worker_start(n->observer, worker, loop);
     if (worker == 0) {
         uv_timer_init(loop, &n->expiry_timer);
         n->expiry_timer.data = n;
@@ -332,6 +341,7 @@ static void on_worker_stop(void *ud, int worker, uv_loop_t *loop)
 {
     sl_node *n = ud;
     (void)loop;
+    sl_observer_worker_stop(n->observer, worker);
     sl_proxy_worker_stop(n->proxy, worker);
     sl_service_worker_stop(n->service, worker);
     sl_protect_worker_stop(n->protect, worker);
@@ -514,12 +524,26 @@ static int start_router(sl_node *n, const sl_engine_config *ec, char *err, size_
 
 /* --role proxy: the limiter set behind the topology interface, and the handler that relays
  * /attempt to it (everything else still goes to the service). */
+static void feed_failed(void *ud, const char *why)
+{
+    sl_node *n = ud;
+    sl_log_error(&n->log, "role proxy: giving up: %s", why);
+    atomic_store(&n->failed, true);
+}
+
 static int start_proxy(sl_node *n, char *err, size_t errlen)
 {
     const sl_options *o = &n->opts;
     const char *bad;
-    int rc = sl_topology_parse(&n->topology, o->proxy_limiters.items, o->proxy_limiters.n, &bad);
-    if (rc) {
+    int rc;
+    if (!o->proxy_limiters.n) { /* the limiters come from an observer's topology stream */
+        if ((rc = sl_feed_start_options(o, &n->topology, n->metrics, &n->log, feed_failed, n,
+                                          &n->feed))) {
+            snprintf(err, errlen, "proxy: following observers: %s", strerror(-rc));
+            return rc;
+        }
+    } else if ((rc = sl_topology_parse(&n->topology, o->proxy_limiters.items,
+                                       o->proxy_limiters.n, &bad))) {
         snprintf(err, errlen, "proxy-limiters: '%s' is not name=host:port (or the name repeats)",
                  bad);
         return rc;
@@ -606,6 +630,9 @@ static int start_service(sl_node *n, char *err, size_t errlen)
         snprintf(err, errlen, "service: %s", strerror(-rc));
         return rc;
     }
+    if (o->role == SL_ROLE_OBSERVER)
+        return sl_observer_new_options(o, n->gossip, n->metrics, &n->log, sl_service_handle,
+                                       n->service, &n->observer, err, errlen);
     return o->role == SL_ROLE_PROXY ? start_proxy(n, err, errlen) : 0;
 }
 
@@ -631,8 +658,10 @@ static int start_server(sl_node *n, const char *host, unsigned short port, char 
     sv.limits.max_header_bytes = (size_t)o->max_header_bytes;
     sv.limits.max_body_bytes = (size_t)o->max_body_bytes + 64; /* gRPC framing and slack */
     sv.limits.h2_max_streams = (uint32_t)o->max_streams;
-    sv.handler = n->proxy ? sl_proxy_handle : sl_service_handle;
-    sv.handler_ud = n->proxy ? (void *)n->proxy : (void *)n->service;
+    sv.handler = n->proxy ? sl_proxy_handle : n->observer ? sl_observer_handle : sl_service_handle;
+    sv.handler_ud = n->proxy      ? (void *)n->proxy
+                    : n->observer ? (void *)n->observer
+                                  : (void *)n->service;
     sv.on_worker_start = on_worker_start;
     sv.on_worker_stop = on_worker_stop;
     sv.hooks_ud = n;
@@ -653,20 +682,17 @@ static int build(sl_node *n, char *err, size_t errlen)
     sl_options *o = &n->opts;
     sl_log_init(&n->log, NULL, sl_log_level_for_verbose(o->verbose), o->instance_id);
     sl_log_set_request_rate(&n->log, (uint32_t)o->log_request_lines);
-    if (o->role == SL_ROLE_OBSERVER) {
-        snprintf(err, errlen, "role observer: not yet available (the observer is not built "
-                 "yet; run role limiter or proxy)");
-        return -ENOTSUP;
-    }
 
     char host[128];
     unsigned short port;
+    int rc;
+    if ((rc = sl_observer_addrs_from_etcd(o, err, errlen))) /* Levee's observer file */
+        return rc;
     if (sl_addr_split(o->listen_addr, host, sizeof host, &port)) {
         snprintf(err, errlen, "listen-addr '%s' is not host:port", o->listen_addr);
         return -EINVAL;
     }
     sl_engine_config ec;
-    int rc;
     if ((rc = start_engine(n, &ec, err, errlen)) || (rc = start_gossip(n, err, errlen)) ||
         (rc = start_router(n, &ec, err, errlen)))
         return rc;
@@ -689,6 +715,10 @@ static int build(sl_node *n, char *err, size_t errlen)
         return rc;
     if ((rc = sl_router_start(n->router, n->server))) {
         snprintf(err, errlen, "cluster membership: %s", strerror(-rc));
+        return rc;
+    }
+    if (n->observer && (rc = sl_observer_start(n->observer, n->server))) {
+        snprintf(err, errlen, "observer: %s", strerror(-rc));
         return rc;
     }
     bool tls = n->opts.tls_cert[0] != 0;
@@ -904,14 +934,32 @@ void sl_node_reload(sl_node *n)
         sl_log_info(&n->log, "reload: quota file read again");
 }
 
+int sl_node_alive(sl_node *n)
+{
+    if (!n->alive) {
+        int rc = sl_alive_new(n->server, &n->alive);
+        if (rc)
+            return rc;
+    }
+    return sl_alive_check(n->alive);
+}
+
 void sl_node_shutdown(sl_node *n, uint32_t grace_ms)
 {
     if (grace_ms == 0)
         grace_ms = (uint32_t)(n->opts.shutdown_timeout_ns / 1000000);
     sl_log_info(&n->log, "shutting down grace_ms=%u", grace_ms);
     int64_t t0 = sl_mono_ns();
+    sl_observer_stop(n->observer); /* close the topology streams: proxies move to another */
     sl_router_stop(n->router); /* leave the cluster first: peers stop sending here */
     sl_gossipnode_stop(n->gossip); /* announce LEFT in the overlay (at most ~1 s) */
+    if (n->gossip && n->opts.role == SL_ROLE_LIMITER) { /* proxies hear LEFT, stop sending */
+        int64_t drain = n->opts.leave_drain_ns / 1000000, used = (sl_mono_ns() - t0) / 1000000;
+        if (drain > (int64_t)grace_ms - used)
+            drain = (int64_t)grace_ms - used;
+        if (drain > 0)
+            usleep((useconds_t)drain * 1000);
+    }
     /* then hand every key to its next owner (cluster only), then drain: all within grace_ms */
     int rc = sl_router_leave(n->router, grace_ms);
     if (rc)
@@ -921,6 +969,11 @@ void sl_node_shutdown(sl_node *n, uint32_t grace_ms)
     sl_server_shutdown(n->server, left);
     sl_adminsrv_shutdown(n->admin, left);
     sl_adminsrv_shutdown(n->metrics_srv, left);
+}
+
+bool sl_node_failed(sl_node *n)
+{
+    return atomic_load(&n->failed);
 }
 
 int sl_node_wait(sl_node *n)
@@ -944,7 +997,11 @@ void sl_node_free(sl_node *n)
     sl_statedir_timer_stop(&n->snapshot_timer);
     sl_adminsrv_free(n->admin);       /* before the switchboard and metrics it serves */
     sl_adminsrv_free(n->metrics_srv);
+    sl_feed_free(n->feed);
+    sl_observer_stop(n->observer); /* before the server goes: it posts to its workers */
     sl_server_free(n->server);
+    sl_observer_free(n->observer);
+    sl_alive_free(n->alive); /* after the server: its last posted steps have run */
     sl_proxy_free(n->proxy);
     sl_service_free(n->service);
     sl_rlssrc_free(n->rls); /* after the service: its workers' readers are released */

@@ -379,6 +379,16 @@ static bool items_allowed(const sl_ident *id, const sl_batch *b, sl_gub_status *
 
 /* ---- GetRateLimits ------------------------------------------------------------------------- */
 
+/* Items whose state is the cluster's: to the Redis store under --store redis, else the router. */
+static void submit(sl_service *s, int worker, sl_batch *b, int64_t now, sl_rstore_done_cb done,
+                   void *ud)
+{
+    if (s->cfg.rstore)
+        sl_rstore_submit(s->cfg.rstore, worker, b, now, done, ud);
+    else
+        sl_router_submit(s->cfg.router, worker, b, now, done, ud);
+}
+
 /* Fleet leases given back after a call: counted, then freed (api/gubprotect.h). */
 static void giveback_done(void *ud, sl_batch *b)
 {
@@ -395,7 +405,7 @@ static void rate_limits_done(void *ud, sl_batch *b)
         sl_gubprotect_end(s->cfg.protect, c->prot, b, c->method == M_GET_PEER_RATE_LIMITS, now);
         sl_batch *gb = c->prot ? sl_gubprotect_giveback(c->prot) : NULL;
         if (gb)
-            sl_router_submit(s->cfg.router, c->worker, gb, now, giveback_done, s->cfg.protect);
+            submit(s, c->worker, gb, now, giveback_done, s->cfg.protect);
     }
     if (c->transport == T_GRPC) {
         size_t mark;
@@ -522,7 +532,7 @@ static void get_rate_limits(sl_service *s, sl_exchange *ex, const sl_http_reques
         }
         sl_batch *fb = c->prot ? sl_gubprotect_fleet_batch(c->prot) : NULL;
         if (fb) { /* the fleet's leases first, from the fleet key's owner */
-            sl_router_submit(s->cfg.router, c->worker, fb, now, fleet_done, c);
+            submit(s, c->worker, fb, now, fleet_done, c);
             return;
         }
     }
@@ -840,6 +850,39 @@ attempt_send(sl_service *s, sl_exchange *ex, const sl_http_request *rq, const sl
     respond_answer(s, ex, M_ATTEMPT, &p->answer, t0);
 }
 
+/* A waiting /attempt is decided: the fleet lease a later rejection gave back goes to its owner,
+ * and the answer goes out. */
+static void attempt_answered(sl_service *s, sl_call *c, const sl_http_request *rq,
+                             const sl_attempt_req *q, uint64_t back, int64_t now)
+{
+    sl_batch *gb = back ? sl_gubprotect_fleet_release(s->cfg.protect, back, now) : NULL;
+    if (gb)
+        submit(s, c->worker, gb, now, giveback_done, s->cfg.protect);
+    attempt_send(s, c->ex, rq, q, pool_of(s, c->worker), c->t0);
+    call_put(c);
+}
+
+/* The Redis store decided an /attempt's rate quotas (api/attempt.h sl_attempt_store_done): its
+ * give-backs go again, else the answer goes out. */
+static void attempt_store_done(void *ud, sl_batch *b)
+{
+    (void)b;
+    sl_call *c = ud;
+    sl_service *s = c->svc;
+    sl_call_pool *p = pool_of(s, c->worker);
+    const sl_http_request *rq = sl_exchange_request(c->ex);
+    int64_t now = sl_exchange_now_ms(c->ex);
+    sl_attempt_req q;
+    attempt_headers(rq, &q, true);
+    uint64_t back;
+    if (sl_attempt_store_done(s->cfg.protect, c->worker, &s->cfg.levee, &q, &c->att, now,
+                              &p->answer, &back)) {
+        sl_rstore_submit(s->cfg.rstore, c->worker, &c->batch, now, attempt_store_done, c);
+        return;
+    }
+    attempt_answered(s, c, rq, &q, back, now);
+}
+
 /* The fleet key's owner answered an /attempt's fleet lease (or could not: this node's share,
  * api/gubprotect.h): the decision goes on, its headers and quotas read again (the call waited). */
 static void attempt_fleet_done(void *ud, sl_batch *fb)
@@ -857,34 +900,35 @@ static void attempt_fleet_done(void *ud, sl_batch *fb)
                                            sl_router_peer_count(s->cfg.router), now, &r);
     const sl_quota_snap *snap = sl_quotasrc_read(s->cfg.quotas, &p->quota_reader);
     uint64_t back;
-    sl_attempt_resume(s->cfg.protect, c->worker, &s->cfg.levee, snap, &q, &c->att, &r, local, now,
-                      &p->answer, &back);
-    sl_batch *gb = back ? sl_gubprotect_fleet_release(s->cfg.protect, back, now) : NULL;
-    if (gb)
-        sl_router_submit(s->cfg.router, c->worker, gb, now, giveback_done, s->cfg.protect);
-    attempt_send(s, c->ex, rq, &q, p, c->t0);
-    call_put(c);
+    if (sl_attempt_resume(s->cfg.protect, c->worker, &s->cfg.levee, snap, &q, &c->att, &r, local,
+                          now, &p->answer, &back) == SL_ATTEMPT_STORE) {
+        sl_rstore_submit(s->cfg.rstore, c->worker, &c->batch, now, attempt_store_done, c);
+        return;
+    }
+    attempt_answered(s, c, rq, &q, back, now);
 }
 
-/* A non-critical acquire's fleet lease: in a cluster, the one count at the fleet key's owner,
- * routed like any item (true: the answer waits for it); on a node on its own, here. */
+/* A non-critical acquire's fleet lease: in a cluster or in Redis, the one count at the fleet
+ * key's owner, routed like any item (true: the answer waits for it); on a node on its own, here.
+ * `sc`: the call of an /attempt on the Redis store (its rate quotas go there). */
 static bool attempt_fleet(sl_service *s, sl_exchange *ex, const sl_attempt_req *q,
-                          const sl_quota_snap *snap, const sl_attempt_fleet *st, int64_t now,
-                          int64_t t0)
+                          const sl_quota_snap *snap, sl_attempt_fleet *st, sl_call *sc,
+                          int64_t now, int64_t t0)
 {
     int worker = sl_exchange_worker(ex);
     sl_response oom = {.error = "out of memory"}, *fr = NULL;
-    if (sl_router_peer_count(s->cfg.router) > 1) {
-        sl_call *c = call_get(s, ex, M_ATTEMPT, T_HTTP, t0);
+    if (sc || sl_router_peer_count(s->cfg.router) > 1) {
+        sl_call *c = sc ? sc : call_get(s, ex, M_ATTEMPT, T_HTTP, t0);
         if (c && !sl_gubprotect_fleet_item(s->cfg.protect, &c->batch, 1, st->limit,
                                            st->duration_ms, 0)) {
             c->att = *st;
-            sl_router_submit(s->cfg.router, worker, &c->batch, now, attempt_fleet_done, c);
+            submit(s, worker, &c->batch, now, attempt_fleet_done, c);
             return true;
         }
-        if (c)
+        if (c && c != sc)
             call_put(c);
         fr = &oom;
+        st->store = NULL; /* the engine decides (the caller puts sc back) */
     }
     uint64_t back;
     sl_attempt_resume(s->cfg.protect, worker, &s->cfg.levee, snap, q, st, fr, false, now,
@@ -907,10 +951,27 @@ static void attempt(sl_service *s, sl_exchange *ex, const sl_http_request *rq, i
     if (s->cfg.protect) {
         attempt_headers(rq, &q, true);
         sl_attempt_fleet st;
-        if (sl_attempt_begin(s->cfg.protect, worker, &s->cfg.levee, snap, &q, now, &st,
-                             &p->answer) &&
-            attempt_fleet(s, ex, &q, snap, &st, now, t0))
+        sl_call *c = NULL; /* on the Redis store: the call its items wait in */
+        st.store = NULL;
+        if (__builtin_expect(s->cfg.rstore != NULL, 0)) {
+            if (!(c = call_get(s, ex, M_ATTEMPT, T_HTTP, t0))) {
+                answer_error(s, ex, M_ATTEMPT, T_HTTP, SL_GRPC_RESOURCE_EXHAUSTED,
+                             "out of memory", t0);
+                return;
+            }
+            st.store = &c->batch;
+        }
+        int rc = sl_attempt_begin(s->cfg.protect, worker, &s->cfg.levee, snap, &q, now, &st,
+                                  &p->answer);
+        if (rc == SL_ATTEMPT_STORE) {
+            c->att = st;
+            sl_rstore_submit(s->cfg.rstore, worker, &c->batch, now, attempt_store_done, c);
             return;
+        }
+        if (rc && attempt_fleet(s, ex, &q, snap, &st, c, now, t0))
+            return; /* c, if any, is the fleet's now */
+        if (c)
+            call_put(c);
     } else {
         sl_levee_attempt(&s->cfg.levee, snap, s->cfg.engine, &q.levee, now, &p->answer);
     }
@@ -955,7 +1016,7 @@ static void release(sl_service *s, sl_exchange *ex, const sl_http_request *rq, i
         sl_call *c = call_get(s, ex, M_RELEASE, T_HTTP, t0);
         if (c && !sl_gubprotect_fleet_item(s->cfg.protect, &c->batch, -1, 0, 1, fleet)) {
             c->att_rc = conc_rc;
-            sl_router_submit(s->cfg.router, c->worker, &c->batch, now, release_fleet_done, c);
+            submit(s, c->worker, &c->batch, now, release_fleet_done, c);
             return;
         }
         if (c)

@@ -141,7 +141,8 @@ static json_t *top_json(const sl_statuspage_config *c, int64_t now_ms)
     }
     for (size_t i = 0; i < n; i++)
         v[i] = json_array_get(rows, i);
-    qsort(v, n, sizeof *v, by_total);
+    if (n)
+        qsort(v, n, sizeof *v, by_total);
     for (size_t i = 0; i < n && i < SL_STATUSPAGE_MAX_LIMITS; i++)
         json_array_append(kept, v[i]);
     free(v);

@@ -49,10 +49,12 @@ int sl_topology_add(sl_topology *t, const char *name, const char *addr, sl_topol
         rc = -ENOSPC;
     } else {
         sl_topology_member *m = &t->m[i < 0 ? t->n++ : (size_t)i];
+        bool same = i >= 0 && m->status == st && !strcmp(m->addr, addr);
         memcpy(m->name, name, nl + 1);
         memcpy(m->addr, addr, al + 1);
         m->status = st;
-        bump(t);
+        if (!same) /* a feed repeating what we have (a full view again) is no change */
+            bump(t);
     }
     pthread_mutex_unlock(&t->mu);
     return rc;

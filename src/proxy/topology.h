@@ -48,8 +48,8 @@ typedef struct sl_topology {
 void sl_topology_init(sl_topology *t);
 void sl_topology_destroy(sl_topology *t);
 
-/* Add a member, or update the address and status of the one with that name. 0, -EINVAL (empty
- * or too long name/address), -ENOSPC (full). */
+/* Add a member, or update the address and status of the one with that name (the version moves
+ * only when something changed). 0, -EINVAL (empty or too long name/address), -ENOSPC (full). */
 int sl_topology_add(sl_topology *t, const char *name, const char *addr, sl_topology_status st);
 /* Remove by name: 0, or -ENOENT. */
 int sl_topology_remove(sl_topology *t, const char *name);

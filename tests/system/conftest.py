@@ -214,3 +214,9 @@ class Middleware:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+def pytest_configure(config):
+    # `make test` runs the system tests without the ones marked slow; `make chaos` runs those.
+    config.addinivalue_line("markers", "slow: a system test too slow or too load-sensitive for "
+                                       "`make test` (runs under `make chaos`)")

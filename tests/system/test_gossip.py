@@ -10,7 +10,7 @@ addresses and is listed everywhere again; /metrics shows the members by status a
 counters. Encryption: nodes sharing a key ring form a cluster, a node with another key is refused
 (its packets counted as dropped, reason decrypt) until a SIGHUP makes the others read a ring
 holding its key too (rotation without restart). 15 nodes (probe interval 500 ms): kill -9 of one
-is seen by all 14 others within Levee's 5 s. Joining: through an observer registered in etcd
+is seen by all 14 others within Levee's 5 s (marked slow: `make chaos`). Joining: through an observer registered in etcd
 (<prefix>/observer/<NAME>), and with gossip-addr given in the --config file (Levee's spelling).
 """
 import base64
@@ -21,6 +21,8 @@ import tempfile
 import threading
 import time
 import urllib.request
+
+import pytest
 
 import test_cluster as tc
 from test_cluster import etcd  # noqa: F401 (fixture)
@@ -226,6 +228,7 @@ def test_gossip_addr_in_config_file(node_factory):
         os.rmdir(d)
 
 
+@pytest.mark.slow  # 15 processes and a timed bound: under `make chaos`, not `make test`
 def test_gossip_15_nodes_kill_within_levee_bound(node_factory):
     # Levee's figure: a dead limiter is marked dead by every member within about 5 s on 10-15
     # nodes. 15 nodes, probe interval 500 ms (the other tunables at their defaults): kill -9 one

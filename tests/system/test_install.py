@@ -176,7 +176,7 @@ def test_deploy_examples_use_only_existing_options():
             cfg = yaml.safe_load(f)
         used["systemd/" + name] = {k.replace("_", "-") for k in cfg}
         assert len(cfg["peers"]) == 3 and cfg["discovery"] == "static"
-    unit = read(os.path.join(sysd, "sluiced.service"))
+    unit = read(os.path.join(ROOT, "packaging", "systemd", "sluiced.service.in"))  # the real unit
     execs = re.findall(r"^ExecStart=(.*)$", unit, re.M)
     assert len(execs) == 1
     used["systemd/sluiced.service"] = {f[2:].split("=")[0] for f in execs[0].split()

@@ -1,6 +1,6 @@
 """Levee's client-proxy (sluiced --role proxy) in front of real limiters (sluiced processes) with
 quotas and group sizes in a real etcd: the Levee document's three example configuration files
-start (observer: a clear "not yet available"), each resource's requests land on its DF group only
+start a working cluster (the observer's addresses registered in etcd, Levee's way), each resource's requests land on its DF group only
 and round robin inside it, the group admits at most the quota (plus burst) under Poisson arrivals
 over many windows (Levee's sieving claim), a limiter killed with -9 costs no request and its share
 moves to the next by HRW, and it takes its share back once it answers again; HTTP/1.1 and h2c
@@ -90,29 +90,32 @@ verbose: false
 
 
 def test_levee_example_config_files(node_factory, etcd, prefix, tmp_path):
-    """The document's three files with only the addresses (and the etcd root) changed."""
+    """The document's three files with only the addresses (and the etcd root) changed. As the
+    document says to add an observer, its name's addresses are put in etcd first; the limiter
+    joins the overlay through it, and the proxy finds it there and follows its topology."""
     put_quotas(etcd, prefix, {"limit/key_default": {"rate": 100, "burst": 10}})
-    lport, pport = free_port(), free_port()
+    lport, pport, oport = free_port(), free_port(), free_port()
+    ogossip = "127.0.0.1:%d" % free_port()
+    etcd.put(prefix + "/observer/obs-1", {"gossip": ogossip, "service": "127.0.0.1:%d" % oport})
+    obs_cfg = tmp_path / "observer.yaml"
+    obs_cfg.write_text(OBSERVER_YAML.format(prefix=prefix, etcd=etcd.url, graphite=free_port()))
+    obs = node_factory(["--config", str(obs_cfg), "--role", "observer"], port=oport)
+    assert "on %s" % ogossip in obs.logs()  # its gossip address came from etcd
     lim_cfg = tmp_path / "limiter.yaml"
     gport = free_port()
     lim_cfg.write_text(LIMITER_YAML.format(prefix=prefix, etcd=etcd.url, port=lport,
                                            gossip=gport, graphite=free_port()))
     lim = node_factory(["--config", str(lim_cfg)], port=lport)
     assert "on 127.0.0.1:%d" % gport in lim.logs()  # joined the gossip overlay
-    obs_cfg = tmp_path / "observer.yaml"
-    obs_cfg.write_text(OBSERVER_YAML.format(prefix=prefix, etcd=etcd.url, graphite=free_port()))
-    obs = node_factory(["--config", str(obs_cfg), "--role", "observer"], start=False)
-    obs.start(wait=False)
-    assert obs.proc.wait(10) == 2
-    assert "role observer: not yet available" in obs.logs()
+    assert "1 observers from etcd as seeds" in lim.logs()
     px_cfg = tmp_path / "client-proxy.yaml"
     px_cfg.write_text(PROXY_YAML.format(prefix=prefix, etcd=etcd.url, port=pport,
                                         graphite=free_port()))
-    proxy = node_factory(["--config", str(px_cfg), "--role", "proxy",
-                          "--proxy-limiters", "limiter1=" + lim.addr], port=pport)
+    proxy = node_factory(["--config", str(px_cfg), "--role", "proxy"], port=pport)
     c = H1(proxy)
     wait_quotas(c, "cfg")
     assert attempts(lim) >= 1
+    assert metrics(proxy)["sluice_proxy_observer_connected"] == 1
     c.close()
 
 

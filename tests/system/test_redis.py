@@ -1,8 +1,9 @@
 """--store redis: stateless sluiced nodes over a real redis-server on a free loopback port (no
 persistence). Gubernator's key cases of test_gubernator.py run again against a node on the Redis
-store (the same test functions, not copies), and Levee's file-quota cases of test_levee.py on a
-node started with --store redis (/attempt still decides on the node's engine: docs/store.md);
-then what only the Redis store has: state that outlives every node, per-item errors or
+store (the same test functions, not copies), and Levee's /attempt cases of test_levee.py and
+test_delay.py on nodes started with --store redis (each on a Redis of its own, as the cases expect
+one node's state); then what only the Redis store has: /attempt and the fleet as one count for
+stateless nodes,: state that outlives every node, per-item errors or
 --fail-open while Redis is away and its use again when it is back, key expiry, AUTH."""
 import json
 import os
@@ -15,7 +16,10 @@ import grpc
 import pytest
 
 import test_gubernator as gub
+import test_delay as dly
+import test_fleet as flt
 import test_levee as lev
+from test_levee import etcd, prefix  # noqa: F401 (fixtures of the reused cases)
 from conftest import BUILD, free_port, have, http, wait_for
 
 pytestmark = pytest.mark.skipif(not have("redis-server"), reason="redis-server not installed")
@@ -118,10 +122,54 @@ def redis_node_factory(node_factory, redis_server):
     return make
 
 
-@pytest.mark.parametrize("case", [lev.test_quota_file_and_sighup_reload,
-                                  lev.test_attempt_headers_always], ids=lambda c: c.__name__)
-def test_levee_cases_with_redis_store(case, redis_node_factory, tmp_path):
-    case(redis_node_factory, tmp_path)
+@pytest.fixture
+def redis_each_node_factory(node_factory):
+    """node_factory, every node on a Redis store of its own: Levee's single-node cases (some
+    start a second node on the same resource names to compare options) see the state one node
+    would have, now decided in Redis."""
+    servers = []
+
+    def make(args=(), env=None, start=True, port=None):
+        r = Redis().start()
+        servers.append(r)
+        return node_factory(list(args) + ["--store", "redis", "--redis-addrs", r.addr], env,
+                            start, port)
+    make.servers = servers
+    yield make
+    for r in servers:
+        r.stop()
+
+
+LEVEE_FILE_CASES = [lev.test_quota_file_and_sighup_reload, lev.test_attempt_headers_always,
+                    dly.test_attempt_max_delay, dly.test_attempt_max_delay_cut_by_option,
+                    dly.test_attempt_hold_mode]
+LEVEE_ETCD_CASES = [lev.test_lookup_levels_defaults_and_sublimits,
+                    lev.test_429_headers_and_recovery_after_one_interval,
+                    lev.test_http1_and_h2c_answer_alike, lev.test_bad_requests_and_req_id]
+
+
+@pytest.mark.parametrize("case", LEVEE_FILE_CASES, ids=lambda c: c.__name__)
+def test_levee_cases_with_redis_store(case, redis_each_node_factory, tmp_path):
+    case(redis_each_node_factory, tmp_path)
+    assert_decided_in_redis(redis_each_node_factory)
+
+
+def assert_decided_in_redis(factory):
+    """The quotas' state is in Redis (keys under the Levee namespace), not in the nodes."""
+    keys = [k for r in factory.servers for k in r.cmd("KEYS", "sl:*levee*").split()]
+    assert keys, "no Levee key in Redis"
+
+
+@pytest.mark.parametrize("mode,status", [("allow", 200), ("deny", 429), ("error", 500)])
+def test_levee_no_quota_modes_with_redis_store(redis_each_node_factory, tmp_path, mode, status):
+    lev.test_no_quota_modes(redis_each_node_factory, tmp_path, mode, status)
+    assert_decided_in_redis(redis_each_node_factory)
+
+
+@pytest.mark.parametrize("case", LEVEE_ETCD_CASES, ids=lambda c: c.__name__)
+def test_levee_etcd_cases_with_redis_store(case, redis_each_node_factory, etcd, prefix):
+    case(redis_each_node_factory, etcd, prefix)
+    assert_decided_in_redis(redis_each_node_factory)
 
 
 def test_json_gateway_conventions_on_redis(redis_node, redis_server):
@@ -282,3 +330,87 @@ def test_options_are_checked(node_factory):
     n.start(wait=False)
     assert n.proc.wait(10) != 0
     assert "redis-addrs" in n.logs()
+
+
+# /attempt on stateless nodes: every decision in Redis, one count for the nodes together
+
+def two_attempt_nodes(node_factory, redis_server, tmp_path, quotas, *more):
+    q = tmp_path / "quotas.yaml"
+    q.write_text(quotas)
+    return [node_factory(redis_args(redis_server, "--quota-file", str(q), *more))
+            for _ in range(2)]
+
+
+def test_attempt_on_two_nodes_admits_the_quota_once(node_factory, redis_server, tmp_path):
+    """Two sluiced --store redis behind a round-robin balancer: /attempt alternating between them
+    admits burst + 1 in all (not twice that), with a sublimit, and the 429s are Levee's."""
+    nodes = two_attempt_nodes(node_factory, redis_server, tmp_path,
+                              "limit:\n  key:\n    api:\n      quota: {rate: 0.01, burst: 5}\n"
+                              "      sublimit:\n        GET: {rate: 0.01, burst: 2}\n")
+    cs = [lev.H1(n) for n in nodes]
+    answers = [cs[i % 2].attempt("api") for i in range(14)]
+    assert [a[0] for a in answers] == [200] * 6 + [429] * 8, [a[0] for a in answers]
+    st, h, _ = answers[6]
+    assert h["retry-after"] == "100" and lev.policy_names(h) == ["api"]
+    assert metric(nodes[0], "sluice_redis_items_total") > 0
+    assert metric(nodes[1], "sluice_redis_items_total") > 0
+    for c in cs:
+        c.close()
+
+
+def test_attempt_sublimit_across_nodes_gives_back(node_factory, redis_server, tmp_path):
+    nodes = two_attempt_nodes(node_factory, redis_server, tmp_path,
+                              "limit:\n  key:\n    api:\n      quota: {rate: 0.01, burst: 5}\n"
+                              "      sublimit:\n        GET: {rate: 0.01, burst: 1}\n")
+    cs = [lev.H1(n) for n in nodes]
+    gets = [cs[i % 2].attempt("api", method="GET")[0] for i in range(4)]
+    assert gets == [200, 200, 429, 429]
+    # the two GETs the sublimit rejected were given back to the main quota: 4 more POSTs pass
+    posts = [cs[i % 2].attempt("api", method="POST")[0] for i in range(5)]
+    assert posts == [200] * 4 + [429], posts
+    for c in cs:
+        c.close()
+
+
+def test_attempt_redis_away_fails_closed_or_open(node_factory, redis_server, tmp_path):
+    quotas = "limit:\n  key:\n    api:\n      quota: {rate: 0.01, burst: 1}\n"
+    closed, = two_attempt_nodes(node_factory, redis_server, tmp_path, quotas,
+                                "--redis-timeout", "200ms")[:1]
+    q = tmp_path / "quotas.yaml"
+    fo = node_factory(redis_args(redis_server, "--quota-file", str(q), "--fail-open",
+                                 "--redis-timeout", "200ms"))
+    c, o = lev.H1(closed), lev.H1(fo)
+    assert c.attempt("api")[0] == 200
+    redis_server.stop()
+    st, _, body = c.attempt("api")
+    assert (st, body) == (500, b"rate limiter error\n")
+    assert metric(closed, "sluice_redis_errors_total") >= 1
+    # --fail-open: this node's engine decides (its own burst + 1), counted
+    assert [o.attempt("api")[0] for _ in range(3)] == [200, 200, 429]
+    assert metric(fo, "sluice_redis_fail_open_total") >= 3
+    redis_server.start()
+    assert wait_for(lambda: c.attempt("api")[0] == 200, 10)
+    c.close()
+    o.close()
+
+
+def test_attempt_fleet_is_one_count_in_redis(node_factory, redis_server, tmp_path):
+    """test_fleet.py's fleet on stateless nodes: two --store redis nodes, each told capacity 10
+    and reserve 0.2, admit 8 non-critical acquisitions in all; a lease given back on the other
+    node frees a slot of the one fleet."""
+    nodes = two_attempt_nodes(node_factory, redis_server, tmp_path, flt.QUOTAS)
+    addrs = [n.addr for n in nodes]
+    answers = [flt.attempt(addrs[i % 2], "search") for i in range(16)]
+    ok = [(i, h) for i, (st, h, _) in enumerate(answers) if st == 200]
+    assert len(ok) == 8, [a[0] for a in answers]
+    assert all(st == 503 and h["ratelimit-policy"] == '"fleet";q=8'
+               for st, h, _ in answers if st != 200)
+    assert all("x-fleet" not in h for _, h, _ in answers)  # Redis decided
+    assert redis_server.cmd("HLEN", "sl:{11:levee.fleet:noncritical}|leases") == "8"
+    i, h = ok[0]
+    assert flt.release(addrs[1 - i % 2], h["x-lease-id"])[0] == 200
+    assert redis_server.cmd("HLEN", "sl:{11:levee.fleet:noncritical}|leases") == "7"
+    assert flt.attempt(addrs[1], "search")[0] == 200
+    assert flt.attempt(addrs[0], "search")[0] == 503
+    # Gubernator callers count in the same fleet
+    assert flt.acquire(addrs[0], "g")["status"] == "OVER_LIMIT"

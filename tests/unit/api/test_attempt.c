@@ -10,7 +10,9 @@
  * for the cluster): its lease asked of the fleet key's owner (here the engine, as the owner's
  * router would decide it), the whole fleet whatever the group size, the local share with X-Fleet
  * when the owner cannot answer, the give-back of a later rejection, /release giving an owner's
- * lease back, and no fleet step for critical calls or calls without a lease.
+ * lease back, and no fleet step for critical calls or calls without a lease. Rate quotas in a
+ * store (--store redis): their items out of sl_attempt_begin / _resume, the answer and the
+ * leases' give-back from sl_attempt_store_done.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -475,7 +477,7 @@ static sl_attempt_req acquire_req(const char *res, const char *prio)
 static int routed(fx *f, const char *res, const char *prio, bool down, int nodes, uint64_t *back)
 {
     sl_attempt_req q = acquire_req(res, prio);
-    sl_attempt_fleet st;
+    sl_attempt_fleet st = {0};
     *back = 0;
     if (!sl_attempt_begin(f->p, 0, &f->lcfg, f->snap, &q, f->now, &st, &resp))
         return resp.status;
@@ -608,10 +610,114 @@ static void test_routed_fleet_give_back_and_fallback(void **state)
         free(ids[i]);
 }
 
+/* An /attempt whose rate quotas a store decides (st.store: node/service.c's --store redis),
+ * `store` the store's engine; the fleet, when asked, is routed to the owner (the fixture's
+ * engine). Returns the status. */
+static int in_store(fx *f, sl_engine *store, const char *res, const char *prio, bool acq,
+                    int *rounds)
+{
+    sl_attempt_req q = {0};
+    q.levee.resource = res;
+    q.levee.resource_len = strlen(res);
+    q.levee.req_id = "s-1";
+    q.levee.req_id_len = 3;
+    q.priority = prio;
+    q.priority_len = strlen(prio);
+    q.concurrency = acq ? "acquire" : NULL;
+    q.concurrency_len = acq ? 7 : 0;
+    sl_batch b;
+    sl_batch_init(&b, 0);
+    sl_attempt_fleet st;
+    memset(&st, 0x55, sizeof st); /* as node/service.c: only .store is set by the caller */
+    st.store = &b;
+    uint64_t back = 0;
+    *rounds = 0;
+    int rc = sl_attempt_begin(f->p, 0, &f->lcfg, f->snap, &q, f->now, &st, &resp);
+    if (rc == 1) { /* the fleet: routed through the same batch, then the rate quotas */
+        assert_int_equal(sl_gubprotect_fleet_item(f->p, &b, 1, st.limit, st.duration_ms, 0), 0);
+        sl_engine_decide(f->engine, &b.reqs[0], &b.resps[0], f->now);
+        sl_response r;
+        bool local = sl_gubprotect_fleet_taken(f->p, &b, 0, &st.limit, st.duration_ms, 1,
+                                               f->now, &r);
+        rc = sl_attempt_resume(f->p, 0, &f->lcfg, f->snap, &q, &st, &r, local, f->now, &resp,
+                               &back);
+    }
+    if (rc == SL_ATTEMPT_STORE) {
+        sl_answer_reset(&resp); /* the answer is made again when the store answered */
+        do {
+            ++*rounds;
+            for (size_t i = 0; i < b.n; i++) {
+                if (b.answered[i])
+                    continue;
+                assert_int_equal(b.reqs[i].algorithm, SL_GCRA);
+                sl_engine_decide(store, &b.reqs[i], &b.resps[i], f->now);
+            }
+        } while (sl_attempt_store_done(f->p, 0, &f->lcfg, &q, &st, f->now, &resp, &back));
+    }
+    if (back) { /* a later rejection gives the routed fleet lease back to the owner */
+        sl_batch *g = sl_gubprotect_fleet_release(f->p, back, f->now);
+        assert_non_null(g);
+        sl_engine_decide(f->engine, &g->reqs[0], &g->resps[0], f->now);
+        assert_int_equal(sl_gubprotect_fleet_released(f->p, &g->resps[0]), 1);
+        sl_batch_free(g);
+        free(g);
+    }
+    sl_batch_free(&b);
+    return resp.status;
+}
+
+static void test_rate_quotas_in_a_store(void **state)
+{
+    fx *f = *state;
+    sl_engine_config ec;
+    sl_engine_config_default(&ec);
+    ec.hash_seed = 3;
+    sl_engine *store;
+    assert_int_equal(sl_engine_new(&ec, &store), 0);
+    const char *kv[] = {"limit/key/one/quota={\"rate\":1,\"burst\":1}",
+                        "limit/key/api/quota={\"rate\":1,\"burst\":2}", NULL};
+    quotas(f, kv);
+    int rounds;
+    /* the quotas are the store's: the fixture's engine holds no rate state */
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(in_store(f, store, "api", "critical", false, &rounds), 200);
+        assert_int_equal(rounds, 1);
+        assert_header("X-Req-Id", "s-1");
+    }
+    assert_int_equal(in_store(f, store, "api", "critical", false, &rounds), 429);
+    assert_limiter(SL_LADDER_RATE, "rate");
+    assert_header("Retry-After", "1");
+    assert_true(body_has("rate limit exceeded for \"api\""));
+    assert_int_equal(attempt_full(f, "api", NULL, "critical", false, NULL), 200); /* the engine's */
+
+    /* with a concurrency lease and a routed fleet lease: 200 carries both */
+    assert_int_equal(in_store(f, store, "one", "get", true, &rounds), 200);
+    char *id = lease();
+    assert_true(memcmp(id + 17, "0000000000000000", 16) != 0);
+    /* "one" holds 1 lease: the next is the concurrency limit's, before any rate quota */
+    assert_int_equal(in_store(f, store, "one", "get", true, &rounds), 429);
+    assert_limiter(SL_LADDER_CONC, "concurrency");
+    assert_int_equal(rounds, 0);
+    assert_int_equal(release(f, id, NULL), 200);
+    free(id);
+    /* the store's quota rejects: the leases taken before it are given back, here and the owner */
+    assert_int_equal(in_store(f, store, "one", "get", true, &rounds), 200);
+    id = lease();
+    assert_int_equal(release(f, id, NULL), 200);
+    free(id);
+    assert_int_equal(in_store(f, store, "one", "get", true, &rounds), 429);
+    assert_limiter(SL_LADDER_RATE, "rate");
+    assert_null(header("X-Lease-Id"));
+    f->now += 1000;
+    assert_int_equal(in_store(f, store, "one", "get", true, &rounds), 200); /* nothing leaked */
+    sl_engine_free(store);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_rate_quotas_in_a_store, setup, teardown),
         T(test_twenty_in_flight), T(test_release_forms), T(test_fleet),
         T(test_group_size),       T(test_give_back),     T(test_priorities),
         T(test_worker_shedder),   T(test_shadow_rate),   T(test_kill_switches),

@@ -4,7 +4,8 @@
  * level and the defaults, sublimits, "every quota must accept" without consuming anything on a
  * rejection (in both orders), DF normalisation, rate 0, the no-quota modes, malformed requests,
  * X-Req-Id, quotas not loaded yet, a quota changed under a live bucket, X-Max-Delay (delay instead
- * of reject), and the engine parameter and policy-window conversions.
+ * of reject), the same answers from a store's two-step decision (sl_levee_plan_*), and the engine
+ * parameter and policy-window conversions.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -482,6 +483,102 @@ static void test_max_delay(void **state)
     assert_int_equal(attempt_delay(f, "api", "10s"), 429);
 }
 
+/* The two-step decision of a store (sl_levee_plan_begin / _done, as node/service.c runs it over
+ * the Redis store) against sl_levee_decide: a second real engine stands for the store, deciding
+ * each round's items; every answer must be the same, header by header. Returns the status. */
+static sl_answer store_resp;
+
+static int both(fixture *f, sl_engine *store, const char *res, const char *method,
+                const char *max_delay)
+{
+    sl_levee_request rq = {.resource = res, .resource_len = res ? strlen(res) : 0,
+                           .method = method, .method_len = method ? strlen(method) : 0,
+                           .max_delay = max_delay,
+                           .max_delay_len = max_delay ? strlen(max_delay) : 0};
+    int64_t now = sl_clock_now_ms(&f->clock);
+    sl_levee_attempt(&f->cfg, f->snap, f->engine, &rq, now, &resp);
+
+    sl_batch b;
+    sl_batch_init(&b, 0);
+    sl_levee_plan *plan;
+    sl_answer *a = &store_resp;
+    sl_answer_reset(a);
+    int rounds = 0;
+    if (sl_levee_plan_begin(&f->cfg, f->snap, &rq, now, &b, &plan, a)) {
+        do {
+            assert_true(++rounds <= 2);
+            for (size_t i = 0; i < b.n; i++)
+                if (!b.answered[i])
+                    sl_engine_decide(store, &b.reqs[i], &b.resps[i], now);
+            sl_answer_reset(a);
+        } while (sl_levee_plan_done(&f->cfg, plan, &rq, now, &b, a));
+    }
+    assert_int_equal(a->status, resp.status);
+    assert_int_equal(a->outcome, resp.outcome);
+    assert_int_equal(a->retry_after_ms, resp.retry_after_ms);
+    assert_int_equal(a->n_quotas, resp.n_quotas);
+    assert_int_equal(a->level, resp.level);
+    assert_int_equal(a->quota_len, resp.quota_len);
+    if (a->quota_len)
+        assert_memory_equal(a->quota, resp.quota, a->quota_len);
+    assert_int_equal(a->body_len, resp.body_len);
+    if (a->body_len)
+        assert_memory_equal(a->body, resp.body, a->body_len);
+    assert_int_equal(a->n_headers, resp.n_headers);
+    for (size_t i = 0; i < a->n_headers; i++) {
+        assert_string_equal(a->headers[i].name, resp.headers[i].name);
+        assert_int_equal(a->headers[i].value_len, resp.headers[i].value_len);
+        assert_memory_equal(a->headers[i].value, resp.headers[i].value, a->headers[i].value_len);
+    }
+    sl_batch_free(&b);
+    return resp.status;
+}
+
+static void test_store_steps_answer_as_the_engine(void **state)
+{
+    fixture *f = *state;
+    sl_engine_config ec;
+    sl_engine_config_default(&ec);
+    ec.hash_seed = 2;
+    sl_engine *store;
+    assert_int_equal(sl_engine_new(&ec, &store), 0);
+    f->cfg.headers_on_accept = true;
+    quotas(f, (const char *const[]){
+        "limit/key/api/quota={\"rate\":10,\"burst\":3}",
+        "limit/key/api/sublimit/GET={\"rate\":10,\"burst\":1}",
+        "limit/key/zero/quota={\"rate\":0}",
+        "limit/key/subzero/quota={\"rate\":5,\"burst\":1}",
+        "limit/key/subzero/sublimit/PUT={\"rate\":0}",
+        "limit/key/slow/quota={\"rate\":10,\"burst\":0}", NULL});
+    /* the sub quota rejects: the main quota's hit goes back (a second round) */
+    assert_int_equal(both(f, store, "api", "GET", NULL), 200);
+    assert_int_equal(both(f, store, "api", "GET", NULL), 200);
+    assert_int_equal(both(f, store, "api", "GET", NULL), 429);
+    assert_int_equal(both(f, store, "api", "POST", NULL), 200);
+    assert_int_equal(both(f, store, "api", "POST", NULL), 200);
+    /* the main quota rejects: the sub quota's hit (taken in the same round) goes back */
+    assert_int_equal(both(f, store, "api", "POST", NULL), 429);
+    assert_int_equal(both(f, store, "api", "GET", NULL), 429);
+    sl_clock_advance(&f->clock, 100); /* one slot back in each bucket */
+    assert_int_equal(both(f, store, "api", "GET", NULL), 200);
+    assert_int_equal(both(f, store, "api", "GET", NULL), 429);
+    /* rate 0: main (nothing asked) and sub (main given back) */
+    assert_int_equal(both(f, store, "zero", NULL, NULL), 429);
+    assert_int_equal(both(f, store, "subzero", "PUT", NULL), 429);
+    assert_int_equal(both(f, store, "subzero", "PUT", NULL), 429);
+    assert_int_equal(both(f, store, "subzero", "GET", NULL), 200);
+    /* X-Max-Delay: the store's delay reservations */
+    assert_int_equal(both(f, store, "slow", NULL, "250ms"), 200);
+    assert_int_equal(both(f, store, "slow", NULL, "250ms"), 200);
+    assert_int_equal(both(f, store, "slow", NULL, "250ms"), 200);
+    assert_int_equal(both(f, store, "slow", NULL, "250ms"), 429);
+    /* answered without the store: malformed, no quota */
+    assert_int_equal(both(f, store, "slow", NULL, "soon"), 400);
+    assert_int_equal(both(f, store, NULL, NULL, NULL), 400);
+    assert_int_equal(both(f, store, "unknown", NULL, NULL), 500);
+    sl_engine_free(store);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -498,6 +595,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_headers_on_accept_and_names, setup, teardown),
         cmocka_unit_test_setup_teardown(test_quota_change, setup, teardown),
         cmocka_unit_test_setup_teardown(test_max_delay, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_steps_answer_as_the_engine, setup, teardown),
         cmocka_unit_test(test_conversions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

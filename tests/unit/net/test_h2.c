@@ -356,6 +356,77 @@ static void test_grpc_trailers_only(void **state)
     fix_free(f);
 }
 
+/* Server streaming: HEADERS at open, each push a DATA frame the client gets at once (no END_STREAM),
+ * the stream stays owed (BUSY, no timeout of ours), a push over the queue bound is refused, and
+ * close sends what is queued then the trailers. */
+static void test_stream_push_and_close(void **state)
+{
+    fix *f = fix_new(NULL);
+    f->t.defer = true;
+    body_src b = {grpc_msg, sizeof grpc_msg, 0};
+    cstream *st = request(&f->cl, "POST", "/x.T/Watch", "application/grpc", &b);
+    exchange_frames(f);
+    assert_int_equal(f->t.nheld, 1);
+    sl_exchange *ex = f->t.held[0];
+    sl_http_header ct = SL_HTTP_HEADER("content-type", "application/grpc");
+    sl_http_response head = {.status = 200, .headers = &ct, .nheaders = 1};
+    assert_int_equal(sl_exchange_stream_open(ex, &head), 0);
+    assert_int_equal(sl_exchange_stream_open(ex, &head), -EINVAL); /* once */
+    exchange_frames(f);
+    assert_int_equal(st->status, 200);
+    assert_string_equal(st->content_length, "");
+    assert_int_equal(st->body_len, 0);
+    assert_false(st->closed);
+    assert_int_equal(sl_exchange_stream_push(ex, "abc", 3, 16), 0);
+    exchange_frames(f);
+    assert_int_equal(st->body_len, 3);
+    assert_false(st->closed);
+    assert_int_equal(sl_exchange_stream_queued(ex), 0);
+    assert_int_equal(sl_exchange_stream_push(ex, "defg", 4, 16), 0);
+    exchange_frames(f);
+    assert_memory_equal(st->body, "abcdefg", 7);
+    assert_int_equal(sl_conn_phase_get(f->c), SL_CONN_BUSY);
+    assert_int_equal(sl_http_ctx_pending(f->ctx), 1);
+    /* the queue bound: what is not sent yet counts */
+    assert_int_equal(sl_exchange_stream_push(ex, "0123456789", 10, 16), 0);
+    assert_int_equal(sl_exchange_stream_push(ex, "0123456789", 10, 16), -ENOBUFS);
+    sl_http_header tr[2] = {SL_HTTP_HEADER("grpc-status", "14"),
+                            SL_HTTP_HEADER("grpc-message", "bye")};
+    assert_int_equal(sl_exchange_stream_close(ex, tr, 2), 0);
+    exchange_frames(f);
+    assert_int_equal(st->body_len, 17);
+    assert_memory_equal(st->body + 7, "0123456789", 10);
+    assert_string_equal(st->grpc_status, "14");
+    assert_string_equal(st->grpc_message, "bye");
+    assert_true(st->closed);
+    assert_int_equal(st->close_code, 0);
+    assert_int_equal(sl_http_ctx_pending(f->ctx), 0);
+    assert_int_equal(sl_conn_phase_get(f->c), SL_CONN_IDLE);
+    fix_free(f);
+}
+
+/* A client that resets a stream: the cancel callback fires, pushes are -ENOTCONN, close
+ * releases. */
+static void test_stream_client_goes_away(void **state)
+{
+    fix *f = fix_new(NULL);
+    f->t.defer = true;
+    cstream *st = request(&f->cl, "GET", "/watch", NULL, NULL);
+    exchange_frames(f);
+    sl_exchange *ex = f->t.held[0];
+    sl_http_response head = {.status = 200};
+    assert_int_equal(sl_exchange_stream_open(ex, &head), 0);
+    assert_int_equal(sl_exchange_stream_push(ex, "x", 1, 16), 0);
+    exchange_frames(f);
+    nghttp2_submit_rst_stream(f->cl.s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
+    exchange_frames(f);
+    assert_int_equal(f->t.cancels, 1);
+    assert_int_equal(sl_exchange_stream_push(ex, "y", 1, 16), -ENOTCONN);
+    assert_int_equal(sl_exchange_stream_close(ex, NULL, 0), -ENOTCONN);
+    assert_int_equal(sl_http_ctx_pending(f->ctx), 0);
+    fix_free(f);
+}
+
 static void test_async_out_of_order(void **state)
 {
     fix *f = fix_new(NULL);
@@ -775,6 +846,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_get),
+        cmocka_unit_test(test_stream_push_and_close),
+        cmocka_unit_test(test_stream_client_goes_away),
         cmocka_unit_test(test_grpc_unary),
         cmocka_unit_test(test_grpc_trailers_only),
         cmocka_unit_test(test_async_out_of_order),

@@ -90,7 +90,7 @@ static int capture(void *owner, sl_exchange *ex, const sl_http_response *r)
     return 0;
 }
 
-static const sl_exchange_ops capture_ops = {capture};
+static const sl_exchange_ops capture_ops = {.respond = capture};
 
 static uint32_t put_str(sl_exchange *ex, const char *s, size_t n)
 {
