@@ -1,6 +1,7 @@
 """--store redis --redis-cluster: sluiced over a real Redis Cluster of 3 masters and 3 replicas
 (6 redis-server processes on free loopback ports, each in its own directory, made a cluster by
-redis-cli --cluster create). Gubernator's cases of test_redis.py run again (the same functions),
+redis-cli --cluster create). Gubernator's and Levee's (quota file) cases of test_redis.py run
+again (the same functions),
 a 1000-item call is spread over the 3 masters (each master's INFO commandstats), a slot migrated
 by hand between two masters (ASK while it migrates, MOVED once it is moved), and a master
 killed with -9 under load: its replica is promoted by the cluster itself (cluster-node-timeout
@@ -116,6 +117,32 @@ def test_gubernator_cases_on_redis_cluster(case, cluster_node, cluster, pb):
     if case is not gub.test_health_and_live:
         assert tr.metric(cluster_node, "sluice_redis_items_total") > 0
         assert tr.metric(cluster_node, "sluice_redis_topology_refreshes_total") >= 2  # 2 workers
+
+
+@pytest.fixture
+def cluster_node_factory(node_factory, cluster):
+    """node_factory, every node on the cluster, emptied first (Levee's cases reuse names)."""
+    for m in cluster.masters():
+        m.cmd("FLUSHALL")
+
+    def make(args=(), env=None, start=True, port=None):
+        n = node_factory(list(args) + cluster_args(cluster)[2:], env, start, port)
+        if start:
+            assert wait_for(ready(n), 10), n.logs()
+        return n
+    return make
+
+
+# test_redis.LEVEE_FILE_CASES but the two that start a second node on the same names to compare
+# options (they need a store per node: test_redis gives each node its own redis-server)
+LEVEE_SHARED_STORE_CASES = [c for c in tr.LEVEE_FILE_CASES
+                            if c.__name__ not in ("test_attempt_headers_always",
+                                                  "test_attempt_hold_mode")]
+
+
+@pytest.mark.parametrize("case", LEVEE_SHARED_STORE_CASES, ids=lambda c: c.__name__)
+def test_levee_cases_on_redis_cluster(case, cluster_node_factory, tmp_path):
+    case(cluster_node_factory, tmp_path)
 
 
 def test_1000_items_spread_over_the_masters(cluster_node, cluster):
