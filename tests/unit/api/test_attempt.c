@@ -628,8 +628,10 @@ static int in_store(fx *f, sl_engine *store, const char *res, const char *prio, 
     sl_batch b;
     sl_batch_init(&b, 0);
     sl_attempt_fleet st;
-    memset(&st, 0x55, sizeof st); /* as node/service.c: only .store is set by the caller */
+    memset(&st, 0x55, sizeof st); /* as node/service.c: only .store and .leases are set by the
+                                     caller (.leases NULL: the concurrency lease decided here) */
     st.store = &b;
+    st.leases = NULL;
     uint64_t back = 0;
     *rounds = 0;
     int rc = sl_attempt_begin(f->p, 0, &f->lcfg, f->snap, &q, f->now, &st, &resp);
