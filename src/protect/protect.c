@@ -6,7 +6,8 @@
  * limit, and "<ns>.fleet"/noncritical with (1 - reserve) * capacity, both divided by the
  * resource's group size as Levee divides its rate quotas (each of DF limiters sees 1/DF of the
  * traffic). Critical calls take no fleet lease: the fleet shedder never sheds them, and the
- * reserve is what they use.
+ * reserve is what they use. Routed (a cluster, a store), both keys are decided by their owner
+ * with the whole limit; the "*.local" keys here hold the fallback's share meanwhile.
  */
 #include "protect/protect.h"
 

@@ -10,7 +10,8 @@
  *     the engine, "<ns>.conc"/<resource> and "<ns>.fleet"/noncritical, taken and given back here
  *     and counted (sluice_leases_total); over the Gubernator API the fleet key is routed to its
  *     owner by the caller (one count for the cluster), with "<ns>.fleet"/noncritical.local here
- *     as the fallback while the owner is unreachable;
+ *     as the fallback while the owner is unreachable; in a cluster or on a store /attempt routes a
+ *     resource's lease the same way, "<ns>.conc.local"/<resource> its fallback;
  *   - each worker's view of the switchboard (config/killswitch.h) and the counters of the
  *     kill -> shadow -> enforce ladder (protect/ladder.h);
  *   - the rate limit on its own would-reject and shed log lines.
