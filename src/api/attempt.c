@@ -439,7 +439,8 @@ decide_rest(attempt *t, int worker, const sl_levee_config *lcfg, const sl_quota_
     if (__builtin_expect(t->conc_r != NULL, 0)) {
         if (conc_verdict(t, t->conc_r, t->conc_mode, t->conc_limit, res_print))
             return 0;
-    } else if (acquire && sl_killswitch_snap_concurrency(ks, lr->resource, lr->resource_len, &cc)) {
+    } else if (acquire && !(st && st->leases) && /* routed: begin asked the ladder already */
+               sl_killswitch_snap_concurrency(ks, lr->resource, lr->resource_len, &cc)) {
         sl_killswitch_mode m = sl_ladder_mode_of(ks, SL_LADDER_CONC);
         if (sl_ladder_runs(&t->ladder, SL_LADDER_CONC, m)) {
             int64_t limit = sl_protect_share(

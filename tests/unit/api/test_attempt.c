@@ -883,6 +883,18 @@ static void test_routed_concurrency_fallback(void **state)
     assert_int_equal(sl_attempt_release_route(f->p, &rr, f->now, &st, &conc_rc, &resp), 0);
     assert_int_equal(resp.status, 200);
     assert_int_equal(routed_conc(f, "search", "critical", true, 2, &fb, &st, &back), 200);
+    /* the concurrency limiter off: nothing routed, no lease, the killed event counted once */
+    set_switch(f, "concurrency", SL_KILLSWITCH_KILLED);
+    assert_int_equal(routed_conc(f, "one", "critical", false, 2, &fb, &st, &back), 200);
+    assert_int_equal(fb.n, 0);
+    assert_null(header("X-Lease-Id"));
+    assert_header("X-Sluice-Killswitch", "concurrency");
+    txt = NULL;
+    assert_int_equal(sl_metrics_render_prometheus(f->metrics, &txt, &len), 0);
+    assert_non_null(strstr(
+        txt, "sluice_protect_events_total{limiter=\"concurrency\",event=\"killswitch\"} 1\n"));
+    free(txt);
+    set_switch(f, "concurrency", SL_KILLSWITCH_ENFORCE);
     /* the owner back: the cluster's count, the share's leases apart */
     assert_int_equal(routed_conc(f, "search", "critical", false, 2, &fb, &st, &back), 200);
     assert_null(header("X-Concurrency-Source"));
