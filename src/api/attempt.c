@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "api/gubprotect.h"
 #include "protect/leaseid.h"
 
 #define LIT(s) s, sizeof s - 1
@@ -23,6 +24,13 @@ typedef struct attempt {
     int64_t now;
     bool routed;       /* the fleet lease is the owner's: given back by the caller */
     uint64_t giveback; /* routed: the fleet lease a later rejection gives back */
+    /* the resource's concurrency lease routed to its key's owner: its answer (NULL: decided
+     * here), the limit it was asked for and the switch's mode */
+    const sl_response *conc_r;
+    int64_t conc_limit;
+    sl_killswitch_mode conc_mode;
+    bool conc_routed, conc_local; /* conc_id is the owner's / of this node's fallback key */
+    uint64_t conc_back;           /* conc_routed: the lease a later rejection gives back */
 } attempt;
 
 static int64_t ceil_s(int64_t ms)
@@ -63,6 +71,13 @@ static void answer_static(sl_answer *a, sl_answer_outcome o, const char *body)
 {
     sl_answer_set(a, o, SL_LADDER_NONE);
     sl_answer_body(a, body, strlen(body));
+}
+
+static void answer_begin(sl_answer *out, const sl_levee_request *lr)
+{
+    sl_answer_reset(out);
+    if (lr->req_id && lr->req_id_len)
+        SL_ANSWER_HEADER_REF(out, "X-Req-Id", lr->req_id, lr->req_id_len);
 }
 
 /* A rejection by lim (429 or 503) with Retry-After, RateLimit-Policy (when q >= 0) and
@@ -128,7 +143,12 @@ static void give_back(attempt *t, int64_t now)
         t->giveback = t->fleet_id;
     else
         sl_protect_fleet_give(t->p, t->fleet_id, now);
-    sl_protect_conc_give(t->p, t->lr->resource, t->lr->resource_len, t->conc_id, now);
+    if (__builtin_expect(t->conc_routed, 0))
+        t->conc_back = t->conc_id;
+    else if (__builtin_expect(t->conc_local, 0))
+        sl_protect_conc_give_local(t->p, t->lr->resource, t->lr->resource_len, t->conc_id, now);
+    else
+        sl_protect_conc_give(t->p, t->lr->resource, t->lr->resource_len, t->conc_id, now);
     t->fleet_id = t->conc_id = 0;
 }
 
@@ -214,16 +234,19 @@ static bool lease_of(const char *id, size_t id_len, const char *resource, size_t
     return true;
 }
 
-static void renew(sl_protect *p, int worker, const sl_attempt_req *req, int64_t now,
-                  sl_answer *out)
+/* 0: *out is the answer; SL_ATTEMPT_RENEW: routed->leases holds the renewal of the owner's
+ * lease (routed->leases set: a cluster or a store; a lease of this node's fallback key is
+ * renewed here). */
+static int renew(sl_protect *p, int worker, const sl_attempt_req *req, int64_t now,
+                 sl_attempt_fleet *routed, sl_answer *out)
 {
     lease_ref lk;
     if (!lease_of(req->lease_id, req->lease_id_len, req->levee.resource, req->levee.resource_len,
                   "renew", &lk, out))
-        return;
+        return 0;
     if (!lk.conc) {
         answer_static(out, SL_ANSWER_MALFORMED, "X-Lease-Id holds no concurrency lease\n");
-        return;
+        return 0;
     }
     const char *key = lk.key;
     size_t klen = lk.klen;
@@ -231,14 +254,41 @@ static void renew(sl_protect *p, int worker, const sl_attempt_req *req, int64_t 
     sl_killswitch_conc cc;
     if (!sl_killswitch_snap_concurrency(sl_protect_switches(p, worker), key, klen, &cc)) {
         answer_static(out, SL_ANSWER_MALFORMED, "no concurrency limit for this resource\n");
-        return;
+        return 0;
     }
-    int rc = sl_protect_conc_renew(p, key, klen, conc, cc.duration_ms, now);
+    int rc;
+    if (routed && routed->leases) {
+        rc = sl_protect_conc_renew_local(p, key, klen, conc, cc.duration_ms, now);
+        if (rc == 0) { /* not a lease of the fallback: the owner's */
+            sl_gubprotect_lease l = {.res = key, .res_len = klen, .hits = 0,
+                                     .duration_ms = cc.duration_ms, .lease = conc};
+            rc = sl_gubprotect_lease_batch(p, routed->leases, &l, 1) ? -1 : 2;
+        }
+        if (rc == 2) {
+            routed->fleet_item = -1;
+            routed->conc_item = 0;
+            return SL_ATTEMPT_RENEW;
+        }
+    } else {
+        rc = sl_protect_conc_renew(p, key, klen, conc, cc.duration_ms, now);
+    }
     if (rc < 0)
         answer_static(out, SL_ANSWER_FAILED, "rate limiter error\n");
     else if (rc == 0)
         answer_static(out, SL_ANSWER_NOT_FOUND,
                       "lease not found: it was released already or it expired\n");
+    return 0;
+}
+
+void sl_attempt_renewed(const sl_attempt_req *req, const sl_attempt_fleet *st, sl_answer *out)
+{
+    const sl_response *r = &st->leases->resps[st->conc_item];
+    answer_begin(out, &req->levee);
+    if (r->error && !strcmp(r->error, sl_conc_err_not_found))
+        answer_static(out, SL_ANSWER_NOT_FOUND,
+                      "lease not found: it was released already or it expired\n");
+    else if (r->error)
+        answer_static(out, SL_ANSWER_FAILED, "rate limiter error\n");
 }
 
 /* The fleet's answer r to a lease of nc: 0 held (or admitted by a switch), 1 shed (answered
@@ -247,6 +297,7 @@ static int fleet_verdict(attempt *t, sl_killswitch_mode m, int64_t nc, const sl_
 {
     int rc = took(t, r, &t->fleet_id, t->now);
     if (rc > 0 && stands(t, SL_LADDER_FLEET, m, LIT("fleet"))) {
+        give_back(t, t->now); /* a concurrency lease taken in the same round trip */
         reject(t->out, SL_ANSWER_SHED, SL_LADDER_FLEET, nc, r->retry_after);
         body_printf(t->out,
                     "fleet capacity is reserved for critical calls: %lld non-critical calls in "
@@ -341,7 +392,30 @@ static int park(const attempt *t, sl_attempt_fleet *st)
     st->fleet_id = t->fleet_id;
     st->conc_id = t->conc_id;
     st->routed = t->routed;
+    st->conc_routed = t->conc_routed;
+    st->conc_local = t->conc_local;
     return SL_ATTEMPT_STORE;
+}
+
+/* The resource's concurrency limit's answer r to a lease of `limit`: 0 held (or admitted by a
+ * switch), else *t->out is the answer (429, or 500 when the engine failed). */
+static inline __attribute__((always_inline)) int
+conc_verdict(attempt *t, const sl_response *r, sl_killswitch_mode m, int64_t limit,
+             const char *res_print)
+{
+    int rc = took(t, r, &t->conc_id, t->now);
+    if (rc < 0)
+        return 1;
+    if (rc > 0 && stands(t, SL_LADDER_CONC, m, LIT("concurrency"))) {
+        give_back(t, t->now);
+        reject(t->out, SL_ANSWER_REJECTED, SL_LADDER_CONC, limit, r->retry_after);
+        body_printf(t->out,
+                    "concurrency limit reached: %lld calls in flight for \"%s\"; retry in %lld "
+                    "s\n",
+                    (long long)limit, res_print, (long long)ceil_s(r->retry_after));
+        return 1;
+    }
+    return 0;
 }
 
 /* After the shedders: the resource's concurrency limit, Levee's rate quotas, the lease id.
@@ -360,9 +434,13 @@ decide_rest(attempt *t, int worker, const sl_levee_config *lcfg, const sl_quota_
     char res_print[100];
     printable(res_print, sizeof res_print, lr->resource, lr->resource_len);
 
-    /* the resource's concurrency limit */
+    /* the resource's concurrency limit: the key owner's answer at hand (routed), or here */
     sl_killswitch_conc cc;
-    if (acquire && sl_killswitch_snap_concurrency(ks, lr->resource, lr->resource_len, &cc)) {
+    if (__builtin_expect(t->conc_r != NULL, 0)) {
+        if (conc_verdict(t, t->conc_r, t->conc_mode, t->conc_limit, res_print))
+            return 0;
+    } else if (acquire && !(st && st->leases) && /* routed: begin asked the ladder already */
+               sl_killswitch_snap_concurrency(ks, lr->resource, lr->resource_len, &cc)) {
         sl_killswitch_mode m = sl_ladder_mode_of(ks, SL_LADDER_CONC);
         if (sl_ladder_runs(&t->ladder, SL_LADDER_CONC, m)) {
             int64_t limit = sl_protect_share(
@@ -370,18 +448,8 @@ decide_rest(attempt *t, int worker, const sl_levee_config *lcfg, const sl_quota_
             sl_response r;
             sl_protect_conc_take(p, lr->resource, lr->resource_len, limit, cc.duration_ms, now,
                                  &r);
-            int rc = took(t, &r, &t->conc_id, now);
-            if (rc < 0)
+            if (conc_verdict(t, &r, m, limit, res_print))
                 return 0;
-            if (rc > 0 && stands(t, SL_LADDER_CONC, m, LIT("concurrency"))) {
-                give_back(t, now);
-                reject(out, SL_ANSWER_REJECTED, SL_LADDER_CONC, limit, r.retry_after);
-                body_printf(out,
-                            "concurrency limit reached: %lld calls in flight for \"%s\"; retry "
-                            "in %lld s\n",
-                            (long long)limit, res_print, (long long)ceil_s(r.retry_after));
-                return 0;
-            }
         }
     }
 
@@ -399,13 +467,6 @@ decide_rest(attempt *t, int worker, const sl_levee_config *lcfg, const sl_quota_
     }
     admit(t);
     return 0;
-}
-
-static void answer_begin(sl_answer *out, const sl_levee_request *lr)
-{
-    sl_answer_reset(out);
-    if (lr->req_id && lr->req_id_len)
-        SL_ANSWER_HEADER_REF(out, "X-Req-Id", lr->req_id, lr->req_id_len);
 }
 
 int sl_attempt_begin(sl_protect *p, int worker, const sl_levee_config *lcfg,
@@ -433,7 +494,8 @@ int sl_attempt_begin(sl_protect *p, int worker, const sl_levee_config *lcfg,
     bool acquire = false;
     if (req->concurrency && req->concurrency_len) {
         if (req->concurrency_len == 5 && !strncasecmp(req->concurrency, "renew", 5)) {
-            renew(p, worker, req, now, out);
+            if (renew(p, worker, req, now, routed, out))
+                return SL_ATTEMPT_RENEW;
             goto done;
         }
         if (req->concurrency_len != 7 || strncasecmp(req->concurrency, "acquire", 7)) {
@@ -474,23 +536,60 @@ int sl_attempt_begin(sl_protect *p, int worker, const sl_levee_config *lcfg,
     /* the fleet shedder: non-critical acquisitions hold a fleet lease; routed, the cluster's one
      * count at the fleet key's owner (the caller takes it and resumes), else this node's */
     const sl_killswitch_fleet *fl = sl_killswitch_snap_fleet(ks);
+    sl_attempt_fleet st;
+    bool fleet = false;
     if (acquire && prio != SL_PRIORITY_CRITICAL && fl) {
         sl_killswitch_mode m = sl_ladder_mode_of(ks, SL_LADDER_FLEET);
         if (sl_ladder_runs(&t.ladder, SL_LADDER_FLEET, m)) {
-            sl_attempt_fleet st = {
+            st = (sl_attempt_fleet){
                 .limit = sl_protect_fleet_limit(fl, 1),
                 .node_limit = sl_protect_fleet_limit(fl, sl_protect_group_size(gs, snap, NULL, 0)),
                 .duration_ms = fl->duration_ms,
                 .mode = m,
                 .ladder = t.ladder};
-            if (routed) {
-                st.store = routed->store;
-                *routed = st;
-                return 1;
+            if (!routed) {
+                if (fleet_here(&t, &st))
+                    goto done;
+            } else {
+                fleet = true;
             }
-            if (fleet_here(&t, &st))
-                goto done;
         }
+    }
+    /* routed (a cluster, a store): the resource's concurrency limit is one count at its key's
+     * owner too, asked in the same round trip */
+    bool conc = false;
+    sl_killswitch_conc cc;
+    if (__builtin_expect(routed && routed->leases && acquire, 0) &&
+        sl_killswitch_snap_concurrency(ks, lr->resource, lr->resource_len, &cc)) {
+        sl_killswitch_mode m = sl_ladder_mode_of(ks, SL_LADDER_CONC);
+        if ((conc = sl_ladder_runs(&t.ladder, SL_LADDER_CONC, m))) {
+            if (!fleet)
+                st = (sl_attempt_fleet){.ladder = t.ladder};
+            st.conc_limit = cc.limit;
+            st.conc_duration_ms = cc.duration_ms;
+            st.conc_mode = m;
+        }
+    }
+    if (fleet || conc) {
+        st.ladder = t.ladder;
+        st.store = routed->store;
+        st.leases = routed->leases;
+        st.nodes = routed->nodes;
+        st.fleet_item = fleet ? 0 : -1;
+        st.conc_item = conc ? (fleet ? 1 : 0) : -1;
+        if (st.leases) {
+            sl_gubprotect_lease l[2] = {
+                {.hits = 1, .limit = st.limit, .duration_ms = st.duration_ms},
+                {.res = lr->resource, .res_len = lr->resource_len, .hits = 1,
+                 .limit = st.conc_limit, .duration_ms = st.conc_duration_ms}};
+            if (sl_gubprotect_lease_batch(p, st.leases, fleet ? l : l + 1,
+                                          (size_t)fleet + (size_t)conc)) {
+                answer_static(out, SL_ANSWER_FAILED, "rate limiter error\n");
+                goto done;
+            }
+        }
+        *routed = st;
+        return 1;
     }
     if (decide_rest(&t, worker, lcfg, snap, acquire, routed)) {
         routed->local = false;
@@ -517,14 +616,34 @@ int sl_attempt_resume(sl_protect *p, int worker, const sl_levee_config *lcfg,
                  .routed = fleet != NULL};
     answer_begin(out, t.lr);
     *giveback = 0;
+    st->conc_back = 0;
     st->local = fleet && local;
     if (st->local)
         SL_ANSWER_HEADER_REF(out, "X-Fleet", "local", 5);
-    if (!(fleet ? fleet_verdict(&t, st->mode, st->limit, fleet) : fleet_here(&t, st)) &&
-        decide_rest(&t, worker, lcfg, snap, true, st))
+    sl_response cr;
+    if (st->leases && st->conc_item >= 0) {
+        /* the key owner's answer to the concurrency lease, or this node's share's */
+        st->conc_local = sl_gubprotect_conc_taken(
+            p, st->leases, (size_t)st->conc_item, t.lr->resource, t.lr->resource_len,
+            &st->conc_limit, st->conc_duration_ms, st->nodes, now, &cr);
+        if (st->conc_local)
+            SL_ANSWER_HEADER_REF(out, "X-Concurrency-Source", "local", 5);
+        t.conc_r = &cr;
+        t.conc_limit = st->conc_limit;
+        t.conc_mode = st->conc_mode;
+        t.conc_local = st->conc_local;
+        t.conc_routed = !st->conc_local;
+        if (!cr.error && cr.status == SL_UNDER_LIMIT)
+            t.conc_id = cr.lease_id; /* given back if the fleet sheds */
+    }
+    int rc = 0;
+    if (st->fleet_item >= 0)
+        rc = fleet ? fleet_verdict(&t, st->mode, st->limit, fleet) : fleet_here(&t, st);
+    if (!rc && decide_rest(&t, worker, lcfg, snap, true, st))
         return SL_ATTEMPT_STORE;
     finish(&t);
     *giveback = t.giveback;
+    st->conc_back = t.conc_back;
     return 0;
 }
 
@@ -534,16 +653,21 @@ int sl_attempt_store_done(sl_protect *p, int worker, const sl_levee_config *lcfg
 {
     *giveback = 0;
     attempt t = {.p = p, .out = out, .lr = &req->levee, .now = now, .ladder = st->ladder,
-                 .fleet_id = st->fleet_id, .conc_id = st->conc_id, .routed = st->routed};
+                 .fleet_id = st->fleet_id, .conc_id = st->conc_id, .routed = st->routed,
+                 .conc_routed = st->conc_routed, .conc_local = st->conc_local};
     answer_begin(out, t.lr);
+    st->conc_back = 0;
     if (st->local)
         SL_ANSWER_HEADER_REF(out, "X-Fleet", "local", 5);
+    if (st->conc_local)
+        SL_ANSWER_HEADER_REF(out, "X-Concurrency-Source", "local", 5);
     if (sl_levee_plan_done(lcfg, st->plan, t.lr, now, st->store, out))
         return 1;
     if (rate_verdict(&t, sl_protect_switches(p, worker), rate_mode(lcfg, sl_protect_switches(p, worker))))
         admit(&t);
     finish(&t);
     *giveback = t.giveback;
+    st->conc_back = t.conc_back;
     return 0;
 }
 
@@ -582,6 +706,53 @@ uint64_t sl_attempt_release_begin(sl_protect *p, const sl_attempt_release_req *r
     }
     sl_attempt_release_answer(req, *conc_rc, fleet_rc, out);
     return 0;
+}
+
+int sl_attempt_release_route(sl_protect *p, const sl_attempt_release_req *req, int64_t now,
+                             sl_attempt_fleet *st, int *conc_rc, sl_answer *out)
+{
+    sl_answer_reset(out);
+    if (req->req_id && req->req_id_len)
+        SL_ANSWER_HEADER_REF(out, "X-Req-Id", req->req_id, req->req_id_len);
+    *conc_rc = 0;
+    st->fleet_item = st->conc_item = -1;
+    st->local = false;
+    lease_ref lk;
+    if (!lease_of(req->lease_id, req->lease_id_len, req->resource, req->resource_len, "release",
+                  &lk, out))
+        return 0;
+    /* a lease of this node's fallback keys goes back here, the owners' in one batch */
+    sl_gubprotect_lease l[2];
+    size_t n = 0;
+    int fleet_rc = 0;
+    if (lk.fleet && !(fleet_rc = sl_protect_fleet_give_local(p, lk.fleet, now))) {
+        st->fleet_item = (int)n;
+        l[n++] = (sl_gubprotect_lease){.hits = -1, .duration_ms = 1, .lease = lk.fleet};
+    }
+    if (lk.conc && !(*conc_rc = sl_protect_conc_give_local(p, lk.key, lk.klen, lk.conc, now))) {
+        st->conc_item = (int)n;
+        l[n++] = (sl_gubprotect_lease){.res = lk.key, .res_len = lk.klen, .hits = -1,
+                                       .duration_ms = 1, .lease = lk.conc};
+    }
+    st->local = fleet_rc > 0;
+    if (n && fleet_rc >= 0 && *conc_rc >= 0) {
+        if (!sl_gubprotect_lease_batch(p, st->leases, l, n))
+            return 1;
+        fleet_rc = -1;
+    }
+    sl_attempt_release_answer(req, *conc_rc, fleet_rc, out);
+    return 0;
+}
+
+void sl_attempt_release_done(sl_protect *p, const sl_attempt_release_req *req,
+                             const sl_attempt_fleet *st, int conc_rc, sl_answer *out)
+{
+    int fleet_rc = st->local ? 1 : 0;
+    if (st->fleet_item >= 0)
+        fleet_rc = sl_gubprotect_fleet_released(p, &st->leases->resps[st->fleet_item]);
+    if (st->conc_item >= 0)
+        conc_rc = sl_gubprotect_fleet_released(p, &st->leases->resps[st->conc_item]);
+    sl_attempt_release_answer(req, conc_rc, fleet_rc, out);
 }
 
 void sl_attempt_release(sl_protect *p, const sl_attempt_release_req *req, int64_t now,

@@ -17,7 +17,9 @@
  * each), and a rate quota is never charged for a call that does not run. In a cluster the fleet is
  * one count at the fleet key's owner (sl_attempt_begin / sl_attempt_resume: the caller routes the
  * lease with api/gubprotect.h's fleet item, as for a Gubernator call; X-Fleet: local when the
- * owner could not answer and this node's share decided). Answers that reject say
+ * owner could not answer and this node's share decided), and so is the resource's concurrency
+ * limit (the item of its key goes in the same batch; X-Concurrency-Source: local for the
+ * fallback); a node on its own decides both here. Answers that reject say
  * so with Retry-After, the RateLimit header fields and a one-line reason; X-Sluice-Shadow and
  * X-Sluice-Killswitch name the limiters a switch admitted through.
  *
@@ -32,6 +34,7 @@
 #include <stdint.h>
 
 #include "api/answer.h"
+#include "api/batch.h"
 #include "api/levee.h"
 #include "protect/protect.h"
 
@@ -68,6 +71,18 @@ typedef struct sl_attempt_fleet {
     sl_levee_plan *plan;
     uint64_t fleet_id, conc_id; /* leases held */
     bool routed, local;         /* the fleet lease is the owner's; X-Fleet: local */
+    /* In: the batch a cluster or a store routes the call's leases in (NULL: a node on its own,
+     * they are decided here) and the group's size (the fallback's share). With it, the
+     * resource's concurrency lease is the cluster's too: an item of its key
+     * (sl_protect_conc_key) beside the fleet's, one round trip for both. */
+    sl_batch *leases;
+    int nodes;
+    /* The items of `leases` (-1: none): the fleet's, the resource's concurrency lease's. */
+    int fleet_item, conc_item;
+    int64_t conc_limit, conc_duration_ms; /* the cluster's limit; a renewal's duration */
+    sl_killswitch_mode conc_mode;
+    bool conc_routed, conc_local; /* conc_id is the owner's; X-Concurrency-Source: local */
+    uint64_t conc_back;           /* out: the owner's concurrency lease a rejection gives back */
 } sl_attempt_fleet;
 
 /*
@@ -94,6 +109,8 @@ int sl_attempt_begin(sl_protect *p, int worker, const sl_levee_config *lcfg,
                      sl_attempt_fleet *routed, sl_answer *out);
 #define SL_ATTEMPT_STORE 2 /* sl_attempt_begin / _resume: routed->store holds the rate quotas'
                               items: decide them, then sl_attempt_store_done */
+#define SL_ATTEMPT_RENEW 3 /* sl_attempt_begin: routed->leases holds a renewal of the owner's
+                              concurrency lease: route it, then sl_attempt_renewed */
 /* The rest of a routed /attempt: `fleet` the owner's answer (or this node's share's when `local`:
  * the answer says X-Fleet: local); NULL on a node on its own (no cluster): the lease is taken
  * here, of node_limit, as sl_attempt_decide does. `req` and `snap` as current now (re-read: the
@@ -103,6 +120,9 @@ int sl_attempt_resume(sl_protect *p, int worker, const sl_levee_config *lcfg,
                       const sl_quota_snap *snap, const sl_attempt_req *req,
                       sl_attempt_fleet *st, const sl_response *fleet, bool local,
                       int64_t now_ms, sl_answer *out, uint64_t *giveback);
+
+/* A routed renewal's answer (routed->leases answered): 200, 404 not found, 500 failed. */
+void sl_attempt_renewed(const sl_attempt_req *req, const sl_attempt_fleet *st, sl_answer *out);
 
 /*
  * Rate quotas decided in a store (routed->store set before sl_attempt_begin or _resume, which
@@ -120,6 +140,14 @@ int sl_attempt_store_done(sl_protect *p, int worker, const sl_levee_config *lcfg
  * sl_gubprotect_fleet_released). 0: *out is the answer. */
 uint64_t sl_attempt_release_begin(sl_protect *p, const sl_attempt_release_req *req,
                                   int64_t now_ms, bool routed, int *conc_rc, sl_answer *out);
+/* /release in a cluster or on a store (st->leases set, as for sl_attempt_begin): the leases of
+ * this node's fallback keys go back here, the owners' into st->leases (st->fleet_item,
+ * st->conc_item; st->local: the fleet lease was this node's share's, released here): 1, route
+ * it and call sl_attempt_release_done; 0: *out is the answer. */
+int sl_attempt_release_route(sl_protect *p, const sl_attempt_release_req *req, int64_t now_ms,
+                             sl_attempt_fleet *st, int *conc_rc, sl_answer *out);
+void sl_attempt_release_done(sl_protect *p, const sl_attempt_release_req *req,
+                             const sl_attempt_fleet *st, int conc_rc, sl_answer *out);
 /* A /release's answer from what its leases' gives returned (1 released, 0 not found, -1 failed). */
 void sl_attempt_release_answer(const sl_attempt_release_req *req, int conc_rc, int fleet_rc,
                                sl_answer *out);

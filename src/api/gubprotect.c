@@ -10,7 +10,9 @@
  * tokens); sl_gubprotect_fleet_done() applies the answers. An acquire the owner could not answer
  * (unreachable, or answered locally by --fail-open) falls back to this node's share of the fleet
  * (limit / nodes, on a key of its own). Fleet leases a rejected item must give back go out in a
- * third batch after the call (sl_gubprotect_giveback), fire and forget.
+ * third batch after the call (sl_gubprotect_giveback), fire and forget. Levee's /attempt routes
+ * its resource's concurrency lease the same way, in the same batch as its fleet lease
+ * (sl_gubprotect_lease_batch, _conc_taken, _lease_release).
  */
 #include "api/gubprotect.h"
 
@@ -77,14 +79,22 @@ static sl_gubprotect_call *call_state(sl_batch *b, sl_gubprotect_call **call)
     return c;
 }
 
-/* Item j of fb: a fleet lease, hits 1 acquires (limit, duration), hits -1 releases `lease`.
- * 0, or -ENOMEM. */
-static int fleet_put(sl_protect *p, sl_batch *fb, size_t j, int64_t hits, int64_t limit,
-                     int64_t duration, uint64_t lease)
+/* Item j of fb: a lease of the fleet (res NULL) or of a resource's concurrency limit (its key
+ * copied into fb's arena), hits 1 acquires (limit, duration), hits 0 renews and hits -1 releases
+ * `lease`. 0, or -ENOMEM. */
+static int lease_put(sl_protect *p, sl_batch *fb, size_t j, const char *res, size_t rlen,
+                     int64_t hits, int64_t limit, int64_t duration, uint64_t lease)
 {
     sl_request *q = &fb->reqs[j];
     memset(q, 0, sizeof *q);
-    sl_protect_fleet_key(p, &q->name, &q->name_len, &q->unique_key, &q->unique_key_len);
+    if (res) {
+        sl_protect_conc_key(p, &q->name, &q->name_len);
+        if (!(q->unique_key = sl_batch_strndup(fb, res, rlen)))
+            return -ENOMEM;
+        q->unique_key_len = rlen;
+    } else {
+        sl_protect_fleet_key(p, &q->name, &q->name_len, &q->unique_key, &q->unique_key_len);
+    }
     q->hits = hits;
     q->limit = limit;
     q->duration = duration > 0 ? duration : 1;
@@ -97,6 +107,12 @@ static int fleet_put(sl_protect *p, sl_batch *fb, size_t j, int64_t hits, int64_
             return -ENOMEM;
     }
     return 0;
+}
+
+static int fleet_put(sl_protect *p, sl_batch *fb, size_t j, int64_t hits, int64_t limit,
+                     int64_t duration, uint64_t lease)
+{
+    return lease_put(p, fb, j, NULL, 0, hits, limit, duration, lease);
 }
 
 /* A fleet item appended to *fbp, a batch sized for one per call item (made on first use: in
@@ -135,26 +151,57 @@ static sl_request *fleet_add(sl_protect *p, sl_batch *host, sl_batch **fbp, flee
     return &fb->reqs[j];
 }
 
+int sl_gubprotect_lease_batch(sl_protect *p, sl_batch *fb, const sl_gubprotect_lease *items,
+                              size_t n)
+{
+    int rc = sl_batch_alloc_items(fb, n);
+    if (rc)
+        return rc;
+    fb->n = n;
+    for (size_t j = 0; j < n; j++) {
+        const sl_gubprotect_lease *l = &items[j];
+        if ((rc = lease_put(p, fb, j, l->res, l->res_len, l->hits, l->limit, l->duration_ms,
+                            l->lease)))
+            return rc;
+    }
+    return 0;
+}
+
 int sl_gubprotect_fleet_item(sl_protect *p, sl_batch *fb, int64_t hits, int64_t limit,
                              int64_t duration_ms, uint64_t lease)
 {
-    int rc = sl_batch_alloc_items(fb, 1);
-    if (rc)
-        return rc;
-    fb->n = 1;
-    return fleet_put(p, fb, 0, hits, limit, duration_ms, lease);
+    sl_gubprotect_lease l = {.hits = hits, .limit = limit, .duration_ms = duration_ms,
+                             .lease = lease};
+    return sl_gubprotect_lease_batch(p, fb, &l, 1);
+}
+
+sl_batch *sl_gubprotect_lease_release(sl_protect *p, uint64_t fleet, const char *res,
+                                      size_t rlen, uint64_t conc, int64_t now)
+{
+    sl_gubprotect_lease l[2];
+    size_t n = 0;
+    if (fleet && sl_protect_fleet_give_local(p, fleet, now) != 1)
+        l[n++] = (sl_gubprotect_lease){.hits = -1, .duration_ms = 1, .lease = fleet};
+    if (conc && res && sl_protect_conc_give_local(p, res, rlen, conc, now) != 1)
+        l[n++] = (sl_gubprotect_lease){.res = res, .res_len = rlen, .hits = -1, .duration_ms = 1,
+                                       .lease = conc};
+    if (!n)
+        return NULL;
+    sl_batch *g = malloc(sizeof *g);
+    if (!g)
+        return NULL; /* out of memory: the leases run out after their duration */
+    sl_batch_init(g, 0);
+    if (sl_gubprotect_lease_batch(p, g, l, n)) {
+        sl_batch_free(g);
+        free(g);
+        return NULL;
+    }
+    return g;
 }
 
 sl_batch *sl_gubprotect_fleet_release(sl_protect *p, uint64_t lease, int64_t now)
 {
-    sl_batch *g = NULL;
-    if (lease && sl_protect_fleet_give_local(p, lease, now) != 1 &&
-        !fleet_add(p, NULL, &g, NULL, 1, 0, -1, 0, 1, lease, true) && g) {
-        sl_batch_free(g); /* out of memory: the lease runs out after its duration */
-        free(g);
-        g = NULL;
-    }
-    return g;
+    return sl_gubprotect_lease_release(p, lease, NULL, 0, 0, now);
 }
 
 int sl_gubprotect_fleet_released(sl_protect *p, const sl_response *r)
@@ -403,8 +450,11 @@ static void set_lease_meta(sl_batch *b, size_t i, uint64_t fleet)
     sl_batch_meta_set(b, &b->resp_meta[i], META_LEASE, tok);
 }
 
-bool sl_gubprotect_fleet_taken(sl_protect *p, const sl_batch *fb, size_t j, int64_t *limit,
-                               int64_t duration_ms, int nodes, int64_t now, sl_response *r)
+/* The owner's answer to lease item j of fb, of the fleet (res NULL) or of a resource's
+ * concurrency limit: as sl_gubprotect_fleet_taken. */
+static bool lease_taken(sl_protect *p, const sl_batch *fb, size_t j, const char *res, size_t rlen,
+                        int64_t *limit, int64_t duration_ms, int nodes, int64_t now,
+                        sl_response *r)
 {
     const sl_response *fr = &fb->resps[j];
     *r = *fr;
@@ -412,15 +462,35 @@ bool sl_gubprotect_fleet_taken(sl_protect *p, const sl_batch *fb, size_t j, int6
     bool local = fr->error || sl_batch_meta_get(&fb->resp_meta[j], META_FAIL_OPEN);
     if (local) {
         /* the owner could not answer: give back what --fail-open took here on its key, and
-         * take from this node's share of the fleet instead */
-        if (!fr->error && fr->status == SL_UNDER_LIMIT)
-            sl_protect_fleet_give(p, r->lease_id, now);
+         * take from this node's share instead */
+        bool took = !fr->error && fr->status == SL_UNDER_LIMIT;
         *limit = sl_protect_share(*limit, nodes > 0 ? (uint32_t)nodes : 1);
-        sl_protect_fleet_take_local(p, *limit, duration_ms, now, r);
+        if (res) {
+            if (took)
+                sl_protect_conc_give(p, res, rlen, r->lease_id, now);
+            sl_protect_conc_take_local(p, res, rlen, *limit, duration_ms, now, r);
+        } else {
+            if (took)
+                sl_protect_fleet_give(p, r->lease_id, now);
+            sl_protect_fleet_take_local(p, *limit, duration_ms, now, r);
+        }
     } else if (!r->error && r->status == SL_UNDER_LIMIT) {
         sl_protect_lease_count(p, SL_PROTECT_LEASE_ACQUIRED);
     }
     return local;
+}
+
+bool sl_gubprotect_fleet_taken(sl_protect *p, const sl_batch *fb, size_t j, int64_t *limit,
+                               int64_t duration_ms, int nodes, int64_t now, sl_response *r)
+{
+    return lease_taken(p, fb, j, NULL, 0, limit, duration_ms, nodes, now, r);
+}
+
+bool sl_gubprotect_conc_taken(sl_protect *p, const sl_batch *fb, size_t j, const char *res,
+                              size_t rlen, int64_t *limit, int64_t duration_ms, int nodes,
+                              int64_t now, sl_response *r)
+{
+    return lease_taken(p, fb, j, res, rlen, limit, duration_ms, nodes, now, r);
 }
 
 sl_batch *sl_gubprotect_fleet_batch(sl_gubprotect_call *call)

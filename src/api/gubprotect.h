@@ -59,6 +59,28 @@ bool sl_gubprotect_fleet_taken(sl_protect *p, const sl_batch *fb, size_t j, int6
  * to route, hits 1 acquiring a lease of `limit` or hits -1 releasing `lease`. 0 or -ENOMEM. */
 int sl_gubprotect_fleet_item(sl_protect *p, sl_batch *fb, int64_t hits, int64_t limit,
                              int64_t duration_ms, uint64_t lease);
+/* The same for several leases in one batch (one round trip): each of the fleet's key (res NULL)
+ * or of a resource's concurrency key (sl_protect_conc_key; the resource is copied into fb),
+ * hits 1 acquires a lease of `limit`, 0 renews `lease` for duration_ms, -1 releases it. */
+typedef struct sl_gubprotect_lease {
+    const char *res;
+    size_t res_len;
+    int64_t hits, limit, duration_ms;
+    uint64_t lease;
+} sl_gubprotect_lease;
+int sl_gubprotect_lease_batch(sl_protect *p, sl_batch *fb, const sl_gubprotect_lease *items,
+                              size_t n);
+/* A resource's routed concurrency lease: as sl_gubprotect_fleet_taken, the fallback on this
+ * node's key of the resource (sl_protect_conc_take_local) with limit / nodes. */
+bool sl_gubprotect_conc_taken(sl_protect *p, const sl_batch *fb, size_t j, const char *res,
+                              size_t rlen, int64_t *limit, int64_t duration_ms, int nodes,
+                              int64_t now, sl_response *r);
+/* Give a fleet lease and a resource's concurrency lease back (either 0: none): one of this
+ * node's fallback keys is released here, one of the owner's goes into a heap batch to route and
+ * hand to sl_gubprotect_giveback_done (NULL: nothing to route, or out of memory: the lease runs
+ * out after its duration). */
+sl_batch *sl_gubprotect_lease_release(sl_protect *p, uint64_t fleet, const char *res,
+                                      size_t rlen, uint64_t conc, int64_t now);
 /* Give a fleet lease back: one of this node's share is released here (NULL), one of the owner's
  * becomes a heap batch to route and hand to sl_gubprotect_giveback_done (NULL when out of memory:
  * the lease runs out after its duration). */

@@ -855,7 +855,10 @@ attempt_send(sl_service *s, sl_exchange *ex, const sl_http_request *rq, const sl
 static void attempt_answered(sl_service *s, sl_call *c, const sl_http_request *rq,
                              const sl_attempt_req *q, uint64_t back, int64_t now)
 {
-    sl_batch *gb = back ? sl_gubprotect_fleet_release(s->cfg.protect, back, now) : NULL;
+    sl_batch *gb = back || c->att.conc_back
+                       ? sl_gubprotect_lease_release(s->cfg.protect, back, q->levee.resource,
+                                                     q->levee.resource_len, c->att.conc_back, now)
+                       : NULL;
     if (gb)
         submit(s, c->worker, gb, now, giveback_done, s->cfg.protect);
     attempt_send(s, c->ex, rq, q, pool_of(s, c->worker), c->t0);
@@ -895,13 +898,15 @@ static void attempt_fleet_done(void *ud, sl_batch *fb)
     sl_attempt_req q;
     attempt_headers(rq, &q, true);
     sl_response r;
-    bool local = sl_gubprotect_fleet_taken(s->cfg.protect, fb, 0, &c->att.limit,
-                                           c->att.duration_ms,
-                                           sl_router_peer_count(s->cfg.router), now, &r);
+    bool fleet = c->att.fleet_item >= 0, local = false; /* else the concurrency lease alone */
+    if (fleet)
+        local = sl_gubprotect_fleet_taken(s->cfg.protect, fb, (size_t)c->att.fleet_item,
+                                          &c->att.limit, c->att.duration_ms,
+                                          sl_router_peer_count(s->cfg.router), now, &r);
     const sl_quota_snap *snap = sl_quotasrc_read(s->cfg.quotas, &p->quota_reader);
     uint64_t back;
-    if (sl_attempt_resume(s->cfg.protect, c->worker, &s->cfg.levee, snap, &q, &c->att, &r, local,
-                          now, &p->answer, &back) == SL_ATTEMPT_STORE) {
+    if (sl_attempt_resume(s->cfg.protect, c->worker, &s->cfg.levee, snap, &q, &c->att,
+                          fleet ? &r : NULL, local, now, &p->answer, &back) == SL_ATTEMPT_STORE) {
         sl_rstore_submit(s->cfg.rstore, c->worker, &c->batch, now, attempt_store_done, c);
         return;
     }
@@ -936,6 +941,21 @@ static bool attempt_fleet(sl_service *s, sl_exchange *ex, const sl_attempt_req *
     return false;
 }
 
+/* The owner of a renewed lease's key answered (api/attempt.h SL_ATTEMPT_RENEW). */
+static void attempt_renew_done(void *ud, sl_batch *b)
+{
+    (void)b;
+    sl_call *c = ud;
+    sl_service *s = c->svc;
+    sl_call_pool *p = pool_of(s, c->worker);
+    const sl_http_request *rq = sl_exchange_request(c->ex);
+    sl_attempt_req q;
+    attempt_headers(rq, &q, true);
+    sl_attempt_renewed(&q, &c->att, &p->answer);
+    attempt_send(s, c->ex, rq, &q, p, c->t0);
+    call_put(c);
+}
+
 /* Levee's /attempt: under protection when the node has it, else the rate quotas alone. */
 static void attempt(sl_service *s, sl_exchange *ex, const sl_http_request *rq, int64_t t0)
 {
@@ -951,21 +971,30 @@ static void attempt(sl_service *s, sl_exchange *ex, const sl_http_request *rq, i
     if (s->cfg.protect) {
         attempt_headers(rq, &q, true);
         sl_attempt_fleet st;
-        sl_call *c = NULL; /* on the Redis store: the call its items wait in */
-        st.store = NULL;
-        if (__builtin_expect(s->cfg.rstore != NULL, 0)) {
+        sl_call *c = NULL; /* on the Redis store or in a cluster: the call its items wait in */
+        st.store = st.leases = NULL;
+        int nodes = sl_router_peer_count(s->cfg.router);
+        if (__builtin_expect(s->cfg.rstore != NULL || nodes > 1, 0)) {
             if (!(c = call_get(s, ex, M_ATTEMPT, T_HTTP, t0))) {
                 answer_error(s, ex, M_ATTEMPT, T_HTTP, SL_GRPC_RESOURCE_EXHAUSTED,
                              "out of memory", t0);
                 return;
             }
-            st.store = &c->batch;
+            st.store = s->cfg.rstore ? &c->batch : NULL;
+            st.leases = &c->batch; /* the fleet's and the resource's leases: one round trip */
+            st.nodes = nodes;
         }
         int rc = sl_attempt_begin(s->cfg.protect, worker, &s->cfg.levee, snap, &q, now, &st,
                                   &p->answer);
         if (rc == SL_ATTEMPT_STORE) {
             c->att = st;
             sl_rstore_submit(s->cfg.rstore, worker, &c->batch, now, attempt_store_done, c);
+            return;
+        }
+        if (rc && st.leases) {
+            c->att = st;
+            submit(s, worker, &c->batch, now,
+                   rc == SL_ATTEMPT_RENEW ? attempt_renew_done : attempt_fleet_done, c);
             return;
         }
         if (rc && attempt_fleet(s, ex, &q, snap, &st, c, now, t0))
@@ -1000,7 +1029,22 @@ static void release_fleet_done(void *ud, sl_batch *fb)
     call_put(c);
 }
 
-/* /release: the concurrency lease here, a fleet lease of the owner's given back to it (routed). */
+/* The owners of a /release's leases answered (api/attempt.h sl_attempt_release_route). */
+static void release_routed_done(void *ud, sl_batch *b)
+{
+    (void)b;
+    sl_call *c = ud;
+    sl_service *s = c->svc;
+    sl_call_pool *p = pool_of(s, c->worker);
+    sl_attempt_release_req rr;
+    release_headers(sl_exchange_request(c->ex), &rr);
+    sl_attempt_release_done(s->cfg.protect, &rr, &c->att, c->att_rc, &p->answer);
+    respond_answer(s, c->ex, M_RELEASE, &p->answer, c->t0);
+    call_put(c);
+}
+
+/* /release: the concurrency lease here, a fleet lease of the owner's given back to it (routed);
+ * in a cluster or on the Redis store both leases are the owners' (one batch). */
 static void release(sl_service *s, sl_exchange *ex, const sl_http_request *rq, int64_t t0)
 {
     sl_call_pool *p = pool_of(s, sl_exchange_worker(ex));
@@ -1010,6 +1054,23 @@ static void release(sl_service *s, sl_exchange *ex, const sl_http_request *rq, i
         return;
     int64_t now = sl_exchange_now_ms(ex);
     int conc_rc;
+    if (s->cfg.rstore || sl_router_peer_count(s->cfg.router) > 1) {
+        sl_call *c = call_get(s, ex, M_RELEASE, T_HTTP, t0);
+        if (!c) {
+            answer_error(s, ex, M_RELEASE, T_HTTP, SL_GRPC_RESOURCE_EXHAUSTED, "out of memory",
+                         t0);
+            return;
+        }
+        c->att.leases = &c->batch;
+        if (sl_attempt_release_route(s->cfg.protect, &rr, now, &c->att, &conc_rc, &p->answer)) {
+            c->att_rc = conc_rc;
+            submit(s, c->worker, &c->batch, now, release_routed_done, c);
+            return;
+        }
+        call_put(c);
+        respond_answer(s, ex, M_RELEASE, &p->answer, t0);
+        return;
+    }
     uint64_t fleet = sl_attempt_release_begin(s->cfg.protect, &rr, now, true, &conc_rc,
                                               &p->answer);
     if (fleet) {

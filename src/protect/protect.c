@@ -6,7 +6,8 @@
  * limit, and "<ns>.fleet"/noncritical with (1 - reserve) * capacity, both divided by the
  * resource's group size as Levee divides its rate quotas (each of DF limiters sees 1/DF of the
  * traffic). Critical calls take no fleet lease: the fleet shedder never sheds them, and the
- * reserve is what they use.
+ * reserve is what they use. Routed (a cluster, a store), both keys are decided by their owner
+ * with the whole limit; the "*.local" keys here hold the fallback's share meanwhile.
  */
 #include "protect/protect.h"
 
@@ -23,8 +24,10 @@
 #define FLEET_KEY "noncritical"
 #define FLEET_LOCAL_KEY "noncritical.local"
 
-enum { LS_ACQUIRED, LS_RELEASED, LS_NOT_FOUND, LS_COUNT };
-static const char *const ls_names[LS_COUNT] = {"acquired", "released", "not_found"};
+/* local: a fleet or concurrency lease decided on this node's share while its key's owner could
+ * not be reached (the fallback keys) */
+enum { LS_ACQUIRED, LS_RELEASED, LS_NOT_FOUND, LS_LOCAL, LS_COUNT };
+static const char *const ls_names[LS_COUNT] = {"acquired", "released", "not_found", "local"};
 
 typedef struct pworker {
     sl_shed shed;
@@ -35,6 +38,8 @@ struct sl_protect {
     sl_protect_config cfg;
     char conc_name[SL_MAX_NAME_LEN];
     size_t conc_name_len;
+    char conc_local_name[SL_MAX_NAME_LEN]; /* "<ns>.conc.local": the routed leases' fallback */
+    size_t conc_local_name_len;
     char fleet_name[SL_MAX_NAME_LEN];
     size_t fleet_name_len;
     pworker *w;
@@ -271,24 +276,51 @@ void sl_protect_fleet_key(const sl_protect *p, const char **name, size_t *name_l
 void sl_protect_fleet_take_local(sl_protect *p, int64_t limit, int64_t duration_ms, int64_t now,
                                  sl_response *r)
 {
+    sl_metrics_counter_inc(p->leases[LS_LOCAL]);
     take(p, p->fleet_name, p->fleet_name_len, FLEET_LOCAL_KEY, sizeof FLEET_LOCAL_KEY - 1, limit,
          duration_ms, now, r);
 }
 
-int sl_protect_fleet_give_local(sl_protect *p, uint64_t lease, int64_t now)
+/* A give of a fallback key: not found here is normal (the lease came from the owner): not
+ * counted. 1 released, 0 not found, -1 another error. */
+static int give_local(sl_protect *p, const char *name, size_t nl, const char *key, size_t kl,
+                      uint64_t lease, int64_t now)
 {
-    /* not found here is normal (the lease came from the owner): not counted */
     if (!lease)
         return 0;
     sl_request q;
     sl_response r;
-    lease_req(&q, p->fleet_name, p->fleet_name_len, FLEET_LOCAL_KEY, sizeof FLEET_LOCAL_KEY - 1,
-              -1, 0, 1, lease);
+    lease_req(&q, name, nl, key, kl, -1, 0, 1, lease);
     sl_engine_decide(p->cfg.engine, &q, &r, now);
     if (r.error)
         return r.error == sl_conc_err_not_found ? 0 : -1;
     sl_metrics_counter_inc(p->leases[LS_RELEASED]);
     return 1;
+}
+
+int sl_protect_fleet_give_local(sl_protect *p, uint64_t lease, int64_t now)
+{
+    return give_local(p, p->fleet_name, p->fleet_name_len, FLEET_LOCAL_KEY,
+                      sizeof FLEET_LOCAL_KEY - 1, lease, now);
+}
+
+void sl_protect_conc_key(const sl_protect *p, const char **name, size_t *name_len)
+{
+    *name = p->conc_name;
+    *name_len = p->conc_name_len;
+}
+
+void sl_protect_conc_take_local(sl_protect *p, const char *res, size_t len, int64_t limit,
+                                int64_t duration_ms, int64_t now, sl_response *r)
+{
+    sl_metrics_counter_inc(p->leases[LS_LOCAL]);
+    take(p, p->conc_local_name, p->conc_local_name_len, res, len, limit, duration_ms, now, r);
+}
+
+int sl_protect_conc_give_local(sl_protect *p, const char *res, size_t len, uint64_t lease,
+                               int64_t now)
+{
+    return give_local(p, p->conc_local_name, p->conc_local_name_len, res, len, lease, now);
 }
 
 void sl_protect_lease_count(sl_protect *p, sl_protect_lease_event ev)
@@ -303,18 +335,31 @@ int sl_protect_conc_give(sl_protect *p, const char *res, size_t len, uint64_t le
     return give(p, p->conc_name, p->conc_name_len, res, len, lease, now);
 }
 
-int sl_protect_conc_renew(sl_protect *p, const char *res, size_t len, uint64_t lease,
-                          int64_t duration_ms, int64_t now)
+static int renew(sl_protect *p, const char *name, size_t nl, const char *res, size_t len,
+                 uint64_t lease, int64_t duration_ms, int64_t now)
 {
     if (!lease)
         return 0;
     sl_request q;
     sl_response r;
-    lease_req(&q, p->conc_name, p->conc_name_len, res, len, 0, 0, duration_ms, lease);
+    lease_req(&q, name, nl, res, len, 0, 0, duration_ms, lease);
     sl_engine_decide(p->cfg.engine, &q, &r, now);
     if (!r.error)
         return 1;
     return r.error == sl_conc_err_not_found ? 0 : -1;
+}
+
+int sl_protect_conc_renew(sl_protect *p, const char *res, size_t len, uint64_t lease,
+                          int64_t duration_ms, int64_t now)
+{
+    return renew(p, p->conc_name, p->conc_name_len, res, len, lease, duration_ms, now);
+}
+
+int sl_protect_conc_renew_local(sl_protect *p, const char *res, size_t len, uint64_t lease,
+                                int64_t duration_ms, int64_t now)
+{
+    return renew(p, p->conc_local_name, p->conc_local_name_len, res, len, lease, duration_ms,
+                 now);
 }
 
 /* ---------------------------------------------------------------- lifecycle and metrics */
@@ -372,7 +417,8 @@ static int register_metrics(sl_protect *p)
     rc = sl_metrics_counter_family(m, "sluice_leases_total",
                                    "Concurrency and fleet leases taken and given back by /attempt, "
                                    "/release and the fleet shedder (not_found: already released "
-                                   "or expired).",
+                                   "or expired; local: decided on this node's share while the "
+                                   "key's owner could not be reached).",
                                    "event", &f);
     if (rc)
         return rc;
@@ -412,13 +458,15 @@ int sl_protect_new(const sl_protect_config *cfg, sl_protect **out)
     const char *ns = cfg->name && cfg->name[0] ? cfg->name : "levee";
     int n1 = snprintf(p->conc_name, sizeof p->conc_name, "%s.conc", ns);
     int n2 = snprintf(p->fleet_name, sizeof p->fleet_name, "%s.fleet", ns);
+    int n3 = snprintf(p->conc_local_name, sizeof p->conc_local_name, "%s.conc.local", ns);
     if (n1 < 0 || (size_t)n1 >= sizeof p->conc_name || n2 < 0 ||
-        (size_t)n2 >= sizeof p->fleet_name) {
+        (size_t)n2 >= sizeof p->fleet_name || n3 < 0 || (size_t)n3 >= sizeof p->conc_local_name) {
         free(p);
         return -EINVAL;
     }
     p->conc_name_len = (size_t)n1;
     p->fleet_name_len = (size_t)n2;
+    p->conc_local_name_len = (size_t)n3;
     p->nw = (cfg->workers > 0 ? cfg->workers : 1) + 1;
     size_t bytes = (size_t)p->nw * sizeof *p->w;
     p->w = aligned_alloc(64, bytes);

@@ -10,7 +10,8 @@
  *     the engine, "<ns>.conc"/<resource> and "<ns>.fleet"/noncritical, taken and given back here
  *     and counted (sluice_leases_total); over the Gubernator API the fleet key is routed to its
  *     owner by the caller (one count for the cluster), with "<ns>.fleet"/noncritical.local here
- *     as the fallback while the owner is unreachable;
+ *     as the fallback while the owner is unreachable; in a cluster or on a store /attempt routes a
+ *     resource's lease the same way, "<ns>.conc.local"/<resource> its fallback;
  *   - each worker's view of the switchboard (config/killswitch.h) and the counters of the
  *     kill -> shadow -> enforce ladder (protect/ladder.h);
  *   - the rate limit on its own would-reject and shed log lines.
@@ -128,5 +129,19 @@ void sl_protect_lease_count(sl_protect *p, sl_protect_lease_event ev);
 /* Renew a resource's lease: it expires duration_ms from now. 1 renewed, 0 not found, -1 error. */
 int sl_protect_conc_renew(sl_protect *p, const char *res, size_t len, uint64_t lease,
                           int64_t duration_ms, int64_t now);
+
+/* The cluster's concurrency limit of a resource (/attempt in a cluster or on a store): the
+ * CONCURRENCY key "<ns>.conc"/<resource>, whose leases the caller routes to the key's owner like
+ * the fleet's (*name: this service's string, valid for its life). While the owner cannot be
+ * reached, a node takes its leases from a key of its own, "<ns>.conc.local"/<resource>, with its
+ * share of the limit (limit / nodes): the fallback; _take_local, _give_local (not found not
+ * counted: the lease may be the owner's) and _renew_local decide that key here. */
+void sl_protect_conc_key(const sl_protect *p, const char **name, size_t *name_len);
+void sl_protect_conc_take_local(sl_protect *p, const char *res, size_t len, int64_t limit,
+                                int64_t duration_ms, int64_t now, sl_response *r);
+int sl_protect_conc_give_local(sl_protect *p, const char *res, size_t len, uint64_t lease,
+                               int64_t now);
+int sl_protect_conc_renew_local(sl_protect *p, const char *res, size_t len, uint64_t lease,
+                                int64_t duration_ms, int64_t now);
 
 #endif

@@ -4,6 +4,7 @@ nodes, each told capacity 10 and reserve 0.2, admit 8 non-critical CONCURRENCY c
 items, for Levee's POST /attempt, and for both together. With the owner gone, the other node falls
 back to its share (8 / 2 = 4), and says so (metadata fleet=local; X-Fleet: local on /attempt)."""
 import json
+import re
 import time
 
 from conftest import free_port, http
@@ -48,9 +49,9 @@ def release(addr, lease):
     return http("POST", "http://%s/release" % addr, "", {"X-Lease-Id": lease}, timeout=10)
 
 
-def cluster(node_factory, tmp_path):
+def cluster(node_factory, tmp_path, quotas=QUOTAS):
     q = tmp_path / "quotas.yaml"
-    q.write_text(QUOTAS)
+    q.write_text(quotas)
     addrs = ["127.0.0.1:%d" % free_port() for _ in range(2)]
     nodes = []
     for a in addrs:
@@ -182,3 +183,82 @@ def test_gubernator_and_attempt_callers_share_one_fleet(node_factory, tmp_path):
                            json.dumps({"requests": [rel]}))
     assert status == 200 and not json.loads(body)["responses"][0].get("error"), body
     assert attempt(addrs[1], "search")[0] == 200
+
+
+# The resource's concurrency limit of /attempt is one count for the cluster too: its leases are
+# items of the CONCURRENCY key levee.conc/<resource>, routed to its owner in the same batch as the
+# fleet's (docs/protection.md "One count for the cluster").
+CONC_QUOTAS = """
+limit:
+  key_default: {rate: 100000, burst: 100000}
+concurrency:
+  default: {limit: 4, duration: 60s}
+fleet: {capacity: 100, reserve: 0.2, duration: 60s}
+"""
+
+
+def conc_owner(addr, resource):
+    peek = {"name": "levee.conc", "unique_key": resource, "hits": 0, "limit": 4,
+            "duration": 60000, "algorithm": 6}
+    status, _, body = http("POST", "http://%s/v1/GetRateLimits" % addr,
+                           json.dumps({"requests": [peek]}))
+    assert status == 200, body
+    return json.loads(body)["responses"][0]["metadata"]["owner"]
+
+
+def renew(addr, lease):
+    return http("POST", "http://%s/attempt" % addr, "",
+                {"X-Concurrency": "renew", "X-Lease-Id": lease}, timeout=10)
+
+
+def check_one_concurrency_count(addrs, resource="search"):
+    """8 acquires alternating between two nodes of concurrency limit 4 admit 4 in all; a lease
+    released or renewed on the other node works there. Returns the admitted answers."""
+    answers = [attempt(addrs[i % 2], resource) for i in range(8)]
+    ok = [(i, h) for i, (st, h, _) in enumerate(answers) if st == 200]
+    assert len(ok) == 4, [a[0] for a in answers]
+    rejected = [(st, h, b) for st, h, b in answers if st != 200]
+    assert all(st == 429 and h["ratelimit-policy"] == '"concurrency";q=4' and
+               b.startswith(b"concurrency limit reached: 4 calls") for st, h, b in rejected)
+    assert all("x-concurrency-source" not in h for _, h, _ in answers)  # the owner decided
+    # every admitted call holds a fleet lease too: both went out in one batch
+    assert all(h["x-lease-id"].split(".")[1] != "0" * 16 for _, h in ok)
+    i, h = ok[0]
+    other = addrs[1 - i % 2]
+    st, rh, _ = renew(other, h["x-lease-id"])
+    assert st == 200, (st, rh)
+    assert release(other, h["x-lease-id"])[0] == 200
+    assert release(other, h["x-lease-id"])[0] == 404  # once
+    assert renew(other, h["x-lease-id"])[0] == 404
+    assert attempt(addrs[1], resource)[0] == 200
+    assert attempt(addrs[0], resource)[0] == 429
+    return ok
+
+
+def test_attempt_concurrency_is_one_count_and_falls_back_to_its_share(node_factory, tmp_path):
+    nodes, addrs = cluster(node_factory, tmp_path, CONC_QUOTAS)
+    ok = check_one_concurrency_count(addrs)
+    by_node = [sum(1 for i, _ in ok if i % 2 == k) for k in range(2)]
+    assert all(by_node), by_node
+
+    # the key's owner goes away: the survivor takes from its share, floor(4 / 2) = 2, says so
+    # and counts it
+    owner = conc_owner(addrs[0], "search")
+    dead = addrs.index(owner)
+    nodes[dead].stop()
+    survivor = addrs[1 - dead]
+    t0 = time.time()
+    fallback = [attempt(survivor, "search") for _ in range(3)]
+    ms = (time.time() - t0) * 1000 / len(fallback)
+    assert [st for st, _, _ in fallback] == [200, 200, 429], fallback
+    assert all(h.get("x-concurrency-source") == "local" for _, h, _ in fallback), fallback
+    assert fallback[2][1]["ratelimit-policy"] == '"concurrency";q=2'
+    # a lease of the share is renewed and goes back here
+    assert renew(survivor, fallback[0][1]["x-lease-id"])[0] == 200
+    assert release(survivor, fallback[0][1]["x-lease-id"])[0] == 200
+    assert attempt(survivor, "search")[0] == 200
+    status, _, body = http("GET", "http://%s/metrics" % survivor)
+    local = re.search(rb'sluice_leases_total\{event="local"\} (\d+)', body)
+    assert local and int(local.group(1)) >= 4, body
+    print("/attempt concurrency cluster-wide: admitted 4 of 8 (per node %s); owner down: 2 of 3 "
+          "on the survivor (share 4/2), %.1f ms per call" % (by_node, ms))

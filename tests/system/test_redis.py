@@ -414,3 +414,21 @@ def test_attempt_fleet_is_one_count_in_redis(node_factory, redis_server, tmp_pat
     assert flt.attempt(addrs[0], "search")[0] == 503
     # Gubernator callers count in the same fleet
     assert flt.acquire(addrs[0], "g")["status"] == "OVER_LIMIT"
+
+
+def test_attempt_concurrency_is_one_count_in_redis(node_factory, redis_server, tmp_path):
+    """test_fleet.py's concurrency limit on stateless nodes: two --store redis nodes with a
+    concurrency limit of 4 admit 4 acquisitions in all; the leases are Redis's, released and
+    renewed through either node."""
+    nodes = two_attempt_nodes(node_factory, redis_server, tmp_path, flt.CONC_QUOTAS)
+    addrs = [n.addr for n in nodes]
+    leases = lambda: redis_server.cmd("HLEN", "sl:{10:levee.conc:search}|leases")  # noqa: E731
+    ok = flt.check_one_concurrency_count(addrs)
+    assert len(ok) == 4
+    assert leases() == "4"  # released one, took one again
+    # the last renewal, and a release: in Redis
+    i, h = ok[1]
+    assert flt.renew(addrs[1 - i % 2], h["x-lease-id"])[0] == 200
+    assert flt.release(addrs[i % 2], h["x-lease-id"])[0] == 200
+    assert leases() == "3"
+    assert metric(nodes[0], "sluice_redis_items_total") > 0

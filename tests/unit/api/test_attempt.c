@@ -12,7 +12,10 @@
  * when the owner cannot answer, the give-back of a later rejection, /release giving an owner's
  * lease back, and no fleet step for critical calls or calls without a lease. Rate quotas in a
  * store (--store redis): their items out of sl_attempt_begin / _resume, the answer and the
- * leases' give-back from sl_attempt_store_done.
+ * leases' give-back from sl_attempt_store_done. The resource's concurrency limit routed too:
+ * its item of the cluster's limit beside the fleet's in one batch, renewal and /release of the
+ * owner's lease, the give-back of either when the other rejects, and the fallback share with
+ * X-Concurrency-Source: local when the owner cannot answer.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -628,8 +631,10 @@ static int in_store(fx *f, sl_engine *store, const char *res, const char *prio, 
     sl_batch b;
     sl_batch_init(&b, 0);
     sl_attempt_fleet st;
-    memset(&st, 0x55, sizeof st); /* as node/service.c: only .store is set by the caller */
+    memset(&st, 0x55, sizeof st); /* as node/service.c: only .store and .leases are set by the
+                                     caller (.leases NULL: the concurrency lease decided here) */
     st.store = &b;
+    st.leases = NULL;
     uint64_t back = 0;
     *rounds = 0;
     int rc = sl_attempt_begin(f->p, 0, &f->lcfg, f->snap, &q, f->now, &st, &resp);
@@ -665,6 +670,239 @@ static int in_store(fx *f, sl_engine *store, const char *res, const char *prio, 
     sl_batch_free(&b);
     return resp.status;
 }
+
+/* The resource's concurrency limit routed too (a cluster or a store: st.leases set): one batch
+ * with the fleet's item and the resource's, decided by the engine as the keys' owner (or failed:
+ * `down`), then resume. *st as the call left it (conc_back: the owner's lease to give back). */
+static int routed_conc(fx *f, const char *res, const char *prio, bool down, int nodes,
+                       sl_batch *fb, sl_attempt_fleet *st, uint64_t *back)
+{
+    sl_attempt_req q = acquire_req(res, prio);
+    memset(st, 0x55, sizeof *st);
+    st->store = NULL;
+    st->leases = fb;
+    st->nodes = nodes;
+    *back = 0;
+    sl_batch_reset(fb);
+    int rc = sl_attempt_begin(f->p, 0, &f->lcfg, f->snap, &q, f->now, st, &resp);
+    if (!rc)
+        return resp.status;
+    assert_int_equal(rc, 1);
+    assert_int_equal(fb->n, (size_t)(st->fleet_item >= 0) + (size_t)(st->conc_item >= 0));
+    for (size_t j = 0; j < fb->n; j++) {
+        assert_int_equal(fb->reqs[j].algorithm, SL_CONCURRENCY);
+        if (down)
+            fb->resps[j] = (sl_response){.error = "peer unreachable"};
+        else
+            sl_engine_decide(f->engine, &fb->reqs[j], &fb->resps[j], f->now);
+    }
+    sl_response r;
+    bool local = false;
+    if (st->fleet_item >= 0)
+        local = sl_gubprotect_fleet_taken(f->p, fb, (size_t)st->fleet_item, &st->limit,
+                                          st->duration_ms, nodes, f->now, &r);
+    assert_int_equal(sl_attempt_resume(f->p, 0, &f->lcfg, f->snap, &q, st,
+                                       st->fleet_item >= 0 ? &r : NULL, local, f->now, &resp,
+                                       back),
+                     0);
+    return resp.status;
+}
+
+/* A routed give-back or release batch decided by the owner (the engine): released count. */
+static int route_all(fx *f, sl_batch *g)
+{
+    int n = 0;
+    for (size_t j = 0; j < g->n; j++) {
+        sl_engine_decide(f->engine, &g->reqs[j], &g->resps[j], f->now);
+        n += sl_gubprotect_fleet_released(f->p, &g->resps[j]) == 1;
+    }
+    return n;
+}
+
+static void test_routed_concurrency(void **state)
+{
+    fx *f = *state;
+    uint64_t back;
+    sl_attempt_fleet st;
+    sl_batch fb;
+    sl_batch_init(&fb, 0);
+    /* the group size divides a node's own limit, not the cluster's one count */
+    const char *kv[] = {"factor/default=2", NULL};
+    quotas(f, kv);
+    char *ids[20];
+    for (int i = 0; i < 20; i++) {
+        assert_int_equal(routed_conc(f, "search", "critical", false, 2, &fb, &st, &back), 200);
+        /* a critical call: the resource's item alone, of the cluster's limit */
+        assert_int_equal(fb.n, 1);
+        assert_int_equal(st.fleet_item, -1);
+        assert_int_equal(fb.reqs[0].limit, 20);
+        assert_int_equal(fb.reqs[0].name_len, 10);
+        assert_memory_equal(fb.reqs[0].name, "levee.conc", 10);
+        assert_int_equal(fb.reqs[0].unique_key_len, 6);
+        assert_memory_equal(fb.reqs[0].unique_key, "search", 6);
+        assert_null(header("X-Concurrency-Source"));
+        ids[i] = lease();
+        assert_memory_equal(ids[i] + 17, "0000000000000000.search", 23);
+    }
+    assert_int_equal(routed_conc(f, "search", "critical", false, 2, &fb, &st, &back), 429);
+    assert_limiter(SL_LADDER_CONC, "concurrency");
+    assert_header("RateLimit-Policy", "\"concurrency\";q=20");
+    /* the owner holds them: a node deciding here has none of them */
+    sl_response r;
+    sl_protect_conc_take(f->p, "search", 6, 20, 10000, f->now, &r);
+    assert_int_equal(r.status, SL_OVER_LIMIT);
+
+    /* renewal: the owner's lease, asked of the owner */
+    sl_attempt_req q = {.concurrency = "renew", .concurrency_len = 5, .lease_id = ids[3],
+                        .lease_id_len = strlen(ids[3])};
+    st.leases = &fb;
+    sl_batch_reset(&fb);
+    assert_int_equal(sl_attempt_begin(f->p, 0, &f->lcfg, f->snap, &q, f->now, &st, &resp),
+                     SL_ATTEMPT_RENEW);
+    assert_int_equal(fb.n, 1);
+    assert_int_equal(fb.reqs[0].hits, 0);
+    assert_int_equal(fb.reqs[0].duration, 10000);
+    sl_engine_decide(f->engine, &fb.reqs[0], &fb.resps[0], f->now);
+    sl_attempt_renewed(&q, &st, &resp);
+    assert_int_equal(resp.status, 200);
+
+    /* /release: the owner's lease in a batch to route; once */
+    sl_attempt_release_req rr = {.lease_id = ids[3], .lease_id_len = strlen(ids[3]),
+                                 .req_id = "r-2", .req_id_len = 3};
+    int conc_rc;
+    for (int k = 0; k < 2; k++) {
+        sl_batch_reset(&fb);
+        st.leases = &fb;
+        assert_int_equal(sl_attempt_release_route(f->p, &rr, f->now, &st, &conc_rc, &resp), 1);
+        assert_int_equal(st.fleet_item, -1);
+        assert_int_equal(st.conc_item, 0);
+        assert_int_equal(fb.reqs[0].hits, -1);
+        sl_engine_decide(f->engine, &fb.reqs[0], &fb.resps[0], f->now);
+        sl_attempt_release_done(f->p, &rr, &st, conc_rc, &resp);
+        assert_int_equal(resp.status, k ? 404 : 200);
+        assert_header("X-Req-Id", "r-2");
+    }
+    /* a renewal of a released lease: not found */
+    sl_batch_reset(&fb);
+    assert_int_equal(sl_attempt_begin(f->p, 0, &f->lcfg, f->snap, &q, f->now, &st, &resp),
+                     SL_ATTEMPT_RENEW);
+    sl_engine_decide(f->engine, &fb.reqs[0], &fb.resps[0], f->now);
+    sl_attempt_renewed(&q, &st, &resp);
+    assert_int_equal(resp.status, 404);
+    assert_int_equal(routed_conc(f, "search", "critical", false, 2, &fb, &st, &back), 200);
+    for (int i = 0; i < 20; i++)
+        free(ids[i]);
+    sl_batch_free(&fb);
+}
+
+static void test_routed_concurrency_with_the_fleet(void **state)
+{
+    fx *f = *state;
+    uint64_t back;
+    sl_attempt_fleet st;
+    sl_batch fb;
+    sl_batch_init(&fb, 0);
+    /* a non-critical acquire: the fleet's item and the resource's in one batch */
+    assert_int_equal(routed_conc(f, "one", "get", false, 2, &fb, &st, &back), 200);
+    assert_int_equal(fb.n, 2);
+    assert_int_equal(st.fleet_item, 0);
+    assert_int_equal(st.conc_item, 1);
+    assert_int_equal(fb.reqs[0].limit, 8);
+    assert_int_equal(fb.reqs[1].limit, 1);
+    char *held = lease();
+    assert_true(memcmp(held + 17, "0000000000000000", 16) != 0);
+    /* "one" is full at its owner: the fleet lease of the same round trip goes back */
+    assert_int_equal(routed_conc(f, "one", "get", false, 2, &fb, &st, &back), 429);
+    assert_limiter(SL_LADDER_CONC, "concurrency");
+    assert_true(back != 0);
+    assert_int_equal(st.conc_back, 0);
+    sl_batch *g = sl_gubprotect_lease_release(f->p, back, "one", 3, st.conc_back, f->now);
+    assert_non_null(g);
+    assert_int_equal(g->n, 1);
+    assert_int_equal(route_all(f, g), 1);
+    sl_gubprotect_giveback_done(f->p, g);
+    /* fill the fleet (8 with the one held): the shed call's concurrency lease goes back */
+    for (int i = 0; i < 7; i++)
+        assert_int_equal(routed_conc(f, "many", "get", false, 2, &fb, &st, &back), 200);
+    assert_int_equal(routed_conc(f, "many", "get", false, 2, &fb, &st, &back), 503);
+    assert_limiter(SL_LADDER_FLEET, "fleet");
+    assert_int_equal(back, 0);
+    assert_true(st.conc_back != 0);
+    g = sl_gubprotect_lease_release(f->p, 0, "many", 4, st.conc_back, f->now);
+    assert_non_null(g);
+    assert_int_equal(g->n, 1);
+    assert_memory_equal(g->reqs[0].unique_key, "many", 4);
+    assert_int_equal(route_all(f, g), 1);
+    sl_gubprotect_giveback_done(f->p, g);
+
+    /* /release of both leases of the owners: one batch of two items */
+    sl_attempt_release_req rr = {.lease_id = held, .lease_id_len = strlen(held)};
+    int conc_rc;
+    sl_batch_reset(&fb);
+    st.leases = &fb;
+    assert_int_equal(sl_attempt_release_route(f->p, &rr, f->now, &st, &conc_rc, &resp), 1);
+    assert_int_equal(fb.n, 2);
+    assert_int_equal(route_all(f, &fb), 2);
+    sl_attempt_release_done(f->p, &rr, &st, conc_rc, &resp);
+    assert_int_equal(resp.status, 200);
+    assert_int_equal(routed_conc(f, "one", "get", false, 2, &fb, &st, &back), 200);
+    free(held);
+    sl_batch_free(&fb);
+}
+
+static void test_routed_concurrency_fallback(void **state)
+{
+    fx *f = *state;
+    uint64_t back;
+    sl_attempt_fleet st;
+    sl_batch fb;
+    sl_batch_init(&fb, 0);
+    /* the owner unreachable: this node's share, floor(20 / 2) = 10, said and counted */
+    char *ids[10];
+    for (int i = 0; i < 10; i++) {
+        assert_int_equal(routed_conc(f, "search", "critical", true, 2, &fb, &st, &back), 200);
+        assert_header("X-Concurrency-Source", "local");
+        ids[i] = lease();
+    }
+    assert_int_equal(routed_conc(f, "search", "critical", true, 2, &fb, &st, &back), 429);
+    assert_header("X-Concurrency-Source", "local");
+    assert_header("RateLimit-Policy", "\"concurrency\";q=10");
+    char *txt = NULL;
+    size_t len = 0;
+    assert_int_equal(sl_metrics_render_prometheus(f->metrics, &txt, &len), 0);
+    assert_non_null(strstr(txt, "sluice_leases_total{event=\"local\"} 11"));
+    free(txt);
+    /* the share's leases are renewed and released here: nothing to route */
+    sl_attempt_req q = {.concurrency = "renew", .concurrency_len = 5, .lease_id = ids[0],
+                        .lease_id_len = strlen(ids[0])};
+    st.leases = &fb;
+    assert_int_equal(sl_attempt_begin(f->p, 0, &f->lcfg, f->snap, &q, f->now, &st, &resp), 0);
+    assert_int_equal(resp.status, 200);
+    sl_attempt_release_req rr = {.lease_id = ids[0], .lease_id_len = strlen(ids[0])};
+    int conc_rc;
+    assert_int_equal(sl_attempt_release_route(f->p, &rr, f->now, &st, &conc_rc, &resp), 0);
+    assert_int_equal(resp.status, 200);
+    assert_int_equal(routed_conc(f, "search", "critical", true, 2, &fb, &st, &back), 200);
+    /* the concurrency limiter off: nothing routed, no lease, the killed event counted once */
+    set_switch(f, "concurrency", SL_KILLSWITCH_KILLED);
+    assert_int_equal(routed_conc(f, "one", "critical", false, 2, &fb, &st, &back), 200);
+    assert_int_equal(fb.n, 0);
+    assert_null(header("X-Lease-Id"));
+    assert_header("X-Sluice-Killswitch", "concurrency");
+    txt = NULL;
+    assert_int_equal(sl_metrics_render_prometheus(f->metrics, &txt, &len), 0);
+    assert_non_null(strstr(
+        txt, "sluice_protect_events_total{limiter=\"concurrency\",event=\"killswitch\"} 1\n"));
+    free(txt);
+    set_switch(f, "concurrency", SL_KILLSWITCH_ENFORCE);
+    /* the owner back: the cluster's count, the share's leases apart */
+    assert_int_equal(routed_conc(f, "search", "critical", false, 2, &fb, &st, &back), 200);
+    assert_null(header("X-Concurrency-Source"));
+    for (int i = 0; i < 10; i++)
+        free(ids[i]);
+    sl_batch_free(&fb);
+}
+
 
 static void test_rate_quotas_in_a_store(void **state)
 {
@@ -718,6 +956,9 @@ int main(void)
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_rate_quotas_in_a_store, setup, teardown),
+        T(test_routed_concurrency),
+        T(test_routed_concurrency_with_the_fleet),
+        T(test_routed_concurrency_fallback),
         T(test_twenty_in_flight), T(test_release_forms), T(test_fleet),
         T(test_group_size),       T(test_give_back),     T(test_priorities),
         T(test_worker_shedder),   T(test_shadow_rate),   T(test_kill_switches),
