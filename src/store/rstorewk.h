@@ -1,6 +1,10 @@
 /*
- * The Redis store's internal state (store/rstore.c; the public API is store/rstore.h), apart so
- * that the module's halves can share it.
+ * The Redis store's internal state, shared by its two halves and by nothing else: store/rstore.c
+ * (the per-request path: items cut into script calls, submit, replies, NOSCRIPT, MOVED / ASK,
+ * parked calls, per-item errors or fail-open) and store/rstorectl.c (the connections and the
+ * module's control: connect, deadlines, reconnection with backoff, the per-master connection
+ * table and topology refreshes, worker start and stop, construction, counters). The public API
+ * is store/rstore.h.
  *
  * Per worker loop (wk) there is one hiredis connection (conn), or with --redis-cluster one per
  * master plus a seed; a submit's record (pend) counts its script calls (chunk) still out.
@@ -126,5 +130,14 @@ static inline void cinc(_Atomic uint64_t *c)
     atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
                           memory_order_relaxed);
 }
+
+/* store/rstorectl.c: a new connection to host:port, connecting (NULL: no memory). */
+conn *sl_rstorewk_conn_new(wk *w, const char *host, int port);
+/* store/rstorectl.c: the callback of a command whose answer only counts as progress (AUTH,
+ * SCRIPT LOAD, ASKING); priv, if not NULL, names it in an error line. */
+void sl_rstorewk_on_aux(redisAsyncContext *ac, void *reply, void *priv);
+/* store/rstore.c: the parked calls swept (see there): failed past their deadline (or `all`),
+ * sent again after a new topology (`fresh`). */
+void sl_rstorewk_sweep_parked(wk *w, bool fresh, bool all);
 
 #endif
