@@ -52,6 +52,8 @@
 
 static void try_connect(conn *cn);
 
+/* ---- the connections ------------------------------------------------------------------------ */
+
 /* A command whose answer only counts as progress (AUTH, SCRIPT LOAD, ASKING). */
 void sl_rstorewk_on_aux(redisAsyncContext *ac, void *reply, void *priv)
 {
@@ -64,9 +66,6 @@ void sl_rstorewk_on_aux(redisAsyncContext *ac, void *reply, void *priv)
     if (rp && rp->type == REDIS_REPLY_ERROR && priv && cn && cn->w->r->cfg.log)
         sl_log_error(cn->w->r->cfg.log, "redis store: %s: %.200s", (const char *)priv, rp->str);
 }
-
-
-/* ---- the connections ------------------------------------------------------------------------ */
 
 static void schedule_retry(conn *cn)
 {
