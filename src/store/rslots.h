@@ -3,8 +3,8 @@
  * the XMODEM variant, of the key's hash tag), the slot -> master table read from a CLUSTER SLOTS
  * reply, and the redirections a master answers with (-MOVED slot host:port: the slot lives there
  * now; -ASK slot host:port: this one command goes there, after ASKING) with what each means for
- * the table. Nothing here sends or receives: store/rstore.c owns the connections and asks this
- * module where a key goes and what to do with an error.
+ * the table. Nothing here sends or receives: store/rstore.c and store/rstorectl.c own the
+ * connections and ask this module where a key goes and what to do with an error.
  *
  * Bounds: at most SL_RSLOTS_NODES_MAX masters and SL_RSLOTS_HOST_MAX bytes a host, whatever a
  * reply holds (a reply naming more is refused, not truncated). Whole-table refreshes asked for by

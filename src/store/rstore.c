@@ -1,164 +1,32 @@
 /*
- * The Redis store (see rstore.h): per worker loop, one hiredis async connection on that loop (the
- * libuv adapter) - with --redis-cluster one per master, the topology read by CLUSTER SLOTS into a
- * store/rslots.h table - the items of each call sent as EVALSHA commands of up to
- * --redis-batch-items items of one algorithm (and one slot) each, answers matched back by the
- * callback's chunk record, and the connections' health: connect and reply deadlines, reconnection
- * with backoff over the address list, NOSCRIPT reloads, MOVED / ASK and topology refreshes.
- *
- * Deadlines. hiredis 0.14 (Debian 12) has no timeouts of its own, so one timer per worker ticks
- * a few times per --redis-timeout: a connection still not up, or with commands in flight and no
- * answer, for longer than the timeout is freed, which answers every command in flight with no
- * reply (error or fail-open) - replies come in order, so a connection whose oldest command is
- * stuck is stuck for all of them. The same tick makes the connection again when its backoff is
- * over.
- *
- * Ownership of the hiredis context: hiredis frees it itself after a failed connect (on_connect
- * with an error) or a lost connection (on_disconnect); sluice frees it for a deadline or at worker
- * stop, never from inside one of its callbacks. conn->ac is cleared first in every case, so a
- * callback run by the freeing sees a connection without a context. A cluster master's connection
- * that leaves the topology (maybe while one of its own callbacks runs) is retired: put on a list
- * that the next tick frees.
+ * The Redis store's per-request path (see rstore.h; its state in rstorewk.h): a call's items
+ * checked and cut into script calls (chunks) of up to --redis-batch-items items of one algorithm
+ * (and, with --redis-cluster, one slot), each sent as one EVALSHA on its connection - the server's,
+ * or its slot's master's - and the answers matched back by the callback's chunk record: the
+ * scripts' numbers read into responses, NOSCRIPT answered by the same call as EVAL, MOVED / ASK
+ * followed once, calls failed by a failover parked until a new topology gives their slot another
+ * master (or their deadline passes), and what Redis could not decide answered with a per-item
+ * error or, under --fail-open, by the local engine. The connections themselves (connect,
+ * deadlines, reconnection, topology) are store/rstorectl.c's.
  */
 #include "store/rstore.h"
 
 #include <errno.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
-/* the adapter is a header of static functions (one of them named on_close) */
-#include <hiredis/adapters/libuv.h>
 
-#include "base/file.h"
 #include "core/concurrency.h"
-#include "sluice/clock.h"
 #include "store/rscript.h"
 #include "store/rslots.h"
-
-#define DEFAULT_TIMEOUT_MS 1000
-#define DEFAULT_MARGIN_MS 60000
-#define DEFAULT_BATCH_ITEMS 100
-#define BACKOFF_MIN_MS 100
-#define BACKOFF_MAX_MS 5000
-#define TICK_MIN_MS 10
-#define TICK_MAX_MS 250
-#define DEFAULT_REFRESH_MS 100 /* least time between two topology refreshes */
-#define PASSWORD_MAX 4096
-#define ADDR_MAX 256
+#include "store/rstorewk.h"
 
 static const char err_unavailable[] = "redis store unavailable";
 static const char err_failed[] = "redis store: the command failed";
 static const char err_nomem[] = "out of memory";
-
-typedef struct wk wk;
-typedef struct pend pend;
-typedef struct conn conn;
-
-/* One script call: n items of one algorithm (and, with --redis-cluster, of one slot),
- * p->idx[first .. first + n - 1]. */
-typedef struct chunk {
-    pend *p;
-    uint32_t first;
-    uint32_t n;
-    int32_t alg;
-    uint16_t slot;    /* with --redis-cluster: the slot of every key of the call */
-    bool eval;        /* sent as EVAL (after a NOSCRIPT): a second NOSCRIPT is an error */
-    bool redirected;  /* sent again after a MOVED / ASK or a new topology: once only */
-    uint32_t failed_on;    /* parked: the id of the connection it failed on (0: unknown) */
-    struct chunk *parked;  /* the worker's list of parked chunks */
-} chunk;
-
-struct pend {
-    wk *w;
-    sl_batch *b;
-    int64_t now;
-    sl_rstore_done_cb done;
-    void *ud;
-    size_t out;    /* script calls in flight or parked, plus one while submit runs */
-    int64_t deadline_ms; /* --redis-cluster: mono ms after which a parked call fails */
-    uint32_t *idx; /* the items sent, in request order, chunk after chunk */
-    chunk *ch;
-};
-
-typedef struct raddr {
-    char host[ADDR_MAX];
-    int port;
-} raddr;
-
-/* One hiredis connection: the standalone server's, or (--redis-cluster) one master's or the
- * seed's the topology is asked from. ac->data points here while the context is this one's. */
-struct conn {
-    wk *w;
-    uint32_t id;            /* --redis-cluster: unique in its worker, never 0 */
-    raddr a;
-    redisAsyncContext *ac;
-    bool connected;
-    bool wrong_server;      /* a READONLY / LOADING / MASTERDOWN answer: leave it at the next tick */
-    bool retired;           /* not in the topology any more: freed at the next tick */
-    bool slots_asked;       /* a CLUSTER SLOTS is queued on it */
-    conn *next_old;         /* the worker's list of retired connections */
-    int64_t backoff_ms;
-    int64_t next_try_ms;    /* mono ms: the next connect attempt, when ac == NULL */
-    int64_t conn_start_ms;  /* mono ms the connect began */
-    int64_t progress_ms;    /* mono ms of the last reply, or of the send that found none out */
-    size_t inflight;        /* commands sent and not answered, items and others */
-};
-
-struct wk {
-    sl_rstore *r;
-    int idx;
-    uv_loop_t *loop;
-    bool started;
-    bool stopping;
-    uv_timer_t timer;
-    size_t addr;            /* the address (or seed) used or tried last */
-    conn main;              /* standalone: the connection */
-    /* --redis-cluster */
-    sl_rslots *tbl;         /* the topology (NULL until the first one) */
-    sl_rslots *next;        /* where a CLUSTER SLOTS reply is read into */
-    conn *node[SL_RSLOTS_NODES_MAX]; /* one per master, by tbl's node index */
-    conn *seed;             /* asked for the topology while no master is connected */
-    conn *old;              /* retired, freed at the next tick */
-    bool need_refresh;
-    chunk *parked;          /* calls waiting for a new topology (park()) */
-    uint32_t conn_ids;      /* the last conn id given */
-    bool refreshing;
-    int64_t refresh_start_ms;
-    sl_rscript_cmd cmd;     /* the command being built (reused) */
-    sl_log_budget log_budget;  /* items failed: one line a second */
-    sl_log_budget conn_budget; /* connection events: one line a second */
-    _Atomic uint64_t items, errors, fail_open, reloads, connects, disconnects;
-    _Atomic uint64_t redirects, refreshes;
-};
-
-struct sl_rstore {
-    sl_rstore_config cfg;
-    sl_engine_config ecfg;
-    raddr *addrs;
-    size_t n_addrs;
-    char *user;
-    char *password;
-    uint32_t batch_items;
-    int nworkers;
-    wk *wk;
-};
-
-static int64_t mono_ms(void)
-{
-    return sl_mono_ns() / 1000000;
-}
-
-static void cinc(_Atomic uint64_t *c)
-{
-    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
-}
-
-static void try_connect(conn *cn);
 
 /* ---- items ---------------------------------------------------------------------------------- */
 
@@ -220,19 +88,6 @@ static bool reply_lease(const redisReply *e, uint64_t *lease, long long *v)
     return sl_conc_parse_id(e->str, e->len, lease) == 0;
 }
 
-/* A command whose answer only counts as progress (AUTH, SCRIPT LOAD, ASKING). */
-static void on_aux(redisAsyncContext *ac, void *reply, void *priv)
-{
-    conn *cn = ac->data;
-    redisReply *rp = reply;
-    if (cn && cn->inflight)
-        cn->inflight--;
-    if (cn && rp)
-        cn->progress_ms = mono_ms();
-    if (rp && rp->type == REDIS_REPLY_ERROR && priv && cn && cn->w->r->cfg.log)
-        sl_log_error(cn->w->r->cfg.log, "redis store: %s: %.200s", (const char *)priv, rp->str);
-}
-
 /* The connection a chunk goes to: the server's, or with --redis-cluster its slot's master's
  * (NULL: no master known for it, or no connection made to it yet). */
 static conn *route(wk *w, const chunk *c)
@@ -261,7 +116,7 @@ static int send_chunk(wk *w, conn *cn, chunk *c, bool eval, bool asking)
     if (asking) {
         const char *argv[1] = {"ASKING"};
         size_t len[1] = {6};
-        if (redisAsyncCommandArgv(cn->ac, on_aux, NULL, 1, argv, len) != REDIS_OK)
+        if (redisAsyncCommandArgv(cn->ac, sl_rstorewk_on_aux, NULL, 1, argv, len) != REDIS_OK)
             return -ENOTCONN;
         cn->inflight++;
     }
@@ -280,8 +135,6 @@ static void chunk_failed(wk *w, chunk *c, const char *why)
         unavailable(w, p->b, p->idx[c->first + k], p->now, why);
 }
 
-static conn *conn_new(wk *w, const char *host, int port);
-
 /* A MOVED or ASK answer to c from cn: the table learns it, and c goes to the node named, once.
  * true when c is in flight again. */
 static bool redirect(wk *w, conn *cn, chunk *c, const char *err, size_t len)
@@ -299,7 +152,7 @@ static bool redirect(wk *w, conn *cn, chunk *c, const char *err, size_t len)
         return false;
     if (!w->node[idx]) {
         const sl_rslots_node *n = &w->tbl->node[idx];
-        if (!(w->node[idx] = conn_new(w, n->host, n->port)))
+        if (!(w->node[idx] = sl_rstorewk_conn_new(w, n->host, n->port)))
             return false;
     }
     c->redirected = true;
@@ -308,8 +161,8 @@ static bool redirect(wk *w, conn *cn, chunk *c, const char *err, size_t len)
 
 /* --redis-cluster: c failed for the topology's sake (its master lost or timed out, CLUSTERDOWN,
  * TRYAGAIN, READONLY, no master known for its slot): keep it until a topology read later gives
- * its slot another master, and send it there once (sweep_parked), or fail it at its call's
- * deadline. true when parked (still counted in its call's p->out). */
+ * its slot another master, and send it there once (sl_rstorewk_sweep_parked), or fail it at its
+ * call's deadline. true when parked (still counted in its call's p->out). */
 static bool park(wk *w, conn *from, chunk *c)
 {
     if (!w->r->cfg.cluster || c->redirected || mono_ms() >= c->p->deadline_ms)
@@ -323,7 +176,7 @@ static bool park(wk *w, conn *from, chunk *c)
 
 /* The parked calls: past their deadline, failed; with a new topology (`fresh`), those whose
  * slot has another master now (or whose old one is unknown) sent to it, once. */
-static void sweep_parked(wk *w, bool fresh, bool all)
+void sl_rstorewk_sweep_parked(wk *w, bool fresh, bool all)
 {
     chunk *list = w->parked;
     w->parked = NULL;
@@ -501,543 +354,4 @@ void sl_rstore_submit(sl_rstore *r, int worker, sl_batch *b, int64_t now_ms,
     }
     flush_chunk(w, p, c);
     pend_release(p);
-}
-
-/* ---- the connections ------------------------------------------------------------------------ */
-
-static void schedule_retry(conn *cn)
-{
-    wk *w = cn->w;
-    cn->next_try_ms = mono_ms() + cn->backoff_ms;
-    cn->backoff_ms = cn->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : cn->backoff_ms * 2;
-    /* the standalone server and the seed move along the address list; a master stays itself */
-    if ((cn == &w->main || cn == w->seed) && w->r->n_addrs > 1) {
-        w->addr = (w->addr + 1) % w->r->n_addrs;
-        cn->a = w->r->addrs[w->addr];
-    }
-}
-
-static void lost(conn *cn, const char *why)
-{
-    wk *w = cn->w;
-    cn->ac = NULL;
-    cn->inflight = 0;
-    if (cn->connected)
-        cinc(&w->disconnects);
-    cn->connected = false;
-    sl_rstore *r = w->r;
-    if (r->cfg.cluster && !cn->retired) {
-        w->need_refresh = true; /* a master lost: maybe a failover */
-        if (cn->slots_asked)
-            w->refreshing = false;
-    }
-    cn->slots_asked = false;
-    if (!w->stopping && !cn->retired) {
-        if (r->cfg.log && sl_log_budget_take(r->cfg.log, &w->conn_budget, SL_LOG_WARN))
-            sl_log_write(r->cfg.log, SL_LOG_WARN, "redis store: %s:%d: %s (worker %d)",
-                         cn->a.host, cn->a.port, why, w->idx);
-        schedule_retry(cn);
-    }
-}
-
-static void on_connect(const redisAsyncContext *ac, int status)
-{
-    conn *cn = ac->data;
-    if (!cn || cn->ac != ac)
-        return;
-    if (status != REDIS_OK) {
-        lost(cn, ac->errstr[0] ? ac->errstr : "connect failed"); /* hiredis frees ac */
-        return;
-    }
-    cn->connected = true;
-    cn->backoff_ms = BACKOFF_MIN_MS;
-    cn->progress_ms = mono_ms();
-    cinc(&cn->w->connects);
-    if (cn->w->r->cfg.log)
-        sl_log_info(cn->w->r->cfg.log, "redis store: connected to %s:%d (worker %d)", cn->a.host,
-                    cn->a.port, cn->w->idx);
-}
-
-static void on_disconnect(const redisAsyncContext *ac, int status)
-{
-    conn *cn = ac->data;
-    if (!cn || cn->ac != ac)
-        return;
-    (void)status;
-    lost(cn, ac->errstr[0] ? ac->errstr : "connection closed");
-}
-
-static void on_slots(redisAsyncContext *ac, void *reply, void *priv);
-
-/* Ask cn for the cluster's topology (CLUSTER SLOTS). */
-static bool ask_slots(conn *cn)
-{
-    const char *argv[2] = {"CLUSTER", "SLOTS"};
-    size_t len[2] = {7, 5};
-    if (!cn->ac || redisAsyncCommandArgv(cn->ac, on_slots, NULL, 2, argv, len) != REDIS_OK)
-        return false;
-    if (cn->inflight++ == 0)
-        cn->progress_ms = mono_ms();
-    cn->slots_asked = true;
-    cn->w->refreshing = true;
-    cn->w->refresh_start_ms = mono_ms();
-    return true;
-}
-
-static void try_connect(conn *cn)
-{
-    wk *w = cn->w;
-    sl_rstore *r = w->r;
-    const raddr *a = &cn->a;
-    redisAsyncContext *ac = redisAsyncConnect(a->host, a->port);
-    if (!ac) {
-        schedule_retry(cn);
-        return;
-    }
-    if (ac->err || redisLibuvAttach(ac, w->loop) != REDIS_OK) {
-        if (r->cfg.log && sl_log_budget_take(r->cfg.log, &w->conn_budget, SL_LOG_WARN))
-            sl_log_write(r->cfg.log, SL_LOG_WARN, "redis store: %s:%d: %s", a->host, a->port,
-                         ac->err ? ac->errstr : "cannot watch the socket");
-        redisAsyncFree(ac);
-        schedule_retry(cn);
-        return;
-    }
-    ac->data = cn;
-    cn->ac = ac;
-    cn->connected = false;
-    cn->wrong_server = false;
-    cn->slots_asked = false;
-    cn->conn_start_ms = mono_ms();
-    redisAsyncSetConnectCallback(ac, on_connect);
-    redisAsyncSetDisconnectCallback(ac, on_disconnect);
-    /* queued before the connect completes; they go out first */
-    if (r->password) {
-        const char *argv[3] = {"AUTH", r->user ? r->user : r->password, r->password};
-        size_t len[3] = {4, strlen(argv[1]), strlen(r->password)};
-        if (redisAsyncCommandArgv(ac, on_aux, "AUTH", r->user ? 3 : 2, argv, len) == REDIS_OK)
-            cn->inflight++;
-    }
-    if (cn == w->seed) { /* the seed only answers CLUSTER SLOTS */
-        ask_slots(cn);
-        return;
-    }
-    for (int alg = 0; alg < SL_ALGORITHM_COUNT; alg++) {
-        const sl_rscript *s = sl_rscript_of(alg);
-        if (!s)
-            continue;
-        const char *argv[3] = {"SCRIPT", "LOAD", s->src};
-        size_t len[3] = {6, 4, s->len};
-        if (redisAsyncCommandArgv(ac, on_aux, "SCRIPT LOAD", 3, argv, len) == REDIS_OK)
-            cn->inflight++;
-    }
-    if (cn->inflight)
-        cn->progress_ms = mono_ms();
-}
-
-/* Free cn's context from outside hiredis: commands in flight are answered without a reply, and
- * no callback of this context sees it as cn's any more. */
-static void drop(conn *cn, const char *why)
-{
-    redisAsyncContext *ac = cn->ac;
-    lost(cn, why);
-    if (ac) {
-        ac->data = NULL;  /* on_connect/on_disconnect: not ours any more */
-        redisAsyncFree(ac);
-    }
-}
-
-static conn *conn_new(wk *w, const char *host, int port)
-{
-    conn *cn = calloc(1, sizeof *cn);
-    if (!cn)
-        return NULL;
-    cn->w = w;
-    cn->id = ++w->conn_ids ? w->conn_ids : ++w->conn_ids;
-    snprintf(cn->a.host, sizeof cn->a.host, "%s", host);
-    cn->a.port = port;
-    cn->backoff_ms = BACKOFF_MIN_MS;
-    try_connect(cn);
-    return cn;
-}
-
-/* cn leaves the topology: freed at the next tick (maybe from inside one of its callbacks now). */
-static void retire(wk *w, conn *cn)
-{
-    if (!cn)
-        return;
-    cn->retired = true;
-    cn->next_old = w->old;
-    w->old = cn;
-}
-
-static void free_retired(wk *w)
-{
-    while (w->old) {
-        conn *cn = w->old;
-        w->old = cn->next_old;
-        if (cn->ac)
-            drop(cn, "left the cluster's topology");
-        free(cn);
-    }
-}
-
-/* A CLUSTER SLOTS answer: the table is replaced, connections kept for the masters still in it,
- * made for new ones and closed for the others. */
-static void on_slots(redisAsyncContext *ac, void *reply, void *priv)
-{
-    (void)priv;
-    conn *cn = ac->data;
-    redisReply *rp = reply;
-    if (!cn)
-        return;
-    wk *w = cn->w;
-    if (cn->inflight)
-        cn->inflight--;
-    cn->slots_asked = false;
-    w->refreshing = false;
-    if (!rp)
-        return;
-    cn->progress_ms = mono_ms();
-    sl_rslots *nt = w->next;
-    if (!nt) { /* no memory for a second table: asked again later */
-        w->need_refresh = true;
-        return;
-    }
-    if (w->tbl) {
-        nt->refresh_every_ms = w->tbl->refresh_every_ms;
-        nt->last_refresh_ms = w->tbl->last_refresh_ms;
-    }
-    int rc = sl_rslots_from_reply(nt, rp, cn->a.host);
-    if (rc || nt->n_nodes == 0) {
-        if (w->r->cfg.log && sl_log_budget_take(w->r->cfg.log, &w->conn_budget, SL_LOG_WARN))
-            sl_log_write(w->r->cfg.log, SL_LOG_WARN,
-                         "redis store: %s:%d: no cluster topology in its CLUSTER SLOTS answer%s%.200s",
-                         cn->a.host, cn->a.port, rp->type == REDIS_REPLY_ERROR ? ": " : "",
-                         rp->type == REDIS_REPLY_ERROR ? rp->str : "");
-        w->need_refresh = true;
-        return;
-    }
-    cinc(&w->refreshes);
-    conn *keep[SL_RSLOTS_NODES_MAX] = {0};
-    for (size_t i = 0; i < nt->n_nodes; i++) {
-        for (size_t j = 0; w->tbl && j < w->tbl->n_nodes; j++) {
-            conn *o = w->node[j];
-            if (o && o->a.port == nt->node[i].port && !strcmp(o->a.host, nt->node[i].host)) {
-                keep[i] = o;
-                w->node[j] = NULL;
-                break;
-            }
-        }
-    }
-    for (size_t j = 0; w->tbl && j < w->tbl->n_nodes; j++)
-        if (w->node[j]) {
-            retire(w, w->node[j]);
-            w->node[j] = NULL;
-        }
-    sl_rslots *old = w->tbl;
-    w->tbl = nt;
-    w->next = old ? old : malloc(sizeof *w->next); /* NULL: refresh() tries again */
-    for (size_t i = 0; i < nt->n_nodes; i++)
-        w->node[i] = keep[i] ? keep[i] : conn_new(w, nt->node[i].host, nt->node[i].port);
-    if (w->seed) {
-        retire(w, w->seed);
-        w->seed = NULL;
-    }
-    w->need_refresh = false;
-    sweep_parked(w, true, false);
-}
-
-/* Ask for the topology: on a connected master, or else on a seed address. */
-static void refresh(wk *w)
-{
-    if (!w->next)
-        w->next = malloc(sizeof *w->next);
-    if (!w->next)
-        return;
-    if (!w->tbl)
-        sl_rslots_init(w->next, w->r->cfg.cluster_refresh_ms);
-    for (size_t i = 0; w->tbl && i < w->tbl->n_nodes; i++) {
-        size_t k = (w->addr + i) % w->tbl->n_nodes;
-        conn *cn = w->node[k];
-        if (cn && cn->connected && ask_slots(cn)) {
-            w->addr = k + 1;
-            return;
-        }
-    }
-    if (w->seed) {
-        if (w->seed->ac && !w->seed->slots_asked)
-            ask_slots(w->seed);
-        return; /* asked, or connecting (its connect asks) */
-    }
-    const raddr *a = &w->r->addrs[w->addr % w->r->n_addrs];
-    w->seed = calloc(1, sizeof *w->seed);
-    if (!w->seed)
-        return;
-    w->seed->w = w;
-    w->seed->id = ++w->conn_ids ? w->conn_ids : ++w->conn_ids;
-    w->seed->a = *a;
-    w->seed->backoff_ms = BACKOFF_MIN_MS;
-    try_connect(w->seed);
-}
-
-/* The deadlines of one connection, and its reconnection. */
-static void conn_tick(conn *cn, int64_t now)
-{
-    int64_t limit = cn->w->r->cfg.timeout_ms;
-    if (!cn->ac) {
-        if (now >= cn->next_try_ms)
-            try_connect(cn);
-        return;
-    }
-    if (!cn->connected && now - cn->conn_start_ms > limit)
-        drop(cn, "connect timed out");
-    else if (cn->connected && cn->inflight && now - cn->progress_ms > limit)
-        drop(cn, "no answer within --redis-timeout");
-    else if (cn->wrong_server)
-        drop(cn, "this server cannot take writes (a replica, or loading): trying the next address");
-}
-
-static void tick(uv_timer_t *t)
-{
-    wk *w = t->data;
-    int64_t now = mono_ms();
-    if (!w->r->cfg.cluster) {
-        conn_tick(&w->main, now);
-        return;
-    }
-    free_retired(w);
-    if (w->parked)
-        sweep_parked(w, false, false);
-    for (size_t i = 0; w->tbl && i < w->tbl->n_nodes; i++)
-        if (w->node[i])
-            conn_tick(w->node[i], now);
-    if (w->seed)
-        conn_tick(w->seed, now);
-    if (w->refreshing && now - w->refresh_start_ms > w->r->cfg.timeout_ms)
-        w->refreshing = false;
-    if (!w->refreshing && (w->need_refresh || !w->tbl) &&
-        (!w->tbl || sl_rslots_refresh_due(w->tbl, now)))
-        refresh(w);
-}
-
-void sl_rstore_worker_start(sl_rstore *r, int worker, uv_loop_t *loop)
-{
-    if (worker < 0 || worker >= r->nworkers)
-        return;
-    wk *w = &r->wk[worker];
-    w->loop = loop;
-    w->started = true;
-    w->stopping = false;
-    w->addr = 0; /* the list is an order of preference (failover), not a set of equals */
-    uv_timer_init(loop, &w->timer);
-    w->timer.data = w;
-    int64_t every = r->cfg.timeout_ms / 4;
-    every = every < TICK_MIN_MS ? TICK_MIN_MS : every > TICK_MAX_MS ? TICK_MAX_MS : every;
-    uv_timer_start(&w->timer, tick, (uint64_t)every, (uint64_t)every);
-    if (r->cfg.cluster) {
-        refresh(w);
-        return;
-    }
-    w->main.w = w;
-    w->main.a = r->addrs[0];
-    w->main.backoff_ms = BACKOFF_MIN_MS;
-    try_connect(&w->main);
-}
-
-void sl_rstore_worker_stop(sl_rstore *r, int worker)
-{
-    if (worker < 0 || worker >= r->nworkers)
-        return;
-    wk *w = &r->wk[worker];
-    if (!w->started)
-        return;
-    w->stopping = true;
-    sweep_parked(w, false, true);
-    if (w->main.ac)
-        drop(&w->main, "worker stopping");
-    for (size_t i = 0; i < SL_RSLOTS_NODES_MAX; i++)
-        if (w->node[i]) {
-            retire(w, w->node[i]);
-            w->node[i] = NULL;
-        }
-    if (w->seed) {
-        retire(w, w->seed);
-        w->seed = NULL;
-    }
-    free_retired(w);
-    free(w->tbl);
-    free(w->next);
-    w->tbl = w->next = NULL;
-    uv_timer_stop(&w->timer);
-    uv_close((uv_handle_t *)&w->timer, NULL);
-    w->started = false;
-}
-
-/* ---- construction, stats ------------------------------------------------------------------- */
-
-static int parse_addr(const char *s, raddr *a)
-{
-    const char *colon = strrchr(s, ':');
-    if (!colon || colon == s || !colon[1])
-        return -EINVAL;
-    const char *h = s;
-    size_t hl = (size_t)(colon - s);
-    if (h[0] == '[' && hl >= 2 && h[hl - 1] == ']')
-        h++, hl -= 2;
-    if (hl == 0 || hl >= sizeof a->host)
-        return -EINVAL;
-    char *end;
-    long port = strtol(colon + 1, &end, 10);
-    if (*end || port < 1 || port > 65535)
-        return -EINVAL;
-    memcpy(a->host, h, hl);
-    a->host[hl] = '\0';
-    a->port = (int)port;
-    return 0;
-}
-
-static void collect(void *arg, sl_metrics_sink *sink, size_t off)
-{
-    sl_rstore *r = arg;
-    uint64_t sum = 0;
-    for (int i = 0; i < r->nworkers; i++)
-        sum += atomic_load_explicit((_Atomic uint64_t *)((char *)&r->wk[i] + off),
-                                    memory_order_relaxed);
-    sl_metrics_sink_emit(sink, NULL, 0, (double)sum);
-}
-
-#define COLLECTOR(field)                                                                           \
-    static void collect_##field(void *arg, sl_metrics_sink *sink)                                  \
-    {                                                                                              \
-        collect(arg, sink, offsetof(wk, field));                                                   \
-    }
-COLLECTOR(items)
-COLLECTOR(errors)
-COLLECTOR(fail_open)
-COLLECTOR(reloads)
-COLLECTOR(disconnects)
-COLLECTOR(redirects)
-COLLECTOR(refreshes)
-
-static void register_metrics(sl_rstore *r, sl_metrics *m)
-{
-    sl_metrics_collector(m, SL_METRICS_COUNTER, "sluice_redis_items_total",
-                         "Requests sent to the Redis store", NULL, collect_items, r);
-    sl_metrics_collector(m, SL_METRICS_COUNTER, "sluice_redis_errors_total",
-                         "Requests answered with an error because Redis failed them", NULL,
-                         collect_errors, r);
-    sl_metrics_collector(m, SL_METRICS_COUNTER, "sluice_redis_fail_open_total",
-                         "Requests decided locally because Redis failed them (--fail-open)", NULL,
-                         collect_fail_open, r);
-    sl_metrics_collector(m, SL_METRICS_COUNTER, "sluice_redis_script_reloads_total",
-                         "Scripts sent again after a NOSCRIPT answer", NULL, collect_reloads, r);
-    sl_metrics_collector(m, SL_METRICS_COUNTER, "sluice_redis_disconnects_total",
-                         "Connections to Redis lost or closed for a timeout", NULL,
-                         collect_disconnects, r);
-    if (!r->cfg.cluster)
-        return;
-    sl_metrics_collector(m, SL_METRICS_COUNTER, "sluice_redis_redirects_total",
-                         "MOVED / ASK answers of Redis Cluster followed", NULL, collect_redirects,
-                         r);
-    sl_metrics_collector(m, SL_METRICS_COUNTER, "sluice_redis_topology_refreshes_total",
-                         "Redis Cluster topologies read (CLUSTER SLOTS), the first included", NULL,
-                         collect_refreshes, r);
-}
-
-int sl_rstore_new(const sl_rstore_config *cfg, sl_rstore **out, char *err, size_t errlen)
-{
-    *out = NULL;
-    if (!cfg || cfg->n_addrs == 0 || cfg->workers < 1) {
-        snprintf(err, errlen, "redis store: no address (--redis-addrs)");
-        return -EINVAL;
-    }
-    sl_rstore *r = calloc(1, sizeof *r);
-    if (!r)
-        return -ENOMEM;
-    r->cfg = *cfg;
-    if (r->cfg.timeout_ms <= 0)
-        r->cfg.timeout_ms = DEFAULT_TIMEOUT_MS;
-    if (r->cfg.cluster_refresh_ms <= 0)
-        r->cfg.cluster_refresh_ms = DEFAULT_REFRESH_MS;
-    if (r->cfg.key_margin_ms <= 0)
-        r->cfg.key_margin_ms = DEFAULT_MARGIN_MS;
-    if (cfg->engine_cfg)
-        r->ecfg = *cfg->engine_cfg;
-    else
-        sl_engine_config_default(&r->ecfg);
-    r->batch_items = cfg->batch_items > 0 ? (uint32_t)cfg->batch_items : DEFAULT_BATCH_ITEMS;
-    r->nworkers = cfg->workers;
-    r->addrs = calloc(cfg->n_addrs, sizeof *r->addrs);
-    r->wk = calloc((size_t)cfg->workers, sizeof *r->wk);
-    int rc = -ENOMEM;
-    if (!r->addrs || !r->wk)
-        goto fail;
-    r->n_addrs = cfg->n_addrs;
-    for (size_t i = 0; i < cfg->n_addrs; i++)
-        if (parse_addr(cfg->addrs[i], &r->addrs[i])) {
-            snprintf(err, errlen, "redis store: address '%s' is not host:port", cfg->addrs[i]);
-            rc = -EINVAL;
-            goto fail;
-        }
-    if (cfg->password_file && cfg->password_file[0]) {
-        size_t len;
-        rc = sl_file_read(cfg->password_file, PASSWORD_MAX, SL_FILE_REGULAR, &r->password, &len,
-                          err, errlen);
-        if (rc)
-            goto fail;
-        while (len && (r->password[len - 1] == '\n' || r->password[len - 1] == '\r'))
-            r->password[--len] = '\0';
-        if (cfg->user && cfg->user[0] && !(r->user = strdup(cfg->user))) {
-            rc = -ENOMEM;
-            goto fail;
-        }
-    }
-    r->cfg.user = NULL;
-    r->cfg.password_file = NULL;
-    r->cfg.addrs = NULL;
-    for (int i = 0; i < r->nworkers; i++) {
-        r->wk[i].r = r;
-        r->wk[i].idx = i;
-        r->wk[i].log_budget.per_second = 1;
-        r->wk[i].conn_budget.per_second = 1;
-    }
-    if (cfg->metrics)
-        register_metrics(r, cfg->metrics);
-    *out = r;
-    return 0;
-fail:
-    sl_rstore_free(r);
-    return rc;
-}
-
-void sl_rstore_free(sl_rstore *r)
-{
-    if (!r)
-        return;
-    free(r->addrs);
-    for (int i = 0; r->wk && i < r->nworkers; i++)
-        sl_rscript_cmd_free(&r->wk[i].cmd);
-    free(r->wk);
-    free(r->user);
-    if (r->password) {
-        explicit_bzero(r->password, strlen(r->password));
-        free(r->password);
-    }
-    free(r);
-}
-
-void sl_rstore_stats_get(sl_rstore *r, sl_rstore_stats *out)
-{
-    memset(out, 0, sizeof *out);
-    for (int i = 0; i < r->nworkers; i++) {
-        wk *w = &r->wk[i];
-        out->items += atomic_load_explicit(&w->items, memory_order_relaxed);
-        out->errors += atomic_load_explicit(&w->errors, memory_order_relaxed);
-        out->fail_open += atomic_load_explicit(&w->fail_open, memory_order_relaxed);
-        out->reloads += atomic_load_explicit(&w->reloads, memory_order_relaxed);
-        out->connects += atomic_load_explicit(&w->connects, memory_order_relaxed);
-        out->disconnects += atomic_load_explicit(&w->disconnects, memory_order_relaxed);
-        out->redirects += atomic_load_explicit(&w->redirects, memory_order_relaxed);
-        out->refreshes += atomic_load_explicit(&w->refreshes, memory_order_relaxed);
-    }
 }

@@ -1,0 +1,143 @@
+/*
+ * The Redis store's internal state, shared by its two halves and by nothing else: store/rstore.c
+ * (the per-request path: items cut into script calls, submit, replies, NOSCRIPT, MOVED / ASK,
+ * parked calls, per-item errors or fail-open) and store/rstorectl.c (the connections and the
+ * module's control: connect, deadlines, reconnection with backoff, the per-master connection
+ * table and topology refreshes, worker start and stop, construction, counters). The public API
+ * is store/rstore.h.
+ *
+ * Per worker loop (wk) there is one hiredis connection (conn), or with --redis-cluster one per
+ * master plus a seed; a submit's record (pend) counts its script calls (chunk) still out.
+ * Everything in a wk is touched only on its worker's loop thread, but the counters.
+ */
+#ifndef SLUICE_STORE_RSTOREWK_H
+#define SLUICE_STORE_RSTOREWK_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include <hiredis/async.h>
+
+#include "sluice/clock.h"
+#include "store/rscript.h"
+#include "store/rslots.h"
+#include "store/rstore.h"
+
+#define ADDR_MAX 256
+
+typedef struct wk wk;
+typedef struct pend pend;
+typedef struct conn conn;
+
+/* One script call: n items of one algorithm (and, with --redis-cluster, of one slot),
+ * p->idx[first .. first + n - 1]. */
+typedef struct chunk {
+    pend *p;
+    uint32_t first;
+    uint32_t n;
+    int32_t alg;
+    uint16_t slot;    /* with --redis-cluster: the slot of every key of the call */
+    bool eval;        /* sent as EVAL (after a NOSCRIPT): a second NOSCRIPT is an error */
+    bool redirected;  /* sent again after a MOVED / ASK or a new topology: once only */
+    uint32_t failed_on;    /* parked: the id of the connection it failed on (0: unknown) */
+    struct chunk *parked;  /* the worker's list of parked chunks */
+} chunk;
+
+struct pend {
+    wk *w;
+    sl_batch *b;
+    int64_t now;
+    sl_rstore_done_cb done;
+    void *ud;
+    size_t out;    /* script calls in flight or parked, plus one while submit runs */
+    int64_t deadline_ms; /* --redis-cluster: mono ms after which a parked call fails */
+    uint32_t *idx; /* the items sent, in request order, chunk after chunk */
+    chunk *ch;
+};
+
+typedef struct raddr {
+    char host[ADDR_MAX];
+    int port;
+} raddr;
+
+/* One hiredis connection: the standalone server's, or (--redis-cluster) one master's or the
+ * seed's the topology is asked from. ac->data points here while the context is this one's. */
+struct conn {
+    wk *w;
+    uint32_t id;            /* --redis-cluster: unique in its worker, never 0 */
+    raddr a;
+    redisAsyncContext *ac;
+    bool connected;
+    bool wrong_server;      /* a READONLY / LOADING / MASTERDOWN answer: leave it at the next tick */
+    bool retired;           /* not in the topology any more: freed at the next tick */
+    bool slots_asked;       /* a CLUSTER SLOTS is queued on it */
+    conn *next_old;         /* the worker's list of retired connections */
+    int64_t backoff_ms;
+    int64_t next_try_ms;    /* mono ms: the next connect attempt, when ac == NULL */
+    int64_t conn_start_ms;  /* mono ms the connect began */
+    int64_t progress_ms;    /* mono ms of the last reply, or of the send that found none out */
+    size_t inflight;        /* commands sent and not answered, items and others */
+};
+
+struct wk {
+    sl_rstore *r;
+    int idx;
+    uv_loop_t *loop;
+    bool started;
+    bool stopping;
+    uv_timer_t timer;
+    size_t addr;            /* the address (or seed) used or tried last */
+    conn main;              /* standalone: the connection */
+    /* --redis-cluster */
+    sl_rslots *tbl;         /* the topology (NULL until the first one) */
+    sl_rslots *next;        /* where a CLUSTER SLOTS reply is read into */
+    conn *node[SL_RSLOTS_NODES_MAX]; /* one per master, by tbl's node index */
+    conn *seed;             /* asked for the topology while no master is connected */
+    conn *old;              /* retired, freed at the next tick */
+    bool need_refresh;
+    chunk *parked;          /* calls waiting for a new topology (park()) */
+    uint32_t conn_ids;      /* the last conn id given */
+    bool refreshing;
+    int64_t refresh_start_ms;
+    sl_rscript_cmd cmd;     /* the command being built (reused) */
+    sl_log_budget log_budget;  /* items failed: one line a second */
+    sl_log_budget conn_budget; /* connection events: one line a second */
+    _Atomic uint64_t items, errors, fail_open, reloads, connects, disconnects;
+    _Atomic uint64_t redirects, refreshes;
+};
+
+struct sl_rstore {
+    sl_rstore_config cfg;
+    sl_engine_config ecfg;
+    raddr *addrs;
+    size_t n_addrs;
+    char *user;
+    char *password;
+    uint32_t batch_items;
+    int nworkers;
+    wk *wk;
+};
+
+static inline int64_t mono_ms(void)
+{
+    return sl_mono_ns() / 1000000;
+}
+
+static inline void cinc(_Atomic uint64_t *c)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
+/* store/rstorectl.c: a new connection to host:port, connecting (NULL: no memory). */
+conn *sl_rstorewk_conn_new(wk *w, const char *host, int port);
+/* store/rstorectl.c: the callback of a command whose answer only counts as progress (AUTH,
+ * SCRIPT LOAD, ASKING); priv, if not NULL, names it in an error line. */
+void sl_rstorewk_on_aux(redisAsyncContext *ac, void *reply, void *priv);
+/* store/rstore.c: the parked calls swept (see there): failed past their deadline (or `all`),
+ * sent again after a new topology (`fresh`). */
+void sl_rstorewk_sweep_parked(wk *w, bool fresh, bool all);
+
+#endif
