@@ -864,7 +864,10 @@ static void probe_tick(sl_swim *s, uint64_t now)
         s->probe.timeout_at = now + scaled(s, s->c.probe_timeout_ms);
         s->probe.end_at = now + period;
         s->st.probes_sent++;
-        send_pkt(s, m->addr, SL_SWIMWIRE_PING, s->probe.seq, m->name, NULL, NULL);
+        /* a suspect hears its suspicion with the probe, so it can refute in time even if every
+         * gossiped copy (λ·log N of them) missed it */
+        send_pkt(s, m->addr, SL_SWIMWIRE_PING, s->probe.seq, m->name, NULL,
+                 m->status == SL_SWIM_SUSPECT ? m : NULL);
     }
 }
 

@@ -10,10 +10,11 @@
  *     within the probe timeout -> ask k others to ping it (PING_REQ); no ack, direct or relayed, by
  *     the end of the period -> the member is suspect.
  *   - suspicion: a suspect member becomes dead when its suspicion timer runs out, unless it refutes
- *     by announcing itself alive with a higher incarnation number. The timer starts at
- *     max = beta * min and shrinks towards min = alpha * log10(N) * probe interval as independent
- *     members confirm the suspicion (Lifeguard's dynamic suspicion: after C of K expected
- *     confirmations, max - (max - min) * log(C + 1) / log(K + 1)).
+ *     by announcing itself alive with a higher incarnation number. A probe of a suspect member
+ *     carries its suspicion, so it hears it even if every gossiped copy missed it. The timer
+ *     starts at max = beta * min and shrinks towards min = alpha * log10(N) * probe interval as
+ *     independent members confirm the suspicion (Lifeguard's dynamic suspicion: after C of K
+ *     expected confirmations, max - (max - min) * log(C + 1) / log(K + 1)).
  *   - local health (Lifeguard's LHM): a saturating counter 0..lhm_max that goes up when our own
  *     probe fails, when a relay sends no NACK back, and when we have to refute a suspicion of
  *     ourselves, and down when a probe succeeds; the probe interval and timeout are multiplied by

@@ -266,6 +266,12 @@ def run_loss(netns, node_factory, n, seconds, name):
           % (n, 100 // LOSS_MOD, seconds, figures["suspicions"], figures["refutations"],
              figures["false_dead"], work.rounds, len(work.bad)))
 
+    if max_dead or figures["false_dead"] or work.bad:
+        # what each node saw change, with times (sluiced logs every status change)
+        for i, x in enumerate(nodes):
+            for line in x.logs().splitlines():
+                if "gossip: member" in line:
+                    print("node %d (%s): %s" % (i, x.addr, line))
     assert dropped > 0 and seen > dropped, (seen, dropped)
     assert max_dead == 0 and not dead_seen, dead_seen
     assert figures["false_dead"] == 0, figures
