@@ -10,7 +10,8 @@
  *   dead/left inc j       ignore         j >= i: dead/left               ignore
  *
  * News about ourselves: suspect or dead at an incarnation >= ours is refuted by announcing alive
- * at that incarnation + 1 (unless we are leaving). Every accepted change is queued once for
+ * at that incarnation + 1 (unless we are leaving); at a lower one, its sender missed that
+ * announcement, so it is queued again (and rides first on the ack of a ping that carried it). Every accepted change is queued once for
  * piggybacking; a later change about the same member replaces the queued one.
  */
 #include "gossip/swim.h"
@@ -426,8 +427,12 @@ static void apply(sl_swim *s, const sl_swimwire_update *u, uint64_t now)
     s->st.updates_received++;
     mem *m = find(s, u->name.p, u->name.len);
     if (m == s->self) {
-        if (u->status != SL_SWIM_ALIVE && u->incarnation >= m->inc && !s->leaving)
+        if (u->status == SL_SWIM_ALIVE || s->leaving)
+            return;
+        if (u->incarnation >= m->inc)
             refute(s, u->incarnation, u->status == SL_SWIM_SUSPECT);
+        else
+            queue(s, s->self, "");  /* stale: the sender missed our refutation, say it again */
         return;
     }
     switch (u->status) {

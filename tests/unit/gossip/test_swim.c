@@ -147,6 +147,49 @@ static void test_suspect_hears_it_on_probe(void **state)
     sim_free(&w);
 }
 
+/* The other half: the suspect refuted, but one member missed every copy of the refutation and
+ * still holds it suspect at the old incarnation. Its probes and gossip carry that stale
+ * suspicion; the suspect answers it by announcing its current incarnation again (first on the
+ * ack), so the member clears the suspicion instead of declaring a live node dead. */
+static void test_stale_suspicion_answered(void **state)
+{
+    sim w;
+    sl_swim_config c = {.pushpull_interval_ms = 600000, .gossip_interval_ms = 50};
+    sim_init(&w, 3, &c, 19);
+    join_all(&w);
+    sim_run(&w, 30000, sim_converged);
+    assert_true(sim_converged(&w));
+    uint32_t inc0 = sl_swim_incarnation(w.node[1].s);
+    uint8_t pkt[SL_SWIMWIRE_MAX_UDP];
+    int len = sl_swimwire_put_head(pkt, sizeof pkt, SL_SWIMWIRE_GOSSIP, 0, 0, NULL, NULL, NULL);
+    sl_swimwire_update u = {.status = SL_SWIM_SUSPECT, .incarnation = inc0,
+                            .name = {"node-1", 6}, .addr = {w.node[1].addr, strlen(w.node[1].addr)},
+                            .from = {"node-2", 6}};
+    len = sl_swimwire_put_update(pkt, sizeof pkt, (size_t)len, &u);
+    assert_true(len > 0);
+    /* node 1 refutes while node 0 is cut off: every gossiped copy of the refutation misses it */
+    w.node[0].group = 1;
+    sl_swim_recv(w.node[1].s, w.node[2].addr, pkt, (size_t)len, w.now);
+    assert_int_equal(sl_swim_incarnation(w.node[1].s), inc0 + 1);
+    sim_run(&w, 300, NULL);
+    w.node[0].group = 0;
+    sim_run(&w, 20, NULL);
+    sl_swim_member m;
+    assert_int_equal(sl_swim_member_find(w.node[0].s, "node-1", &m), 0);
+    assert_int_equal(m.incarnation, inc0);
+    /* now node 0 hears the old suspicion */
+    sl_swim_recv(w.node[0].s, w.node[2].addr, pkt, (size_t)len, w.now);
+    assert_int_equal(sl_swim_member_find(w.node[0].s, "node-1", &m), 0);
+    assert_int_equal(m.status, SL_SWIM_SUSPECT);
+    sim_run(&w, 60000, NULL);
+    assert_int_equal(false_deaths(&w), 0);
+    assert_int_equal(sl_swim_member_find(w.node[0].s, "node-1", &m), 0);
+    assert_int_equal(m.status, SL_SWIM_ALIVE);
+    assert_true(m.incarnation > inc0);
+    assert_true(sim_converged(&w));
+    sim_free(&w);
+}
+
 static void test_leave(void **state)
 {
     sim w;
@@ -285,6 +328,7 @@ int main(void)
         cmocka_unit_test(test_bounds_and_drops),
         cmocka_unit_test(test_refutation),
         cmocka_unit_test(test_suspect_hears_it_on_probe),
+        cmocka_unit_test(test_stale_suspicion_answered),
         cmocka_unit_test(test_leave),
         cmocka_unit_test(test_restart_rejoins),
         cmocka_unit_test(test_partition_heals),
