@@ -88,6 +88,20 @@ static void test_partition_heals(void **state)
     sim_free(&w);
 }
 
+/* A GOSSIP datagram saying node `who` (at incarnation inc) is suspected by node `by`. */
+static size_t suspicion_pkt(sim *w, uint8_t *pkt, int who, uint32_t inc, int by)
+{
+    int len = sl_swimwire_put_head(pkt, SL_SWIMWIRE_MAX_UDP, SL_SWIMWIRE_GOSSIP, 0, 0, NULL, NULL,
+                                   NULL);
+    const char *name = w->node[who].name, *addr = w->node[who].addr, *from = w->node[by].name;
+    sl_swimwire_update u = {.status = SL_SWIM_SUSPECT, .incarnation = inc,
+                            .name = {name, strlen(name)}, .addr = {addr, strlen(addr)},
+                            .from = {from, strlen(from)}};
+    len = sl_swimwire_put_update(pkt, SL_SWIMWIRE_MAX_UDP, (size_t)len, &u);
+    assert_true(len > 0);
+    return (size_t)len;
+}
+
 /* Node 2 is told node 1 is suspect; node 1 hears it and refutes with a higher incarnation. */
 static void test_refutation(void **state)
 {
@@ -98,13 +112,8 @@ static void test_refutation(void **state)
     assert_true(sim_converged(&w));
     uint32_t inc0 = sl_swim_incarnation(w.node[1].s);
     uint8_t pkt[SL_SWIMWIRE_MAX_UDP];
-    int len = sl_swimwire_put_head(pkt, sizeof pkt, SL_SWIMWIRE_GOSSIP, 0, 0, NULL, NULL, NULL);
-    sl_swimwire_update u = {.status = SL_SWIM_SUSPECT, .incarnation = inc0,
-                            .name = {"node-1", 6}, .addr = {w.node[1].addr, strlen(w.node[1].addr)},
-                            .from = {"node-4", 6}};
-    len = sl_swimwire_put_update(pkt, sizeof pkt, (size_t)len, &u);
-    assert_true(len > 0);
-    sl_swim_recv(w.node[2].s, w.node[4].addr, pkt, (size_t)len, w.now);
+    size_t len = suspicion_pkt(&w, pkt, 1, inc0, 4);
+    sl_swim_recv(w.node[2].s, w.node[4].addr, pkt, len, w.now);
     sl_swim_member m;
     assert_int_equal(sl_swim_member_find(w.node[2].s, "node-1", &m), 0);
     assert_int_equal(m.status, SL_SWIM_SUSPECT);
@@ -161,15 +170,10 @@ static void test_stale_suspicion_answered(void **state)
     assert_true(sim_converged(&w));
     uint32_t inc0 = sl_swim_incarnation(w.node[1].s);
     uint8_t pkt[SL_SWIMWIRE_MAX_UDP];
-    int len = sl_swimwire_put_head(pkt, sizeof pkt, SL_SWIMWIRE_GOSSIP, 0, 0, NULL, NULL, NULL);
-    sl_swimwire_update u = {.status = SL_SWIM_SUSPECT, .incarnation = inc0,
-                            .name = {"node-1", 6}, .addr = {w.node[1].addr, strlen(w.node[1].addr)},
-                            .from = {"node-2", 6}};
-    len = sl_swimwire_put_update(pkt, sizeof pkt, (size_t)len, &u);
-    assert_true(len > 0);
+    size_t len = suspicion_pkt(&w, pkt, 1, inc0, 2);
     /* node 1 refutes while node 0 is cut off: every gossiped copy of the refutation misses it */
     w.node[0].group = 1;
-    sl_swim_recv(w.node[1].s, w.node[2].addr, pkt, (size_t)len, w.now);
+    sl_swim_recv(w.node[1].s, w.node[2].addr, pkt, len, w.now);
     assert_int_equal(sl_swim_incarnation(w.node[1].s), inc0 + 1);
     sim_run(&w, 300, NULL);
     w.node[0].group = 0;
@@ -178,7 +182,7 @@ static void test_stale_suspicion_answered(void **state)
     assert_int_equal(sl_swim_member_find(w.node[0].s, "node-1", &m), 0);
     assert_int_equal(m.incarnation, inc0);
     /* now node 0 hears the old suspicion */
-    sl_swim_recv(w.node[0].s, w.node[2].addr, pkt, (size_t)len, w.now);
+    sl_swim_recv(w.node[0].s, w.node[2].addr, pkt, len, w.now);
     assert_int_equal(sl_swim_member_find(w.node[0].s, "node-1", &m), 0);
     assert_int_equal(m.status, SL_SWIM_SUSPECT);
     sim_run(&w, 60000, NULL);
