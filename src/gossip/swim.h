@@ -24,7 +24,8 @@
  *     least-sent first; every gossip interval a gossip packet goes to `fanout` random members.
  *   - anti-entropy: every push/pull interval, a full-state exchange over a stream with one random
  *     member (a dead one too, so that both halves of a healed partition find each other again);
- *     joining is a push/pull to each seed, repeated while no member answers.
+ *     joining is a push/pull to each seed, repeated while no member answers; a ping from a member
+ *     we do not know (its join missed us) starts a push/pull with it, at most once a period.
  *   - graceful leave: sl_swim_leave() announces LEFT with a higher incarnation.
  *
  * A member has a unique name, an address ("ip:port": where its datagrams and stream go), an
