@@ -28,7 +28,7 @@ TEST=(
   clang libclang-rt-14-dev libcmocka-dev
   etcd-server etcd-client prometheus
   python3 python3-pytest python3-grpcio python3-protobuf protobuf-compiler
-  curl wrk iproute2 procps openssl
+  curl wrk iproute2 nftables procps openssl
   groff-base binutils
   chromium chromium-driver
   redis-server redis-tools

@@ -10,7 +10,8 @@
  *   dead/left inc j       ignore         j >= i: dead/left               ignore
  *
  * News about ourselves: suspect or dead at an incarnation >= ours is refuted by announcing alive
- * at that incarnation + 1 (unless we are leaving). Every accepted change is queued once for
+ * at that incarnation + 1 (unless we are leaving); at a lower one, its sender missed that
+ * announcement, so it is queued again (and rides first on the ack of a ping that carried it). Every accepted change is queued once for
  * piggybacking; a later change about the same member replaces the queued one.
  */
 #include "gossip/swim.h"
@@ -79,6 +80,7 @@ struct sl_swim {
     } probe;
     size_t probe_pos;
     uint64_t next_probe_at, next_gossip_at, next_pp_at, next_join_at, next_reap_at;
+    uint64_t next_stranger_pp_at; /* push/pull with a prober we do not know: once a period */
     relay relays[SL_SWIM_MAX_RELAYS];
     char **seeds;
     size_t nseeds;
@@ -426,8 +428,12 @@ static void apply(sl_swim *s, const sl_swimwire_update *u, uint64_t now)
     s->st.updates_received++;
     mem *m = find(s, u->name.p, u->name.len);
     if (m == s->self) {
-        if (u->status != SL_SWIM_ALIVE && u->incarnation >= m->inc && !s->leaving)
+        if (u->status == SL_SWIM_ALIVE || s->leaving)
+            return;
+        if (u->incarnation >= m->inc)
             refute(s, u->incarnation, u->status == SL_SWIM_SUSPECT);
+        else
+            queue(s, s->self, "");  /* stale: the sender missed our refutation, say it again */
         return;
     }
     switch (u->status) {
@@ -654,7 +660,7 @@ int sl_swim_join(sl_swim *s, const char *const *seeds, size_t n, uint64_t now)
 
 /* --- receiving datagrams */
 
-static void on_ping(sl_swim *s, const char *from, const sl_swimwire_msg *msg)
+static void on_ping(sl_swim *s, const char *from, const sl_swimwire_msg *msg, uint64_t now)
 {
     if (msg->target.len != strlen(s->self->name) ||
         memcmp(msg->target.p, s->self->name, msg->target.len)) {
@@ -663,6 +669,13 @@ static void on_ping(sl_swim *s, const char *from, const sl_swimwire_msg *msg)
     }
     /* a prober that we hold dead or left learns it first, so it can refute */
     mem *src = find(s, msg->source.p, msg->source.len);
+    if (!src && msg->source.len && now >= s->next_stranger_pp_at && !s->leaving) {
+        /* a member that knows us and that we do not know (every gossiped copy of its join
+         * missed us): exchange states with it now rather than at the next push/pull, at most
+         * once a probe interval */
+        s->next_stranger_pp_at = now + s->c.probe_interval_ms;
+        push_state(s, from, SL_SWIMWIRE_PUSH, 0, NULL, NULL);
+    }
     if (src && src->status < SL_SWIM_DEAD)
         src = NULL;
     send_pkt(s, from, SL_SWIMWIRE_ACK, msg->seq, NULL, NULL, src);
@@ -736,7 +749,7 @@ void sl_swim_recv(sl_swim *s, const char *from, const uint8_t *p, size_t len, ui
     apply_all(s, &msg, now);
     switch (msg.type) {
     case SL_SWIMWIRE_PING:
-        on_ping(s, from, &msg);
+        on_ping(s, from, &msg, now);
         break;
     case SL_SWIMWIRE_PING_REQ:
         on_ping_req(s, from, &msg, now);
@@ -864,7 +877,10 @@ static void probe_tick(sl_swim *s, uint64_t now)
         s->probe.timeout_at = now + scaled(s, s->c.probe_timeout_ms);
         s->probe.end_at = now + period;
         s->st.probes_sent++;
-        send_pkt(s, m->addr, SL_SWIMWIRE_PING, s->probe.seq, m->name, NULL, NULL);
+        /* a suspect hears its suspicion with the probe, so it can refute in time even if every
+         * gossiped copy (λ·log N of them) missed it */
+        send_pkt(s, m->addr, SL_SWIMWIRE_PING, s->probe.seq, m->name, NULL,
+                 m->status == SL_SWIM_SUSPECT ? m : NULL);
     }
 }
 

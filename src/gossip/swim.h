@@ -10,10 +10,11 @@
  *     within the probe timeout -> ask k others to ping it (PING_REQ); no ack, direct or relayed, by
  *     the end of the period -> the member is suspect.
  *   - suspicion: a suspect member becomes dead when its suspicion timer runs out, unless it refutes
- *     by announcing itself alive with a higher incarnation number. The timer starts at
- *     max = beta * min and shrinks towards min = alpha * log10(N) * probe interval as independent
- *     members confirm the suspicion (Lifeguard's dynamic suspicion: after C of K expected
- *     confirmations, max - (max - min) * log(C + 1) / log(K + 1)).
+ *     by announcing itself alive with a higher incarnation number. A probe of a suspect member
+ *     carries its suspicion, so it hears it even if every gossiped copy missed it. The timer
+ *     starts at max = beta * min and shrinks towards min = alpha * log10(N) * probe interval as
+ *     independent members confirm the suspicion (Lifeguard's dynamic suspicion: after C of K
+ *     expected confirmations, max - (max - min) * log(C + 1) / log(K + 1)).
  *   - local health (Lifeguard's LHM): a saturating counter 0..lhm_max that goes up when our own
  *     probe fails, when a relay sends no NACK back, and when we have to refute a suspicion of
  *     ourselves, and down when a probe succeeds; the probe interval and timeout are multiplied by
@@ -23,7 +24,8 @@
  *     least-sent first; every gossip interval a gossip packet goes to `fanout` random members.
  *   - anti-entropy: every push/pull interval, a full-state exchange over a stream with one random
  *     member (a dead one too, so that both halves of a healed partition find each other again);
- *     joining is a push/pull to each seed, repeated while no member answers.
+ *     joining is a push/pull to each seed, repeated while no member answers; a ping from a member
+ *     we do not know (its join missed us) starts a push/pull with it, at most once a period.
  *   - graceful leave: sl_swim_leave() announces LEFT with a higher incarnation.
  *
  * A member has a unique name, an address ("ip:port": where its datagrams and stream go), an
