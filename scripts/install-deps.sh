@@ -5,7 +5,8 @@
 #   install-deps.sh test      + unit tests (cmocka, clang with ASan/UBSan) and system tests
 #                               (pytest, grpcio, etcd, redis-server, promtool, curl, wrk, groff
 #                               for the man pages, chromium + chromedriver for the status page,
-#                               systemd-analyze for the unit)   (make test, CI)
+#                               systemd-analyze for the unit, nftables + iproute2 for the gossip
+#                               loss test)   (make test, CI)
 #   install-deps.sh bench     + the load tools and reference servers (nginx, wrk, h2load,
 #                               redis-server and redis-benchmark for bench/redis.py)
 #   install-deps.sh fuzz      + clang's libFuzzer
