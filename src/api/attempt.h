@@ -1,7 +1,7 @@
 /*
  * Levee's POST /attempt and POST /release under sluice's protections (protect/protect.h,
  * docs/protection.md): the Levee dialect of the protection service. Header values in, one
- * sl_answer out (api/answer.h), rendered by node/service.c.
+ * sl_answer out (api/answer.h), rendered by node/serviceatt.c.
  *
  *   POST /attempt   X-Resource, X-Prefix, X-Method, X-Req-Id as for Levee (api/levee.h), plus
  *                   X-Priority: critical | post | get | test  (absent: GET/HEAD/OPTIONS -> get,

@@ -1,0 +1,189 @@
+/*
+ * The service's internals, shared by the files of the service module and by nothing else:
+ * node/service.c (routing, the call pool, answers, identities, Gubernator's methods, health,
+ * lifecycle), node/serviceatt.c (Levee's /attempt and /release) and node/servicerls.c (Envoy's
+ * ShouldRateLimit). The public interface is node/service.h. The helpers on the per-request path
+ * are static inline here and the rest hidden, so that splitting the module costs the request
+ * path no indirection: the dispatch (route_grpc, route_http) stays in service.c and calls the
+ * dialects' handlers directly.
+ */
+#ifndef SLUICE_NODE_SERVICE_INT_H
+#define SLUICE_NODE_SERVICE_INT_H
+
+#include "node/service.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "api/attempt.h"
+#include "api/gubprotect.h"
+#include "node/held.h"
+#include "node/loadtick.h"
+#include "sluice/clock.h"
+#include "wire/grpc_frame.h"
+
+#define SL_SVC_HIDDEN __attribute__((visibility("hidden")))
+
+enum { T_GRPC, T_HTTP, T_COUNT };
+enum {
+    M_GET_RATE_LIMITS,
+    M_HEALTH_CHECK,
+    M_LIVE_CHECK,
+    M_GET_PEER_RATE_LIMITS,
+    M_UPDATE_PEER_GLOBALS,
+    M_TRANSFER_KEYS,
+    M_ATTEMPT,
+    M_METRICS,
+    M_OTHER,
+    M_RELEASE,
+    M_SHOULD_RATE_LIMIT,
+    M_COUNT
+};
+#define N_CODES 17
+
+/* Calls cached per worker, and the memory they may keep between calls; past either, a returned
+ * call is freed (bounds idle memory after a burst of large calls). A pooled call keeps an arena
+ * chunk sized to its last call (about 210 KiB after a 1000-item call), so repeated calls of one
+ * size allocate nothing. */
+#define POOL_MAX 256
+#define POOL_MAX_BYTES ((size_t)16 << 20)
+
+typedef struct sl_call {
+    sl_service *svc;
+    sl_exchange *ex;
+    int worker;
+    uint8_t method, transport;
+    int64_t t0;
+    size_t kept;            /* bytes counted in its pool while pooled */
+    sl_gubprotect_call *prot; /* protection's state between begin and end */
+    sl_rls_call *rls;         /* ShouldRateLimit's plan (in the batch's arena) */
+    sl_attempt_fleet att;     /* /attempt waiting for its fleet lease (api/attempt.h) */
+    int att_rc;               /* /release waiting for its fleet lease: the concurrency give's */
+    sl_batch batch;
+    sl_buf out;
+    struct sl_call *next;
+} sl_call;
+
+/* What one worker thread keeps: its call records, its reference to the current quota snapshot,
+ * room for one /attempt answer and the load sampling of its shedder. Only that worker touches
+ * it. */
+typedef struct sl_call_pool {
+    sl_call *free;
+    sl_held_list held;   /* /attempt answers held for their X-Delay-Ms (X-Delay-Mode: hold) */
+    size_t n;
+    size_t bytes;        /* arena + output memory the pooled calls keep */
+    sl_quotasrc_reader quota_reader;
+    sl_rlssrc_reader rls_reader; /* its reference to the current --rls-config-dir contents */
+    sl_answer answer;
+    sl_loadtick tick;
+} __attribute__((aligned(64))) sl_call_pool;
+
+struct sl_service {
+    sl_service_config cfg;
+    sl_call_pool *pools; /* workers + 1 (the last for callers without a worker) */
+    int npools;
+    sl_metrics_family *calls_family;
+    _Atomic(sl_metrics_counter *) calls[M_COUNT][T_COUNT][N_CODES];
+    sl_metrics_histogram *latency[M_COUNT][T_COUNT];
+    sl_metrics_counter *attempts[SL_ANSWER_OUTCOME_COUNT];
+    sl_metrics_counter *peer_denied; /* PeersV1 calls from a non-member */
+    sl_rlsmetrics *rls_metrics;      /* ShouldRateLimit's outcomes (api/rlsmetrics.h) */
+    _Atomic(const sl_idents *) idents; /* cfg.idents, then what sl_service_swap_idents set */
+};
+
+/* ---- shared by the service's files (service.c defines them unless marked) ---------------- */
+
+/* The series of a (method, transport, code) on its first use (count_call). */
+SL_SVC_HIDDEN sl_metrics_counter *sl_service_count_series(sl_service *s, int method, int transport,
+                                                          int code);
+/* A call record from the worker's pool (NULL: out of memory), and back into it. */
+SL_SVC_HIDDEN sl_call *sl_service_call_get(sl_service *s, sl_exchange *ex, int method,
+                                           int transport, int64_t t0);
+SL_SVC_HIDDEN void sl_service_call_put(sl_call *c);
+/* Answers: a status (gRPC status or grpc-gateway's JSON error), an error of a code and message,
+ * a plain text HTTP answer, a call shed by the worker shedder. Each counts the call. */
+SL_SVC_HIDDEN void sl_service_answer_status(sl_service *s, sl_exchange *ex, int method,
+                                            int transport, const sl_gub_status *st, int64_t t0);
+SL_SVC_HIDDEN void sl_service_answer_error(sl_service *s, sl_exchange *ex, int method,
+                                           int transport, int code, const char *msg, int64_t t0);
+SL_SVC_HIDDEN void sl_service_answer_text(sl_service *s, sl_exchange *ex, int method, int status,
+                                          const char *ctype, const char *body, size_t len,
+                                          int code, int64_t t0);
+SL_SVC_HIDDEN void sl_service_answer_shed(sl_service *s, sl_exchange *ex, int method,
+                                          int transport, const sl_gubprotect_verdict *v,
+                                          int64_t t0);
+/* Client identities: the caller's (or NULL; *sent: an Authorization header came), the caller's
+ * or NULL after answering UNAUTHENTICATED, whether a batch's names are all the identity's. */
+SL_SVC_HIDDEN const sl_ident *sl_service_ident_of(const sl_service *s, sl_exchange *ex,
+                                                  const sl_http_request *rq, bool *sent);
+SL_SVC_HIDDEN const sl_ident *sl_service_who(sl_service *s, sl_exchange *ex,
+                                             const sl_http_request *rq, int method, int transport,
+                                             int64_t t0);
+SL_SVC_HIDDEN bool sl_service_items_allowed(const sl_ident *id, const sl_batch *b,
+                                            sl_gub_status *st);
+/* The protobuf message of a unary gRPC request (0, or the status to answer). */
+SL_SVC_HIDDEN int sl_service_grpc_payload(sl_service *s, const sl_http_request *rq,
+                                          const uint8_t **msg, size_t *len, sl_gub_status *st);
+
+/* node/serviceatt.c: POST /attempt and POST /release, and the count of a held answer sent. */
+SL_SVC_HIDDEN void sl_service_attempt(sl_service *s, sl_exchange *ex, const sl_http_request *rq,
+                                      int64_t t0);
+SL_SVC_HIDDEN void sl_service_release(sl_service *s, sl_exchange *ex, const sl_http_request *rq,
+                                      int64_t t0);
+SL_SVC_HIDDEN void sl_service_held_sent(void *ud, int outcome, int grpc_code, int64_t t0);
+
+/* node/servicerls.c: Envoy RLS v3 ShouldRateLimit. */
+SL_SVC_HIDDEN void sl_service_should_rate_limit(sl_service *s, sl_exchange *ex,
+                                                const sl_http_request *rq, int64_t t0);
+
+/* ---- static inline helpers of the per-request path ---------------------------------------- */
+
+/* Count an answered call and observe its latency. The first call with an outcome resolves its
+ * series once, out of line (takes the registry lock); every later one is two atomic steps here. */
+static inline void count_call(sl_service *s, int method, int transport, int code, int64_t t0)
+{
+    if (!s->cfg.metrics)
+        return;
+    if (code < 0 || code >= N_CODES)
+        code = SL_GRPC_UNKNOWN;
+    sl_metrics_counter *c = atomic_load_explicit(&s->calls[method][transport][code],
+                                                 memory_order_acquire);
+    if (!c)
+        c = sl_service_count_series(s, method, transport, code);
+    sl_metrics_counter_inc(c);
+    sl_metrics_histogram_observe(s->latency[method][transport], sl_mono_ns() - t0);
+}
+
+static inline sl_call_pool *pool_of(sl_service *s, int worker)
+{
+    if (worker < 0 || worker >= s->npools - 1)
+        worker = s->npools - 1;
+    return &s->pools[worker];
+}
+
+/* The current identities (NULL: off); a set swapped out stays valid until this call returns
+ * (sl_service_swap_idents). */
+static inline const sl_idents *idents_of(const sl_service *s)
+{
+    return atomic_load_explicit(&((sl_service *)s)->idents, memory_order_acquire);
+}
+
+/* Items whose state is the cluster's: to the Redis store under --store redis, else the router. */
+static inline void submit(sl_service *s, int worker, sl_batch *b, int64_t now,
+                          sl_rstore_done_cb done, void *ud)
+{
+    if (s->cfg.rstore)
+        sl_rstore_submit(s->cfg.rstore, worker, b, now, done, ud);
+    else
+        sl_router_submit(s->cfg.router, worker, b, now, done, ud);
+}
+
+/* Fleet leases given back after a call: counted, then freed (api/gubprotect.h). */
+static inline void giveback_done(void *ud, sl_batch *b)
+{
+    sl_gubprotect_giveback_done(ud, b);
+}
+
+#endif

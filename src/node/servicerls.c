@@ -1,0 +1,84 @@
+/*
+ * The service's Envoy half: RLS v3 ShouldRateLimit (node/service.c routes it here; the call
+ * record and the shared helpers are node/service_int.h). The request is planned into the call's
+ * batch against the worker's current --rls-config-dir rules (api/rls.h), checked against the
+ * caller's identity and the worker shedder like GetRateLimits, handed to the router, and the
+ * RateLimitResponse encoded from the answers (rls_done), counted per domain and rule
+ * (api/rlsmetrics.h).
+ */
+#include "node/service_int.h"
+
+#include <errno.h>
+
+
+static void rls_done(void *ud, sl_batch *b)
+{
+    sl_call *c = ud;
+    sl_service *s = c->svc;
+    int64_t now = sl_exchange_now_ms(c->ex);
+    if (s->cfg.protect)
+        sl_gubprotect_end(s->cfg.protect, c->prot, b, false, now);
+    sl_gub_status st;
+    size_t mark;
+    int rc = sl_grpc_frame_begin(&c->out, &mark);
+    if (!rc)
+        rc = sl_rls_encode(c->rls, b, now, &c->out, &st);
+    if (!rc)
+        rc = sl_grpc_frame_end(&c->out, mark);
+    if (!rc) {
+        sl_exchange_respond_grpc(c->ex, c->out.data, c->out.len, SL_GRPC_OK, NULL);
+        sl_rls_count(c->rls, b, s->rls_metrics);
+        count_call(s, M_SHOULD_RATE_LIMIT, T_GRPC, SL_GRPC_OK, c->t0);
+    } else if (rc == -EAGAIN) {
+        sl_service_answer_status(s, c->ex, M_SHOULD_RATE_LIMIT, T_GRPC, &st, c->t0);
+    } else {
+        sl_service_answer_error(s, c->ex, M_SHOULD_RATE_LIMIT, T_GRPC, SL_GRPC_INTERNAL,
+                                "could not encode the response", c->t0);
+    }
+    sl_rls_end(c->rls);
+    sl_service_call_put(c);
+}
+
+void sl_service_should_rate_limit(sl_service *s, sl_exchange *ex, const sl_http_request *rq,
+                                  int64_t t0)
+{
+    sl_gub_status st;
+    const uint8_t *msg = NULL;
+    size_t len = 0;
+    const sl_ident *id = NULL;
+    if (idents_of(s) && !(id = sl_service_who(s, ex, rq, M_SHOULD_RATE_LIMIT, T_GRPC, t0)))
+        return;
+    if (sl_service_grpc_payload(s, rq, &msg, &len, &st)) {
+        sl_service_answer_status(s, ex, M_SHOULD_RATE_LIMIT, T_GRPC, &st, t0);
+        return;
+    }
+    sl_call *c = sl_service_call_get(s, ex, M_SHOULD_RATE_LIMIT, T_GRPC, t0);
+    if (!c) {
+        sl_service_answer_error(s, ex, M_SHOULD_RATE_LIMIT, T_GRPC, SL_GRPC_RESOURCE_EXHAUSTED,
+                                "out of memory", t0);
+        return;
+    }
+    sl_rlsconf *conf = NULL;
+    if (s->cfg.rls)
+        conf = (sl_rlsconf *)sl_rlssrc_read(s->cfg.rls, &pool_of(s, c->worker)->rls_reader);
+    int rc = sl_rls_begin(&s->cfg.rls_cfg, conf, msg, len, &c->batch, &c->rls, &st);
+    if (!rc && id && !sl_service_items_allowed(id, &c->batch, &st))
+        rc = -EACCES;
+    if (rc) {
+        sl_rls_end(c->rls);
+        sl_service_answer_status(s, ex, M_SHOULD_RATE_LIMIT, T_GRPC, &st, t0);
+        sl_service_call_put(c);
+        return;
+    }
+    int64_t now = sl_exchange_now_ms(ex);
+    if (s->cfg.protect) {
+        sl_gubprotect_verdict v;
+        if (sl_gubprotect_begin(s->cfg.protect, c->worker, &c->batch, false, now, &c->prot, &v)) {
+            sl_rls_end(c->rls);
+            sl_service_answer_shed(s, ex, M_SHOULD_RATE_LIMIT, T_GRPC, &v, t0);
+            sl_service_call_put(c);
+            return;
+        }
+    }
+    sl_router_submit(s->cfg.router, c->worker, &c->batch, now, rls_done, c);
+}
