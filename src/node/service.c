@@ -387,16 +387,9 @@ static void get_rate_limits(sl_service *s, sl_exchange *ex, const sl_http_reques
     if (idents_of(s) && method == M_GET_RATE_LIMITS &&
         !(id = sl_service_who(s, ex, rq, method, transport, t0)))
         return;
-    if (transport == T_GRPC && sl_service_grpc_payload(s, rq, &msg, &len, &st)) {
-        sl_service_answer_status(s, ex, method, transport, &st, t0);
+    sl_call *c = call_open(s, ex, rq, method, transport, &msg, &len, t0);
+    if (!c)
         return;
-    }
-    sl_call *c = sl_service_call_get(s, ex, method, transport, t0);
-    if (!c) {
-        sl_service_answer_error(s, ex, method, transport, SL_GRPC_RESOURCE_EXHAUSTED,
-                                "out of memory", t0);
-        return;
-    }
     int rc;
     if (transport == T_HTTP)
         rc = sl_gub_decode_json(&s->cfg.gub, (const char *)rq->body, rq->body_len, &c->batch, &st);
@@ -404,22 +397,10 @@ static void get_rate_limits(sl_service *s, sl_exchange *ex, const sl_http_reques
         rc = sl_gub_decode_peer_pb(&s->cfg.gub, msg, len, &c->batch, &st);
     else
         rc = sl_gub_decode_pb(&s->cfg.gub, msg, len, &c->batch, &st);
-    if (!rc && id && !sl_service_items_allowed(id, &c->batch, &st))
-        rc = -EACCES;
-    if (rc) {
-        sl_service_answer_status(s, ex, method, transport, &st, t0);
-        sl_service_call_put(c);
+    int64_t now;
+    if (!call_admit(s, c, id, rc, &st, method == M_GET_PEER_RATE_LIMITS, &now))
         return;
-    }
-    int64_t now = sl_exchange_now_ms(ex);
     if (s->cfg.protect) {
-        sl_gubprotect_verdict v;
-        if (sl_gubprotect_begin(s->cfg.protect, c->worker, &c->batch,
-                                method == M_GET_PEER_RATE_LIMITS, now, &c->prot, &v)) {
-            sl_service_answer_shed(s, ex, method, transport, &v, t0);
-            sl_service_call_put(c);
-            return;
-        }
         sl_batch *fb = c->prot ? sl_gubprotect_fleet_batch(c->prot) : NULL;
         if (fb) { /* the fleet's leases first, from the fleet key's owner */
             submit(s, c->worker, fb, now, fleet_done, c);
@@ -437,16 +418,9 @@ static void update_peer_globals(sl_service *s, sl_exchange *ex, const sl_http_re
     sl_gub_status st;
     const uint8_t *msg;
     size_t len;
-    if (sl_service_grpc_payload(s, rq, &msg, &len, &st)) {
-        sl_service_answer_status(s, ex, M_UPDATE_PEER_GLOBALS, T_GRPC, &st, t0);
+    sl_call *c = call_open(s, ex, rq, M_UPDATE_PEER_GLOBALS, T_GRPC, &msg, &len, t0);
+    if (!c)
         return;
-    }
-    sl_call *c = sl_service_call_get(s, ex, M_UPDATE_PEER_GLOBALS, T_GRPC, t0);
-    if (!c) {
-        sl_service_answer_error(s, ex, M_UPDATE_PEER_GLOBALS, T_GRPC, SL_GRPC_RESOURCE_EXHAUSTED,
-                                "out of memory", t0);
-        return;
-    }
     sl_gub_global *g = NULL;
     size_t n = 0;
     if (sl_gub_decode_globals_pb(&s->cfg.gub, msg, len, &c->batch, &g, &n, &st)) {

@@ -12,6 +12,7 @@
 
 #include "node/service.h"
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -61,6 +62,7 @@ typedef struct sl_call {
     sl_rls_call *rls;         /* ShouldRateLimit's plan (in the batch's arena) */
     sl_attempt_fleet att;     /* /attempt waiting for its fleet lease (api/attempt.h) */
     int att_rc;               /* /release waiting for its fleet lease: the concurrency give's */
+    bool rel_routed;          /* /release waiting for both its leases' owners (else the fleet's) */
     sl_batch batch;
     sl_buf out;
     struct sl_call *next;
@@ -178,6 +180,49 @@ static inline void submit(sl_service *s, int worker, sl_batch *b, int64_t now,
         sl_rstore_submit(s->cfg.rstore, worker, b, now, done, ud);
     else
         sl_router_submit(s->cfg.router, worker, b, now, done, ud);
+}
+
+/* A call that needs the router: its gRPC message first (when `transport` is gRPC), then a call
+ * record; NULL after answering the caller (a bad message, or out of memory). */
+static inline sl_call *call_open(sl_service *s, sl_exchange *ex, const sl_http_request *rq,
+                                 int method, int transport, const uint8_t **msg, size_t *len,
+                                 int64_t t0)
+{
+    sl_gub_status st;
+    if (transport == T_GRPC && sl_service_grpc_payload(s, rq, msg, len, &st)) {
+        sl_service_answer_status(s, ex, method, transport, &st, t0);
+        return NULL;
+    }
+    sl_call *c = sl_service_call_get(s, ex, method, transport, t0);
+    if (!c)
+        sl_service_answer_error(s, ex, method, transport, SL_GRPC_RESOURCE_EXHAUSTED,
+                                "out of memory", t0);
+    return c;
+}
+
+/* A decoded call goes on (true, *now set), or it is answered and put back: its decoding failed
+ * (rc, *st), an item's name is not the caller identity's (`id`), or the worker shedder sheds it
+ * (protection begun here: api/gubprotect.h; `peer`: a GetPeerRateLimits call). */
+static inline bool call_admit(sl_service *s, sl_call *c, const sl_ident *id, int rc,
+                              sl_gub_status *st, bool peer, int64_t *now)
+{
+    if (!rc && id && !sl_service_items_allowed(id, &c->batch, st))
+        rc = -EACCES;
+    sl_gubprotect_verdict v;
+    if (!rc) {
+        *now = sl_exchange_now_ms(c->ex);
+        if (!s->cfg.protect || !sl_gubprotect_begin(s->cfg.protect, c->worker, &c->batch, peer,
+                                                    *now, &c->prot, &v))
+            return true;
+    }
+    if (c->rls)
+        sl_rls_end(c->rls);
+    if (rc)
+        sl_service_answer_status(s, c->ex, c->method, c->transport, st, c->t0);
+    else
+        sl_service_answer_shed(s, c->ex, c->method, c->transport, &v, c->t0);
+    sl_service_call_put(c);
+    return false;
 }
 
 /* Fleet leases given back after a call: counted, then freed (api/gubprotect.h). */

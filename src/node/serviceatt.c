@@ -6,8 +6,8 @@
  * on its own that is all; in a cluster or on the Redis store the call waits in a call record for
  * the owners' answers: its fleet and concurrency leases (attempt_fleet_done), its rate quotas in
  * Redis (attempt_store_done), a renewed lease (attempt_renew_done), and a /release's give-backs
- * (release_fleet_done, release_routed_done). A waiting call reads its request headers again when
- * it resumes, so it keeps nothing of them. Every answer is rendered by respond_answer.
+ * (release_done). A waiting call reads its request headers again when it resumes, so it keeps
+ * nothing of them.
  */
 #include "node/service_int.h"
 
@@ -118,18 +118,34 @@ attempt_send(sl_service *s, sl_exchange *ex, const sl_http_request *rq, const sl
     respond_answer(s, ex, M_ATTEMPT, &p->answer, t0);
 }
 
-/* A waiting /attempt is decided: the fleet lease a later rejection gave back goes to its owner,
- * and the answer goes out. */
-static void attempt_answered(sl_service *s, sl_call *c, const sl_http_request *rq,
-                             const sl_attempt_req *q, uint64_t back, int64_t now)
+static void attempt_store_done(void *ud, sl_batch *b);
+
+/* A waiting /attempt wakes: its call, its request headers read again (the call waited) and now. */
+static sl_call *attempt_woken(void *ud, sl_attempt_req *q, int64_t *now)
 {
+    sl_call *c = ud;
+    attempt_headers(sl_exchange_request(c->ex), q, true);
+    *now = sl_exchange_now_ms(c->ex);
+    return c;
+}
+
+/* A waiting /attempt goes on: its rate quotas to the Redis store (again), or it is decided: the
+ * fleet lease a later rejection gave back goes to its owner, and the answer goes out. */
+static void attempt_next(sl_call *c, const sl_attempt_req *q, bool store, uint64_t back,
+                         int64_t now)
+{
+    sl_service *s = c->svc;
+    if (store) {
+        sl_rstore_submit(s->cfg.rstore, c->worker, &c->batch, now, attempt_store_done, c);
+        return;
+    }
     sl_batch *gb = back || c->att.conc_back
                        ? sl_gubprotect_lease_release(s->cfg.protect, back, q->levee.resource,
                                                      q->levee.resource_len, c->att.conc_back, now)
                        : NULL;
     if (gb)
         submit(s, c->worker, gb, now, giveback_done, s->cfg.protect);
-    attempt_send(s, c->ex, rq, q, pool_of(s, c->worker), c->t0);
+    attempt_send(s, c->ex, sl_exchange_request(c->ex), q, pool_of(s, c->worker), c->t0);
     sl_service_call_put(c);
 }
 
@@ -138,33 +154,25 @@ static void attempt_answered(sl_service *s, sl_call *c, const sl_http_request *r
 static void attempt_store_done(void *ud, sl_batch *b)
 {
     (void)b;
-    sl_call *c = ud;
-    sl_service *s = c->svc;
-    sl_call_pool *p = pool_of(s, c->worker);
-    const sl_http_request *rq = sl_exchange_request(c->ex);
-    int64_t now = sl_exchange_now_ms(c->ex);
     sl_attempt_req q;
-    attempt_headers(rq, &q, true);
+    int64_t now;
+    sl_call *c = attempt_woken(ud, &q, &now);
+    sl_service *s = c->svc;
     uint64_t back;
-    if (sl_attempt_store_done(s->cfg.protect, c->worker, &s->cfg.levee, &q, &c->att, now,
-                              &p->answer, &back)) {
-        sl_rstore_submit(s->cfg.rstore, c->worker, &c->batch, now, attempt_store_done, c);
-        return;
-    }
-    attempt_answered(s, c, rq, &q, back, now);
+    bool again = sl_attempt_store_done(s->cfg.protect, c->worker, &s->cfg.levee, &q, &c->att,
+                                       now, &pool_of(s, c->worker)->answer, &back);
+    attempt_next(c, &q, again, back, now);
 }
 
 /* The fleet key's owner answered an /attempt's fleet lease (or could not: this node's share,
  * api/gubprotect.h): the decision goes on, its headers and quotas read again (the call waited). */
 static void attempt_fleet_done(void *ud, sl_batch *fb)
 {
-    sl_call *c = ud;
+    sl_attempt_req q;
+    int64_t now;
+    sl_call *c = attempt_woken(ud, &q, &now);
     sl_service *s = c->svc;
     sl_call_pool *p = pool_of(s, c->worker);
-    const sl_http_request *rq = sl_exchange_request(c->ex);
-    int64_t now = sl_exchange_now_ms(c->ex);
-    sl_attempt_req q;
-    attempt_headers(rq, &q, true);
     sl_response r;
     bool fleet = c->att.fleet_item >= 0, local = false; /* else the concurrency lease alone */
     if (fleet)
@@ -173,12 +181,9 @@ static void attempt_fleet_done(void *ud, sl_batch *fb)
                                           sl_router_peer_count(s->cfg.router), now, &r);
     const sl_quota_snap *snap = sl_quotasrc_read(s->cfg.quotas, &p->quota_reader);
     uint64_t back;
-    if (sl_attempt_resume(s->cfg.protect, c->worker, &s->cfg.levee, snap, &q, &c->att,
-                          fleet ? &r : NULL, local, now, &p->answer, &back) == SL_ATTEMPT_STORE) {
-        sl_rstore_submit(s->cfg.rstore, c->worker, &c->batch, now, attempt_store_done, c);
-        return;
-    }
-    attempt_answered(s, c, rq, &q, back, now);
+    int rc = sl_attempt_resume(s->cfg.protect, c->worker, &s->cfg.levee, snap, &q, &c->att,
+                               fleet ? &r : NULL, local, now, &p->answer, &back);
+    attempt_next(c, &q, rc == SL_ATTEMPT_STORE, back, now);
 }
 
 /* A non-critical acquire's fleet lease: in a cluster or in Redis, the one count at the fleet
@@ -282,31 +287,21 @@ static void release_headers(const sl_http_request *rq, sl_attempt_release_req *r
     header_value(rq, "x-req-id", &rr->req_id, &rr->req_id_len);
 }
 
-/* The fleet key's owner answered a /release's give-back of its fleet lease. */
-static void release_fleet_done(void *ud, sl_batch *fb)
+/* The owners answered a /release: of both its leases in a cluster or on the Redis store
+ * (api/attempt.h sl_attempt_release_route), else of the fleet lease given back to its owner. */
+static void release_done(void *ud, sl_batch *b)
 {
     sl_call *c = ud;
     sl_service *s = c->svc;
     sl_call_pool *p = pool_of(s, c->worker);
     sl_attempt_release_req rr;
     release_headers(sl_exchange_request(c->ex), &rr);
-    sl_attempt_release_answer(&rr, c->att_rc,
-                              sl_gubprotect_fleet_released(s->cfg.protect, &fb->resps[0]),
-                              &p->answer);
-    respond_answer(s, c->ex, M_RELEASE, &p->answer, c->t0);
-    sl_service_call_put(c);
-}
-
-/* The owners of a /release's leases answered (api/attempt.h sl_attempt_release_route). */
-static void release_routed_done(void *ud, sl_batch *b)
-{
-    (void)b;
-    sl_call *c = ud;
-    sl_service *s = c->svc;
-    sl_call_pool *p = pool_of(s, c->worker);
-    sl_attempt_release_req rr;
-    release_headers(sl_exchange_request(c->ex), &rr);
-    sl_attempt_release_done(s->cfg.protect, &rr, &c->att, c->att_rc, &p->answer);
+    if (c->rel_routed)
+        sl_attempt_release_done(s->cfg.protect, &rr, &c->att, c->att_rc, &p->answer);
+    else
+        sl_attempt_release_answer(&rr, c->att_rc,
+                                  sl_gubprotect_fleet_released(s->cfg.protect, &b->resps[0]),
+                                  &p->answer);
     respond_answer(s, c->ex, M_RELEASE, &p->answer, c->t0);
     sl_service_call_put(c);
 }
@@ -332,7 +327,8 @@ void sl_service_release(sl_service *s, sl_exchange *ex, const sl_http_request *r
         c->att.leases = &c->batch;
         if (sl_attempt_release_route(s->cfg.protect, &rr, now, &c->att, &conc_rc, &p->answer)) {
             c->att_rc = conc_rc;
-            submit(s, c->worker, &c->batch, now, release_routed_done, c);
+            c->rel_routed = true;
+            submit(s, c->worker, &c->batch, now, release_done, c);
             return;
         }
         sl_service_call_put(c);
@@ -345,7 +341,8 @@ void sl_service_release(sl_service *s, sl_exchange *ex, const sl_http_request *r
         sl_call *c = sl_service_call_get(s, ex, M_RELEASE, T_HTTP, t0);
         if (c && !sl_gubprotect_fleet_item(s->cfg.protect, &c->batch, -1, 0, 1, fleet)) {
             c->att_rc = conc_rc;
-            submit(s, c->worker, &c->batch, now, release_fleet_done, c);
+            c->rel_routed = false;
+            submit(s, c->worker, &c->batch, now, release_done, c);
             return;
         }
         if (c)

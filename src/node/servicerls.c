@@ -48,37 +48,15 @@ void sl_service_should_rate_limit(sl_service *s, sl_exchange *ex, const sl_http_
     const sl_ident *id = NULL;
     if (idents_of(s) && !(id = sl_service_who(s, ex, rq, M_SHOULD_RATE_LIMIT, T_GRPC, t0)))
         return;
-    if (sl_service_grpc_payload(s, rq, &msg, &len, &st)) {
-        sl_service_answer_status(s, ex, M_SHOULD_RATE_LIMIT, T_GRPC, &st, t0);
+    sl_call *c = call_open(s, ex, rq, M_SHOULD_RATE_LIMIT, T_GRPC, &msg, &len, t0);
+    if (!c)
         return;
-    }
-    sl_call *c = sl_service_call_get(s, ex, M_SHOULD_RATE_LIMIT, T_GRPC, t0);
-    if (!c) {
-        sl_service_answer_error(s, ex, M_SHOULD_RATE_LIMIT, T_GRPC, SL_GRPC_RESOURCE_EXHAUSTED,
-                                "out of memory", t0);
-        return;
-    }
     sl_rlsconf *conf = NULL;
     if (s->cfg.rls)
         conf = (sl_rlsconf *)sl_rlssrc_read(s->cfg.rls, &pool_of(s, c->worker)->rls_reader);
     int rc = sl_rls_begin(&s->cfg.rls_cfg, conf, msg, len, &c->batch, &c->rls, &st);
-    if (!rc && id && !sl_service_items_allowed(id, &c->batch, &st))
-        rc = -EACCES;
-    if (rc) {
-        sl_rls_end(c->rls);
-        sl_service_answer_status(s, ex, M_SHOULD_RATE_LIMIT, T_GRPC, &st, t0);
-        sl_service_call_put(c);
+    int64_t now;
+    if (!call_admit(s, c, id, rc, &st, false, &now))
         return;
-    }
-    int64_t now = sl_exchange_now_ms(ex);
-    if (s->cfg.protect) {
-        sl_gubprotect_verdict v;
-        if (sl_gubprotect_begin(s->cfg.protect, c->worker, &c->batch, false, now, &c->prot, &v)) {
-            sl_rls_end(c->rls);
-            sl_service_answer_shed(s, ex, M_SHOULD_RATE_LIMIT, T_GRPC, &v, t0);
-            sl_service_call_put(c);
-            return;
-        }
-    }
     sl_router_submit(s->cfg.router, c->worker, &c->batch, now, rls_done, c);
 }
