@@ -205,7 +205,7 @@ typedef struct sl_options {
     int64_t max_concurrency_limit;
     int64_t max_switches;
     bool admin_api;
-    char *admin_addr;          /* "" = 127.0.0.1:<listen port + 1> (node/node.c) */
+    char *admin_addr;          /* "" = 127.0.0.1:<listen port + 1> (node/nodeparts.c) */
     char *admin_token_file;    /* "" = no token (loopback admin only) */
     char *metrics_addr;        /* "" = /metrics on the client port only */
     char *client_tokens_file;  /* "" = no client identities */
