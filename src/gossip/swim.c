@@ -1,118 +1,23 @@
 /*
- * swim: the SWIM + Lifeguard membership state machine (what it does and why is in swim.h). This
- * file holds the member table, the probe round, suspicion timers, the dissemination queue and the
- * rules that merge news about a member:
- *
- *   news about m          m unknown      m alive/suspect (inc i)        m dead/left (inc i)
- *   alive   inc j         add            j > i: alive, take addr/meta    j > i: alive again
- *   suspect inc j         ignore         j >= i: suspect (confirm if     ignore
- *                                        already suspect at j)
- *   dead/left inc j       ignore         j >= i: dead/left               ignore
- *
- * News about ourselves: suspect or dead at an incarnation >= ours is refuted by announcing alive
- * at that incarnation + 1 (unless we are leaving); at a lower one, its sender missed that
- * announcement, so it is queued again (and rides first on the ack of a ping that carried it). Every accepted change is queued once for
- * piggybacking; a later change about the same member replaces the queued one.
+ * swim: the SWIM + Lifeguard protocol state machine (what it does and why is in swim.h; the
+ * member table, the merge rules and the dissemination queue are gossip/swimtable.c, the state
+ * both share is gossip/swimint.h). This file builds and frees the state, runs the probe round
+ * (a direct ping, then k ping-req relays, Lifeguard's NACKs and local health multiplier; a probe
+ * of a suspect carries its suspicion so it can refute), answers pings (a prober we hold dead
+ * learns it first; a prober we do not know gets a push/pull, at most once a probe interval) and
+ * relays, turns expired suspicions into deaths, gossips, joins through the seeds, exchanges full
+ * state by push/pull, reaps the long dead, and leaves.
  */
 #include "gossip/swim.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/strmap.h"
-
-/* Relayed probes (PING_REQ) waiting for the target's ack: bounded, the rest are dropped. */
-#define SL_SWIM_MAX_RELAYS 64
-/* Distinct confirmations of a suspicion we remember (Lifeguard needs K, k indirect probes). */
-#define MAX_CONFIRM 16
-#define NONE ((size_t)-1)
-
-typedef struct mem {
-    char name[SL_SWIM_MAX_NAME + 1];
-    char addr[SL_SWIM_MAX_NAME + 1];
-    uint8_t meta[SL_SWIM_MAX_META];
-    size_t meta_len;
-    uint8_t status;
-    uint32_t inc;
-    size_t idx;             /* position in s->v */
-    uint64_t since;         /* when the status last changed */
-    /* suspicion */
-    uint64_t susp_start, susp_deadline;
-    unsigned n_confirm;
-    uint64_t confirm[MAX_CONFIRM]; /* name hashes of who suspects it */
-    /* dissemination */
-    size_t bc_pos;          /* position in s->bcq, or NONE */
-    unsigned bc_sent;
-    char bc_from[SL_SWIM_MAX_NAME + 1];
-} mem;
-
-typedef struct relay {
-    int used;
-    uint32_t seq, orig_seq;
-    char requester[SL_SWIM_MAX_NAME + 1];
-    uint64_t nack_at;
-} relay;
-
-struct sl_swim {
-    sl_swim_config c;
-    mem *self;
-    mem **v;                /* every member, ourselves included */
-    size_t n;
-    sl_strmap byname;       /* name -> mem* */
-    mem **bcq;              /* members with a queued update */
-    size_t nbc;
-    unsigned count[4];      /* members by status, ourselves included */
-    uint64_t rng;
-    uint32_t seq;
-    uint64_t version;
-    unsigned lhm;
-    int leaving;
-    /* the probe under way */
-    struct {
-        int active, acked, indirect_sent;
-        char target[SL_SWIM_MAX_NAME + 1];
-        uint32_t seq;
-        unsigned nacks_expected, nacks;
-        uint64_t timeout_at, end_at;
-    } probe;
-    size_t probe_pos;
-    uint64_t next_probe_at, next_gossip_at, next_pp_at, next_join_at, next_reap_at;
-    uint64_t next_stranger_pp_at; /* push/pull with a prober we do not know: once a period */
-    relay relays[SL_SWIM_MAX_RELAYS];
-    char **seeds;
-    size_t nseeds;
-    sl_swim_stats st;
-    uint8_t pkt[SL_SWIMWIRE_MAX_UDP];
-};
-
-static const char *const status_names[] = {"alive", "suspect", "dead", "left"};
-static const char *const drop_names[SL_SWIM_DROP_NREASONS] = {
-    "malformed", "oversize", "version", "wrong_node", "unexpected", "queue_full", "table_full",
-    "decrypt"};
-
-const char *sl_swim_status_name(sl_swim_status s)
-{
-    return (unsigned)s < 4 ? status_names[s] : "unknown";
-}
-
-const char *sl_swim_drop_name(sl_swim_drop d)
-{
-    return (unsigned)d < SL_SWIM_DROP_NREASONS ? drop_names[d] : "unknown";
-}
+#include "gossip/swimint.h"
 
 /* --- small helpers */
-
-static uint64_t rnd(sl_swim *s)
-{
-    /* xorshift64* */
-    s->rng ^= s->rng >> 12;
-    s->rng ^= s->rng << 25;
-    s->rng ^= s->rng >> 27;
-    return s->rng * 0x2545F4914F6CDD1Dull;
-}
 
 static int valid_name(const char *p, size_t n)
 {
@@ -124,151 +29,7 @@ static int valid_name(const char *p, size_t n)
     return 1;
 }
 
-static uint64_t name_hash(const char *p, size_t n)
-{
-    uint64_t h = 1469598103934665603ull;  /* FNV-1a: only to tell confirmers apart */
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
-    return h | 1;
-}
-
-static mem *find(const sl_swim *s, const char *name, size_t len)
-{
-    sl_strmap_ent *e = sl_strmap_find(&s->byname, 0, name, len);
-    return e ? *(mem **)sl_strmap_val(e) : NULL;
-}
-
-static unsigned live_count(const sl_swim *s)
-{
-    return s->count[SL_SWIM_ALIVE] + s->count[SL_SWIM_SUSPECT];
-}
-
-static uint64_t scaled(const sl_swim *s, uint32_t ms)
-{
-    return (uint64_t)ms * (s->lhm + 1);
-}
-
-static void lhm_add(sl_swim *s, int d)
-{
-    int v = (int)s->lhm + d;
-    if (v < 0)
-        v = 0;
-    if (v > (int)s->c.lhm_max)
-        v = (int)s->c.lhm_max;
-    s->lhm = (unsigned)v;
-}
-
-static void to_public(const mem *m, const sl_swim *s, sl_swim_member *out)
-{
-    out->name = m->name;
-    out->addr = m->addr;
-    out->meta = m->meta;
-    out->meta_len = m->meta_len;
-    out->status = (sl_swim_status)m->status;
-    out->incarnation = m->inc;
-    out->is_self = m == s->self;
-}
-
-static void changed(sl_swim *s, mem *m, int old)
-{
-    s->version++;
-    if (s->c.cb.on_change) {
-        sl_swim_member pm;
-        to_public(m, s, &pm);
-        s->c.cb.on_change(s->c.cb.ctx, &pm, old);
-    }
-}
-
-static void set_status(sl_swim *s, mem *m, uint8_t st, uint64_t now)
-{
-    if (m->status != st) {
-        s->count[m->status]--;
-        s->count[st]++;
-        m->status = st;
-        m->since = now;
-    }
-}
-
-/* --- dissemination queue */
-
-static void queue(sl_swim *s, mem *m, const char *from)
-{
-    snprintf(m->bc_from, sizeof m->bc_from, "%s", from ? from : "");
-    m->bc_sent = 0;
-    if (m->bc_pos == NONE) {
-        m->bc_pos = s->nbc;
-        s->bcq[s->nbc++] = m;
-    }
-}
-
-static void unqueue(sl_swim *s, mem *m)
-{
-    if (m->bc_pos == NONE)
-        return;
-    size_t i = m->bc_pos;
-    s->bcq[i] = s->bcq[--s->nbc];
-    s->bcq[i]->bc_pos = i;
-    m->bc_pos = NONE;
-}
-
-static unsigned retransmit_limit(const sl_swim *s)
-{
-    double n = live_count(s);
-    unsigned l = s->c.retransmit_mult * (unsigned)ceil(log10(n + 1));
-    return l ? l : 1;
-}
-
-static void to_update(const mem *m, const char *from, sl_swimwire_update *u)
-{
-    u->status = m->status;
-    u->incarnation = m->inc;
-    u->name = (sl_swimwire_str){m->name, strlen(m->name)};
-    u->addr = (sl_swimwire_str){m->addr, strlen(m->addr)};
-    u->from = (sl_swimwire_str){from, strlen(from)};
-    u->meta = m->meta;
-    u->meta_len = m->status == SL_SWIM_ALIVE ? m->meta_len : 0;
-}
-
-/* Append queued updates, least sent first, while they fit; drop those sent often enough. */
-static size_t piggyback(sl_swim *s, uint8_t *buf, size_t len, const mem *skip)
-{
-    if (!s->nbc)
-        return len;
-    /* insertion sort by times sent: the queue is short and nearly sorted */
-    for (size_t i = 1; i < s->nbc; i++) {
-        mem *x = s->bcq[i];
-        size_t j = i;
-        while (j > 0 && s->bcq[j - 1]->bc_sent > x->bc_sent) {
-            s->bcq[j] = s->bcq[j - 1];
-            s->bcq[j]->bc_pos = j;
-            j--;
-        }
-        s->bcq[j] = x;
-        x->bc_pos = j;
-    }
-    unsigned limit = retransmit_limit(s);
-    for (size_t i = 0; i < s->nbc; i++) {
-        mem *m = s->bcq[i];
-        if (m == skip)
-            continue;
-        sl_swimwire_update u;
-        to_update(m, m->bc_from, &u);
-        int r = sl_swimwire_put_update(buf, SL_SWIMWIRE_MAX_UDP, len, &u);
-        if (r < 0)
-            break;
-        len = (size_t)r;
-        m->bc_sent++;
-        s->st.updates_sent++;
-    }
-    for (size_t i = 0; i < s->nbc;) {
-        mem *m = s->bcq[i];
-        if (m->bc_sent >= limit)
-            unqueue(s, m);
-        else
-            i++;
-    }
-    return len;
-}
+/* --- sending */
 
 /* Send one datagram of `type`, a directed update first (news the receiver needs about itself),
  * then piggybacked updates. */
@@ -282,211 +43,18 @@ static void send_pkt(sl_swim *s, const char *addr, sl_swimwire_type type, uint32
     size_t len = (size_t)r;
     if (directed) {
         sl_swimwire_update u;
-        to_update(directed, "", &u);
+        sl_swimint_to_update(directed, "", &u);
         r = sl_swimwire_put_update(s->pkt, sizeof s->pkt, len, &u);
         if (r > 0)
             len = (size_t)r;
     }
-    len = piggyback(s, s->pkt, len, directed);
+    len = sl_swimint_piggyback(s, s->pkt, len, directed);
     if (type == SL_SWIMWIRE_GOSSIP && len == SL_SWIMWIRE_HEADER)
         return;  /* nothing to say */
     s->st.packets_sent++;
     s->st.bytes_sent += len;
     if (s->c.cb.send)
         s->c.cb.send(s->c.cb.ctx, addr, s->pkt, len);
-}
-
-/* --- the member table */
-
-static mem *add_member(sl_swim *s, const sl_swimwire_update *u, uint64_t now)
-{
-    if (s->n >= s->c.max_members) {
-        s->st.dropped[SL_SWIM_DROP_TABLE_FULL]++;
-        return NULL;
-    }
-    mem *m = calloc(1, sizeof *m);
-    if (!m)
-        return NULL;
-    memcpy(m->name, u->name.p, u->name.len);
-    memcpy(m->addr, u->addr.p, u->addr.len);
-    if (u->meta_len)
-        memcpy(m->meta, u->meta, u->meta_len);
-    m->meta_len = u->meta_len;
-    m->inc = u->incarnation;
-    m->status = SL_SWIM_ALIVE;
-    m->since = now;
-    m->bc_pos = NONE;
-    if (sl_strmap_put(&s->byname, 0, m->name, u->name.len, &m, NULL) < 0) {
-        free(m);
-        return NULL;
-    }
-    /* a random place at or after the probe cursor, so a newcomer is probed within a round */
-    size_t lo = s->probe_pos < s->n ? s->probe_pos : s->n;
-    size_t j = lo + (size_t)(rnd(s) % (s->n - lo + 1));
-    s->v[s->n] = m;
-    m->idx = s->n;
-    if (j != s->n) {
-        mem *o = s->v[j];
-        s->v[j] = m;
-        m->idx = j;
-        s->v[s->n] = o;
-        o->idx = s->n;
-    }
-    s->n++;
-    s->count[SL_SWIM_ALIVE]++;
-    changed(s, m, -1);
-    return m;
-}
-
-static void remove_member(sl_swim *s, mem *m)
-{
-    unqueue(s, m);
-    sl_strmap_remove(&s->byname, 0, m->name, strlen(m->name));
-    size_t i = m->idx;
-    s->v[i] = s->v[--s->n];
-    s->v[i]->idx = i;
-    s->count[m->status]--;
-    s->version++;
-    free(m);
-}
-
-/* --- suspicion */
-
-static uint64_t suspicion_timeout(const sl_swim *s, unsigned confirmations)
-{
-    double n = live_count(s);
-    double scale = n > 10 ? log10(n) : 1.0;
-    double min = s->c.suspicion_min_mult * scale * s->c.probe_interval_ms;
-    double max = s->c.suspicion_max_mult * min;
-    /* K: confirmations expected, at most the members other than us and the suspect */
-    double k = s->c.indirect_probes;
-    if (n - 2 < k)
-        k = n > 2 ? n - 2 : 0;
-    if (k < 1)
-        return (uint64_t)min;
-    double c = confirmations < k ? confirmations : k;
-    double t = max - (max - min) * log(c + 1) / log(k + 1);
-    return (uint64_t)(t < min ? min : t);
-}
-
-static void suspect(sl_swim *s, mem *m, uint32_t inc, const char *from, size_t from_len,
-                    uint64_t now)
-{
-    uint64_t fh = from_len ? name_hash(from, from_len) : 0;
-    if (m->status == SL_SWIM_SUSPECT && inc == m->inc) {
-        if (!fh || m->n_confirm >= MAX_CONFIRM)
-            return;
-        for (unsigned i = 0; i < m->n_confirm; i++)
-            if (m->confirm[i] == fh)
-                return;
-        m->confirm[m->n_confirm++] = fh;
-        /* independent confirmations shorten the timer (counted after the first accuser) */
-        m->susp_deadline = m->susp_start + suspicion_timeout(s, m->n_confirm - 1);
-        if (m->n_confirm - 1 <= s->c.indirect_probes) {
-            char f[SL_SWIM_MAX_NAME + 1];
-            memcpy(f, from, from_len);
-            f[from_len] = '\0';
-            queue(s, m, f);
-        }
-        return;
-    }
-    int old = m->status;
-    m->inc = inc;
-    if (old != SL_SWIM_SUSPECT) {
-        set_status(s, m, SL_SWIM_SUSPECT, now);
-        m->susp_start = now;
-        m->n_confirm = 0;
-    }
-    if (fh && m->n_confirm < MAX_CONFIRM)
-        m->confirm[m->n_confirm++] = fh;
-    m->susp_deadline =
-        m->susp_start + suspicion_timeout(s, m->n_confirm ? m->n_confirm - 1 : 0);
-    char f[SL_SWIM_MAX_NAME + 1];
-    if (from_len)
-        memcpy(f, from, from_len);
-    f[from_len] = '\0';
-    queue(s, m, f);
-    if (old != SL_SWIM_SUSPECT)
-        changed(s, m, old);
-}
-
-static void refute(sl_swim *s, uint32_t inc, int health)
-{
-    if (s->leaving)
-        return;
-    s->self->inc = inc + 1;
-    s->st.refutations++;
-    if (health)
-        lhm_add(s, 1);
-    queue(s, s->self, "");
-    s->version++;
-}
-
-/* Merge one piece of news (see the table at the top). */
-static void apply(sl_swim *s, const sl_swimwire_update *u, uint64_t now)
-{
-    s->st.updates_received++;
-    mem *m = find(s, u->name.p, u->name.len);
-    if (m == s->self) {
-        if (u->status == SL_SWIM_ALIVE || s->leaving)
-            return;
-        if (u->incarnation >= m->inc)
-            refute(s, u->incarnation, u->status == SL_SWIM_SUSPECT);
-        else
-            queue(s, s->self, "");  /* stale: the sender missed our refutation, say it again */
-        return;
-    }
-    switch (u->status) {
-    case SL_SWIM_ALIVE:
-        if (!m) {
-            m = add_member(s, u, now);
-            if (m)
-                queue(s, m, "");
-            return;
-        }
-        if (u->incarnation > m->inc) {
-            int old = m->status;
-            int moved = u->addr.len != strlen(m->addr) || memcmp(u->addr.p, m->addr, u->addr.len);
-            int remeta = u->meta_len != m->meta_len ||
-                         (u->meta_len && memcmp(u->meta, m->meta, u->meta_len));
-            m->inc = u->incarnation;
-            memcpy(m->addr, u->addr.p, u->addr.len);
-            m->addr[u->addr.len] = '\0';
-            if (u->meta_len)
-                memcpy(m->meta, u->meta, u->meta_len);
-            m->meta_len = u->meta_len;
-            set_status(s, m, SL_SWIM_ALIVE, now);
-            queue(s, m, "");
-            if (old != SL_SWIM_ALIVE || moved || remeta)
-                changed(s, m, old);
-        }
-        return;
-    case SL_SWIM_SUSPECT:
-        if (m && (m->status == SL_SWIM_ALIVE || m->status == SL_SWIM_SUSPECT) &&
-            u->incarnation >= m->inc)
-            suspect(s, m, u->incarnation, u->from.p, u->from.len, now);
-        return;
-    default:
-        if (m && (m->status == SL_SWIM_ALIVE || m->status == SL_SWIM_SUSPECT) &&
-            u->incarnation >= m->inc) {
-            int old = m->status;
-            m->inc = u->incarnation;
-            set_status(s, m, u->status, now);
-            queue(s, m, "");
-            changed(s, m, old);
-        }
-        return;
-    }
-}
-
-static void apply_all(sl_swim *s, const sl_swimwire_msg *msg, uint64_t now)
-{
-    const uint8_t *cur = msg->updates;
-    for (unsigned i = 0; i < msg->n_updates; i++) {
-        sl_swimwire_update u;
-        sl_swimwire_next_update(&cur, &u);
-        apply(s, &u, now);
-    }
 }
 
 /* --- construction */
@@ -548,7 +116,7 @@ int sl_swim_new(const sl_swim_config *cfg, uint64_t now, sl_swim **out, char *er
         .meta = cfg->meta,
         .meta_len = cfg->meta_len,
     };
-    s->self = add_member(s, &u, now);
+    s->self = sl_swimint_add_member(s, &u, now);
     if (!s->self) {
         sl_swim_free(s);
         return -ENOMEM;
@@ -591,7 +159,7 @@ static void push_state(sl_swim *s, const char *addr, sl_swimwire_type type, int 
     size_t len = r > 0 ? (size_t)r : 0;
     for (size_t i = 0; r > 0 && i < s->n; i++) {
         sl_swimwire_update u;
-        to_update(s->v[i], "", &u);
+        sl_swimint_to_update(s->v[i], "", &u);
         r = sl_swimwire_put_update(buf, cap, len, &u);
         if (r > 0)
             len = (size_t)r;
@@ -627,7 +195,7 @@ int sl_swim_recv_stream(sl_swim *s, const char *from, const uint8_t *p, size_t l
         return -EBADMSG;
     }
     s->st.pushpulls_received++;
-    apply_all(s, &msg, now);
+    sl_swimint_apply_all(s, &msg, now);
     if (msg.type == SL_SWIMWIRE_PUSH)
         push_state(s, from, SL_SWIMWIRE_PULL, 0, reply, rctx);
     return 0;
@@ -746,7 +314,7 @@ void sl_swim_recv(sl_swim *s, const char *from, const uint8_t *p, size_t len, ui
         return;
     }
     /* updates first: a refutation riding on an ack must count before the ack is matched */
-    apply_all(s, &msg, now);
+    sl_swimint_apply_all(s, &msg, now);
     switch (msg.type) {
     case SL_SWIMWIRE_PING:
         on_ping(s, from, &msg, now);
@@ -828,7 +396,7 @@ static void finish_probe(sl_swim *s, uint64_t now)
     s->st.probes_failed++;
     if (m->status == SL_SWIM_ALIVE)
         s->st.suspicions++;
-    suspect(s, m, m->inc, s->self->name, strlen(s->self->name), now);
+    sl_swimint_suspect(s, m, m->inc, s->self->name, strlen(s->self->name), now);
 }
 
 static void probe_tick(sl_swim *s, uint64_t now)
@@ -908,10 +476,10 @@ void sl_swim_tick(sl_swim *s, uint64_t now)
         for (size_t i = 0; i < s->n; i++) {
             mem *m = s->v[i];
             if (m->status == SL_SWIM_SUSPECT && now >= m->susp_deadline) {
-                set_status(s, m, SL_SWIM_DEAD, now);
+                sl_swimint_set_status(s, m, SL_SWIM_DEAD, now);
                 s->st.deaths++;
-                queue(s, m, "");
-                changed(s, m, SL_SWIM_SUSPECT);
+                sl_swimint_queue(s, m, "");
+                sl_swimint_changed(s, m, SL_SWIM_SUSPECT);
             }
         }
     if (now >= s->next_gossip_at) {
@@ -935,7 +503,7 @@ void sl_swim_tick(sl_swim *s, uint64_t now)
         for (size_t i = 0; i < s->n;) {
             mem *m = s->v[i];
             if (m != s->self && m->status >= SL_SWIM_DEAD && now - m->since >= s->c.dead_keep_ms)
-                remove_member(s, m);
+                sl_swimint_remove_member(s, m);
             else
                 i++;
         }
@@ -983,9 +551,9 @@ void sl_swim_leave(sl_swim *s, uint64_t now)
     s->leaving = 1;
     s->probe.active = 0;
     s->self->inc++;
-    set_status(s, s->self, SL_SWIM_LEFT, now);
-    queue(s, s->self, "");
-    changed(s, s->self, SL_SWIM_ALIVE);
+    sl_swimint_set_status(s, s->self, SL_SWIM_LEFT, now);
+    sl_swimint_queue(s, s->self, "");
+    sl_swimint_changed(s, s->self, SL_SWIM_ALIVE);
     /* tell fanout members now; the queued update rides on later gossip as well */
     for (unsigned i = 0; i < s->c.gossip_fanout && s->nbc; i++) {
         mem *m = random_member(s, LIVE, NULL);
@@ -1003,53 +571,8 @@ int sl_swim_set_meta(sl_swim *s, const uint8_t *meta, size_t len, uint64_t now)
         memcpy(s->self->meta, meta, len);
     s->self->meta_len = len;
     s->self->inc++;
-    queue(s, s->self, "");
-    changed(s, s->self, SL_SWIM_ALIVE);
+    sl_swimint_queue(s, s->self, "");
+    sl_swimint_changed(s, s->self, SL_SWIM_ALIVE);
     return 0;
 }
 
-/* --- reading */
-
-size_t sl_swim_member_count(const sl_swim *s)
-{
-    return s->n;
-}
-
-int sl_swim_member_at(const sl_swim *s, size_t i, sl_swim_member *out)
-{
-    if (i >= s->n)
-        return -ENOENT;
-    to_public(s->v[i], s, out);
-    return 0;
-}
-
-int sl_swim_member_find(const sl_swim *s, const char *name, sl_swim_member *out)
-{
-    mem *m = find(s, name, strlen(name));
-    if (!m)
-        return -ENOENT;
-    to_public(m, s, out);
-    return 0;
-}
-
-uint64_t sl_swim_version(const sl_swim *s)
-{
-    return s->version;
-}
-
-void sl_swim_get_stats(const sl_swim *s, sl_swim_stats *out)
-{
-    *out = s->st;
-    memcpy(out->members, s->count, sizeof out->members);
-    out->lhm = s->lhm;
-}
-
-const char *sl_swim_name(const sl_swim *s)
-{
-    return s->self->name;
-}
-
-uint32_t sl_swim_incarnation(const sl_swim *s)
-{
-    return s->self->inc;
-}
