@@ -91,6 +91,15 @@ void sl_service_held_sent(void *ud, int outcome, int grpc_code, int64_t t0)
     count_call(s, M_ATTEMPT, T_HTTP, grpc_code, t0);
 }
 
+/* The protection's request headers of an /attempt. */
+static inline __attribute__((always_inline)) void
+attempt_prot_headers(const sl_http_request *rq, sl_attempt_req *q)
+{
+    header_value(rq, "x-priority", &q->priority, &q->priority_len);
+    header_value(rq, "x-concurrency", &q->concurrency, &q->concurrency_len);
+    header_value(rq, "x-lease-id", &q->lease_id, &q->lease_id_len);
+}
+
 /* The request headers of an /attempt (the protection's too when `prot`). */
 static inline __attribute__((always_inline)) void
 attempt_headers(const sl_http_request *rq, sl_attempt_req *q, bool prot)
@@ -100,11 +109,8 @@ attempt_headers(const sl_http_request *rq, sl_attempt_req *q, bool prot)
     header_value(rq, "x-method", &q->levee.method, &q->levee.method_len);
     header_value(rq, "x-req-id", &q->levee.req_id, &q->levee.req_id_len);
     header_value(rq, "x-max-delay", &q->levee.max_delay, &q->levee.max_delay_len);
-    if (prot) {
-        header_value(rq, "x-priority", &q->priority, &q->priority_len);
-        header_value(rq, "x-concurrency", &q->concurrency, &q->concurrency_len);
-        header_value(rq, "x-lease-id", &q->lease_id, &q->lease_id_len);
-    }
+    if (prot)
+        attempt_prot_headers(rq, q);
 }
 
 /* The worker's /attempt answer goes out: held for its X-Delay-Ms when asked, else now. */
@@ -242,7 +248,7 @@ void sl_service_attempt(sl_service *s, sl_exchange *ex, const sl_http_request *r
     const sl_quota_snap *snap = sl_quotasrc_read(s->cfg.quotas, &p->quota_reader);
     int64_t now = sl_exchange_now_ms(ex);
     if (s->cfg.protect) {
-        attempt_headers(rq, &q, true);
+        attempt_prot_headers(rq, &q); /* (the Levee headers are read above: read once) */
         sl_attempt_fleet st;
         sl_call *c = NULL; /* on the Redis store or in a cluster: the call its items wait in */
         st.store = st.leases = NULL;
