@@ -46,8 +46,13 @@ class RedisServer:
 
 def reference(r, seconds):
     """redis-benchmark -P 16 calling the token-bucket script with sluiced's arguments."""
-    with open(os.path.join(b.ROOT, "src", "store", "lua", "tokenbucket.lua")) as f:
-        sha = r.cli("SCRIPT", "LOAD", f.read())
+    # the script as the store sends it: the shared prelude, then the algorithm (CMakeLists.txt)
+    lua = os.path.join(b.ROOT, "src", "store", "lua")
+    with open(os.path.join(lua, "common", "prelude.lua")) as f:
+        text = f.read()
+    with open(os.path.join(lua, "tokenbucket.lua")) as f:
+        text += f.read()
+    sha = r.cli("SCRIPT", "LOAD", text)
     now = str(int(time.time() * 1000))
     # hits limit duration t now margin reset drain | greg gexp_now gexp_t max_count
     args = ["EVALSHA", sha, "1", "sl:{5:bench:key__rand_int__}", "1", "1000000000", "60000", now,
@@ -58,6 +63,8 @@ def reference(r, seconds):
            "-r", "100000", "-q"] + args
     out = subprocess.run(cmd, capture_output=True, text=True).stdout
     m = re.findall(r"([\d.]+) requests per second", out)
+    if not m:  # a script error leaves redis-benchmark without its summary line: say so
+        raise RuntimeError("redis-benchmark gave no rate: " + out.replace("\r", "\n")[-500:])
     return {"ops_per_sec": float(m[-1]) if m else 0.0, "cmd": " ".join(cmd[:12]) + " EVALSHA ..."}
 
 

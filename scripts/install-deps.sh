@@ -35,7 +35,8 @@ TEST=(
   redis-server redis-tools
   systemd
 )
-BENCH=(python3 nginx-light wrk nghttp2-client openssl redis-server redis-tools)
+BENCH=(python3 nginx-light wrk nghttp2-client openssl redis-server redis-tools valgrind
+       protobuf-compiler python3-protobuf)
 FUZZ=(clang libclang-rt-14-dev)
 PLOTS=(gnuplot-nox)
 PKG=(debhelper dpkg-dev fakeroot lintian debootstrap python3 python3-pytest file)
