@@ -226,8 +226,9 @@ static void take(sl_protect *p, const char *name, size_t nl, const char *key, si
         sl_metrics_counter_inc(p->leases[LS_ACQUIRED]);
 }
 
-static int give(sl_protect *p, const char *name, size_t nl, const char *key, size_t kl,
-                uint64_t lease, int64_t now)
+/* Give a lease back: 1 released, 0 not found (counted when `count_missing`), -1 another error. */
+static int give_lease(sl_protect *p, const char *name, size_t nl, const char *key, size_t kl,
+                      uint64_t lease, int64_t now, bool count_missing)
 {
     if (!lease)
         return 0;
@@ -240,10 +241,17 @@ static int give(sl_protect *p, const char *name, size_t nl, const char *key, siz
         return 1;
     }
     if (r.error == sl_conc_err_not_found) {
-        sl_metrics_counter_inc(p->leases[LS_NOT_FOUND]);
+        if (count_missing)
+            sl_metrics_counter_inc(p->leases[LS_NOT_FOUND]);
         return 0;
     }
     return -1;
+}
+
+static int give(sl_protect *p, const char *name, size_t nl, const char *key, size_t kl,
+                uint64_t lease, int64_t now)
+{
+    return give_lease(p, name, nl, key, kl, lease, now, true);
 }
 
 void sl_protect_fleet_take(sl_protect *p, int64_t limit, int64_t duration_ms, int64_t now,
@@ -286,16 +294,7 @@ void sl_protect_fleet_take_local(sl_protect *p, int64_t limit, int64_t duration_
 static int give_local(sl_protect *p, const char *name, size_t nl, const char *key, size_t kl,
                       uint64_t lease, int64_t now)
 {
-    if (!lease)
-        return 0;
-    sl_request q;
-    sl_response r;
-    lease_req(&q, name, nl, key, kl, -1, 0, 1, lease);
-    sl_engine_decide(p->cfg.engine, &q, &r, now);
-    if (r.error)
-        return r.error == sl_conc_err_not_found ? 0 : -1;
-    sl_metrics_counter_inc(p->leases[LS_RELEASED]);
-    return 1;
+    return give_lease(p, name, nl, key, kl, lease, now, false);
 }
 
 int sl_protect_fleet_give_local(sl_protect *p, uint64_t lease, int64_t now)
