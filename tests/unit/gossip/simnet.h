@@ -286,6 +286,24 @@ static inline int sim_live(sim *w)
     return c;
 }
 
+/* Every node but 0 joins through node 0. */
+static inline void sim_join_all(sim *w)
+{
+    for (int i = 1; i < w->n; i++)
+        sim_join(w, i, 0);
+}
+
+/* How many times a live node was seen dead by another (a false "dead"). */
+static inline unsigned sim_false_deaths(sim *w)
+{
+    unsigned c = 0;
+    for (int i = 0; i < w->n; i++)
+        for (int j = 0; j < w->n; j++)
+            if (i != j && w->node[j].alive)
+                c += w->node[i].saw[j][SL_SWIM_DEAD];
+    return c;
+}
+
 /* Every live node sees every live node alive. */
 static inline int sim_converged(sim *w)
 {

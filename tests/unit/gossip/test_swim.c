@@ -31,27 +31,11 @@ static int victim_left_everywhere(sim *w)
     return sim_seen_as(w, victim, SL_SWIM_LEFT) == sim_live(w);
 }
 
-static void join_all(sim *w)
-{
-    for (int i = 1; i < w->n; i++)
-        sim_join(w, i, 0);
-}
-
-static unsigned false_deaths(sim *w)
-{
-    unsigned c = 0;
-    for (int i = 0; i < w->n; i++)
-        for (int j = 0; j < w->n; j++)
-            if (i != j && w->node[j].alive)
-                c += w->node[i].saw[j][SL_SWIM_DEAD];
-    return c;
-}
-
 static void test_converge_100(void **state)
 {
     sim w;
     sim_init(&w, 100, NULL, 1);
-    join_all(&w);
+    sim_join_all(&w);
     uint64_t t = sim_run(&w, 60000, sim_converged);
     assert_true(sim_converged(&w));
     printf("# 100 nodes joined through one seed: every node sees all 100 alive after %llu ms\n",
@@ -62,7 +46,7 @@ static void test_converge_100(void **state)
     assert_int_equal(m.meta_len, strlen("svc=10.0.0.42:1051"));
     assert_memory_equal(m.meta, "svc=10.0.0.42:1051", m.meta_len);
     assert_string_equal(m.addr, "10.0.0.42:7946");
-    assert_int_equal(false_deaths(&w), 0);
+    assert_int_equal(sim_false_deaths(&w), 0);
     sim_free(&w);
 }
 
@@ -71,7 +55,7 @@ static void test_partition_heals(void **state)
     sim w;
     sl_swim_config c = {.pushpull_interval_ms = 10000};
     sim_init(&w, 20, &c, 5);
-    join_all(&w);
+    sim_join_all(&w);
     sim_run(&w, 60000, sim_converged);
     assert_true(sim_converged(&w));
     for (int i = 10; i < 20; i++)
@@ -108,7 +92,7 @@ static void test_refutation(void **state)
 {
     sim w;
     sim_init(&w, 5, NULL, 11);
-    join_all(&w);
+    sim_join_all(&w);
     sim_run(&w, 30000, sim_converged);
     assert_true(sim_converged(&w));
     uint32_t inc0 = sl_swim_incarnation(w.node[1].s);
@@ -140,7 +124,7 @@ static void test_suspect_hears_it_on_probe(void **state)
     sim w;
     sl_swim_config c = {.pushpull_interval_ms = 600000};
     sim_init(&w, 3, &c, 17);
-    join_all(&w);
+    sim_join_all(&w);
     sim_run(&w, 30000, sim_converged);
     assert_true(sim_converged(&w));
     w.node[2].group = 1;
@@ -149,7 +133,7 @@ static void test_suspect_hears_it_on_probe(void **state)
     assert_true(sim_seen_as(&w, 2, SL_SWIM_SUSPECT) >= 1);
     w.node[2].group = 0;
     sim_run(&w, 30000, NULL);
-    assert_int_equal(false_deaths(&w), 0);
+    assert_int_equal(sim_false_deaths(&w), 0);
     assert_true(sim_converged(&w));
     sl_swim_stats st;
     sl_swim_get_stats(w.node[2].s, &st);
@@ -166,7 +150,7 @@ static void test_stale_suspicion_answered(void **state)
     sim w;
     sl_swim_config c = {.pushpull_interval_ms = 600000, .gossip_interval_ms = 50};
     sim_init(&w, 3, &c, 19);
-    join_all(&w);
+    sim_join_all(&w);
     sim_run(&w, 30000, sim_converged);
     assert_true(sim_converged(&w));
     uint32_t inc0 = sl_swim_incarnation(w.node[1].s);
@@ -187,7 +171,7 @@ static void test_stale_suspicion_answered(void **state)
     assert_int_equal(sl_swim_member_find(w.node[0].s, "node-1", &m), 0);
     assert_int_equal(m.status, SL_SWIM_SUSPECT);
     sim_run(&w, 60000, NULL);
-    assert_int_equal(false_deaths(&w), 0);
+    assert_int_equal(sim_false_deaths(&w), 0);
     assert_int_equal(sl_swim_member_find(w.node[0].s, "node-1", &m), 0);
     assert_int_equal(m.status, SL_SWIM_ALIVE);
     assert_true(m.incarnation > inc0);
@@ -218,7 +202,7 @@ static void test_stranger_probe_pulls(void **state)
     uint64_t t = sim_run(&w, 30000, sim_converged);
     assert_true(sim_converged(&w));
     assert_true(t < 10000);
-    assert_int_equal(false_deaths(&w), 0);
+    assert_int_equal(sim_false_deaths(&w), 0);
     sim_free(&w);
 }
 
@@ -226,7 +210,7 @@ static void test_leave(void **state)
 {
     sim w;
     sim_init(&w, 10, NULL, 13);
-    join_all(&w);
+    sim_join_all(&w);
     sim_run(&w, 30000, sim_converged);
     victim = 3;
     sl_swim_leave(w.node[3].s, w.now);
@@ -256,7 +240,7 @@ static void test_restart_rejoins(void **state)
 {
     sim w;
     sim_init(&w, 10, NULL, 17);
-    join_all(&w);
+    sim_join_all(&w);
     sim_run(&w, 30000, sim_converged);
     victim = 6;
     sim_kill(&w, 6);
@@ -277,7 +261,7 @@ static void test_bounds_and_drops(void **state)
     sim w;
     sl_swim_config c = {.max_members = 4};
     sim_init(&w, 6, &c, 19);
-    join_all(&w);
+    sim_join_all(&w);
     sim_run(&w, 30000, NULL);
     for (int i = 0; i < w.n; i++)
         assert_true(sl_swim_member_count(w.node[i].s) <= 4);

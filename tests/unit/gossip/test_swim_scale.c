@@ -25,29 +25,13 @@ static int victim_dead_everywhere(sim *w)
     return sim_seen_as(w, victim, SL_SWIM_DEAD) == sim_live(w);
 }
 
-static void join_all(sim *w)
-{
-    for (int i = 1; i < w->n; i++)
-        sim_join(w, i, 0);
-}
-
-static unsigned false_deaths(sim *w)
-{
-    unsigned c = 0;
-    for (int i = 0; i < w->n; i++)
-        for (int j = 0; j < w->n; j++)
-            if (i != j && w->node[j].alive)
-                c += w->node[i].saw[j][SL_SWIM_DEAD];
-    return c;
-}
-
 /* kill one node of 100, measure until every other node has it dead */
 static void kill_and_measure(unsigned probe_ms, uint64_t bound_ms)
 {
     sim w;
     sl_swim_config c = {.probe_interval_ms = probe_ms, .probe_timeout_ms = probe_ms / 2};
     sim_init(&w, 100, &c, 7);
-    join_all(&w);
+    sim_join_all(&w);
     sim_run(&w, 60000, sim_converged);
     assert_true(sim_converged(&w));
     sim_run(&w, 5000, NULL);
@@ -74,7 +58,7 @@ static void kill_and_measure(unsigned probe_ms, uint64_t bound_ms)
     printf("# probe interval %u ms: mean %llu ms, worst %llu ms (bound %llu)\n", probe_ms,
            (unsigned long long)(sum / runs), (unsigned long long)worst,
            (unsigned long long)bound_ms);
-    assert_int_equal(false_deaths(&w), 0);
+    assert_int_equal(sim_false_deaths(&w), 0);
     sim_free(&w);
 }
 
@@ -89,7 +73,7 @@ static void test_loss_no_false_dead(void **state)
 {
     sim w;
     sim_init(&w, 100, NULL, 3);
-    join_all(&w);
+    sim_join_all(&w);
     sim_run(&w, 60000, sim_converged);
     assert_true(sim_converged(&w));
     w.loss = 0.10;
@@ -108,14 +92,14 @@ static void test_loss_no_false_dead(void **state)
     printf("# 10 %% loss, 100 nodes, 10 min virtual: %llu of %llu packets lost, %llu suspicions,"
            " %llu refutations, 0 false dead expected: %u\n",
            (unsigned long long)(w.lost - lost0), (unsigned long long)(w.sent - sent0),
-           (unsigned long long)susp, (unsigned long long)refut, false_deaths(&w));
+           (unsigned long long)susp, (unsigned long long)refut, sim_false_deaths(&w));
     assert_true(susp > 0);  /* the loss was real: probes did fail */
-    assert_int_equal(false_deaths(&w), 0);
+    assert_int_equal(sim_false_deaths(&w), 0);
     /* suspicions still being refuted settle once the loss stops */
     w.loss = 0;
     sim_run(&w, 30000, sim_converged);
     assert_true(sim_converged(&w));
-    assert_int_equal(false_deaths(&w), 0);
+    assert_int_equal(sim_false_deaths(&w), 0);
     sim_free(&w);
 }
 
