@@ -24,23 +24,14 @@
 
 #include <cmocka.h>
 
+#include "../../support/freeport.h"
+
 #include "cluster/gossipnode.h"
 #include "cluster/members.h"
 #include "gossip/swimmeta.h"
 
 #define K1 "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
 #define K2 "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100"
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
 
 typedef struct node {
     char gaddr[32], svc[32];
@@ -51,7 +42,7 @@ typedef struct node {
 
 static void start_role(node *n, int i, const char *seed, const char *ring, const char *role)
 {
-    snprintf(n->gaddr, sizeof n->gaddr, "127.0.0.1:%d", free_port());
+    snprintf(n->gaddr, sizeof n->gaddr, "127.0.0.1:%d", sl_test_free_port());
     snprintf(n->svc, sizeof n->svc, "10.9.0.%d:1051", i);
     n->meta_len = sl_swimmeta_put(n->meta, sizeof n->meta, 0, "service", n->svc);
     n->meta_len = sl_swimmeta_put(n->meta, sizeof n->meta, (size_t)n->meta_len, "role", role);
@@ -262,7 +253,7 @@ static void test_bad_config(void **state)
     assert_int_equal(sl_gossipnode_start(&c, &g, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "not a numeric ip:port"));
     char addr[32];
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", free_port());
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", sl_test_free_port());
     c = (sl_gossipnode_config){.addr = addr, .keyring_file = "/nonexistent/ring"};
     assert_true(sl_gossipnode_start(&c, &g, err, sizeof err) < 0);
     assert_non_null(strstr(err, "/nonexistent/ring"));

@@ -23,20 +23,11 @@
 
 #include <cmocka.h>
 
+#include "../../support/freeport.h"
+
 #include "gossip/swimmeta.h"
 #include "node/observer.h"
 #include "proxy/feed.h"
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
 
 typedef struct gnode {
     char gaddr[32], svc[32];
@@ -46,7 +37,7 @@ typedef struct gnode {
 
 static void gstart(gnode *n, const char *name, const char *role, const char *seed)
 {
-    snprintf(n->gaddr, sizeof n->gaddr, "127.0.0.1:%d", free_port());
+    snprintf(n->gaddr, sizeof n->gaddr, "127.0.0.1:%d", sl_test_free_port());
     snprintf(n->svc, sizeof n->svc, "10.9.0.%d:5454", (int)strlen(name) + (int)name[0] % 50);
     int ml = sl_swimmeta_put(n->meta, sizeof n->meta, 0, "service", n->svc);
     ml = sl_swimmeta_put(n->meta, sizeof n->meta, (size_t)ml, "role", role);
