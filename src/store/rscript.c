@@ -193,9 +193,8 @@ static int grow(void **p, size_t *cap, size_t want, size_t size)
     return 0;
 }
 
-int sl_rscript_cmd_build(sl_rscript_cmd *c, int32_t alg, bool eval, const sl_request *reqs,
-                         const uint32_t *idx, size_t n, int64_t now, const sl_engine_config *cfg,
-                         int64_t margin_ms)
+int sl_rscript_cmd_build(sl_rscript_cmd *c, int32_t alg, bool eval, const sl_rscript_item *items,
+                         size_t n, const sl_engine_config *cfg, int64_t margin_ms)
 {
     const sl_rscript *s = sl_rscript_of(alg);
     if (!s || n == 0)
@@ -203,7 +202,7 @@ int sl_rscript_cmd_build(sl_rscript_cmd *c, int32_t alg, bool eval, const sl_req
     /* sizes: every key and SL_RSCRIPT_ARGS numbers of 24 bytes per item, and the key count */
     size_t keys = 0;
     for (size_t i = 0; i < n; i++)
-        keys += 16 + reqs[idx[i]].name_len + reqs[idx[i]].unique_key_len;
+        keys += 16 + items[i].req->name_len + items[i].req->unique_key_len;
     size_t bytes = 24 + keys + n * SL_RSCRIPT_ARGS * 24;
     size_t args = 3 + n * (1 + SL_RSCRIPT_ARGS);
     size_t lcap = c->args_cap; /* both arrays have args_cap entries: argv is grown last */
@@ -222,12 +221,12 @@ int sl_rscript_cmd_build(sl_rscript_cmd *c, int32_t alg, bool eval, const sl_req
     int argc = 3;
     for (size_t i = 0; i < n; i++) { /* KEYS */
         c->argv[argc] = b;
-        c->argvlen[argc] = sl_rscript_key(b, &reqs[idx[i]]);
+        c->argvlen[argc] = sl_rscript_key(b, items[i].req);
         b += c->argvlen[argc++];
     }
     for (size_t i = 0; i < n; i++) { /* ARGV */
         sl_rscript_args a;
-        sl_rscript_args_of(&a, &reqs[idx[i]], now, cfg, margin_ms); /* accepted before */
+        sl_rscript_args_of(&a, items[i].req, items[i].now, cfg, margin_ms); /* accepted before */
         for (int j = 0; j < a.n; j++) {
             memcpy(b, a.num[j], a.len[j]);
             c->argv[argc] = b;

@@ -76,11 +76,16 @@ typedef struct sl_rscript_cmd {
     size_t bytes_cap;
 } sl_rscript_cmd;
 
-/* Build the call deciding reqs[idx[0]], ..., reqs[idx[n-1]] (each accepted by
- * sl_rscript_args_of, all of algorithm `alg`). 0, or -ENOMEM. */
-int sl_rscript_cmd_build(sl_rscript_cmd *c, int32_t alg, bool eval, const sl_request *reqs,
-                         const uint32_t *idx, size_t n, int64_t now, const sl_engine_config *cfg,
-                         int64_t margin_ms);
+/* One item of a script call: the request and the time it is decided at. */
+typedef struct sl_rscript_item {
+    const sl_request *req;
+    int64_t now;
+} sl_rscript_item;
+
+/* Build the call deciding items[0..n-1] (each accepted by sl_rscript_args_of, all of algorithm
+ * `alg`). 0, or -ENOMEM. */
+int sl_rscript_cmd_build(sl_rscript_cmd *c, int32_t alg, bool eval, const sl_rscript_item *items,
+                         size_t n, const sl_engine_config *cfg, int64_t margin_ms);
 void sl_rscript_cmd_free(sl_rscript_cmd *c);
 
 /* Turn one item's answer (n integers: the decimal strings of its part of the reply) into *resp

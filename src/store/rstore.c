@@ -2,7 +2,10 @@
  * The Redis store's per-request path (see rstore.h; its state in rstorewk.h): a call's items
  * checked and cut into script calls (chunks) of up to --redis-batch-items items of one algorithm
  * (and, with --redis-cluster, one slot), each sent as one EVALSHA on its connection - the server's,
- * or its slot's master's - and the answers matched back by the callback's chunk record: the
+ * or its slot's master's - and the answers matched back by the callback's chunk record. Items
+ * submitted on a worker during one turn of its loop share the worker's open chunk across calls
+ * (sent by an idle handle before the loop polls again), so concurrent one-item calls cost Redis one
+ * script run per turn, not one each; a key's items still go out in arrival order. The
  * scripts' numbers read into responses, NOSCRIPT answered by the same call as EVAL, MOVED / ASK
  * followed once, calls failed by a failover parked until a new topology gives their slot another
  * master (or their deadline passes), and what Redis could not decide answered with a per-item
@@ -29,12 +32,64 @@ static const char err_nomem[] = "out of memory";
 
 /* ---- items ---------------------------------------------------------------------------------- */
 
+/* Most spare chunks a worker keeps for reuse (each holds --redis-batch-items entries). */
+#define CHUNK_SPARE_MAX 16
+
 static void pend_release(pend *p)
 {
     if (--p->out == 0) {
         p->done(p->ud, p->b);
         free(p);
     }
+}
+
+static chunk *chunk_get(wk *w)
+{
+    chunk *c = w->spare;
+    if (c) {
+        w->spare = c->parked;
+        w->n_spare--;
+    } else {
+        uint32_t cap = w->r->batch_items;
+        c = malloc(sizeof *c + cap * (sizeof(centry) + sizeof(sl_rscript_item)));
+        if (!c)
+            return NULL;
+        c->cap = cap;
+        c->it = (sl_rscript_item *)(c->e + cap);
+    }
+    c->w = w;
+    c->n = 0;
+    c->alg = -1;
+    c->slot = 0;
+    c->eval = c->redirected = false;
+    c->failed_on = 0;
+    c->deadline_ms = INT64_MAX;
+    c->parked = NULL;
+    return c;
+}
+
+/* c's items are answered: each call whose last item it held is done; c is kept or freed. */
+static void chunk_done(wk *w, chunk *c)
+{
+    for (uint32_t k = 0; k < c->n; k++)
+        pend_release(c->e[k].p);
+    if (w->n_spare < CHUNK_SPARE_MAX) {
+        c->parked = w->spare;
+        w->spare = c;
+        w->n_spare++;
+    } else {
+        free(c);
+    }
+}
+
+void sl_rstorewk_free_spare(wk *w)
+{
+    while (w->spare) {
+        chunk *c = w->spare;
+        w->spare = c->parked;
+        free(c);
+    }
+    w->n_spare = 0;
 }
 
 /* Redis could not decide item i: the local engine does under --fail-open, else an error. */
@@ -104,11 +159,10 @@ static conn *route(wk *w, const chunk *c)
  * no connection, no memory). */
 static int send_chunk(wk *w, conn *cn, chunk *c, bool eval, bool asking)
 {
-    pend *p = c->p;
     if (!cn || !cn->ac) /* connecting is fine: sl_rconn sends what was queued once connected */
         return -ENOTCONN;
-    int rc = sl_rscript_cmd_build(&w->cmd, c->alg, eval, p->b->reqs, p->idx + c->first, c->n,
-                                  p->now, &w->r->ecfg, w->r->cfg.key_margin_ms);
+    int rc = sl_rscript_cmd_build(&w->cmd, c->alg, eval, c->it, c->n, &w->r->ecfg,
+                                  w->r->cfg.key_margin_ms);
     if (rc)
         return rc;
     c->eval = eval;
@@ -126,11 +180,12 @@ static int send_chunk(wk *w, conn *cn, chunk *c, bool eval, bool asking)
     return 0;
 }
 
+/* Every item of c answered with `why` (or decided locally under --fail-open), and c done. */
 static void chunk_failed(wk *w, chunk *c, const char *why)
 {
-    pend *p = c->p;
     for (uint32_t k = 0; k < c->n; k++)
-        unavailable(w, p->b, p->idx[c->first + k], p->now, why);
+        unavailable(w, c->e[k].p->b, c->e[k].i, c->e[k].p->now, why);
+    chunk_done(w, c);
 }
 
 /* A MOVED or ASK answer to c from cn: the table learns it, and c goes to the node named, once.
@@ -160,10 +215,10 @@ static bool redirect(wk *w, conn *cn, chunk *c, const char *err, size_t len)
 /* --redis-cluster: c failed for the topology's sake (its master lost or timed out, CLUSTERDOWN,
  * TRYAGAIN, READONLY, no master known for its slot): keep it until a topology read later gives
  * its slot another master, and send it there once (sl_rstorewk_sweep_parked), or fail it at its
- * call's deadline. true when parked (still counted in its call's p->out). */
+ * calls' earliest deadline. true when parked (its items still counted in their calls' out). */
 static bool park(wk *w, conn *from, chunk *c)
 {
-    if (!w->r->cfg.cluster || c->redirected || mono_ms() >= c->p->deadline_ms)
+    if (!w->r->cfg.cluster || c->redirected || mono_ms() >= c->deadline_ms)
         return false;
     c->failed_on = from ? from->id : 0;
     c->parked = w->parked;
@@ -183,15 +238,12 @@ void sl_rstorewk_sweep_parked(wk *w, bool fresh, bool all)
         chunk *c = list;
         list = c->parked;
         conn *to = fresh ? route(w, c) : NULL;
-        if (all || now >= c->p->deadline_ms) {
+        if (all || now >= c->deadline_ms) {
             chunk_failed(w, c, err_unavailable);
-            pend_release(c->p);
         } else if (to && (c->failed_on == 0 || to->id != c->failed_on)) {
             c->redirected = true;
-            if (send_chunk(w, to, c, c->eval, false)) {
+            if (send_chunk(w, to, c, c->eval, false))
                 chunk_failed(w, c, err_unavailable);
-                pend_release(c->p);
-            }
         } else {
             c->parked = w->parked;
             w->parked = c;
@@ -202,15 +254,13 @@ void sl_rstorewk_sweep_parked(wk *w, bool fresh, bool all)
 static void chunk_reply(sl_rconn *ac, void *reply, void *priv)
 {
     chunk *c = priv;
-    pend *p = c->p;
-    wk *w = p->w;
+    wk *w = c->w;
     conn *cn = sl_rconn_data(ac); /* NULL: the connection is being freed by sluice */
     redisReply *rp = reply;
     if (cn && cn->inflight)
         cn->inflight--;
     if (cn && rp)
         cn->progress_ms = mono_ms();
-    sl_batch *b = p->b;
     if (!rp) {
         if (park(w, cn, c))
             return; /* for the next topology (the script may have run: then hits count twice) */
@@ -251,7 +301,9 @@ static void chunk_reply(sl_rconn *ac, void *reply, void *priv)
         chunk_failed(w, c, err_failed);
     } else {
         for (uint32_t k = 0; k < c->n; k++) {
-            size_t i = p->idx[c->first + k];
+            pend *p = c->e[k].p;
+            sl_batch *b = p->b;
+            size_t i = c->e[k].i;
             long long v[SL_RSCRIPT_ANSWER];
             bool ok = true;
             redisReply **e = rp->element + k * SL_RSCRIPT_ANSWER;
@@ -266,23 +318,48 @@ static void chunk_reply(sl_rconn *ac, void *reply, void *priv)
             else if (!b->resps[i].error)
                 b->resps[i].lease_id = lease;
         }
+        chunk_done(w, c);
     }
-    pend_release(p);
 }
 
-static void flush_chunk(wk *w, pend *p, chunk *c)
+/* Send the worker's open chunk (or park it, or fail its items). */
+static void flush_open(wk *w)
 {
-    if (c->n == 0)
+    chunk *c = w->open;
+    if (!c)
         return;
+    w->open = NULL;
     conn *cn = route(w, c);
     int rc = send_chunk(w, cn, c, false, false);
     if (rc == 0 || (rc == -ENOTCONN && park(w, cn, c))) {
-        p->out++;
         for (uint32_t k = 0; k < c->n; k++)
             cinc(&w->items);
     } else {
         chunk_failed(w, c, rc == -ENOMEM ? err_nomem : err_unavailable);
     }
+}
+
+static void on_flush(uv_idle_t *h)
+{
+    wk *w = h->data;
+    uv_idle_stop(h);
+    flush_open(w);
+}
+
+void sl_rstorewk_open_start(wk *w)
+{
+    uv_idle_init(w->loop, &w->flush);
+    w->flush.data = w;
+}
+
+void sl_rstorewk_open_stop(wk *w)
+{
+    chunk *c = w->open;
+    w->open = NULL;
+    if (c)
+        chunk_failed(w, c, err_unavailable);
+    uv_idle_stop(&w->flush);
+    uv_close((uv_handle_t *)&w->flush, NULL);
 }
 
 /* The slot of req's key (--redis-cluster). */
@@ -298,7 +375,7 @@ void sl_rstore_submit(sl_rstore *r, int worker, sl_batch *b, int64_t now_ms,
 {
     wk *w = &r->wk[worker < 0 || worker >= r->nworkers ? 0 : worker];
     size_t n = b->n;
-    pend *p = malloc(sizeof *p + n * (sizeof(uint32_t) + sizeof(chunk)) + sizeof(chunk));
+    pend *p = malloc(sizeof *p);
     if (!p) {
         for (size_t i = 0; i < n; i++)
             if (!b->answered[i]) {
@@ -315,15 +392,11 @@ void sl_rstore_submit(sl_rstore *r, int worker, sl_batch *b, int64_t now_ms,
     p->ud = ud;
     p->out = 1;
     p->deadline_ms = r->cfg.cluster ? mono_ms() + r->cfg.timeout_ms : 0;
-    p->ch = (chunk *)(p + 1);
-    p->idx = (uint32_t *)(p->ch + n + 1);
     /* consecutive items of one algorithm (and slot, in a cluster) share a script call (up to
-     * --redis-batch-items), so a key repeated across algorithms is still decided in request
-     * order: a key's calls all go to its slot's connection, in order */
+     * --redis-batch-items), with the items submitted before them in this turn of the loop, so a
+     * key repeated across algorithms or calls is still decided in arrival order: a key's calls
+     * all go to its slot's connection, in order */
     const bool cluster = r->cfg.cluster;
-    size_t nch = 0, nidx = 0;
-    chunk *c = &p->ch[0];
-    *c = (chunk){.p = p, .first = 0, .n = 0, .alg = -1};
     for (size_t i = 0; i < n; i++) {
         if (b->answered[i])
             continue;
@@ -334,22 +407,37 @@ void sl_rstore_submit(sl_rstore *r, int worker, sl_batch *b, int64_t now_ms,
         sl_rscript_args a;
         if (!err)
             err = sl_rscript_args_of(&a, q, now_ms, &r->ecfg, r->cfg.key_margin_ms);
+        chunk *c = w->open;
+        uint16_t slot = cluster && !err ? slot_of(q) : 0;
+        if (!err && c && (c->alg != q->algorithm || c->n >= c->cap || c->slot != slot)) {
+            flush_open(w);
+            c = NULL;
+        }
+        if (!err && !c) {
+            if ((c = w->open = chunk_get(w))) {
+                c->alg = q->algorithm;
+                c->slot = slot;
+            } else {
+                err = err_nomem;
+            }
+        }
         if (err) {
             memset(&b->resps[i], 0, sizeof b->resps[i]);
             b->resps[i].error = err;
             continue;
         }
-        uint16_t slot = cluster ? slot_of(q) : 0;
-        if (c->n && (c->alg != q->algorithm || c->n >= r->batch_items || c->slot != slot)) {
-            flush_chunk(w, p, c);
-            c = &p->ch[++nch];
-            *c = (chunk){.p = p, .first = (uint32_t)nidx, .n = 0};
-        }
-        c->alg = q->algorithm;
-        c->slot = slot;
-        p->idx[nidx++] = (uint32_t)i;
+        c->e[c->n] = (centry){.p = p, .i = (uint32_t)i};
+        c->it[c->n] = (sl_rscript_item){.req = q, .now = now_ms};
         c->n++;
+        p->out++;
+        if (p->deadline_ms < c->deadline_ms)
+            c->deadline_ms = p->deadline_ms;
     }
-    flush_chunk(w, p, c);
+    if (w->open) {
+        if (w->started && !w->stopping)
+            uv_idle_start(&w->flush, on_flush); /* before the loop next polls */
+        else
+            flush_open(w);
+    }
     pend_release(p);
 }

@@ -1,9 +1,10 @@
 /*
  * The Redis store (--store redis): where a node's items are decided when their state lives in
  * Redis instead of the node's memory. Every worker loop has its own Redis connection on that loop
- * (store/rconn.h: plain TCP or TLS, hiredis's reader for the replies); each item becomes one
- * EVALSHA of its algorithm's script (store/rscript.h), and all the items of a call - and of every
- * call on the loop meanwhile - go out in one write and come back in order (pipelined).
+ * (store/rconn.h: plain TCP or TLS, hiredis's reader for the replies); consecutive items of one
+ * algorithm become one EVALSHA of its script (store/rscript.h), whether they come from one call
+ * or from several submitted in one turn of the loop, and every script call of the turn goes out
+ * in one write and comes back in order (pipelined).
  *
  * Faults: an item whose connection is down, or goes down or times out (--redis-timeout) with the
  * item in flight, gets a per-item error, or with fail_open is decided by the local engine instead

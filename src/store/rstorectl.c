@@ -393,6 +393,7 @@ void sl_rstore_worker_start(sl_rstore *r, int worker, uv_loop_t *loop)
     int64_t every = r->cfg.timeout_ms / 4;
     every = every < TICK_MIN_MS ? TICK_MIN_MS : every > TICK_MAX_MS ? TICK_MAX_MS : every;
     uv_timer_start(&w->timer, tick, (uint64_t)every, (uint64_t)every);
+    sl_rstorewk_open_start(w);
     if (r->cfg.cluster) {
         refresh(w);
         return;
@@ -411,6 +412,7 @@ void sl_rstore_worker_stop(sl_rstore *r, int worker)
     if (!w->started)
         return;
     w->stopping = true;
+    sl_rstorewk_open_stop(w);
     sl_rstorewk_sweep_parked(w, false, true);
     if (w->main.ac)
         drop(&w->main, "worker stopping");
@@ -625,8 +627,10 @@ void sl_rstore_free(sl_rstore *r)
     if (!r)
         return;
     free(r->addrs);
-    for (int i = 0; r->wk && i < r->nworkers; i++)
+    for (int i = 0; r->wk && i < r->nworkers; i++) {
         sl_rscript_cmd_free(&r->wk[i].cmd);
+        sl_rstorewk_free_spare(&r->wk[i]);
+    }
     free(r->wk);
     free(r->user);
     sl_tls_ctx_unref(r->tls);

@@ -7,7 +7,8 @@
  * is store/rstore.h.
  *
  * Per worker loop (wk) there is one Redis connection (conn, over a store/rconn.h sl_rconn), or
- * with --redis-cluster one per master plus a seed; a submit's record (pend) counts its script calls (chunk) still out.
+ * with --redis-cluster one per master plus a seed; a submit's record (pend) counts its items still
+ * out, in script calls (chunk) that may hold the items of several submits.
  * Everything in a wk is touched only on its worker's loop thread, but the counters.
  */
 #ifndef SLUICE_STORE_RSTOREWK_H
@@ -31,30 +32,40 @@ typedef struct wk wk;
 typedef struct pend pend;
 typedef struct conn conn;
 
-/* One script call: n items of one algorithm (and, with --redis-cluster, of one slot),
- * p->idx[first .. first + n - 1]. */
-typedef struct chunk {
+/* An item of a script call: its call's record and its index in the call's batch. */
+typedef struct centry {
     pend *p;
-    uint32_t first;
+    uint32_t i;
+} centry;
+
+/* One script call: n items of one algorithm (and, with --redis-cluster, of one slot), from one
+ * call or from several: the items submitted on a worker while a loop iteration runs share script
+ * calls (the worker's open chunk, sent before the loop next polls), so that concurrent small calls
+ * cost Redis one script run, not one each. */
+typedef struct chunk {
+    wk *w;
     uint32_t n;
+    uint32_t cap;          /* --redis-batch-items */
     int32_t alg;
-    uint16_t slot;    /* with --redis-cluster: the slot of every key of the call */
-    bool eval;        /* sent as EVAL (after a NOSCRIPT): a second NOSCRIPT is an error */
-    bool redirected;  /* sent again after a MOVED / ASK or a new topology: once only */
+    uint16_t slot;         /* with --redis-cluster: the slot of every key of the call */
+    bool eval;             /* sent as EVAL (after a NOSCRIPT): a second NOSCRIPT is an error */
+    bool redirected;       /* sent again after a MOVED / ASK or a new topology: once only */
     uint32_t failed_on;    /* parked: the id of the connection it failed on (0: unknown) */
-    struct chunk *parked;  /* the worker's list of parked chunks */
+    int64_t deadline_ms;   /* --redis-cluster: the earliest deadline of its calls */
+    struct chunk *parked;  /* the worker's list of parked chunks, or of spare ones */
+    sl_rscript_item *it;   /* cap: the items as the script call takes them */
+    centry e[];            /* cap: whose answers they are */
 } chunk;
 
+/* A submit's record: answered (done) when its last item is. */
 struct pend {
     wk *w;
     sl_batch *b;
     int64_t now;
     sl_rstore_done_cb done;
     void *ud;
-    size_t out;    /* script calls in flight or parked, plus one while submit runs */
+    size_t out;    /* items in script calls (open, in flight or parked), plus one while submit runs */
     int64_t deadline_ms; /* --redis-cluster: mono ms after which a parked call fails */
-    uint32_t *idx; /* the items sent, in request order, chunk after chunk */
-    chunk *ch;
 };
 
 typedef struct raddr {
@@ -102,6 +113,10 @@ struct wk {
     bool refreshing;
     int64_t refresh_start_ms;
     sl_rscript_cmd cmd;     /* the command being built (reused) */
+    chunk *open;            /* the script call being filled by this loop iteration's submits */
+    uv_idle_t flush;        /* sends `open` at the loop's next turn (started while it is set) */
+    chunk *spare;           /* chunks kept for reuse (at most CHUNK_SPARE_MAX) */
+    size_t n_spare;
     sl_log_budget log_budget;  /* items failed: one line a second */
     sl_log_budget conn_budget; /* connection events: one line a second */
     _Atomic uint64_t items, errors, fail_open, reloads, connects, disconnects;
@@ -142,5 +157,10 @@ void sl_rstorewk_on_aux(sl_rconn *ac, void *reply, void *priv);
 /* store/rstore.c: the parked calls swept (see there): failed past their deadline (or `all`),
  * sent again after a new topology (`fresh`). */
 void sl_rstorewk_sweep_parked(wk *w, bool fresh, bool all);
+/* store/rstore.c: worker start (the flush handle), stop (the open call's items failed or, under
+ * --fail-open, decided locally; the handle closed) and the spare chunks freed. */
+void sl_rstorewk_open_start(wk *w);
+void sl_rstorewk_open_stop(wk *w);
+void sl_rstorewk_free_spare(wk *w);
 
 #endif

@@ -607,6 +607,57 @@ static void redis_cmd(const fx *f, const char *cmd, char *out, size_t outlen)
     close(fd);
 }
 
+/* Script calls run by the server so far (EVALSHA and EVAL), from INFO commandstats. */
+static long long script_calls(const fx *f)
+{
+    char buf[8192];
+    redis_cmd(f, "INFO commandstats\r\n", buf, sizeof buf);
+    long long n = 0;
+    static const char *const names[] = {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="};
+    for (size_t i = 0; i < 2; i++) {
+        const char *at = strstr(buf, names[i]);
+        if (at)
+            n += atoll(at + strlen(names[i]));
+    }
+    return n;
+}
+
+/* Calls submitted in one turn of the loop share script calls: three one-item calls of one key
+ * and algorithm are one EVALSHA, decided in the order they came (each sees the hits before it),
+ * and a call of another algorithm after them starts a second one. */
+static void test_calls_share_a_script_call(void **state)
+{
+    fx *f = *state;
+    NEED_REDIS(f);
+    enum { N = 4 };
+    sl_batch b[N];
+    bool done[N] = {false};
+    step tb = {0, 0, 10, MINUTE, 0, 0, 0, 0, 0, 0};
+    step fw = {0, 1, 10, MINUTE, 0, 0, SL_FIXED_WINDOW, 0, 0, 0};
+    long long before = script_calls(f);
+    for (int i = 0; i < N; i++) {
+        sl_batch_init(&b[i], 0);
+        assert_int_equal(sl_batch_alloc_items(&b[i], 1), 0);
+        tb.hits = i + 1;
+        b[i].reqs[0] = i < 3 ? mkreq(f, "share", &tb) : mkreq(f, "share", &fw);
+        sl_rstore_submit(f->rs, 0, &b[i], f->now, done_cb, &done[i]);
+    }
+    for (int i = 0; i < N; i++)
+        assert_false(done[i]); /* nothing sent before the loop turns */
+    int64_t deadline = sl_mono_ns() / 1000000 + 15000;
+    while (!(done[0] && done[1] && done[2] && done[3]) && sl_mono_ns() / 1000000 < deadline)
+        uv_run(&f->loop, UV_RUN_ONCE);
+    const int64_t want_rem[N] = {9, 7, 4, 9};
+    for (int i = 0; i < N; i++) {
+        assert_true(done[i]);
+        assert_null(b[i].resps[0].error);
+        assert_int_equal(b[i].resps[0].status, SL_UNDER_LIMIT);
+        assert_int_equal(b[i].resps[0].remaining, want_rem[i]);
+        sl_batch_free(&b[i]);
+    }
+    assert_int_equal(script_calls(f) - before, 2);
+}
+
 static void test_noscript_reload(void **state)
 {
     fx *f = *state;
@@ -802,8 +853,8 @@ static void test_command(void **state)
     assert_int_equal(a.t, 4000);
 
     sl_rscript_cmd cmd = {0};
-    uint32_t idx[2] = {0, 1};
-    assert_int_equal(sl_rscript_cmd_build(&cmd, SL_TOKEN_BUCKET, false, q, idx, 2, 5000, &ec, 7),
+    sl_rscript_item it[2] = {{&q[0], 5000}, {&q[1], 5000}};
+    assert_int_equal(sl_rscript_cmd_build(&cmd, SL_TOKEN_BUCKET, false, it, 2, &ec, 7),
                      0);
     assert_int_equal(cmd.argc, 3 + 2 + 2 * 12);
     assert_memory_equal(cmd.argv[0], "EVALSHA", 7);
@@ -817,12 +868,12 @@ static void test_command(void **state)
     assert_memory_equal(cmd.argv[4], "sl:{1:a:b:c}", cmd.argvlen[4]);
     assert_memory_equal(cmd.argv[5], "2", cmd.argvlen[5]);              /* item 1's hits */
     assert_memory_equal(cmd.argv[5 + 12 + 3], "4000", cmd.argvlen[20]); /* item 2's t */
-    assert_int_equal(sl_rscript_cmd_build(&cmd, SL_TOKEN_BUCKET, true, q, idx, 1, 5000, &ec, 7),
+    assert_int_equal(sl_rscript_cmd_build(&cmd, SL_TOKEN_BUCKET, true, it, 1, &ec, 7),
                      0);
     assert_memory_equal(cmd.argv[0], "EVAL", 4);
     assert_int_equal(cmd.argvlen[1], sl_rscript_of(SL_TOKEN_BUCKET)->len);
     assert_int_equal(cmd.argc, 3 + 1 + 12);
-    assert_int_equal(sl_rscript_cmd_build(&cmd, SL_ALGORITHM_COUNT, false, q, idx, 1, 5000, &ec, 7),
+    assert_int_equal(sl_rscript_cmd_build(&cmd, SL_ALGORITHM_COUNT, false, it, 1, &ec, 7),
                      -EINVAL);
     assert_null(sl_rscript_of(SL_ALGORITHM_COUNT));
     sl_rscript_cmd_free(&cmd);
@@ -888,6 +939,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mixed_batch, setup_small_batches, teardown),
         cmocka_unit_test_setup_teardown(test_random_concurrency, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_calls_share_a_script_call, setup, teardown),
         cmocka_unit_test_setup_teardown(test_noscript_reload, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keys_expire, setup, teardown),
         cmocka_unit_test_setup_teardown(test_down_then_back, setup, teardown),
