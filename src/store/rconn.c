@@ -238,6 +238,10 @@ static void flush(sl_rconn *c)
     }
     uv_buf_t b = uv_buf_init((char *)c->wbuf.data, (unsigned)c->wbuf.len);
     c->writing = true;
+    if (c->cfg.stats) /* one thread writes it: no locked add */
+        atomic_store_explicit(&c->cfg.stats->writes,
+                              atomic_load_explicit(&c->cfg.stats->writes, memory_order_relaxed) + 1,
+                              memory_order_relaxed);
     int rc = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, on_write);
     if (rc) {
         c->writing = false;

@@ -51,6 +51,7 @@ typedef void (*sl_rconn_disconnect_cb)(sl_rconn *c, int status);
 typedef struct sl_rconn_stats {
     _Atomic uint64_t oversized;  /* connections closed for a reply past in_max */
     _Atomic uint64_t tls_failed; /* TLS handshakes or sessions that failed */
+    _Atomic uint64_t writes;     /* socket writes started (one per loop iteration at most) */
 } sl_rconn_stats;
 
 typedef struct sl_rconn_config {

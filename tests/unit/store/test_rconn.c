@@ -2,8 +2,9 @@
  * store/rconn: one pipelined Redis connection, against a real redis-server started by the test on
  * free loopback ports (plain, and TLS with certificates made by tests/support/testcerts.h):
  * the RESP encoding against hiredis's own, replies answered in order, commands queued before
- * the connection is up, NULL replies exactly once on a failed connect, on sl_rconn_free and on a
- * server that closes mid-pipeline, the output and reply bounds, TLS with the CA checked, a
+ * the connection is up, one write per loop iteration (and none left waiting while the loop sleeps),
+ * NULL replies exactly once on a failed connect, on sl_rconn_free and on a server that closes
+ * mid-pipeline, the output and reply bounds, TLS with the CA checked, a
  * wrong CA, and client certificates (tls-auth-clients).
  */
 #include <setjmp.h>
@@ -23,49 +24,34 @@
 
 #define NCMD 2000
 
-/* A redis-server with a TLS port (and a plain one, for the readiness check). */
+/* A redis-server with a TLS port too (the plain one serves the readiness check). */
 typedef struct tlsredis {
-    pid_t pid;
-    int port, tls_port;
+    sl_test_redis r;
+    int tls_port;
+    char tport[16];
+    const char *argv[16];
 } tlsredis;
 
 static void tlsredis_start(tlsredis *t, bool auth_clients)
 {
-    t->port = sl_test_free_port();
+    memset(t, 0, sizeof *t);
+    t->r.port = sl_test_free_port();
     do
         t->tls_port = sl_test_free_port();
-    while (t->tls_port == t->port);
-    char port[16], tport[16];
-    snprintf(port, sizeof port, "%d", t->port);
-    snprintf(tport, sizeof tport, "%d", t->tls_port);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        int fd = open("/dev/null", O_WRONLY);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-        }
-        execl(SL_TEST_REDIS_BIN, SL_TEST_REDIS_BIN, "--port", port, "--bind", "127.0.0.1",
-              "--save", "", "--appendonly", "no", "--tls-port", tport, "--tls-cert-file",
-              path("server.pem"), "--tls-key-file", path("server.key"), "--tls-ca-cert-file",
-              path("ca.pem"), "--tls-auth-clients", auth_clients ? "yes" : "no", (char *)NULL);
-        _exit(127);
-    }
-    t->pid = pid;
-    int64_t deadline = sl_mono_ns() / 1000000 + 10000;
-    while (!sl_test_redis_answers(t->port)) {
-        assert_true(sl_mono_ns() / 1000000 < deadline);
-        struct timespec ts = {0, 10 * 1000000L};
-        nanosleep(&ts, NULL);
-    }
+    while (t->tls_port == t->r.port);
+    snprintf(t->tport, sizeof t->tport, "%d", t->tls_port);
+    const char *argv[] = {"--tls-port", t->tport, "--tls-cert-file", path("server.pem"),
+                          "--tls-key-file", path("server.key"), "--tls-ca-cert-file",
+                          path("ca.pem"), "--tls-auth-clients", auth_clients ? "yes" : "no",
+                          NULL};
+    memcpy(t->argv, argv, sizeof argv);
+    t->r.extra = t->argv;
+    assert_int_equal(sl_test_redis_start(&t->r), 0);
 }
 
 static void tlsredis_stop(tlsredis *t)
 {
-    kill(t->pid, SIGKILL);
-    waitpid(t->pid, NULL, 0);
+    sl_test_redis_stop(&t->r);
 }
 
 /* ---- a loop and what the callbacks saw --------------------------------------------------------- */
@@ -223,10 +209,12 @@ static void test_pipeline_order(void **state)
     assert_int_equal(f->connected, 1);
     assert_false(f->out_of_order);
     assert_int_equal(f->next, NCMD + 1); /* 0 .. NCMD */
-    /* and again once up: queued from inside the loop's iteration, one flush */
+    /* and again once up: all queued in one iteration, all in one write */
+    uint64_t writes = atomic_load(&f->stats.writes);
     for (int i = 0; i < NCMD; i++)
         assert_int_equal(cmd(f, 2, incr), 0);
     run_until(f, &f->replies, 2 * NCMD + 1);
+    assert_int_equal(atomic_load(&f->stats.writes), writes + 1);
     assert_false(f->out_of_order);
     assert_int_equal(f->nulls, 0);
     assert_int_equal(f->disconnected, 0);
@@ -375,6 +363,33 @@ static void test_free_inside_callback(void **state)
     assert_int_equal(f->replies, 1);
 }
 
+/* A command queued from a prepare callback (after the connection's own handles ran, right before
+ * the loop would sleep) still goes out in that iteration: the loop does not sleep on it. */
+static void queue_ping(uv_prepare_t *h)
+{
+    fx *f = h->data;
+    uv_prepare_stop(h);
+    const char *ping[] = {"PING"};
+    assert_int_equal(cmd(f, 1, ping), 0);
+}
+
+static void test_queued_before_the_loop_sleeps(void **state)
+{
+    fx *f = *state;
+    NEED_REDIS();
+    sl_rconn_config cfg = base_cfg(f, f->redis.port);
+    assert_int_equal(sl_rconn_new(&cfg, &f->c), 0);
+    run_until(f, &f->connected, 1);
+    uv_prepare_t prep;
+    uv_prepare_init(&f->loop, &prep);
+    prep.data = f;
+    uv_prepare_start(&prep, queue_ping);
+    run_until(f, &f->replies, 1); /* would block in the poll for good if it slept */
+    assert_string_equal(f->last, "PONG");
+    uv_close((uv_handle_t *)&prep, NULL);
+    uv_run(&f->loop, UV_RUN_NOWAIT); /* closed before it goes out of scope */
+}
+
 /* ---- TLS ---------------------------------------------------------------------------------------- */
 
 static sl_tls_ctx *client_ctx(const char *ca, const char *cert, const char *key)
@@ -475,6 +490,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_server_closes_mid_pipeline, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bounds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_free_inside_callback, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_queued_before_the_loop_sleeps, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls_client_cert, setup, teardown),
     };
