@@ -498,6 +498,8 @@ int sl_rconn_new(const sl_rconn_config *cfg, sl_rconn **out)
     c->cfg = *cfg;
     c->cfg.host = NULL;
     c->cfg.server_name = NULL;
+    c->cfg.tls = NULL;
+    c->cfg.tls_slot = NULL;
     if (!c->cfg.out_max)
         c->cfg.out_max = DEFAULT_MAX;
     if (!c->cfg.in_max)
@@ -508,9 +510,11 @@ int sl_rconn_new(const sl_rconn_config *cfg, sl_rconn **out)
     int rc = -ENOMEM;
     if (!(c->rd = redisReaderCreate()))
         goto fail;
-    if (cfg->tls) {
+    if (cfg->tls || cfg->tls_slot) {
         const char *name = cfg->server_name && cfg->server_name[0] ? cfg->server_name : cfg->host;
-        if (!(c->plain = malloc(PLAIN_SIZE)) || !(c->tls = sl_tls_new(cfg->tls, name)))
+        if (!(c->plain = malloc(PLAIN_SIZE)) ||
+            !(c->tls = cfg->tls_slot ? sl_tls_slot_session(cfg->tls_slot, name)
+                                     : sl_tls_new(cfg->tls, name)))
             goto fail;
     }
     if ((rc = uv_tcp_init(cfg->loop, &c->tcp)))

@@ -59,7 +59,8 @@ typedef struct sl_rconn_config {
     const char *host;           /* an IP address, v4 or v6 (no name resolution) */
     int port;
     sl_tls_ctx *tls;            /* a client context: TLS (the session takes a reference); NULL:
-                                   plain TCP */
+                                   plain TCP, unless tls_slot */
+    sl_tls_slot *tls_slot;      /* or TLS under the slot's current context (reloads) */
     const char *server_name;    /* TLS: the name the server's certificate must carry (and the
                                    SNI); NULL: host (an IP matches the certificate's IP SANs) */
     size_t out_max;             /* bytes of commands waiting to be written; 0 = 64 MiB */

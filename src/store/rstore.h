@@ -77,6 +77,11 @@ typedef struct sl_rstore_config {
 int sl_rstore_new(const sl_rstore_config *cfg, sl_rstore **out, char *err, size_t errlen);
 void sl_rstore_free(sl_rstore *r);
 
+/* SIGHUP: the TLS files read again; connections made from now on use them, open ones keep theirs.
+ * 0, 1 without TLS (nothing to read), or a negative errno with the reason in err (the current
+ * context kept). Any thread. */
+int sl_rstore_reload_tls(sl_rstore *r, char *err, size_t errlen);
+
 void sl_rstore_worker_start(sl_rstore *r, int worker, uv_loop_t *loop);
 /* Closes the worker's connection; items in flight are answered (error or fail-open) first. */
 void sl_rstore_worker_stop(sl_rstore *r, int worker);

@@ -150,7 +150,7 @@ static void try_connect(conn *cn)
     wk *w = cn->w;
     sl_rstore *r = w->r;
     const raddr *a = &cn->a;
-    sl_rconn_config rc = {.loop = w->loop, .host = a->host, .port = a->port, .tls = r->tls,
+    sl_rconn_config rc = {.loop = w->loop, .host = a->host, .port = a->port, .tls_slot = r->tls,
                           .server_name = r->tls_server_name, .out_max = r->cfg.max_queued_bytes,
                           .in_max = r->cfg.max_reply_bytes, .on_connect = on_connect,
                           .on_disconnect = on_disconnect, .data = cn, .stats = &w->rstats};
@@ -528,26 +528,56 @@ static void register_metrics(sl_rstore *r, sl_metrics *m)
                          collect_refreshes, r);
 }
 
-/* --redis-tls: the client context, from the files named (the system's trust store without a
- * CA bundle). */
+/* --redis-tls: the client context, from r's files (the system's trust store without a CA
+ * bundle). */
+static int read_tls(const sl_rstore *r, sl_tls_ctx **out, char *err, size_t errlen)
+{
+    sl_tls_config tc = {.cert_file = r->tls_cert, .key_file = r->tls_key, .ca_file = r->tls_ca,
+                        .system_ca = true};
+    char why[256];
+    int rc = sl_tls_ctx_new(out, &tc, why, sizeof why);
+    if (rc)
+        snprintf(err, errlen, "redis store: TLS: %s", why);
+    return rc;
+}
+
+/* A copy of an optional string: 0 (*out NULL for NULL or "") or -ENOMEM. */
+static int dup_opt(char **out, const char *s)
+{
+    *out = NULL;
+    if (s && s[0] && !(*out = strdup(s)))
+        return -ENOMEM;
+    return 0;
+}
+
 static int load_tls(sl_rstore *r, const sl_rstore_config *cfg, char *err, size_t errlen)
 {
     if ((cfg->tls_cert && cfg->tls_cert[0]) != (cfg->tls_key && cfg->tls_key[0])) {
         snprintf(err, errlen, "redis store: --redis-tls-cert and --redis-tls-key go together");
         return -EINVAL;
     }
-    sl_tls_config tc = {.cert_file = cfg->tls_cert, .key_file = cfg->tls_key,
-                        .ca_file = cfg->tls_ca && cfg->tls_ca[0] ? cfg->tls_ca : NULL,
-                        .system_ca = true};
-    char why[256];
-    int rc = sl_tls_ctx_new(&r->tls, &tc, why, sizeof why);
-    if (rc) {
-        snprintf(err, errlen, "redis store: TLS: %s", why);
-        return rc;
-    }
-    if (cfg->tls_server_name && cfg->tls_server_name[0] &&
-        !(r->tls_server_name = strdup(cfg->tls_server_name)))
+    if (dup_opt(&r->tls_ca, cfg->tls_ca) || dup_opt(&r->tls_cert, cfg->tls_cert) ||
+        dup_opt(&r->tls_key, cfg->tls_key) || dup_opt(&r->tls_server_name, cfg->tls_server_name))
         return -ENOMEM;
+    sl_tls_ctx *ctx;
+    int rc = read_tls(r, &ctx, err, errlen);
+    if (rc)
+        return rc;
+    r->tls = sl_tls_slot_new(ctx);
+    sl_tls_ctx_unref(ctx);
+    return r->tls ? 0 : -ENOMEM;
+}
+
+int sl_rstore_reload_tls(sl_rstore *r, char *err, size_t errlen)
+{
+    if (!r->tls)
+        return 1;
+    sl_tls_ctx *ctx;
+    int rc = read_tls(r, &ctx, err, errlen);
+    if (rc)
+        return rc;
+    sl_tls_slot_set(r->tls, ctx);
+    sl_tls_ctx_unref(ctx);
     return 0;
 }
 
@@ -633,7 +663,10 @@ void sl_rstore_free(sl_rstore *r)
     }
     free(r->wk);
     free(r->user);
-    sl_tls_ctx_unref(r->tls);
+    sl_tls_slot_free(r->tls);
+    free(r->tls_ca);
+    free(r->tls_cert);
+    free(r->tls_key);
     free(r->tls_server_name);
     if (r->password) {
         explicit_bzero(r->password, strlen(r->password));

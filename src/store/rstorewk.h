@@ -131,7 +131,9 @@ struct sl_rstore {
     size_t n_addrs;
     char *user;
     char *password;
-    sl_tls_ctx *tls;        /* --redis-tls: the client context (NULL: plain TCP) */
+    sl_tls_slot *tls;       /* --redis-tls: the client context, replaced by a reload (NULL:
+                               plain TCP) */
+    char *tls_ca, *tls_cert, *tls_key; /* the files it is read from (NULL: not given) */
     char *tls_server_name;  /* NULL: each address's host */
     uint32_t batch_items;
     int nworkers;

@@ -4,6 +4,7 @@ correct (the Gubernator cases reused, not copied); the server's certificate is c
 --redis-tls-ca and its IP SAN (or --redis-tls-server-name); a wrong CA or name gives per-item
 errors (and counts); a Redis that requires client certificates (tls-auth-clients yes) takes
 --redis-tls-cert / --redis-tls-key and refuses a node without them."""
+import signal
 import socket
 import ssl
 import subprocess
@@ -154,3 +155,16 @@ def test_tls_options_are_checked(node_factory, certs, tls_redis):
         n.start(wait=False)
         assert n.proc.wait(10) != 0
         assert why in n.logs()
+
+
+def test_sighup_reads_the_tls_files_again(node_factory, tls_redis, certs, tmp_path):
+    """A CA bundle replaced and SIGHUP: the connections made after it verify against the new one."""
+    ca = tmp_path / "redis-ca.pem"
+    ca.write_bytes(open(certs("wrongca.pem"), "rb").read())
+    n = tls_node(node_factory, tls_redis, "--redis-tls-ca", str(ca), "--redis-timeout", "200ms")
+    assert decide(n, "r")["error"] == "redis store unavailable"
+    ca.write_bytes(open(certs("ca.pem"), "rb").read())
+    n.signal(signal.SIGHUP)
+    assert wait_for(lambda: "Redis TLS files read again" in n.logs(), 5)
+    assert wait_for(lambda: decide(n, "r2")["error"] == "", 10)
+    counts_down(n, "after-reload")
