@@ -354,15 +354,15 @@ int sl_service_grpc_payload(sl_service *s, const sl_http_request *rq, const uint
     return 0;
 }
 
-/* Hand the call's items to the router (after the fleet's, when there were any). */
+/* Hand the call's items to the Redis store or the router (after the fleet's, when there were
+ * any). On the Redis store every node decides its own items, a peer's call's too: nothing is
+ * forwarded. */
 static void route_items(sl_service *s, sl_call *c, int64_t now)
 {
-    if (s->cfg.rstore) /* every node decides its own items in Redis: nothing to forward */
-        sl_rstore_submit(s->cfg.rstore, c->worker, &c->batch, now, rate_limits_done, c);
-    else if (c->method == M_GET_PEER_RATE_LIMITS)
+    if (c->method == M_GET_PEER_RATE_LIMITS && !s->cfg.rstore)
         sl_router_peer_rate_limits(s->cfg.router, c->worker, &c->batch, now, rate_limits_done, c);
     else
-        sl_router_submit(s->cfg.router, c->worker, &c->batch, now, rate_limits_done, c);
+        submit(s, c->worker, &c->batch, now, rate_limits_done, c);
 }
 
 /* The fleet's leases are answered (api/gubprotect.h): apply them, then route the items. */

@@ -172,7 +172,8 @@ static inline const sl_idents *idents_of(const sl_service *s)
     return atomic_load_explicit(&((sl_service *)s)->idents, memory_order_acquire);
 }
 
-/* Items whose state is the cluster's: to the Redis store under --store redis, else the router. */
+/* Items whose state is the cluster's (GetRateLimits' and ShouldRateLimit's items, leases and their
+ * give-backs): to the Redis store under --store redis, else the router. */
 static inline void submit(sl_service *s, int worker, sl_batch *b, int64_t now,
                           sl_rstore_done_cb done, void *ud)
 {

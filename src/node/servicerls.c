@@ -2,9 +2,11 @@
  * The service's Envoy half: RLS v3 ShouldRateLimit (node/service.c routes it here; the call
  * record and the shared helpers are node/service_int.h). The request is planned into the call's
  * batch against the worker's current --rls-config-dir rules (api/rls.h), checked against the
- * caller's identity and the worker shedder like GetRateLimits, handed to the router, and the
- * RateLimitResponse encoded from the answers (rls_done), counted per domain and rule
- * (api/rlsmetrics.h).
+ * caller's identity and the worker shedder like GetRateLimits, handed where GetRateLimits items
+ * go (submit: the Redis store under --store redis, else the router), and the RateLimitResponse
+ * encoded from the answers when they came (rls_done, on the call's worker loop), counted per
+ * domain and rule (api/rlsmetrics.h). An item that could not be decided (its owner unreachable,
+ * Redis unreachable without --fail-open) makes the call UNAVAILABLE (sl_rls_encode).
  */
 #include "node/service_int.h"
 
@@ -58,5 +60,5 @@ void sl_service_should_rate_limit(sl_service *s, sl_exchange *ex, const sl_http_
     int64_t now;
     if (!call_admit(s, c, id, rc, &st, false, &now))
         return;
-    sl_router_submit(s->cfg.router, c->worker, &c->batch, now, rls_done, c);
+    submit(s, c->worker, &c->batch, now, rls_done, c);
 }
