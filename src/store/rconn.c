@@ -21,6 +21,7 @@
 #define RBUF_SIZE (64 * 1024)
 #define PLAIN_SIZE (16 * 1024)
 #define QUEUE_MIN 64
+#define TLS_CHUNK ((size_t)16 << 20)
 
 typedef struct pending {
     sl_rconn_reply_cb cb;
@@ -220,7 +221,9 @@ static void flush(sl_rconn *c)
         return;
     if (c->tls) {
         if (c->up && c->out.len) {
-            ssize_t n = sl_tls_write(c->tls, c->out.data, c->out.len);
+            /* at most TLS_CHUNK a write: the session's record buffer stays within its cap */
+            size_t k = c->out.len < TLS_CHUNK ? c->out.len : TLS_CHUNK;
+            ssize_t n = sl_tls_write(c->tls, c->out.data, k);
             if (n < 0) {
                 fail(c, (int)n, "TLS write failed");
                 return;
