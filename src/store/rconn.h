@@ -47,7 +47,8 @@ typedef void (*sl_rconn_connect_cb)(sl_rconn *c, int status);
  * reply past in_max, -EPROTO a protocol or TLS error, ...); it frees itself after the callback. */
 typedef void (*sl_rconn_disconnect_cb)(sl_rconn *c, int status);
 
-/* Counters a connection adds to (optional, shared by many connections, updated relaxed). */
+/* Counters a connection adds to (optional; shared by the connections of one loop, read from any
+ * thread). */
 typedef struct sl_rconn_stats {
     _Atomic uint64_t oversized;  /* connections closed for a reply past in_max */
     _Atomic uint64_t tls_failed; /* TLS handshakes or sessions that failed */
