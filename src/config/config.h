@@ -108,6 +108,13 @@ typedef struct sl_options {
     int64_t redis_cluster_refresh_ns;
     int64_t redis_timeout_ns;
     int64_t redis_batch_items;
+    uint64_t redis_max_reply;  /* bytes of one reply */
+    uint64_t redis_max_queued; /* bytes of commands waiting per connection */
+    bool redis_tls;
+    char *redis_tls_ca;        /* "" = the system's trust store */
+    char *redis_tls_cert;      /* "" = no client certificate */
+    char *redis_tls_key;
+    char *redis_tls_server_name; /* "" = each address's IP */
     /* Quotas (Levee) */
     bool standalone;
     char *storage_prefix;

@@ -388,6 +388,13 @@ void sl_node_reload(sl_node *n)
             sl_log_error(&n->log, "reload of the gossip key ring failed, keeping the current "
                          "one: %s", gerr);
     }
+    char serr[512];
+    int src = n->rstore ? sl_rstore_reload_tls(n->rstore, serr, sizeof serr) : 1;
+    if (src < 0)
+        sl_log_error(&n->log, "reload of the Redis TLS files failed, keeping the current ones: %s",
+                     serr);
+    else if (src == 0)
+        sl_log_info(&n->log, "reload: Redis TLS files read again");
     char aerr[512];
     int arc = sl_adminsrv_reload_token(n->admin, aerr, sizeof aerr);
     if (arc < 0)

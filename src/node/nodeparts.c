@@ -347,6 +347,9 @@ int sl_nodeparts_router(sl_node *n, const sl_engine_config *ec, char *err, size_
             .timeout_ms = o->redis_timeout_ns / 1000000, .batch_items = o->redis_batch_items,
             .fail_open = o->fail_open, .cluster = o->redis_cluster,
             .cluster_refresh_ms = o->redis_cluster_refresh_ns / 1000000,
+            .max_reply_bytes = o->redis_max_reply, .max_queued_bytes = o->redis_max_queued,
+            .tls = o->redis_tls, .tls_ca = o->redis_tls_ca, .tls_cert = o->redis_tls_cert,
+            .tls_key = o->redis_tls_key, .tls_server_name = o->redis_tls_server_name,
             .workers = (int)o->workers, .log = &n->log, .metrics = n->metrics};
         if ((rc = sl_rstore_new(&sc, &n->rstore, err, errlen)))
             return rc;

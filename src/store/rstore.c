@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
 #include "core/concurrency.h"
@@ -111,7 +110,7 @@ static void unavailable(wk *w, sl_batch *b, size_t i, int64_t now, const char *w
                      r->cfg.fail_open ? "; deciding locally (fail-open)" : "");
 }
 
-static void chunk_reply(redisAsyncContext *ac, void *reply, void *priv);
+static void chunk_reply(sl_rconn *ac, void *reply, void *priv);
 
 /* A script's number: an integer reply, or a decimal string of at most 20 characters. */
 static bool reply_int(const redisReply *e, long long *out)
@@ -160,7 +159,7 @@ static conn *route(wk *w, const chunk *c)
  * no connection, no memory). */
 static int send_chunk(wk *w, conn *cn, chunk *c, bool eval, bool asking)
 {
-    if (!cn || !cn->ac) /* connecting is fine: hiredis sends what was queued once connected */
+    if (!cn || !cn->ac) /* connecting is fine: sl_rconn sends what was queued once connected */
         return -ENOTCONN;
     int rc = sl_rscript_cmd_build(&w->cmd, c->alg, eval, c->it, c->n, &w->r->ecfg,
                                   w->r->cfg.key_margin_ms);
@@ -170,12 +169,11 @@ static int send_chunk(wk *w, conn *cn, chunk *c, bool eval, bool asking)
     if (asking) {
         const char *argv[1] = {"ASKING"};
         size_t len[1] = {6};
-        if (redisAsyncCommandArgv(cn->ac, sl_rstorewk_on_aux, NULL, 1, argv, len) != REDIS_OK)
+        if (sl_rconn_command(cn->ac, sl_rstorewk_on_aux, NULL, 1, argv, len) != 0)
             return -ENOTCONN;
         cn->inflight++;
     }
-    if (redisAsyncCommandArgv(cn->ac, chunk_reply, c, w->cmd.argc, w->cmd.argv, w->cmd.argvlen) !=
-        REDIS_OK)
+    if (sl_rconn_command(cn->ac, chunk_reply, c, w->cmd.argc, w->cmd.argv, w->cmd.argvlen) != 0)
         return -ENOTCONN;
     if (cn->inflight++ == 0)
         cn->progress_ms = mono_ms();
@@ -253,11 +251,11 @@ void sl_rstorewk_sweep_parked(wk *w, bool fresh, bool all)
     }
 }
 
-static void chunk_reply(redisAsyncContext *ac, void *reply, void *priv)
+static void chunk_reply(sl_rconn *ac, void *reply, void *priv)
 {
     chunk *c = priv;
     wk *w = c->w;
-    conn *cn = ac->data; /* NULL: the context is being freed by sluice */
+    conn *cn = sl_rconn_data(ac); /* NULL: the connection is being freed by sluice */
     redisReply *rp = reply;
     if (cn && cn->inflight)
         cn->inflight--;
@@ -286,7 +284,7 @@ static void chunk_reply(redisAsyncContext *ac, void *reply, void *priv)
                 if (park(w, cn, c)) /* cluster: a master turned replica, a failover */
                     return;
                 if (cn && !w->r->cfg.cluster)
-                    cn->wrong_server = true; /* not from inside hiredis's callback: tick() */
+                    cn->wrong_server = true; /* not from inside the reply's callback: tick() */
                 chunk_failed(w, c, err_unavailable);
             } else if (cluster_err && w->r->cfg.cluster) {
                 /* the master is alive and stays the slot's: again after the next topology read */

@@ -1,10 +1,10 @@
 /*
  * The Redis store (--store redis): where a node's items are decided when their state lives in
- * Redis instead of the node's memory. Every worker loop has its own hiredis connection, driven by
- * hiredis's libuv adapter on that loop; consecutive items of one algorithm become one EVALSHA of
- * its script (store/rscript.h), whether they come from one call or from several submitted in one
- * turn of the loop, and every script call of the turn goes out in one write and comes back in
- * order (hiredis pipelines an async connection by itself).
+ * Redis instead of the node's memory. Every worker loop has its own Redis connection on that loop
+ * (store/rconn.h: plain TCP or TLS, hiredis's reader for the replies); consecutive items of one
+ * algorithm become one EVALSHA of its script (store/rscript.h), whether they come from one call
+ * or from several submitted in one turn of the loop, and every script call of the turn goes out
+ * in one write and comes back in order (pipelined).
  *
  * Faults: an item whose connection is down, or goes down or times out (--redis-timeout) with the
  * item in flight, gets a per-item error, or with fail_open is decided by the local engine instead
@@ -44,8 +44,8 @@ typedef void (*sl_rstore_done_cb)(void *ud, sl_batch *b);
 typedef struct sl_rstore_config {
     sl_engine *engine;                  /* fail-open decisions (not owned) */
     const sl_engine_config *engine_cfg; /* validation bounds; NULL = defaults */
-    const char *const *addrs;           /* "host:port" (an IP address: hiredis resolves names
-                                           blocking); tried in turn */
+    const char *const *addrs;           /* "ip:port" (v6 as [ip]:port; no names); tried in
+                                           turn */
     size_t n_addrs;
     const char *user;                   /* "" or NULL: AUTH <password> only */
     const char *password_file;          /* "" or NULL: no AUTH */
@@ -58,15 +58,29 @@ typedef struct sl_rstore_config {
                                            read from them (CLUSTER SLOTS) and followed */
     int64_t cluster_refresh_ms;         /* least time between two topology reads by a worker;
                                            0 = 100 */
+    size_t max_reply_bytes;             /* a longer reply closes its connection; 0 = 64 MiB */
+    size_t max_queued_bytes;            /* commands waiting to be written per connection (more:
+                                           per-item errors); 0 = 64 MiB */
+    bool tls;                           /* TLS to Redis */
+    const char *tls_ca;                 /* the CA bundle Redis's certificate must chain to; NULL
+                                           or "": the system's trust store */
+    const char *tls_cert, *tls_key;     /* a client certificate (tls-auth-clients); NULL: none */
+    const char *tls_server_name;        /* the name Redis's certificate must carry; NULL or "":
+                                           each address's IP */
     int workers;
     sl_logger *log;                     /* may be NULL */
     sl_metrics *metrics;                /* may be NULL */
 } sl_rstore_config;
 
-/* 0 or a negative errno, with a reason in err (an address that is not host:port, an unreadable
- * password file). */
+/* 0 or a negative errno, with a reason in err (an address that is not ip:port, an unreadable
+ * password file, TLS files that do not load). */
 int sl_rstore_new(const sl_rstore_config *cfg, sl_rstore **out, char *err, size_t errlen);
 void sl_rstore_free(sl_rstore *r);
+
+/* SIGHUP: the TLS files read again; connections made from now on use them, open ones keep theirs.
+ * 0, 1 without TLS (nothing to read), or a negative errno with the reason in err (the current
+ * context kept). Any thread. */
+int sl_rstore_reload_tls(sl_rstore *r, char *err, size_t errlen);
 
 void sl_rstore_worker_start(sl_rstore *r, int worker, uv_loop_t *loop);
 /* Closes the worker's connection; items in flight are answered (error or fail-open) first. */
@@ -85,6 +99,8 @@ typedef struct sl_rstore_stats {
     uint64_t disconnects; /* connections lost or closed for a timeout */
     uint64_t redirects;   /* MOVED / ASK answers followed (--redis-cluster) */
     uint64_t refreshes;   /* cluster topologies read (--redis-cluster), the first included */
+    uint64_t oversized;   /* connections closed for a reply past max_reply_bytes */
+    uint64_t tls_failures; /* TLS handshakes or sessions to Redis that failed */
 } sl_rstore_stats;
 
 void sl_rstore_stats_get(sl_rstore *r, sl_rstore_stats *out);

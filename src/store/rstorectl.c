@@ -1,6 +1,6 @@
 /*
  * The Redis store's connections and control (see rstore.h; its state in rstorewk.h): per worker
- * loop, one hiredis async connection on that loop (the libuv adapter) - with --redis-cluster one
+ * loop, one Redis connection on that loop (store/rconn.h; TLS with --redis-tls) - with --redis-cluster one
  * per master, the topology read by CLUSTER SLOTS into a store/rslots.h table - made with AUTH
  * and the scripts loaded ahead of any call, kept healthy (connect and reply deadlines,
  * reconnection with backoff over the address list, a server that cannot take writes left), the
@@ -8,17 +8,17 @@
  * and stop, construction from the options, and the counters. The calls that go over these
  * connections are store/rstore.c's.
  *
- * Deadlines. hiredis 0.14 (Debian 12) has no timeouts of its own, so one timer per worker ticks
+ * Deadlines. sl_rconn has no timeouts of its own, so one timer per worker ticks
  * a few times per --redis-timeout: a connection still not up, or with commands in flight and no
  * answer, for longer than the timeout is freed, which answers every command in flight with no
  * reply (error or fail-open) - replies come in order, so a connection whose oldest command is
  * stuck is stuck for all of them. The same tick makes the connection again when its backoff is
  * over.
  *
- * Ownership of the hiredis context: hiredis frees it itself after a failed connect (on_connect
- * with an error) or a lost connection (on_disconnect); sluice frees it for a deadline or at worker
- * stop, never from inside one of its callbacks. conn->ac is cleared first in every case, so a
- * callback run by the freeing sees a connection without a context. A cluster master's connection
+ * Ownership of the sl_rconn: it frees itself after a failed connect (on_connect with an error)
+ * or a lost connection (on_disconnect); sluice frees it for a deadline or at worker stop, never
+ * from inside one of its callbacks. conn->ac is cleared first in every case, so a callback run by
+ * the freeing sees a conn without a connection. A cluster master's connection
  * that leaves the topology (maybe while one of its own callbacks runs) is retired: put on a list
  * that the next tick frees.
  */
@@ -30,10 +30,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <hiredis/async.h>
+#include <arpa/inet.h>
+
 #include <hiredis/hiredis.h>
-/* the adapter is a header of static functions (one of them named on_close) */
-#include <hiredis/adapters/libuv.h>
 
 #include "base/file.h"
 #include "store/rscript.h"
@@ -55,9 +54,9 @@ static void try_connect(conn *cn);
 /* ---- the connections ------------------------------------------------------------------------ */
 
 /* A command whose answer only counts as progress (AUTH, SCRIPT LOAD, ASKING). */
-void sl_rstorewk_on_aux(redisAsyncContext *ac, void *reply, void *priv)
+void sl_rstorewk_on_aux(sl_rconn *ac, void *reply, void *priv)
 {
-    conn *cn = ac->data;
+    conn *cn = sl_rconn_data(ac);
     redisReply *rp = reply;
     if (cn && cn->inflight)
         cn->inflight--;
@@ -102,13 +101,13 @@ static void lost(conn *cn, const char *why)
     }
 }
 
-static void on_connect(const redisAsyncContext *ac, int status)
+static void on_connect(sl_rconn *ac, int status)
 {
-    conn *cn = ac->data;
+    conn *cn = sl_rconn_data(ac);
     if (!cn || cn->ac != ac)
         return;
-    if (status != REDIS_OK) {
-        lost(cn, ac->errstr[0] ? ac->errstr : "connect failed"); /* hiredis frees ac */
+    if (status != 0) {
+        lost(cn, sl_rconn_error(ac)[0] ? sl_rconn_error(ac) : "connect failed"); /* ac frees itself */
         return;
     }
     cn->connected = true;
@@ -120,23 +119,23 @@ static void on_connect(const redisAsyncContext *ac, int status)
                     cn->a.port, cn->w->idx);
 }
 
-static void on_disconnect(const redisAsyncContext *ac, int status)
+static void on_disconnect(sl_rconn *ac, int status)
 {
-    conn *cn = ac->data;
+    conn *cn = sl_rconn_data(ac);
     if (!cn || cn->ac != ac)
         return;
     (void)status;
-    lost(cn, ac->errstr[0] ? ac->errstr : "connection closed");
+    lost(cn, sl_rconn_error(ac)[0] ? sl_rconn_error(ac) : "connection closed");
 }
 
-static void on_slots(redisAsyncContext *ac, void *reply, void *priv);
+static void on_slots(sl_rconn *ac, void *reply, void *priv);
 
 /* Ask cn for the cluster's topology (CLUSTER SLOTS). */
 static bool ask_slots(conn *cn)
 {
     const char *argv[2] = {"CLUSTER", "SLOTS"};
     size_t len[2] = {7, 5};
-    if (!cn->ac || redisAsyncCommandArgv(cn->ac, on_slots, NULL, 2, argv, len) != REDIS_OK)
+    if (!cn->ac || sl_rconn_command(cn->ac, on_slots, NULL, 2, argv, len) != 0)
         return false;
     if (cn->inflight++ == 0)
         cn->progress_ms = mono_ms();
@@ -151,33 +150,29 @@ static void try_connect(conn *cn)
     wk *w = cn->w;
     sl_rstore *r = w->r;
     const raddr *a = &cn->a;
-    redisAsyncContext *ac = redisAsyncConnect(a->host, a->port);
-    if (!ac) {
-        schedule_retry(cn);
-        return;
-    }
-    if (ac->err || redisLibuvAttach(ac, w->loop) != REDIS_OK) {
+    sl_rconn_config rc = {.loop = w->loop, .host = a->host, .port = a->port, .tls_slot = r->tls,
+                          .server_name = r->tls_server_name, .out_max = r->cfg.max_queued_bytes,
+                          .in_max = r->cfg.max_reply_bytes, .on_connect = on_connect,
+                          .on_disconnect = on_disconnect, .data = cn, .stats = &w->rstats};
+    sl_rconn *ac;
+    int err = sl_rconn_new(&rc, &ac);
+    if (err) {
         if (r->cfg.log && sl_log_budget_take(r->cfg.log, &w->conn_budget, SL_LOG_WARN))
             sl_log_write(r->cfg.log, SL_LOG_WARN, "redis store: %s:%d: %s", a->host, a->port,
-                         ac->err ? ac->errstr : "cannot watch the socket");
-        redisAsyncFree(ac);
+                         err == -EINVAL ? "not an IP address" : strerror(-err));
         schedule_retry(cn);
         return;
     }
-    ac->data = cn;
     cn->ac = ac;
     cn->connected = false;
     cn->wrong_server = false;
     cn->slots_asked = false;
     cn->conn_start_ms = mono_ms();
-    redisAsyncSetConnectCallback(ac, on_connect);
-    redisAsyncSetDisconnectCallback(ac, on_disconnect);
     /* queued before the connect completes; they go out first */
     if (r->password) {
         const char *argv[3] = {"AUTH", r->user ? r->user : r->password, r->password};
         size_t len[3] = {4, strlen(argv[1]), strlen(r->password)};
-        if (redisAsyncCommandArgv(ac, sl_rstorewk_on_aux, "AUTH", r->user ? 3 : 2, argv, len) ==
-            REDIS_OK)
+        if (sl_rconn_command(ac, sl_rstorewk_on_aux, "AUTH", r->user ? 3 : 2, argv, len) == 0)
             cn->inflight++;
     }
     if (cn == w->seed) { /* the seed only answers CLUSTER SLOTS */
@@ -190,22 +185,22 @@ static void try_connect(conn *cn)
             continue;
         const char *argv[3] = {"SCRIPT", "LOAD", s->src};
         size_t len[3] = {6, 4, s->len};
-        if (redisAsyncCommandArgv(ac, sl_rstorewk_on_aux, "SCRIPT LOAD", 3, argv, len) == REDIS_OK)
+        if (sl_rconn_command(ac, sl_rstorewk_on_aux, "SCRIPT LOAD", 3, argv, len) == 0)
             cn->inflight++;
     }
     if (cn->inflight)
         cn->progress_ms = mono_ms();
 }
 
-/* Free cn's context from outside hiredis: commands in flight are answered without a reply, and
- * no callback of this context sees it as cn's any more. */
+/* Free cn's connection from outside its callbacks: commands in flight are answered without a
+ * reply, and no callback of this connection sees it as cn's any more. */
 static void drop(conn *cn, const char *why)
 {
-    redisAsyncContext *ac = cn->ac;
+    sl_rconn *ac = cn->ac;
     lost(cn, why);
     if (ac) {
-        ac->data = NULL;  /* on_connect/on_disconnect: not ours any more */
-        redisAsyncFree(ac);
+        sl_rconn_set_data(ac, NULL); /* the replies' callbacks: not ours any more */
+        sl_rconn_free(ac);
     }
 }
 
@@ -246,10 +241,10 @@ static void free_retired(wk *w)
 
 /* A CLUSTER SLOTS answer: the table is replaced, connections kept for the masters still in it,
  * made for new ones and closed for the others. */
-static void on_slots(redisAsyncContext *ac, void *reply, void *priv)
+static void on_slots(sl_rconn *ac, void *reply, void *priv)
 {
     (void)priv;
-    conn *cn = ac->data;
+    conn *cn = sl_rconn_data(ac);
     redisReply *rp = reply;
     if (!cn)
         return;
@@ -452,6 +447,12 @@ static int parse_addr(const char *s, raddr *a)
         h++, hl -= 2;
     if (hl == 0 || hl >= sizeof a->host)
         return -EINVAL;
+    char ip[sizeof a->host];
+    unsigned char bin[sizeof(struct in6_addr)];
+    memcpy(ip, h, hl);
+    ip[hl] = '\0';
+    if (inet_pton(AF_INET, ip, bin) != 1 && inet_pton(AF_INET6, ip, bin) != 1)
+        return -EINVAL; /* sl_rconn connects to IP addresses only */
     char *end;
     long port = strtol(colon + 1, &end, 10);
     if (*end || port < 1 || port > 65535)
@@ -485,6 +486,16 @@ COLLECTOR(disconnects)
 COLLECTOR(redirects)
 COLLECTOR(refreshes)
 
+static void collect_oversized(void *arg, sl_metrics_sink *sink)
+{
+    collect(arg, sink, offsetof(wk, rstats.oversized));
+}
+
+static void collect_tls_failed(void *arg, sl_metrics_sink *sink)
+{
+    collect(arg, sink, offsetof(wk, rstats.tls_failed));
+}
+
 static void register_metrics(sl_rstore *r, sl_metrics *m)
 {
     sl_metrics_collector(m, SL_METRICS_COUNTER, "sluice_redis_items_total",
@@ -500,6 +511,13 @@ static void register_metrics(sl_rstore *r, sl_metrics *m)
     sl_metrics_collector(m, SL_METRICS_COUNTER, "sluice_redis_disconnects_total",
                          "Connections to Redis lost or closed for a timeout", NULL,
                          collect_disconnects, r);
+    sl_metrics_collector(m, SL_METRICS_COUNTER, "sluice_redis_oversized_replies_total",
+                         "Connections to Redis closed for a reply longer than --redis-max-reply",
+                         NULL, collect_oversized, r);
+    if (r->tls)
+        sl_metrics_collector(m, SL_METRICS_COUNTER, "sluice_redis_tls_failures_total",
+                             "TLS handshakes or sessions to Redis that failed (certificate, "
+                             "protocol)", NULL, collect_tls_failed, r);
     if (!r->cfg.cluster)
         return;
     sl_metrics_collector(m, SL_METRICS_COUNTER, "sluice_redis_redirects_total",
@@ -508,6 +526,59 @@ static void register_metrics(sl_rstore *r, sl_metrics *m)
     sl_metrics_collector(m, SL_METRICS_COUNTER, "sluice_redis_topology_refreshes_total",
                          "Redis Cluster topologies read (CLUSTER SLOTS), the first included", NULL,
                          collect_refreshes, r);
+}
+
+/* --redis-tls: the client context, from r's files (the system's trust store without a CA
+ * bundle). */
+static int read_tls(const sl_rstore *r, sl_tls_ctx **out, char *err, size_t errlen)
+{
+    sl_tls_config tc = {.cert_file = r->tls_cert, .key_file = r->tls_key, .ca_file = r->tls_ca,
+                        .system_ca = true};
+    char why[256];
+    int rc = sl_tls_ctx_new(out, &tc, why, sizeof why);
+    if (rc)
+        snprintf(err, errlen, "redis store: TLS: %s", why);
+    return rc;
+}
+
+/* A copy of an optional string: 0 (*out NULL for NULL or "") or -ENOMEM. */
+static int dup_opt(char **out, const char *s)
+{
+    *out = NULL;
+    if (s && s[0] && !(*out = strdup(s)))
+        return -ENOMEM;
+    return 0;
+}
+
+static int load_tls(sl_rstore *r, const sl_rstore_config *cfg, char *err, size_t errlen)
+{
+    if ((cfg->tls_cert && cfg->tls_cert[0]) != (cfg->tls_key && cfg->tls_key[0])) {
+        snprintf(err, errlen, "redis store: --redis-tls-cert and --redis-tls-key go together");
+        return -EINVAL;
+    }
+    if (dup_opt(&r->tls_ca, cfg->tls_ca) || dup_opt(&r->tls_cert, cfg->tls_cert) ||
+        dup_opt(&r->tls_key, cfg->tls_key) || dup_opt(&r->tls_server_name, cfg->tls_server_name))
+        return -ENOMEM;
+    sl_tls_ctx *ctx;
+    int rc = read_tls(r, &ctx, err, errlen);
+    if (rc)
+        return rc;
+    r->tls = sl_tls_slot_new(ctx);
+    sl_tls_ctx_unref(ctx);
+    return r->tls ? 0 : -ENOMEM;
+}
+
+int sl_rstore_reload_tls(sl_rstore *r, char *err, size_t errlen)
+{
+    if (!r->tls)
+        return 1;
+    sl_tls_ctx *ctx;
+    int rc = read_tls(r, &ctx, err, errlen);
+    if (rc)
+        return rc;
+    sl_tls_slot_set(r->tls, ctx);
+    sl_tls_ctx_unref(ctx);
+    return 0;
 }
 
 int sl_rstore_new(const sl_rstore_config *cfg, sl_rstore **out, char *err, size_t errlen)
@@ -541,7 +612,9 @@ int sl_rstore_new(const sl_rstore_config *cfg, sl_rstore **out, char *err, size_
     r->n_addrs = cfg->n_addrs;
     for (size_t i = 0; i < cfg->n_addrs; i++)
         if (parse_addr(cfg->addrs[i], &r->addrs[i])) {
-            snprintf(err, errlen, "redis store: address '%s' is not host:port", cfg->addrs[i]);
+            snprintf(err, errlen,
+                     "redis store: address '%s' is not host:port (an IP address and a port)",
+                     cfg->addrs[i]);
             rc = -EINVAL;
             goto fail;
         }
@@ -558,9 +631,12 @@ int sl_rstore_new(const sl_rstore_config *cfg, sl_rstore **out, char *err, size_
             goto fail;
         }
     }
+    if (cfg->tls && (rc = load_tls(r, cfg, err, errlen)))
+        goto fail;
     r->cfg.user = NULL;
     r->cfg.password_file = NULL;
     r->cfg.addrs = NULL;
+    r->cfg.tls_ca = r->cfg.tls_cert = r->cfg.tls_key = r->cfg.tls_server_name = NULL;
     for (int i = 0; i < r->nworkers; i++) {
         r->wk[i].r = r;
         r->wk[i].idx = i;
@@ -587,6 +663,11 @@ void sl_rstore_free(sl_rstore *r)
     }
     free(r->wk);
     free(r->user);
+    sl_tls_slot_free(r->tls);
+    free(r->tls_ca);
+    free(r->tls_cert);
+    free(r->tls_key);
+    free(r->tls_server_name);
     if (r->password) {
         explicit_bzero(r->password, strlen(r->password));
         free(r->password);
@@ -607,5 +688,7 @@ void sl_rstore_stats_get(sl_rstore *r, sl_rstore_stats *out)
         out->disconnects += atomic_load_explicit(&w->disconnects, memory_order_relaxed);
         out->redirects += atomic_load_explicit(&w->redirects, memory_order_relaxed);
         out->refreshes += atomic_load_explicit(&w->refreshes, memory_order_relaxed);
+        out->oversized += atomic_load_explicit(&w->rstats.oversized, memory_order_relaxed);
+        out->tls_failures += atomic_load_explicit(&w->rstats.tls_failed, memory_order_relaxed);
     }
 }

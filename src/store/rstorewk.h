@@ -6,9 +6,9 @@
  * table and topology refreshes, worker start and stop, construction, counters). The public API
  * is store/rstore.h.
  *
- * Per worker loop (wk) there is one hiredis connection (conn), or with --redis-cluster one per
- * master plus a seed; a submit's record (pend) counts its items still out, in script calls (chunk)
- * that may hold the items of several submits.
+ * Per worker loop (wk) there is one Redis connection (conn, over a store/rconn.h sl_rconn), or
+ * with --redis-cluster one per master plus a seed; a submit's record (pend) counts its items still
+ * out, in script calls (chunk) that may hold the items of several submits.
  * Everything in a wk is touched only on its worker's loop thread, but the counters.
  */
 #ifndef SLUICE_STORE_RSTOREWK_H
@@ -19,9 +19,9 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include <hiredis/async.h>
-
+#include "net/tls.h"
 #include "sluice/clock.h"
+#include "store/rconn.h"
 #include "store/rscript.h"
 #include "store/rslots.h"
 #include "store/rstore.h"
@@ -73,13 +73,13 @@ typedef struct raddr {
     int port;
 } raddr;
 
-/* One hiredis connection: the standalone server's, or (--redis-cluster) one master's or the
- * seed's the topology is asked from. ac->data points here while the context is this one's. */
+/* One Redis connection: the standalone server's, or (--redis-cluster) one master's or the
+ * seed's the topology is asked from. sl_rconn_data(ac) points here while ac is this one's. */
 struct conn {
     wk *w;
     uint32_t id;            /* --redis-cluster: unique in its worker, never 0 */
     raddr a;
-    redisAsyncContext *ac;
+    sl_rconn *ac;           /* the connection (NULL: none, next_try_ms says when) */
     bool connected;
     bool wrong_server;      /* a READONLY / LOADING / MASTERDOWN answer: leave it at the next tick */
     bool retired;           /* not in the topology any more: freed at the next tick */
@@ -121,6 +121,7 @@ struct wk {
     sl_log_budget conn_budget; /* connection events: one line a second */
     _Atomic uint64_t items, errors, fail_open, reloads, connects, disconnects;
     _Atomic uint64_t redirects, refreshes;
+    sl_rconn_stats rstats;  /* replies past --redis-max-reply, TLS failures */
 };
 
 struct sl_rstore {
@@ -130,6 +131,10 @@ struct sl_rstore {
     size_t n_addrs;
     char *user;
     char *password;
+    sl_tls_slot *tls;       /* --redis-tls: the client context, replaced by a reload (NULL:
+                               plain TCP) */
+    char *tls_ca, *tls_cert, *tls_key; /* the files it is read from (NULL: not given) */
+    char *tls_server_name;  /* NULL: each address's host */
     uint32_t batch_items;
     int nworkers;
     wk *wk;
@@ -150,7 +155,7 @@ static inline void cinc(_Atomic uint64_t *c)
 conn *sl_rstorewk_conn_new(wk *w, const char *host, int port);
 /* store/rstorectl.c: the callback of a command whose answer only counts as progress (AUTH,
  * SCRIPT LOAD, ASKING); priv, if not NULL, names it in an error line. */
-void sl_rstorewk_on_aux(redisAsyncContext *ac, void *reply, void *priv);
+void sl_rstorewk_on_aux(sl_rconn *ac, void *reply, void *priv);
 /* store/rstore.c: the parked calls swept (see there): failed past their deadline (or `all`),
  * sent again after a new topology (`fresh`). */
 void sl_rstorewk_sweep_parked(wk *w, bool fresh, bool all);

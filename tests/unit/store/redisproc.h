@@ -3,7 +3,7 @@
  * redis-server with no persistence (killed with the test process: PR_SET_PDEATHSIG), a readiness
  * poll, stop, pause (SIGSTOP: a server that accepts and never answers) and resume; with `cluster`,
  * a Redis Cluster node (its config file under /tmp, named by its port; its bus on port + 10000,
- * so the port is chosen below 55536). Header-only;
+ * so the port is chosen below 55536); `extra` adds arguments (e.g. a TLS port). Header-only;
  * include after <cmocka.h>. A test without redis-server installed skips (tests/support/skip.h).
  */
 #ifndef SLUICE_TESTS_REDISPROC_H
@@ -32,6 +32,7 @@ typedef struct sl_test_redis {
     int port;
     int replica_of; /* a port: start as a replica of 127.0.0.1:<it>; 0 = a master */
     bool cluster;   /* --cluster-enabled yes */
+    const char *const *extra; /* more arguments for redis-server, NULL-terminated; may be NULL */
     char addr[32]; /* 127.0.0.1:<port> */
 } sl_test_redis;
 
@@ -82,17 +83,23 @@ static inline int sl_test_redis_start(sl_test_redis *p)
         char conf[64];
         snprintf(conf, sizeof conf, "/tmp/sl-test-redis-nodes-%d.conf", p->port);
         unlink(conf);
-        if (p->cluster)
-            execl(SL_TEST_REDIS_BIN, SL_TEST_REDIS_BIN, "--port", port, "--bind", "127.0.0.1",
-                  "--save", "", "--appendonly", "no", "--cluster-enabled", "yes",
-                  "--cluster-config-file", conf, "--cluster-node-timeout", "1000", (char *)NULL);
-        else if (p->replica_of)
-            execl(SL_TEST_REDIS_BIN, SL_TEST_REDIS_BIN, "--port", port, "--bind", "127.0.0.1",
-                  "--save", "", "--appendonly", "no", "--replicaof", "127.0.0.1", master,
-                  (char *)NULL);
-        else
-            execl(SL_TEST_REDIS_BIN, SL_TEST_REDIS_BIN, "--port", port, "--bind", "127.0.0.1",
-                  "--save", "", "--appendonly", "no", (char *)NULL);
+        const char *argv[48] = {SL_TEST_REDIS_BIN, "--port", port, "--bind", "127.0.0.1",
+                                "--save", "", "--appendonly", "no"};
+        int n = 9;
+        if (p->cluster) {
+            const char *more[] = {"--cluster-enabled", "yes", "--cluster-config-file", conf,
+                                  "--cluster-node-timeout", "1000"};
+            for (size_t i = 0; i < sizeof more / sizeof more[0]; i++)
+                argv[n++] = more[i];
+        } else if (p->replica_of) {
+            argv[n++] = "--replicaof";
+            argv[n++] = "127.0.0.1";
+            argv[n++] = master;
+        }
+        for (int i = 0; p->extra && p->extra[i] && n < 47; i++)
+            argv[n++] = p->extra[i];
+        argv[n] = NULL;
+        execv(SL_TEST_REDIS_BIN, (char *const *)argv);
         _exit(127);
     }
     p->pid = pid;
