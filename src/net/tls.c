@@ -83,6 +83,8 @@ static int alpn_wire(sl_tls_ctx *c, const char *list)
 {
     const char *p = list && *list ? list : "h2";
     c->alpn_len = 0;
+    if (strcmp(p, "none") == 0) /* a protocol without ALPN (Redis) */
+        return 0;
     while (*p) {
         const char *e = strchr(p, ',');
         size_t n = e ? (size_t)(e - p) : strlen(p);
@@ -174,7 +176,7 @@ int sl_tls_ctx_new(sl_tls_ctx **out, const sl_tls_config *cfg, char *err, size_t
          * and memory any client can fill. Resumption still works with (stateless) tickets. */
         SSL_CTX_set_session_cache_mode(c->ssl, SSL_SESS_CACHE_OFF);
     } else {
-        if (SSL_CTX_set_alpn_protos(c->ssl, c->alpn, c->alpn_len) != 0) {
+        if (c->alpn_len && SSL_CTX_set_alpn_protos(c->ssl, c->alpn, c->alpn_len) != 0) {
             rc = ctx_fail(err, errlen, "ALPN", NULL);
             goto fail;
         }

@@ -44,7 +44,8 @@ typedef struct sl_tls_config {
     bool system_ca;        /* client without ca_file: verify against the system's trust store
                               (OpenSSL's default paths) instead of not at all */
     sl_tls_auth client_auth; /* server: client certificates (needs ca_file unless NONE) */
-    const char *alpn;      /* client: protocols offered, comma-separated; default "h2".
+    const char *alpn;      /* client: protocols offered, comma-separated; default "h2";
+                              "none": no ALPN extension (a protocol that has none: Redis).
                               A server offers h2 and http/1.1, h2 first. */
 } sl_tls_config;
 

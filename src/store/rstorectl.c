@@ -533,7 +533,7 @@ static void register_metrics(sl_rstore *r, sl_metrics *m)
 static int read_tls(const sl_rstore *r, sl_tls_ctx **out, char *err, size_t errlen)
 {
     sl_tls_config tc = {.cert_file = r->tls_cert, .key_file = r->tls_key, .ca_file = r->tls_ca,
-                        .system_ca = true};
+                        .system_ca = true, .alpn = "none"};
     char why[256];
     int rc = sl_tls_ctx_new(out, &tc, why, sizeof why);
     if (rc)

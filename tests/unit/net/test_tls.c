@@ -160,6 +160,17 @@ static void test_alpn_http11_and_none(void **state)
     assert_string_equal(sl_tls_alpn(sv), "");
     sl_tls_free(cl);
     sl_tls_free(sv);
+    /* "none": a client (of Redis) that offers no protocol at all */
+    sl_tls_ctx *c3 = client_ctx(NULL, "ca.pem", "none");
+    sv = sl_tls_new(s, NULL);
+    cl = sl_tls_new(c3, NULL);
+    assert_int_equal(handshake(cl, sv), 0);
+    assert_string_equal(sl_tls_alpn(sv), "");
+    assert_string_equal(sl_tls_alpn(cl), "");
+    exchange_data(cl, sv);
+    sl_tls_free(cl);
+    sl_tls_free(sv);
+    sl_tls_ctx_unref(c3);
     sl_tls_ctx_unref(c1);
     sl_tls_ctx_unref(c2);
     sl_tls_ctx_unref(s);
