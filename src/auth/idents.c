@@ -230,7 +230,7 @@ int sl_idents_parse(const char *buf, size_t len, sl_idents **out, char *err, siz
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         const char *le = nl ? nl : end;
         const char *e = le > p && le[-1] == '\r' ? le - 1 : le;
-        if (memchr(p, '\0', (size_t)(e - p)))
+        if (e > p && memchr(p, '\0', (size_t)(e - p))) /* e > p: for gcc -O3 */
             rc = fail(err, errlen, line, "a NUL byte");
         else
             rc = parse_line(s, p, e, line, err, errlen);

@@ -241,7 +241,7 @@ static size_t fp_unescape(fp_span s, char *out)
         case 'u': break;
         default: *o++ = c; continue; /* " \ / */
         }
-        unsigned u, lo;
+        unsigned u = 0, lo = 0; /* set by hex4 (validated before); gcc -O3 cannot tell */
         hex4(p, end, &u);
         p += 4;
         if (u >= 0xd800 && u <= 0xdbff) {
