@@ -10,6 +10,7 @@
  * value), so expiry and Gregorian intervals are exact; only the fault cases wait for real events
  * (a connection lost, a deadline), in loops bounded by generous limits.
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +20,7 @@
 #include <cmocka.h>
 
 #include "../../support/skip.h"
+#include "core/concurrency.h"
 #include "redisproc.h"
 #include "store/rscript.h"
 #include "store/rstore.h"
@@ -826,6 +828,17 @@ static void test_config_errors(void **state)
     assert_int_equal(sl_rstore_new(&c, &r, err, sizeof err), -EINVAL);
 }
 
+/* n little-endian doubles at out: a script's answer record. */
+static void record(char *out, const double *v, int n)
+{
+    for (int i = 0; i < n; i++) {
+        uint64_t u;
+        memcpy(&u, &v[i], sizeof u);
+        for (int j = 0; j < 8; j++)
+            out[8 * i + j] = (char)(u >> (8 * j));
+    }
+}
+
 /* The command itself (sans-I/O): key layout, EVALSHA vs EVAL, the arguments, many items. */
 static void test_command(void **state)
 {
@@ -854,9 +867,8 @@ static void test_command(void **state)
 
     sl_rscript_cmd cmd = {0};
     sl_rscript_item it[2] = {{&q[0], 5000}, {&q[1], 5000}};
-    assert_int_equal(sl_rscript_cmd_build(&cmd, SL_TOKEN_BUCKET, false, it, 2, &ec, 7),
-                     0);
-    assert_int_equal(cmd.argc, 3 + 2 + 2 * 12);
+    assert_int_equal(sl_rscript_cmd_build(&cmd, SL_TOKEN_BUCKET, false, it, 2, &ec, 7), 0);
+    assert_int_equal(cmd.argc, 3 + 2 + 2);
     assert_memory_equal(cmd.argv[0], "EVALSHA", 7);
     assert_int_equal(cmd.argvlen[1], 40);
     assert_memory_equal(cmd.argv[1], sl_rscript_of(SL_TOKEN_BUCKET)->sha, 40);
@@ -866,29 +878,77 @@ static void test_command(void **state)
     assert_memory_equal(cmd.argv[3], "sl:{3:a:b:c}", cmd.argvlen[3]);
     assert_int_equal(cmd.argvlen[4], strlen("sl:{1:a:b:c}"));
     assert_memory_equal(cmd.argv[4], "sl:{1:a:b:c}", cmd.argvlen[4]);
-    assert_memory_equal(cmd.argv[5], "2", cmd.argvlen[5]);              /* item 1's hits */
-    assert_memory_equal(cmd.argv[5 + 12 + 3], "4000", cmd.argvlen[20]); /* item 2's t */
-    assert_int_equal(sl_rscript_cmd_build(&cmd, SL_TOKEN_BUCKET, true, it, 1, &ec, 7),
-                     0);
+    /* one argument per item: its numbers in decimal, separated by single spaces */
+    const char *arg1 = "2 10 1000 5000 5000 7 0 1 0 0 0 9007199254740992";
+    const char *arg2 = "1 5 1000 4000 5000 7 0 0 0 0 0 9007199254740992"; /* item 2's t: 4000 */
+    assert_int_equal(cmd.argvlen[5], strlen(arg1));
+    assert_memory_equal(cmd.argv[5], arg1, cmd.argvlen[5]);
+    assert_int_equal(cmd.argvlen[6], strlen(arg2));
+    assert_memory_equal(cmd.argv[6], arg2, cmd.argvlen[6]);
+    it[0].now = 6000; /* each item has its own node time */
+    assert_int_equal(sl_rscript_cmd_build(&cmd, SL_TOKEN_BUCKET, true, it, 1, &ec, 7), 0);
     assert_memory_equal(cmd.argv[0], "EVAL", 4);
     assert_int_equal(cmd.argvlen[1], sl_rscript_of(SL_TOKEN_BUCKET)->len);
-    assert_int_equal(cmd.argc, 3 + 1 + 12);
+    assert_int_equal(cmd.argc, 3 + 1 + 1);
+    assert_memory_equal(cmd.argv[4], "2 10 1000 6000 6000 7 ", 22);
     assert_int_equal(sl_rscript_cmd_build(&cmd, SL_ALGORITHM_COUNT, false, it, 1, &ec, 7),
                      -EINVAL);
     assert_null(sl_rscript_of(SL_ALGORITHM_COUNT));
     sl_rscript_cmd_free(&cmd);
 
-    long long ans[6] = {1, 10, 0, -5, 3, 0};
+    /* answers: one string, a record of six little-endian doubles per item */
+    assert_int_equal(sl_rscript_answer_size(SL_TOKEN_BUCKET), 48);
+    assert_int_equal(sl_rscript_answer_size(SL_CONCURRENCY), 56);
+    assert_int_equal(sl_rscript_answer_size(SL_ALGORITHM_COUNT), 0);
+    char rec[2 * 48];
+    double ans[6] = {1, 10, 0, -5, 3, 0};
+    record(rec, ans, 6);
     sl_response r;
-    assert_int_equal(sl_rscript_answer(ans, 6, 4000, &ec, &r), 0);
+    assert_int_equal(sl_rscript_answer_read(SL_TOKEN_BUCKET, rec, 48, 0, 4000, &ec, &r), 0);
     assert_int_equal(r.status, SL_OVER_LIMIT);
+    assert_int_equal(r.limit, 10);
+    assert_int_equal(r.retry_after, 3);
     assert_int_equal(r.reset_time, 4000); /* never before 1970 with the engine's bounds */
+    double sat[6] = {0, 0x1p63, -0x1p63, NAN, -2.9, 1e300};
+    record(rec + 48, sat, 6);
+    assert_int_equal(sl_rscript_answer_read(SL_GCRA, rec, 96, 1, 4000, &ec, &r), 0);
+    assert_int_equal(r.status, SL_UNDER_LIMIT);
+    assert_true(r.limit == INT64_MAX && r.remaining == INT64_MIN);
+    assert_int_equal(r.reset_time, 0);  /* NaN */
+    assert_int_equal(r.retry_after, -2); /* toward zero */
+    assert_true(r.delay_ms == INT64_MAX);
+    assert_int_equal(sl_rscript_answer_read(SL_GCRA, rec, 96, 2, 4000, &ec, &r), -EPROTO);
+    assert_int_equal(sl_rscript_answer_read(SL_GCRA, rec, 95, 1, 4000, &ec, &r), -EPROTO);
     ans[0] = -1;
-    assert_int_equal(sl_rscript_answer(ans, 6, 4000, &ec, &r), 0);
+    record(rec, ans, 6);
+    assert_int_equal(sl_rscript_answer_read(SL_TOKEN_BUCKET, rec, 48, 0, 4000, &ec, &r), 0);
     assert_ptr_equal(r.error, sl_rscript_err_range);
     ans[0] = 2;
-    assert_int_equal(sl_rscript_answer(ans, 6, 4000, &ec, &r), -EPROTO);
-    assert_int_equal(sl_rscript_answer(ans, 5, 4000, &ec, &r), -EPROTO);
+    record(rec, ans, 6);
+    assert_int_equal(sl_rscript_answer_read(SL_TOKEN_BUCKET, rec, 48, 0, 4000, &ec, &r), -EPROTO);
+    ans[0] = 0;
+    record(rec, ans, 6);
+    assert_int_equal(sl_rscript_answer_read(SL_ALGORITHM_COUNT, rec, 48, 0, 4000, &ec, &r),
+                     -EPROTO);
+    /* CONCURRENCY: five doubles, then the lease taken as 16 hex digits (zeros: none) */
+    double conc[5] = {0, 3, 2, 9000, 0};
+    record(rec, conc, 5);
+    memcpy(rec + 40, "00c0ffee00000001", 16);
+    assert_int_equal(sl_rscript_answer_read(SL_CONCURRENCY, rec, 56, 0, 4000, &ec, &r), 0);
+    assert_int_equal(r.lease_id, UINT64_C(0x00c0ffee00000001));
+    assert_int_equal(r.remaining, 2);
+    assert_int_equal(r.delay_ms, 0);
+    memcpy(rec + 40, "0000000000000000", 16);
+    assert_int_equal(sl_rscript_answer_read(SL_CONCURRENCY, rec, 56, 0, 4000, &ec, &r), 0);
+    assert_int_equal(r.lease_id, 0);
+    conc[0] = -2;
+    record(rec, conc, 5);
+    assert_int_equal(sl_rscript_answer_read(SL_CONCURRENCY, rec, 56, 0, 4000, &ec, &r), 0);
+    assert_ptr_equal(r.error, sl_conc_err_not_found);
+    conc[0] = 0;
+    record(rec, conc, 5);
+    memcpy(rec + 40, "00c0ffee0000000g", 16);
+    assert_int_equal(sl_rscript_answer_read(SL_CONCURRENCY, rec, 56, 0, 4000, &ec, &r), -EPROTO);
 }
 
 /* A call mixing algorithms, repeating keys across them, with invalid items between: script calls

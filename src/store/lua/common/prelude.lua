@@ -17,7 +17,7 @@ local function f2i(x) -- truncation toward zero, saturating (sl_f2i)
   if x >= 0 then return math.floor(x) end
   return math.ceil(x)
 end
-local function fmt(x) -- an answer: a decimal string (int64 past 2^53 is no Lua integer)
+local function fmt(x) -- a decimal string (int64 past 2^53 is no Lua integer): a lease expiry
   if x >= TOP then return '9223372036854775807' end
   if x <= -TOP then return '-9223372036854775808' end
   return string.format('%d', x)
@@ -36,21 +36,28 @@ local function ceil_div(a, b)
   return q
 end
 
--- Many items per call: KEYS[i] with the NA = #ARGV / #KEYS arguments ARGV[(i-1)*NA + 1 ..]
--- each, decided in order (a key repeated in one call sees its earlier items). The keys are read
--- with one MGET and written once each at the end (SET PX, or DEL) by flush(): a command from Lua
--- costs about what a whole decision does, so a call pays two per key at most, not two per item.
-local NA = #ARGV / #KEYS
+-- Many items per call: KEYS[i] and its item ARGV[i], decided in order (a key repeated in one call
+-- sees its earlier items). The keys are read with one MGET and written once each at the end by
+-- flush(): a command from Lua costs about what a whole decision does, so a call pays two per key at
+-- most, not two per item.
+if #ARGV ~= #KEYS then return redis.error_reply('sluice: one ARGV per key') end
 local vals = redis.call('MGET', unpack(KEYS))
-local seen, px, order = {}, {}, {}
+local seen, order, exp, held, base = {}, {}, {}, {}, {}
 local function state(i) -- KEYS[i]'s state as this call left it (false or nil: none)
   local v = seen[KEYS[i]]
   if v == nil then v = vals[i] end
   return v
 end
-local function put(k, v, ttl) -- v false: delete
-  if seen[k] == nil then order[#order + 1] = k end
-  seen[k], px[k] = v, ttl
+-- k's new state v (false: delete) expiring at e on the caller's clock `now`; e0: the expiry of the
+-- state this item read with state(i) (nil: none, or another algorithm's). The first put of a key in
+-- a call is made after reading what Redis holds, so its e0 is the expiry of the key's TTL.
+local function put(k, v, e, e0, now, margin)
+  if seen[k] == nil then
+    order[#order + 1] = k
+    held[k] = e0
+  end
+  seen[k], exp[k] = v, e
+  if v then base[k] = now - margin end
 end
 local function expiry(e, now, margin) -- PX of a state expiring at e: `margin` ms past it
   local ttl = e - now + margin
@@ -58,26 +65,39 @@ local function expiry(e, now, margin) -- PX of a state expiring at e: `margin` m
   if ttl > 1e13 then ttl = 1e13 end
   return string.format('%d', ttl)
 end
+-- Each key written once: DEL, or SET PX.
 local function flush()
   for _, k in ipairs(order) do
-    if seen[k] then redis.call('SET', k, seen[k], 'PX', px[k]) else redis.call('DEL', k) end
+    local v = seen[k]
+    if not v then
+      redis.call('DEL', k)
+    else
+      redis.call('SET', k, v, 'PX', expiry(exp[k], base[k], 0))
+    end
   end
 end
 
--- The arguments every request has (store/rscript.c): hits limit duration t now margin reset drain
-local function common(o)
-  return tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3]),
-    tonumber(ARGV[o + 4]), tonumber(ARGV[o + 5]), tonumber(ARGV[o + 6]), ARGV[o + 7] == '1',
-    ARGV[o + 8] == '1'
+-- The arguments: ARGV[i] is one string, KEYS[i]'s item (store/rscript.c), its numbers in decimal
+-- separated by single spaces: hits limit duration t now margin reset drain, then the algorithm's
+-- own (its header lists them), so that an operator can call a script by hand. items(n): the
+-- pattern of an item of n fields; item(i, pat): the eight common fields as numbers and booleans,
+-- then the algorithm's own as strings.
+local function items(n)
+  local p = '^' .. string.rep('(%-?%d+) ', 7) .. '(%-?%d+)'
+  for _ = 9, n do p = p .. ' (%S+)' end
+  return p .. '$'
+end
+local function item(i, pat)
+  local h, l, d, t, now, m, rs, dr, x1, x2, x3, x4 = string.match(ARGV[i], pat)
+  if not h then error('sluice: ARGV[' .. i .. '] is not an item of this script') end
+  return tonumber(h), tonumber(l), tonumber(d), tonumber(t), tonumber(now), tonumber(m),
+    rs == '1', dr == '1', x1, x2, x3, x4
 end
 
--- The answers, six per item: status limit remaining reset_time retry_after delay_ms
+-- The answer: one string, the items' records one after the other, each six little-endian doubles
+-- status limit remaining reset_time retry_after delay_ms (store/rscript.c reads them, saturating
+-- to int64; CONCURRENCY's record differs: its header). Status -1: out of the exact range.
 local out = {}
 local function answer(status, limit, rem, reset_time, retry_after, delay_ms)
-  out[#out + 1] = fmt(status)
-  out[#out + 1] = fmt(limit)
-  out[#out + 1] = fmt(rem)
-  out[#out + 1] = fmt(reset_time)
-  out[#out + 1] = fmt(retry_after)
-  out[#out + 1] = fmt(delay_ms)
+  out[#out + 1] = struct.pack('<dddddd', status, limit, rem, reset_time, retry_after, delay_ms)
 end
