@@ -692,6 +692,74 @@ static void test_keys_expire(void **state)
     assert_true(ttl > 60 * SEC && ttl <= 70 * SEC);
 }
 
+/* The PTTL of f's key `key` with `suffix` appended (a neighbour: "|log", "|leases"). */
+static long long pttl(fx *f, const char *key, const char *suffix)
+{
+    char cmd[256], buf[64];
+    snprintf(cmd, sizeof cmd, "PTTL sl:{%zu:%s:%s}%s\r\n", strlen(f->prefix), f->prefix, key,
+             suffix);
+    redis_cmd(f, cmd, buf, sizeof buf);
+    assert_int_equal(buf[0], ':');
+    return atoll(buf + 1);
+}
+
+/* A key written again keeps a TTL: SET KEEPTTL when its state's expiry did not move (Redis holds
+ * the TTL that expiry was written with), SET PX when it did, or when the call itself created the
+ * key; never a key without expiry (PTTL -1), for every algorithm and the keys beside a state. */
+static void test_keys_keep_ttl(void **state)
+{
+    fx *f = *state;
+    NEED_REDIS(f);
+    static const int32_t algs[] = {SL_TOKEN_BUCKET,    SL_LEAKY_BUCKET, SL_FIXED_WINDOW,
+                                   SL_SLIDING_LOG,     SL_GCRA,         SL_SLIDING_WINDOW,
+                                   SL_CONCURRENCY};
+    const long long bound = 2 * 10 * SEC + 60 * SEC; /* twice the duration, plus the margin */
+    for (size_t a = 0; a < sizeof algs / sizeof *algs; a++) {
+        char key[32], what[64];
+        snprintf(key, sizeof key, "keep%d", algs[a]);
+        step s = {0, 1, 100, 10 * SEC, 0, 0, algs[a], 0, 0, 0};
+        for (int k = 0; k < 6; k++) {
+            s.dt = k % 2 ? 0 : 700; /* the same expiry twice, then a later one */
+            snprintf(what, sizeof what, "algorithm %d, step %d", algs[a], k);
+            check_step(f, key, &s, what);
+            long long ttl = pttl(f, key, "");
+            if (ttl <= 0 || ttl > bound)
+                fail_msg("%s: PTTL %lld", what, ttl);
+            const char *nb = algs[a] == SL_SLIDING_LOG   ? "|log"
+                             : algs[a] == SL_CONCURRENCY ? "|leases"
+                                                         : NULL;
+            if (nb && ((ttl = pttl(f, key, nb)) <= 0 || ttl > bound))
+                fail_msg("%s: PTTL of %s %lld", what, nb, ttl);
+        }
+    }
+
+    /* one call creating a key and writing it again: SET PX, not KEEPTTL */
+    step s = {0, 1, 5, 10 * SEC, 0, 0, SL_TOKEN_BUCKET, 0, 0, 0};
+    sl_request q[2] = {mkreq(f, "keep-new", &s), mkreq(f, "keep-new", &s)};
+    sl_response want[2], got[2];
+    for (int i = 0; i < 2; i++)
+        sl_engine_decide(f->mem, &q[i], &want[i], f->now);
+    via_redis(f, q, 2, got);
+    assert_same(&want[0], &got[0], "created");
+    assert_same(&want[1], &got[1], "written again");
+    long long ttl = pttl(f, "keep-new", "");
+    assert_true(ttl > 0 && ttl <= 70 * SEC);
+
+    /* the same expiry 5 s later: the TTL is kept (PX would make it 5 s shorter) */
+    check_step(f, "keep-tb", &s, "created");
+    long long first = pttl(f, "keep-tb", "");
+    s.dt = 5 * SEC;
+    check_step(f, "keep-tb", &s, "same expiry");
+    ttl = pttl(f, "keep-tb", "");
+    assert_true(ttl > first - 2 * SEC && ttl <= first);
+    /* a longer duration moves the expiry: written with PX, 20 s + 60 s from the first hit */
+    s.dt = 0;
+    s.duration = 20 * SEC;
+    check_step(f, "keep-tb", &s, "expiry moved");
+    ttl = pttl(f, "keep-tb", "");
+    assert_true(ttl > 73 * SEC && ttl <= 75 * SEC);
+}
+
 static bool disconnected(fx *f)
 {
     sl_rstore_stats st;
@@ -1002,6 +1070,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_calls_share_a_script_call, setup, teardown),
         cmocka_unit_test_setup_teardown(test_noscript_reload, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keys_expire, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_keys_keep_ttl, setup, teardown),
         cmocka_unit_test_setup_teardown(test_down_then_back, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fail_open, setup_fail_open, teardown),
         cmocka_unit_test_setup_teardown(test_replica_then_master, setup, teardown),
