@@ -29,6 +29,7 @@ local function bounds(lk)
 end
 
 local ITEM = items(10)
+check(ITEM)
 for i = 1, #KEYS do
   local k = KEYS[i]
   local lk = k .. '|leases'

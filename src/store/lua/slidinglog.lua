@@ -11,6 +11,7 @@
 -- Work per item: O(hits + expired entries) list operations; limit <= --max-log-limit bounds both.
 
 local ITEM = items(8)
+check(ITEM)
 for i = 1, #KEYS do
   local k = KEYS[i]
   local lk = k .. '|log'

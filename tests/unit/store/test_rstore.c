@@ -2,7 +2,8 @@
  * The Redis store (src/store/rstore.c) against a real redis-server on a free loopback port, each
  * answer compared with the memory engine's answer to the same request at the same time: a table of
  * TOKEN_BUCKET sequences (Gubernator's rules one by one), a seeded random walk, a 1000-item call in
- * one pipeline; then the faults: NOSCRIPT after SCRIPT FLUSH, Redis stopped (per-item errors, or
+ * one pipeline; the keys' TTLs (SET PX or KEEPTTL, never none), a script called by hand with text
+ * arguments and its binary answer; then the faults: NOSCRIPT after SCRIPT FLUSH, Redis stopped (per-item errors, or
  * the engine's answers under fail-open), Redis back on the same port (used again), and a server
  * that stops answering (--redis-timeout). Skipped (exit 77) without redis-server.
  *
@@ -596,8 +597,9 @@ static void test_random_concurrency(void **state)
     }
 }
 
-/* Send one inline command to the server and read (the start of) its answer. */
-static void redis_cmd(const fx *f, const char *cmd, char *out, size_t outlen)
+/* Send one command (inline, or RESP) to the server and read (the start of) its answer: the number
+ * of bytes read (out is NUL-terminated after them). */
+static ssize_t redis_cmd(const fx *f, const char *cmd, char *out, size_t outlen)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)f->redis.port),
@@ -607,6 +609,7 @@ static void redis_cmd(const fx *f, const char *cmd, char *out, size_t outlen)
     ssize_t n = read(fd, out, outlen - 1);
     out[n > 0 ? n : 0] = '\0';
     close(fd);
+    return n;
 }
 
 /* Script calls run by the server so far (EVALSHA and EVAL), from INFO commandstats. */
@@ -758,6 +761,67 @@ static void test_keys_keep_ttl(void **state)
     check_step(f, "keep-tb", &s, "expiry moved");
     ttl = pttl(f, "keep-tb", "");
     assert_true(ttl > 73 * SEC && ttl <= 75 * SEC);
+}
+
+/* EVAL of alg's script on KEYS key1 (and key2 when not NULL) with the items given as text, as an
+ * operator would call it: the answer's first bytes in out, their number returned. */
+static ssize_t eval_by_hand(fx *f, int32_t alg, const char *key1, const char *item1,
+                            const char *key2, const char *item2, char *out, size_t outlen)
+{
+    const sl_rscript *sc = sl_rscript_of(alg);
+    size_t cap = sc->len + 1024;
+    char *cmd = malloc(cap);
+    assert_non_null(cmd);
+    int n = snprintf(cmd, cap, "*%d\r\n$4\r\nEVAL\r\n$%zu\r\n", key2 ? 7 : 5, sc->len);
+    memcpy(cmd + n, sc->src, sc->len);
+    n += (int)sc->len;
+    n += snprintf(cmd + n, cap - (size_t)n, "\r\n$1\r\n%c\r\n", key2 ? '2' : '1');
+    const char *args[4] = {key1, key2, item1, item2};
+    for (int i = 0; i < 4; i++)
+        if (args[i])
+            n += snprintf(cmd + n, cap - (size_t)n, "$%zu\r\n%s\r\n", strlen(args[i]), args[i]);
+    ssize_t got = redis_cmd(f, cmd, out, outlen);
+    free(cmd);
+    return got;
+}
+
+/* A script called by hand: one text argument per key, the numbers space-separated; the answer is
+ * one string of binary records. A malformed item is an error, and for a script that writes a
+ * key's neighbour as it goes, one that leaves nothing written. */
+static void test_by_hand(void **state)
+{
+    fx *f = *state;
+    NEED_REDIS(f);
+    char key[128], key2[128], item[160], out[512];
+    snprintf(key, sizeof key, "sl:{%zu:%s:hand}", strlen(f->prefix), f->prefix);
+    /* hits limit duration t now margin reset drain | greg gexp_now gexp_t max_count */
+    snprintf(item, sizeof item, "2 10 60000 %lld %lld 60000 0 0 0 0 0 9007199254740992",
+             (long long)f->now, (long long)f->now);
+    ssize_t n = eval_by_hand(f, SL_TOKEN_BUCKET, key, item, NULL, NULL, out, sizeof out);
+    assert_true(n == 5 + 48 + 2);
+    assert_memory_equal(out, "$48\r\n", 5);
+    sl_response r;
+    assert_int_equal(sl_rscript_answer_read(SL_TOKEN_BUCKET, out + 5, 48, 0, f->now, &f->ec, &r),
+                     0);
+    assert_int_equal(r.status, SL_UNDER_LIMIT);
+    assert_int_equal(r.limit, 10);
+    assert_int_equal(r.remaining, 8);
+    assert_int_equal(r.reset_time, f->now + 60000);
+
+    n = eval_by_hand(f, SL_TOKEN_BUCKET, key, "2 10 60000", NULL, NULL, out, sizeof out);
+    assert_true(n > 0 && out[0] == '-');
+    assert_non_null(strstr(out, "not an item of this script"));
+
+    /* SLIDING_LOG: the first item well-formed, the second not: its log is not written */
+    snprintf(key2, sizeof key2, "sl:{%zu:%s:hand2}", strlen(f->prefix), f->prefix);
+    snprintf(item, sizeof item, "1 10 60000 %lld %lld 60000 0 0", (long long)f->now,
+             (long long)f->now);
+    n = eval_by_hand(f, SL_SLIDING_LOG, key2, item, key, "1 10 60000 x", out, sizeof out);
+    assert_true(n > 0 && out[0] == '-');
+    char cmd[2 * sizeof key2 + 16];
+    snprintf(cmd, sizeof cmd, "EXISTS %s|log %s\r\n", key2, key2);
+    redis_cmd(f, cmd, out, sizeof out);
+    assert_string_equal(out, ":0\r\n");
 }
 
 static bool disconnected(fx *f)
@@ -1071,6 +1135,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_noscript_reload, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keys_expire, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keys_keep_ttl, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_by_hand, setup, teardown),
         cmocka_unit_test_setup_teardown(test_down_then_back, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fail_open, setup_fail_open, teardown),
         cmocka_unit_test_setup_teardown(test_replica_then_master, setup, teardown),

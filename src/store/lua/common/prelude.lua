@@ -90,11 +90,19 @@ local function items(n)
   for _ = 9, n do p = p .. ' (%S+)' end
   return p .. '$'
 end
+local function bad(i) error('sluice: ARGV[' .. i .. '] is not an item of this script') end
 local function item(i, pat)
   local h, l, d, t, now, m, rs, dr, x1, x2, x3, x4 = string.match(ARGV[i], pat)
-  if not h then error('sluice: ARGV[' .. i .. '] is not an item of this script') end
+  if not h then bad(i) end
   return tonumber(h), tonumber(l), tonumber(d), tonumber(t), tonumber(now), tonumber(m),
     rs == '1', dr == '1', x1, x2, x3, x4
+end
+-- Every item checked before anything is written, for the scripts that write a key's neighbour as
+-- they go (a malformed item, from a call by hand, must not leave earlier items half written).
+local function check(pat)
+  for i = 1, #ARGV do
+    if not string.find(ARGV[i], pat) then bad(i) end
+  end
 end
 
 -- The answer: one string, the items' records one after the other, each six little-endian doubles
