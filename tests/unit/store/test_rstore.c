@@ -3,9 +3,10 @@
  * answer compared with the memory engine's answer to the same request at the same time: a table of
  * TOKEN_BUCKET sequences (Gubernator's rules one by one), a seeded random walk, a 1000-item call in
  * one pipeline; the keys' TTLs (SET PX or KEEPTTL, never none), a script called by hand with text
- * arguments and its binary answer; then the faults: NOSCRIPT after SCRIPT FLUSH, Redis stopped (per-item errors, or
- * the engine's answers under fail-open), Redis back on the same port (used again), and a server
- * that stops answering (--redis-timeout). Skipped (exit 77) without redis-server.
+ * arguments and its binary answer; then the faults: NOSCRIPT after SCRIPT FLUSH, Redis stopped
+ * (per-item errors, or the engine's answers under fail-open), Redis back on the same port (used
+ * again), and a server that stops answering (--redis-timeout). Skipped (exit 77) without
+ * redis-server.
  *
  * Times: decisions take `now` from the test (a virtual clock starting at the wall clock's
  * value), so expiry and Gregorian intervals are exact; only the fault cases wait for real events
