@@ -972,6 +972,18 @@ static void record(char *out, const double *v, int n)
     }
 }
 
+/* Read a one-item answer of alg: the numbers v (five, then the lease id in hex, with a lease;
+ * else six) at t 4000. */
+static int read_one(int32_t alg, const double *v, const char *lease, const sl_engine_config *ec,
+                    sl_response *r)
+{
+    char rec[56];
+    record(rec, v, lease ? 5 : 6);
+    if (lease)
+        memcpy(rec + 40, lease, 16);
+    return sl_rscript_answer_read(alg, rec, lease ? 56 : 48, 0, 4000, ec, r);
+}
+
 /* The command itself (sans-I/O): key layout, EVALSHA vs EVAL, the arguments, many items. */
 static void test_command(void **state)
 {
@@ -1053,35 +1065,25 @@ static void test_command(void **state)
     assert_int_equal(sl_rscript_answer_read(SL_GCRA, rec, 96, 2, 4000, &ec, &r), -EPROTO);
     assert_int_equal(sl_rscript_answer_read(SL_GCRA, rec, 95, 1, 4000, &ec, &r), -EPROTO);
     ans[0] = -1;
-    record(rec, ans, 6);
-    assert_int_equal(sl_rscript_answer_read(SL_TOKEN_BUCKET, rec, 48, 0, 4000, &ec, &r), 0);
+    assert_int_equal(read_one(SL_TOKEN_BUCKET, ans, NULL, &ec, &r), 0);
     assert_ptr_equal(r.error, sl_rscript_err_range);
     ans[0] = 2;
-    record(rec, ans, 6);
-    assert_int_equal(sl_rscript_answer_read(SL_TOKEN_BUCKET, rec, 48, 0, 4000, &ec, &r), -EPROTO);
+    assert_int_equal(read_one(SL_TOKEN_BUCKET, ans, NULL, &ec, &r), -EPROTO);
     ans[0] = 0;
-    record(rec, ans, 6);
-    assert_int_equal(sl_rscript_answer_read(SL_ALGORITHM_COUNT, rec, 48, 0, 4000, &ec, &r),
-                     -EPROTO);
+    assert_int_equal(read_one(SL_ALGORITHM_COUNT, ans, NULL, &ec, &r), -EPROTO);
     /* CONCURRENCY: five doubles, then the lease taken as 16 hex digits (zeros: none) */
     double conc[5] = {0, 3, 2, 9000, 0};
-    record(rec, conc, 5);
-    memcpy(rec + 40, "00c0ffee00000001", 16);
-    assert_int_equal(sl_rscript_answer_read(SL_CONCURRENCY, rec, 56, 0, 4000, &ec, &r), 0);
+    assert_int_equal(read_one(SL_CONCURRENCY, conc, "00c0ffee00000001", &ec, &r), 0);
     assert_int_equal(r.lease_id, UINT64_C(0x00c0ffee00000001));
     assert_int_equal(r.remaining, 2);
     assert_int_equal(r.delay_ms, 0);
-    memcpy(rec + 40, "0000000000000000", 16);
-    assert_int_equal(sl_rscript_answer_read(SL_CONCURRENCY, rec, 56, 0, 4000, &ec, &r), 0);
+    assert_int_equal(read_one(SL_CONCURRENCY, conc, "0000000000000000", &ec, &r), 0);
     assert_int_equal(r.lease_id, 0);
     conc[0] = -2;
-    record(rec, conc, 5);
-    assert_int_equal(sl_rscript_answer_read(SL_CONCURRENCY, rec, 56, 0, 4000, &ec, &r), 0);
+    assert_int_equal(read_one(SL_CONCURRENCY, conc, "0000000000000000", &ec, &r), 0);
     assert_ptr_equal(r.error, sl_conc_err_not_found);
     conc[0] = 0;
-    record(rec, conc, 5);
-    memcpy(rec + 40, "00c0ffee0000000g", 16);
-    assert_int_equal(sl_rscript_answer_read(SL_CONCURRENCY, rec, 56, 0, 4000, &ec, &r), -EPROTO);
+    assert_int_equal(read_one(SL_CONCURRENCY, conc, "00c0ffee0000000g", &ec, &r), -EPROTO);
 }
 
 /* A call mixing algorithms, repeating keys across them, with invalid items between: script calls
