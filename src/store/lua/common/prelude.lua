@@ -86,9 +86,8 @@ end
 -- pattern of an item of n fields; item(i, pat): the eight common fields as numbers and booleans,
 -- then the algorithm's own as strings.
 local function items(n)
-  local p = '^' .. string.rep('(%-?%d+) ', 7) .. '(%-?%d+)'
-  for _ = 9, n do p = p .. ' (%S+)' end
-  return p .. '$'
+  return '^(%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+)' ..
+    string.rep(' (%S+)', n - 8) .. '$'
 end
 local function bad(i) error('sluice: ARGV[' .. i .. '] is not an item of this script') end
 local function item(i, pat)
