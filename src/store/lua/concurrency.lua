@@ -28,12 +28,12 @@ local function bounds(lk)
   return lo, hi
 end
 
-local ITEM = items(10)
+local ITEM = items(10, true)
 check(ITEM)
 for i = 1, #KEYS do
   local k = KEYS[i]
   local lk = k .. '|leases'
-  local n, L, D, t, now, margin, reset, _, lease_in, new_id = item(i, ITEM)
+  local n, L, D, t, now, margin, reset, _, lease_in, new_id = item(i, ITEM, true)
 
   local v = state(i)
   local was, lo, hi, len, e0 = false, TOP, -TOP, 0, nil

@@ -12,7 +12,6 @@ local ITEM = items(11)
 for i = 1, #KEYS do
   local k = KEYS[i]
   local hits, limit, dur, t, now, margin, reset, drain, greg, start, wend = item(i, ITEM)
-  greg, start, wend = tonumber(greg), tonumber(start), tonumber(wend)
 
   local v = state(i)
   local a, g, d, ws, we, n, e, e0 = nil, 0, 0, 0, 0, 0, 0, nil

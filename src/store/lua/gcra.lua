@@ -15,7 +15,6 @@ local ITEM = items(10)
 for i = 1, #KEYS do
   local k = KEYS[i]
   local n, L, D, t, now, margin, reset, drain, b, maxd = item(i, ITEM)
-  b, maxd = tonumber(b), tonumber(maxd)
 
   local v = state(i)
   local tag, tat, frac, oldL, e0 = nil, 0, 0, 0, nil

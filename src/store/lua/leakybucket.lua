@@ -53,7 +53,6 @@ local ITEM = items(11)
 for i = 1, #KEYS do
   local k = KEYS[i]
   local hits, limit, _, t, now, margin, reset, drain, burst, d, pdur = item(i, ITEM)
-  burst, d, pdur = tonumber(burst), tonumber(d), tonumber(pdur)
   local rate = d / limit
   local rate_ms = 0
   if limit ~= 0 then rate_ms = f2i(rate) end

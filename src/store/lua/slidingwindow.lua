@@ -14,7 +14,6 @@ local ITEM = items(9)
 for i = 1, #KEYS do
   local k = KEYS[i]
   local n, L, D, t, now, margin, reset, drain, S = item(i, ITEM)
-  S = tonumber(S)
   local w = D / S -- D % S == 0: validated
 
   local ring = {}

@@ -15,7 +15,7 @@ local ITEM = items(12)
 for i = 1, #KEYS do
   local k = KEYS[i]
   local hits, limit, dur, t, now, margin, reset, drain, greg, gnow, gt, maxc = item(i, ITEM)
-  greg, gnow, gt, maxc = greg == '1', tonumber(gnow), tonumber(gt), tonumber(maxc)
+  greg = greg == 1
 
   local v = state(i)
   local s, l, d, r, c, e, e0

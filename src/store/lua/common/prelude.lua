@@ -82,19 +82,34 @@ end
 
 -- The arguments: ARGV[i] is one string, KEYS[i]'s item (store/rscript.c), its numbers in decimal
 -- separated by single spaces: hits limit duration t now margin reset drain, then the algorithm's
--- own (its header lists them), so that an operator can call a script by hand. items(n): the
--- pattern of an item of n fields; item(i, pat): the eight common fields as numbers and booleans,
--- then the algorithm's own as strings.
-local function items(n)
+-- own (its header lists them), so that an operator can call a script by hand. items(n, hex): the
+-- pattern of an item of n fields, the algorithm's own decimal, or hex with `hex` (CONCURRENCY's
+-- lease ids); item(i, pat, hex): the eight common fields as numbers and booleans, then the
+-- algorithm's own as numbers, or as strings with `hex`. An item the same as the one before it is
+-- not parsed again: consecutive items of a call often are the same string (one limit, decided at
+-- one time, on many keys), and comparing two Lua strings costs nothing (they are interned).
+local function items(n, hex)
+  local x = ' (%-?%d+)'
+  if hex then x = ' (%x+)' end
   return '^(%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+)' ..
-    string.rep(' (%S+)', n - 8) .. '$'
+    string.rep(x, n - 8) .. '$'
 end
 local function bad(i) error('sluice: ARGV[' .. i .. '] is not an item of this script') end
-local function item(i, pat)
-  local h, l, d, t, now, m, rs, dr, x1, x2, x3, x4 = string.match(ARGV[i], pat)
-  if not h then bad(i) end
-  return tonumber(h), tonumber(l), tonumber(d), tonumber(t), tonumber(now), tonumber(m),
-    rs == '1', dr == '1', x1, x2, x3, x4
+local last, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12 -- the item parsed last
+local function item(i, pat, hex)
+  local s = ARGV[i]
+  if s ~= last then
+    local h, l, d, t, now, m, rs, dr, x1, x2, x3, x4 = string.match(s, pat)
+    if not h then bad(i) end
+    if not hex then
+      x1, x2, x3, x4 = x1 and tonumber(x1), x2 and tonumber(x2), x3 and tonumber(x3),
+        x4 and tonumber(x4)
+    end
+    last, f1, f2, f3, f4, f5, f6, f7, f8 = s, tonumber(h), tonumber(l), tonumber(d), tonumber(t),
+      tonumber(now), tonumber(m), rs == '1', dr == '1'
+    f9, f10, f11, f12 = x1, x2, x3, x4
+  end
+  return f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12
 end
 -- Every item checked before anything is written, for the scripts that write a key's neighbour as
 -- they go (a malformed item, from a call by hand, must not leave earlier items half written).
