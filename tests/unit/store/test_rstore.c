@@ -825,6 +825,36 @@ static void test_by_hand(void **state)
     assert_string_equal(out, ":0\r\n");
 }
 
+/* One call whose items repeat the one before them (a script parses such an item once) and then
+ * change, per algorithm: every answer is the engine's. */
+static void test_repeated_items(void **state)
+{
+    fx *f = *state;
+    NEED_REDIS(f);
+    static const int32_t algs[] = {SL_TOKEN_BUCKET, SL_LEAKY_BUCKET, SL_FIXED_WINDOW,
+                                   SL_SLIDING_LOG,  SL_GCRA,         SL_SLIDING_WINDOW};
+    static const int64_t hits[] = {1, 1, 1, 2, 2, 1, 0, 0, 1, 3};
+    static const char *const keys[] = {"r1", "r2", "r1", "r1", "r2", "r2", "r1", "r2", "r1", "r1"};
+    enum { N = sizeof hits / sizeof *hits };
+    for (size_t a = 0; a < sizeof algs / sizeof *algs; a++) {
+        sl_request q[N];
+        sl_response want[N], got[N];
+        char name[N][16];
+        for (int i = 0; i < N; i++) {
+            step s = {0, hits[i], 5, 10 * SEC, 0, 0, algs[a], 0, 0, 0};
+            snprintf(name[i], sizeof name[i], "%s-%d", keys[i], algs[a]);
+            q[i] = mkreq(f, name[i], &s);
+            sl_engine_decide(f->mem, &q[i], &want[i], f->now);
+        }
+        via_redis(f, q, N, got);
+        for (int i = 0; i < N; i++) {
+            char what[64];
+            snprintf(what, sizeof what, "algorithm %d, item %d", algs[a], i);
+            assert_same(&want[i], &got[i], what);
+        }
+    }
+}
+
 static bool disconnected(fx *f)
 {
     sl_rstore_stats st;
@@ -1139,6 +1169,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_keys_expire, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keys_keep_ttl, setup, teardown),
         cmocka_unit_test_setup_teardown(test_by_hand, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_repeated_items, setup, teardown),
         cmocka_unit_test_setup_teardown(test_down_then_back, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fail_open, setup_fail_open, teardown),
         cmocka_unit_test_setup_teardown(test_replica_then_master, setup, teardown),
