@@ -94,7 +94,7 @@ for i = 1, #KEYS do
   else
     local e = hi
     if e < TOP then e = e - 1 end
-    put(k, struct.pack('Bdd', 6, lo, hi), e, e0, now, margin)
+    put(k, struct.pack('Bdd', 6, lo, hi), e, e0, now, margin, v)
     redis.call('PEXPIRE', lk, expiry(e, now, margin))
   end
   if status == -2 then

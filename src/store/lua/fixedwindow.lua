@@ -56,7 +56,7 @@ for i = 1, #KEYS do
   else
     e = wend
     if e < TOP then e = e - 1 end
-    put(k, struct.pack('Bdddddd', 3, greg, dur, start, wend, count, e), e, e0, now, margin)
+    put(k, struct.pack('Bdddddd', 3, greg, dur, start, wend, count, e), e, e0, now, margin, v)
   end
   answer(status, limit, rem, wend, ra, 0)
 end

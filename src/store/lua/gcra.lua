@@ -93,7 +93,7 @@ for i = 1, #KEYS do
       else
         local q, r = divmod(X, L)
         local e = rt - 1
-        put(k, struct.pack('Bdddddd', 2, tc + q, r, L, D, b, e), e, e0, now, margin)
+        put(k, struct.pack('Bdddddd', 2, tc + q, r, L, D, b, e), e, e0, now, margin, v)
       end
     end
   end

@@ -104,7 +104,7 @@ for i = 1, #KEYS do
     if status == 1 then ra = retry_after(r, u, e, hits, t, rate, burst) end
   end
 
-  put(k, struct.pack('Bdddd', 1, r, u, b, e), e, e0, now, margin)
+  put(k, struct.pack('Bdddd', 1, r, u, b, e), e, e0, now, margin, v)
   answer(status, limit, rem, rt, ra, 0)
 end
 flush()

@@ -89,7 +89,7 @@ for i = 1, #KEYS do
   else
     local e = newest_end
     if e < TOP then e = e - 1 end
-    put(k, struct.pack('Bd', 5, e), e, e0, now, margin)
+    put(k, struct.pack('Bd', 5, e), e, e0, now, margin, v)
     redis.call('PEXPIRE', lk, expiry(e, now, margin))
   end
   answer(status, L, rem, newest_end, ra, 0)

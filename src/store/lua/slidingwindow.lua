@@ -145,7 +145,7 @@ for i = 1, #KEYS do
       if ex < TOP then ex = ex - 1 end
       local st = {4, S, D, kk * w, cur, ex}
       for j = 0, S - 1 do st[#st + 1] = ring[j] end
-      put(k, struct.pack('Bddddd' .. string.rep('d', S), unpack(st)), ex, e0, now, margin)
+      put(k, struct.pack('Bddddd' .. string.rep('d', S), unpack(st)), ex, e0, now, margin, v)
     end
     answer(status, L, rem, rt, ra, 0)
   end

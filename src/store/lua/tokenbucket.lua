@@ -78,7 +78,7 @@ for i = 1, #KEYS do
     if rem > maxc then rem = maxc end
   end
 
-  put(k, struct.pack('Bdddddd', 0, s, l, d, r, c, e), e, e0, now, margin)
+  put(k, struct.pack('Bdddddd', 0, s, l, d, r, c, e), e, e0, now, margin, v)
   if ra < 0 then ra = 0 end
   answer(status, l, rem, rt, ra, 0)
 end

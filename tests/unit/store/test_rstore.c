@@ -762,6 +762,25 @@ static void test_keys_keep_ttl(void **state)
     check_step(f, "keep-tb", &s, "expiry moved");
     ttl = pttl(f, "keep-tb", "");
     assert_true(ttl > 73 * SEC && ttl <= 75 * SEC);
+
+    /* a state that did not change (peeks, hits over what remains) is not written at all; a hit
+     * that changes it is */
+    char buf[4096];
+    redis_cmd(f, "CONFIG RESETSTAT\r\n", buf, sizeof buf);
+    assert_string_equal(buf, "+OK\r\n");
+    s.hits = 0;
+    check_step(f, "keep-tb", &s, "peek");
+    check_step(f, "keep-tb", &s, "peek again");
+    s.hits = 9;
+    check_step(f, "keep-tb", &s, "over the limit");
+    check_step(f, "keep-tb", &s, "over the limit again");
+    redis_cmd(f, "INFO commandstats\r\n", buf, sizeof buf);
+    assert_non_null(strstr(buf, "cmdstat_evalsha:calls=4,"));
+    assert_null(strstr(buf, "cmdstat_set:"));
+    s.hits = -1;
+    check_step(f, "keep-tb", &s, "given back");
+    redis_cmd(f, "INFO commandstats\r\n", buf, sizeof buf);
+    assert_non_null(strstr(buf, "cmdstat_set:calls=1,"));
 }
 
 /* EVAL of alg's script on KEYS key1 (and key2 when not NULL) with the items given as text, as an

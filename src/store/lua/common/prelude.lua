@@ -42,19 +42,20 @@ end
 -- most, not two per item.
 if #ARGV ~= #KEYS then return redis.error_reply('sluice: one ARGV per key') end
 local vals = redis.call('MGET', unpack(KEYS))
-local seen, order, exp, held, base = {}, {}, {}, {}, {}
+local seen, order, exp, held, orig, base = {}, {}, {}, {}, {}, {}
 local function state(i) -- KEYS[i]'s state as this call left it (false or nil: none)
   local v = seen[KEYS[i]]
   if v == nil then v = vals[i] end
   return v
 end
--- k's new state v (false: delete) expiring at e on the caller's clock `now`; e0: the expiry of the
--- state this item read with state(i) (nil: none, or another algorithm's). The first put of a key in
--- a call is made after reading what Redis holds, so its e0 is the expiry of the key's TTL.
-local function put(k, v, e, e0, now, margin)
+-- k's new state v (false: delete) expiring at e on the caller's clock `now`; v0 and e0: the state
+-- this item read with state(i) and its expiry (nil: none, or another algorithm's). The first put of
+-- a key in a call is made after reading what Redis holds, so its v0 is the key's value and its e0
+-- the expiry of the key's TTL.
+local function put(k, v, e, e0, now, margin, v0)
   if seen[k] == nil then
     order[#order + 1] = k
-    held[k] = e0
+    held[k], orig[k] = e0, v0
   end
   seen[k], exp[k] = v, e
   if v then base[k] = now - margin end
@@ -65,13 +66,16 @@ local function expiry(e, now, margin) -- PX of a state expiring at e: `margin` m
   if ttl > 1e13 then ttl = 1e13 end
   return string.format('%d', ttl)
 end
--- Each key written once: DEL; SET KEEPTTL when Redis held our state with the same expiry (its TTL
--- is already `margin` past it: half the cost of SET PX); else SET PX.
+-- Each key written once: DEL; nothing when Redis holds this very state (a peek, a request over the
+-- limit: the state, its expiry included, did not change); SET KEEPTTL when Redis held our state
+-- with the same expiry (its TTL is already `margin` past it: half the cost of SET PX); else SET PX.
 local function flush()
   for _, k in ipairs(order) do
     local v = seen[k]
     if not v then
       redis.call('DEL', k)
+    elseif v == orig[k] then
+      -- unchanged
     elseif held[k] == exp[k] then
       redis.call('SET', k, v, 'KEEPTTL')
     else
