@@ -54,9 +54,11 @@ def reference(r, seconds):
         text += f.read()
     sha = r.cli("SCRIPT", "LOAD", text)
     now = str(int(time.time() * 1000))
+    # one argument per key, its numbers space-separated (store/rscript.h):
     # hits limit duration t now margin reset drain | greg gexp_now gexp_t max_count
-    args = ["EVALSHA", sha, "1", "sl:{5:bench:key__rand_int__}", "1", "1000000000", "60000", now,
-            now, "60000", "0", "0", "0", "0", "0", "9007199254740992"]
+    item = " ".join(["1", "1000000000", "60000", now, now, "60000", "0", "0", "0", "0", "0",
+                     "9007199254740992"])
+    args = ["EVALSHA", sha, "1", "sl:{5:bench:key__rand_int__}", item]
     # about `seconds` worth at the reference figure (~100k/s), at least 100k calls
     n = max(100000, 100000 * seconds)
     cmd = ["redis-benchmark", "-p", str(r.port), "-P", "16", "-c", "50", "-n", str(n),

@@ -1,6 +1,7 @@
 /*
  * The Redis store's scripts (see rscript.h): the table of embedded Lua sources, the EVALSHA / EVAL
- * call for many requests and the reading of a script's answers. The sources are compiled in from
+ * call for many requests (one space-separated text argument per item) and the reading of a
+ * script's answer (binary records, one per item). The sources are compiled in from
  * src/store/lua/NAME.lua, each after src/store/lua/common/prelude.lua (what they share), by
  * CMakeLists.txt: file(READ ... HEX) writes each into a generated build/gen/store_lua.c as
  * `const sl_rscript sl_lua_<NAME>` with the SHA1 of the joined text, the name Redis knows it by,
@@ -16,6 +17,8 @@
 #include <sys/random.h>
 
 #include "sluice/clock.h"
+
+#include "base/hex.h"
 
 #include "core/concurrency.h"
 #include "core/gregorian.h"
@@ -199,12 +202,13 @@ int sl_rscript_cmd_build(sl_rscript_cmd *c, int32_t alg, bool eval, const sl_rsc
     const sl_rscript *s = sl_rscript_of(alg);
     if (!s || n == 0)
         return -EINVAL;
-    /* sizes: every key and SL_RSCRIPT_ARGS numbers of 24 bytes per item, and the key count */
+    /* sizes: every key and SL_RSCRIPT_ARGS numbers of 24 bytes (a space included) per item, and
+     * the key count */
     size_t keys = 0;
     for (size_t i = 0; i < n; i++)
         keys += 16 + items[i].req->name_len + items[i].req->unique_key_len;
     size_t bytes = 24 + keys + n * SL_RSCRIPT_ARGS * 24;
-    size_t args = 3 + n * (1 + SL_RSCRIPT_ARGS);
+    size_t args = 3 + 2 * n;
     size_t lcap = c->args_cap; /* both arrays have args_cap entries: argv is grown last */
     if (grow((void **)&c->bytes, &c->bytes_cap, bytes, 1) ||
         grow((void **)&c->argvlen, &lcap, args, sizeof *c->argvlen) ||
@@ -224,15 +228,18 @@ int sl_rscript_cmd_build(sl_rscript_cmd *c, int32_t alg, bool eval, const sl_rsc
         c->argvlen[argc] = sl_rscript_key(b, items[i].req);
         b += c->argvlen[argc++];
     }
-    for (size_t i = 0; i < n; i++) { /* ARGV */
+    for (size_t i = 0; i < n; i++) { /* ARGV: one string per item */
         sl_rscript_args a;
         sl_rscript_args_of(&a, items[i].req, items[i].now, cfg, margin_ms); /* accepted before */
+        c->argv[argc] = b;
         for (int j = 0; j < a.n; j++) {
+            if (j)
+                *b++ = ' ';
             memcpy(b, a.num[j], a.len[j]);
-            c->argv[argc] = b;
-            c->argvlen[argc++] = a.len[j];
             b += a.len[j];
         }
+        c->argvlen[argc] = (size_t)(b - c->argv[argc]);
+        argc++;
     }
     c->argc = argc;
     return 0;
@@ -246,12 +253,35 @@ void sl_rscript_cmd_free(sl_rscript_cmd *c)
     memset(c, 0, sizeof *c);
 }
 
-int sl_rscript_answer(const long long *v, size_t n, int64_t t, const sl_engine_config *cfg,
-                      sl_response *resp)
+/* A record: six little-endian doubles, or CONCURRENCY's five and the lease id in hex. */
+#define RECORD_NUMS 6
+#define RECORD_SIZE (RECORD_NUMS * 8)
+#define RECORD_CONC_SIZE (5 * 8 + SL_CONC_ID_HEX)
+
+size_t sl_rscript_answer_size(int32_t alg)
+{
+    if (!sl_rscript_of(alg))
+        return 0;
+    return alg == SL_CONCURRENCY ? RECORD_CONC_SIZE : RECORD_SIZE;
+}
+
+/* The little-endian double at p, as an int64 the way the scripts' numbers were formatted before
+ * (sl_f2i: saturating, NaN 0, truncated toward zero). */
+static int64_t record_num(const unsigned char *p)
+{
+    uint64_t u = 0;
+    for (int i = 7; i >= 0; i--)
+        u = u << 8 | p[i];
+    double d;
+    memcpy(&d, &u, sizeof d);
+    return sl_f2i(d);
+}
+
+/* One item's numbers (status limit remaining reset_time retry_after delay_ms) into *resp. */
+static int answer(const int64_t v[RECORD_NUMS], int64_t t, const sl_engine_config *cfg,
+                  sl_response *resp)
 {
     memset(resp, 0, sizeof *resp);
-    if (n != SL_RSCRIPT_ANSWER)
-        return -EPROTO;
     if (v[0] == -1 || v[0] == -2) {
         resp->error = v[0] == -1 ? sl_rscript_err_range : sl_conc_err_not_found;
         return 0;
@@ -268,4 +298,29 @@ int sl_rscript_answer(const long long *v, size_t n, int64_t t, const sl_engine_c
     if (resp->reset_time < 0 && cfg && cfg->max_count > 0 && t >= 0)
         resp->reset_time = t;
     return 0;
+}
+
+int sl_rscript_answer_read(int32_t alg, const char *buf, size_t len, size_t k, int64_t t,
+                           const sl_engine_config *cfg, sl_response *resp)
+{
+    const size_t size = sl_rscript_answer_size(alg);
+    memset(resp, 0, sizeof *resp);
+    if (size == 0 || !buf || k >= len / size)
+        return -EPROTO;
+    const unsigned char *p = (const unsigned char *)buf + k * size;
+    int64_t v[RECORD_NUMS];
+    for (int i = 0; i < 5; i++)
+        v[i] = record_num(p + 8 * i);
+    uint64_t lease = 0;
+    if (alg == SL_CONCURRENCY) {
+        v[5] = 0; /* no delay: the lease id is where delay_ms is for the others */
+        if (sl_hex_parse((const char *)p + 40, SL_CONC_ID_HEX, &lease))
+            return -EPROTO;
+    } else {
+        v[5] = record_num(p + 40);
+    }
+    int rc = answer(v, t, cfg, resp);
+    if (rc == 0 && !resp->error)
+        resp->lease_id = lease;
+    return rc;
 }

@@ -5,6 +5,13 @@
  * pure: the connection that sends the commands is rstore.c. Each script decides any number of
  * keys of its algorithm in one call, in order.
  *
+ * A call is EVALSHA <sha> n key1..keyn arg1..argn: argk is item k's numbers (sl_rscript_args_of)
+ * in decimal, separated by single spaces (text, so that an operator or redis-benchmark can call a
+ * script by hand; CONCURRENCY's lease ids are hex fields of it). The answer is one bulk string,
+ * the items' records one after the other, each sl_rscript_answer_size() bytes: six little-endian
+ * IEEE doubles status limit remaining reset_time retry_after delay_ms (48 bytes), or for
+ * CONCURRENCY five doubles then the lease taken as 16 hex digits, all '0' for none (56 bytes).
+ *
  * A request is validated and its times computed in C exactly as the engine does (sl_alg_decide:
  * t = created_at or now; Gregorian expirations), so a script only does the arithmetic on the
  * key's state. Keys are "sl:{" <name length> ":" <name> ":" <unique_key> "}": the length keeps
@@ -24,8 +31,7 @@
 
 /* Longest key: "sl:{" + 4 digits + ":" + name + ":" + unique_key + "}". */
 #define SL_RSCRIPT_KEY_MAX (4 + 4 + 1 + SL_MAX_NAME_LEN + 1 + SL_MAX_KEY_LEN + 1)
-#define SL_RSCRIPT_ARGS 16 /* most ARGV of a script */
-#define SL_RSCRIPT_ANSWER 6 /* per item: status limit remaining reset_time retry_after delay_ms */
+#define SL_RSCRIPT_ARGS 16 /* most numbers in one item's argument */
 
 /* The per-item error of an algorithm the Redis store has no script for. */
 extern const char sl_rscript_err_unsupported[];
@@ -42,7 +48,7 @@ typedef struct sl_rscript {
 /* The script of an algorithm, or NULL when it has none (sl_rscript_err_unsupported). */
 const sl_rscript *sl_rscript_of(int32_t algorithm);
 
-/* One request's script arguments (ARGV of its item), computed as the engine would. */
+/* One request's script arguments (the fields of its item's ARGV), computed as the engine would. */
 typedef struct sl_rscript_args {
     int n;
     char num[SL_RSCRIPT_ARGS][24];
@@ -63,7 +69,7 @@ const char *sl_rscript_args_of(sl_rscript_args *a, const sl_request *req, int64_
 size_t sl_rscript_key(char *buf, const sl_request *req);
 
 /*
- * One script call for many requests of one algorithm: EVALSHA <sha> n key1..keyn args1..argsn
+ * One script call for many requests of one algorithm: EVALSHA <sha> n key1..keyn arg1..argn
  * (EVAL <source> ... with `eval`, which also loads the script). The argument arrays and their
  * bytes are the command's own, grown as needed and reused from call to call.
  */
@@ -76,23 +82,30 @@ typedef struct sl_rscript_cmd {
     size_t bytes_cap;
 } sl_rscript_cmd;
 
-/* One item of a script call: the request and the time it is decided at. */
+/* One item of a script call: a request sl_rscript_args_of accepted, and its node time. */
 typedef struct sl_rscript_item {
     const sl_request *req;
     int64_t now;
 } sl_rscript_item;
 
-/* Build the call deciding items[0..n-1] (each accepted by sl_rscript_args_of, all of algorithm
- * `alg`). 0, or -ENOMEM. */
+/* EVALSHA <sha> n key1..keyn arg1..argn (EVAL with `eval`): one call for items[0..n-1], all of
+ * algorithm alg. 0, -EINVAL (no script for alg, n == 0), or -ENOMEM. */
 int sl_rscript_cmd_build(sl_rscript_cmd *c, int32_t alg, bool eval, const sl_rscript_item *items,
                          size_t n, const sl_engine_config *cfg, int64_t margin_ms);
 void sl_rscript_cmd_free(sl_rscript_cmd *c);
 
-/* Turn one item's answer (n integers: the decimal strings of its part of the reply) into *resp
- * (status -1: the error sl_rscript_err_range; -2: CONCURRENCY's lease not found). The sixth is
- * delay_ms, except for CONCURRENCY, whose sixth is the lease id in hex (the caller's to read).
- * 0, or -EPROTO when it is not one. */
-int sl_rscript_answer(const long long *v, size_t n, int64_t t, const sl_engine_config *cfg,
-                      sl_response *resp);
+/* Bytes of one item's answer record in a script call's reply string (0: no script for alg). */
+size_t sl_rscript_answer_size(int32_t alg);
+
+/*
+ * Item k's answer, read from the reply string `buf` of `len` bytes (a call of n items: len must be
+ * n * sl_rscript_answer_size(alg); the caller checks), into *resp (lease_id set for CONCURRENCY);
+ * t: the item's decision time. Numbers saturate to int64 (>= 2^63: INT64_MAX, <= -2^63:
+ * INT64_MIN, NaN: 0, else truncated toward zero); status -1 is the error sl_rscript_err_range,
+ * -2 CONCURRENCY's lease not found. 0, or -EPROTO (no record k, a status or lease id that is not
+ * one).
+ */
+int sl_rscript_answer_read(int32_t alg, const char *buf, size_t len, size_t k, int64_t t,
+                           const sl_engine_config *cfg, sl_response *resp);
 
 #endif

@@ -112,36 +112,6 @@ static void unavailable(wk *w, sl_batch *b, size_t i, int64_t now, const char *w
 
 static void chunk_reply(sl_rconn *ac, void *reply, void *priv);
 
-/* A script's number: an integer reply, or a decimal string of at most 20 characters. */
-static bool reply_int(const redisReply *e, long long *out)
-{
-    if (e->type == REDIS_REPLY_INTEGER) {
-        *out = e->integer;
-        return true;
-    }
-    if (e->type != REDIS_REPLY_STRING || e->len == 0 || e->len > 20)
-        return false;
-    char buf[24];
-    memcpy(buf, e->str, e->len);
-    buf[e->len] = '\0';
-    char *end;
-    errno = 0;
-    *out = strtoll(buf, &end, 10);
-    return *end == '\0' && errno == 0;
-}
-
-/* CONCURRENCY's sixth answer: the lease taken, in hex, or "0" (*v is set to 0: no delay). */
-static bool reply_lease(const redisReply *e, uint64_t *lease, long long *v)
-{
-    *v = 0;
-    *lease = 0;
-    if (e->type != REDIS_REPLY_STRING)
-        return false;
-    if (e->len == 1 && e->str[0] == '0')
-        return true;
-    return sl_conc_parse_id(e->str, e->len, lease) == 0;
-}
-
 /* The connection a chunk goes to: the server's, or with --redis-cluster its slot's master's
  * (NULL: no master known for it, or no connection made to it yet). */
 static conn *route(wk *w, const chunk *c)
@@ -296,27 +266,19 @@ static void chunk_reply(sl_rconn *ac, void *reply, void *priv)
                 chunk_failed(w, c, err_failed);
             }
         }
-    } else if (rp->type != REDIS_REPLY_ARRAY ||
-               rp->elements != (size_t)c->n * SL_RSCRIPT_ANSWER) {
+    } else if (rp->type != REDIS_REPLY_STRING ||
+               rp->len != (size_t)c->n * sl_rscript_answer_size(c->alg)) {
         chunk_failed(w, c, err_failed);
-    } else {
+    } else { /* one string: the items' binary records (rscript.h) */
         for (uint32_t k = 0; k < c->n; k++) {
             pend *p = c->e[k].p;
             sl_batch *b = p->b;
             size_t i = c->e[k].i;
-            long long v[SL_RSCRIPT_ANSWER];
-            bool ok = true;
-            redisReply **e = rp->element + k * SL_RSCRIPT_ANSWER;
-            uint64_t lease = 0;
-            for (size_t j = 0; ok && j < SL_RSCRIPT_ANSWER; j++) /* strings: int64 past 2^53 */
-                ok = c->alg == SL_CONCURRENCY && j == 5 ? reply_lease(e[j], &lease, &v[j])
-                                                        : reply_int(e[j], &v[j]);
             const sl_request *q = &b->reqs[i];
             int64_t t = q->created_at != 0 ? q->created_at : p->now;
-            if (!ok || sl_rscript_answer(v, SL_RSCRIPT_ANSWER, t, &w->r->ecfg, &b->resps[i]))
+            if (sl_rscript_answer_read(c->alg, rp->str, rp->len, k, t, &w->r->ecfg,
+                                       &b->resps[i]))
                 unavailable(w, b, i, p->now, err_failed);
-            else if (!b->resps[i].error)
-                b->resps[i].lease_id = lease;
         }
         chunk_done(w, c);
     }

@@ -5,11 +5,18 @@
 -- node answers must be unguessable and unique across nodes) and the script only keeps them.
 --   KEYS[i]  a key: a string, struct.pack('Bdd', 6, earliest expiry, latest expiry), and the
 --            leases, a hash id -> expiry (decimal ms), under KEYS[i] .. '|leases'
---   ARGV     hits limit duration t now margin reset drain | lease_in new_id
+--   ARGV[i]  hits limit duration t now margin reset drain | lease_in new_id
 --            (lease_in: the request's lease id in hex, or '0'; new_id: the id an acquire takes)
--- returns {status, limit, remaining, reset_time, retry_after, lease id (hex) or '0'}; status -2
--- is "lease not found" (a per-item error, the state pruned as the engine leaves it).
+-- answers a record per item (below): status limit remaining reset_time retry_after lease_taken;
+-- status -2 is "lease not found" (a per-item error, the state pruned as the engine leaves it).
 -- Many items per call, and the helpers used below: common/prelude.lua.
+-- An item's record: the prelude's answer with the lease taken in place of delay_ms, that is five
+-- little-endian doubles (status limit remaining reset_time retry_after) then the id as 16 hex
+-- digits, zeros for none (ids are 64 bits: a double cannot hold one). 56 bytes.
+local function lease(status, limit, rem, reset_time, retry_after, id)
+  out[#out + 1] = struct.pack('<ddddd', status, limit, rem, reset_time, retry_after) ..
+    string.rep('0', 16 - #id) .. id
+end
 local function bounds(lk)
   local all = redis.call('HGETALL', lk)
   local lo, hi = TOP, -TOP
@@ -21,17 +28,20 @@ local function bounds(lk)
   return lo, hi
 end
 
+local ITEM = items(10, true)
+check(ITEM)
 for i = 1, #KEYS do
-  local k, o = KEYS[i], (i - 1) * NA
+  local k = KEYS[i]
   local lk = k .. '|leases'
-  local n, L, D, t, now, margin, reset = common(o)
-  local lease_in, new_id = ARGV[o + 9], ARGV[o + 10]
+  local n, L, D, t, now, margin, reset, _, lease_in, new_id = item(i, ITEM, true)
 
   local v = state(i)
-  local was, lo, hi, len = false, TOP, -TOP, 0
+  local was, lo, hi, len, e0 = false, TOP, -TOP, 0, nil
   if v and string.byte(v, 1) == 6 then
     local _
     _, lo, hi = struct.unpack('Bdd', v)
+    e0 = hi
+    if e0 < TOP then e0 = e0 - 1 end
     was = hi - 1 >= now -- expired (the last lease gone): as if absent
   end
   if was and not reset then
@@ -84,12 +94,11 @@ for i = 1, #KEYS do
   else
     local e = hi
     if e < TOP then e = e - 1 end
-    local ms = expiry(e, now, margin)
-    put(k, struct.pack('Bdd', 6, lo, hi), ms)
-    redis.call('PEXPIRE', lk, ms)
+    put(k, struct.pack('Bdd', 6, lo, hi), e, e0, now, margin, v)
+    redis.call('PEXPIRE', lk, expiry(e, now, margin))
   end
   if status == -2 then
-    answer(-2, 0, 0, 0, 0, 0)
+    lease(-2, 0, 0, 0, 0, '0')
   else
     local rem, rt, ra = 0, t, 0
     if L - len > 0 then rem = L - len end
@@ -98,9 +107,8 @@ for i = 1, #KEYS do
       if len > 0 then ra = sat(lo - t) else ra = D end
       if ra < 1 then ra = 1 end
     end
-    answer(status, L, rem, rt, ra, 0)
-    out[#out] = lease_out -- the sixth answer: the lease taken, in hex
+    lease(status, L, rem, rt, ra, lease_out)
   end
 end
 flush()
-return out
+return table.concat(out)

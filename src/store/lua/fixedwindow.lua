@@ -3,20 +3,21 @@
 -- key's window counts in that window; a key whose count is back to 0 is deleted.
 --   KEYS[i]  a key: a string, struct.pack('Bdddddd', 3, gregorian, duration, window start,
 --            window end, count, expire_at)
---   ARGV     hits limit duration t now margin reset drain | greg start end
+--   ARGV[i]  hits limit duration t now margin reset drain | greg start end
 --            (start, end: the window holding t, computed in C: the calendar's with Gregorian)
--- returns {status, limit, remaining, reset_time, retry_after, delay_ms = 0} as decimal strings.
+-- answers a record per item: status limit remaining reset_time retry_after delay_ms (0).
 -- Many items per call, and the helpers used below: common/prelude.lua.
 
+local ITEM = items(11)
 for i = 1, #KEYS do
-  local k, o = KEYS[i], (i - 1) * NA
-  local hits, limit, dur, t, now, margin, reset, drain = common(o)
-  local greg, start, wend = tonumber(ARGV[o + 9]), tonumber(ARGV[o + 10]), tonumber(ARGV[o + 11])
+  local k = KEYS[i]
+  local hits, limit, dur, t, now, margin, reset, drain, greg, start, wend = item(i, ITEM)
 
   local v = state(i)
-  local a, g, d, ws, we, n, e = nil, 0, 0, 0, 0, 0, 0
+  local a, g, d, ws, we, n, e, e0 = nil, 0, 0, 0, 0, 0, 0, nil
   if v and string.byte(v, 1) == 3 then
     a, g, d, ws, we, n, e = struct.unpack('Bdddddd', v)
+    e0 = e
     if e < now then a = nil end -- expired: as if absent
   end
 
@@ -55,9 +56,9 @@ for i = 1, #KEYS do
   else
     e = wend
     if e < TOP then e = e - 1 end
-    put(k, struct.pack('Bdddddd', 3, greg, dur, start, wend, count, e), expiry(e, now, margin))
+    put(k, struct.pack('Bdddddd', 3, greg, dur, start, wend, count, e), e, e0, now, margin, v)
   end
   answer(status, limit, rem, wend, ra, 0)
 end
 flush()
-return out
+return table.concat(out)

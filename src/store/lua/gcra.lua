@@ -6,23 +6,24 @@
 -- would reach 2^53, where doubles stop being exact.
 --   KEYS[i]  a key: a string, struct.pack('Bdddddd', 2, tat_ms, tat_frac, limit, duration,
 --            burst, expire_at)
---   ARGV     hits limit duration t now margin reset drain | burst max_delay_ms
--- returns {status, limit, remaining, reset_time, retry_after, delay_ms} as decimal strings.
+--   ARGV[i]  hits limit duration t now margin reset drain | burst max_delay_ms
+-- answers a record per item: status limit remaining reset_time retry_after delay_ms.
 -- Many items per call, and the helpers used below: common/prelude.lua.
 -- floor(a / b) and a mod b for 0 <= a < 2^53, 0 < b < 2^53, exactly
 
+local ITEM = items(10)
 for i = 1, #KEYS do
-  local k, o = KEYS[i], (i - 1) * NA
-  local n, L, D, t, now, margin, reset, drain = common(o)
-  local b, maxd = tonumber(ARGV[o + 9]), tonumber(ARGV[o + 10])
+  local k = KEYS[i]
+  local n, L, D, t, now, margin, reset, drain, b, maxd = item(i, ITEM)
 
   local v = state(i)
-  local tag, tat, frac, oldL = nil, 0, 0, 0
+  local tag, tat, frac, oldL, e0 = nil, 0, 0, 0, nil
   if v then
     tag = string.byte(v, 1) -- another algorithm's state: not ours
     if tag == 2 then
       local _d, _b, e
       tag, tat, frac, oldL, _d, _b, e = struct.unpack('Bdddddd', v)
+      e0 = e
       if e < now then tag = nil end -- expired: as if absent
     end
   end
@@ -92,11 +93,11 @@ for i = 1, #KEYS do
       else
         local q, r = divmod(X, L)
         local e = rt - 1
-        put(k, struct.pack('Bdddddd', 2, tc + q, r, L, D, b, e), expiry(e, now, margin))
+        put(k, struct.pack('Bdddddd', 2, tc + q, r, L, D, b, e), e, e0, now, margin, v)
       end
     end
   end
   answer(status, lim, rem, rt, ra, delay)
 end
 flush()
-return out
+return table.concat(out)

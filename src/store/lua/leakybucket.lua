@@ -3,12 +3,11 @@
 -- Gubernator, and Lua's numbers are the same IEEE doubles, so the fraction leaks identically.
 --   KEYS[i]  a key: a string, struct.pack('Bdddd', 1, remaining, updated_at, burst, expire_at)
 --            (the algorithm's number, then doubles, which hold remaining exactly)
---   ARGV     hits limit duration t now margin reset drain | burst rate_d item_duration
+--   ARGV[i]  hits limit duration t now margin reset drain | burst rate_d item_duration
 --            (burst: 0 means limit, resolved in C; rate_d: the ms that limit hits take, the
 --            Gregorian interval's length when Gregorian; item_duration: how long a hit keeps the
 --            item, to the interval's end when Gregorian)
--- returns {status, limit, remaining, reset_time, retry_after, delay_ms = 0} as decimal strings
--- (int64 values past 2^53 cannot be Lua integers).
+-- answers a record per item: status limit remaining reset_time retry_after delay_ms (0).
 -- Many items per call, and the helpers used below: common/prelude.lua.
 -- Gubernator's reset_time: t + (limit - remaining) * int64(rate)
 local function reset_time(t, limit, rem, rate_ms)
@@ -50,18 +49,19 @@ local function retry_after(r, u, exp, hits, t, rate, burst)
   return x
 end
 
+local ITEM = items(11)
 for i = 1, #KEYS do
-  local k, o = KEYS[i], (i - 1) * NA
-  local hits, limit, _, t, now, margin, reset, drain = common(o)
-  local burst, d, pdur = tonumber(ARGV[o + 9]), tonumber(ARGV[o + 10]), tonumber(ARGV[o + 11])
+  local k = KEYS[i]
+  local hits, limit, _, t, now, margin, reset, drain, burst, d, pdur = item(i, ITEM)
   local rate = d / limit
   local rate_ms = 0
   if limit ~= 0 then rate_ms = f2i(rate) end
 
   local v = state(i)
-  local a, r, u, b, e = nil, 0, 0, 0, 0
+  local a, r, u, b, e, e0 = nil, 0, 0, 0, 0, nil
   if v and string.byte(v, 1) == 1 then
     a, r, u, b, e = struct.unpack('Bdddd', v)
+    e0 = e
     if e < now then a = nil end -- expired: as if absent
   end
 
@@ -104,8 +104,8 @@ for i = 1, #KEYS do
     if status == 1 then ra = retry_after(r, u, e, hits, t, rate, burst) end
   end
 
-  put(k, struct.pack('Bdddd', 1, r, u, b, e), expiry(e, now, margin))
+  put(k, struct.pack('Bdddd', 1, r, u, b, e), e, e0, now, margin, v)
   answer(status, limit, rem, rt, ra, 0)
 end
 flush()
-return out
+return table.concat(out)

@@ -5,20 +5,23 @@
 --   KEYS[i]  a key: a string, struct.pack('Bd', 5, expire_at) (the algorithm's number, so that
 --            another algorithm's script sees a state not its own), and the log itself, a list of
 --            decimal timestamps oldest first, under KEYS[i] .. '|log'
---   ARGV     hits limit duration t now margin reset drain
--- returns {status, limit, remaining, reset_time, retry_after, delay_ms = 0} as decimal strings.
+--   ARGV[i]  hits limit duration t now margin reset drain
+-- answers a record per item: status limit remaining reset_time retry_after delay_ms (0).
 -- Many items per call, and the helpers used below: common/prelude.lua.
 -- Work per item: O(hits + expired entries) list operations; limit <= --max-log-limit bounds both.
 
+local ITEM = items(8)
+check(ITEM)
 for i = 1, #KEYS do
-  local k, o = KEYS[i], (i - 1) * NA
+  local k = KEYS[i]
   local lk = k .. '|log'
-  local n, L, D, t, now, margin, reset, drain = common(o)
+  local n, L, D, t, now, margin, reset, drain = item(i, ITEM)
 
   local v = state(i)
-  local same = false
+  local same, e0 = false, nil
   if v and string.byte(v, 1) == 5 then
     local _, e = struct.unpack('Bd', v)
+    e0 = e
     same = e >= now and not reset -- expired: as if absent
   end
   local len = 0
@@ -86,11 +89,10 @@ for i = 1, #KEYS do
   else
     local e = newest_end
     if e < TOP then e = e - 1 end
-    local ms = expiry(e, now, margin)
-    put(k, struct.pack('Bd', 5, e), ms)
-    redis.call('PEXPIRE', lk, ms)
+    put(k, struct.pack('Bd', 5, e), e, e0, now, margin, v)
+    redis.call('PEXPIRE', lk, expiry(e, now, margin))
   end
   answer(status, L, rem, newest_end, ra, 0)
 end
 flush()
-return out
+return table.concat(out)

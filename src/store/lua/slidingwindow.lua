@@ -6,22 +6,23 @@
 -- store's exact range", a per-item error): limit * w < 2^53 covers every real limit.
 --   KEYS[i]  a key: a string, struct.pack('Bddddd' .. S x 'd', 4, S, duration, window_start,
 --            cur, expire_at, ring...) (ring[j mod S]: the count of sub-window j)
---   ARGV     hits limit duration t now margin reset drain | S
--- returns {status, limit, remaining, reset_time, retry_after, delay_ms = 0} as decimal strings.
+--   ARGV[i]  hits limit duration t now margin reset drain | S
+-- answers a record per item: status limit remaining reset_time retry_after delay_ms (0).
 -- Many items per call, and the helpers used below: common/prelude.lua.
 
+local ITEM = items(9)
 for i = 1, #KEYS do
-  local k, o = KEYS[i], (i - 1) * NA
-  local n, L, D, t, now, margin, reset, drain = common(o)
-  local S = tonumber(ARGV[o + 9])
+  local k = KEYS[i]
+  local n, L, D, t, now, margin, reset, drain, S = item(i, ITEM)
   local w = D / S -- D % S == 0: validated
 
   local ring = {}
   for j = 0, S - 1 do ring[j] = 0 end
-  local same, ws, cur = false, 0, 0
+  local same, ws, cur, e0 = false, 0, 0, nil
   local v = state(i)
   if v and string.byte(v, 1) == 4 then
     local _, s2, d2, ws2, cur2, ex, pos = struct.unpack('Bddddd', v)
+    e0 = ex
     if ex >= now and s2 == S and d2 == D and not reset then
       same, ws, cur = true, ws2, cur2
       local r = {struct.unpack(string.rep('d', S), v, pos)}
@@ -144,10 +145,10 @@ for i = 1, #KEYS do
       if ex < TOP then ex = ex - 1 end
       local st = {4, S, D, kk * w, cur, ex}
       for j = 0, S - 1 do st[#st + 1] = ring[j] end
-      put(k, struct.pack('Bddddd' .. string.rep('d', S), unpack(st)), expiry(ex, now, margin))
+      put(k, struct.pack('Bddddd' .. string.rep('d', S), unpack(st)), ex, e0, now, margin, v)
     end
     answer(status, L, rem, rt, ra, 0)
   end
 end
 flush()
-return out
+return table.concat(out)

@@ -3,26 +3,26 @@
 -- validates the request, computes the decision time and the Gregorian expirations, and passes:
 --   KEYS[i]  a key: a string, struct.pack('Bdddddd', 0, status, limit, duration, remaining,
 --            created_at, expire_at) (the algorithm's number, then doubles)
---   ARGV     hits limit duration t now margin reset drain | greg gexp_now gexp_t max_count
+--   ARGV[i]  hits limit duration t now margin reset drain | greg gexp_now gexp_t max_count
 --            (gexp_now, gexp_t: the end of the Gregorian interval holding now and t)
--- and gets back {status, limit, remaining, reset_time, retry_after, delay_ms = 0} as decimal
--- strings. Numbers are Lua doubles: exact up to 2^53, which the engine's max-count bound (2^53 by
+-- and gets back a record per item: status limit remaining reset_time retry_after delay_ms (0).
+-- Numbers are Lua doubles: exact up to 2^53, which the engine's max-count bound (2^53 by
 -- default) keeps counts under.
 -- The key expires `margin` ms after expire_at (Redis's clock), so nothing outlives its use; the
 -- expiry rule itself (expire_at < now: a fresh key) is judged here on the caller's clock.
 -- Many items per call, and the helpers used below: common/prelude.lua.
+local ITEM = items(12)
 for i = 1, #KEYS do
-  local k, o = KEYS[i], (i - 1) * NA
-  local hits, limit, dur, t, now, margin, reset, drain = common(o)
-  local greg = ARGV[o + 9] == '1'
-  local gnow, gt = tonumber(ARGV[o + 10]), tonumber(ARGV[o + 11])
-  local maxc = tonumber(ARGV[o + 12])
+  local k = KEYS[i]
+  local hits, limit, dur, t, now, margin, reset, drain, greg, gnow, gt, maxc = item(i, ITEM)
+  greg = greg == 1
 
   local v = state(i)
-  local s, l, d, r, c, e
+  local s, l, d, r, c, e, e0
   local a = nil
   if v and string.byte(v, 1) == 0 then
     a, s, l, d, r, c, e = struct.unpack('Bdddddd', v)
+    e0 = e
     if e < now then a = nil end -- expired: as if absent
   end
 
@@ -78,9 +78,9 @@ for i = 1, #KEYS do
     if rem > maxc then rem = maxc end
   end
 
-  put(k, struct.pack('Bdddddd', 0, s, l, d, r, c, e), expiry(e, now, margin))
+  put(k, struct.pack('Bdddddd', 0, s, l, d, r, c, e), e, e0, now, margin, v)
   if ra < 0 then ra = 0 end
   answer(status, l, rem, rt, ra, 0)
 end
 flush()
-return out
+return table.concat(out)

@@ -2,14 +2,17 @@
  * The Redis store (src/store/rstore.c) against a real redis-server on a free loopback port, each
  * answer compared with the memory engine's answer to the same request at the same time: a table of
  * TOKEN_BUCKET sequences (Gubernator's rules one by one), a seeded random walk, a 1000-item call in
- * one pipeline; then the faults: NOSCRIPT after SCRIPT FLUSH, Redis stopped (per-item errors, or
- * the engine's answers under fail-open), Redis back on the same port (used again), and a server
- * that stops answering (--redis-timeout). Skipped (exit 77) without redis-server.
+ * one pipeline; the keys' TTLs (SET PX or KEEPTTL, never none), a script called by hand with text
+ * arguments and its binary answer; then the faults: NOSCRIPT after SCRIPT FLUSH, Redis stopped
+ * (per-item errors, or the engine's answers under fail-open), Redis back on the same port (used
+ * again), and a server that stops answering (--redis-timeout). Skipped (exit 77) without
+ * redis-server.
  *
  * Times: decisions take `now` from the test (a virtual clock starting at the wall clock's
  * value), so expiry and Gregorian intervals are exact; only the fault cases wait for real events
  * (a connection lost, a deadline), in loops bounded by generous limits.
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +22,7 @@
 #include <cmocka.h>
 
 #include "../../support/skip.h"
+#include "core/concurrency.h"
 #include "redisproc.h"
 #include "store/rscript.h"
 #include "store/rstore.h"
@@ -594,8 +598,9 @@ static void test_random_concurrency(void **state)
     }
 }
 
-/* Send one inline command to the server and read (the start of) its answer. */
-static void redis_cmd(const fx *f, const char *cmd, char *out, size_t outlen)
+/* Send one command (inline, or RESP) to the server and read (the start of) its answer: the number
+ * of bytes read (out is NUL-terminated after them). */
+static ssize_t redis_cmd(const fx *f, const char *cmd, char *out, size_t outlen)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)f->redis.port),
@@ -605,6 +610,7 @@ static void redis_cmd(const fx *f, const char *cmd, char *out, size_t outlen)
     ssize_t n = read(fd, out, outlen - 1);
     out[n > 0 ? n : 0] = '\0';
     close(fd);
+    return n;
 }
 
 /* Script calls run by the server so far (EVALSHA and EVAL), from INFO commandstats. */
@@ -688,6 +694,184 @@ static void test_keys_expire(void **state)
     long long ttl = atoll(buf + 1);
     /* 10 s of state plus the 60 s margin, give or take the test's own time */
     assert_true(ttl > 60 * SEC && ttl <= 70 * SEC);
+}
+
+/* The PTTL of f's key `key` with `suffix` appended (a neighbour: "|log", "|leases"). */
+static long long pttl(fx *f, const char *key, const char *suffix)
+{
+    char cmd[256], buf[64];
+    snprintf(cmd, sizeof cmd, "PTTL sl:{%zu:%s:%s}%s\r\n", strlen(f->prefix), f->prefix, key,
+             suffix);
+    redis_cmd(f, cmd, buf, sizeof buf);
+    assert_int_equal(buf[0], ':');
+    return atoll(buf + 1);
+}
+
+/* A key written again keeps a TTL: SET KEEPTTL when its state's expiry did not move (Redis holds
+ * the TTL that expiry was written with), SET PX when it did, or when the call itself created the
+ * key; never a key without expiry (PTTL -1), for every algorithm and the keys beside a state. */
+static void test_keys_keep_ttl(void **state)
+{
+    fx *f = *state;
+    NEED_REDIS(f);
+    static const int32_t algs[] = {SL_TOKEN_BUCKET,    SL_LEAKY_BUCKET, SL_FIXED_WINDOW,
+                                   SL_SLIDING_LOG,     SL_GCRA,         SL_SLIDING_WINDOW,
+                                   SL_CONCURRENCY};
+    const long long bound = 2 * 10 * SEC + 60 * SEC; /* twice the duration, plus the margin */
+    for (size_t a = 0; a < sizeof algs / sizeof *algs; a++) {
+        char key[32], what[64];
+        snprintf(key, sizeof key, "keep%d", algs[a]);
+        step s = {0, 1, 100, 10 * SEC, 0, 0, algs[a], 0, 0, 0};
+        for (int k = 0; k < 6; k++) {
+            s.dt = k % 2 ? 0 : 700; /* the same expiry twice, then a later one */
+            snprintf(what, sizeof what, "algorithm %d, step %d", algs[a], k);
+            check_step(f, key, &s, what);
+            long long ttl = pttl(f, key, "");
+            if (ttl <= 0 || ttl > bound)
+                fail_msg("%s: PTTL %lld", what, ttl);
+            const char *nb = algs[a] == SL_SLIDING_LOG   ? "|log"
+                             : algs[a] == SL_CONCURRENCY ? "|leases"
+                                                         : NULL;
+            if (nb && ((ttl = pttl(f, key, nb)) <= 0 || ttl > bound))
+                fail_msg("%s: PTTL of %s %lld", what, nb, ttl);
+        }
+    }
+
+    /* one call creating a key and writing it again: SET PX, not KEEPTTL */
+    step s = {0, 1, 5, 10 * SEC, 0, 0, SL_TOKEN_BUCKET, 0, 0, 0};
+    sl_request q[2] = {mkreq(f, "keep-new", &s), mkreq(f, "keep-new", &s)};
+    sl_response want[2], got[2];
+    for (int i = 0; i < 2; i++)
+        sl_engine_decide(f->mem, &q[i], &want[i], f->now);
+    via_redis(f, q, 2, got);
+    assert_same(&want[0], &got[0], "created");
+    assert_same(&want[1], &got[1], "written again");
+    long long ttl = pttl(f, "keep-new", "");
+    assert_true(ttl > 0 && ttl <= 70 * SEC);
+
+    /* the same expiry 5 s later: the TTL is kept (PX would make it 5 s shorter) */
+    check_step(f, "keep-tb", &s, "created");
+    long long first = pttl(f, "keep-tb", "");
+    s.dt = 5 * SEC;
+    check_step(f, "keep-tb", &s, "same expiry");
+    ttl = pttl(f, "keep-tb", "");
+    assert_true(ttl > first - 2 * SEC && ttl <= first);
+    /* a longer duration moves the expiry: written with PX, 20 s + 60 s from the first hit */
+    s.dt = 0;
+    s.duration = 20 * SEC;
+    check_step(f, "keep-tb", &s, "expiry moved");
+    ttl = pttl(f, "keep-tb", "");
+    assert_true(ttl > 73 * SEC && ttl <= 75 * SEC);
+
+    /* a state that did not change (peeks, hits over what remains) is not written at all; a hit
+     * that changes it is */
+    char buf[4096];
+    redis_cmd(f, "CONFIG RESETSTAT\r\n", buf, sizeof buf);
+    assert_string_equal(buf, "+OK\r\n");
+    s.hits = 0;
+    check_step(f, "keep-tb", &s, "peek");
+    check_step(f, "keep-tb", &s, "peek again");
+    s.hits = 9;
+    check_step(f, "keep-tb", &s, "over the limit");
+    check_step(f, "keep-tb", &s, "over the limit again");
+    redis_cmd(f, "INFO commandstats\r\n", buf, sizeof buf);
+    assert_non_null(strstr(buf, "cmdstat_evalsha:calls=4,"));
+    assert_null(strstr(buf, "cmdstat_set:"));
+    s.hits = -1;
+    check_step(f, "keep-tb", &s, "given back");
+    redis_cmd(f, "INFO commandstats\r\n", buf, sizeof buf);
+    assert_non_null(strstr(buf, "cmdstat_set:calls=1,"));
+}
+
+/* EVAL of alg's script on KEYS key1 (and key2 when not NULL) with the items given as text, as an
+ * operator would call it: the answer's first bytes in out, their number returned. */
+static ssize_t eval_by_hand(fx *f, int32_t alg, const char *key1, const char *item1,
+                            const char *key2, const char *item2, char *out, size_t outlen)
+{
+    const sl_rscript *sc = sl_rscript_of(alg);
+    size_t cap = sc->len + 1024;
+    char *cmd = malloc(cap);
+    assert_non_null(cmd);
+    int n = snprintf(cmd, cap, "*%d\r\n$4\r\nEVAL\r\n$%zu\r\n", key2 ? 7 : 5, sc->len);
+    memcpy(cmd + n, sc->src, sc->len);
+    n += (int)sc->len;
+    n += snprintf(cmd + n, cap - (size_t)n, "\r\n$1\r\n%c\r\n", key2 ? '2' : '1');
+    const char *args[4] = {key1, key2, item1, item2};
+    for (int i = 0; i < 4; i++)
+        if (args[i])
+            n += snprintf(cmd + n, cap - (size_t)n, "$%zu\r\n%s\r\n", strlen(args[i]), args[i]);
+    ssize_t got = redis_cmd(f, cmd, out, outlen);
+    free(cmd);
+    return got;
+}
+
+/* A script called by hand: one text argument per key, the numbers space-separated; the answer is
+ * one string of binary records. A malformed item is an error, and for a script that writes a
+ * key's neighbour as it goes, one that leaves nothing written. */
+static void test_by_hand(void **state)
+{
+    fx *f = *state;
+    NEED_REDIS(f);
+    char key[128], key2[128], item[160], out[512];
+    snprintf(key, sizeof key, "sl:{%zu:%s:hand}", strlen(f->prefix), f->prefix);
+    /* hits limit duration t now margin reset drain | greg gexp_now gexp_t max_count */
+    snprintf(item, sizeof item, "2 10 60000 %lld %lld 60000 0 0 0 0 0 9007199254740992",
+             (long long)f->now, (long long)f->now);
+    ssize_t n = eval_by_hand(f, SL_TOKEN_BUCKET, key, item, NULL, NULL, out, sizeof out);
+    assert_true(n == 5 + 48 + 2);
+    assert_memory_equal(out, "$48\r\n", 5);
+    sl_response r;
+    assert_int_equal(sl_rscript_answer_read(SL_TOKEN_BUCKET, out + 5, 48, 0, f->now, &f->ec, &r),
+                     0);
+    assert_int_equal(r.status, SL_UNDER_LIMIT);
+    assert_int_equal(r.limit, 10);
+    assert_int_equal(r.remaining, 8);
+    assert_int_equal(r.reset_time, f->now + 60000);
+
+    n = eval_by_hand(f, SL_TOKEN_BUCKET, key, "2 10 60000", NULL, NULL, out, sizeof out);
+    assert_true(n > 0 && out[0] == '-');
+    assert_non_null(strstr(out, "not an item of this script"));
+
+    /* SLIDING_LOG: the first item well-formed, the second not: its log is not written */
+    snprintf(key2, sizeof key2, "sl:{%zu:%s:hand2}", strlen(f->prefix), f->prefix);
+    snprintf(item, sizeof item, "1 10 60000 %lld %lld 60000 0 0", (long long)f->now,
+             (long long)f->now);
+    n = eval_by_hand(f, SL_SLIDING_LOG, key2, item, key, "1 10 60000 x", out, sizeof out);
+    assert_true(n > 0 && out[0] == '-');
+    char cmd[2 * sizeof key2 + 16];
+    snprintf(cmd, sizeof cmd, "EXISTS %s|log %s\r\n", key2, key2);
+    redis_cmd(f, cmd, out, sizeof out);
+    assert_string_equal(out, ":0\r\n");
+}
+
+/* One call whose items repeat the one before them (a script parses such an item once) and then
+ * change, per algorithm: every answer is the engine's. */
+static void test_repeated_items(void **state)
+{
+    fx *f = *state;
+    NEED_REDIS(f);
+    static const int32_t algs[] = {SL_TOKEN_BUCKET, SL_LEAKY_BUCKET, SL_FIXED_WINDOW,
+                                   SL_SLIDING_LOG,  SL_GCRA,         SL_SLIDING_WINDOW};
+    static const int64_t hits[] = {1, 1, 1, 2, 2, 1, 0, 0, 1, 3};
+    static const char *const keys[] = {"r1", "r2", "r1", "r1", "r2", "r2", "r1", "r2", "r1", "r1"};
+    enum { N = sizeof hits / sizeof *hits };
+    for (size_t a = 0; a < sizeof algs / sizeof *algs; a++) {
+        sl_request q[N];
+        sl_response want[N], got[N];
+        char name[N][16];
+        for (int i = 0; i < N; i++) {
+            step s = {0, hits[i], 5, 10 * SEC, 0, 0, algs[a], 0, 0, 0};
+            snprintf(name[i], sizeof name[i], "%s-%d", keys[i], algs[a]);
+            q[i] = mkreq(f, name[i], &s);
+            sl_engine_decide(f->mem, &q[i], &want[i], f->now);
+        }
+        via_redis(f, q, N, got);
+        for (int i = 0; i < N; i++) {
+            char what[64];
+            snprintf(what, sizeof what, "algorithm %d, item %d", algs[a], i);
+            assert_same(&want[i], &got[i], what);
+        }
+    }
 }
 
 static bool disconnected(fx *f)
@@ -826,6 +1010,29 @@ static void test_config_errors(void **state)
     assert_int_equal(sl_rstore_new(&c, &r, err, sizeof err), -EINVAL);
 }
 
+/* n little-endian doubles at out: a script's answer record. */
+static void record(char *out, const double *v, int n)
+{
+    for (int i = 0; i < n; i++) {
+        uint64_t u;
+        memcpy(&u, &v[i], sizeof u);
+        for (int j = 0; j < 8; j++)
+            out[8 * i + j] = (char)(u >> (8 * j));
+    }
+}
+
+/* Read a one-item answer of alg: the numbers v (five, then the lease id in hex, with a lease;
+ * else six) at t 4000. */
+static int read_one(int32_t alg, const double *v, const char *lease, const sl_engine_config *ec,
+                    sl_response *r)
+{
+    char rec[56];
+    record(rec, v, lease ? 5 : 6);
+    if (lease)
+        memcpy(rec + 40, lease, 16);
+    return sl_rscript_answer_read(alg, rec, lease ? 56 : 48, 0, 4000, ec, r);
+}
+
 /* The command itself (sans-I/O): key layout, EVALSHA vs EVAL, the arguments, many items. */
 static void test_command(void **state)
 {
@@ -854,9 +1061,8 @@ static void test_command(void **state)
 
     sl_rscript_cmd cmd = {0};
     sl_rscript_item it[2] = {{&q[0], 5000}, {&q[1], 5000}};
-    assert_int_equal(sl_rscript_cmd_build(&cmd, SL_TOKEN_BUCKET, false, it, 2, &ec, 7),
-                     0);
-    assert_int_equal(cmd.argc, 3 + 2 + 2 * 12);
+    assert_int_equal(sl_rscript_cmd_build(&cmd, SL_TOKEN_BUCKET, false, it, 2, &ec, 7), 0);
+    assert_int_equal(cmd.argc, 3 + 2 + 2);
     assert_memory_equal(cmd.argv[0], "EVALSHA", 7);
     assert_int_equal(cmd.argvlen[1], 40);
     assert_memory_equal(cmd.argv[1], sl_rscript_of(SL_TOKEN_BUCKET)->sha, 40);
@@ -866,29 +1072,67 @@ static void test_command(void **state)
     assert_memory_equal(cmd.argv[3], "sl:{3:a:b:c}", cmd.argvlen[3]);
     assert_int_equal(cmd.argvlen[4], strlen("sl:{1:a:b:c}"));
     assert_memory_equal(cmd.argv[4], "sl:{1:a:b:c}", cmd.argvlen[4]);
-    assert_memory_equal(cmd.argv[5], "2", cmd.argvlen[5]);              /* item 1's hits */
-    assert_memory_equal(cmd.argv[5 + 12 + 3], "4000", cmd.argvlen[20]); /* item 2's t */
-    assert_int_equal(sl_rscript_cmd_build(&cmd, SL_TOKEN_BUCKET, true, it, 1, &ec, 7),
-                     0);
+    /* one argument per item: its numbers in decimal, separated by single spaces */
+    const char *arg1 = "2 10 1000 5000 5000 7 0 1 0 0 0 9007199254740992";
+    const char *arg2 = "1 5 1000 4000 5000 7 0 0 0 0 0 9007199254740992"; /* item 2's t: 4000 */
+    assert_int_equal(cmd.argvlen[5], strlen(arg1));
+    assert_memory_equal(cmd.argv[5], arg1, cmd.argvlen[5]);
+    assert_int_equal(cmd.argvlen[6], strlen(arg2));
+    assert_memory_equal(cmd.argv[6], arg2, cmd.argvlen[6]);
+    it[0].now = 6000; /* each item has its own node time */
+    assert_int_equal(sl_rscript_cmd_build(&cmd, SL_TOKEN_BUCKET, true, it, 1, &ec, 7), 0);
     assert_memory_equal(cmd.argv[0], "EVAL", 4);
     assert_int_equal(cmd.argvlen[1], sl_rscript_of(SL_TOKEN_BUCKET)->len);
-    assert_int_equal(cmd.argc, 3 + 1 + 12);
+    assert_int_equal(cmd.argc, 3 + 1 + 1);
+    assert_memory_equal(cmd.argv[4], "2 10 1000 6000 6000 7 ", 22);
     assert_int_equal(sl_rscript_cmd_build(&cmd, SL_ALGORITHM_COUNT, false, it, 1, &ec, 7),
                      -EINVAL);
     assert_null(sl_rscript_of(SL_ALGORITHM_COUNT));
     sl_rscript_cmd_free(&cmd);
 
-    long long ans[6] = {1, 10, 0, -5, 3, 0};
+    /* answers: one string, a record of six little-endian doubles per item */
+    assert_int_equal(sl_rscript_answer_size(SL_TOKEN_BUCKET), 48);
+    assert_int_equal(sl_rscript_answer_size(SL_CONCURRENCY), 56);
+    assert_int_equal(sl_rscript_answer_size(SL_ALGORITHM_COUNT), 0);
+    char rec[2 * 48];
+    double ans[6] = {1, 10, 0, -5, 3, 0};
+    record(rec, ans, 6);
     sl_response r;
-    assert_int_equal(sl_rscript_answer(ans, 6, 4000, &ec, &r), 0);
+    assert_int_equal(sl_rscript_answer_read(SL_TOKEN_BUCKET, rec, 48, 0, 4000, &ec, &r), 0);
     assert_int_equal(r.status, SL_OVER_LIMIT);
+    assert_int_equal(r.limit, 10);
+    assert_int_equal(r.retry_after, 3);
     assert_int_equal(r.reset_time, 4000); /* never before 1970 with the engine's bounds */
+    double sat[6] = {0, 0x1p63, -0x1p63, NAN, -2.9, 1e300};
+    record(rec + 48, sat, 6);
+    assert_int_equal(sl_rscript_answer_read(SL_GCRA, rec, 96, 1, 4000, &ec, &r), 0);
+    assert_int_equal(r.status, SL_UNDER_LIMIT);
+    assert_true(r.limit == INT64_MAX && r.remaining == INT64_MIN);
+    assert_int_equal(r.reset_time, 0);  /* NaN */
+    assert_int_equal(r.retry_after, -2); /* toward zero */
+    assert_true(r.delay_ms == INT64_MAX);
+    assert_int_equal(sl_rscript_answer_read(SL_GCRA, rec, 96, 2, 4000, &ec, &r), -EPROTO);
+    assert_int_equal(sl_rscript_answer_read(SL_GCRA, rec, 95, 1, 4000, &ec, &r), -EPROTO);
     ans[0] = -1;
-    assert_int_equal(sl_rscript_answer(ans, 6, 4000, &ec, &r), 0);
+    assert_int_equal(read_one(SL_TOKEN_BUCKET, ans, NULL, &ec, &r), 0);
     assert_ptr_equal(r.error, sl_rscript_err_range);
     ans[0] = 2;
-    assert_int_equal(sl_rscript_answer(ans, 6, 4000, &ec, &r), -EPROTO);
-    assert_int_equal(sl_rscript_answer(ans, 5, 4000, &ec, &r), -EPROTO);
+    assert_int_equal(read_one(SL_TOKEN_BUCKET, ans, NULL, &ec, &r), -EPROTO);
+    ans[0] = 0;
+    assert_int_equal(read_one(SL_ALGORITHM_COUNT, ans, NULL, &ec, &r), -EPROTO);
+    /* CONCURRENCY: five doubles, then the lease taken as 16 hex digits (zeros: none) */
+    double conc[5] = {0, 3, 2, 9000, 0};
+    assert_int_equal(read_one(SL_CONCURRENCY, conc, "00c0ffee00000001", &ec, &r), 0);
+    assert_int_equal(r.lease_id, UINT64_C(0x00c0ffee00000001));
+    assert_int_equal(r.remaining, 2);
+    assert_int_equal(r.delay_ms, 0);
+    assert_int_equal(read_one(SL_CONCURRENCY, conc, "0000000000000000", &ec, &r), 0);
+    assert_int_equal(r.lease_id, 0);
+    conc[0] = -2;
+    assert_int_equal(read_one(SL_CONCURRENCY, conc, "0000000000000000", &ec, &r), 0);
+    assert_ptr_equal(r.error, sl_conc_err_not_found);
+    conc[0] = 0;
+    assert_int_equal(read_one(SL_CONCURRENCY, conc, "00c0ffee0000000g", &ec, &r), -EPROTO);
 }
 
 /* A call mixing algorithms, repeating keys across them, with invalid items between: script calls
@@ -942,6 +1186,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_calls_share_a_script_call, setup, teardown),
         cmocka_unit_test_setup_teardown(test_noscript_reload, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keys_expire, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_keys_keep_ttl, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_by_hand, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_repeated_items, setup, teardown),
         cmocka_unit_test_setup_teardown(test_down_then_back, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fail_open, setup_fail_open, teardown),
         cmocka_unit_test_setup_teardown(test_replica_then_master, setup, teardown),

@@ -17,7 +17,7 @@ local function f2i(x) -- truncation toward zero, saturating (sl_f2i)
   if x >= 0 then return math.floor(x) end
   return math.ceil(x)
 end
-local function fmt(x) -- an answer: a decimal string (int64 past 2^53 is no Lua integer)
+local function fmt(x) -- a decimal string (int64 past 2^53 is no Lua integer): a lease expiry
   if x >= TOP then return '9223372036854775807' end
   if x <= -TOP then return '-9223372036854775808' end
   return string.format('%d', x)
@@ -36,21 +36,29 @@ local function ceil_div(a, b)
   return q
 end
 
--- Many items per call: KEYS[i] with the NA = #ARGV / #KEYS arguments ARGV[(i-1)*NA + 1 ..]
--- each, decided in order (a key repeated in one call sees its earlier items). The keys are read
--- with one MGET and written once each at the end (SET PX, or DEL) by flush(): a command from Lua
--- costs about what a whole decision does, so a call pays two per key at most, not two per item.
-local NA = #ARGV / #KEYS
+-- Many items per call: KEYS[i] and its item ARGV[i], decided in order (a key repeated in one call
+-- sees its earlier items). The keys are read with one MGET and written once each at the end by
+-- flush(): a command from Lua costs about what a whole decision does, so a call pays two per key at
+-- most, not two per item.
+if #ARGV ~= #KEYS then return redis.error_reply('sluice: one ARGV per key') end
 local vals = redis.call('MGET', unpack(KEYS))
-local seen, px, order = {}, {}, {}
+local seen, order, exp, held, orig, base = {}, {}, {}, {}, {}, {}
 local function state(i) -- KEYS[i]'s state as this call left it (false or nil: none)
   local v = seen[KEYS[i]]
   if v == nil then v = vals[i] end
   return v
 end
-local function put(k, v, ttl) -- v false: delete
-  if seen[k] == nil then order[#order + 1] = k end
-  seen[k], px[k] = v, ttl
+-- k's new state v (false: delete) expiring at e on the caller's clock `now`; v0 and e0: the state
+-- this item read with state(i) and its expiry (nil: none, or another algorithm's). The first put of
+-- a key in a call is made after reading what Redis holds, so its v0 is the key's value and its e0
+-- the expiry of the key's TTL.
+local function put(k, v, e, e0, now, margin, v0)
+  if seen[k] == nil then
+    order[#order + 1] = k
+    held[k], orig[k] = e0, v0
+  end
+  seen[k], exp[k] = v, e
+  if v then base[k] = now - margin end
 end
 local function expiry(e, now, margin) -- PX of a state expiring at e: `margin` ms past it
   local ttl = e - now + margin
@@ -58,26 +66,67 @@ local function expiry(e, now, margin) -- PX of a state expiring at e: `margin` m
   if ttl > 1e13 then ttl = 1e13 end
   return string.format('%d', ttl)
 end
+-- Each key written once: DEL; nothing when Redis holds this very state (a peek, a request over the
+-- limit: the state, its expiry included, did not change); SET KEEPTTL when Redis held our state
+-- with the same expiry (its TTL is already `margin` past it: half the cost of SET PX); else SET PX.
 local function flush()
   for _, k in ipairs(order) do
-    if seen[k] then redis.call('SET', k, seen[k], 'PX', px[k]) else redis.call('DEL', k) end
+    local v = seen[k]
+    if not v then
+      redis.call('DEL', k)
+    elseif v == orig[k] then
+      -- unchanged
+    elseif held[k] == exp[k] then
+      redis.call('SET', k, v, 'KEEPTTL')
+    else
+      redis.call('SET', k, v, 'PX', expiry(exp[k], base[k], 0))
+    end
   end
 end
 
--- The arguments every request has (store/rscript.c): hits limit duration t now margin reset drain
-local function common(o)
-  return tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3]),
-    tonumber(ARGV[o + 4]), tonumber(ARGV[o + 5]), tonumber(ARGV[o + 6]), ARGV[o + 7] == '1',
-    ARGV[o + 8] == '1'
+-- The arguments: ARGV[i] is one string, KEYS[i]'s item (store/rscript.c), its numbers in decimal
+-- separated by single spaces: hits limit duration t now margin reset drain, then the algorithm's
+-- own (its header lists them), so that an operator can call a script by hand. items(n, hex): the
+-- pattern of an item of n fields, the algorithm's own decimal, or hex with `hex` (CONCURRENCY's
+-- lease ids); item(i, pat, hex): the eight common fields as numbers and booleans, then the
+-- algorithm's own as numbers, or as strings with `hex`. An item the same as the one before it is
+-- not parsed again: consecutive items of a call often are the same string (one limit, decided at
+-- one time, on many keys), and comparing two Lua strings costs nothing (they are interned).
+local function items(n, hex)
+  local x = ' (%-?%d+)'
+  if hex then x = ' (%x+)' end
+  return '^(%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+)' ..
+    string.rep(x, n - 8) .. '$'
+end
+local function bad(i) error('sluice: ARGV[' .. i .. '] is not an item of this script') end
+local last, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12 -- the item parsed last
+local function item(i, pat, hex)
+  local s = ARGV[i]
+  if s ~= last then
+    local h, l, d, t, now, m, rs, dr, x1, x2, x3, x4 = string.match(s, pat)
+    if not h then bad(i) end
+    if not hex then
+      x1, x2, x3, x4 = x1 and tonumber(x1), x2 and tonumber(x2), x3 and tonumber(x3),
+        x4 and tonumber(x4)
+    end
+    last, f1, f2, f3, f4, f5, f6, f7, f8 = s, tonumber(h), tonumber(l), tonumber(d), tonumber(t),
+      tonumber(now), tonumber(m), rs == '1', dr == '1'
+    f9, f10, f11, f12 = x1, x2, x3, x4
+  end
+  return f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12
+end
+-- Every item checked before anything is written, for the scripts that write a key's neighbour as
+-- they go (a malformed item, from a call by hand, must not leave earlier items half written).
+local function check(pat)
+  for i = 1, #ARGV do
+    if not string.find(ARGV[i], pat) then bad(i) end
+  end
 end
 
--- The answers, six per item: status limit remaining reset_time retry_after delay_ms
+-- The answer: one string, the items' records one after the other, each six little-endian doubles
+-- status limit remaining reset_time retry_after delay_ms (store/rscript.c reads them, saturating
+-- to int64; CONCURRENCY's record differs: its header). Status -1: out of the exact range.
 local out = {}
 local function answer(status, limit, rem, reset_time, retry_after, delay_ms)
-  out[#out + 1] = fmt(status)
-  out[#out + 1] = fmt(limit)
-  out[#out + 1] = fmt(rem)
-  out[#out + 1] = fmt(reset_time)
-  out[#out + 1] = fmt(retry_after)
-  out[#out + 1] = fmt(delay_ms)
+  out[#out + 1] = struct.pack('<dddddd', status, limit, rem, reset_time, retry_after, delay_ms)
 end
