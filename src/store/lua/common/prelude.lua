@@ -42,23 +42,28 @@ end
 -- most, not two per item.
 if #ARGV ~= #KEYS then return redis.error_reply('sluice: one ARGV per key') end
 local vals = redis.call('MGET', unpack(KEYS))
-local seen, order, exp, held, orig, base = {}, {}, {}, {}, {}, {}
+-- A key's slot j (first[k]), in the order of first writes: its key ks[j], its new state sv[j]
+-- (false: delete) expiring at se[j], the state and expiry Redis held (so[j], sh[j]), and the base
+-- its PX is counted from (sb[j]). Arrays, not tables keyed by the key: a key costs one hash store.
+local first, ks, sv, se, sh, so, sb, nk = {}, {}, {}, {}, {}, {}, {}, 0
 local function state(i) -- KEYS[i]'s state as this call left it (false or nil: none)
-  local v = seen[KEYS[i]]
-  if v == nil then v = vals[i] end
-  return v
+  local j = first[KEYS[i]]
+  if j then return sv[j] end
+  return vals[i]
 end
 -- k's new state v (false: delete) expiring at e on the caller's clock `now`; v0 and e0: the state
 -- this item read with state(i) and its expiry (nil: none, or another algorithm's). The first put of
 -- a key in a call is made after reading what Redis holds, so its v0 is the key's value and its e0
 -- the expiry of the key's TTL.
 local function put(k, v, e, e0, now, margin, v0)
-  if seen[k] == nil then
-    order[#order + 1] = k
-    held[k], orig[k] = e0, v0
+  local j = first[k]
+  if not j then
+    nk = nk + 1
+    j = nk
+    first[k], ks[j], sh[j], so[j] = j, k, e0, v0
   end
-  seen[k], exp[k] = v, e
-  if v then base[k] = now - margin end
+  sv[j], se[j] = v, e
+  if v then sb[j] = now - margin end
 end
 local function expiry(e, now, margin) -- PX of a state expiring at e: `margin` ms past it
   local ttl = e - now + margin
@@ -70,16 +75,16 @@ end
 -- limit: the state, its expiry included, did not change); SET KEEPTTL when Redis held our state
 -- with the same expiry (its TTL is already `margin` past it: half the cost of SET PX); else SET PX.
 local function flush()
-  for _, k in ipairs(order) do
-    local v = seen[k]
+  for j = 1, nk do
+    local k, v = ks[j], sv[j]
     if not v then
       redis.call('DEL', k)
-    elseif v == orig[k] then
+    elseif v == so[j] then
       -- unchanged
-    elseif held[k] == exp[k] then
+    elseif sh[j] == se[j] then
       redis.call('SET', k, v, 'KEEPTTL')
     else
-      redis.call('SET', k, v, 'PX', expiry(exp[k], base[k], 0))
+      redis.call('SET', k, v, 'PX', expiry(se[j], sb[j], 0))
     end
   end
 end
