@@ -14,7 +14,7 @@
 -- little-endian doubles (status limit remaining reset_time retry_after) then the id as 16 hex
 -- digits, zeros for none (ids are 64 bits: a double cannot hold one). 56 bytes.
 local function lease(status, limit, rem, reset_time, retry_after, id)
-  out[#out + 1] = struct.pack('<ddddd', status, limit, rem, reset_time, retry_after) ..
+  out[#out + 1] = spack('<ddddd', status, limit, rem, reset_time, retry_after) ..
     string.rep('0', 16 - #id) .. id
 end
 local function bounds(lk)
@@ -37,9 +37,9 @@ for i = 1, #KEYS do
 
   local v = state(i)
   local was, lo, hi, len, e0 = false, TOP, -TOP, 0, nil
-  if v and string.byte(v, 1) == 6 then
+  if v and sbyte(v, 1) == 6 then
     local _
-    _, lo, hi = struct.unpack('Bdd', v)
+    _, lo, hi = sunpack('Bdd', v)
     e0 = hi
     if e0 < TOP then e0 = e0 - 1 end
     was = hi - 1 >= now -- expired (the last lease gone): as if absent
@@ -94,7 +94,7 @@ for i = 1, #KEYS do
   else
     local e = hi
     if e < TOP then e = e - 1 end
-    put(k, struct.pack('Bdd', 6, lo, hi), e, e0, now, margin, v)
+    put(k, spack('Bdd', 6, lo, hi), e, e0, now, margin, v)
     redis.call('PEXPIRE', lk, expiry(e, now, margin))
   end
   if status == -2 then

@@ -15,8 +15,8 @@ for i = 1, #KEYS do
 
   local v = state(i)
   local a, g, d, ws, we, n, e, e0 = nil, 0, 0, 0, 0, 0, 0, nil
-  if v and string.byte(v, 1) == 3 then
-    a, g, d, ws, we, n, e = struct.unpack('Bdddddd', v)
+  if v and sbyte(v, 1) == 3 then
+    a, g, d, ws, we, n, e = sunpack('Bdddddd', v)
     e0 = e
     if e < now then a = nil end -- expired: as if absent
   end
@@ -56,7 +56,7 @@ for i = 1, #KEYS do
   else
     e = wend
     if e < TOP then e = e - 1 end
-    put(k, struct.pack('Bdddddd', 3, greg, dur, start, wend, count, e), e, e0, now, margin, v)
+    put(k, spack('Bdddddd', 3, greg, dur, start, wend, count, e), e, e0, now, margin, v)
   end
   answer(status, limit, rem, wend, ra, 0)
 end

@@ -19,10 +19,10 @@ for i = 1, #KEYS do
   local v = state(i)
   local tag, tat, frac, oldL, e0 = nil, 0, 0, 0, nil
   if v then
-    tag = string.byte(v, 1) -- another algorithm's state: not ours
+    tag = sbyte(v, 1) -- another algorithm's state: not ours
     if tag == 2 then
       local _d, _b, e
-      tag, tat, frac, oldL, _d, _b, e = struct.unpack('Bdddddd', v)
+      tag, tat, frac, oldL, _d, _b, e = sunpack('Bdddddd', v)
       e0 = e
       if e < now then tag = nil end -- expired: as if absent
     end
@@ -93,7 +93,7 @@ for i = 1, #KEYS do
       else
         local q, r = divmod(X, L)
         local e = rt - 1
-        put(k, struct.pack('Bdddddd', 2, tc + q, r, L, D, b, e), e, e0, now, margin, v)
+        put(k, spack('Bdddddd', 2, tc + q, r, L, D, b, e), e, e0, now, margin, v)
       end
     end
   end

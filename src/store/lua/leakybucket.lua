@@ -59,8 +59,8 @@ for i = 1, #KEYS do
 
   local v = state(i)
   local a, r, u, b, e, e0 = nil, 0, 0, 0, 0, nil
-  if v and string.byte(v, 1) == 1 then
-    a, r, u, b, e = struct.unpack('Bdddd', v)
+  if v and sbyte(v, 1) == 1 then
+    a, r, u, b, e = sunpack('Bdddd', v)
     e0 = e
     if e < now then a = nil end -- expired: as if absent
   end
@@ -104,7 +104,7 @@ for i = 1, #KEYS do
     if status == 1 then ra = retry_after(r, u, e, hits, t, rate, burst) end
   end
 
-  put(k, struct.pack('Bdddd', 1, r, u, b, e), e, e0, now, margin, v)
+  put(k, spack('Bdddd', 1, r, u, b, e), e, e0, now, margin, v)
   answer(status, limit, rem, rt, ra, 0)
 end
 flush()

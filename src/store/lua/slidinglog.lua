@@ -19,8 +19,8 @@ for i = 1, #KEYS do
 
   local v = state(i)
   local same, e0 = false, nil
-  if v and string.byte(v, 1) == 5 then
-    local _, e = struct.unpack('Bd', v)
+  if v and sbyte(v, 1) == 5 then
+    local _, e = sunpack('Bd', v)
     e0 = e
     same = e >= now and not reset -- expired: as if absent
   end
@@ -89,7 +89,7 @@ for i = 1, #KEYS do
   else
     local e = newest_end
     if e < TOP then e = e - 1 end
-    put(k, struct.pack('Bd', 5, e), e, e0, now, margin, v)
+    put(k, spack('Bd', 5, e), e, e0, now, margin, v)
     redis.call('PEXPIRE', lk, expiry(e, now, margin))
   end
   answer(status, L, rem, newest_end, ra, 0)

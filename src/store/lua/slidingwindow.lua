@@ -20,12 +20,12 @@ for i = 1, #KEYS do
   for j = 0, S - 1 do ring[j] = 0 end
   local same, ws, cur, e0 = false, 0, 0, nil
   local v = state(i)
-  if v and string.byte(v, 1) == 4 then
-    local _, s2, d2, ws2, cur2, ex, pos = struct.unpack('Bddddd', v)
+  if v and sbyte(v, 1) == 4 then
+    local _, s2, d2, ws2, cur2, ex, pos = sunpack('Bddddd', v)
     e0 = ex
     if ex >= now and s2 == S and d2 == D and not reset then
       same, ws, cur = true, ws2, cur2
-      local r = {struct.unpack(string.rep('d', S), v, pos)}
+      local r = {sunpack(string.rep('d', S), v, pos)}
       for j = 0, S - 1 do ring[j] = r[j + 1] end
     end
   end
@@ -145,7 +145,7 @@ for i = 1, #KEYS do
       if ex < TOP then ex = ex - 1 end
       local st = {4, S, D, kk * w, cur, ex}
       for j = 0, S - 1 do st[#st + 1] = ring[j] end
-      put(k, struct.pack('Bddddd' .. string.rep('d', S), unpack(st)), ex, e0, now, margin, v)
+      put(k, spack('Bddddd' .. string.rep('d', S), unpack(st)), ex, e0, now, margin, v)
     end
     answer(status, L, rem, rt, ra, 0)
   end

@@ -20,8 +20,8 @@ for i = 1, #KEYS do
   local v = state(i)
   local s, l, d, r, c, e, e0
   local a = nil
-  if v and string.byte(v, 1) == 0 then
-    a, s, l, d, r, c, e = struct.unpack('Bdddddd', v)
+  if v and sbyte(v, 1) == 0 then
+    a, s, l, d, r, c, e = sunpack('Bdddddd', v)
     e0 = e
     if e < now then a = nil end -- expired: as if absent
   end
@@ -78,7 +78,7 @@ for i = 1, #KEYS do
     if rem > maxc then rem = maxc end
   end
 
-  put(k, struct.pack('Bdddddd', 0, s, l, d, r, c, e), e, e0, now, margin, v)
+  put(k, spack('Bdddddd', 0, s, l, d, r, c, e), e, e0, now, margin, v)
   if ra < 0 then ra = 0 end
   answer(status, l, rem, rt, ra, 0)
 end
