@@ -139,12 +139,15 @@ static int send_chunk(wk *w, conn *cn, chunk *c, bool eval, bool asking)
     if (asking) {
         const char *argv[1] = {"ASKING"};
         size_t len[1] = {6};
-        if (sl_rconn_command(cn->ac, sl_rstorewk_on_aux, NULL, 1, argv, len) != 0)
-            return -ENOTCONN;
+        if ((rc = sl_rconn_command(cn->ac, sl_rstorewk_on_aux, NULL, 1, argv, len)) != 0)
+            return rc;
         cn->inflight++;
     }
-    if (sl_rconn_command(cn->ac, chunk_reply, c, w->cmd.argc, w->cmd.argv, w->cmd.argvlen) != 0)
-        return -ENOTCONN;
+    /* -ENOTCONN (the connection is going), -ENOBUFS (--redis-max-queued), -ENOMEM: only the
+     * first is a topology matter (park); the others fail the items now */
+    if ((rc = sl_rconn_command(cn->ac, chunk_reply, c, w->cmd.argc, w->cmd.argv,
+                               w->cmd.argvlen)) != 0)
+        return rc;
     if (cn->inflight++ == 0)
         cn->progress_ms = mono_ms();
     return 0;
@@ -188,7 +191,8 @@ static bool redirect(wk *w, conn *cn, chunk *c, const char *err, size_t len)
  * calls' earliest deadline. true when parked (its items still counted in their calls' out). */
 static bool park(wk *w, conn *from, chunk *c)
 {
-    if (!w->r->cfg.cluster || c->redirected || mono_ms() >= c->deadline_ms)
+    if (!w->r->cfg.cluster || c->redirected || w->stopping || !w->started ||
+        mono_ms() >= c->deadline_ms)
         return false;
     c->failed_on = from ? from->id : 0;
     c->parked = w->parked;
@@ -371,9 +375,9 @@ void sl_rstore_submit(sl_rstore *r, int worker, sl_batch *b, int64_t now_ms,
             err = sl_rscript_args_of(&a, q, now_ms, &r->ecfg, r->cfg.key_margin_ms);
         chunk *c = w->open;
         uint16_t slot = cluster && !err ? slot_of(q) : 0;
-        if (!err && c && (c->alg != q->algorithm || c->n >= c->cap || c->slot != slot)) {
-            flush_open(w);
-            c = NULL;
+        while (!err && c && (c->alg != q->algorithm || c->n >= c->cap || c->slot != slot)) {
+            flush_open(w); /* a failure answers calls whose done may submit: a new open chunk */
+            c = w->open;
         }
         if (!err && !c) {
             if ((c = w->open = chunk_get(w))) {
