@@ -89,7 +89,7 @@ for i = 1, #KEYS do
 
   -- commit: the key lives while its last lease does
   if len == 0 then
-    put(k, false)
+    put(k, false, nil, nil, nil, nil, v)
     redis.call('DEL', lk)
   else
     local e = hi

@@ -52,7 +52,7 @@ for i = 1, #KEYS do
   if count < limit then rem = limit - count end
 
   if count == 0 then
-    put(k, false)
+    put(k, false, nil, nil, nil, nil, v)
   else
     e = wend
     if e < TOP then e = e - 1 end

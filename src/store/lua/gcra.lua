@@ -33,7 +33,7 @@ for i = 1, #KEYS do
     -- rate 0: deny every hit; a GCRA state is left alone, another algorithm's is dropped
     if n > 0 then status = 1 end
     rt = t
-    if v and tag ~= 2 then put(k, false) end
+    if v and tag ~= 2 then put(k, false, nil, nil, nil, nil, v) end
   else
     local bad = false
     local tc = t
@@ -89,7 +89,7 @@ for i = 1, #KEYS do
         end
       end
       if X == 0 then
-        if v then put(k, false) end
+        if v then put(k, false, nil, nil, nil, nil, v) end
       else
         local q, r = divmod(X, L)
         local e = rt - 1

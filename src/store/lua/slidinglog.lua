@@ -84,7 +84,7 @@ for i = 1, #KEYS do
   end
 
   if len == 0 then
-    put(k, false)
+    put(k, false, nil, nil, nil, nil, v)
     redis.call('DEL', lk)
   else
     local e = newest_end

@@ -139,7 +139,7 @@ for i = 1, #KEYS do
     answer(-1, 0, 0, 0, 0, 0)
   else
     if newest < 0 then
-      if v then put(k, false) end
+      if v then put(k, false, nil, nil, nil, nil, v) end
     else
       local ex = rt
       if ex < TOP then ex = ex - 1 end

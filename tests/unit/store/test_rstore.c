@@ -781,6 +781,15 @@ static void test_keys_keep_ttl(void **state)
     check_step(f, "keep-tb", &s, "given back");
     redis_cmd(f, "INFO commandstats\r\n", buf, sizeof buf);
     assert_non_null(strstr(buf, "cmdstat_set:calls=1,"));
+
+    /* a peek at a key Redis holds nothing for deletes nothing (a command costs what a decision
+     * does); a key that held a state is deleted when its state empties */
+    redis_cmd(f, "CONFIG RESETSTAT\r\n", buf, sizeof buf);
+    step fw = {0, 0, 5, 10 * SEC, 0, 0, SL_FIXED_WINDOW, 0, 0, 0};
+    check_step(f, "keep-fw-absent", &fw, "peek at nothing");
+    check_step(f, "keep-fw-absent", &fw, "peek at nothing again");
+    redis_cmd(f, "INFO commandstats\r\n", buf, sizeof buf);
+    assert_null(strstr(buf, "cmdstat_del:"));
 }
 
 /* EVAL of alg's script on KEYS key1 (and key2 when not NULL) with the items given as text, as an

@@ -73,14 +73,15 @@ local function expiry(e, now, margin) -- PX of a state expiring at e: `margin` m
   if ttl > 1e13 then ttl = 1e13 end
   return string.format('%d', ttl)
 end
--- Each key written once: DEL; nothing when Redis holds this very state (a peek, a request over the
--- limit: the state, its expiry included, did not change); SET KEEPTTL when Redis held our state
--- with the same expiry (its TTL is already `margin` past it: half the cost of SET PX); else SET PX.
+-- Each key written once: DEL when Redis held a state; nothing when Redis holds this very state
+-- (a peek, a request over the limit: the state, its expiry included, did not change) or no state
+-- at all; SET KEEPTTL when Redis held our state with the same expiry (its TTL is already `margin`
+-- past it: half the cost of SET PX); else SET PX.
 local function flush()
   for j = 1, nk do
     local k, v = ks[j], sv[j]
     if not v then
-      redis.call('DEL', k)
+      if so[j] then redis.call('DEL', k) end -- nothing to delete when Redis held no state
     elseif v == so[j] then
       -- unchanged
     elseif sh[j] == se[j] then
