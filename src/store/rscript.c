@@ -77,10 +77,11 @@ static void hex_id(sl_rscript_args *a, int i, uint64_t id)
     a->len[i] = (size_t)sl_conc_format_id(id, a->num[i]);
 }
 
-/* A new lease's id: 64 random bits, never 0. Ids are unguessable and, across every node on the
- * same Redis, unique but for a 2^-64 chance per pair (the engine's own sequence is per node). */
-static uint64_t new_lease_id(void)
+/* The engine's own lease ids are a sequence per node; these are random (rscript.h). */
+uint64_t sl_rscript_new_lease(const sl_request *req)
 {
+    if (req->algorithm != SL_CONCURRENCY || req->hits <= 0)
+        return 0;
     uint64_t id = 0;
     while (id == 0)
         if (getrandom(&id, sizeof id, 0) != (ssize_t)sizeof id)
@@ -91,7 +92,7 @@ static uint64_t new_lease_id(void)
 /* The arguments after the common ones (hits limit duration t now margin reset drain): what each
  * script needs computed in C, where the engine's own functions give the same values. */
 static const char *extra_args(sl_rscript_args *cmd, int i, const sl_request *req, int64_t t,
-                              int64_t now, const sl_engine_config *cfg)
+                              int64_t now, const sl_engine_config *cfg, uint64_t lease)
 {
     const bool greg = (req->behavior & SL_DURATION_IS_GREGORIAN) != 0;
     const char *err = NULL;
@@ -136,7 +137,7 @@ static const char *extra_args(sl_rscript_args *cmd, int i, const sl_request *req
         break;
     case SL_CONCURRENCY: /* the request's lease, and the id an acquire would take */
         hex_id(cmd, i++, req->lease_id);
-        hex_id(cmd, i++, req->hits > 0 ? new_lease_id() : 0);
+        hex_id(cmd, i++, req->hits > 0 ? lease : 0);
         break;
     case SL_GCRA: /* burst (extra hits at once, not a bucket size), how long the caller waits */
         num(cmd, i++, req->burst);
@@ -150,7 +151,7 @@ static const char *extra_args(sl_rscript_args *cmd, int i, const sl_request *req
 }
 
 const char *sl_rscript_args_of(sl_rscript_args *a, const sl_request *req, int64_t now,
-                               const sl_engine_config *cfg, int64_t margin_ms)
+                               const sl_engine_config *cfg, int64_t margin_ms, uint64_t lease)
 {
     if (!sl_rscript_of(req->algorithm))
         return sl_rscript_err_unsupported;
@@ -165,7 +166,7 @@ const char *sl_rscript_args_of(sl_rscript_args *a, const sl_request *req, int64_
     num(a, i++, margin_ms);
     num(a, i++, (req->behavior & SL_RESET_REMAINING) != 0);
     num(a, i++, (req->behavior & SL_DRAIN_OVER_LIMIT) != 0);
-    return extra_args(a, i, req, t, now, cfg);
+    return extra_args(a, i, req, t, now, cfg, lease);
 }
 
 size_t sl_rscript_key(char *buf, const sl_request *req)
@@ -230,7 +231,8 @@ int sl_rscript_cmd_build(sl_rscript_cmd *c, int32_t alg, bool eval, const sl_rsc
     }
     for (size_t i = 0; i < n; i++) { /* ARGV: one string per item */
         sl_rscript_args a;
-        sl_rscript_args_of(&a, items[i].req, items[i].now, cfg, margin_ms); /* accepted before */
+        sl_rscript_args_of(&a, items[i].req, items[i].now, cfg, margin_ms,
+                           items[i].lease); /* accepted before */
         c->argv[argc] = b;
         for (int j = 0; j < a.n; j++) {
             if (j)

@@ -59,11 +59,17 @@ typedef struct sl_rscript_args {
 /*
  * The arguments deciding `req` at `now` (a request sl_request_validate() and
  * sl_request_check_time() accepted). margin_ms: how long after the state's own expiry Redis keeps
- * the key. NULL, or a per-item error: no script for the algorithm (sl_rscript_err_unsupported),
+ * the key; lease: CONCURRENCY's id for the lease an acquire takes (sl_rscript_new_lease; 0 for
+ * none). NULL, or a per-item error: no script for the algorithm (sl_rscript_err_unsupported),
  * or a Gregorian interval the calendar cannot give.
  */
 const char *sl_rscript_args_of(sl_rscript_args *a, const sl_request *req, int64_t now,
-                               const sl_engine_config *cfg, int64_t margin_ms);
+                               const sl_engine_config *cfg, int64_t margin_ms, uint64_t lease);
+
+/* The id of the lease req takes if it is a CONCURRENCY acquire (64 random bits, never 0: ids are
+ * unguessable and, across every node on the same Redis, unique but for a 2^-64 chance per pair),
+ * else 0. Drawn once per item, so that a script call sent again asks for the same lease. */
+uint64_t sl_rscript_new_lease(const sl_request *req);
 
 /* The key of req: writes at most SL_RSCRIPT_KEY_MAX bytes (no NUL) and returns the length. */
 size_t sl_rscript_key(char *buf, const sl_request *req);
@@ -86,6 +92,7 @@ typedef struct sl_rscript_cmd {
 typedef struct sl_rscript_item {
     const sl_request *req;
     int64_t now;
+    uint64_t lease; /* sl_rscript_new_lease(req) */
 } sl_rscript_item;
 
 /* EVALSHA <sha> n key1..keyn arg1..argn (EVAL with `eval`): one call for items[0..n-1], all of

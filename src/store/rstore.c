@@ -372,7 +372,7 @@ void sl_rstore_submit(sl_rstore *r, int worker, sl_batch *b, int64_t now_ms,
             err = sl_request_check_time(q, &r->ecfg, now_ms);
         sl_rscript_args a;
         if (!err)
-            err = sl_rscript_args_of(&a, q, now_ms, &r->ecfg, r->cfg.key_margin_ms);
+            err = sl_rscript_args_of(&a, q, now_ms, &r->ecfg, r->cfg.key_margin_ms, 0);
         chunk *c = w->open;
         uint16_t slot = cluster && !err ? slot_of(q) : 0;
         while (!err && c && (c->alg != q->algorithm || c->n >= c->cap || c->slot != slot)) {
@@ -393,7 +393,7 @@ void sl_rstore_submit(sl_rstore *r, int worker, sl_batch *b, int64_t now_ms,
             continue;
         }
         c->e[c->n] = (centry){.p = p, .i = (uint32_t)i};
-        c->it[c->n] = (sl_rscript_item){.req = q, .now = now_ms};
+        c->it[c->n] = (sl_rscript_item){.req = q, .now = now_ms, .lease = sl_rscript_new_lease(q)};
         c->n++;
         p->out++;
         if (p->deadline_ms < c->deadline_ms)

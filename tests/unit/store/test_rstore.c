@@ -1056,7 +1056,7 @@ static void test_command(void **state)
          .limit = 5, .duration = 1000, .algorithm = SL_TOKEN_BUCKET, .created_at = 4000},
     };
     sl_rscript_args a;
-    assert_null(sl_rscript_args_of(&a, &q[0], 5000, &ec, 7));
+    assert_null(sl_rscript_args_of(&a, &q[0], 5000, &ec, 7, 0));
     assert_int_equal(a.n, 12);
     assert_int_equal(a.t, 5000);
     const char *want[] = {"2", "10", "1000", "5000", "5000", "7", "0", "1", "0", "0", "0",
@@ -1065,11 +1065,11 @@ static void test_command(void **state)
         assert_int_equal(a.len[i], strlen(want[i]));
         assert_memory_equal(a.num[i], want[i], a.len[i]);
     }
-    assert_null(sl_rscript_args_of(&a, &q[1], 5000, &ec, 7));
+    assert_null(sl_rscript_args_of(&a, &q[1], 5000, &ec, 7, 0));
     assert_int_equal(a.t, 4000);
 
     sl_rscript_cmd cmd = {0};
-    sl_rscript_item it[2] = {{&q[0], 5000}, {&q[1], 5000}};
+    sl_rscript_item it[2] = {{&q[0], 5000, 0}, {&q[1], 5000, 0}};
     assert_int_equal(sl_rscript_cmd_build(&cmd, SL_TOKEN_BUCKET, false, it, 2, &ec, 7), 0);
     assert_int_equal(cmd.argc, 3 + 2 + 2);
     assert_memory_equal(cmd.argv[0], "EVALSHA", 7);
@@ -1097,6 +1097,25 @@ static void test_command(void **state)
     assert_int_equal(sl_rscript_cmd_build(&cmd, SL_ALGORITHM_COUNT, false, it, 1, &ec, 7),
                      -EINVAL);
     assert_null(sl_rscript_of(SL_ALGORITHM_COUNT));
+
+    /* CONCURRENCY: an acquire's lease id is drawn once per item, so a call built again (sent
+     * again after a failover, or as EVAL after NOSCRIPT) asks for the same lease, not another */
+    sl_request acq = {.name = "c", .name_len = 1, .unique_key = "k", .unique_key_len = 1,
+                      .hits = 1, .limit = 3, .duration = 1000, .algorithm = SL_CONCURRENCY};
+    sl_rscript_item ci = {&acq, 5000, sl_rscript_new_lease(&acq)};
+    assert_int_not_equal(ci.lease, 0);
+    assert_int_equal(sl_rscript_new_lease(&q[0]), 0); /* not CONCURRENCY */
+    acq.hits = 0;
+    assert_int_equal(sl_rscript_new_lease(&acq), 0); /* a renewal takes no new lease */
+    acq.hits = 1;
+    char first[128];
+    assert_int_equal(sl_rscript_cmd_build(&cmd, SL_CONCURRENCY, false, &ci, 1, &ec, 7), 0);
+    assert_true(cmd.argvlen[4] < sizeof first);
+    memcpy(first, cmd.argv[4], cmd.argvlen[4]);
+    size_t first_len = cmd.argvlen[4];
+    assert_int_equal(sl_rscript_cmd_build(&cmd, SL_CONCURRENCY, true, &ci, 1, &ec, 7), 0);
+    assert_int_equal(cmd.argvlen[4], first_len);
+    assert_memory_equal(cmd.argv[4], first, first_len);
     sl_rscript_cmd_free(&cmd);
 
     /* answers: one string, a record of six little-endian doubles per item */
