@@ -439,6 +439,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     if (c->dead || nread == 0)
         return;
     if (nread < 0) {
+        if (c->tls && !sl_tls_ready(c->tls) && c->cfg.stats) /* the handshake never ended */
+            atomic_fetch_add_explicit(&c->cfg.stats->tls_failed, 1, memory_order_relaxed);
         fail(c, nread == UV_EOF ? -ECONNRESET : (int)nread,
              nread == UV_EOF ? "the server closed the connection" : uv_strerror((int)nread));
         return;

@@ -60,6 +60,8 @@ typedef struct fx {
     uv_loop_t loop;
     sl_test_redis redis;
     sl_rconn *c;
+    uv_tcp_t srv;       /* a listener of the test's own (srv_open) */
+    bool srv_open;
     sl_rconn_stats stats;
     int connected;      /* connect callbacks with 0 */
     int connect_failed; /* connect callbacks with an error */
@@ -155,6 +157,8 @@ static int teardown(void **state)
 {
     fx *f = *state;
     sl_rconn_free(f->c);
+    if (f->srv_open) /* also when an assertion left the test early */
+        uv_close((uv_handle_t *)&f->srv, NULL);
     uv_run(&f->loop, UV_RUN_DEFAULT); /* the handles' closes: the memory freed */
     assert_int_equal(uv_loop_close(&f->loop), 0);
     sl_test_redis_stop(&f->redis);
@@ -448,6 +452,41 @@ static void test_tls(void **state)
     tlsredis_stop(&t);
 }
 
+/* A server that accepts and closes before the handshake ends (a plain TCP port, a proxy that
+ * refuses): the connect fails, the command gets NULL, and it counts as a TLS failure. */
+static void on_close_accept(uv_stream_t *srv, int status)
+{
+    if (status < 0)
+        return;
+    uv_tcp_t *cl = malloc(sizeof *cl);
+    uv_tcp_init(srv->loop, cl);
+    uv_accept(srv, (uv_stream_t *)cl);
+    uv_close((uv_handle_t *)cl, (uv_close_cb)free); /* accepted or not: closed at once */
+}
+
+static void test_tls_closed_in_handshake(void **state)
+{
+    fx *f = *state;
+    assert_int_equal(uv_tcp_init(&f->loop, &f->srv), 0);
+    f->srv_open = true;
+    int port = sl_test_free_port();
+    struct sockaddr_in a;
+    uv_ip4_addr("127.0.0.1", port, &a);
+    assert_int_equal(uv_tcp_bind(&f->srv, (const struct sockaddr *)&a, 0), 0);
+    assert_int_equal(uv_listen((uv_stream_t *)&f->srv, 8, on_close_accept), 0);
+    sl_tls_ctx *ctx = client_ctx("ca.pem", NULL, NULL);
+    sl_rconn_config cfg = base_cfg(f, port);
+    cfg.tls = ctx;
+    cfg.server_name = "localhost";
+    assert_int_equal(sl_rconn_new(&cfg, &f->c), 0);
+    const char *ping[] = {"PING"};
+    assert_int_equal(cmd(f, 1, ping), 0);
+    run_until(f, &f->connect_failed, 1);
+    assert_int_equal(f->nulls, 1);
+    sl_tls_ctx_unref(ctx);
+    assert_int_equal(atomic_load(&f->stats.tls_failed), 1);
+}
+
 /* tls-auth-clients yes: with the client certificate the commands are answered; without it the
  * server ends the session and the command gets NULL. */
 static void test_tls_client_cert(void **state)
@@ -492,6 +531,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_free_inside_callback, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queued_before_the_loop_sleeps, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tls_closed_in_handshake, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls_client_cert, setup, teardown),
     };
     return sl_skip_exit(cmocka_run_group_tests(tests, sl_testcerts_setup, sl_testcerts_teardown));
