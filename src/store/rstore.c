@@ -61,7 +61,7 @@ static chunk *chunk_get(wk *w)
     c->n = 0;
     c->alg = -1;
     c->slot = 0;
-    c->eval = c->redirected = false;
+    c->eval = c->redirected = c->asking = false;
     c->failed_on = 0;
     c->deadline_ms = INT64_MAX;
     c->parked = NULL;
@@ -136,6 +136,7 @@ static int send_chunk(wk *w, conn *cn, chunk *c, bool eval, bool asking)
     if (rc)
         return rc;
     c->eval = eval;
+    c->asking = asking;
     if (asking) {
         const char *argv[1] = {"ASKING"};
         size_t len[1] = {6};
@@ -242,8 +243,8 @@ static void chunk_reply(sl_rconn *ac, void *reply, void *priv)
     } else if (rp->type == REDIS_REPLY_ERROR) {
         if (!c->eval && strncmp(rp->str, "NOSCRIPT", 8) == 0) {
             cinc(&w->reloads);
-            if (send_chunk(w, cn, c, true, false) == 0)
-                return; /* still in flight */
+            if (send_chunk(w, cn, c, true, c->asking) == 0)
+                return; /* still in flight (after ASKING again if it was sent after an ASK) */
             chunk_failed(w, c, err_unavailable);
         } else if (redirect(w, cn, c, rp->str, rp->len)) {
             return; /* still in flight, on the node named */

@@ -50,6 +50,7 @@ typedef struct chunk {
     uint16_t slot;         /* with --redis-cluster: the slot of every key of the call */
     bool eval;             /* sent as EVAL (after a NOSCRIPT): a second NOSCRIPT is an error */
     bool redirected;       /* sent again after a MOVED / ASK or a new topology: once only */
+    bool asking;           /* sent after ASKING (an ASK answer): so is its EVAL after a NOSCRIPT */
     uint32_t failed_on;    /* parked: the id of the connection it failed on (0: unknown) */
     int64_t deadline_ms;   /* --redis-cluster: the earliest deadline of its calls */
     struct chunk *parked;  /* the worker's list of parked chunks, or of spare ones */

@@ -263,11 +263,51 @@ static void test_moved_is_followed(void **state)
     assert_int_equal(st.redirects, redirects);
 }
 
+/* ASK to a master that lost its scripts (a restart, SCRIPT FLUSH): the NOSCRIPT's EVAL is sent
+ * after ASKING again, else the importing master would answer MOVED and the item would fail. */
+static void test_ask_then_noscript(void **state)
+{
+    fx *f = *state;
+    if (!f->rs) {
+        SL_SKIP();
+        return;
+    }
+    wait_topology(f);
+    sl_request q = req("asked", 4);
+    char key[SL_RSCRIPT_KEY_MAX];
+    size_t klen = sl_rscript_key(key, &q);
+    unsigned slot = sl_rslots_key_slot(key, klen);
+    int from = slot < 8192 ? 0 : 1, to = 1 - from;
+    same_answers(f, &q, 1);
+    redisReply *id = cmd(f->c[to], "CLUSTER MYID");
+    char to_id[64];
+    snprintf(to_id, sizeof to_id, "%s", id->str);
+    freeReplyObject(id);
+    redisReply *fid = cmd(f->c[from], "CLUSTER MYID");
+    freeReplyObject(cmd(f->c[to], "CLUSTER SETSLOT %u IMPORTING %s", slot, fid->str));
+    freeReplyObject(cmd(f->c[from], "CLUSTER SETSLOT %u MIGRATING %s", slot, to_id));
+    freeReplyObject(fid);
+    redisReply *m = cmd(f->c[from], "MIGRATE 127.0.0.1 %d %b 0 5000", f->m[to].port, key, klen);
+    assert_int_equal(m->type, REDIS_REPLY_STATUS);
+    freeReplyObject(m);
+    freeReplyObject(cmd(f->c[to], "SCRIPT FLUSH"));
+    /* the slot is still `from`'s, migrating: ASK, then NOSCRIPT on `to`, then EVAL after ASKING */
+    same_answers(f, &q, 1);
+    sl_rstore_stats st;
+    sl_rstore_stats_get(f->rs, &st);
+    assert_int_equal(st.errors, 0);
+    assert_true(st.redirects >= 1);
+    assert_true(st.reloads >= 1);
+    for (int i = 0; i < 2; i++)
+        freeReplyObject(cmd(f->c[i], "CLUSTER SETSLOT %u NODE %s", slot, to_id));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_batch_over_both_masters, setup, teardown),
         cmocka_unit_test_setup_teardown(test_moved_is_followed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ask_then_noscript, setup, teardown),
     };
     return sl_skip_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }
