@@ -218,6 +218,38 @@ static void test_batch_over_both_masters(void **state)
     assert_int_equal(st.redirects, 0);
 }
 
+/* q's key, alone in its slot, moved by hand from its master to the other one: the slot set
+ * IMPORTING on `to` and MIGRATING on `from`, the key MIGRATEd. The slot stays `from`'s until
+ * give_slot. Writes to_id (64 bytes); returns the slot, with *from_out and *to_out. */
+static unsigned migrate_key(fx *f, const sl_request *q, int *from_out, int *to_out, char *to_id)
+{
+    char key[SL_RSCRIPT_KEY_MAX];
+    size_t klen = sl_rscript_key(key, q);
+    unsigned slot = sl_rslots_key_slot(key, klen);
+    int from = slot < 8192 ? 0 : 1, to = 1 - from;
+    assert_int_equal(dbsize(f->c[from]), 1);
+    redisReply *id = cmd(f->c[to], "CLUSTER MYID");
+    snprintf(to_id, 64, "%s", id->str);
+    freeReplyObject(id);
+    redisReply *fid = cmd(f->c[from], "CLUSTER MYID");
+    freeReplyObject(cmd(f->c[to], "CLUSTER SETSLOT %u IMPORTING %s", slot, fid->str));
+    freeReplyObject(cmd(f->c[from], "CLUSTER SETSLOT %u MIGRATING %s", slot, to_id));
+    freeReplyObject(fid);
+    redisReply *m = cmd(f->c[from], "MIGRATE 127.0.0.1 %d %b 0 5000", f->m[to].port, key, klen);
+    assert_int_equal(m->type, REDIS_REPLY_STATUS);
+    freeReplyObject(m);
+    *from_out = from;
+    *to_out = to;
+    return slot;
+}
+
+/* The slot given to `to` on both masters (CLUSTER SETSLOT NODE). */
+static void give_slot(fx *f, unsigned slot, const char *to_id)
+{
+    for (int i = 0; i < 2; i++)
+        freeReplyObject(cmd(f->c[i], "CLUSTER SETSLOT %u NODE %s", slot, to_id));
+}
+
 static void test_moved_is_followed(void **state)
 {
     fx *f = *state;
@@ -227,26 +259,12 @@ static void test_moved_is_followed(void **state)
     }
     wait_topology(f);
     sl_request q = req("moving", 4);
-    char key[SL_RSCRIPT_KEY_MAX];
-    unsigned slot = sl_rslots_key_slot(key, sl_rscript_key(key, &q));
-    int from = slot < 8192 ? 0 : 1, to = 1 - from;
     same_answers(f, &q, 1);
-    assert_int_equal(dbsize(f->c[from]), 1);
     /* the (empty but for this key) slot's key moved by hand, then the slot given to `to` */
-    redisReply *id = cmd(f->c[to], "CLUSTER MYID");
+    int from, to;
     char to_id[64];
-    snprintf(to_id, sizeof to_id, "%s", id->str);
-    freeReplyObject(id);
-    redisReply *fid = cmd(f->c[from], "CLUSTER MYID");
-    freeReplyObject(cmd(f->c[to], "CLUSTER SETSLOT %u IMPORTING %s", slot, fid->str));
-    freeReplyObject(cmd(f->c[from], "CLUSTER SETSLOT %u MIGRATING %s", slot, to_id));
-    freeReplyObject(fid);
-    redisReply *m = cmd(f->c[from], "MIGRATE 127.0.0.1 %d %b 0 5000", f->m[to].port, key,
-                        sl_rscript_key(key, &q));
-    assert_int_equal(m->type, REDIS_REPLY_STATUS);
-    freeReplyObject(m);
-    for (int i = 0; i < 2; i++)
-        freeReplyObject(cmd(f->c[i], "CLUSTER SETSLOT %u NODE %s", slot, to_id));
+    unsigned slot = migrate_key(f, &q, &from, &to, to_id);
+    give_slot(f, slot, to_id);
     assert_int_equal(dbsize(f->c[from]), 0);
     assert_int_equal(dbsize(f->c[to]), 1);
     /* still routed to `from`: MOVED, followed; the state moved with the key */
@@ -274,22 +292,10 @@ static void test_ask_then_noscript(void **state)
     }
     wait_topology(f);
     sl_request q = req("asked", 4);
-    char key[SL_RSCRIPT_KEY_MAX];
-    size_t klen = sl_rscript_key(key, &q);
-    unsigned slot = sl_rslots_key_slot(key, klen);
-    int from = slot < 8192 ? 0 : 1, to = 1 - from;
     same_answers(f, &q, 1);
-    redisReply *id = cmd(f->c[to], "CLUSTER MYID");
+    int from, to;
     char to_id[64];
-    snprintf(to_id, sizeof to_id, "%s", id->str);
-    freeReplyObject(id);
-    redisReply *fid = cmd(f->c[from], "CLUSTER MYID");
-    freeReplyObject(cmd(f->c[to], "CLUSTER SETSLOT %u IMPORTING %s", slot, fid->str));
-    freeReplyObject(cmd(f->c[from], "CLUSTER SETSLOT %u MIGRATING %s", slot, to_id));
-    freeReplyObject(fid);
-    redisReply *m = cmd(f->c[from], "MIGRATE 127.0.0.1 %d %b 0 5000", f->m[to].port, key, klen);
-    assert_int_equal(m->type, REDIS_REPLY_STATUS);
-    freeReplyObject(m);
+    unsigned slot = migrate_key(f, &q, &from, &to, to_id);
     freeReplyObject(cmd(f->c[to], "SCRIPT FLUSH"));
     /* the slot is still `from`'s, migrating: ASK, then NOSCRIPT on `to`, then EVAL after ASKING */
     same_answers(f, &q, 1);
@@ -298,8 +304,7 @@ static void test_ask_then_noscript(void **state)
     assert_int_equal(st.errors, 0);
     assert_true(st.redirects >= 1);
     assert_true(st.reloads >= 1);
-    for (int i = 0; i < 2; i++)
-        freeReplyObject(cmd(f->c[i], "CLUSTER SETSLOT %u NODE %s", slot, to_id));
+    give_slot(f, slot, to_id);
 }
 
 int main(void)
