@@ -62,6 +62,8 @@ const sl_rscript *sl_rscript_of(int32_t algorithm)
 
 static void num(sl_rscript_args *a, int i, int64_t v)
 {
+    if (!a) /* checking only */
+        return;
     int n = snprintf(a->num[i], sizeof a->num[i], "%" PRId64, v);
     a->len[i] = (size_t)n;
 }
@@ -69,6 +71,8 @@ static void num(sl_rscript_args *a, int i, int64_t v)
 /* A lease id in hex (sl_conc_format_id), or "0" for none. */
 static void hex_id(sl_rscript_args *a, int i, uint64_t id)
 {
+    if (!a)
+        return;
     if (id == 0) {
         a->num[i][0] = '0';
         a->len[i] = 1;
@@ -146,7 +150,8 @@ static const char *extra_args(sl_rscript_args *cmd, int i, const sl_request *req
     default:
         return sl_rscript_err_unsupported;
     }
-    cmd->n = i;
+    if (cmd)
+        cmd->n = i;
     return err;
 }
 
@@ -156,7 +161,8 @@ const char *sl_rscript_args_of(sl_rscript_args *a, const sl_request *req, int64_
     if (!sl_rscript_of(req->algorithm))
         return sl_rscript_err_unsupported;
     const int64_t t = req->created_at != 0 ? req->created_at : now;
-    a->t = t;
+    if (a)
+        a->t = t;
     int i = 0;
     num(a, i++, req->hits);
     num(a, i++, req->limit);

@@ -61,7 +61,7 @@ typedef struct sl_rscript_args {
  * sl_request_check_time() accepted). margin_ms: how long after the state's own expiry Redis keeps
  * the key; lease: CONCURRENCY's id for the lease an acquire takes (sl_rscript_new_lease; 0 for
  * none). NULL, or a per-item error: no script for the algorithm (sl_rscript_err_unsupported),
- * or a Gregorian interval the calendar cannot give.
+ * or a Gregorian interval the calendar cannot give. a NULL: only the check, nothing formatted.
  */
 const char *sl_rscript_args_of(sl_rscript_args *a, const sl_request *req, int64_t now,
                                const sl_engine_config *cfg, int64_t margin_ms, uint64_t lease);

@@ -371,9 +371,8 @@ void sl_rstore_submit(sl_rstore *r, int worker, sl_batch *b, int64_t now_ms,
         const char *err = sl_request_validate(q, &r->ecfg);
         if (!err && q->created_at != 0)
             err = sl_request_check_time(q, &r->ecfg, now_ms);
-        sl_rscript_args a;
-        if (!err)
-            err = sl_rscript_args_of(&a, q, now_ms, &r->ecfg, r->cfg.key_margin_ms, 0);
+        if (!err) /* the check only: the arguments are written when the call is built */
+            err = sl_rscript_args_of(NULL, q, now_ms, &r->ecfg, r->cfg.key_margin_ms, 0);
         chunk *c = w->open;
         uint16_t slot = cluster && !err ? slot_of(q) : 0;
         while (!err && c && (c->alg != q->algorithm || c->n >= c->cap || c->slot != slot)) {

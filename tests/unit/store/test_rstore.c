@@ -1067,6 +1067,10 @@ static void test_command(void **state)
     }
     assert_null(sl_rscript_args_of(&a, &q[1], 5000, &ec, 7, 0));
     assert_int_equal(a.t, 4000);
+    assert_null(sl_rscript_args_of(NULL, &q[1], 5000, &ec, 7, 0)); /* the check alone */
+    sl_request bad = q[1];
+    bad.algorithm = SL_ALGORITHM_COUNT;
+    assert_ptr_equal(sl_rscript_args_of(NULL, &bad, 5000, &ec, 7, 0), sl_rscript_err_unsupported);
 
     sl_rscript_cmd cmd = {0};
     sl_rscript_item it[2] = {{&q[0], 5000, 0}, {&q[1], 5000, 0}};
