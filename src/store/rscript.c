@@ -235,7 +235,9 @@ int sl_rscript_cmd_build(sl_rscript_cmd *c, int32_t alg, bool eval, const sl_rsc
         c->argvlen[argc] = sl_rscript_key(b, items[i].req);
         b += c->argvlen[argc++];
     }
-    for (size_t i = 0; i < n; i++) { /* ARGV: one string per item */
+    const char *prev = NULL; /* the last item written out in full, and its length */
+    size_t prevlen = 0;
+    for (size_t i = 0; i < n; i++) { /* ARGV: one string per item, "" for the one before it */
         sl_rscript_args a;
         sl_rscript_args_of(&a, items[i].req, items[i].now, cfg, margin_ms,
                            items[i].lease); /* accepted before */
@@ -246,7 +248,15 @@ int sl_rscript_cmd_build(sl_rscript_cmd *c, int32_t alg, bool eval, const sl_rsc
             memcpy(b, a.num[j], a.len[j]);
             b += a.len[j];
         }
-        c->argvlen[argc] = (size_t)(b - c->argv[argc]);
+        size_t len = (size_t)(b - c->argv[argc]);
+        if (prev && len == prevlen && memcmp(prev, c->argv[argc], len) == 0) {
+            b = (char *)c->argv[argc]; /* the same item: its bytes are not kept */
+            len = 0;
+        } else {
+            prev = c->argv[argc];
+            prevlen = len;
+        }
+        c->argvlen[argc] = len;
         argc++;
     }
     c->argc = argc;

@@ -7,7 +7,9 @@
  *
  * A call is EVALSHA <sha> n key1..keyn arg1..argn: argk is item k's numbers (sl_rscript_args_of)
  * in decimal, separated by single spaces (text, so that an operator or redis-benchmark can call a
- * script by hand; CONCURRENCY's lease ids are hex fields of it). The answer is one bulk string,
+ * script by hand; CONCURRENCY's lease ids are hex fields of it), or the empty string when item k
+ * is the same text as item k-1 (a call's items are often one item on many keys: Redis then
+ * receives, and Lua interns, the text once). The answer is one bulk string,
  * the items' records one after the other, each sl_rscript_answer_size() bytes: six little-endian
  * IEEE doubles status limit remaining reset_time retry_after delay_ms (48 bytes), or for
  * CONCURRENCY five doubles then the lease taken as 16 hex digits, all '0' for none (56 bytes).

@@ -14,11 +14,12 @@
 -- little-endian doubles (status limit remaining reset_time retry_after) then the id as 16 hex
 -- digits, zeros for none (ids are 64 bits: a double cannot hold one). 56 bytes.
 local function lease(status, limit, rem, reset_time, retry_after, id)
-  out[#out + 1] = spack('<ddddd', status, limit, rem, reset_time, retry_after) ..
+  nout = nout + 1
+  out[nout] = spack('<ddddd', status, limit, rem, reset_time, retry_after) ..
     string.rep('0', 16 - #id) .. id
 end
 local function bounds(lk)
-  local all = redis.call('HGETALL', lk)
+  local all = rcall('HGETALL', lk)
   local lo, hi = TOP, -TOP
   for j = 2, #all, 2 do
     local x = tonumber(all[j])
@@ -29,13 +30,14 @@ local function bounds(lk)
 end
 
 local ITEM = items(10, true)
-check(ITEM)
+prepare(ITEM, true)
 for i = 1, #KEYS do
   local k = KEYS[i]
   local lk = k .. '|leases'
   local n, L, D, t, now, margin, reset, _, lease_in, new_id = item(i, ITEM, true)
 
-  local v = state(i)
+  local v = vals[i]
+  if nk > 0 then v = state(i) end
   local was, lo, hi, len, e0 = false, TOP, -TOP, 0, nil
   if v and sbyte(v, 1) == 6 then
     local _
@@ -45,17 +47,17 @@ for i = 1, #KEYS do
     was = hi - 1 >= now -- expired (the last lease gone): as if absent
   end
   if was and not reset then
-    len = redis.call('HLEN', lk)
+    len = rcall('HLEN', lk)
     if len > 0 and t >= lo then -- prune
-      local all = redis.call('HGETALL', lk)
+      local all = rcall('HGETALL', lk)
       for j = 1, #all, 2 do
-        if tonumber(all[j + 1]) <= t then redis.call('HDEL', lk, all[j]) end
+        if tonumber(all[j + 1]) <= t then rcall('HDEL', lk, all[j]) end
       end
-      len = redis.call('HLEN', lk)
+      len = rcall('HLEN', lk)
       lo, hi = bounds(lk)
     end
   else
-    redis.call('DEL', lk)
+    rcall('DEL', lk)
     len, lo, hi = 0, TOP, -TOP
   end
 
@@ -63,7 +65,7 @@ for i = 1, #KEYS do
   if n > 0 then
     if len < L then
       local exp = sat(t + D)
-      redis.call('HSET', lk, new_id, fmt(exp))
+      rcall('HSET', lk, new_id, fmt(exp))
       if len == 0 or exp < lo then lo = exp end
       if len == 0 or exp > hi then hi = exp end
       len = len + 1
@@ -72,14 +74,14 @@ for i = 1, #KEYS do
       status = 1
     end
   elseif n == 0 and lease_in ~= '0' then -- renew
-    if redis.call('HEXISTS', lk, lease_in) == 1 then
-      redis.call('HSET', lk, lease_in, fmt(sat(t + D)))
+    if rcall('HEXISTS', lk, lease_in) == 1 then
+      rcall('HSET', lk, lease_in, fmt(sat(t + D)))
       lo, hi = bounds(lk)
     else
       status = -2
     end
   elseif n < 0 then -- release
-    if redis.call('HDEL', lk, lease_in) == 1 then
+    if rcall('HDEL', lk, lease_in) == 1 then
       len = len - 1
       lo, hi = bounds(lk)
     else
@@ -89,13 +91,13 @@ for i = 1, #KEYS do
 
   -- commit: the key lives while its last lease does
   if len == 0 then
-    put(k, false, nil, nil, nil, nil, v)
-    redis.call('DEL', lk)
+    put(i, false, nil, nil, nil, nil, v)
+    rcall('DEL', lk)
   else
     local e = hi
     if e < TOP then e = e - 1 end
-    put(k, spack('Bdd', 6, lo, hi), e, e0, now, margin, v)
-    redis.call('PEXPIRE', lk, expiry(e, now, margin))
+    put(i, spack('Bdd', 6, lo, hi), e, e0, now, margin, v)
+    rcall('PEXPIRE', lk, expiry(e, now, margin))
   end
   if status == -2 then
     lease(-2, 0, 0, 0, 0, '0')

@@ -9,11 +9,13 @@
 -- Many items per call, and the helpers used below: common/prelude.lua.
 
 local ITEM = items(11)
+prepare(ITEM)
 for i = 1, #KEYS do
   local k = KEYS[i]
   local hits, limit, dur, t, now, margin, reset, drain, greg, start, wend = item(i, ITEM)
 
-  local v = state(i)
+  local v = vals[i]
+  if nk > 0 then v = state(i) end
   local a, g, d, ws, we, n, e, e0 = nil, 0, 0, 0, 0, 0, 0, nil
   if v and sbyte(v, 1) == 3 then
     a, g, d, ws, we, n, e = sunpack('Bdddddd', v)
@@ -52,13 +54,14 @@ for i = 1, #KEYS do
   if count < limit then rem = limit - count end
 
   if count == 0 then
-    put(k, false, nil, nil, nil, nil, v)
+    put(i, false, nil, nil, nil, nil, v)
   else
     e = wend
     if e < TOP then e = e - 1 end
-    put(k, spack('Bdddddd', 3, greg, dur, start, wend, count, e), e, e0, now, margin, v)
+    put(i, spack('Bdddddd', 3, greg, dur, start, wend, count, e), e, e0, now, margin, v)
   end
-  answer(status, limit, rem, wend, ra, 0)
+  nout = nout + 1
+  out[nout] = spack(REC, status, limit, rem, wend, ra, 0)
 end
 flush()
 return table.concat(out)

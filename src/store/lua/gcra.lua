@@ -12,11 +12,13 @@
 -- floor(a / b) and a mod b for 0 <= a < 2^53, 0 < b < 2^53, exactly
 
 local ITEM = items(10)
+prepare(ITEM)
 for i = 1, #KEYS do
   local k = KEYS[i]
   local n, L, D, t, now, margin, reset, drain, b, maxd = item(i, ITEM)
 
-  local v = state(i)
+  local v = vals[i]
+  if nk > 0 then v = state(i) end
   local tag, tat, frac, oldL, e0 = nil, 0, 0, 0, nil
   if v then
     tag = sbyte(v, 1) -- another algorithm's state: not ours
@@ -33,7 +35,7 @@ for i = 1, #KEYS do
     -- rate 0: deny every hit; a GCRA state is left alone, another algorithm's is dropped
     if n > 0 then status = 1 end
     rt = t
-    if v and tag ~= 2 then put(k, false, nil, nil, nil, nil, v) end
+    if v and tag ~= 2 then put(i, false, nil, nil, nil, nil, v) end
   else
     local bad = false
     local tc = t
@@ -89,15 +91,16 @@ for i = 1, #KEYS do
         end
       end
       if X == 0 then
-        if v then put(k, false, nil, nil, nil, nil, v) end
+        if v then put(i, false, nil, nil, nil, nil, v) end
       else
         local q, r = divmod(X, L)
         local e = rt - 1
-        put(k, spack('Bdddddd', 2, tc + q, r, L, D, b, e), e, e0, now, margin, v)
+        put(i, spack('Bdddddd', 2, tc + q, r, L, D, b, e), e, e0, now, margin, v)
       end
     end
   end
-  answer(status, lim, rem, rt, ra, delay)
+  nout = nout + 1
+  out[nout] = spack(REC, status, lim, rem, rt, ra, delay)
 end
 flush()
 return table.concat(out)

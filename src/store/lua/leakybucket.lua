@@ -50,6 +50,7 @@ local function retry_after(r, u, exp, hits, t, rate, burst)
 end
 
 local ITEM = items(11)
+prepare(ITEM)
 for i = 1, #KEYS do
   local k = KEYS[i]
   local hits, limit, _, t, now, margin, reset, drain, burst, d, pdur = item(i, ITEM)
@@ -57,7 +58,8 @@ for i = 1, #KEYS do
   local rate_ms = 0
   if limit ~= 0 then rate_ms = f2i(rate) end
 
-  local v = state(i)
+  local v = vals[i]
+  if nk > 0 then v = state(i) end
   local a, r, u, b, e, e0 = nil, 0, 0, 0, 0, nil
   if v and sbyte(v, 1) == 1 then
     a, r, u, b, e = sunpack('Bdddd', v)
@@ -104,8 +106,9 @@ for i = 1, #KEYS do
     if status == 1 then ra = retry_after(r, u, e, hits, t, rate, burst) end
   end
 
-  put(k, spack('Bdddd', 1, r, u, b, e), e, e0, now, margin, v)
-  answer(status, limit, rem, rt, ra, 0)
+  put(i, spack('Bdddd', 1, r, u, b, e), e, e0, now, margin, v)
+  nout = nout + 1
+  out[nout] = spack(REC, status, limit, rem, rt, ra, 0)
 end
 flush()
 return table.concat(out)

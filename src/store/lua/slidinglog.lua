@@ -11,13 +11,14 @@
 -- Work per item: O(hits + expired entries) list operations; limit <= --max-log-limit bounds both.
 
 local ITEM = items(8)
-check(ITEM)
+prepare(ITEM)
 for i = 1, #KEYS do
   local k = KEYS[i]
   local lk = k .. '|log'
   local n, L, D, t, now, margin, reset, drain = item(i, ITEM)
 
-  local v = state(i)
+  local v = vals[i]
+  if nk > 0 then v = state(i) end
   local same, e0 = false, nil
   if v and sbyte(v, 1) == 5 then
     local _, e = sunpack('Bd', v)
@@ -26,17 +27,17 @@ for i = 1, #KEYS do
   end
   local len = 0
   if same then
-    len = redis.call('LLEN', lk)
+    len = rcall('LLEN', lk)
     if len > 0 then
-      local newest = tonumber(redis.call('LINDEX', lk, -1))
+      local newest = tonumber(rcall('LINDEX', lk, '-1'))
       if t < newest then t = newest end
     end
   else
-    redis.call('DEL', lk)
+    rcall('DEL', lk)
   end
   local horizon = sat(t - D)
-  while len > 0 and tonumber(redis.call('LINDEX', lk, 0)) <= horizon do
-    redis.call('LPOP', lk)
+  while len > 0 and tonumber(rcall('LINDEX', lk, '0')) <= horizon do
+    rcall('LPOP', lk)
     len = len - 1
   end
 
@@ -52,14 +53,14 @@ for i = 1, #KEYS do
     drop = -n
     if drop > len then drop = len end
   end
-  for _ = 1, drop do redis.call('RPOP', lk) end
+  for _ = 1, drop do rcall('RPOP', lk) end
   len = len - drop
   if add > 0 then
     local ts, batch = fmt(t), {}
     for j = 1, add do
       batch[#batch + 1] = ts
       if #batch == 1000 or j == add then
-        redis.call('RPUSH', lk, unpack(batch))
+        rcall('RPUSH', lk, unpack(batch))
         batch = {}
       end
     end
@@ -69,7 +70,7 @@ for i = 1, #KEYS do
   local status, rem, ra = 0, 0, 0
   if L - len > 0 then rem = L - len end
   local newest_end = t
-  if len > 0 then newest_end = sat(tonumber(redis.call('LINDEX', lk, -1)) + D) end
+  if len > 0 then newest_end = sat(tonumber(rcall('LINDEX', lk, '-1')) + D) end
   if over then
     status = 1
     local when
@@ -77,22 +78,23 @@ for i = 1, #KEYS do
       when = newest_end -- never fits: time until empty
     else
       local j = len - (L - n) - 1 -- n fit once the entries up to j have aged out
-      if j < 0 then when = t else when = sat(tonumber(redis.call('LINDEX', lk, j)) + D) end
+      if j < 0 then when = t else when = sat(tonumber(rcall('LINDEX', lk, j)) + D) end
     end
     ra = sat(when - t)
     if ra < 0 then ra = 0 end
   end
 
   if len == 0 then
-    put(k, false, nil, nil, nil, nil, v)
-    redis.call('DEL', lk)
+    put(i, false, nil, nil, nil, nil, v)
+    rcall('DEL', lk)
   else
     local e = newest_end
     if e < TOP then e = e - 1 end
-    put(k, spack('Bd', 5, e), e, e0, now, margin, v)
-    redis.call('PEXPIRE', lk, expiry(e, now, margin))
+    put(i, spack('Bd', 5, e), e, e0, now, margin, v)
+    rcall('PEXPIRE', lk, expiry(e, now, margin))
   end
-  answer(status, L, rem, newest_end, ra, 0)
+  nout = nout + 1
+  out[nout] = spack(REC, status, L, rem, newest_end, ra, 0)
 end
 flush()
 return table.concat(out)

@@ -11,6 +11,7 @@
 -- Many items per call, and the helpers used below: common/prelude.lua.
 
 local ITEM = items(9)
+prepare(ITEM)
 for i = 1, #KEYS do
   local k = KEYS[i]
   local n, L, D, t, now, margin, reset, drain, S = item(i, ITEM)
@@ -19,7 +20,8 @@ for i = 1, #KEYS do
   local ring = {}
   for j = 0, S - 1 do ring[j] = 0 end
   local same, ws, cur, e0 = false, 0, 0, nil
-  local v = state(i)
+  local v = vals[i]
+  if nk > 0 then v = state(i) end
   if v and sbyte(v, 1) == 4 then
     local _, s2, d2, ws2, cur2, ex, pos = sunpack('Bddddd', v)
     e0 = ex
@@ -136,18 +138,20 @@ for i = 1, #KEYS do
   end
 
   if bad then
-    answer(-1, 0, 0, 0, 0, 0)
+    nout = nout + 1
+    out[nout] = spack(REC, -1, 0, 0, 0, 0, 0)
   else
     if newest < 0 then
-      if v then put(k, false, nil, nil, nil, nil, v) end
+      if v then put(i, false, nil, nil, nil, nil, v) end
     else
       local ex = rt
       if ex < TOP then ex = ex - 1 end
       local st = {4, S, D, kk * w, cur, ex}
       for j = 0, S - 1 do st[#st + 1] = ring[j] end
-      put(k, spack('Bddddd' .. string.rep('d', S), unpack(st)), ex, e0, now, margin, v)
+      put(i, spack('Bddddd' .. string.rep('d', S), unpack(st)), ex, e0, now, margin, v)
     end
-    answer(status, L, rem, rt, ra, 0)
+    nout = nout + 1
+    out[nout] = spack(REC, status, L, rem, rt, ra, 0)
   end
 end
 flush()

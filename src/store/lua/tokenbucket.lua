@@ -12,12 +12,14 @@
 -- expiry rule itself (expire_at < now: a fresh key) is judged here on the caller's clock.
 -- Many items per call, and the helpers used below: common/prelude.lua.
 local ITEM = items(12)
+prepare(ITEM)
 for i = 1, #KEYS do
   local k = KEYS[i]
   local hits, limit, dur, t, now, margin, reset, drain, greg, gnow, gt, maxc = item(i, ITEM)
   greg = greg == 1
 
-  local v = state(i)
+  local v = vals[i]
+  if nk > 0 then v = state(i) end
   local s, l, d, r, c, e, e0
   local a = nil
   if v and sbyte(v, 1) == 0 then
@@ -78,9 +80,10 @@ for i = 1, #KEYS do
     if rem > maxc then rem = maxc end
   end
 
-  put(k, spack('Bdddddd', 0, s, l, d, r, c, e), e, e0, now, margin, v)
+  put(i, spack('Bdddddd', 0, s, l, d, r, c, e), e, e0, now, margin, v)
   if ra < 0 then ra = 0 end
-  answer(status, l, rem, rt, ra, 0)
+  nout = nout + 1
+  out[nout] = spack(REC, status, l, rem, rt, ra, 0)
 end
 flush()
 return table.concat(out)

@@ -707,9 +707,10 @@ static long long pttl(fx *f, const char *key, const char *suffix)
     return atoll(buf + 1);
 }
 
-/* A key written again keeps a TTL: SET KEEPTTL when its state's expiry did not move (Redis holds
- * the TTL that expiry was written with), SET PX when it did, or when the call itself created the
- * key; never a key without expiry (PTTL -1), for every algorithm and the keys beside a state. */
+/* A key written again keeps a TTL: SETRANGE (or SET KEEPTTL for a state of another length) when
+ * its state's expiry did not move (Redis holds the TTL that expiry was written with), SET PX when
+ * it did, or when the call itself created the key; never a key without expiry (PTTL -1), for
+ * every algorithm and the keys beside a state. */
 static void test_keys_keep_ttl(void **state)
 {
     fx *f = *state;
@@ -777,10 +778,25 @@ static void test_keys_keep_ttl(void **state)
     redis_cmd(f, "INFO commandstats\r\n", buf, sizeof buf);
     assert_non_null(strstr(buf, "cmdstat_evalsha:calls=4,"));
     assert_null(strstr(buf, "cmdstat_set:"));
+    assert_null(strstr(buf, "cmdstat_setrange:"));
     s.hits = -1;
-    check_step(f, "keep-tb", &s, "given back");
+    check_step(f, "keep-tb", &s, "given back"); /* same expiry, same length: in place */
     redis_cmd(f, "INFO commandstats\r\n", buf, sizeof buf);
-    assert_non_null(strstr(buf, "cmdstat_set:calls=1,"));
+    assert_non_null(strstr(buf, "cmdstat_setrange:calls=1,"));
+    assert_null(strstr(buf, "cmdstat_set:"));
+
+    /* a state of another length with the same expiry (SLIDING_WINDOW's sub-windows changed):
+     * SET KEEPTTL, the TTL kept, the answers the engine's */
+    step sw = {0, 1, 10, 10 * SEC, 0, 0, SL_SLIDING_WINDOW, 0, 0, 0};
+    check_step(f, "keep-sw", &sw, "one window");
+    redis_cmd(f, "CONFIG RESETSTAT\r\n", buf, sizeof buf);
+    sw.sub_windows = 4;
+    check_step(f, "keep-sw", &sw, "four sub-windows");
+    check_step(f, "keep-sw", &sw, "four sub-windows again");
+    ttl = pttl(f, "keep-sw", "");
+    assert_true(ttl > 0 && ttl <= bound);
+    redis_cmd(f, "INFO commandstats\r\n", buf, sizeof buf);
+    assert_true(strstr(buf, "cmdstat_set:") || strstr(buf, "cmdstat_setrange:"));
 
     /* a peek at a key Redis holds nothing for deletes nothing (a command costs what a decision
      * does); a key that held a state is deleted when its state empties */
@@ -851,6 +867,33 @@ static void test_by_hand(void **state)
     snprintf(cmd, sizeof cmd, "EXISTS %s|log %s\r\n", key2, key2);
     redis_cmd(f, cmd, out, sizeof out);
     assert_string_equal(out, ":0\r\n");
+
+    /* an empty item is the item before it; an empty first item is an error */
+    char key3[128];
+    snprintf(key3, sizeof key3, "sl:{%zu:%s:hand3}", strlen(f->prefix), f->prefix);
+    snprintf(item, sizeof item, "3 10 60000 %lld %lld 60000 0 0 0 0 0 9007199254740992",
+             (long long)f->now, (long long)f->now);
+    n = eval_by_hand(f, SL_TOKEN_BUCKET, key2, item, key3, "", out, sizeof out);
+    assert_true(n == 5 + 96 + 2);
+    assert_int_equal(sl_rscript_answer_read(SL_TOKEN_BUCKET, out + 5, 96, 1, f->now, &f->ec, &r),
+                     0);
+    assert_int_equal(r.status, SL_UNDER_LIMIT);
+    assert_int_equal(r.remaining, 7);
+    n = eval_by_hand(f, SL_TOKEN_BUCKET, key3, "", NULL, NULL, out, sizeof out);
+    assert_true(n > 0 && out[0] == '-');
+    assert_non_null(strstr(out, "ARGV[1] is not an item of this script"));
+    snprintf(cmd, sizeof cmd, "DEL %s %s\r\n", key2, key3);
+    redis_cmd(f, cmd, out, sizeof out);
+
+    /* TOKEN_BUCKET writes a key of one item at once: a malformed second item still leaves the
+     * first key unwritten (every item is checked first) */
+    snprintf(item, sizeof item, "1 10 60000 %lld %lld 60000 0 0 0 0 0 9007199254740992",
+             (long long)f->now, (long long)f->now);
+    n = eval_by_hand(f, SL_TOKEN_BUCKET, key2, item, key, "1 10 60000 x", out, sizeof out);
+    assert_true(n > 0 && out[0] == '-');
+    snprintf(cmd, sizeof cmd, "EXISTS %s\r\n", key2);
+    redis_cmd(f, cmd, out, sizeof out);
+    assert_string_equal(out, ":0\r\n");
 }
 
 /* One call whose items repeat the one before them (a script parses such an item once) and then
@@ -861,23 +904,27 @@ static void test_repeated_items(void **state)
     NEED_REDIS(f);
     static const int32_t algs[] = {SL_TOKEN_BUCKET, SL_LEAKY_BUCKET, SL_FIXED_WINDOW,
                                    SL_SLIDING_LOG,  SL_GCRA,         SL_SLIDING_WINDOW};
-    static const int64_t hits[] = {1, 1, 1, 2, 2, 1, 0, 0, 1, 3};
-    static const char *const keys[] = {"r1", "r2", "r1", "r1", "r2", "r2", "r1", "r2", "r1", "r1"};
+    /* repeated keys (written once, at the end of the call) among keys of one item (written at
+     * once), twice over: the second round finds every key's state in Redis */
+    static const int64_t hits[] = {1, 1, 1, 2, 2, 1, 0, 1, 0, 1, 3, 2};
+    static const char *const keys[] = {"r1", "r2", "s1", "r1", "r1", "r2",
+                                       "r2", "s2", "r1", "r2", "r1", "r1"};
     enum { N = sizeof hits / sizeof *hits };
-    for (size_t a = 0; a < sizeof algs / sizeof *algs; a++) {
+    for (size_t a = 0; a < 2 * sizeof algs / sizeof *algs; a++) {
         sl_request q[N];
         sl_response want[N], got[N];
         char name[N][16];
         for (int i = 0; i < N; i++) {
-            step s = {0, hits[i], 5, 10 * SEC, 0, 0, algs[a], 0, 0, 0};
-            snprintf(name[i], sizeof name[i], "%s-%d", keys[i], algs[a]);
+            step s = {0, hits[i], 5, 10 * SEC, 0, 0, algs[a % 6], 0, 0, 0};
+            snprintf(name[i], sizeof name[i], "%s-%d", keys[i], algs[a % 6]);
             q[i] = mkreq(f, name[i], &s);
             sl_engine_decide(f->mem, &q[i], &want[i], f->now);
         }
         via_redis(f, q, N, got);
         for (int i = 0; i < N; i++) {
             char what[64];
-            snprintf(what, sizeof what, "algorithm %d, item %d", algs[a], i);
+            snprintf(what, sizeof what, "algorithm %d, round %zu, item %d", algs[a % 6],
+                     a / 6 + 1, i);
             assert_same(&want[i], &got[i], what);
         }
     }
@@ -1092,6 +1139,15 @@ static void test_command(void **state)
     assert_memory_equal(cmd.argv[5], arg1, cmd.argvlen[5]);
     assert_int_equal(cmd.argvlen[6], strlen(arg2));
     assert_memory_equal(cmd.argv[6], arg2, cmd.argvlen[6]);
+    /* an item the same as the one before it is the empty string; after a different one, in full */
+    sl_rscript_item it3[3] = {{&q[0], 5000, 0}, {&q[0], 5000, 0}, {&q[1], 5000, 0}};
+    assert_int_equal(sl_rscript_cmd_build(&cmd, SL_TOKEN_BUCKET, false, it3, 3, &ec, 7), 0);
+    assert_int_equal(cmd.argc, 3 + 3 + 3);
+    assert_int_equal(cmd.argvlen[6], strlen(arg1));
+    assert_memory_equal(cmd.argv[6], arg1, cmd.argvlen[6]);
+    assert_int_equal(cmd.argvlen[7], 0);
+    assert_int_equal(cmd.argvlen[8], strlen(arg2));
+    assert_memory_equal(cmd.argv[8], arg2, cmd.argvlen[8]);
     it[0].now = 6000; /* each item has its own node time */
     assert_int_equal(sl_rscript_cmd_build(&cmd, SL_TOKEN_BUCKET, true, it, 1, &ec, 7), 0);
     assert_memory_equal(cmd.argv[0], "EVAL", 4);

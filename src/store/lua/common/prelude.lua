@@ -6,6 +6,7 @@
 -- (TOP), as the engine's satmath.h does.
 -- The library functions every item calls, as locals (a global is two table lookups a call).
 local spack, sunpack, sbyte = struct.pack, struct.unpack, string.byte
+local rcall = redis.call
 local TOP = 9223372036854775808
 local EXACT = 9007199254740992
 local function sat(x)
@@ -39,33 +40,24 @@ local function ceil_div(a, b)
 end
 
 -- Many items per call: KEYS[i] and its item ARGV[i], decided in order (a key repeated in one call
--- sees its earlier items). The keys are read with one MGET and written once each at the end by
--- flush(): a command from Lua costs about what a whole decision does, so a call pays two per key at
--- most, not two per item.
+-- sees its earlier items). The keys are read with one MGET. A key that one item of the call has is
+-- written by its item's put(), at once; a key that several items have (prepare() finds them) is
+-- written once, at the end, by flush(): a command from Lua costs about what a whole decision does,
+-- so a call pays two per key at most, not two per item, and keeping a key's state in Lua costs
+-- more than writing it at once when no other item needs it.
 if #ARGV ~= #KEYS then return redis.error_reply('sluice: one ARGV per key') end
-local vals = redis.call('MGET', unpack(KEYS))
--- A key's slot j (first[k]), in the order of first writes: its key ks[j], its new state sv[j]
--- (false: delete) expiring at se[j], the state and expiry Redis held (so[j], sh[j]), and the base
--- its PX is counted from (sb[j]). Arrays, not tables keyed by the key: a key costs one hash store.
-local first, ks, sv, se, sh, so, sb, nk = {}, {}, {}, {}, {}, {}, {}, 0
-local function state(i) -- KEYS[i]'s state as this call left it (false or nil: none)
+local KEYS, ARGV = KEYS, ARGV -- locals: a global is a table lookup
+local vals = rcall('MGET', unpack(KEYS))
+-- rep[k]: k is the key of more than one item. A repeated key's slot j (first[k]), in the order of
+-- first writes: the index ks[j] of its first item, its new state sv[j] (false: delete) expiring at
+-- se[j] and put at sn[j] with margin sm[j], and the state and expiry Redis held (so[j], sh[j]).
+local rep, first, ks, sv, se, sn, sm, sh, so, nk = {}, {}, {}, {}, {}, {}, {}, {}, {}, 0
+-- KEYS[i]'s state as this call left it (false or nil: none): vals[i], the value MGET read, while
+-- no repeated key was put (nk == 0); the scripts read vals[i] and call state(i) only when nk > 0.
+local function state(i)
   local j = first[KEYS[i]]
   if j then return sv[j] end
   return vals[i]
-end
--- k's new state v (false: delete) expiring at e on the caller's clock `now`; v0 and e0: the state
--- this item read with state(i) and its expiry (nil: none, or another algorithm's). The first put of
--- a key in a call is made after reading what Redis holds, so its v0 is the key's value and its e0
--- the expiry of the key's TTL.
-local function put(k, v, e, e0, now, margin, v0)
-  local j = first[k]
-  if not j then
-    nk = nk + 1
-    j = nk
-    first[k], ks[j], sh[j], so[j] = j, k, e0, v0
-  end
-  sv[j], se[j] = v, e
-  if v then sb[j] = now - margin end
 end
 local function expiry(e, now, margin) -- PX of a state expiring at e: `margin` ms past it
   local ttl = e - now + margin
@@ -73,33 +65,55 @@ local function expiry(e, now, margin) -- PX of a state expiring at e: `margin` m
   if ttl > 1e13 then ttl = 1e13 end
   return string.format('%d', ttl)
 end
--- Each key written once: DEL when Redis held a state; nothing when Redis holds this very state
--- (a peek, a request over the limit: the state, its expiry included, did not change) or no state
--- at all; SET KEEPTTL when Redis held our state with the same expiry (its TTL is already `margin`
--- past it: half the cost of SET PX); else SET PX.
-local function flush()
-  for j = 1, nk do
-    local k, v = ks[j], sv[j]
-    if not v then
-      if so[j] then redis.call('DEL', k) end -- nothing to delete when Redis held no state
-    elseif v == so[j] then
-      -- unchanged
-    elseif sh[j] == se[j] then
-      redis.call('SET', k, v, 'KEEPTTL')
-    else
-      redis.call('SET', k, v, 'PX', expiry(se[j], sb[j], 0))
+-- KEYS[i]'s new state v (false: delete) expiring at e on the caller's clock `now` (`margin` ms
+-- before Redis drops the key); v0 and e0: the state this item read (vals[i] or state(i)) and its
+-- expiry (nil: none, or another algorithm's). A key of one item is written at once; a repeated
+-- key's is kept here and written by flush(), where v0 and e0 are what Redis held (the first
+-- put's). The write: DEL when Redis held a state; nothing when Redis holds this very state (a
+-- peek, a request over the limit: the state, its expiry included, did not change) or no state at
+-- all; when Redis held our state with the same expiry (its TTL is already `margin` past it), the
+-- bytes overwritten in place, which keeps the TTL: SETRANGE when the length is the same (the
+-- cheapest write from Lua: an integer answer, and Redis keeps its string), else SET KEEPTTL;
+-- else SET PX. (Arguments to rcall are strings: Redis formats a Lua number with %.17g.)
+local flushing = false
+local function put(i, v, e, e0, now, margin, v0)
+  local k = KEYS[i]
+  if rep[k] and not flushing then
+    local j = first[k]
+    if not j then
+      nk = nk + 1
+      j = nk
+      first[k], ks[j], sh[j], so[j] = j, i, e0, v0
     end
+    sv[j], se[j] = v, e
+    if v then sn[j], sm[j] = now, margin end
+    return
   end
+  if not v then
+    if v0 then rcall('DEL', k) end -- nothing to delete when Redis held no state
+  elseif v == v0 then
+    -- unchanged
+  elseif e0 == e then
+    if #v == #v0 then rcall('SETRANGE', k, '0', v) else rcall('SET', k, v, 'KEEPTTL') end
+  else
+    rcall('SET', k, v, 'PX', expiry(e, now, margin))
+  end
+end
+local function flush()
+  flushing = true
+  for j = 1, nk do put(ks[j], sv[j], se[j], sh[j], sn[j], sm[j], so[j]) end
 end
 
 -- The arguments: ARGV[i] is one string, KEYS[i]'s item (store/rscript.c), its numbers in decimal
 -- separated by single spaces: hits limit duration t now margin reset drain, then the algorithm's
--- own (its header lists them), so that an operator can call a script by hand. items(n, hex): the
--- pattern of an item of n fields, the algorithm's own decimal, or hex with `hex` (CONCURRENCY's
--- lease ids); item(i, pat, hex): the eight common fields as numbers and booleans, then the
--- algorithm's own as numbers, or as strings with `hex`. An item the same as the one before it is
--- not parsed again: consecutive items of a call often are the same string (one limit, decided at
--- one time, on many keys), and comparing two Lua strings costs nothing (they are interned).
+-- own (its header lists them), so that an operator can call a script by hand; or the empty string
+-- for the same item as ARGV[i - 1] (consecutive items of a call often are the same: one limit,
+-- decided at one time, on many keys; an empty string costs Redis and Lua nothing to receive).
+-- items(n, hex): the pattern of an item of n fields, the algorithm's own decimal, or hex with
+-- `hex` (CONCURRENCY's lease ids); item(i, pat, hex): the eight common fields as numbers and
+-- booleans, then the algorithm's own as numbers, or as strings with `hex`, called for i = 1, 2, ...
+-- in order. An item the same as the one before it is not parsed again (comparing two Lua strings
+-- costs nothing: they are interned).
 local function items(n, hex)
   local x = ' (%-?%d+)'
   if hex then x = ' (%x+)' end
@@ -110,7 +124,9 @@ local function bad(i) error('sluice: ARGV[' .. i .. '] is not an item of this sc
 local last, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12 -- the item parsed last
 local function item(i, pat, hex)
   local s = ARGV[i]
-  if s ~= last then
+  if s == '' then
+    if i == 1 then bad(i) end
+  elseif s ~= last then
     local h, l, d, t, now, m, rs, dr, x1, x2, x3, x4 = string.match(s, pat)
     if not h then bad(i) end
     if not hex then
@@ -123,18 +139,26 @@ local function item(i, pat, hex)
   end
   return f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12
 end
--- Every item checked before anything is written, for the scripts that write a key's neighbour as
--- they go (a malformed item, from a call by hand, must not leave earlier items half written).
-local function check(pat)
-  for i = 1, #ARGV do
-    if not string.find(ARGV[i], pat) then bad(i) end
+-- Before anything is written: every item checked (a malformed item, from a call by hand, must not
+-- leave earlier items half written; parsed here, a call's items that are all one item are parsed
+-- once), and the keys repeated in the call found (rep, for put()). Every script calls it first.
+local function prepare(pat, hex)
+  local seen = {}
+  for i = 1, #KEYS do
+    local s = ARGV[i]
+    if s == '' and i > 1 or s == last then
+      -- the item before it: checked
+    else
+      item(i, pat, hex)
+    end
+    local k = KEYS[i]
+    if seen[k] then rep[k] = true else seen[k] = true end
   end
 end
 
 -- The answer: one string, the items' records one after the other, each six little-endian doubles
 -- status limit remaining reset_time retry_after delay_ms (store/rscript.c reads them, saturating
--- to int64; CONCURRENCY's record differs: its header). Status -1: out of the exact range.
-local out = {}
-local function answer(status, limit, rem, reset_time, retry_after, delay_ms)
-  out[#out + 1] = spack('<dddddd', status, limit, rem, reset_time, retry_after, delay_ms)
-end
+-- to int64; CONCURRENCY's record differs: its header). Status -1: out of the exact range. Each
+-- script appends its item's record itself, nout = nout + 1; out[nout] = spack(REC, ...), not
+-- through a helper: a Lua function call costs Redis about what the packing does.
+local out, nout, REC = {}, 0, '<dddddd'
