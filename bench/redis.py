@@ -11,7 +11,10 @@ persistence). Not part of make bench's default set: run it as `python3 bench/red
   lat   unloaded latency, one connection, one call at a time (HTTP/1.1 JSON, 1 item):
         --store memory vs --store redis, mean and p99
 
-Prints one JSON object; the ratios are what to compare across machines.
+ref, r1 and r1000 are measured --rounds times, side by side in each round, ref first in one
+round and last in the next (a shared machine's speed drifts by a third within minutes, and ref
+and sluiced see the same drift only when measured side by side): each round's ratios are its
+own, and the ratios reported are their medians. Prints one JSON object; the ratios are what to compare across machines.
 """
 import argparse
 import http.client
@@ -87,27 +90,53 @@ def unloaded(port, calls=500):
     return {"mean_us": sum(lat) / len(lat), "p99_us": b.percentile(lat, 99)}
 
 
+def median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=int, default=5, help="duration of each load run")
     ap.add_argument("--workers", type=int, default=2, help="sluiced worker count")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="rounds of ref, r1 and r1000 (the ratios reported are the medians)")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="sluice-bench-redis-")
     bodies = b.grpc_bodies(tmp)
-    res = {"cpus": os.cpu_count(), "workers": args.workers, "seconds": args.seconds}
+    res = {"cpus": os.cpu_count(), "workers": args.workers, "seconds": args.seconds,
+           "rounds": []}
     r = RedisServer()
     sl = mem = None
     try:
-        res["ref"] = reference(r, args.seconds)
-        r.cli("FLUSHALL")
         sl = b.Sluiced(tmp, args.workers, ["--store", "redis", "--redis-addrs",
                                            "127.0.0.1:%d" % r.port])
         url = "http://127.0.0.1:%d/pb.gubernator.V1/GetRateLimits" % sl.port
         hdr = ["content-type: application/grpc", "te: trailers"]
-        res["r1"] = b.h2load(url, args.seconds, bodies[1], hdr, tmp=tmp)
-        res["r1000"] = b.h2load(url, args.seconds, bodies[1000], hdr, conns=4, streams=2, tmp=tmp)
-        res["r1000"]["decisions_per_sec"] = res["r1000"]["rps"] * 1000
+        for n in range(args.rounds):
+            rd = {}
+
+            def ref():
+                r.cli("FLUSHALL")
+                rd["ref"] = reference(r, args.seconds)
+
+            def sluiced():
+                r.cli("FLUSHALL")
+                rd["r1"] = b.h2load(url, args.seconds, bodies[1], hdr, tmp=tmp)
+                rd["r1000"] = b.h2load(url, args.seconds, bodies[1000], hdr, conns=4,
+                                       streams=2, tmp=tmp)
+                rd["r1000"]["decisions_per_sec"] = rd["r1000"]["rps"] * 1000
+            # ref first in one round, sluiced first in the next: neither always runs on a
+            # machine the other just warmed (or fragmented)
+            for run in ((ref, sluiced) if n % 2 == 0 else (sluiced, ref)):
+                run()
+            ref = rd["ref"]["ops_per_sec"]
+            rd["ratio_1item_calls_vs_ref"] = rd["r1"]["rps"] / ref if ref else 0
+            rd["ratio_1000item_decisions_vs_ref"] = (rd["r1000"]["decisions_per_sec"] / ref
+                                                     if ref else 0)
+            res["rounds"].append(rd)
         res["lat_redis"] = unloaded(sl.port)
         sl.stop()
         sl = None
@@ -118,9 +147,8 @@ def main():
             if s:
                 s.stop()
         r.stop()
-    ref = res["ref"]["ops_per_sec"]
-    res["ratio_1item_calls_vs_ref"] = res["r1"]["rps"] / ref if ref else 0
-    res["ratio_1000item_decisions_vs_ref"] = res["r1000"]["decisions_per_sec"] / ref if ref else 0
+    for k in ("ratio_1item_calls_vs_ref", "ratio_1000item_decisions_vs_ref"):
+        res[k] = median([rd[k] for rd in res["rounds"]])
     print(json.dumps(res, indent=1))
 
 
