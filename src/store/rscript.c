@@ -16,6 +16,8 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include <xxhash.h>
+
 #include "sluice/clock.h"
 
 #include "base/hex.h"
@@ -203,6 +205,43 @@ static int grow(void **p, size_t *cap, size_t want, size_t size)
     return 0;
 }
 
+/* A key of a call, for finding one that is there twice: sorted by hash, then length and bytes
+ * (so that even keys crafted to share a hash cannot keep two equal ones apart), twins end up
+ * side by side. */
+typedef struct keyref {
+    uint64_t h;
+    const char *p;
+    size_t len;
+} keyref;
+
+static int keyref_cmp(const void *a, const void *b)
+{
+    const keyref *x = a, *y = b;
+    if (x->h != y->h)
+        return x->h < y->h ? -1 : 1;
+    if (x->len != y->len)
+        return x->len < y->len ? -1 : 1;
+    return memcmp(x->p, y->p, x->len);
+}
+
+/* Whether the n keys argv[0..n-1] are all different (n log n whatever the keys). */
+static int keys_distinct(sl_rscript_cmd *c, const char *const *argv, const size_t *len, size_t n,
+                         bool *distinct)
+{
+    *distinct = true;
+    if (n < 2)
+        return 0;
+    if (grow(&c->scratch, &c->scratch_cap, n, sizeof(keyref)))
+        return -ENOMEM;
+    keyref *k = c->scratch;
+    for (size_t i = 0; i < n; i++)
+        k[i] = (keyref){XXH3_64bits(argv[i], len[i]), argv[i], len[i]};
+    qsort(k, n, sizeof *k, keyref_cmp);
+    for (size_t i = 1; i < n && *distinct; i++)
+        *distinct = keyref_cmp(&k[i - 1], &k[i]) != 0;
+    return 0;
+}
+
 int sl_rscript_cmd_build(sl_rscript_cmd *c, int32_t alg, bool eval, const sl_rscript_item *items,
                          size_t n, const sl_engine_config *cfg, int64_t margin_ms)
 {
@@ -215,7 +254,7 @@ int sl_rscript_cmd_build(sl_rscript_cmd *c, int32_t alg, bool eval, const sl_rsc
     for (size_t i = 0; i < n; i++)
         keys += 16 + items[i].req->name_len + items[i].req->unique_key_len;
     size_t bytes = 24 + keys + n * SL_RSCRIPT_ARGS * 24;
-    size_t args = 3 + 2 * n;
+    size_t args = 3 + 2 * n + 1;
     size_t lcap = c->args_cap; /* both arrays have args_cap entries: argv is grown last */
     if (grow((void **)&c->bytes, &c->bytes_cap, bytes, 1) ||
         grow((void **)&c->argvlen, &lcap, args, sizeof *c->argvlen) ||
@@ -259,6 +298,13 @@ int sl_rscript_cmd_build(sl_rscript_cmd *c, int32_t alg, bool eval, const sl_rsc
         c->argvlen[argc] = len;
         argc++;
     }
+    bool distinct;
+    if (keys_distinct(c, c->argv + 3, c->argvlen + 3, n, &distinct))
+        return -ENOMEM;
+    if (distinct) {
+        c->argv[argc] = "d";
+        c->argvlen[argc++] = 1;
+    }
     c->argc = argc;
     return 0;
 }
@@ -268,6 +314,7 @@ void sl_rscript_cmd_free(sl_rscript_cmd *c)
     free(c->argv);
     free(c->argvlen);
     free(c->bytes);
+    free(c->scratch);
     memset(c, 0, sizeof *c);
 }
 

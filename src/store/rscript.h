@@ -9,7 +9,9 @@
  * in decimal, separated by single spaces (text, so that an operator or redis-benchmark can call a
  * script by hand; CONCURRENCY's lease ids are hex fields of it), or the empty string when item k
  * is the same text as item k-1 (a call's items are often one item on many keys: Redis then
- * receives, and Lua interns, the text once). The answer is one bulk string,
+ * receives, and Lua interns, the text once); then, when no key is there twice, one more argument
+ * "d" (distinct: the script need not look for a key repeated, which costs Redis a table insert
+ * per key; a call by hand without it is decided the same). The answer is one bulk string,
  * the items' records one after the other, each sl_rscript_answer_size() bytes: six little-endian
  * IEEE doubles status limit remaining reset_time retry_after delay_ms (48 bytes), or for
  * CONCURRENCY five doubles then the lease taken as 16 hex digits, all '0' for none (56 bytes).
@@ -88,6 +90,8 @@ typedef struct sl_rscript_cmd {
     size_t args_cap;
     char *bytes;
     size_t bytes_cap;
+    void *scratch;      /* the keys sorted, to find one repeated */
+    size_t scratch_cap;
 } sl_rscript_cmd;
 
 /* One item of a script call: a request sl_rscript_args_of accepted, and its node time. */

@@ -1122,7 +1122,9 @@ static void test_command(void **state)
     sl_rscript_cmd cmd = {0};
     sl_rscript_item it[2] = {{&q[0], 5000, 0}, {&q[1], 5000, 0}};
     assert_int_equal(sl_rscript_cmd_build(&cmd, SL_TOKEN_BUCKET, false, it, 2, &ec, 7), 0);
-    assert_int_equal(cmd.argc, 3 + 2 + 2);
+    assert_int_equal(cmd.argc, 3 + 2 + 2 + 1);
+    assert_int_equal(cmd.argvlen[7], 1); /* two keys, not one twice: "d" */
+    assert_memory_equal(cmd.argv[7], "d", 1);
     assert_memory_equal(cmd.argv[0], "EVALSHA", 7);
     assert_int_equal(cmd.argvlen[1], 40);
     assert_memory_equal(cmd.argv[1], sl_rscript_of(SL_TOKEN_BUCKET)->sha, 40);
@@ -1142,17 +1144,20 @@ static void test_command(void **state)
     /* an item the same as the one before it is the empty string; after a different one, in full */
     sl_rscript_item it3[3] = {{&q[0], 5000, 0}, {&q[0], 5000, 0}, {&q[1], 5000, 0}};
     assert_int_equal(sl_rscript_cmd_build(&cmd, SL_TOKEN_BUCKET, false, it3, 3, &ec, 7), 0);
-    assert_int_equal(cmd.argc, 3 + 3 + 3);
+    assert_int_equal(cmd.argc, 3 + 3 + 3); /* q[0]'s key twice: no "d" */
     assert_int_equal(cmd.argvlen[6], strlen(arg1));
     assert_memory_equal(cmd.argv[6], arg1, cmd.argvlen[6]);
     assert_int_equal(cmd.argvlen[7], 0);
     assert_int_equal(cmd.argvlen[8], strlen(arg2));
     assert_memory_equal(cmd.argv[8], arg2, cmd.argvlen[8]);
+    sl_rscript_item it4[3] = {{&q[0], 5000, 0}, {&q[1], 5000, 0}, {&q[0], 6000, 0}};
+    assert_int_equal(sl_rscript_cmd_build(&cmd, SL_TOKEN_BUCKET, false, it4, 3, &ec, 7), 0);
+    assert_int_equal(cmd.argc, 3 + 3 + 3); /* nor when another key is between the two */
     it[0].now = 6000; /* each item has its own node time */
     assert_int_equal(sl_rscript_cmd_build(&cmd, SL_TOKEN_BUCKET, true, it, 1, &ec, 7), 0);
     assert_memory_equal(cmd.argv[0], "EVAL", 4);
     assert_int_equal(cmd.argvlen[1], sl_rscript_of(SL_TOKEN_BUCKET)->len);
-    assert_int_equal(cmd.argc, 3 + 1 + 1);
+    assert_int_equal(cmd.argc, 3 + 1 + 1 + 1);
     assert_memory_equal(cmd.argv[4], "2 10 1000 6000 6000 7 ", 22);
     assert_int_equal(sl_rscript_cmd_build(&cmd, SL_ALGORITHM_COUNT, false, it, 1, &ec, 7),
                      -EINVAL);

@@ -45,7 +45,12 @@ end
 -- written once, at the end, by flush(): a command from Lua costs about what a whole decision does,
 -- so a call pays two per key at most, not two per item, and keeping a key's state in Lua costs
 -- more than writing it at once when no other item needs it.
-if #ARGV ~= #KEYS then return redis.error_reply('sluice: one ARGV per key') end
+-- ARGV: one item per key, then optionally 'd', the caller's word that no key is there twice (the
+-- store sends it when so: looking for repeated keys costs Redis a table insert per key).
+local distinct = #ARGV == #KEYS + 1 and ARGV[#ARGV] == 'd'
+if #ARGV ~= #KEYS and not distinct then
+  return redis.error_reply("sluice: one ARGV per key, then optionally 'd'")
+end
 local KEYS, ARGV = KEYS, ARGV -- locals: a global is a table lookup
 local vals = rcall('MGET', unpack(KEYS))
 -- rep[k]: k is the key of more than one item. A repeated key's slot j (first[k]), in the order of
@@ -141,7 +146,8 @@ local function item(i, pat, hex)
 end
 -- Before anything is written: every item checked (a malformed item, from a call by hand, must not
 -- leave earlier items half written; parsed here, a call's items that are all one item are parsed
--- once), and the keys repeated in the call found (rep, for put()). Every script calls it first.
+-- once), and the keys repeated in the call found (rep, for put()), unless the caller said there
+-- are none. Every script calls it first.
 local function prepare(pat, hex)
   local seen = {}
   for i = 1, #KEYS do
@@ -151,8 +157,10 @@ local function prepare(pat, hex)
     else
       item(i, pat, hex)
     end
-    local k = KEYS[i]
-    if seen[k] then rep[k] = true else seen[k] = true end
+    if not distinct then
+      local k = KEYS[i]
+      if seen[k] then rep[k] = true else seen[k] = true end
+    end
   end
 end
 
