@@ -222,7 +222,8 @@ static const sl_opt daemon_opts[] = {
              "holds Redis longer)"},
     {.name = "redis-max-reply", .type = SL_OPT_SIZE, .offset = FIELD(redis_max_reply, uint64_t),
      .def = "64MiB", .min = 64 * 1024, .max = 1 << 30, .group = G_ENGINE,
-     .help = "longest Redis reply read; a longer one closes its connection (counted)"},
+     .help = "longest Redis reply read (its bytes, and 64 per array element); a longer one "
+             "closes its connection (counted)"},
     {.name = "redis-max-queued", .type = SL_OPT_SIZE,
      .offset = FIELD(redis_max_queued, uint64_t), .def = "64MiB", .min = 64 * 1024,
      .max = 1 << 30, .group = G_ENGINE,

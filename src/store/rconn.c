@@ -22,6 +22,11 @@
 #define PLAIN_SIZE (16 * 1024)
 #define QUEUE_MIN 64
 #define TLS_CHUNK ((size_t)16 << 20)
+/* What one element of a reply costs in memory once hiredis's reader has built it (a redisReply,
+ * its allocation's overhead, its slot in the parent's element table): in_max bounds the elements
+ * announced by a reply's array headers with it, not only the reply's bytes on the wire, because
+ * the reader allocates an array's element table when it reads the header. */
+#define ELEMENT_BYTES 64
 
 typedef struct pending {
     sl_rconn_reply_cb cb;
@@ -39,6 +44,10 @@ struct sl_rconn {
     void *data;
     sl_tls *tls;
     redisReader *rd;
+    redisReplyObjectFunctions fns;        /* hiredis's, with createArray bounded */
+    const redisReplyObjectFunctions *hfn; /* hiredis's own */
+    uint64_t elements;    /* array elements announced by the reply being read */
+    bool too_many;        /* the reader stopped on an array past the bound */
     sl_buf out;       /* commands gathered, not yet written (plaintext) */
     sl_buf wbuf;      /* the bytes of the write in flight */
     pending *q;       /* ring of callbacks in command order */
@@ -332,6 +341,20 @@ static void became_up(sl_rconn *c)
     }
 }
 
+/* The reader's createArray: hiredis's, once the elements the reply has announced so far fit in
+ * in_max (ELEMENT_BYTES each); else NULL, which stops the reader (too_many says why). */
+static void *bounded_array(const redisReadTask *task, int elements)
+{
+    sl_rconn *c = task->privdata;
+    if (elements > 0)
+        c->elements += (uint64_t)elements;
+    if (elements < 0 || c->elements > c->cfg.in_max / ELEMENT_BYTES) {
+        c->too_many = true;
+        return NULL;
+    }
+    return c->hfn->createArray(task, elements);
+}
+
 static void oversized(sl_rconn *c)
 {
     if (c->cfg.stats)
@@ -353,6 +376,10 @@ static int deliver(sl_rconn *c, const uint8_t *p, size_t n)
     for (;;) {
         void *reply = NULL;
         if (redisReaderGetReply(c->rd, &reply) != REDIS_OK) {
+            if (c->too_many) {
+                oversized(c);
+                return -1;
+            }
             char why[160];
             snprintf(why, sizeof why, "protocol error: %s", c->rd->errstr);
             fail(c, -EPROTO, why);
@@ -367,6 +394,7 @@ static int deliver(sl_rconn *c, const uint8_t *p, size_t n)
             return -1;
         }
         c->reply_start = end;
+        c->elements = 0;
         if (c->qlen == 0) {
             freeReplyObject(reply);
             fail(c, -EPROTO, "a reply to no command");
@@ -515,6 +543,11 @@ int sl_rconn_new(const sl_rconn_config *cfg, sl_rconn **out)
     int rc = -ENOMEM;
     if (!(c->rd = redisReaderCreate()))
         goto fail;
+    c->hfn = c->rd->fn;
+    c->fns = *c->rd->fn;
+    c->fns.createArray = bounded_array;
+    c->rd->fn = &c->fns;
+    c->rd->privdata = c;
     if (cfg->tls || cfg->tls_slot) {
         const char *name = cfg->server_name && cfg->server_name[0] ? cfg->server_name : cfg->host;
         if (!(c->plain = malloc(PLAIN_SIZE)) ||

@@ -340,6 +340,90 @@ static void test_bounds(void **state)
     assert_int_equal(atomic_load(&f->stats.oversized), 1);
 }
 
+/* An array reply counts 64 bytes per element against in_max, whatever its bytes on the wire: 40
+ * integers (about 200 bytes) fit in 4096, 100 (about 500 bytes) do not. */
+static void test_array_bound(void **state)
+{
+    fx *f = *state;
+    NEED_REDIS();
+    sl_rconn_config cfg = base_cfg(f, f->redis.port);
+    cfg.in_max = 4096;
+    assert_int_equal(sl_rconn_new(&cfg, &f->c), 0);
+    const char *forty[] = {"EVAL", "local t = {} for i = 1, 40 do t[i] = 0 end return t", "0"};
+    const char *hundred[] = {"EVAL", "local t = {} for i = 1, 100 do t[i] = 0 end return t",
+                             "0"};
+    assert_int_equal(cmd(f, 3, forty), 0);
+    run_until(f, &f->replies, 1);
+    assert_int_equal(cmd(f, 3, hundred), 0);
+    run_until(f, &f->disconnected, 1);
+    assert_int_equal(f->replies, 1);
+    assert_int_equal(f->nulls, 1);
+    assert_int_equal(f->last_status, -EMSGSIZE);
+    assert_int_equal(atomic_load(&f->stats.oversized), 1);
+}
+
+/* A server that answers every command with an array header of 2^31 - 1 elements and nothing
+ * after it: the connection closes at the header, before hiredis's reader would allocate the
+ * element table (16 GiB; an ASan build aborts on such an allocation). */
+static void on_header_written(uv_write_t *w, int status)
+{
+    (void)status;
+    free(w);
+}
+
+static void on_header_read(uv_stream_t *cl, ssize_t n, const uv_buf_t *buf)
+{
+    free(buf->base);
+    if (n <= 0)
+        return;
+    static char header[] = "*2147483647\r\n";
+    uv_write_t *w = malloc(sizeof *w);
+    uv_buf_t b = uv_buf_init(header, sizeof header - 1);
+    uv_write(w, cl, &b, 1, on_header_written);
+}
+
+static void alloc_read(uv_handle_t *h, size_t size, uv_buf_t *buf)
+{
+    (void)h;
+    buf->base = malloc(size);
+    buf->len = size;
+}
+
+static void on_header_accept(uv_stream_t *srv, int status)
+{
+    if (status < 0)
+        return;
+    uv_tcp_t *cl = malloc(sizeof *cl);
+    uv_tcp_init(srv->loop, cl);
+    if (uv_accept(srv, (uv_stream_t *)cl) == 0)
+        uv_read_start((uv_stream_t *)cl, alloc_read, on_header_read);
+    srv->data = cl; /* closed by the test */
+}
+
+static void test_array_header_bound(void **state)
+{
+    fx *f = *state;
+    assert_int_equal(uv_tcp_init(&f->loop, &f->srv), 0);
+    f->srv_open = true;
+    f->srv.data = NULL;
+    int port = sl_test_free_port();
+    struct sockaddr_in a;
+    uv_ip4_addr("127.0.0.1", port, &a);
+    assert_int_equal(uv_tcp_bind(&f->srv, (const struct sockaddr *)&a, 0), 0);
+    assert_int_equal(uv_listen((uv_stream_t *)&f->srv, 8, on_header_accept), 0);
+    sl_rconn_config cfg = base_cfg(f, port);
+    assert_int_equal(sl_rconn_new(&cfg, &f->c), 0);
+    run_until(f, &f->connected, 1);
+    const char *ping[] = {"PING"};
+    assert_int_equal(cmd(f, 1, ping), 0);
+    run_until(f, &f->disconnected, 1);
+    assert_int_equal(f->nulls, 1);
+    assert_int_equal(f->last_status, -EMSGSIZE);
+    assert_int_equal(atomic_load(&f->stats.oversized), 1);
+    if (f->srv.data)
+        uv_close((uv_handle_t *)f->srv.data, (uv_close_cb)free);
+}
+
 /* Freed from inside a reply's callback: deferred to its return; the rest get NULL once. */
 static void free_in_cb(sl_rconn *c, void *reply, void *priv)
 {
@@ -528,6 +612,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_connect_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_server_closes_mid_pipeline, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bounds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_array_bound, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_array_header_bound, setup, teardown),
         cmocka_unit_test_setup_teardown(test_free_inside_callback, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queued_before_the_loop_sleeps, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls, setup, teardown),
