@@ -39,7 +39,7 @@ for i = 1, #KEYS do
   local v = vals[i]
   if nk > 0 then v = state(i) end
   local was, lo, hi, len, e0 = false, TOP, -TOP, 0, nil
-  if v and sbyte(v, 1) == 6 then
+  if v and sbyte(v, 1) == 6 and #v == 17 then
     local _
     _, lo, hi = sunpack('Bdd', v)
     e0 = hi

@@ -17,7 +17,7 @@ for i = 1, #KEYS do
   local v = vals[i]
   if nk > 0 then v = state(i) end
   local a, g, d, ws, we, n, e, e0 = nil, 0, 0, 0, 0, 0, 0, nil
-  if v and sbyte(v, 1) == 3 then
+  if v and sbyte(v, 1) == 3 and #v == 49 then
     a, g, d, ws, we, n, e = sunpack('Bdddddd', v)
     e0 = e
     if e < now then a = nil end -- expired: as if absent

@@ -22,6 +22,7 @@ for i = 1, #KEYS do
   local tag, tat, frac, oldL, e0 = nil, 0, 0, 0, nil
   if v then
     tag = sbyte(v, 1) -- another algorithm's state: not ours
+    if tag == 2 and #v ~= 49 then tag = -1 end -- not a state: as another algorithm's
     if tag == 2 then
       local _d, _b, e
       tag, tat, frac, oldL, _d, _b, e = sunpack('Bdddddd', v)

@@ -61,7 +61,7 @@ for i = 1, #KEYS do
   local v = vals[i]
   if nk > 0 then v = state(i) end
   local a, r, u, b, e, e0 = nil, 0, 0, 0, 0, nil
-  if v and sbyte(v, 1) == 1 then
+  if v and sbyte(v, 1) == 1 and #v == 33 then
     a, r, u, b, e = sunpack('Bdddd', v)
     e0 = e
     if e < now then a = nil end -- expired: as if absent

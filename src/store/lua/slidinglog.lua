@@ -20,7 +20,7 @@ for i = 1, #KEYS do
   local v = vals[i]
   if nk > 0 then v = state(i) end
   local same, e0 = false, nil
-  if v and sbyte(v, 1) == 5 then
+  if v and sbyte(v, 1) == 5 and #v == 9 then
     local _, e = sunpack('Bd', v)
     e0 = e
     same = e >= now and not reset -- expired: as if absent

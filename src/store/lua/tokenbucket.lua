@@ -22,7 +22,7 @@ for i = 1, #KEYS do
   if nk > 0 then v = state(i) end
   local s, l, d, r, c, e, e0
   local a = nil
-  if v and sbyte(v, 1) == 0 then
+  if v and sbyte(v, 1) == 0 and #v == 49 then -- ours (else another algorithm's, or not a state)
     a, s, l, d, r, c, e = sunpack('Bdddddd', v)
     e0 = e
     if e < now then a = nil end -- expired: as if absent

@@ -808,6 +808,38 @@ static void test_keys_keep_ttl(void **state)
     assert_null(strstr(buf, "cmdstat_del:"));
 }
 
+/* A key holding a string that starts with an algorithm's tag byte but is too short to be its
+ * state (another program's value, a corrupt one): decided as if absent, as the engine decides a
+ * key it holds nothing for, and written over. (It used to fail the whole call.) */
+static void test_not_a_state(void **state)
+{
+    fx *f = *state;
+    NEED_REDIS(f);
+    static const struct {
+        int32_t alg;
+        int tag; /* the first byte of the algorithm's state in Redis (src/store/lua/NAME.lua) */
+    } algs[] = {{SL_TOKEN_BUCKET, 0}, {SL_LEAKY_BUCKET, 1},   {SL_GCRA, 2},
+                {SL_FIXED_WINDOW, 3}, {SL_SLIDING_WINDOW, 4}, {SL_SLIDING_LOG, 5},
+                {SL_CONCURRENCY, 6}};
+    for (size_t a = 0; a < sizeof algs / sizeof *algs; a++) {
+        char key[32], cmd[512], out[64], what[64];
+        snprintf(key, sizeof key, "notastate%d", algs[a].alg);
+        snprintf(cmd, sizeof cmd,
+                 "EVAL \"redis.call('SET', KEYS[1], string.char(tonumber(ARGV[1])) .. 'abcd')\" 1 "
+                 "sl:{%zu:%s:%s} %d\r\n",
+                 strlen(f->prefix), f->prefix, key, algs[a].tag);
+        redis_cmd(f, cmd, out, sizeof out);
+        assert_string_equal(out, "$-1\r\n");
+        step s = {0, 1, 5, 10 * SEC, 0, 0, algs[a].alg, 0, 0, 0};
+        snprintf(what, sizeof what, "algorithm %d over a string that is not its state",
+                 algs[a].alg);
+        check_step(f, key, &s, what);
+        check_step(f, key, &s, what);
+        if (pttl(f, key, "") <= 0)
+            fail_msg("%s: no TTL", what);
+    }
+}
+
 /* EVAL of alg's script on KEYS key1 (and key2 when not NULL) with the items given as text, as an
  * operator would call it: the answer's first bytes in out, their number returned. */
 static ssize_t eval_by_hand(fx *f, int32_t alg, const char *key1, const char *item1,
@@ -1281,6 +1313,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_keys_expire, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keys_keep_ttl, setup, teardown),
         cmocka_unit_test_setup_teardown(test_by_hand, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_not_a_state, setup, teardown),
         cmocka_unit_test_setup_teardown(test_repeated_items, setup, teardown),
         cmocka_unit_test_setup_teardown(test_down_then_back, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fail_open, setup_fail_open, teardown),
