@@ -61,7 +61,8 @@ def reference(r, seconds):
     # hits limit duration t now margin reset drain | greg gexp_now gexp_t max_count
     item = " ".join(["1", "1000000000", "60000", now, now, "60000", "0", "0", "0", "0", "0",
                      "9007199254740992"])
-    args = ["EVALSHA", sha, "1", "sl:{5:bench:key__rand_int__}", item]
+    # one key, and "d" (no key twice), as the store sends a one-key call (store/rscript.h)
+    args = ["EVALSHA", sha, "1", "sl:{5:bench:key__rand_int__}", item, "d"]
     # about `seconds` worth at the reference figure (~100k/s), at least 100k calls
     n = max(100000, 100000 * seconds)
     cmd = ["redis-benchmark", "-p", str(r.port), "-P", "16", "-c", "50", "-n", str(n),
@@ -104,6 +105,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3,
                     help="rounds of ref, r1 and r1000 (the ratios reported are the medians)")
     args = ap.parse_args()
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
     tmp = tempfile.mkdtemp(prefix="sluice-bench-redis-")
     bodies = b.grpc_bodies(tmp)
     res = {"cpus": os.cpu_count(), "workers": args.workers, "seconds": args.seconds,
@@ -118,11 +121,11 @@ def main():
         for n in range(args.rounds):
             rd = {}
 
-            def ref():
+            def run_ref():
                 r.cli("FLUSHALL")
                 rd["ref"] = reference(r, args.seconds)
 
-            def sluiced():
+            def run_sluiced():
                 r.cli("FLUSHALL")
                 rd["r1"] = b.h2load(url, args.seconds, bodies[1], hdr, tmp=tmp)
                 rd["r1000"] = b.h2load(url, args.seconds, bodies[1000], hdr, conns=4,
@@ -130,7 +133,7 @@ def main():
                 rd["r1000"]["decisions_per_sec"] = rd["r1000"]["rps"] * 1000
             # ref first in one round, sluiced first in the next: neither always runs on a
             # machine the other just warmed (or fragmented)
-            for run in ((ref, sluiced) if n % 2 == 0 else (sluiced, ref)):
+            for run in ((run_ref, run_sluiced) if n % 2 == 0 else (run_sluiced, run_ref)):
                 run()
             ref = rd["ref"]["ops_per_sec"]
             rd["ratio_1item_calls_vs_ref"] = rd["r1"]["rps"] / ref if ref else 0

@@ -221,9 +221,9 @@ static const sl_opt daemon_opts[] = {
      .help = "most items of one call decided by one script call in Redis (a longer script "
              "holds Redis longer)"},
     {.name = "redis-max-reply", .type = SL_OPT_SIZE, .offset = FIELD(redis_max_reply, uint64_t),
-     .def = "64MiB", .min = 64 * 1024, .max = 1 << 30, .group = G_ENGINE,
-     .help = "longest Redis reply read (its bytes, and 64 per array element); a longer one "
-             "closes its connection (counted)"},
+     .def = "64MiB", .min = 1 << 20, .max = 1 << 30, .group = G_ENGINE,
+     .help = "longest Redis reply read (its bytes; its array elements at 64 bytes each); a "
+             "longer one closes its connection (counted)"},
     {.name = "redis-max-queued", .type = SL_OPT_SIZE,
      .offset = FIELD(redis_max_queued, uint64_t), .def = "64MiB", .min = 64 * 1024,
      .max = 1 << 30, .group = G_ENGINE,

@@ -19,9 +19,9 @@
  * neither callback. Memory is released once libuv has closed the socket.
  *
  * Bounds: at most out_max bytes of commands waiting to be written (a command that would pass it
- * is refused, -ENOBUFS), and at most in_max bytes in one reply, counting both its bytes on the
- * wire and 64 bytes for each element its array headers announce (what the reader allocates for
- * an element: it allocates an array's table as soon as it reads the header). A reply past either
+ * is refused, -ENOBUFS), and in one reply at most in_max bytes on the wire and at most in_max / 64
+ * elements announced by its array headers (64 bytes: what the reader allocates for an element;
+ * it allocates an array's table as soon as it reads the header). A reply past either bound
  * closes the connection: -EMSGSIZE to the disconnect callback, counted in sl_rconn_stats. No
  * allocation per command beyond the buffers' growth and what hiredis's reader allocates for a
  * reply.
@@ -68,7 +68,7 @@ typedef struct sl_rconn_config {
     const char *server_name;    /* TLS: the name the server's certificate must carry (and the
                                    SNI); NULL: host (an IP matches the certificate's IP SANs) */
     size_t out_max;             /* bytes of commands waiting to be written; 0 = 64 MiB */
-    size_t in_max;              /* bytes of one reply (its elements at 64 each); 0 = 64 MiB */
+    size_t in_max;              /* bytes of one reply, and 64 per element; 0 = 64 MiB */
     sl_rconn_connect_cb on_connect;
     sl_rconn_disconnect_cb on_disconnect;
     void *data;                 /* sl_rconn_data */
