@@ -1122,6 +1122,49 @@ static int read_one(int32_t alg, const double *v, const char *lease, const sl_en
 }
 
 /* The command itself (sans-I/O): key layout, EVALSHA vs EVAL, the arguments, many items. */
+/* "d" exactly when no key of the call is there twice: random calls of 1-40 keys drawn from 12
+ * names (so that most repeat one), against a comparison of every pair. */
+static void test_distinct_keys(void **state)
+{
+    (void)state;
+    sl_engine_config ec;
+    sl_engine_config_default(&ec);
+    static const char *const names[] = {"a", "b", "c", "ab", "ba", "abc", "x:y", "x", "y:x",
+                                        "k0", "k00", "0k"};
+    enum { NN = sizeof names / sizeof *names, MAXK = 40 };
+    sl_request q[MAXK];
+    sl_rscript_item it[MAXK];
+    sl_rscript_cmd cmd = {0};
+    uint32_t rnd = 12345;
+    for (int trial = 0; trial < 500; trial++) {
+        rnd = rnd * 1103515245u + 12345u;
+        size_t n = 1 + (rnd >> 16) % MAXK;
+        bool all_different = trial % 3 == 0; /* a third of the calls: names taken in turn */
+        if (all_different)
+            n = 1 + n % NN;
+        size_t start = (rnd >> 8) % NN;
+        for (size_t i = 0; i < n; i++) {
+            rnd = rnd * 1103515245u + 12345u;
+            const char *k = names[all_different ? (start + i) % NN : (rnd >> 16) % NN];
+            q[i] = (sl_request){.name = "n", .name_len = 1, .unique_key = k,
+                                .unique_key_len = strlen(k), .hits = 1, .limit = 5,
+                                .duration = 1000, .algorithm = SL_TOKEN_BUCKET};
+            it[i] = (sl_rscript_item){&q[i], 5000, 0};
+        }
+        bool distinct = true;
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = i + 1; j < n; j++)
+                if (strcmp(q[i].unique_key, q[j].unique_key) == 0)
+                    distinct = false;
+        assert_true(distinct || !all_different);
+        assert_int_equal(sl_rscript_cmd_build(&cmd, SL_TOKEN_BUCKET, false, it, n, &ec, 7), 0);
+        assert_int_equal(cmd.argc, (int)(3 + 2 * n + (distinct ? 1 : 0)));
+        if (distinct)
+            assert_memory_equal(cmd.argv[cmd.argc - 1], "d", 1);
+    }
+    sl_rscript_cmd_free(&cmd);
+}
+
 static void test_command(void **state)
 {
     (void)state;
@@ -1296,6 +1339,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_command),
+        cmocka_unit_test(test_distinct_keys),
         cmocka_unit_test(test_config_errors),
         cmocka_unit_test_setup_teardown(test_table, setup, teardown),
         cmocka_unit_test_setup_teardown(test_random_token_bucket, setup, teardown),
