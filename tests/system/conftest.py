@@ -20,10 +20,21 @@ SLUICE = os.path.join(BUILD, "bin", "sluice")
 EXAMPLE_MIDDLEWARE = os.path.join(BUILD, "bin", "example_middleware")
 
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+_handed = set()  # ports free_port has handed out in this session, on any host
+
+
+def free_port(host="127.0.0.1"):
+    """A free TCP port on host that this session has not handed out before, nor one next to it: a
+    node's admin port is 127.0.0.1:<its listen port + 1> by default, so two nodes given adjacent
+    ports would take each other's (a node's listen port cannot fall back; its admin port does)."""
+    for _ in range(1000):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((host, 0))
+            p = s.getsockname()[1]
+        if not {p - 1, p, p + 1} & _handed:
+            _handed.add(p)
+            return p
+    raise RuntimeError("no free port on %s away from those handed out" % host)
 
 
 _pb_dir = None

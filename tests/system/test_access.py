@@ -189,9 +189,7 @@ GLOBAL = 2
 
 
 def free_port_on(host):
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    return free_port(host)
 
 
 def cluster_on_own_ips(node_factory, extra=()):

@@ -54,9 +54,7 @@ def owner_of(addr, key, name="rl"):
 
 
 def free_port_on(host):
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    return free_port(host)
 
 
 def start_nodes(node_factory, addrs, common):
