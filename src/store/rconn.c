@@ -113,19 +113,25 @@ size_t sl_rconn_encode(char *dst, size_t cap, int argc, const char **argv, const
 
 /* ---- lifetime --------------------------------------------------------------------------------- */
 
-static void on_closed(uv_handle_t *h)
+/* The memory of c (its handles closed, or never opened). */
+static void release(sl_rconn *c)
 {
-    sl_rconn *c = h->data;
-    if (--c->open_handles > 0)
-        return;
     sl_tls_free(c->tls);
     if (c->rd)
-        redisReaderFree(c->rd);
+        redisReaderFree(c->rd); /* before c: it frees a reply through c->fns */
     sl_buf_free(&c->out);
     sl_buf_free(&c->wbuf);
     free(c->q);
     free(c->plain);
     free(c);
+}
+
+static void on_closed(uv_handle_t *h)
+{
+    sl_rconn *c = h->data;
+    if (--c->open_handles > 0)
+        return;
+    release(c);
 }
 
 static void close_handles(sl_rconn *c)
@@ -569,13 +575,7 @@ int sl_rconn_new(const sl_rconn_config *cfg, sl_rconn **out)
     *out = c;
     return 0;
 fail:
-    sl_tls_free(c->tls);
-    if (c->rd)
-        redisReaderFree(c->rd);
-    sl_buf_free(&c->out);
-    sl_buf_free(&c->wbuf);
-    free(c->plain);
-    free(c);
+    release(c);
     return rc;
 }
 
