@@ -1,22 +1,29 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
 # Installs the Debian packages one make target needs, and nothing more:
 #
 #   install-deps.sh [build]   build and run sluiced/sluice (make build, make run)
 #   install-deps.sh test      + unit tests (cmocka, clang with ASan/UBSan) and system tests
-#                               (pytest, grpcio, etcd, redis-server, promtool, curl, wrk, groff
-#                               for the man pages, chromium + chromedriver for the status page,
-#                               systemd-analyze for the unit, nftables + iproute2 for the gossip
-#                               loss test)   (make test, CI)
+#                               (pytest, grpcio, protobuf, PyYAML, etcd, redis-server, promtool,
+#                               curl, wrk, groff for the man pages, man-db for systemd-analyze's
+#                               check of the unit's Documentation=, chromium + chromedriver for the
+#                               status page, nftables + iproute2 for the gossip loss test, git for
+#                               the install test)   (make test, make chaos, CI)
 #   install-deps.sh bench     + the load tools and reference servers (nginx, wrk, h2load,
-#                               redis-server and redis-benchmark for bench/redis.py)
+#                               valgrind for bench/instr.sh, redis-server and redis-benchmark for
+#                               bench/redis.py)
 #   install-deps.sh fuzz      + clang's libFuzzer
 #   install-deps.sh plots     + gnuplot
 #   install-deps.sh pkg       + the Debian packaging tools, debootstrap for the packages' test,
-#                               pytest, and the static archives of the static build (make deb,
-#                               make deb-test, make static)
+#                               pytest, git (the packaged source is what git tracks), file and
+#                               openssl for the static build's test (make deb, make deb-test,
+#                               make static, make static-test)
+#   install-deps.sh fresh     + debootstrap and git (make fresh-test: make test in a new root)
 #
 # Every kind includes `build`. Idempotent: only missing packages are installed. apt only (no
-# other registry).
+# other registry). A test that finds a program missing fails under CI=true naming the package
+# (tests/support/needs.py, tests/support/skip.h): add it here, to the kind whose target needs it.
 set -euo pipefail
 KIND=${1:-build}
 
@@ -28,9 +35,9 @@ BUILD=(
 TEST=(
   clang libclang-rt-14-dev libcmocka-dev
   etcd-server etcd-client prometheus
-  python3 python3-pytest python3-grpcio python3-protobuf protobuf-compiler
-  curl wrk iproute2 nftables procps openssl
-  groff-base binutils
+  python3 python3-pytest python3-grpcio python3-protobuf python3-yaml protobuf-compiler
+  curl wrk iproute2 nftables procps openssl git
+  groff-base man-db binutils
   chromium chromium-driver
   redis-server redis-tools
   systemd
@@ -39,7 +46,8 @@ BENCH=(python3 nginx-light wrk nghttp2-client openssl redis-server redis-tools v
        protobuf-compiler python3-protobuf)
 FUZZ=(clang libclang-rt-14-dev)
 PLOTS=(gnuplot-nox)
-PKG=(debhelper dpkg-dev fakeroot lintian debootstrap python3 python3-pytest file)
+PKG=(debhelper dpkg-dev fakeroot lintian debootstrap python3 python3-pytest file openssl git)
+FRESH=(debootstrap git)
 
 case "$KIND" in
   build) PKGS=("${BUILD[@]}") ;;
@@ -48,7 +56,8 @@ case "$KIND" in
   fuzz)  PKGS=("${BUILD[@]}" "${FUZZ[@]}") ;;
   plots) PKGS=("${BUILD[@]}" "${PLOTS[@]}") ;;
   pkg)   PKGS=("${BUILD[@]}" "${PKG[@]}") ;;
-  *) echo "usage: $0 [build|test|bench|fuzz|plots|pkg]" >&2; exit 2 ;;
+  fresh) PKGS=("${BUILD[@]}" "${FRESH[@]}") ;;
+  *) echo "usage: $0 [build|test|bench|fuzz|plots|pkg|fresh]" >&2; exit 2 ;;
 esac
 
 missing=()

@@ -17,4 +17,5 @@ from chaoslib import node, node_factory, pb  # noqa: E402,F401  (fixtures, re-ex
 
 
 def pytest_configure(config):
+    chaoslib.sysconf._needs.register(config)
     config.addinivalue_line("markers", "slow: a chaos test too slow for `make test` (make chaos)")

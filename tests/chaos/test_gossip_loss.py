@@ -23,7 +23,6 @@ import ctypes
 import itertools
 import json
 import os
-import shutil
 import subprocess
 import threading
 import time
@@ -31,6 +30,8 @@ import time
 import pytest
 
 import chaoslib as cl
+
+machine_skip, require = cl.sysconf.machine_skip, cl.sysconf.require
 
 CLONE_NEWNET = 0x40000000
 FAST = ["--gossip-probe-interval", "200ms", "--gossip-probe-timeout", "100ms",
@@ -108,15 +109,13 @@ class NetNS:
 @pytest.fixture
 def netns():
     if os.geteuid() != 0:
-        pytest.skip("needs root (a network namespace and nftables rules of the test's own)")
-    for tool in ("ip", "nft"):
-        if not shutil.which(tool):
-            pytest.skip("needs `%s` (scripts/install-deps.sh test installs it)" % tool)
+        machine_skip("needs root (a network namespace and nftables rules of the test's own)")
+    require("ip", "nft")
     ns = NetNS()
     try:
         why = ns.enter()
         if why:
-            pytest.skip("no network namespace: " + why)
+            machine_skip("no network namespace: " + why)
         yield ns
     finally:
         ns.leave()

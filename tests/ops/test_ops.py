@@ -15,7 +15,9 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "system"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
 from conftest import SLUICED, Node  # noqa: E402
+from needs import require, require_built  # noqa: E402
 
 RULES = os.path.join(ROOT, "docs", "ops", "sluice-alerts.yml")
 DASHBOARD = os.path.join(ROOT, "docs", "ops", "sluice-dashboard.json")
@@ -47,8 +49,7 @@ def documented_families():
 def exported(tmp_path_factory):
     """Families a real sluiced serves (with quotas, so the quota source series appear) plus the
     documented ones."""
-    if not os.path.exists(SLUICED):
-        pytest.skip("sluiced not built")
+    require_built(SLUICED)
     q = tmp_path_factory.mktemp("ops") / "quotas.yaml"
     q.write_text("limit:\n  key:\n    demo: {quota: {rate: 1}}\n")
     node = Node(["--workers", "1", "--standalone", "--quota-file", str(q)]).start()
@@ -83,8 +84,8 @@ def dashboard_exprs():
     return out
 
 
-@pytest.mark.skipif(not PROMTOOL, reason="promtool (Debian prometheus) not installed")
 def test_alert_rules_pass_promtool():
+    require("promtool")
     out = subprocess.run([PROMTOOL, "check", "rules", RULES], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
     out = subprocess.run([PROMTOOL, "test", "rules", TESTS], capture_output=True, text=True,
@@ -93,9 +94,9 @@ def test_alert_rules_pass_promtool():
     assert "SUCCESS" in out.stdout
 
 
-@pytest.mark.skipif(not PROMTOOL, reason="promtool (Debian prometheus) not installed")
 def test_promtool_catches_a_broken_rule(tmp_path):
     """The tests can fail: a rule whose threshold no longer fires where the test expects."""
+    require("promtool")
     (tmp_path / "docs" / "ops").mkdir(parents=True)
     (tmp_path / "tests" / "ops").mkdir(parents=True)
     rules = open(RULES).read()

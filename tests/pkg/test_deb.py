@@ -35,7 +35,7 @@ RUNTIME = ["libuv1", "libnghttp2-14", "libprotobuf-c1", "libyaml-0-2", "libjanss
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(os.geteuid() != 0, reason="chroot and mount need root"),
-    pytest.mark.skipif(shutil.which("debootstrap") is None, reason="debootstrap not installed"),
+    pytest.mark.needs("debootstrap"),
 ]
 
 

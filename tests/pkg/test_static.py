@@ -126,7 +126,7 @@ def test_static_sluiced_answers_calls(tmp_path):
         graphite.close()
 
 
-@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl command not installed")
+@pytest.mark.needs("openssl")
 def test_static_sluiced_serves_tls(tmp_path):
     d = str(tmp_path)
     certlib.make_ca(d, "ca", "static test CA")

@@ -10,6 +10,9 @@
 #define SLUICE_TESTS_SKIP_H
 
 #include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #define SL_SKIP_RETURN_CODE 77
 
@@ -19,6 +22,29 @@ static bool sl_skip_seen;
     do {                                                                                           \
         sl_skip_seen = true;                                                                       \
         skip();                                                                                    \
+    } while (0)
+
+/* CI=true (as CI and `make fresh-test` run the tests): a missing program fails instead of
+ * skipping, because there it means an install step scripts/install-deps.sh lacks. */
+static inline bool sl_skip_in_ci(void)
+{
+    const char *ci = getenv("CI");
+    return ci && (strcmp(ci, "true") == 0 || strcmp(ci, "1") == 0);
+}
+
+/* The test needs the program at `path`, which Debian's `package` installs: present, the test goes
+ * on; missing, it fails naming the package under CI=true, and is skipped (saying so) elsewhere. */
+#define SL_NEED(path, package)                                                                     \
+    do {                                                                                           \
+        if (access((path), X_OK) != 0) {                                                           \
+            if (sl_skip_in_ci())                                                                   \
+                fail_msg("CI=true and %s is not installed: apt-get install %s "                   \
+                         "(scripts/install-deps.sh test installs it)", (path), (package));          \
+            print_message("skipped: %s is not installed (apt-get install %s)\n", (path),         \
+                          (package));                                                               \
+            SL_SKIP();                                                                             \
+            return;                                                                                \
+        }                                                                                          \
     } while (0)
 
 static inline int sl_skip_exit(int rc)

@@ -13,6 +13,12 @@ import urllib.error
 
 import pytest
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import needs as _needs  # noqa: E402
+from needs import (built, have, machine_skip, needs, require, require_built,  # noqa: E402,F401
+                   require_module)
+from needs import pytest_runtest_setup  # noqa: E402,F401  (reads the `needs` mark)
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.environ.get("SLUICE_BUILD", os.path.join(ROOT, "build"))
 SLUICED = os.path.join(BUILD, "bin", "sluiced")
@@ -169,10 +175,6 @@ def http(method, url, body=None, headers=None, timeout=5):
         return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
 
 
-def have(tool):
-    return shutil.which(tool) is not None
-
-
 def wait_for(pred, timeout, interval=0.02):
     """Poll pred() until it is true or `timeout` seconds pass; its last answer."""
     deadline = time.time() + timeout
@@ -228,6 +230,7 @@ class Middleware:
 
 
 def pytest_configure(config):
+    _needs.register(config)
     # `make test` runs the system tests without the ones marked slow; `make chaos` runs those.
     config.addinivalue_line("markers", "slow: a system test too slow or too load-sensitive for "
                                        "`make test` (runs under `make chaos`)")

@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from conftest import SLUICE, free_port, http, peers_v1, wait_for
+from conftest import SLUICE, free_port, http, machine_skip, peers_v1, require_module, wait_for
 
 ITEM = {"name": "lim", "unique_key": "k", "hits": 1, "limit": 1, "duration": 60000}
 TOKEN = "s3cret-admin-token-0123456789"
@@ -196,7 +196,7 @@ def cluster_on_own_ips(node_factory, extra=()):
     try:
         addrs = ["%s:%d" % (ip, free_port_on(ip)) for ip in ("127.0.0.2", "127.0.0.3", "127.0.0.4")]
     except OSError:
-        pytest.skip("127.0.0.2-4 are not usable here")
+        machine_skip("127.0.0.2-4 are not usable here")
     nodes = []
     for a in addrs:
         n = node_factory(["--workers", "2", "--listen-addr", a, "--admin-api=false",
@@ -223,7 +223,7 @@ def gub_json(addr, reqs):
 
 
 def peers_stubs(addr, pb):
-    grpc = pytest.importorskip("grpc")
+    grpc = require_module("grpc")
     _, peers = pb
     ch = grpc.insecure_channel(addr)
     get_peer, update, _ = peers_v1(ch, peers)
@@ -343,7 +343,7 @@ def test_identities(node_factory, tmp_path, pb):
     status, _, body = call(["alpha_x"], "tok-root-0123456789abcdef")
     assert json.loads(body)["responses"][0]["remaining"] == "8"  # alpha's 1 + ops' 1, not beta's
     # gRPC: UNAUTHENTICATED / PERMISSION_DENIED
-    grpc = pytest.importorskip("grpc")
+    grpc = require_module("grpc")
     ch = grpc.insecure_channel(node.addr)
     get = ch.unary_unary("/pb.gubernator.V1/GetRateLimits",
                          request_serializer=gub.GetRateLimitsReq.SerializeToString,

@@ -8,11 +8,10 @@ import time
 
 import pytest
 
-from conftest import EXAMPLE_MIDDLEWARE, Middleware, http, wait_for
+from conftest import EXAMPLE_MIDDLEWARE, Middleware, built, http, wait_for
 
 
-pytestmark = pytest.mark.skipif(not os.path.exists(EXAMPLE_MIDDLEWARE),
-                                reason="example_middleware not built")
+pytestmark = built(EXAMPLE_MIDDLEWARE)
 
 QUOTAS = """
 limit:

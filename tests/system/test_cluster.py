@@ -21,7 +21,7 @@ import urllib.request
 
 import pytest
 
-from conftest import free_port, have, http, peers_v1, wait_for
+from conftest import free_port, http, machine_skip, peers_v1, require, require_module, wait_for
 from etcdproc import EtcdProc
 from dnsserver import DNSServer
 
@@ -224,7 +224,7 @@ def test_global_over_admission_within_bound(node_factory):
 # ---- PeersV1 over gRPC, as a Gubernator peer calls it ---------------------------------------
 
 def test_peers_v1_wire(node_factory, pb):
-    grpc = pytest.importorskip("grpc")
+    grpc = require_module("grpc")
     gub, peers = pb
     nodes = static_cluster(node_factory)
     target = nodes[1]
@@ -267,7 +267,7 @@ def common_port():
             return p
         except OSError:
             continue
-    pytest.skip("no common free port on 127.0.0.11-14")
+    machine_skip("no common free port on 127.0.0.11-14")
 
 
 @pytest.fixture
@@ -383,8 +383,7 @@ def run_kill_under_load(victim, survivors, keys, on_kill=None, secs_after=2.5):
 
 @pytest.fixture
 def etcd():
-    if not have("etcd"):
-        pytest.skip("etcd not installed")
+    require("etcd")
     e = EtcdProc(fast_election=True).start(timeout=10)
     yield e.url
     e.close()

@@ -10,7 +10,7 @@ import time
 import grpc
 import pytest
 
-from conftest import SLUICED, free_port, have, http
+from conftest import SLUICED, free_port, http, needs
 
 
 def stubs(pb, addr):
@@ -152,7 +152,7 @@ def test_health_and_live(node, pb):
     ch.close()
 
 
-@pytest.mark.skipif(not have("promtool"), reason="promtool (Debian prometheus) not installed")
+@needs("promtool")
 def test_metrics_pass_promtool(node, pb, tmp_path):
     g, _ = pb
     ch, get, health, _ = stubs(pb, node.addr)

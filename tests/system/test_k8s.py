@@ -20,10 +20,10 @@ import time
 import pytest
 
 import test_cluster as tc
-from conftest import have
+from conftest import needs
 from k8sapi import K8sAPI, make_tls
 
-pytestmark = pytest.mark.skipif(not have("openssl"), reason="needs the openssl command")
+pytestmark = needs("openssl")
 
 TOKEN = "test-token-0123456789abcdef"
 

@@ -13,9 +13,9 @@ import time
 import pytest
 
 from clientlib import CLIENT_LIB as LIB, Item, Request
-from conftest import http, wait_for
+from conftest import built, http, wait_for
 
-pytestmark = pytest.mark.skipif(not os.path.exists(LIB), reason="libsluice-client.so not built")
+pytestmark = built(LIB)
 
 DURATION_MS = 1500
 QUOTAS = """

@@ -14,10 +14,10 @@ import grpc
 import pytest
 
 from certs import make_ca, make_leaf
-from conftest import free_port, have, peers_v1
+from conftest import free_port, needs, peers_v1
 from test_tls import https, tls_channel, wait_tls_ready
 
-pytestmark = pytest.mark.skipif(not have("openssl"), reason="needs the openssl command")
+pytestmark = needs("openssl")
 
 GLOBAL = 2
 

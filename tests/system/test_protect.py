@@ -19,7 +19,8 @@ import urllib.request
 import grpc
 import pytest
 
-from conftest import EXAMPLE_MIDDLEWARE, SLUICE, Middleware, free_port, have, http, wait_for
+from conftest import (EXAMPLE_MIDDLEWARE, SLUICE, Middleware, built, free_port, http, needs, require,
+                      wait_for)
 from etcdproc import EtcdProc
 
 
@@ -253,7 +254,7 @@ def monotone_runs(values):
     return dirs
 
 
-@pytest.mark.skipif(not have("wrk"), reason="wrk not installed")
+@needs("wrk")
 def test_worker_shedder_ramps_up_and_down_without_flapping(node_factory, tmp_path):
     path = write(tmp_path, "quotas.yaml", QUOTAS)
     node = node_factory(["--workers", "1", "--standalone", "--quota-file", path,
@@ -375,8 +376,7 @@ def test_quota_file_switches_reload_on_sighup(node_factory, tmp_path):
 
 @pytest.fixture
 def etcd():
-    if not have("etcd"):
-        pytest.skip("etcd not installed")
+    require("etcd")
     e = EtcdProc().start(timeout=15)
     yield e.url
     e.close()
@@ -435,7 +435,7 @@ def test_kill_switch_within_one_second_on_three_nodes(node_factory, etcd):
 
 # ---- the client library fails open ----------------------------------------------------------
 
-@pytest.mark.skipif(not os.path.exists(EXAMPLE_MIDDLEWARE), reason="example_middleware not built")
+@built(EXAMPLE_MIDDLEWARE)
 def test_client_fails_open_when_sluiced_is_down(node_factory, tmp_path):
     dead = "127.0.0.1:%d" % free_port()
     mw = Middleware(dead, "--resource", "demo", "--timeout", "300")

@@ -20,9 +20,9 @@ import test_delay as dly
 import test_fleet as flt
 import test_levee as lev
 from test_levee import etcd, prefix  # noqa: F401 (fixtures of the reused cases)
-from conftest import BUILD, free_port, have, http, wait_for
+from conftest import BUILD, free_port, http, needs, wait_for
 
-pytestmark = pytest.mark.skipif(not have("redis-server"), reason="redis-server not installed")
+pytestmark = needs("redis-server")
 
 
 class Redis:

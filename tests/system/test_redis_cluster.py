@@ -20,10 +20,9 @@ import pytest
 
 import test_gubernator as gub
 import test_redis as tr
-from conftest import free_port, have, wait_for
+from conftest import free_port, needs, wait_for
 
-pytestmark = pytest.mark.skipif(not (have("redis-server") and have("redis-cli")),
-                                reason="redis-server / redis-cli not installed")
+pytestmark = needs("redis-server", "redis-cli")
 
 
 def cluster_port():

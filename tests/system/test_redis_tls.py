@@ -13,11 +13,10 @@ import pytest
 
 import test_gubernator as gub
 from certs import make_ca, make_leaf
-from conftest import free_port, have, wait_for
+from conftest import free_port, needs, wait_for
 from test_redis import decide, metric
 
-pytestmark = pytest.mark.skipif(not have("redis-server") or not have("openssl"),
-                                reason="redis-server or openssl not installed")
+pytestmark = needs("redis-server", "openssl")
 
 
 @pytest.fixture(scope="module")

@@ -10,11 +10,11 @@ import grpc
 import pytest
 
 import test_rls as rls
-from conftest import have, wait_for
+from conftest import needs, wait_for
 from test_redis import metric, redis_server  # noqa: F401 (fixture)
 from test_rls import confdir  # noqa: F401 (fixture)
 
-pytestmark = pytest.mark.skipif(not have("redis-server"), reason="redis-server not installed")
+pytestmark = needs("redis-server")
 
 OK, OVER = rls.OK, rls.OVER
 

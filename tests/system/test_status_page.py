@@ -23,7 +23,7 @@ import urllib.request
 
 import pytest
 
-from conftest import ROOT, free_port, http, wait_for
+from conftest import ROOT, free_port, http, needs, wait_for
 
 CHROMIUM = os.environ.get("SLUICE_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("SLUICE_CHROMEDRIVER", "/usr/bin/chromedriver")
@@ -31,10 +31,7 @@ XSS = "<img src=x onerror=alert(1)>"
 TOKEN = "status-page-token-0123456789abcdef"
 ELEMENT = "element-6066-11e4-a52e-4f735466cecf"  # the W3C WebDriver element reference key
 
-pytestmark = pytest.mark.skipif(
-    not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)),
-    reason="no headless browser: install chromium and chromium-driver "
-           "(scripts/install-deps.sh test)")
+pytestmark = needs(CHROMIUM, CHROMEDRIVER)
 
 QUOTAS = """
 limit:

@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, SLUICED, have
+from conftest import ROOT, SLUICED, needs
 from test_install import attempt  # POST /attempt with X-Resource: its status
 
 UNIT_IN = os.path.join(ROOT, "packaging", "systemd", "sluiced.service.in")
@@ -157,7 +157,7 @@ def unit_for(tmp_path):
     return unit, text
 
 
-@pytest.mark.skipif(not have("systemd-analyze"), reason="systemd-analyze not installed")
+@needs("systemd-analyze", "man")
 def test_unit_verifies_and_is_sandboxed(tmp_path):
     unit, text = unit_for(tmp_path)
     for line in ("Type=notify", "WatchdogSec=", "ExecReload=/bin/kill -HUP $MAINPID",

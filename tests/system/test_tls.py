@@ -22,10 +22,10 @@ import pytest
 
 from certs import key_csr, make_ca, make_leaf, ossl
 from clientlib import CLIENT_LIB, Item as ClientItem, Request as ClientRequest
-from conftest import free_port, have
+from conftest import free_port, needs, require_built
 from etcdproc import EtcdProc
 
-pytestmark = pytest.mark.skipif(not have("openssl"), reason="needs the openssl command")
+pytestmark = needs("openssl")
 
 
 @pytest.fixture(scope="module")
@@ -322,7 +322,7 @@ def test_cluster_over_mutual_tls(node_factory, certs, pb):
         assert n.proc.poll() is None
 
 
-@pytest.mark.skipif(not have("etcd"), reason="etcd not installed")
+@needs("etcd")
 def test_etcd_over_mutual_tls(node_factory, certs):
     """etcd on https with client certificates required: the node registers itself through
     --storage-tls-ca/--storage-tls-cert/--storage-tls-key."""
@@ -512,8 +512,7 @@ class ClientStats(ctypes.Structure):
 
 @pytest.fixture
 def clientlib():
-    if not os.path.exists(CLIENT_LIB):
-        pytest.skip("libsluice-client.so not built")
+    require_built(CLIENT_LIB)
     L = ctypes.CDLL(CLIENT_LIB)
     vp = ctypes.c_void_p
     L.sl_client_options_default.argtypes = [ctypes.POINTER(ClientOptions)]

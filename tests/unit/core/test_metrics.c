@@ -419,10 +419,7 @@ static void test_special_values(void **state)
 static void test_promtool(void **state)
 {
     (void)state;
-    if (access("/usr/bin/promtool", X_OK) != 0) {
-        SL_SKIP();
-        return;
-    }
+    SL_NEED("/usr/bin/promtool", "prometheus");
     int calls = 0;
     sl_metrics *m = sample_registry(&calls);
     /* Also the full latency bucket set, whose small bounds print in exponent form. */

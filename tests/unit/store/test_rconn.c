@@ -168,8 +168,7 @@ static int teardown(void **state)
 
 #define NEED_REDIS()                                                                               \
     do {                                                                                           \
-        if (!sl_test_redis_installed())                                                            \
-            SL_SKIP();                                                                             \
+        SL_NEED(SL_TEST_REDIS_BIN, "redis-server");                                                \
     } while (0)
 
 /* ---- tests -------------------------------------------------------------------------------------- */
