@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # sluice — top-level entry points. See README.md.
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
@@ -29,8 +30,11 @@ fresh-test: DEPS = fresh
 deps:
 	@bash scripts/install-deps.sh $(DEPS)
 
+# the test targets (DEPS=test) need the unit tests built: CMake fails without cmocka instead
+TESTS_REQUIRED = $(if $(filter test,$(DEPS)),ON,OFF)
+
 build: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_TESTS_REQUIRED=$(TESTS_REQUIRED) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
 # sluiced (sbin), sluice (bin), libsluice and libsluice-client (shared + static), the headers
@@ -68,7 +72,7 @@ static-test: static
 
 # The project also builds warning-free with clang (the ASan build uses clang, the default build gcc).
 build-asan: deps
-	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang -DSLUICE_SANITIZE=ON >/dev/null
+	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang -DSLUICE_SANITIZE=ON -DSLUICE_TESTS_REQUIRED=ON >/dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 
 unit-test: build

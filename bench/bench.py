@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """sluice benchmarks (make bench).
 
 Each server benchmark runs sluiced and a reference nginx (`return 200;`) under the same load

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """sluice cluster benchmarks. Like bench.py, every figure comes with a reference measured in the
 same run on the same machine, and the ratio is what to track (docs/cluster.md, performance.md).
 

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """sluice hand-off benchmark (issue 12): time and bytes to move the state of ~1M keys.
 
 A real etcd and two sluiced nodes on this machine. Node B starts alone and takes N keys (default

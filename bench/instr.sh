@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Instructions per request, counted by callgrind (repeatable whatever else the machine does, unlike
 # requests per second): sluiced (1 worker) under valgrind answers N1 and then N2 requests of each
 # kind in two runs, and (Ir(N2) - Ir(N1)) / (N2 - N1) is what one more request costs, start-up

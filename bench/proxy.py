@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Levee's client-proxy against nginx as the reference proxy, in one run (docs/levee.md, "The
 client-proxy"). Two limiters (sluiced, 1 worker each, a quota file whose key_default never
 rejects and whose factor/default is 2, so that each resource is spread over both) sit behind

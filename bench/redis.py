@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """The Redis store's benchmark (docs/store.md): sluiced --store redis against Redis itself running
 the same token-bucket script, in one run, on one redis-server (free loopback port, no
 persistence). Not part of make bench's default set: run it as `python3 bench/redis.py`.

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """sluice key-state benchmark (issue 12): the --state-dir snapshot of N keys (default 1M).
 
   a. snapshot write: N token-bucket keys filled over the JSON API, then SIGTERM; the figures are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Embedding a whole sluice node in your own program (Gubernator's "use it as a library").
  *

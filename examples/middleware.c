@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * example_middleware: how a C HTTP service puts sluice in front of its handler.
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # make deb: the Debian binary packages of this checkout (debian/, dh with the cmake build system)
 # into OUT (default build/deb): sluice, libsluice0.1, libsluice-client0.1, libsluice-dev, then
 # lintian over them (its errors fail the build; its warnings are printed).

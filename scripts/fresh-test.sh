@@ -63,6 +63,9 @@ tar -C "$ROOT" -xf "$TAR"
 git clone -q --no-hardlinks "$SRC" "$ROOT/src/sluice"
 echo "fresh-test: $(git -C "$ROOT/src/sluice" log -1 --format='%h %s' | cut -c1-100)" >&2
 cp /etc/resolv.conf "$ROOT/etc/resolv.conf"
+# what Debian's installer (and any container runtime) writes and debootstrap does not: without it
+# "localhost" resolves nowhere, as on no real machine
+printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n' >"$ROOT/etc/hosts"
 
 # Inside a private mount namespace: the mounts a Debian machine has, then make test as CI runs it.
 unshare --mount --propagation private bash -euo pipefail -c '

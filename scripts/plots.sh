@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Regenerate the accuracy figures in docs/img/ (run by `make plots` after the build): every figure
 # comes from `sluice sim` with a fixed seed, so the same tree draws the same pictures. The commands
 # are echoed as they run; docs/algorithms.md ("Accuracy against a perfect sliding window" and "Open

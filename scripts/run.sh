@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # make run: a standalone sluiced with real limits — Gubernator's API (limits sent with each call)
 # and Levee's POST /attempt (limits from examples/quotas.yaml) on one port, no etcd needed.
 # Extra arguments go to sluiced (e.g. make run RUN_ARGS="--listen-addr 127.0.0.1:6000").

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: Apache-2.0
 -- wrk: POST /v1/GetRateLimits (Gubernator JSON gateway), one item, a random key of 10,000.
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"

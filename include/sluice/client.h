@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libsluice client: ask a sluiced (or any Gubernator v2 / Levee-compatible server) for decisions.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Clocks. The engine never reads time itself; callers pass `now`. A real clock reads
  * CLOCK_REALTIME (epoch milliseconds, what Gubernator's reset_time and created_at use); a virtual

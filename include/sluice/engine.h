@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libsluice engine: "may this key take N hits now?"
  *

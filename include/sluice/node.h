@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * An embeddable sluice node: everything sluiced runs (engine, router, listener with its worker
  * threads, metrics, quota source), inside the caller's process, as Gubernator's "use it as a

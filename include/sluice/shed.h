@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libsluice load shedding: priorities and the worker-utilization shedder, for a service that wants
  * to protect its own worker pool the way sluiced protects itself (docs/protection.md).

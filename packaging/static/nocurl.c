@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libcurl's entry points for the statically linked sluiced (make static), which is built without
  * libcurl: Debian's libcurl.a needs MIT Kerberos (GSS-API) and p11-kit (through GnuTLS, for

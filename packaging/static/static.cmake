@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # make static (-DSLUICE_STATIC=ON): sluiced linked with -static against Debian's static archives
 # (docs/operations.md "Static build"). Included at the end of CMakeLists.txt: it re-points the
 # imported pkg-config targets at their .a files, and libcurl at packaging/static/nocurl.c (Debian's

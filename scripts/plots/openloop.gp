@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Criteo's figures, open loop: each estimator's count of the trailing window against the true count
 # on the same offered traffic, one panel per estimator, all panels on ONE y-scale.
 # CSV (sluice sim --open-loop --csv): t_s, true, then one column per estimator.

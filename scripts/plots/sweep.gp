@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Distributed limiting against one sweep variable (k limiters, or the GLOBAL sync period s): on the
 # left the requests admitted relative to the perfect window, on the right the most admitted in one
 # window relative to the limit. CSV (sluice sim --csv, sweep mode): k, sync_ms, then per algorithm

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Each algorithm's admitted count in the trailing window against the perfect sliding window, over
 # time (Criteo's figures): one panel per algorithm, the perfect window in grey underneath.
 # CSV (sluice sim --csv, single mode): t_s, perfect, then one column per algorithm.

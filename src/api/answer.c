@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The /attempt answer and its header builder (see answer.h). Values are appended by hand rather
  * than with printf where the answer is built on every rejection: printf would be half its cost.

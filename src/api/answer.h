@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The HTTP answer of Levee's POST /attempt and POST /release: one type, filled by the rate
  * quotas (api/levee.c) and by the protections around them (api/attempt.c), and rendered once by

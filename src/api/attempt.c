@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * /attempt and /release under protection (see attempt.h): each check asks the ladder whether its
  * switch lets it run and whether its rejection stands, takes its lease from the protection

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Levee's POST /attempt and POST /release under sluice's protections (protect/protect.h,
  * docs/protection.md): the Levee dialect of the protection service. Header values in, one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Batches and their arena (see batch.h). The arena is a list of chunks bump-allocated from the
  * front; a request bigger than the usual chunk gets a chunk of its own. Its total is capped, so a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sl_batch: one API call's worth of decisions - n engine requests and their responses, with
  * per-item metadata - and the arena that owns everything they point to.

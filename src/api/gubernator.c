@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Gubernator v2 adapter: wire messages <-> sl_batch (see gubernator.h for the rules it applies).
  *

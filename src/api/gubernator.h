@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The Gubernator v2 dialect: pb.gubernator.V1 (GetRateLimits, HealthCheck, LiveCheck) and
  * pb.gubernator.PeersV1 (GetPeerRateLimits, UpdatePeerGlobals) messages <-> sl_batch.

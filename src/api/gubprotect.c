@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Gubernator calls under protection (see gubprotect.h). The whole call is shed for its most
  * important item's class (a batch is one unit of work for the worker). Kill switches and shadow

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Gubernator calls (gRPC and JSON) under sluice's protections (protect/protect.h,
  * docs/protection.md): the Gubernator dialect of the protection service. Items keep their

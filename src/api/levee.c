@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Levee's /attempt decision (see levee.h for the contract and docs/levee.md for the model): the
  * quota lookup, the engine calls with their give-back on a later rejection (or the same calls

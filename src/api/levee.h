@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Levee's rate quotas for POST /attempt, independent of the network layer: header values in, an
  * HTTP answer out (api/answer.h: status, headers, body) that node/service.c renders. The

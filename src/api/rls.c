@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ShouldRateLimit (see rls.h): RateLimitRequest -> batch -> RateLimitResponse.
  *

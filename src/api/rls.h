@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Envoy's rate limit service (RLS v3): envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
  * as one more dialect on the client port. A RateLimitRequest becomes one engine item per

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Counters of ShouldRateLimit's outcomes per domain and rule, behind a cardinality guard (see
  * rlsmetrics.h). Series are created when a pair is first seen (under the mutex, outside the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sl_rlsmetrics: what ShouldRateLimit decided, per domain and rule:
  *   sluice_rls_descriptors_total{domain,rule,outcome}

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Address checks (see addr.h): parse numeric hosts with inet_pton and compare raw IPs.
  */

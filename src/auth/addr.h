@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sl_addr: who is at the other end, judged by address: whether a listen address is loopback (an
  * admin port bound elsewhere needs a token), and whether a connection's source IP is the IP of an

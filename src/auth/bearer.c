@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Bearer tokens (see bearer.h): header and file parsing, constant-time comparison.
  */

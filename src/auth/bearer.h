@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sl_bearer: bearer tokens (RFC 6750) as sluice checks them: the token out of an Authorization
  * header value, a secret out of a token file's bytes, and a comparison whose time does not depend

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Client identities (see idents.h). The set is one allocation of identities plus one of their
  * strings; a sorted array of token hashes finds the one candidate a token could be.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sl_idents: client identities (sluiced --client-tokens-file): bearer token, or the name of a
  * verified client certificate, -> a name and the limit-name / resource prefixes it may use.

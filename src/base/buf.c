@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Growable, capped byte buffer (see buf.h). */
 #include "base/buf.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sl_buf: a growable byte buffer with a hard cap. Codecs append into one; connections queue them.
  * Appends past `cap` fail with -EMSGSIZE instead of growing without bound (an attacker controls

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Whole-file reading with a byte cap (see file.h). */
 #include "base/file.h"
 

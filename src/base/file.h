@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sl_file: read a whole file into memory, with a byte cap (a configuration file is input the
  * process does not control, and must not be able to exhaust its memory).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fixed-width hex formatting (the rest of sl_hex is inline in hex.h). */
 #include "base/hex.h"
 

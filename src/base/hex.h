@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sl_hex: hexadecimal digits, both ways. Digit values for the JSON \u escapes, grpc-message and
  * lease-token percent-decoding; digit characters for the matching encoders. Everything is static

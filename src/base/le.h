@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Little-endian fixed-width integers in byte buffers, for the binary formats sluice writes itself
  * (core/keystate.h records, core/snapshot.h headers): the same bytes on every host, read and

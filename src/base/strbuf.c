@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* NUL-terminated text builder over sl_buf (see strbuf.h). */
 #include "base/strbuf.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sl_strbuf: a NUL-terminated text builder with a byte cap, over sl_buf (which does the growing).
  * Appends are printf-style or raw; the first failure (-ENOMEM, or -EMSGSIZE past the cap) sticks,

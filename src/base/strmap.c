@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Open-addressing string map with backward-shift deletion (see strmap.h). */
 #include "base/strmap.h"
 

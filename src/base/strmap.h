@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sl_strmap: a bounded open-addressing hash map keyed by byte strings, with fixed-size value slots.
  *

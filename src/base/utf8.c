@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Whole-span UTF-8 validation over sl_utf8_seq (see utf8.h). */
 #include "base/utf8.h"
 

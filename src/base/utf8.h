@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sl_utf8: strict UTF-8 validation (RFC 3629): no overlong forms, no surrogates (U+D800..DFFF),
  * nothing above U+10FFFF. The JSON codecs and the metrics label sanitiser share it. The

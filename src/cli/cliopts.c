@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The one way a sluice subcommand reads its flags: its table of options through the option
  * engine (config/opt.h), the same machinery and value syntax as sluiced's, with --help generated

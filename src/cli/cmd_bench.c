@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * `sluice bench engine`: in-process engine throughput. Pre-populates N keys, then T threads decide
  * on keys drawn uniformly from the N for S seconds, one by one (--batch 1) or in batches through

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * `sluice check`, `sluice health`, `sluice attempt`: one request to a running sluiced, printed for
  * a person (or as one JSON object with --json), with an exit code a script can branch on:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sluice killswitch: turn a limiter off (it then admits everything), put it in shadow mode (it
  * decides and counts but admits), or back on, by name - for every node at once through etcd

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sluice quota: read and write Levee quotas and group sizes in etcd (the tree described in
  * docs/levee.md), so that operators need neither etcdctl nor base64. The key a command touches is

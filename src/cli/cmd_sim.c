@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * `sluice sim`: the accuracy lab. Generates (or replays) traffic on a virtual clock, runs it
  * through the real engine once per algorithm, and compares every decision with a perfect sliding

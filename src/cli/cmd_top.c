@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sluice top: who is limited on one node - the keys each limit rejected, would reject (a limiter
  * in shadow mode: a dark launch) or shed, the most frequent first, read from the node's admin

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Subcommands of the `sluice` CLI: each takes the arguments after its own name and returns the
  * process exit code. */
 #ifndef SLUICE_CLI_COMMANDS_H

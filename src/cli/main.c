@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sluice: the command-line tool. Each subcommand lives in its own cmd_*.c; this file only
  * dispatches and prints the overview.

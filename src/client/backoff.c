@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Retry helpers for callers of sluice-protected APIs (include/sluice/client.h, "retry"): capped
  * exponential backoff with full jitter from a caller-held xorshift state, and the wait before

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The client's circuit breaker on timeouts (client/breaker.h): closed -> open after `threshold`
  * consecutive timeouts, open -> half-open when the cool-down ends, half-open lets one probe through

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A circuit breaker on timeouts for the fail-open client (internal; not installed).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The client's call record (client/call.h): creating and freeing a call, turning its outcome into
  * the typed reply by kind (the protocol modules decode, this picks which), handing an async call's

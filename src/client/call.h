@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The call record, shared by the client's modules (internal; not installed).
  *

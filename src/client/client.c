@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libsluice client (include/sluice/client.h): gRPC GetRateLimits / HealthCheck / LiveCheck and
  * Levee's /attempt and /release over HTTP/2 (cleartext or TLS), with a fail-open (or fail-closed)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The client's I/O (client/clientio.h): how a call's request reaches the server.
  *

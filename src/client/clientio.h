@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The client's I/O (internal): the pool of connections that synchronous calls borrow and drive on
  * the caller's thread, and the one I/O thread that multiplexes every asynchronous call on its own

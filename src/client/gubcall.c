@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The client's Gubernator gRPC calls (client/gubcall.h): GetRateLimits, HealthCheck and LiveCheck.
  *

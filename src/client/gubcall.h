@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The client's Gubernator gRPC calls: GetRateLimits (check), HealthCheck and LiveCheck over
  * HTTP/2 — the request (path, gRPC headers, the framed protobuf message) and the decoding of the

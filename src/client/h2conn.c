@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * One client-side HTTP/2 connection over a non-blocking TCP socket (see h2conn.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sl_h2conn: one client-side HTTP/2 connection (cleartext with prior knowledge, or TLS with ALPN
  * h2) for the sluice client: a non-blocking TCP socket driving one sans-I/O session

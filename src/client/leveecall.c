@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The client's Levee calls (client/leveecall.h): POST /attempt and /release.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The client's Levee calls: POST /attempt (attempt, and acquire with X-Concurrency: acquire) and
  * POST /release — the request headers out, the status and RateLimit / Retry-After / X-Lease-Id

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The client's lease renewer (include/sluice/client.h, "lease renewer"): keeps held leases alive
  * for work that outlasts their duration. client/renewsched.c decides when each lease is due; this

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The lease renewer's schedule (client/renewsched.h): a fixed table of slots, each a held lease
  * with its next due time. A handle is (generation << 32) | (slot + 1). Scans are linear over the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * When to renew which lease: the schedule of the client's lease renewer (internal; not installed).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sl_shedder (sluice/shed.h): the client library's worker-utilization shedder, for a service's own
  * worker pool. A thin owner of the same core sluiced runs per worker loop (core/shed.h), so a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Batcher (see batcher.h): a growable array of items and one deadline.
  */

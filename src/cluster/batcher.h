@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sl_batcher: the queue of items waiting to be forwarded to one peer (BATCHING, Gubernator's
  * default behaviour). Items collect until the batch holds `limit` items - then it goes at once -

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * GLOBAL state (see global.h): a sharded chained hash table of entries keyed by the picker's hash
  * of name + "_" + unique_key, and two lists of entries waiting to be sent (hits for owners, keys

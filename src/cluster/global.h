@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * GLOBAL behaviour's state on one node (Gubernator v2 semantics, docs/cluster.md):
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * GLOBAL sync on one worker (see globalsync.h and docs/cluster.md).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The GLOBAL sync of one worker loop: the sender and receiver beside global.c's state
  * (docs/cluster.md). global.c holds the per-key copies and the "waiting" lists; this module

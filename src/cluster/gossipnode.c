@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gossipnode: runs gossip/swim over real sockets on a thread of its own (the design is in
  * gossipnode.h). Everything that touches the swim holds `mu`, so readers on other threads (the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gossipnode: the I/O driver of the SWIM membership (gossip/swim.c) for a node. It owns one
  * thread with its own libuv loop, a UDP socket and a TCP listener on --gossip-addr (the same

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gossipseeds: the observers registered in etcd as gossip seeds (see gossipseeds.h). The value's
  * JSON is parsed with jansson; only one member is read ("gossip" for seeds, "service" for a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gossipseeds: where a node joining the gossip overlay finds members besides --gossip-seeds: the
  * observers registered in etcd, as Levee's limiters find theirs. An observer puts

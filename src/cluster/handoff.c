@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Hand-off of key state on membership change (see handoff.h): the sender's walk and batches, and
  * the receiver's merge.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Hand-off: when the peer list changes, the state of every key this node holds but no longer owns
  * goes to the key's new owner over PeersV1/TransferKeys, which merges it (the more restrictive

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Kubernetes discovery (see k8s.h): the list/watch protocol of the Kubernetes API over
  * EndpointSlices or Pods, as a pure member set fed by JSON answers (jansson), and the source

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Kubernetes discovery (--discovery k8s): the peers are the ready endpoints of one Service's
  * EndpointSlices (discovery.k8s.io/v1, label kubernetes.io/service-name=<service>), or the ready

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Membership sources (see members.h). Each source runs on threads of its own and reports through
  * report(), which sorts, de-duplicates and compares with the last list so on_change only hears of

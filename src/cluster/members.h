@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Membership sources: where the peer list comes from (--discovery), behind one interface so that
  * more (SWIM gossip) can join later. A source calls `on_change` with the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sl_peer: an asynchronous gRPC client for one peer address on one libuv loop - how a node talks
  * PeersV1 to the others. One persistent cleartext HTTP/2 connection (prior knowledge, h2c) carries

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The cluster's metric families (see peermetrics.h): registration and the peer-call method labels.
  */

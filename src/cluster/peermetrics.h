@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The cluster's metric families (docs/operations.md): calls to peers by method and result, their
  * latency, forwarded items, retries, fail-open answers, GLOBAL local answers and updates, peer

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Peer pickers (see picker.h): a consistent-hash ring with virtual nodes, and rendezvous hashing.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Peer pickers: which peer owns a key. Every node must compute the same owner from the same peer
  * list, so a picker depends only on the set of addresses (it sorts and de-duplicates its own copy:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Router, forwarding half (see router.h and docs/cluster.md): the per-request path. The control
  * half - construction, publishing peer lists, worker start and stop, peer identity, hand-off

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The router: where each item of an API batch gets decided. On a standalone node every item goes
  * to the local engine. In a cluster (discovery != none) each item's owner is picked by consistent

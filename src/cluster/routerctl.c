@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Router, control half (see router.h; the forwarding half is router.c, the state they share
  * routerwk.h): the configuration from sluiced's options and the router's construction, publishing

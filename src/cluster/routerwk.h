@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The router's internal state, shared by its two halves and by nothing else: cluster/router.c
  * (forwarding, the per-request path: routing, batching, peer calls, a worker's view swap) and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Peer views (see view.h): building one from a peer list (picker, self index, health slots, the
  * peers' IPs), reference counting, and the peer identity checks over a view's members.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Peer views: one peer list turned into a picker, with the peers' health slots and the IPs their
  * calls come from. A view is immutable once built (only its health slots and reference count

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sluiced's options (see config.h): the table that says which options exist, with their defaults,
  * bounds, help and --help groups, and the parse that applies the sources in order and then the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sluiced's options: the `sl_options` struct, its table (which options exist, their defaults, bounds
  * and help) and the parse that fills it from defaults, the YAML file (--config FILE or

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * etcd v3 over its JSON gateway with libcurl (see etcd.h for the model: endpoints, failover,
  * threads, errors).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A small etcd v3 client over the JSON gRPC gateway (etcd 3.4+: POST <endpoint>/v3/kv/range,
  * /v3/kv/put, /v3/kv/deleterange, /v3/kv/compaction, /v3/watch, /v3/lease/grant,

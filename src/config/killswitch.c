@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The switchboard's values (see killswitch.h): the mode words, the JSON of concurrency limits and
  * fleets, the board (entries in a base string map keyed by (kind, name), so that a switch "api"

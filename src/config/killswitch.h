@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The switchboard of sluice's protections: kill switches and shadow mode per limit name, and the
  * settings of /attempt's concurrency limits and fleet shedder. It comes from etcd (watched, so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The switchboard's sections of the quota file (format in killswitchfile.h), walked with
  * config/yamlwalk.h into an sl_killswitch_board. The limit: and factor: sections are the quota

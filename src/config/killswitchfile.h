@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The switchboard's sections of the quota file (config/quotafile.h holds the file's limit: and
  * factor: sections; both parsers read the same file and skip each other's sections):

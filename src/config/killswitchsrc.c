@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The switchboard's source (see killswitchsrc.h): the source board (what etcd or the file says)
  * and the admin board (this node's overrides) under one mutex, merged into a snapshot and

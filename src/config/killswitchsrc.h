@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The switchboard's source (see config/killswitch.h for what it holds): it keeps the switches,
  * concurrency limits and fleet up to date from etcd (watched: config/watched.h, shared with the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The option engine (see opt.h): one description per option serves the YAML loader, the
  * environment, the flag parser, --help and the effective-config dump, so an option cannot be

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The option engine: one table of option descriptors drives a program's configuration from
  * defaults, a YAML file, the environment and command-line flags, and its --help. Each option has a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The option engine's shared internals (not for other modules: they use config/opt.h). The engine
  * is four files (see config/opt.c); what its sources (optsrc.c) and rendering (opthelp.c) need of

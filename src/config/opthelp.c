@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The option engine's rendering (config/opt.h): --help (usage, the syntax notes, every option by
  * group with its metavar, default and environment variable; a CLI command's form wraps its help

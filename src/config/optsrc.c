@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The option engine's sources (config/opt.h): a YAML file (one flat mapping of option: value; an
  * unknown key, a key given twice, a nested mapping or a sequence for a non-list option is an error

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The option engine's value syntax (config/opt.h, "Value parsers"): booleans, integers, finite
  * numbers, durations (500us, 1m30s; a bare integer is milliseconds) and sizes (16KiB, 1MB; a bare

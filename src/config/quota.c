@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The Levee quota tree (see quota.h and docs/levee.md): parsing etcd keys and JSON values, one
  * open-addressing table for every entry kind, the lookup that turns a request's resource, prefix

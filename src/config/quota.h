@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The Levee quota tree: which (rate, burst) applies to a request for <resource>/<prefix>/<method>.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Loading the YAML quota file (format in quotafile.h) with libyaml's document API into an
  * sl_quota_tree. The walk visits every node at most a bounded number of times: YAML aliases let a

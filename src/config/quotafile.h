@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The standalone quota file: the same tree Levee keeps in etcd, written as YAML, for a sluiced run
  * with --standalone and no etcd (--quota-file). The daemon re-reads it on SIGHUP through the quota

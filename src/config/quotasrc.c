@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The quota source (see quotasrc.h): what a quota snapshot is built from. The watcher thread, the
  * file reload, the status and the publication to request threads are config/watched.c's.

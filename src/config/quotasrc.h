@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The quota source: owns the current quota snapshot and keeps it up to date, from etcd (a watcher
  * thread) or from the standalone quota file (reloaded on demand, e.g. on SIGHUP).

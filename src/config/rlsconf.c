@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * envoyproxy/ratelimit configuration files into an immutable tree (format and matching rules in
  * rlsconf.h). Everything a configuration holds lives in one bump arena freed at once with the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sl_rlsconf: envoyproxy/ratelimit's configuration format, parsed (libyaml, pure: text in, tree
  * out) and matched. One file is one domain:

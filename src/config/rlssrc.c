@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The --rls-config-dir source (see rlssrc.h): a directory read into an sl_rlsconf, published
  * through a file-mode sl_watched feed (its status, its RCU slot, one reload at a time), and a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sl_rlssrc: the envoyproxy/ratelimit configuration directory (--rls-config-dir) as a live
  * source. Every regular file named *.yaml or *.yml in the directory (not its subdirectories,

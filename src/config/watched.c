@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The watched source (see watched.h): the etcd range-then-watch thread with backoff and
  * reconnect accounting, shared by every feed of one root (one thread, one watch stream); per

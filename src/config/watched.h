@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A watched configuration source: the machinery the quota source (config/quotasrc.h) and the
  * switchboard (config/killswitch.h) share, so that each of them only says how its entries are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The bounded libyaml document walk (see yamlwalk.h). The budget is charged per node fetched, not
  * per node in the document, because aliases make one node reachable many times.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A bounded walk over a libyaml document, shared by the two readers of the quota file
  * (config/quotafile.c for limit:/factor:, config/killswitch.c for killswitch:/concurrency:/fleet:).

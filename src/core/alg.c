@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The algorithms' front door: request validation, the dispatch from a request to its algorithm's
  * module, names, and the state life cycle (expiry rule, release, side-buffer accounting).

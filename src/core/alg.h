@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Rate-limit algorithms over one key's state. Internal to libsluice: the store (store.c) finds or
  * creates the key's slot under its shard lock and calls sl_alg_decide(); the algorithms never touch

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Real and virtual clocks (see include/sluice/clock.h). */
 #include "sluice/clock.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * CONCURRENCY (see concurrency.h): a key's leases in an unordered array, with the earliest and the
  * latest expiry kept exact.

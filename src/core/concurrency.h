@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * CONCURRENCY: at most `limit` calls in flight per key. An acquire (hits 1) takes a lease, named by
  * a 64-bit lease id, that lasts until it is released (hits -1 with that id) or until `duration` ms

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The engine's entry points (include/sluice/engine.h): validate a request, hash its key, and let
  * the key store (store.c) run the algorithm on the key's state under the key's shard lock. The

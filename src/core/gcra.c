@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * GCRA (ITU-T I.371, virtual scheduling algorithm) with exact integer time.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * GCRA, the Generic Cell Rate Algorithm as Levee uses it (ITU-T I.371 virtual scheduling):
  * `limit` per `duration` spaced evenly, with Levee's `burst` = extra requests admitted at once

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Gregorian calendar intervals (see gregorian.h). Fixed-length intervals (minute, hour, day) are
  * floor-aligned to the epoch, which in UTC is the calendar's own alignment; months and years go

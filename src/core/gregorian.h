@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Gregorian calendar intervals for DURATION_IS_GREGORIAN (Gubernator's behaviour): with that flag a
  * request's `duration` names an interval of the calendar (sl_gregorian: minute, hour, day, week,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Key state codec and merge (see keystate.h for the record layout and the merge rule).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Key state codec: one key's state (its store hash, its expiry and its sl_state with any side
  * buffer) as a self-contained byte record, and the merge of two states of one key. Pure: no I/O,

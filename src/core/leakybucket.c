@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * LEAKY_BUCKET, answering case by case what Gubernator v2's leakyBucket() answers (algorithms.go).
  *

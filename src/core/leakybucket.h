@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * LEAKY_BUCKET with Gubernator v2's semantics (docs/algorithms.md, "LEAKY_BUCKET"): a bucket of
  * `burst` (default `limit`) that refills continuously at limit/duration, with a fractional

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Logger (see log.h): one formatted line per message, written in one locked call so lines from
  * several threads never interleave, and escaped so that text a client controls cannot break the

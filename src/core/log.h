@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Logging. A logger is a small caller-owned object (one per node, so that several nodes in one test
  * process keep apart): a level, an instance id printed on every line, an output stream and, for

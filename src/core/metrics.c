@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Metrics registry and its two renderers (see metrics.h for the model and the formats).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Metrics registry: one per node (no global registry, so that several nodes share a test process).
  * Counters, gauges and histograms are registered at startup as families with a fixed list of label

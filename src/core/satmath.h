@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Saturating and floor arithmetic for the algorithms. Every int64 a request carries may be anything
  * from INT64_MIN to INT64_MAX, and the algorithms must answer without signed overflow (undefined

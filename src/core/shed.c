@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The worker-utilization shedder (see shed.h and sluice/shed.h), and the priority names.
  *

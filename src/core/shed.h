@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The worker-utilization shedder's pure core (the model is described in sluice/shed.h): a level
  * moved by observations with hysteresis, and per-class admission by a low-discrepancy sequence.

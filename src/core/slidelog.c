@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * SLIDING_LOG: one timestamp per admitted hit, in a ring of exactly `limit` slots.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * SLIDING_LOG: the exact sliding window. The key keeps the timestamps of its admitted hits in a ring
  * of `limit` entries (a side buffer, 8 bytes per unit of limit, capped by max-log-limit); n hits are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Snapshot format (see snapshot.h): the header's encoding, the whole-file validation and the load
  * into a store. Validation decodes every record (and frees it) before the load decodes them again:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Snapshot format: a whole key store as one byte string, for --state-dir (node/statedir.c does the
  * file I/O; this module is pure). A snapshot is a fixed header and a body of key state records

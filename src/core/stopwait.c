@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Interruptible waits for background threads (see stopwait.h). */
 #include "core/stopwait.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Interruptible waits for background threads: sleep up to a number of milliseconds on a
  * condition variable, waking early when a stop flag is raised. One helper for the loops of
  * the membership watchers (cluster/members.c, cluster/k8s.c) and the etcd-watched sources

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The engine's key store: a fixed number of shards, each an open-addressing hash table of 64-byte
  * slots (key hash, expiry + LRU stamp, algorithm state) behind its own lock. The store never sees

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The key store's internals, shared by the files of the store module and by nothing else:
  * core/store.c (the table, eviction, expiry, decisions) and core/storeio.c (export and import, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Export and import of the key store's states (the walk behind state hand-off and snapshots); the
  * store itself is core/store.c, the shard structures both use core/store_int.h.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * TOKEN_BUCKET, answering case by case what Gubernator v2's tokenBucket() answers (algorithms.go),
  * with the arithmetic made saturating. Gubernator's item is (status, limit, duration, remaining,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * TOKEN_BUCKET with Gubernator v2's semantics (docs/algorithms.md, "TOKEN_BUCKET"). Despite the
  * name it is a fixed window that starts at the key's first request: `limit` hits per `duration`,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The space-saving top-K with halving decay (see topk.h): slot lookup by a 64-bit hash then the
  * bytes, replacement of the smallest slot, lazy halving per elapsed half-life, and the sorted

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A bounded top-K of keys (space-saving, Metwally et al.): who is rejected, who a shadow limiter
  * would reject, who is shed. It keeps `capacity` slots, each a key (cut at SL_TOPK_KEY_MAX

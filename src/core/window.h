@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * FIXED_WINDOW and SLIDING_WINDOW (docs/algorithms.md): counters per window aligned to multiples of
  * the window length since the epoch; the sliding window estimates the last `duration` from the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sluiced: the sluice daemon. A thin main over the embeddable node (include/sluice/node.h):
  * parse options (file < environment < flags), start the node, then wait for signals on this

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * keyring: AES-256-GCM sealing and opening of gossip packets under a ring of shared keys, and the
  * key ring file's parser (the format and the rotation procedure are in keyring.h). OpenSSL stays

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * keyring: optional encryption of gossip packets with AES-256-GCM (OpenSSL EVP) under a shared
  * key ring. The first key seals every outgoing packet; any key of the ring opens an incoming one,

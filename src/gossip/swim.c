@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * swim: the SWIM + Lifeguard protocol state machine (what it does and why is in swim.h; the
  * member table, the merge rules and the dissemination queue are gossip/swimtable.c, the state

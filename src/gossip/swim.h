@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * swim: SWIM membership with Lifeguard's refinements, as a sans-I/O state machine. It reads no
  * clock and owns no socket: the caller passes `now` (ms) to every call, feeds it received packets

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The SWIM state shared by the module's two halves and by nothing else: gossip/swimtable.c (the
  * member table, the rules that merge news about a member, suspicion, and the dissemination queue

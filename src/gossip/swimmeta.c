@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * swimmeta: writing and reading the "key=value" lines of a member's metadata (see swimmeta.h).
  * The blob comes from the network: reading never trusts it to be NUL-terminated or well formed.

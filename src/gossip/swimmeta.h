@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * swimmeta: the text inside a gossip member's metadata blob, as sluice's roles write it:
  * "key=value" pairs, one a line ("service=10.0.0.1:1051\nrole=limiter"). SWIM itself treats the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * swimtable: the member table of SWIM (gossip/swim.h; the protocol that drives it is
  * gossip/swim.c, the state both share is gossip/swimint.h). This file holds the members, their

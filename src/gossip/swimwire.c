@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * swimwire: encoder and validating decoder of the SWIM gossip packets (the layout is drawn in
  * swimwire.h). The decoder walks the whole packet once, checking every length against what is

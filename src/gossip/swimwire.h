@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * swimwire: the SWIM gossip wire format, as pure functions over buffers (no state, no I/O). The
  * protocol (gossip/swim.c) encodes with sl_swimwire_put_* into a caller's buffer and decodes with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Protocol sniffing and the protocol-independent face of a connection (see conn.h).
  */

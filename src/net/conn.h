@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * One client connection, sans I/O: bytes in (sl_conn_feed), handler calls, bytes out (the `out`
  * buffer). It sniffs the protocol from the first bytes — the HTTP/2 client preface

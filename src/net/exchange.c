@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Exchanges and the per-loop context (see exchange.h): the pool that recycles exchanges with their
  * buffers so a warm connection serves requests without malloc, the reference counting that makes

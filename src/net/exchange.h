@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The handler interface of the network layer: one request/response pair ("exchange") as the
  * handlers above see it, whatever the protocol underneath (HTTP/1.1 or HTTP/2, gRPC or not).

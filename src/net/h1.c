@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * HTTP/1.1 over llhttp (see h1.h). The parser's callbacks append the request line, header fields
  * and body into the current exchange's arena (fields may arrive split over reads, so they are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * HTTP/1.1 server connection state over llhttp, sans I/O (driven by conn.c).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * HTTP/2 over nghttp2 (see h2.h). Stream user data is the exchange; the exchange holds the
  * connection's reference until nghttp2 closes the stream, so an answer's body (kept in the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * HTTP/2 server session (cleartext, prior knowledge) over nghttp2, sans I/O (driven by conn.c).
  *

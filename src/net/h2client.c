@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The client HTTP/2 session (see h2client.h): nghttp2 driven in memory, plus per-stream
  * bookkeeping that turns each request into exactly one completion.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sl_h2c: one client-side HTTP/2 session, sans I/O — the protocol half of every HTTP/2 client in
  * sluice (the fail-open client's connections, the cluster's peer connections).

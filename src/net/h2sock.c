@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Socket calls for the HTTP/2 clients (see h2sock.h): connect, read into the session, write out
  * of it, directly or through a TLS session. Only non-blocking sockets; EINTR is retried, EAGAIN

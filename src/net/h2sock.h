@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sl_h2sock: the socket half shared by sluice's HTTP/2 clients — the few calls that move bytes
  * between a non-blocking TCP socket and a sans-I/O client session (net/h2client.h). Each client

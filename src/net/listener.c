@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The accepting end of a worker: socket, accept loop, pause at the file limit (see listener.h). */
 #define _GNU_SOURCE /* accept4 */
 #include "net/listener.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The accepting end of a worker (net/server.c): its listening socket of the SO_REUSEPORT group
  * (made here: libuv 1.44 has no UV_TCP_REUSEPORT), watched with a uv_poll_t and accepted with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The libuv shell around the sans-I/O connections (see server.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The listening server: N worker threads, each with its own uv_loop and its own listening socket
  * on the same address (SO_REUSEPORT, so the kernel spreads connections and no lock or handoff is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Per-phase timeout lists for a worker's connections (net/server.c): instead of a uv_timer per
  * connection (a heap operation per request), every connection sits in at most one of a few

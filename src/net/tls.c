@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The TLS record layer over OpenSSL memory BIOs (see tls.h): contexts loaded from PEM files,
  * sessions that take network bytes and plaintext and give back the other, the ALPN choice, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sl_tls: the TLS record layer, sans I/O. OpenSSL 3 runs over two memory BIOs: bytes from the
  * network go in (sl_tls_feed), plaintext comes out (sl_tls_read); plaintext goes in

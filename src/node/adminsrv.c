@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The admin listener (see adminsrv.h): token check, then routing by path.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The admin listener: sluiced's admin endpoints (the switchboard's /v1/admin/killswitch, its
  * status, and /metrics) on an address of their own (--admin-addr, loopback by default), never on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Worker-loop liveness (node/alive.h). Round r is posted to every worker; worker i's step stores
  * r into seen[i] (release), and the next check reads every seen[i] (acquire): all equal to the

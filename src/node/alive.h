@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Liveness of a server's worker loops, for a watchdog (sluiced's systemd WATCHDOG=1 pings): each
  * check posts a step to every worker loop (sl_server_post) and reports whether every step posted

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The node's own metric series read at render time (see collectors.h). One table row per family:
  * where its stats come from, and which uint64 fields of that struct become which label values

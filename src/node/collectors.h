@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The node's own metric series that are read at render time from the stats structs the engine,
  * the server (and its TLS layer) and the Graphite bridge already keep, so that their hot paths

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Graphite bridge (see graphite.h): the pusher thread, the UDP packing of lines into datagrams,
  * and the TCP connection with its liveness check, one retry and reconnect backoff.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Graphite bridge: pushes a node's metrics registry to a Graphite (carbon) collector in the
  * plaintext protocol with tags, for infrastructures that collect by push rather than by scraping

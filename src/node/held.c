@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Held /attempt answers (X-Delay-Mode: hold): see held.h. A held answer owns a copy of its headers
  * (the worker's one sl_answer is reused by the next request) in one allocation with its timer.

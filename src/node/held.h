@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sl_held: /attempt answers held for their X-Delay-Ms (X-Delay-Mode: hold, delay instead of
  * reject). An admitted, delayed answer is copied and answered by a libuv timer of the worker's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The worker shedder's load sampling on a libuv loop (see loadtick.h).
  */

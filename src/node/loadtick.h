@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The worker shedder's load signal: a libuv timer on each worker loop that samples the loop's
  * busy fraction every --shed-interval (libuv's idle-time metric) and feeds it to the protection

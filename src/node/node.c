@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A sluice node (include/sluice/node.h): builds the parts from sl_options and owns their lives.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A node's parts, each built from the options (node/nodeparts.h; node/node.c calls them in its
  * build order and releases what they made): the metrics registry and the engine with its

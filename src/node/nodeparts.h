@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A node's parts, private to the node module's two files and to nothing else: node/node.c (the
  * build order, the worker hooks, the client port, start, reload, shutdown and the embedding API

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sd_notify's datagram protocol (node/notify.h): the address from $NOTIFY_SOCKET's value (a path,
  * or '@' for the abstract namespace, where the name is the bytes after a leading NUL and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The service manager's readiness protocol (systemd's sd_notify), written here rather than linked
  * from libsystemd (docs/architecture.md "What we write by hand"): a process tells its manager

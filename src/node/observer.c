@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The observer role (see observer.h): the overlay's member table as a gRPC server stream, and
  * the etcd registration that lets limiters and proxies find this observer.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sl_observer: Levee's observer role. It follows the SWIM overlay (cluster/gossipnode.h) and
  * streams the member table to connected clients (client-proxies) over gRPC server streaming,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A node's files, read at start and again on SIGHUP (see reload.h): the TLS contexts, the client
  * identities with the deferred free of a swapped-out set, and a static peer list.

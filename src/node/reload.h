@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What a node reads from files at start and reads again on SIGHUP (sl_node_reload, node.c): the
  * client port's and the peer calls' TLS contexts (--tls-*, --peer-tls-*), the client identities

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Service: routing and the per-call flow (see service.h). Levee's /attempt and /release are
  * node/serviceatt.c, Envoy's ShouldRateLimit node/servicerls.c; the three share the call record

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The service: what a sluice node answers on its client address (admin calls have a listener of
  * their own, node/adminsrv.h). It routes each exchange

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The service's internals, shared by the files of the service module and by nothing else:
  * node/service.c (routing, the call pool, answers, identities, Gubernator's methods, health,

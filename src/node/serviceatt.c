@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The service's Levee half: POST /attempt and POST /release (node/service.c routes them here; the
  * call record and the shared helpers are node/service_int.h). /attempt decides through

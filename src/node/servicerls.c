@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The service's Envoy half: RLS v3 ShouldRateLimit (node/service.c routes it here; the call
  * record and the shared helpers are node/service_int.h). The request is planned into the call's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * --state-dir's file I/O (see statedir.h): the snapshot written atomically, read through mmap and
  * validated whole before loading, and the optional periodic writer thread.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * --state-dir: the key store kept across restarts in DIR/sluice.snapshot (format: core/snapshot.h).
  * Writing goes to DIR/sluice.snapshot.tmp, fsync()ed, then rename()d over the snapshot and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The admin status page (see statuspage.h): the JSON document the page polls, gathered from the
  * parts the node hands in, and the page itself with a fresh nonce in its script and style tags.

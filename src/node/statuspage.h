@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The admin status page: one self-contained HTML page (src/node/statuspage.html, inline CSS and
  * JS, no external asset, embedded into the binary at build time) served at GET /status and GET /

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The switchboard's admin endpoint (see admin.h), with jansson for both directions: the bodies
  * are small and rare, so the reference library is the right tool here.

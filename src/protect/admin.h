@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The switchboard's admin endpoint, GET/POST /v1/admin/killswitch: read the switches, the
  * concurrency limits, the fleet and each worker's shed level as JSON, or override one switch on

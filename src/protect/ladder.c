@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The kill -> shadow -> enforce ladder (see ladder.h): the table of limiters and the table of what
  * each switch mode does, used alike by /attempt and by Gubernator batches.

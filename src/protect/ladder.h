@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The kill -> shadow -> enforce ladder: what a limiter's switch does to it, written once for every
  * limiter of sluice's protections (the worker shedder, the fleet shedder, a resource's concurrency

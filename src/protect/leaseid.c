@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The lease id codec (see leaseid.h): percent-encoding of the resource with a conservative set of
  * characters that pass through headers and gRPC metadata untouched.

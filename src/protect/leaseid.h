@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Lease ids as clients see them: the codec of X-Lease-Id (/attempt, /release) and of the
  * "lease_id" metadata of Gubernator's CONCURRENCY items. Pure functions over strings.

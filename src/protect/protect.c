@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Protection as a service (see protect.h): the per-worker shedders and switchboard readers, the
  * leases in the engine, and the metrics of both.

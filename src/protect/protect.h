@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Protection as a service, after Stripe's "Scaling your API with rate limiters": what the
  * dialects (api/attempt.c for Levee's /attempt and /release, api/gubprotect.c for Gubernator

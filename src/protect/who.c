@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Who is limited (see who.h): the table of limit names with its cardinality guard, the
  * per-(limit, event) counters and sketches, and the JSON listing of the top keys.

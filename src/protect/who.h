@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Who is limited: per-limit counters and a top-K of keys per limit and event, so that a dark
  * launch (a limiter in shadow mode) can name the callers it would hit.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The client-proxy's observer feed (see feed.h): one thread, one observer at a time, a
  * poll() loop over one h2c connection (net/h2client + net/h2sock) carrying one server stream.

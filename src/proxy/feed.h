@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sl_feed: the observer feed, how a client-proxy learns its limiters from the overlay. A thread subscribes to one
  * observer's topology stream (gRPC sluice.levee.v1.Topology/Watch over h2c, node/observer.h) and

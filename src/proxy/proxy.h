@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sl_proxy: Levee's client-proxy. It answers POST /attempt like a limiter does, but decides
  * nothing itself: for each request's resource (X-Resource) it takes the resource's group of DF

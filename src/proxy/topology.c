@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The limiter set of a client-proxy (see topology.h): a small array under a mutex, with an
  * atomic version so the request path notices a change without taking the lock.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sl_topology: the set of limiters a client-proxy sends to — a versioned list of members, each
  * with a name (its identity in HRW: the same name gets the same keys on every proxy), a service

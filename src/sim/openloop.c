@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The open-loop lab (see openloop.h for what each column means). One key's request times are
  * gathered once; the true count and an ADMITTED column come from two pointers over them (requests

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The open-loop lab: Criteo's figures. The same offered traffic is fed to each estimator, and what
  * the estimator believes the trailing window holds is recorded against the true count, over time.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * CSV time-series writer (see series.h). Per column, a prefix count of admissions over the key's
  * events turns every sample into one subtraction: admitted in (t - D, t] = pre[#events <= t] -

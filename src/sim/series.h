@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * CSV time series for the accuracy plots: for one key, the number of requests each limiter
  * admitted in the trailing window (t - duration, t], sampled every step, one column per limiter.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The shaper study (see shape.h): the engine's GCRA with max_delay_ms on a virtual clock, each
  * admission's departure recorded, the peak departures per window counted per key, and a perfect

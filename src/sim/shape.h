@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The shaper study (delay instead of reject): GCRA with max_delay_ms over a simulated traffic,
  * each admitted request leaving at its arrival + delay_ms, measured against a perfect shaper.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The accuracy simulator (see sim.h for the definitions of every figure it reports).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The accuracy simulator: drives the real engine over a traffic (sim/traffic.h) on a virtual clock
  * and measures each algorithm against a perfect sliding-window limiter.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Traffic generators and trace replay for the simulator (see traffic.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Traffic for the accuracy simulator: deterministic request streams on a virtual millisecond clock.
  *

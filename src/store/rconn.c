@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * One pipelined Redis connection on a libuv loop, plain or TLS (see rconn.h): the socket
  * (uv_tcp_t), the TLS session between it and the protocol when asked for, the RESP encoding of

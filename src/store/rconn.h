@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sl_rconn: one pipelined connection to a Redis server on a libuv loop, plain TCP or TLS
  * (net/tls.h) - what the Redis store (store/rstorectl.c) talks to Redis over, in place of hiredis's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The Redis store's scripts (see rscript.h): the table of embedded Lua sources, the EVALSHA / EVAL
  * call for many requests (one space-separated text argument per item) and the reading of a

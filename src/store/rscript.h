@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The Redis store's scripts, sans-I/O: which algorithms have a server-side script, the Lua
  * sources (src/store/lua/NAME.lua, embedded at build time), their SHA1s, the command that runs one

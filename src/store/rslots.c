@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Redis Cluster routing (see rslots.h): CRC16 and hash tags, the slot table and its filling from
  * CLUSTER SLOTS, and the reading of MOVED / ASK answers. Pure functions over caller-owned memory.

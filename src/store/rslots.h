@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Redis Cluster routing, sans-I/O: which of the cluster's 16384 slots a key hashes to (CRC16,
  * the XMODEM variant, of the key's hash tag), the slot -> master table read from a CLUSTER SLOTS

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The Redis store's per-request path (see rstore.h; its state in rstorewk.h): a call's items
  * checked and cut into script calls (chunks) of up to --redis-batch-items items of one algorithm

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The Redis store (--store redis): where a node's items are decided when their state lives in
  * Redis instead of the node's memory. Every worker loop has its own Redis connection on that loop

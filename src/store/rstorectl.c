@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The Redis store's connections and control (see rstore.h; its state in rstorewk.h): per worker
  * loop, one Redis connection on that loop (store/rconn.h; TLS with --redis-tls) - with --redis-cluster one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The Redis store's internal state, shared by its two halves and by nothing else: store/rstore.c
  * (the per-request path: items cut into script calls, submit, replies, NOSCRIPT, MOVED / ASK,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gRPC message framing, status codes, grpc-message percent-encoding and small header parsers
  * (see grpc_frame.h). The length in a frame header is attacker-controlled: it is checked against

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gRPC over HTTP/2, the parts that are not HTTP/2: the length-prefixed message framing carried in
  * DATA frames, status codes and their names, the grpc-gateway HTTP status for each code, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * protojson over protobuf-c descriptors (see gubjson.h for the conventions): the parse entry point.
  *

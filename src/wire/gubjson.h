@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * protojson for the Gubernator HTTP gateway: JSON text <-> the protobuf-c structs generated from
  * proto/gubernator.proto and proto/peers.proto, driven by protobuf-c's message descriptors, with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The hand-written Gubernator JSON parser (see gubjson_fast.h): what runs on every JSON request.
  *

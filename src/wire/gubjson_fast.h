@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sl_gubjson_fast: the hand-written Gubernator JSON parser - one pass over the bytes straight into
  * the protobuf-c structs. It accepts exactly what the reference parser (gubjson_ref.h) accepts and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The protojson printer (see gubjson_print.h). It writes straight into an sl_buf instead of
  * building a jansson tree: responses are the hot path (1000 items per call) and need nothing but

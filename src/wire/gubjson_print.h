@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sl_gubjson_print: protobuf-c messages as protojson, the way Gubernator's grpc-gateway prints them
  * (conventions in gubjson.h: proto field names, every field, 64-bit integers as strings, enums by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The reference Gubernator JSON parser (see gubjson_ref.h): it defines what the gateway accepts and
  * words every error.

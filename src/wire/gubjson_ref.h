@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sl_gubjson_ref: the reference Gubernator JSON parser - jansson plus a walk of its tree against
  * the protobuf-c descriptor. It is the definition of what sl_gubjson_parse() accepts and how it

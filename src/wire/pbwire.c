@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The protobuf wire format's slow paths: skipping an unknown field and the top-level field count
  * (the rest of sl_pb is inline in pbwire.h). */
 #include "wire/pbwire.h"

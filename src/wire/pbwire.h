@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sl_pb: the protobuf wire format, by hand - a bounds-checked reader (varints, field keys,
  * length-delimited fields, skipping unknown fields) and the matching writer (varint sizes, varints,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* protojson conversions too large to inline (see protojson.h). */
 #include "wire/protojson.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sl_protojson: the protojson conventions over protobuf-c descriptors that the Gubernator JSON
  * parsers (wire/gubjson_ref.c, wire/gubjson_fast.c) and the printer (wire/gubjson_print.c) share,

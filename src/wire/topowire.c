@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The observer's topology update codec (see topowire.h). Field numbers follow
  * proto/levee_topology.proto: TopologyUpdate{1 version, 2 full, 3 members},

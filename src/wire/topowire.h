@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sl_topowire: the observer's topology stream on the wire (proto/levee_topology.proto,
  * sluice.levee.v1.TopologyUpdate), as pure functions over buffers: the observer encodes one

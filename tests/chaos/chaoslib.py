@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The chaos suite's shared harness: run one attack against a real sluiced while a well-behaved
 client is measured, and check what issue 11 asks of every attack — the server stays up, its RSS
 stays bounded, the good client keeps at least half of its unloaded rate, and once the attackers

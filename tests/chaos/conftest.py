@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Fixtures of the chaos suite: the system tests' own (node_factory, node, pb — see
 tests/system/conftest.py, loaded by chaoslib) and the `slow` marker: `make test` runs the chaos
 tests not marked slow, `make chaos` runs them all.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Issue 11's and 12's engine-side attacks against a real sluiced, each with a well-behaved client
 measured at the same time (tests/chaos/chaoslib.py): a flood of distinct keys past --gc-max-keys
 while 100 keys are held over their limit (issue 12: none may be reset), SLIDING_LOG keys with a

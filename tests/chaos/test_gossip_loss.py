@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """SWIM gossip under 10 % random packet loss, on real sluiced processes (issue 13's "no false
 dead over 2 minutes on loopback"): 5 or 8 nodes with --discovery gossip, each gossip UDP packet
 dropped at random with probability 1/10 by an nftables rule, while a GetRateLimits workload runs.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The chaos harness itself (tests/chaos/chaoslib.py): the good client measures a rate, the
 /proc readings see connections come and go, and run_attack passes on an attack sluice has
 always held (slowloris: connections that trickle a request's headers)."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Issue 11's network attacks against a real sluiced, each with a well-behaved client measured at
 the same time (tests/chaos/chaoslib.py): an HPACK bomb (oversized header blocks, 431 after 431),
 a zero flow-control window holding answers, unfinished request bodies kept alive by small

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer driver for wire/grpc_frame: frame decoding over arbitrary bytes (every decoded frame
  * must lie inside the input and respect the maximum), grpc-message percent-encoding

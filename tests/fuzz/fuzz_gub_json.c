@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer driver for the Gubernator JSON gateway decoder (wire/gubjson via api/gubernator).
  * Properties: a decode either succeeds or fails with a message and a gateway status; a decoded

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer driver for the Gubernator protobuf decoders (api/gubernator): GetRateLimitsReq,
  * GetPeerRateLimitsReq, UpdatePeerGlobalsReq and GetPeerRateLimitsResp from arbitrary bytes.

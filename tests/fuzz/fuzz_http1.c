@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer driver for the sans-I/O connection as HTTP/1.1 clients reach it (protocol sniffing
  * included, so inputs starting with the HTTP/2 preface go the other way). The input is cut into

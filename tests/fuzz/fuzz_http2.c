@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer driver for the sans-I/O connection as HTTP/2 (prior knowledge): the client preface is
  * prepended and the input, cut into reads at points chosen by its first bytes, is what follows it

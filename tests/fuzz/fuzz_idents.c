@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer driver for auth/idents (the --client-tokens-file parser) and auth/bearer (the
  * Authorization header and the admin token file): arbitrary bytes never crash or overrun, an

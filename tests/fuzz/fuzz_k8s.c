@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer driver for cluster/k8s's protocol half: arbitrary bytes as a list answer and then as
  * a watch stream (cut into pieces at points the input picks), for EndpointSlices or Pods (the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer driver for core/keystate: decoding arbitrary bytes as a sequence of key state records.
  * Every record accepted re-encodes to exactly the bytes it was decoded from (the format has one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer driver for node/notify's parsers of what the service manager hands sluiced: the
  * $NOTIFY_SOCKET address and the $WATCHDOG_USEC / $WATCHDOG_PID values. The input is split at

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer driver for the Envoy RLS adapter (api/rls): a RateLimitRequest from arbitrary bytes,
  * planned against a fixed envoyproxy/ratelimit configuration (every kind of rule: values, keys

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer driver for the envoyproxy/ratelimit configuration parser (config/rlsconf): arbitrary
  * bytes as one file. A file that loads is matched against descriptors made from its own bytes

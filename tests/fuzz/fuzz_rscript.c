@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer driver for store/rscript's reading of a script call's answer: the first byte picks the
  * algorithm, the rest is the reply string, read record after record by sl_rscript_answer_read as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer driver for store/rslots (Redis Cluster routing): the input is read as RESP by
  * hiredis's reader, as the store receives a CLUSTER SLOTS reply, and every reply is given to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer driver for core/snapshot: the whole-file check over arbitrary bytes, and, so that the
  * fuzzer reaches the records behind the checksum, the same bytes as the body of a snapshot whose

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer driver for the gossip wire codec (gossip/swimwire) and the protocol behind it
  * (gossip/swim): arbitrary bytes are decoded; a packet the decoder accepts has every update

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer driver for net/tls: a server session fed arbitrary network bytes (split where the
  * first byte says), as a TLS port receives them from anyone. Every result must be one of the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer driver for wire/topowire: decoding arbitrary bytes as an observer's topology update
  * (every member's strings terminated within their caps, the count within the array), and any

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Run every libFuzzer binary named fuzz_* in BIN_DIR for SECONDS each, one after the other, on a
 # temporary copy of its seed corpus (tests/fuzz/corpus/<fuzzer name>/, if there is one), so runs
 # never grow the repository. Exits non-zero if any fuzzer crashes, leaks, times out or fails to

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The fail-open client stands alone (issue 10, item 5): a program built against sluice_client only
 # (examples/middleware.c) runs, and carries nothing of the server side — no router, peer, etcd,
 # quota, server or GOAWAY-handling server session symbol, and no libyaml or libcurl dependency.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # `make install` as an operator and an embedder see it (issue 16, item 1): install the build tree
 # into a scratch DESTDIR, check the layout (programs, versioned shared libraries with their SONAME,
 # static archives, headers, pkg-config files, man pages), then build examples/embedded.c and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The operations kit (docs/ops/): the Prometheus alert rules pass `promtool test rules`
 (tests/ops/alerts_test.yml), and promtool fails them when a rule is broken; every series the
 rules and the Grafana dashboard name is one sluiced exports — in a real sluiced's /metrics or in

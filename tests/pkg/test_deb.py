@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Debian packages (issue 16, item 5) installed into a fresh Debian 12 root: `make deb-test`.
 
 A minimal bookworm root is made once by debootstrap (from the apt mirror this machine uses,

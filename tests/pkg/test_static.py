@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The statically linked sluiced (issue 16, item 6): `make static-test`.
 
 Checked on build-static/bin/sluiced (SLUICE_STATIC_BUILD): `file` says "statically linked", `ldd`

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A real etcd for the unit tests that need one (config/test_etcd.c, config/test_killswitch.c):
  * free loopback ports, a temporary data directory, fork + exec of /usr/bin/etcd (killed with the

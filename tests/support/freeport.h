@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A loopback TCP port nothing listens on right now, for the unit tests that start a real server
  * (etcdproc.h, tests/unit/store/redisproc.h). Header-only; include after <cmocka.h>.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Test support (tests and fuzzers only): a batch's answers as a GetRateLimitsResp built from
  * protobuf-c structs, the way the adapter answered before its encoders were written by hand.

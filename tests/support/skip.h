@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Skips that ctest can see. cmocka's skip() ends a test without failing it, but the binary still
  * exits 0, so ctest would print "Passed" for a test that never ran. CMakeLists.txt sets

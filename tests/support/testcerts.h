@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Test certificates for the unit tests that speak TLS (net/test_tls.c, client/test_client_tls.c),
  * made with OpenSSL in a temporary directory by the group setup: ca.pem; server.pem/.key (CN

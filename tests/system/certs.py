@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Test certificates made with the `openssl` command (shared by the TLS and peer mTLS tests):
 a CA, and leaf certificates with a chosen CN and subjectAltNames signed by one."""
 import os

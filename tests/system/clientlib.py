@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """ctypes views of libsluice-client's plain structs (include/sluice/client.h, sluice/engine.h),
 shared by the system tests that call the built library: test_lease_renew.py, test_tls.py."""
 import ctypes

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Fixtures for sluice system tests: real sluiced processes on free loopback ports, real gRPC
 clients (python3-grpcio) using Python modules generated from proto/ by Debian's protoc."""
 import os

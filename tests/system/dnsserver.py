@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A tiny authoritative DNS server over UDP for the cluster tests: it answers A queries from a
 dict the test may change at any time (name -> list of IPv4 addresses), answers other types of a
 known name with no records (NOERROR, empty), and unknown names with NXDOMAIN. Only what a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """One real etcd for the system tests (test_cluster, test_protect, test_state through test_cluster's
 fixture, test_levee, test_tls): free loopback ports, data and log in a temporary directory, started,
 polled until healthy, and stopped or killed; it can be started again on the same ports and data."""

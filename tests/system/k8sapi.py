@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A test stand-in for the Kubernetes API server, for tests/system/test_k8s.py: it serves the
 EndpointSlices of one namespace over HTTPS (a certificate from a CA the test makes with the
 `openssl` command), checks a bearer token, and follows the published list/watch protocol as far

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Who may do what, against real sluiced processes (issue 11, docs/operations.md "Access"): each
 finding of the issue reproduced and shown fixed.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """libsluice as a service uses it, through examples/middleware.c against a real sluiced (issue 14,
 item 7): critical routes, leases taken and released, sluice's body and headers kept on a
 rejection (no empty header), and the circuit breaker: with sluiced SIGSTOPped (it accepts, never

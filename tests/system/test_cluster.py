@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Multi-node system tests: 3-5 sluiced processes on loopback, one cluster per test, with each
 discovery source - static --peers, DNS (a small DNS server of the test's own, dnsserver.py, reached
 with --dns-server) and etcd (a real /usr/bin/etcd on free ports).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Delay instead of reject against a real sluiced: Levee's /attempt with X-Max-Delay answers 200
 with X-Delay-Ms while the wait fits (each slot reserved once), 429 beyond it, 400 on a bad value;
 Gubernator items with metadata max_delay_ms answer UNDER_LIMIT with metadata delay_ms over JSON

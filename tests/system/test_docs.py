@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The docs stay true to the code, checked mechanically over README.md and every docs/**/*.md:
 - every --option they mention exists: in `sluiced --help`, or in the `sluice <cmd> --help` of the
   command it is written after (same line, a command line continued with a backslash, or a table

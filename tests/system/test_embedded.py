@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The embeddable node: a C program runs a whole sluice node in its own process (examples/embedded.c)
 and decides both directly and over gRPC on the node's own listener."""
 import os

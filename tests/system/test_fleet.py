@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The fleet usage shedder is one count for the whole cluster (issue 14, item 1): two real sluiced
 nodes, each told capacity 10 and reserve 0.2, admit 8 non-critical CONCURRENCY calls in all, not
 16, because every fleet lease is an item of one key decided by its owner. That holds for Gubernator

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """SWIM gossip membership (--gossip-addr) and --discovery gossip, end to end: sluiced nodes on
 loopback, each with a gossip port of its own, join through one seed and build their Gubernator
 cluster from the overlay.

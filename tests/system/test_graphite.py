@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """sluiced --graphite-addr pushes its metrics to a Graphite collector (a Python listener here) in
 the plaintext protocol with tags, over UDP and TCP, every --graphite-period."""
 import re

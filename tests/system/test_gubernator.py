@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """sluiced speaks Gubernator v2: gRPC and the HTTP/JSON gateway on one port, the same answers."""
 import json
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What an operator gets besides the build tree (issue 16): --version on both programs (from git, or
 from the VERSION file in a tarball without .git), the man pages sluiced(8) and sluice(1) (rendered
 without a groff warning, and listing exactly the options --help lists), and the deployment examples

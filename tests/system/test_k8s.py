@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Kubernetes discovery (--discovery k8s) end to end: three sluiced nodes on 127.0.0.11-13 (one
 port, as pods behind a Service) find each other through the EndpointSlices served by k8sapi.py, a
 test stand-in for the Kubernetes API server (HTTPS with its own CA made by `openssl` here, a bearer

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """libsluice's lease renewer against a real sluiced (issue 14, item 4): work that runs three times
 longer than a lease's duration keeps its slot while the renewer renews it in the background, over
 Levee's /attempt (X-Concurrency: renew) and over the Gubernator API (a CONCURRENCY item with hits 0

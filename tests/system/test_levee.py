@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """sluiced serves Levee's POST /attempt: quotas from a real etcd (started per module) or a quota
 file, every lookup level, the 429 and its headers, live reload, an etcd outage, endpoint failover,
 HTTP/1.1 and h2c alike, bad requests, no-quota modes, the `sluice quota` and `sluice attempt` CLIs,

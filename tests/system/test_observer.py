@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Levee's observer (sluiced --role observer) and the client-proxy following it, end to end on
 loopback with real processes: the observer streams the overlay's topology over gRPC
 (sluice.levee.v1.Topology/Watch: a full view, then changes, heartbeats), registers itself in etcd

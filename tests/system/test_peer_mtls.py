@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """PeersV1 over mutual TLS (issue 11 item 3): three nodes on one IP (127.0.0.1), so that the
 source-address rule could tell nobody apart; with a peer CA, PeersV1 is served only to a
 connection whose verified client certificate names the host of a peer in the list. A client with

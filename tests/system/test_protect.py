@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Protection against real sluiced processes (docs/protection.md): concurrency leases over Levee's
 /attempt and over the Gubernator API, the fleet shedder keeping a reserve for critical traffic, the
 worker shedder ramping up under a real overload (wrk) and back down without flapping, shadow mode

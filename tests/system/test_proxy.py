@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Levee's client-proxy (sluiced --role proxy) in front of real limiters (sluiced processes) with
 quotas and group sizes in a real etcd: the Levee document's three example configuration files
 start a working cluster (the observer's addresses registered in etcd, Levee's way), each resource's requests land on its DF group only

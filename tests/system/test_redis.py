@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """--store redis: stateless sluiced nodes over a real redis-server on a free loopback port (no
 persistence). Gubernator's key cases of test_gubernator.py run again against a node on the Redis
 store (the same test functions, not copies), and Levee's /attempt cases of test_levee.py and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """--store redis --redis-cluster: sluiced over a real Redis Cluster of 3 masters and 3 replicas
 (6 redis-server processes on free loopback ports, each in its own directory, made a cluster by
 redis-cli --cluster create). Gubernator's and Levee's (quota file) cases of test_redis.py run

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """--store redis over TLS (--redis-tls): sluiced against a real redis-server that listens on a TLS
 port only (--port 0 --tls-port N), with certificates made by certs.py. Decisions are Redis's and
 correct (the Gubernator cases reused, not copied); the server's certificate is checked against

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Envoy's rate limit service (RLS v3) on sluiced's client port, spoken by a real gRPC client
 (python3-grpcio) with Python modules protoc generates from proto/envoy/ (Envoy's published
 package, message and field names and numbers), configured by envoyproxy/ratelimit's YAML files

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Envoy's ShouldRateLimit on the Redis store (--store redis): the RLS cases of test_rls.py run
 again on a node whose descriptors are decided in a real redis-server (the same test functions,
 not copies); then what the store is for: two stateless nodes on one Redis, called alternately,

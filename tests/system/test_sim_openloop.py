@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`sluice sim --open-loop` run as a user would (Criteo's figures): the CSV has a row per sample
 with the true count and one column per estimator; the numbers are the ones the estimators must
 give (the log is the truth, the fixed window forgets at every minute, the leaky bucket lets 60 a

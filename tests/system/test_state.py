@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Key state that survives change (issue 12): --state-dir snapshots, hand-off on membership
 change, graceful leave.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The admin status page (docs/operations.md, "Status page") in a real headless browser: Debian's
 chromium driven by chromedriver's W3C WebDriver HTTP API over urllib (no selenium package).
 

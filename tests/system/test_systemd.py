@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """sluiced under systemd (issue 16, item 4): the sd_notify protocol seen from the service manager's
 side, and the unit file.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """TLS on the client port and between peers: gRPC over TLS (ALPN h2) and HTTP/1.1 over TLS,
 client certificates required and refused (none, expired, another CA), plaintext sent to the TLS
 port, a handshake that stalls, a SIGHUP reload of the certificate while an old connection stays

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Who is limited (docs/protection.md, "Who is limited"): a dark launch - a limit in shadow mode -
 names the keys it would hit at GET /v1/admin/top (behind the admin token) and in `sluice top`;
 sluice_limit_events_total carries the limit name, and names past --metrics-max-names count as

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: Apache-2.0
 -- CONCURRENCY on one key, deciding what sl_conc_decide (src/core/concurrency.c) decides: at most
 -- `limit` leases held at once, each living `duration` ms from its acquire (hits 1) or renewal
 -- (hits 0 with its id), given back by a release (hits -1 with its id); expired leases pruned when

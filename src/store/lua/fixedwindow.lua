@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: Apache-2.0
 -- FIXED_WINDOW on one key, deciding exactly what sl_win_fixed_decide (src/core/window.c) decides:
 -- count hits in the window holding t, admit n iff count + n <= limit; a request dated before the
 -- key's window counts in that window; a key whose count is back to 0 is deleted.

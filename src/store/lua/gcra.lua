@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: Apache-2.0
 -- GCRA on one key, deciding exactly what sl_gcra_decide (src/core/gcra.c) decides. The engine
 -- counts time in units of 1/limit ms on 128-bit integers; Lua has only doubles, so this script
 -- works on the distance X = TAT - t in those units (t = max(decision time, 0)), which is small

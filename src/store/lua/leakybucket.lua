@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: Apache-2.0
 -- LEAKY_BUCKET on one key, deciding exactly what src/core/leakybucket.c decides (Gubernator v2's
 -- semantics: the comments there say why each rule is what it is). remaining is a double, as in
 -- Gubernator, and Lua's numbers are the same IEEE doubles, so the fraction leaks identically.

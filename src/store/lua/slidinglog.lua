@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: Apache-2.0
 -- SLIDING_LOG on one key, deciding exactly what sl_slog_decide (src/core/slidelog.c) decides: one
 -- timestamp per admitted hit, entries at or before t - duration dropped first, n hits admitted
 -- iff live + n <= limit; a request dated before the newest entry counts at the newest entry's time

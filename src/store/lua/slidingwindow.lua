@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: Apache-2.0
 -- SLIDING_WINDOW on one key, deciding exactly what sl_win_sliding_decide (src/core/window.c)
 -- decides: S sub-windows of w = duration / S ms, the estimate c0 + .. + c(S-1) + cS * (w - e) / w
 -- of the last duration's hits (e: how far t is into the current sub-window), n hits admitted iff

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: Apache-2.0
 -- TOKEN_BUCKET on one key, deciding exactly what src/core/tokenbucket.c decides (Gubernator v2's
 -- semantics; the comments there say why each rule is what it is). The C side (store/rscript.c)
 -- validates the request, computes the decision time and the Gregorian expirations, and passes:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The fixture of the protection dialects' tests (test_attempt.c, test_gubprotect.c): a real
  * engine, quota snapshot, switchboard (from a file), metrics registry and protection service with

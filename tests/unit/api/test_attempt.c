@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Levee's /attempt and /release under protection (api/attempt.c), with a real engine, quota
  * snapshot and switchboard, on a virtual clock: /attempt with X-Concurrency (20 in flight, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Batches and their arena (api/batch.c). Checked: items come zeroed, n = 0 is valid, a count
  * whose size overflows is refused; arena allocations are 16-byte aligned, copies are

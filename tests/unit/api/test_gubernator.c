@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Gubernator adapter: pb/JSON -> sl_batch -> pb/JSON, Gubernator's validation, PeersV1, health,
  * and the batch arena. */
 #include <errno.h>

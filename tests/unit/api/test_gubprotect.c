@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Gubernator calls under protection (api/gubprotect.c), with a real engine and switchboard on a
  * virtual clock, the engine standing in for the standalone router: lease ids in and out of

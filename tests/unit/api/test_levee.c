@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Levee /attempt tests on a real engine and a virtual clock: 429 once the burst is spent and 200
  * again one emission interval later, Retry-After and the RateLimit header fields, every lookup

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Envoy RLS adapter tests (api/rls): RateLimitRequest bytes (built here field by field, with
  * Envoy's numbers) decode into descriptors; descriptors plan into engine items against a

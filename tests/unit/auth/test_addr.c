@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sl_addr: host:port splitting, loopback, a connection's source IP against a list of addresses,
  * a certificate's names against a peer's host. */
 #include <arpa/inet.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sl_bearer: the token out of Authorization, a token file's secret, the constant-time compare. */
 #include <errno.h>
 #include <setjmp.h>

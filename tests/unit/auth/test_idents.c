@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sl_idents: the tokens file format, its bounds and errors, lookup by token and by certificate
  * name, prefix matching. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sl_buf: growth, the cap, printf, consume. */
 #include <errno.h>
 #include <setjmp.h>

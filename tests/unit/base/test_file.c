@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sl_file_read: a whole file, the byte cap at and past its edge, errors and their messages. */
 #include <errno.h>
 #include <setjmp.h>

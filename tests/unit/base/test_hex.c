@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sl_hex: digit values, byte pairs, fixed-width parse and format. */
 #include <errno.h>
 #include <setjmp.h>

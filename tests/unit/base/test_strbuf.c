@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sl_strbuf: appends, printf past the stack buffer, the sticky cap error, fixed storage, take. */
 #include <errno.h>
 #include <setjmp.h>

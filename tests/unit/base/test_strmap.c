@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sl_strmap: insert/replace/find, tags and two-part keys, the bound, backward-shift deletion
  * checked against a plain array model under heavy churn, clone and iteration. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sl_utf8: sequence lengths, the strict rules (overlong, surrogates, range), spans. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Tests for the client's circuit breaker on timeouts (client/breaker.h) on a virtual clock, for the
  * retry/backoff-with-jitter helpers of include/sluice/client.h, and for the breaker inside a real

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Tests for the client's call codecs without a connection (client/call.h, gubcall.h, leveecall.h):
  * what a call puts on the wire (path, headers, the framed GetRateLimitsReq, the X-* headers) and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Tests for the sluice client (include/sluice/client.h) against a real HTTP/2 peer on 127.0.0.1:0.
  *

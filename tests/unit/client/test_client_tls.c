@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The client library over TLS (include/sluice/client.h, client/h2conn.c) against a real TLS server
  * (net/server.c) on 127.0.0.1:0 whose handler accepts every /attempt: with the right CA (sync and

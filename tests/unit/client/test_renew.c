@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Tests for the client's lease renewal: the schedule (client/renewsched.h) on a virtual clock —
  * renewals every duration / 2, retries after duration / 8 when a renewal got no answer, a lease

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The client library's worker-utilization shedder (sluice/shed.h), as a service uses it for its
  * own worker pool: busy / total workers sampled on a virtual clock, admission by class while the

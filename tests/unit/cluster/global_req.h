@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test helpers shared by test_global.c and test_globalsync.c: a GLOBAL token-bucket request for
  * limit "rl" and the key hash the router would give it. */
 #ifndef SLUICE_TESTS_GLOBAL_REQ_H

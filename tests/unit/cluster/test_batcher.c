@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Batcher timing on a virtual clock (nanoseconds): the first item of a batch sets its deadline
  * to arrival + wait and later items do not move it; a batch is due at its deadline or when it

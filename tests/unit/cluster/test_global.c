@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * GLOBAL state tests on a virtual clock: a non-owner's first answers come from a fresh local
  * limit; hits (admitted or not) add up per key and are taken once, with the first hit's time; the

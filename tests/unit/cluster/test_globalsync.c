@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * GLOBAL sync tests on one real loop, with a real engine and GLOBAL table; the view is a small
  * one written here in place of the router's (the ops interface is how the router answers). Checked:

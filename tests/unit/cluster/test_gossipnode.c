@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gossipnode tests, over real loopback sockets (each wait is for an event, with a generous
  * deadline, never a fixed sleep): three nodes join through one seed; the gossip membership

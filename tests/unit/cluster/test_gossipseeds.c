@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gossipseeds tests: an observer's registration value gives its gossip address, and values that
  * are not a JSON object with a short printable "gossip" string are refused; against a real etcd

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Hand-off tests on a real libuv loop with two engines in one process: node "a" walks its store
  * for a two-node list and sends the keys "b" owns through a transport that hands each framed

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Kubernetes discovery tests (cluster/k8s): the pure half. EndpointSlice and Pod lists become
  * peer sets (ready endpoints only, the named or fixed port, IPv6 bracketed, the list's

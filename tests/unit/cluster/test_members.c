@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Membership source tests: the DNS answer parser (A and AAAA records, other types skipped,
  * compression pointers, malformed messages refused); the static source reports its list once,

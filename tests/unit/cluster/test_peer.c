@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Peer client tests against a real HTTP/2 gRPC server on loopback (the project's own sl_server,
  * nghttp2 underneath) whose handler echoes, fails with a gRPC status, or answers late. The client

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Cluster metric family tests: registering fills every handle, each peer-call method has its own
  * ok and error series under sluice_peer_calls_total, the rendering lists every family, and no

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Picker tests: every node computes the same owner from the same set of peers whatever order it
  * learnt them in; the key hash of (name, unique_key) is the hash of name + "_" + unique_key; an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Router tests: three nodes in one process, each an engine + a router + a real server on
  * loopback (2 workers), wired like the daemon's service (a small handler here: GetRateLimits ->

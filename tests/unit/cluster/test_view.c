@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Peer view tests: a view finds this node's index (or -1 when it is not listed), has one health
  * slot per peer, collects the numeric peers' IPs (and leaves names out when told not to resolve),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for sluiced's configuration (config/config.c over the engine config/opt.c):
  * precedence (defaults < file < env < flags), every value type's syntax and errors through the real
  * table, the YAML file's rules, messages naming option and source, --help coverage and the dump

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * etcd client and etcd-mode quota source against a REAL etcd (Debian's etcd-server, /usr/bin/etcd)
  * started on free loopback ports with a fresh data dir and killed at the end: put / range / delete

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The switchboard: value parsers (modes, concurrency limits, fleet), the quota-file sections
  * (loaded at start, reloaded, a bad file keeps the current switches, unknown fields are errors,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The quota file's switchboard sections (config/killswitchfile.c) on their own: a file parsed into
  * a board holds every switch, concurrency entry and the fleet with defaults filled in; the quota

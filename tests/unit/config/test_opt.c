@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for the option engine (config/opt.c) on its own: the duration syntax and its
  * shortest spelling, and a table over another program's struct, as the CLI's subcommands use it
  * (defaults, environment, flags, set, names, free), and a command's table (positional arguments,

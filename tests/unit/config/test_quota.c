@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Quota tree tests: etcd key parsing (including KEYs with '/' and "/sublimit/" in them), JSON and
  * group-size values, the table (insert, replace, backward-shift removal checked against a

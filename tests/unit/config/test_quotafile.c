@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Quota file tests: the documented example parses into the same tree etcd would give, every
  * section is optional, errors name their line (unknown fields, a missing rate, bad numbers, a bad

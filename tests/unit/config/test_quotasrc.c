@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Quota source tests without etcd (the etcd mode is tested against a real etcd in test_etcd.c):
  * file mode loads at start and fails on a bad file, a reload publishes a new snapshot that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * envoyproxy/ratelimit configuration tests (config/rlsconf, config/rlssrc): the format's fields,
  * its matching rules (value before key alone, depth must match, wildcards in file order,

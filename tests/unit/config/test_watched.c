@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Watched-source tests without a running etcd (the etcd range+watch loop is exercised against a
  * real etcd through its users, in test_etcd.c and test_killswitch.c): the snapshot slot's

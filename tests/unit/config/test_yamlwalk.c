@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Bounded YAML walk tests: a syntax error and a failing node name their line, an empty document
  * has no root, the pair iterator's checks (not a mapping, a non-scalar key when asked, a callback's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Test harness for the algorithms: one key's state driven exactly as the store drives it
  * (src/core/store.c), on a virtual clock. Per request: validate (sl_request_validate); if the key

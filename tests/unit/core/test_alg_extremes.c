@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Bad and extreme input for every algorithm: each int64 field at INT64_MIN, INT64_MAX and around
  * 0, every combination, in multi-step sequences (so that extreme values also land in stored state

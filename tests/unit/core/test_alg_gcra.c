@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * GCRA: Levee's vectors (burst b admits b + 1 at once, then one per T), exactness over long runs
  * (no drift, whatever remainder duration/limit leaves), and the cases every algorithm shares: peek,

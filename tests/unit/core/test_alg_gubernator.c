@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * TOKEN_BUCKET and LEAKY_BUCKET against Gubernator v2: every sequence of Gubernator's
  * functional_test.go for the two buckets, replayed on a virtual clock with the values Gubernator's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * SLIDING_LOG: exactness against a reference holding every admission forever (decisions,
  * remaining, reset_time and retry_after must all agree, through limit changes that resize the ring,

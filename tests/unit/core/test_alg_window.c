@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * FIXED_WINDOW and SLIDING_WINDOW: hand-computed values, the fixed window's 2 x limit across an
  * edge, and long random sequences replayed against a reference that keeps every admitted hit in a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * CONCURRENCY on one key's state, driven as the store drives it (lazy expiry of the key, then the
  * decision) on a virtual clock: 20 acquisitions pass and the 21st waits for the earliest lease,

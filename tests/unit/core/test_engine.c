@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Engine entry point tests: configuration, validation errors that change nothing, remove, two
  * engines that share nothing, active expiry and the key cap through the public API, batches that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for what eviction may forget: the per-algorithm predicates of sl_alg_info_of()
  * (information-free = a fresh key's state, limited = the next hit is refused, holds = in between),
  * the store's eviction order (information-free first, then the oldest key not at its limit, a key at

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for idle-key collection (gc-collect / gc-period): keys without hits for idle_ms go and
  * the others stay, never early whatever the phase of the 1.024 s stamp, expired keys count as
  * expirations, each call's work is bounded and pass_done marks a complete walk, the stamp's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for impossible inputs at the engine's door (sl_request_validate and
  * sl_request_check_time, called by sl_engine_decide and sl_engine_decide_batch for every dialect):
  * created_at outside max-clock-skew around now, hits of INT64_MIN or beyond max-count, limit /

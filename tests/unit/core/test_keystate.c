@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Key state transfer tests, on a virtual clock: for every algorithm, a key's state exported from
  * one store (sl_store_export + sl_keystate_encode) and imported into another (sl_keystate_decode +

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for the logger: line format on a virtual clock, levels, escaping, truncation, and
  * whole lines under concurrent writers. */
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for the store's byte cap (max-memory): side buffers are counted exactly, 15,000
  * SLIDING_LOG keys with a large limit stay within the cap (evicting, in eviction order), a key
  * whose buffer alone cannot fit gets a per-item error and changes nothing, a buffer that grows on

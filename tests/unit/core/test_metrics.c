@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for the metrics registry: registration rules, sharded updates, histogram buckets,
  * both renderers checked line by line, promtool's verdict, and the cost of a hot-path update. */
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The worker-utilization shedder on a virtual clock: priority names, the shed order (test, get,
  * post, never critical), admission counts that match the level's fractions, the level's ramp up

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sl_stopwait: deadline arithmetic, a raised stop flag, a timeout, and a stop from another thread. */
 #include <pthread.h>
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Key store tests: probing and backward-shift deletion under forced collisions (crafted hashes),
  * growth, lazy and active expiry with bounded work, LRU eviction at the cap, the global key cap

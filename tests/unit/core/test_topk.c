@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The space-saving top-K on a virtual clock: exact counts while the keys fit, the guarantee
  * (a key above total/capacity is held, its count at most `error` above the truth) under a skewed

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * simnet: a fake transport and a virtual clock for gossip/swim tests. N swim nodes in one process
  * exchange datagrams through a min-heap of in-flight packets, each delayed 1..max_delay ms and

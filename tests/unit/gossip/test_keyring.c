@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * keyring tests: a key ring file parses (comments, blank lines, CRLF) and bad ones are refused
  * with the line; a sealed packet opens to the same bytes and nothing else does (another key, a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * SWIM protocol tests on the fake transport and virtual clock of simnet.h: a 100-node cluster
  * converges through one seed; a partition heals; a suspected node refutes (also when every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * SWIM at scale on the fake transport and virtual clock of simnet.h (apart from test_swim.c so
  * each has its own time budget): in a 100-node cluster a killed node is declared dead by every

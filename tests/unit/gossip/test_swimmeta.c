@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * swimmeta tests: pairs written are read back; a missing key, a key that is only a prefix of
  * another, a value too long for the caller's buffer, a blob without its final newline, and keys or

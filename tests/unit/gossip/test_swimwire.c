@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * swimwire codec tests: every packet type round-trips; updates round-trip with their metadata;
  * every truncation of a valid packet, a trailing byte, a bad magic, another version, an unknown

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Exchanges and the per-loop context (net/exchange.c), driven the way h1.c and h2.c drive them:
  * the test is the owning connection (its respond op records what it would send) and the handler.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* HTTP/1.1 over the sans-I/O connection: parsing, answers in order, limits, drain, late answers. */
 #include <errno.h>
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* HTTP/2 over the sans-I/O connection, driven by an nghttp2 client session in memory. */
 #include <errno.h>
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The sans-I/O HTTP/2 client session (net/h2client.h) against a real nghttp2 server session, with
  * the transport faked in memory: pump() moves what one side sends into the other until nothing

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The HTTP/2 clients' socket calls (net/h2sock.h) on real sockets: a connect that completes and
  * one that is refused, the session's frames written out and read back, a peer that closes, and

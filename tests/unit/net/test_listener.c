@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sl_listener: the socket (a taken port is seen as taken), accepting on a loop, and the stop that
  * closes the socket. */
 #include <arpa/inet.h>

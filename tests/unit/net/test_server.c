@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The libuv server on 127.0.0.1 with real sockets: keep-alive, pipelining with answers given out
  * of order, answers from timers and from other threads, max-conns, timeouts, limits, HTTP/2 over

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sl_timeouts: lists in deadline order, removal from head, middle and tail, the due test, and the
  * tick period. */
 #include <setjmp.h>

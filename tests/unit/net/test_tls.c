@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The sans-I/O TLS layer (net/tls.h): a client and a server session talking through memory —
  * handshake, ALPN (h2, http/1.1), data both ways, client certificates (none, request, require),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* node/alive: the watchdog's liveness check over a real server with two worker loops. Worker 1 is
  * held inside a posted step (a blocked loop): checks say "not alive" and post nothing more until
  * it is released; a later step posted behind the check's tells when the check's step has run, so

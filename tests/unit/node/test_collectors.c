@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Node collector tests: the engine's families read the engine's own counters at render time (a
  * decision shows as one key held and one UNDER_LIMIT and one OVER_LIMIT decision of its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for the Graphite bridge against real UDP and TCP listeners on 127.0.0.1:0 owned by
  * the test: address parsing, datagrams packed at line boundaries under the size bound, tagged
  * lines that parse, TCP reconnect after the collector closes, backoff while it is down, two bridges

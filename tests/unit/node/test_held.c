@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* node/held: which answers are held, and for how long (the timer path itself runs in
  * tests/system/test_delay.py against a real sluiced). */
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* node/notify: the sd_notify datagrams arrive, whole and one per state, at a real AF_UNIX datagram
  * socket bound at a file path and in the abstract namespace; the addresses and watchdog variables
  * that are refused. The receiving socket is blocking: each send is read back with no wait. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The observer (node/observer.h) with real parts on loopback: an observer's gossip node, a
  * server whose handler is the observer, limiters joining the overlay, and a client-proxy's feed

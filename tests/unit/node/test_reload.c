@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Reload tests (node/reload.h): the client tokens file is read into identities, a missing or
  * malformed file is an error whose message names the file and never holds a token; a TLS file

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The service (node/service.c) driven without sockets: each request is an sl_exchange built
  * through the net layer's exchange API and answered into a capturing owner, with a real engine,

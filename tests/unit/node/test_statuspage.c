@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Status page tests (node/statuspage.h): the page gets the response's nonce in its script and
  * style tags and no mark is left, a nonce that is not 32 hex digits is refused, the CSP names the

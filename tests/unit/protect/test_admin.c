@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The switchboard's admin endpoint (protect/admin.c) over a real switchboard (admin calls only)
  * and protection service: POST in both forms and every bad body, the switch taking effect, GET

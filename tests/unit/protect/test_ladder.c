@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The kill -> shadow -> enforce ladder (protect/ladder.c): the limiters' names and switches, a
  * mode combined with the global switch (and a quiet switchboard), what each mode does before a

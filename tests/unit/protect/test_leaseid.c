@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The lease id codec (protect/leaseid.c): the forms with and without a resource, percent-encoding,
  * the length limit past which the resource is left out, blanks, and every malformed id.

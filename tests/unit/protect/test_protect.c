@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The protection service (protect/protect.c) with a real engine and metrics on a virtual clock:
  * leases of the fleet and of a resource's concurrency limit taken, refused at the limit, given

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Who is limited, on a virtual clock: per-limit counters with their label values, the cardinality
  * guard (names past max_names count as "other", their keys in other's sketches), names and keys

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The client-proxy's observer feed (proxy/feed.h). sl_feed_apply: limiters only, alive and
  * suspect -> ALIVE, left -> LEAVING, dead -> DEAD, a full view removes what it does not list, a

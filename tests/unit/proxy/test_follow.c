@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The client-proxy following its topology, in one process with real servers: three "limiters"
  * (sl_server, answering 200 with X-Who: their name), the proxy (sl_proxy on its own sl_server

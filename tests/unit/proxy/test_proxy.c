@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The client-proxy's choice of limiters (proxy/proxy.h): a resource's group is its DF best
  * limiters by HRW, the same whatever order the limiters are listed in; a down member is replaced

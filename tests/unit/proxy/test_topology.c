@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The proxy's limiter topology (proxy/topology.h): the static list parses (and refuses what is
  * not name=host:port, or a repeated name), every change moves the version and a no-op does not,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Tests of the open-loop lab (sim/openloop.h) and of the constant traffic it is studied with: each
  * estimator, the real engine on a virtual clock, fed the same traffic and read against the true

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Tests of the accuracy simulator: traffic generators, the perfect sliding window, scoring, the
  * engine runners (single, split, GLOBAL model), the CSV series and the shaper study. Everything is on virtual time.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A real redis-server for the store's unit tests: a free loopback port, fork + exec of
  * redis-server with no persistence (killed with the test process: PR_SET_PDEATHSIG), a readiness

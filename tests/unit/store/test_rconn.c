@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * store/rconn: one pipelined Redis connection, against a real redis-server started by the test on
  * free loopback ports (plain, and TLS with certificates made by tests/support/testcerts.h):

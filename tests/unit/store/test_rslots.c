@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * store/rslots (Redis Cluster routing, sans-I/O): CRC16 against the Redis Cluster
  * specification's check value and known key slots, the hash-tag rules of the specification's

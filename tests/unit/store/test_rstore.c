@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The Redis store (src/store/rstore.c) against a real redis-server on a free loopback port, each
  * answer compared with the memory engine's answer to the same request at the same time: a table of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The Redis store with --redis-cluster (src/store/rstore.c over store/rslots.c) against a real
  * two-master Redis Cluster on free loopback ports (slots 0-8191 and 8192-16383, joined by CLUSTER

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The Redis store's call records when a call's `done` submits another call at once (service.c's
  * fleet and give-back batches do): every call is answered exactly once, whatever state the store

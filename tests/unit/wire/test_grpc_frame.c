@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gRPC framing, status codes, grpc-message percent-encoding, grpc-timeout, content-type. */
 #include <errno.h>
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* protojson for the Gubernator gateway: input forms, every-field output, errors and limits. */
 #include <errno.h>
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sl_pb: varints (widths, truncation, the 10-byte limit), keys, length-delimited fields, skipping,
  * the top-level field count, and the writer against hand-encoded bytes and the reader. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sl_protojson: field lookup by proto and camelCase names, map fields, element sizes, the integer
  * and enum conversions both JSON parsers share, allocation through a ProtobufCAllocator. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The observer's topology update codec (wire/topowire.h): a round trip through the gRPC frame,
  * proto3 defaults left out, unknown fields skipped, and hostile input refused whole: truncation,

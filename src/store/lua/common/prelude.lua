@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: Apache-2.0
 -- Put before every script of src/store/lua/ at build time (CMakeLists.txt), so that what they
 -- share is written once: number helpers, the reading and writing of the keys, the arguments every
 -- request has, the answers. Redis sees (and names by SHA1) the joined text.
