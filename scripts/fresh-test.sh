@@ -70,6 +70,7 @@ printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n' >"$RO
 # Inside a private mount namespace: the mounts a Debian machine has, then make test as CI runs it.
 unshare --mount --propagation private bash -euo pipefail -c '
   R=$1; A=$2
+  mount --bind "$R" "$R"   # its / a mount point, as on a machine (ip netns and unshare need one)
   mount -t proc proc "$R/proc"
   mount -t sysfs sys "$R/sys"
   mount --rbind /dev "$R/dev"

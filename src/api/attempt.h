@@ -35,7 +35,7 @@
 #include <stdint.h>
 
 #include "api/answer.h"
-#include "api/batch.h"
+#include "decide/batch.h"
 #include "api/levee.h"
 #include "protect/protect.h"
 

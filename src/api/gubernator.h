@@ -25,7 +25,7 @@
  * by hand: requests go from the wire bytes straight into the batch, responses from the batch
  * straight into the buffer, with the bytes protobuf-c (or sl_gubjson_print()) would produce. What
  * the hand-written protobuf decoder declines (errors, unusual encodings) is decoded again by
- * protobuf-c, which then decides; JSON works the same way inside wire/gubjson. The other messages
+ * protobuf-c, which then decides; JSON works the same way inside json/gubjson. The other messages
  * (health, PeersV1 client side, globals) go through protobuf-c structs. No I/O and no engine calls
  * here: the daemon runs decode -> engine/router -> encode. Over HTTP, an error becomes
  * `st->http_status` with the body from sl_gub_encode_error_json() (grpc-gateway's
@@ -38,9 +38,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "api/batch.h"
+#include "decide/batch.h"
 #include "base/buf.h"
-#include "wire/gubjson.h"
+#include "json/gubjson.h"
 
 /* gRPC method paths and the HTTP gateway's routes. */
 #define SL_GUB_PATH_GET_RATE_LIMITS "/pb.gubernator.V1/GetRateLimits"

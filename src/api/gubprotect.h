@@ -19,7 +19,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "api/batch.h"
+#include "decide/batch.h"
 #include "protect/protect.h"
 
 /* Per-call state between begin and end (in the batch's arena; NULL when there is none). */

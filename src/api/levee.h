@@ -32,9 +32,9 @@
 #include <stdint.h>
 
 #include "api/answer.h"
-#include "api/batch.h"
+#include "decide/batch.h"
 #include "config/quota.h"
-#include "core/log.h"
+#include "runtime/log.h"
 #include "sluice/engine.h"
 
 /* What happens to a request for which no quota applies (no key, no key_default, no subkey

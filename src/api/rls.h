@@ -30,7 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "api/batch.h"
+#include "decide/batch.h"
 #include "api/gubernator.h"
 #include "api/rlsmetrics.h"
 #include "base/buf.h"

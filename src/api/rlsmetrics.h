@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/metrics.h"
+#include "runtime/metrics.h"
 
 typedef enum sl_rls_outcome {
     SL_RLS_OK,

@@ -13,7 +13,7 @@
  *
  * token: 16..512 visible ASCII bytes (sl_bearer_char_ok), not starting with "cert:", unique in
  * the file; certificate name: 1..255 visible ASCII bytes, the identity the TLS layer gives a
- * verified client certificate (its first DNS subjectAltName, else its subject CN; net/tls.h),
+ * verified client certificate (its first DNS subjectAltName, else its subject CN; tls/tls.h),
  * compared byte for byte, unique in the file; name: 1..128 bytes of [A-Za-z0-9_.:-]; prefixes:
  * 1..64 of them, each 1..256 visible bytes other than ',', "*" alone meaning every name. A limit
  * name (Gubernator `name`) or a resource (Levee `X-Resource`) is allowed when it starts with one

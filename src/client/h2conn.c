@@ -2,8 +2,8 @@
 /*
  * One client-side HTTP/2 connection over a non-blocking TCP socket (see h2conn.h).
  *
- * The protocol lives in the sans-I/O session (net/h2client.c) and the socket calls in
- * net/h2sock.c (reads go to the session, its frames are kept in `out` and written with
+ * The protocol lives in the sans-I/O session (h2client/h2client.c) and the socket calls in
+ * h2client/h2sock.c (reads go to the session, its frames are kept in `out` and written with
  * send(MSG_NOSIGNAL) as the socket takes them); this file adds the connection's life: connect
  * with a deadline and a shared backoff, poll(), and the blocking round trip. The session queues
  * completions and runs them once nghttp2 has returned, so a `done` callback never re-enters it;
@@ -24,7 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "net/h2sock.h"
+#include "h2client/h2sock.h"
 #include "sluice/clock.h"
 
 #define READ_CHUNK 16384

@@ -2,7 +2,7 @@
 /*
  * sl_h2conn: one client-side HTTP/2 connection (cleartext with prior knowledge, or TLS with ALPN
  * h2) for the sluice client: a non-blocking TCP socket driving one sans-I/O session
- * (net/h2client.h), which does the protocol and turns each stream into one completion: `done` is called exactly once per accepted
+ * (h2client/h2client.h), which does the protocol and turns each stream into one completion: `done` is called exactly once per accepted
  * request, with the response (status, headers + trailers, body) or a negative errno (transport
  * failure, -ETIMEDOUT at the request's deadline, -ECANCELED on free).
  *
@@ -12,8 +12,8 @@
  * and the next submit reconnects, unless the last connect failed less than `backoff_ns` ago: then
  * submits fail at once, so a dead server costs callers nothing instead of a timeout each.
  *
- * With a TLS context on the target, a TLS session (net/tls.h) sits between the socket and the
- * HTTP/2 session (net/h2sock.c moves the bytes, as for the peer client). The connection counts as
+ * With a TLS context on the target, a TLS session (tls/tls.h) sits between the socket and the
+ * HTTP/2 session (h2client/h2sock.c moves the bytes, as for the peer client). The connection counts as
  * connecting until the handshake is done: the connect deadline covers it, and a handshake that
  * fails (wrong CA, expired certificate, name mismatch, no client certificate where one is
  * required) is a failed connect, -EKEYREJECTED, with the same backoff as a refused one.
@@ -35,8 +35,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "net/h2client.h"
-#include "net/tls.h"
+#include "h2client/h2client.h"
+#include "tls/tls.h"
 
 /* Where to connect and the limits every connection to that place obeys. */
 typedef struct sl_h2conn_target {

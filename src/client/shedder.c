@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sl_shedder (sluice/shed.h): the client library's worker-utilization shedder, for a service's own
- * worker pool. A thin owner of the same core sluiced runs per worker loop (core/shed.h), so a
+ * worker pool. A thin owner of the same core sluiced runs per worker loop (runtime/shed.h), so a
  * service and sluiced shed with one logic and one set of knobs.
  */
 #include <errno.h>
 #include <stdlib.h>
 
-#include "core/shed.h"
+#include "runtime/shed.h"
 #include "sluice/shed.h"
 
 struct sl_shedder {

@@ -30,7 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "api/batch.h"
+#include "decide/batch.h"
 #include "sluice/engine.h"
 
 typedef struct sl_global sl_global;

@@ -29,12 +29,12 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "api/batch.h"
+#include "decide/batch.h"
 #include "api/gubernator.h"
 #include "cluster/global.h"
 #include "cluster/peer.h"
-#include "core/log.h"
-#include "core/metrics.h"
+#include "runtime/log.h"
+#include "runtime/metrics.h"
 #include "sluice/engine.h"
 
 typedef struct sl_globalsync sl_globalsync;

@@ -26,7 +26,7 @@
 #include <stdint.h>
 
 #include "config/config.h"
-#include "core/log.h"
+#include "runtime/log.h"
 #include "gossip/swim.h"
 
 typedef struct sl_gossipnode sl_gossipnode;

@@ -34,8 +34,8 @@
 #include "base/buf.h"
 #include "cluster/picker.h"
 #include "core/alg.h"
-#include "core/log.h"
-#include "core/metrics.h"
+#include "runtime/log.h"
+#include "runtime/metrics.h"
 #include "sluice/engine.h"
 
 typedef struct sl_handoff sl_handoff;

@@ -20,7 +20,7 @@
 #include <time.h>
 
 #include "base/file.h"
-#include "core/stopwait.h"
+#include "runtime/stopwait.h"
 
 struct sl_k8s_obj {
     char *name;

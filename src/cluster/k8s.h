@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #include "base/strbuf.h"
-#include "core/log.h"
+#include "runtime/log.h"
 
 /* Results of the pure half (besides 0 and negative errnos). */
 #define SL_K8S_CHANGED 1 /* the peer list may differ: report it */

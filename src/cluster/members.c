@@ -24,7 +24,7 @@
 #include "cluster/gossipnode.h"
 #include "cluster/peer.h"
 #include "config/etcd.h"
-#include "core/stopwait.h"
+#include "runtime/stopwait.h"
 #include "gossip/swimmeta.h"
 
 typedef struct kvpair {

@@ -33,7 +33,7 @@
 
 #include "cluster/k8s.h"
 #include "config/etcd.h"
-#include "core/log.h"
+#include "runtime/log.h"
 
 typedef struct sl_members sl_members;
 

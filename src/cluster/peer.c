@@ -4,12 +4,12 @@
  *
  *   sl_peer ── cur: conn (the one new calls go to) ── draining: conns that got a GOAWAY
  *      │                 │
- *      └─ done queue     └─ socket (uv_poll_t) + sans-I/O HTTP/2 session (net/h2client.h)
+ *      └─ done queue     └─ socket (uv_poll_t) + sans-I/O HTTP/2 session (h2client/h2client.h)
  *
  * The session does the protocol, the deadlines and the stream bookkeeping (a call that timed out
  * is completed at once and reset, its memory waits in the session for nghttp2's close). This
  * file owns the socket: a non-blocking TCP socket watched by a uv_poll_t, read and written by
- * net/h2sock.c with send(MSG_NOSIGNAL), so a peer that hung up is EPIPE for this connection and
+ * h2client/h2sock.c with send(MSG_NOSIGNAL), so a peer that hung up is EPIPE for this connection and
  * never a SIGPIPE for the process, on whichever thread the embedder runs the loop (libuv's own
  * stream writes use write(2), which raises SIGPIPE: see docs/architecture.md).
  *
@@ -17,7 +17,7 @@
  * needs (it takes the body's memory) and queues the call; queued calls are delivered at the end
  * of each libuv callback, so user code never runs inside the session or nghttp2.
  *
- * With a TLS context (cfg.tls) the same session runs over a TLS session (net/tls.h) between it
+ * With a TLS context (cfg.tls) the same session runs over a TLS session (tls/tls.h) between it
  * and the socket: the handshake starts when TCP connects, frames written before it completes wait
  * in `out`, and the peer's certificate must chain to the context's CA.
  */
@@ -30,9 +30,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "net/h2client.h"
-#include "net/h2sock.h"
-#include "net/tls.h"
+#include "h2client/h2client.h"
+#include "h2client/h2sock.h"
+#include "tls/tls.h"
 #include "wire/grpc_frame.h"
 
 #define READ_BUF 16384

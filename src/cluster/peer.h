@@ -2,7 +2,7 @@
 /*
  * sl_peer: an asynchronous gRPC client for one peer address on one libuv loop - how a node talks
  * PeersV1 to the others. One persistent cleartext HTTP/2 connection (prior knowledge, h2c) carries
- * every call as its own stream; the sans-I/O session net/h2client.h does the protocol and the
+ * every call as its own stream; the sans-I/O session h2client/h2client.h does the protocol and the
  * deadlines, this module moves bytes between it and a non-blocking socket (written with
  * MSG_NOSIGNAL: the process's SIGPIPE disposition is left alone), frames messages and reconnects.
  *
@@ -30,8 +30,8 @@
 #include <uv.h>
 
 #include "base/buf.h"
-#include "net/h2client.h"
-#include "net/tls.h"
+#include "h2client/h2client.h"
+#include "tls/tls.h"
 
 typedef struct sl_peer sl_peer;
 

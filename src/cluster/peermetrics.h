@@ -8,7 +8,7 @@
 #ifndef SLUICE_CLUSTER_PEERMETRICS_H
 #define SLUICE_CLUSTER_PEERMETRICS_H
 
-#include "core/metrics.h"
+#include "runtime/metrics.h"
 
 /* Peer-call methods: forwarding, then the GLOBAL sync's (SL_GLOBALSYNC_* + 1). */
 enum { SL_PEERMETRICS_FORWARD, SL_PEERMETRICS_GHITS, SL_PEERMETRICS_BCAST, SL_PEERMETRICS_METHODS };

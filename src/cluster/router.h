@@ -34,13 +34,13 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "api/batch.h"
+#include "decide/batch.h"
 #include "api/gubernator.h"
 #include "cluster/k8s.h"
 #include "config/config.h"
 #include "config/etcd.h"
-#include "core/log.h"
-#include "core/metrics.h"
+#include "runtime/log.h"
+#include "runtime/metrics.h"
 #include "net/server.h"
 #include "sluice/engine.h"
 

@@ -17,8 +17,8 @@
 #include <stdint.h>
 
 #include "config/killswitch.h"
-#include "core/log.h"
-#include "core/metrics.h"
+#include "runtime/log.h"
+#include "runtime/metrics.h"
 
 typedef enum sl_killswitch_source {
     SL_KILLSWITCH_NONE = 0, /* admin calls only */

@@ -29,8 +29,8 @@
 #include <stdint.h>
 
 #include "config/quota.h"
-#include "core/log.h"
-#include "core/metrics.h"
+#include "runtime/log.h"
+#include "runtime/metrics.h"
 
 typedef enum sl_quotasrc_mode {
     SL_QUOTASRC_NONE = 0, /* no quotas: an empty, loaded tree */

@@ -27,8 +27,8 @@
 
 #include "config/rlsconf.h"
 #include "config/watched.h"
-#include "core/log.h"
-#include "core/metrics.h"
+#include "runtime/log.h"
+#include "runtime/metrics.h"
 
 typedef struct sl_rlssrc sl_rlssrc;
 

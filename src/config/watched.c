@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/stopwait.h"
+#include "runtime/stopwait.h"
 #include "sluice/clock.h"
 
 /* What the feeds of one root share: the etcd client, the one thread and the one watch. */

@@ -39,7 +39,7 @@
 #include <stdint.h>
 
 #include "config/etcd.h"
-#include "core/log.h"
+#include "runtime/log.h"
 
 typedef enum sl_watched_mode {
     SL_WATCHED_NONE = 0, /* nothing to read: loaded from the start */

@@ -56,7 +56,7 @@ typedef struct sl_conn {
                                    (HTTP/2: the oldest one being received) */
     uint64_t produced;          /* HTTP/2 answer body bytes released by the client's window
                                    (progress marker for the write timeout) */
-    const char *peer_identity;  /* TLS: the verified client certificate's name (net/tls.h), set
+    const char *peer_identity;  /* TLS: the verified client certificate's name (tls/tls.h), set
                                    by the driver once the handshake is done; NULL otherwise */
     union {
         sl_h1 *h1;

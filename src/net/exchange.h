@@ -138,7 +138,7 @@ typedef struct sl_net_stats {
 
 const sl_http_request *sl_exchange_request(const sl_exchange *ex);
 /* TLS with client certificates: the identity of the verified certificate the client presented
- * (its first DNS subjectAltName, else its subject CN; see net/tls.h), e.g. to serve PeersV1
+ * (its first DNS subjectAltName, else its subject CN; see tls/tls.h), e.g. to serve PeersV1
  * only to a certificate that names a peer. NULL on plaintext, without a verified certificate,
  * or once the connection is gone. Valid until the exchange is answered. The certificate's DNS
  * and IP subjectAltNames follow the identity's NUL (the list format of sl_tls_peer_identity). */

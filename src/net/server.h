@@ -32,7 +32,7 @@
 #include <uv.h>
 
 #include "net/exchange.h"
-#include "net/tls.h"
+#include "tls/tls.h"
 
 typedef struct sl_server sl_server;
 

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/metrics.h"
+#include "runtime/metrics.h"
 #include "node/statuspage.h"
 #include "protect/protect.h"
 

@@ -16,7 +16,7 @@
 #include <stdbool.h>
 
 #include "cluster/gossipnode.h"
-#include "core/metrics.h"
+#include "runtime/metrics.h"
 #include "net/server.h"
 #include "node/graphite.h"
 #include "sluice/engine.h"

@@ -34,8 +34,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/log.h"
-#include "core/metrics.h"
+#include "runtime/log.h"
+#include "runtime/metrics.h"
 
 typedef enum sl_graphite_proto {
     SL_GRAPHITE_TCP = 0, /* the default without a suffix, as carbon's plaintext listener */

@@ -30,8 +30,8 @@
 #include "cluster/gossipnode.h"
 #include "config/config.h"
 #include "config/etcd.h"
-#include "core/log.h"
-#include "core/metrics.h"
+#include "runtime/log.h"
+#include "runtime/metrics.h"
 #include "net/exchange.h"
 #include "net/server.h"
 

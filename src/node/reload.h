@@ -15,9 +15,9 @@
 #include "auth/idents.h"
 #include "cluster/router.h"
 #include "config/config.h"
-#include "core/log.h"
+#include "runtime/log.h"
 #include "net/server.h"
-#include "net/tls.h"
+#include "tls/tls.h"
 #include "node/service.h"
 
 /* The readers, at start and on reload: 0, or a negative errno with the reason in err. */

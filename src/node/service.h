@@ -23,8 +23,8 @@
 #include "config/quotasrc.h"
 #include "config/rlssrc.h"
 #include "cluster/router.h"
-#include "core/log.h"
-#include "core/metrics.h"
+#include "runtime/log.h"
+#include "runtime/metrics.h"
 #include "net/exchange.h"
 #include "store/rstore.h"
 

@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #include "core/alg.h"
-#include "core/log.h"
+#include "runtime/log.h"
 #include "sluice/engine.h"
 
 /* A snapshot read and validated, not yet loaded (the engine must be created with its seed). */

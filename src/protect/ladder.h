@@ -26,7 +26,7 @@
 #include <stdint.h>
 
 #include "config/killswitch.h"
-#include "core/metrics.h"
+#include "runtime/metrics.h"
 
 typedef enum sl_ladder_limiter {
     SL_LADDER_NONE = 0,  /* nothing rejected */

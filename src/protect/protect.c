@@ -47,7 +47,7 @@ struct sl_protect {
     int nw; /* workers + 1 */
     sl_ladder_counters events;
     sl_metrics_counter *leases[LS_COUNT];
-    sl_log_budget log_budget; /* would-reject and shed lines (core/log.h's budget) */
+    sl_log_budget log_budget; /* would-reject and shed lines (runtime/log.h's budget) */
     sl_who *who;
 };
 

@@ -4,7 +4,7 @@
  * dialects (api/attempt.c for Levee's /attempt and /release, api/gubprotect.c for Gubernator
  * batches) ask before and after a decision. It owns
  *
- *   - the worker-utilization shedder of each worker loop (core/shed.h), which protects sluiced
+ *   - the worker-utilization shedder of each worker loop (runtime/shed.h), which protects sluiced
  *     itself: fed with load samples (sl_protect_observe; node/loadtick.c samples the loop), it
  *     admits or sheds calls by priority;
  *   - the leases of the fleet shedder and of a resource's concurrency limit: CONCURRENCY keys of
@@ -32,9 +32,9 @@
 
 #include "config/killswitch.h"
 #include "config/quota.h"
-#include "core/log.h"
-#include "core/metrics.h"
-#include "core/shed.h"
+#include "runtime/log.h"
+#include "runtime/metrics.h"
+#include "runtime/shed.h"
 #include "protect/ladder.h"
 #include "protect/who.h"
 #include "sluice/engine.h"

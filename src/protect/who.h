@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/metrics.h"
+#include "runtime/metrics.h"
 
 typedef enum sl_who_event {
     SL_WHO_REJECTED,

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The client-proxy's observer feed (see feed.h): one thread, one observer at a time, a
- * poll() loop over one h2c connection (net/h2client + net/h2sock) carrying one server stream.
+ * poll() loop over one h2c connection (h2client/h2client + h2client/h2sock) carrying one server stream.
  */
 #include "proxy/feed.h"
 
@@ -17,8 +17,8 @@
 #include <unistd.h>
 
 #include "cluster/gossipseeds.h"
-#include "net/h2client.h"
-#include "net/h2sock.h"
+#include "h2client/h2client.h"
+#include "h2client/h2sock.h"
 #include "wire/grpc_frame.h"
 
 #define MAX_OBSERVERS 64

@@ -26,8 +26,8 @@
 
 #include "config/config.h"
 #include "config/etcd.h"
-#include "core/log.h"
-#include "core/metrics.h"
+#include "runtime/log.h"
+#include "runtime/metrics.h"
 #include "proxy/topology.h"
 #include "wire/topowire.h"
 

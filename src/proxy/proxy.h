@@ -27,8 +27,8 @@
 #include <uv.h>
 
 #include "config/quotasrc.h"
-#include "core/log.h"
-#include "core/metrics.h"
+#include "runtime/log.h"
+#include "runtime/metrics.h"
 #include "net/exchange.h"
 #include "proxy/topology.h"
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sl_rconn: one pipelined connection to a Redis server on a libuv loop, plain TCP or TLS
- * (net/tls.h) - what the Redis store (store/rstorectl.c) talks to Redis over, in place of hiredis's
+ * (tls/tls.h) - what the Redis store (store/rstorectl.c) talks to Redis over, in place of hiredis's
  * async context and libuv adapter: Debian 12's hiredis (0.14) has neither TLS nor timeouts, so
  * hiredis stays only the protocol library here (its reply reader, hiredis/read.h, parses what
  * comes back; commands are written in RESP as its redisFormatCommandArgv writes them).
@@ -37,7 +37,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "net/tls.h"
+#include "tls/tls.h"
 
 typedef struct sl_rconn sl_rconn;
 

@@ -34,9 +34,9 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "api/batch.h"
-#include "core/log.h"
-#include "core/metrics.h"
+#include "decide/batch.h"
+#include "runtime/log.h"
+#include "runtime/metrics.h"
 #include "sluice/engine.h"
 
 typedef struct sl_rstore sl_rstore;

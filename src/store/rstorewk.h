@@ -20,7 +20,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "net/tls.h"
+#include "tls/tls.h"
 #include "sluice/clock.h"
 #include "store/rconn.h"
 #include "store/rscript.h"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * libFuzzer driver for the Gubernator JSON gateway decoder (wire/gubjson via api/gubernator).
+ * libFuzzer driver for the Gubernator JSON gateway decoder (json/gubjson via api/gubernator).
  * Properties: a decode either succeeds or fails with a message and a gateway status; a decoded
  * request printed as protojson parses back and prints identically (a fixed point); responses
  * and error bodies are valid JSON, and the hand-written response encoder prints what the generic

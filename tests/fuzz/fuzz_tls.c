@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * libFuzzer driver for net/tls: a server session fed arbitrary network bytes (split where the
+ * libFuzzer driver for tls/tls: a server session fed arbitrary network bytes (split where the
  * first byte says), as a TLS port receives them from anyone. Every result must be one of the
  * documented ones (bytes, 0, -EPROTO, -ECONNRESET, -EMSGSIZE), a failed session must stay failed
  * and say why, and output must never exceed a few records. The certificate is made once, in
@@ -19,7 +19,7 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
-#include "net/tls.h"
+#include "tls/tls.h"
 
 #define CHECK(x) do { if (!(x)) __builtin_trap(); } while (0)
 

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # The fail-open client stands alone (issue 10, item 5): a program built against sluice_client only
 # (examples/middleware.c) runs, and carries nothing of the server side — no router, peer, etcd,
-# quota, server or GOAWAY-handling server session symbol, and no libyaml or libcurl dependency.
+# quota, server or GOAWAY-handling server session symbol, no engine (key store, algorithms) and no
+# JSON codec, and no libyaml, libcurl or jansson dependency.
 # Run by ctest: cmake -DEXE=<example_middleware> -P client_alone.cmake
 if(NOT EXE)
   message(FATAL_ERROR "EXE not set")
@@ -24,7 +25,7 @@ foreach(want sl_client_new sl_h2c_submit sl_h2conn_submit)
   endif()
 endforeach()
 foreach(bad sl_router_ sl_peer_ sl_etcd_ sl_quota sl_server_ sl_http_ sl_config_ sl_node_
-            yaml_ curl_)
+            sl_store_ sl_engine_ sl_tb_ sl_gcra_ sl_gubjson json_ yaml_ curl_)
   string(REGEX MATCH "[^\n]* [TtDdBbRrU] ${bad}[^\n]*" hit "${syms}")
   if(hit)
     message(FATAL_ERROR "${EXE} pulls in ${bad}*: ${hit}")
@@ -32,7 +33,7 @@ foreach(bad sl_router_ sl_peer_ sl_etcd_ sl_quota sl_server_ sl_http_ sl_config_
 endforeach()
 
 execute_process(COMMAND ${READELF} -d ${EXE} OUTPUT_VARIABLE dyn)
-foreach(bad libyaml libcurl)
+foreach(bad libyaml libcurl libjansson)
   if(dyn MATCHES "NEEDED[^\n]*${bad}")
     message(FATAL_ERROR "${EXE} needs ${bad}")
   endif()

@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "api/batch.h"
+#include "decide/batch.h"
 #include "gubernator.pb-c.h"
 #include "base/buf.h"
 

@@ -14,7 +14,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "api/batch.h"
+#include "decide/batch.h"
 #include "api/gubernator.h"
 #include "wire/grpc_frame.h"
 #include "../../support/gub_reference.h"

@@ -21,7 +21,7 @@
 #include <cmocka.h>
 
 #include "net/server.h"
-#include "net/tls.h"
+#include "tls/tls.h"
 #include "sluice/client.h"
 #include "../../support/testcerts.h"
 

@@ -25,7 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/metrics.h"
+#include "runtime/metrics.h"
 #include "node/graphite.h"
 #include "sluice/clock.h"
 

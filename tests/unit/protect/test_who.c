@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "core/metrics.h"
+#include "runtime/metrics.h"
 #include "protect/who.h"
 
 static void note(sl_who *w, const char *lim, sl_who_event ev, const char *key, int64_t now)

@@ -1,0 +1,74 @@
+# SPDX-License-Identifier: Apache-2.0
+#
+# The layers of libsluice and what each may use: the one table of the walls. CMakeLists.txt reads
+# it (sl_layer() links a layer to exactly the layers listed here), and so does the include check
+# (tests/link/includes.cmake, ctest test_layer_includes), which fails when a file under
+# src/<layer>/ includes a header of a layer that is not listed here for it, directly: a layer
+# reached only through another's USES does not count, so transitive linking hides no edge.
+#
+# A layer is a directory, src/<layer>/, built into the static library sluice_<layer>; `proto` is
+# the code protoc-c generates from proto/*.proto (sluice_proto). SL_LAYERS is ordered lowest
+# first, and a layer may use only layers before it: an upward edge fails the check too.
+# Public headers (include/sluice/) belong to the layer that implements them (SL_PUBLIC_<header>);
+# including one is using that layer.
+
+set(SL_LAYERS
+  proto      # generated protobuf-c code
+  base       # byte buffers, strings, UTF-8, hex, string map, file reading
+  runtime    # clock, log, metrics registry and renderers, stop-wait, the worker-load shedder
+  core       # the engine: algorithms, the in-memory key store, snapshots
+  decide     # the unit of work every decider takes: sl_batch and its arena
+  sim        # the accuracy simulator (sluice sim)
+  wire       # gRPC framing and the protobuf wire format, hand-written (no JSON)
+  json       # the Gubernator JSON gateway's codecs (jansson)
+  tls        # the TLS record layer over OpenSSL, sans-I/O
+  h2client   # one HTTP/2 client session (nghttp2) and its socket calls
+  auth       # bearer tokens, client identities, address checks
+  gossip     # SWIM: wire codec, protocol, key ring; sans-I/O
+  config     # options, YAML/env/flags, quota, kill-switch and RLS sources, etcd client
+  protect    # Stripe's protections as a service: leases, fleet, ladder, kill switches
+  net        # event loops, listeners, HTTP/1.1 and HTTP/2 server sessions
+  api        # one adapter per dialect: Gubernator, Levee /attempt, Envoy RLS
+  store      # the Redis store: connections, scripts, slots
+  cluster    # pickers, membership, peers, forwarding, GLOBAL, hand-off, gossip driver
+  proxy      # Levee's client-proxy
+  client     # the fail-open client library (libsluice-client)
+  node       # one node wired together: service, admin, roles, reload
+)
+# the two programs: thin mains over the library (checked like layers, not part of libsluice)
+set(SL_PROGRAMS daemon cli)
+
+set(SL_USES_proto)
+set(SL_USES_base)
+# runtime/shed.c implements what include/sluice/shed.h declares (the shedder's options)
+set(SL_USES_runtime  base)
+set(SL_USES_core     base runtime)
+set(SL_USES_decide   core)
+set(SL_USES_sim      core)
+set(SL_USES_wire     base)
+set(SL_USES_json     base proto)
+set(SL_USES_tls      base)
+set(SL_USES_h2client base tls)
+set(SL_USES_auth     base)
+set(SL_USES_gossip   base)
+set(SL_USES_config   base runtime core)
+set(SL_USES_protect  base runtime core config)
+set(SL_USES_net      base runtime wire tls)
+set(SL_USES_api      base runtime core decide wire json config protect)
+set(SL_USES_store    base runtime core decide tls)
+set(SL_USES_cluster  base runtime core decide wire tls h2client auth gossip config net api)
+set(SL_USES_proxy    runtime wire h2client config net cluster)
+# the client's public header still embeds the engine's request and response types (header only:
+# libsluice-client links no engine code); SL_TYPES_ names such header-only uses
+set(SL_USES_client   base runtime proto wire tls h2client)
+set(SL_TYPES_client  core)
+set(SL_USES_node     base runtime core wire tls auth gossip config protect net api store cluster proxy)
+set(SL_USES_daemon   config node)
+set(SL_USES_cli      base runtime core sim auth config client)
+
+# public header -> the layer that implements it
+set(SL_PUBLIC_engine.h core)
+set(SL_PUBLIC_clock.h  runtime)
+set(SL_PUBLIC_shed.h   runtime)
+set(SL_PUBLIC_client.h client)
+set(SL_PUBLIC_node.h   node)

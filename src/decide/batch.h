@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * sl_batch: one API call's worth of decisions - n engine requests and their responses, with
+ * per-item metadata - and the arena that owns everything they point to.
+ *
+ * Every dialect adapter decodes its wire message into a batch (the requests' name and unique_key
+ * point into the decoded message or into copies, all in the batch's arena), the daemon has the
+ * engine or the router fill `resps`, and the adapter encodes the batch back. Nothing in a batch is
+ * freed piecemeal: sl_batch_reset() drops it all at once and keeps memory for the next call, so
+ * a connection that reuses its batch does not go back to malloc per call.
+ *
+ * Items the adapter already answered while decoding (a request Gubernator rejects before deciding,
+ * e.g. an empty unique_key) have answered[i] = 1 and resps[i].error set: the caller skips them.
+ *
+ * A batch is used by one thread at a time, and must not be moved after sl_batch_init() (its
+ * protobuf-c allocator points back at it).
+ */
+#ifndef SLUICE_DECIDE_BATCH_H
+#define SLUICE_DECIDE_BATCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#include "sluice/engine.h"
+
+/* One metadata entry. Strings are NUL-terminated and owned by the batch (or by the decoded
+ * message it keeps). */
+typedef struct sl_kv {
+    const char *key;
+    const char *val;
+} sl_kv;
+
+/* A small string map: a few entries, looked up by linear scan, in insertion order. */
+typedef struct sl_meta {
+    sl_kv *kv;
+    uint32_t n, cap;
+} sl_meta;
+
+typedef struct sl_batch_chunk sl_batch_chunk;
+
+typedef struct sl_batch {
+    size_t n;
+    sl_request *reqs;
+    sl_response *resps;
+    sl_meta *req_meta;   /* per item: the request's metadata (e.g. trace context, "sub_windows") */
+    sl_meta *resp_meta;  /* per item: metadata to answer with (e.g. "owner") */
+    uint8_t *answered;   /* per item: 1 = answered while decoding, do not decide */
+    size_t n_answered;
+    void *msg;           /* the decoded wire message (a ProtobufCMessage) the requests point
+                            into; NULL when the adapter decoded straight into the batch */
+
+    /* arena */
+    sl_batch_chunk *chunks;
+    size_t arena_bytes;  /* bytes held in chunks */
+    size_t arena_cap;    /* most bytes the arena may hold */
+    bool oom;            /* an allocation failed since the last reset */
+    ProtobufCAllocator pb_alloc;
+} sl_batch;
+
+#define SL_BATCH_DEFAULT_ARENA_CAP ((size_t)32 << 20)
+
+/* arena_cap: most bytes the batch may allocate (0 = SL_BATCH_DEFAULT_ARENA_CAP). */
+void sl_batch_init(sl_batch *b, size_t arena_cap);
+void sl_batch_free(sl_batch *b);
+
+/* Forget all items and arena contents; keeps one chunk for reuse, big enough for what the batch
+ * used since the last reset (up to 1 MiB and arena_cap). */
+void sl_batch_reset(sl_batch *b);
+
+/* Make room for n items (after a reset), all zeroed: n = 0 is valid. 0 or -ENOMEM. */
+int sl_batch_alloc_items(sl_batch *b, size_t n);
+
+/* Arena allocation, 16-byte aligned; NULL when out of memory or over arena_cap. */
+void *sl_batch_alloc(sl_batch *b, size_t size);
+/* Copy n bytes and a terminating NUL into the arena. */
+char *sl_batch_strndup(sl_batch *b, const char *s, size_t n);
+
+/* A protobuf-c allocator over the arena: messages unpacked with it need no freeing (its free is a
+ * no-op) and live until the batch is reset. */
+ProtobufCAllocator *sl_batch_pb_allocator(sl_batch *b);
+
+/* Set key = val in m (a map of this batch), replacing an existing key. Both strings are copied
+ * into the arena. 0 or -ENOMEM. Linear in the map's size: for the few entries sluice adds. */
+int sl_batch_meta_set(sl_batch *b, sl_meta *m, const char *key, const char *val);
+/* Append an entry without copying or looking for the key (constant time, so decoding a message
+ * with many entries stays linear): key and val must live as long as the batch. 0 or -ENOMEM. */
+int sl_batch_meta_add_ref(sl_batch *b, sl_meta *m, const char *key, const char *val);
+/* The value of key in m, or NULL. With repeated keys the last one wins (as in protobuf maps). */
+const char *sl_batch_meta_get(const sl_meta *m, const char *key);
+
+/* Answer item i now with a (static or arena-owned) error; the caller will not decide it. */
+void sl_batch_answer(sl_batch *b, size_t i, const char *error);
+
+#endif
