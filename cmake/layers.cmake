@@ -17,9 +17,9 @@ set(SL_LAYERS
   base       # byte buffers, strings, UTF-8, hex, string map, file reading
   runtime    # clock, log, metrics registry and renderers, stop-wait, the worker-load shedder
   core       # the engine: algorithms, the in-memory key store, snapshots
+  wire       # gRPC framing and status, the protobuf wire format, hand-written (no JSON)
   decide     # the unit of work every decider takes: sl_batch and its arena
   sim        # the accuracy simulator (sluice sim)
-  wire       # gRPC framing and the protobuf wire format, hand-written (no JSON)
   json       # the Gubernator JSON gateway's codecs (jansson)
   tls        # the TLS record layer over OpenSSL, sans-I/O
   h2client   # one HTTP/2 client session (nghttp2) and its socket calls
@@ -43,7 +43,7 @@ set(SL_USES_base)
 # runtime/shed.c implements what include/sluice/shed.h declares (the shedder's options)
 set(SL_USES_runtime  base)
 set(SL_USES_core     base runtime)
-set(SL_USES_decide   core)
+set(SL_USES_decide   base core wire)
 set(SL_USES_sim      core)
 set(SL_USES_wire     base)
 set(SL_USES_json     base proto)
@@ -56,7 +56,7 @@ set(SL_USES_protect  base runtime core config)
 set(SL_USES_net      base runtime wire tls)
 set(SL_USES_api      base runtime core decide wire json config protect)
 set(SL_USES_store    base runtime core decide tls)
-set(SL_USES_cluster  base runtime core decide wire tls h2client auth gossip config net api)
+set(SL_USES_cluster  base runtime proto core decide wire tls h2client auth gossip config net)
 set(SL_USES_proxy    runtime wire h2client config net cluster)
 # the client's public header still embeds the engine's request and response types (header only:
 # libsluice-client links no engine code); SL_TYPES_ names such header-only uses

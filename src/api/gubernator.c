@@ -31,97 +31,32 @@ void sl_gub_config_default(sl_gub_config *c)
     c->reference_decoders = false;
 }
 
-void sl_gub_status_set(sl_gub_status *st, int code, const char *fmt, ...)
-{
-    st->code = code;
-    st->http_status = sl_grpc_code_to_http(code);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(st->message, sizeof st->message, fmt, ap);
-    va_end(ap);
-}
-
-static void status_ok(sl_gub_status *st)
-{
-    st->code = SL_GRPC_OK;
-    st->http_status = 200;
-    st->message[0] = 0;
-}
-
-/* Size errors are RESOURCE_EXHAUSTED as grpc-go reports them, but over HTTP a 413 says what
- * happened better than grpc-gateway's 429 for that code. */
-static int too_large(sl_gub_status *st, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int too_large(sl_gub_status *st, int rc, const char *fmt, ...)
-{
-    st->code = SL_GRPC_RESOURCE_EXHAUSTED;
-    st->http_status = 413;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(st->message, sizeof st->message, fmt, ap);
-    va_end(ap);
-    return rc;
-}
 
 /* ---- protobuf helpers ------------------------------------------------------------------------ */
 
-static int pack(const ProtobufCMessage *m, sl_buf *out)
-{
-    size_t sz = protobuf_c_message_get_packed_size(m);
-    int rc = sl_buf_reserve(out, sz);
-    if (rc)
-        return rc;
-    out->len += protobuf_c_message_pack(m, out->data + out->len);
-    return 0;
-}
-
-#define UNMARSHAL_ERR "grpc: error unmarshalling request: cannot parse invalid wire-format data"
+#define UNMARSHAL_ERR SL_BATCH_PB_UNMARSHAL_ERR
 
 /* The checks before decoding: the size, and (too_many_fmt set) the number of requests, counted
  * without materialising them. *n_items gets that count. */
 static int precheck(const sl_gub_config *c, const uint8_t *msg, size_t len, size_t max_items,
-                    const char *too_many_fmt, size_t *n_items, sl_gub_status *st)
+                    const char *too_many_fmt, size_t *n_items, sl_grpc_status *st)
 {
     *n_items = 0;
     if (len > c->max_msg)
-        return too_large(st, -EMSGSIZE, "grpc: received message larger than max (%zu vs. %zu)",
-                         len, c->max_msg);
+        return sl_grpc_status_too_large(st, -EMSGSIZE, SL_BATCH_PB_TOO_LARGE_FMT, len, c->max_msg);
     if (too_many_fmt) {
         if (sl_pb_count_field(msg, len, 1, max_items, n_items)) {
-            sl_gub_status_set(st, SL_GRPC_INTERNAL, UNMARSHAL_ERR);
+            sl_grpc_status_set(st, SL_GRPC_INTERNAL, UNMARSHAL_ERR);
             return -EINVAL;
         }
         if (*n_items > max_items) {
-            sl_gub_status_set(st, SL_GRPC_OUT_OF_RANGE, too_many_fmt, max_items);
+            sl_grpc_status_set(st, SL_GRPC_OUT_OF_RANGE, too_many_fmt, max_items);
             return -E2BIG;
         }
     }
     return 0;
 }
 
-/* Unpack `len` bytes as `desc` into b's arena with protobuf-c (after precheck()). */
-static int unpack_checked(const ProtobufCMessageDescriptor *desc, const uint8_t *msg, size_t len,
-                          sl_batch *b, ProtobufCMessage **out, sl_gub_status *st)
-{
-    *out = protobuf_c_message_unpack(desc, sl_batch_pb_allocator(b), len, msg);
-    if (!*out) {
-        if (b->oom)
-            return too_large(st, -ENOMEM, "message too large to decode within the memory limit");
-        sl_gub_status_set(st, SL_GRPC_INTERNAL, UNMARSHAL_ERR);
-        return -EINVAL;
-    }
-    return 0;
-}
-
-static int unpack(const sl_gub_config *c, const ProtobufCMessageDescriptor *desc,
-                  const uint8_t *msg, size_t len, sl_batch *b, ProtobufCMessage **out,
-                  sl_gub_status *st)
-{
-    size_t n;
-    int rc = precheck(c, msg, len, 0, NULL, &n, st);
-    return rc ? rc : unpack_checked(desc, msg, len, b, out, st);
-}
 
 /* ---- requests -------------------------------------------------------------------------------- */
 
@@ -192,10 +127,11 @@ static int check_request(sl_batch *b, size_t i, bool peer)
 
 /* Fill b's items from decoded RateLimitReqs (which live in b's arena). */
 static int fill_requests(sl_batch *b, Pb__Gubernator__RateLimitReq **rq, size_t n, bool peer,
-                         sl_gub_status *st)
+                         sl_grpc_status *st)
 {
     if (sl_batch_alloc_items(b, n))
-        return too_large(st, -ENOMEM, "message too large to decode within the memory limit");
+        return sl_grpc_status_too_large(st, -ENOMEM,
+                                        "message too large to decode within the memory limit");
     for (size_t i = 0; i < n; i++) {
         const Pb__Gubernator__RateLimitReq *r = rq[i];
         sl_request *q = &b->reqs[i];
@@ -214,7 +150,7 @@ static int fill_requests(sl_batch *b, Pb__Gubernator__RateLimitReq **rq, size_t 
             const Pb__Gubernator__RateLimitReq__MetadataEntry *e = r->metadata[k];
             if (sl_batch_meta_add_ref(b, &b->req_meta[i], str_or_empty(e->key),
                                       str_or_empty(e->value)))
-                return too_large(st, -ENOMEM,
+                return sl_grpc_status_too_large(st, -ENOMEM,
                                  "message too large to decode within the memory limit");
         }
         check_request(b, i, peer);
@@ -357,10 +293,10 @@ static int fast_decode_reqs(const uint8_t *msg, size_t len, size_t n, sl_batch *
 }
 
 static int decode_reqs_pb(const sl_gub_config *c, const uint8_t *msg, size_t len, sl_batch *b,
-                          sl_gub_status *st, bool peer)
+                          sl_grpc_status *st, bool peer)
 {
     sl_batch_reset(b);
-    status_ok(st);
+    sl_grpc_status_ok(st);
     size_t n;
     int rc = precheck(c, msg, len, c->max_items, peer ? TOO_MANY_PEER : TOO_MANY_V1, &n, st);
     if (rc)
@@ -373,7 +309,7 @@ static int decode_reqs_pb(const sl_gub_config *c, const uint8_t *msg, size_t len
     const ProtobufCMessageDescriptor *d =
         peer ? &pb__gubernator__get_peer_rate_limits_req__descriptor
              : &pb__gubernator__get_rate_limits_req__descriptor;
-    rc = unpack_checked(d, msg, len, b, &m, st);
+    rc = sl_batch_pb_unpack(b, d, msg, len, c->max_msg, &m, st);
     if (rc)
         return rc;
     b->msg = m;
@@ -387,22 +323,22 @@ static int decode_reqs_pb(const sl_gub_config *c, const uint8_t *msg, size_t len
 }
 
 int sl_gub_decode_pb(const sl_gub_config *c, const uint8_t *msg, size_t len, sl_batch *b,
-                     sl_gub_status *st)
+                     sl_grpc_status *st)
 {
     return decode_reqs_pb(c, msg, len, b, st, false);
 }
 
 int sl_gub_decode_peer_pb(const sl_gub_config *c, const uint8_t *msg, size_t len, sl_batch *b,
-                          sl_gub_status *st)
+                          sl_grpc_status *st)
 {
     return decode_reqs_pb(c, msg, len, b, st, true);
 }
 
 int sl_gub_decode_json(const sl_gub_config *c, const char *body, size_t len, sl_batch *b,
-                       sl_gub_status *st)
+                       sl_grpc_status *st)
 {
     sl_batch_reset(b);
-    status_ok(st);
+    sl_grpc_status_ok(st);
     const ProtobufCMessageDescriptor *d = &pb__gubernator__get_rate_limits_req__descriptor;
     ProtobufCMessage *m = NULL;
     char err[sizeof st->message];
@@ -418,16 +354,17 @@ int sl_gub_decode_json(const sl_gub_config *c, const char *body, size_t len, sl_
     }
     Pb__Gubernator__GetRateLimitsReq *r = (Pb__Gubernator__GetRateLimitsReq *)m;
     if (rc == -EMSGSIZE)
-        return too_large(st, rc, "%s", err);
+        return sl_grpc_status_too_large(st, rc, "%s", err);
     if (rc == -ENOMEM)
-        return too_large(st, rc, "request too large to decode within the memory limit");
+        return sl_grpc_status_too_large(st, rc,
+                                        "request too large to decode within the memory limit");
     if (rc) {
-        sl_gub_status_set(st, SL_GRPC_INVALID_ARGUMENT, "%s", err);
+        sl_grpc_status_set(st, SL_GRPC_INVALID_ARGUMENT, "%s", err);
         return rc;
     }
     b->msg = r;
     if (r->n_requests > c->max_items) {
-        sl_gub_status_set(st, SL_GRPC_OUT_OF_RANGE, TOO_MANY_V1, c->max_items);
+        sl_grpc_status_set(st, SL_GRPC_OUT_OF_RANGE, TOO_MANY_V1, c->max_items);
         return -E2BIG;
     }
     return fill_requests(b, r->requests, r->n_requests, false, st);
@@ -640,36 +577,20 @@ int sl_gub_encode_peer_resp_pb(sl_batch *b, sl_buf *out)
     return encode_resps_pb(b, out);
 }
 
-/* ---- structs for protobuf-c (the peer and global messages) ------------------------------- */
-
-static void resp_from_engine(Pb__Gubernator__RateLimitResp *r, const sl_response *s)
-{
-    if (s->error) {
-        /* Gubernator's error answers carry only the error (and metadata) */
-        r->error = (char *)s->error;
-        return;
-    }
-    r->status = s->status == SL_OVER_LIMIT ? PB__GUBERNATOR__STATUS__OVER_LIMIT
-                                           : PB__GUBERNATOR__STATUS__UNDER_LIMIT;
-    r->limit = s->limit;
-    r->remaining = s->remaining;
-    r->reset_time = s->reset_time;
-}
-
-int sl_gub_encode_error_json(const sl_gub_status *st, sl_buf *out)
+int sl_gub_encode_error_json(const sl_grpc_status *st, sl_buf *out)
 {
     return sl_gubjson_print_error(out, st->code, st->message);
 }
 
 /* ---- health ---------------------------------------------------------------------------------- */
 
-bool sl_gub_health_ok(const sl_gub_health *h, sl_gub_status *st)
+bool sl_gub_health_ok(const sl_gub_health *h, sl_grpc_status *st)
 {
     if (h->healthy) {
-        status_ok(st);
+        sl_grpc_status_ok(st);
         return true;
     }
-    sl_gub_status_set(st, SL_GRPC_UNAVAILABLE, "%s", h->message ? h->message : "unhealthy");
+    sl_grpc_status_set(st, SL_GRPC_UNAVAILABLE, "%s", h->message ? h->message : "unhealthy");
     return false;
 }
 
@@ -688,7 +609,7 @@ int sl_gub_encode_health_pb(const sl_gub_health *h, sl_buf *out)
 {
     Pb__Gubernator__HealthCheckResp m;
     build_health(h, &m);
-    return pack(&m.base, out);
+    return sl_batch_pb_pack(&m.base, out);
 }
 
 int sl_gub_encode_health_json(const sl_gub_health *h, sl_buf *out)
@@ -702,7 +623,7 @@ int sl_gub_encode_live_pb(sl_buf *out)
 {
     Pb__Gubernator__LiveCheckResp m;
     pb__gubernator__live_check_resp__init(&m);
-    return pack(&m.base, out);
+    return sl_batch_pb_pack(&m.base, out);
 }
 
 int sl_gub_encode_live_json(sl_buf *out)
@@ -710,274 +631,4 @@ int sl_gub_encode_live_json(sl_buf *out)
     Pb__Gubernator__LiveCheckResp m;
     pb__gubernator__live_check_resp__init(&m);
     return sl_gubjson_print(&m.base, out);
-}
-
-/* ---- PeersV1 client side --------------------------------------------------------------------- */
-
-static int build_peer_req(sl_batch *b, size_t i, Pb__Gubernator__RateLimitReq *r)
-{
-    const sl_request *q = &b->reqs[i];
-    const sl_meta *m = &b->req_meta[i];
-    pb__gubernator__rate_limit_req__init(r);
-    /* the engine's strings need not be NUL-terminated; protobuf-c's must be */
-    r->name = q->name ? sl_batch_strndup(b, q->name, q->name_len) : sl_batch_strndup(b, "", 0);
-    r->unique_key = q->unique_key ? sl_batch_strndup(b, q->unique_key, q->unique_key_len)
-                                  : sl_batch_strndup(b, "", 0);
-    if (!r->name || !r->unique_key)
-        return -ENOMEM;
-    r->hits = q->hits;
-    r->limit = q->limit;
-    r->duration = q->duration;
-    r->burst = q->burst;
-    r->created_at = q->created_at;
-    r->algorithm = (Pb__Gubernator__Algorithm)q->algorithm;
-    r->behavior = (Pb__Gubernator__Behavior)q->behavior;
-    bool add_sw = q->sub_windows != 0 && !sl_batch_meta_get(m, SL_GUB_META_SUB_WINDOWS);
-    size_t n = m->n + (add_sw ? 1 : 0);
-    if (n == 0)
-        return 0;
-    Pb__Gubernator__RateLimitReq__MetadataEntry **arr = sl_batch_alloc(b, n * sizeof *arr);
-    Pb__Gubernator__RateLimitReq__MetadataEntry *es = sl_batch_alloc(b, n * sizeof *es);
-    if (!arr || !es)
-        return -ENOMEM;
-    for (size_t k = 0; k < n; k++) {
-        pb__gubernator__rate_limit_req__metadata_entry__init(&es[k]);
-        arr[k] = &es[k];
-        if (k < m->n) {
-            es[k].key = (char *)m->kv[k].key;
-            es[k].value = (char *)m->kv[k].val;
-        }
-    }
-    if (add_sw) {
-        char tmp[16];
-        snprintf(tmp, sizeof tmp, "%d", (int)q->sub_windows);
-        es[n - 1].key = (char *)SL_GUB_META_SUB_WINDOWS;
-        es[n - 1].value = sl_batch_strndup(b, tmp, strlen(tmp));
-        if (!es[n - 1].value)
-            return -ENOMEM;
-    }
-    r->n_metadata = n;
-    r->metadata = arr;
-    return 0;
-}
-
-int sl_gub_encode_peer_req_pb(sl_batch *b, const size_t *idx, size_t n, sl_buf *out)
-{
-    if (!idx)
-        n = b->n;
-    Pb__Gubernator__GetPeerRateLimitsReq m;
-    pb__gubernator__get_peer_rate_limits_req__init(&m);
-    if (n) {
-        Pb__Gubernator__RateLimitReq **arr = sl_batch_alloc(b, n * sizeof *arr);
-        Pb__Gubernator__RateLimitReq *rs = sl_batch_alloc(b, n * sizeof *rs);
-        if (!arr || !rs)
-            return -ENOMEM;
-        for (size_t k = 0; k < n; k++) {
-            size_t i = idx ? idx[k] : k;
-            if (i >= b->n)
-                return -EINVAL;
-            int rc = build_peer_req(b, i, &rs[k]);
-            if (rc)
-                return rc;
-            arr[k] = &rs[k];
-        }
-        m.requests = arr;
-        m.n_requests = n;
-    }
-    return pack(&m.base, out);
-}
-
-int sl_gub_decode_peer_resp_pb(const sl_gub_config *c, const uint8_t *msg, size_t len,
-                               sl_batch *b, const size_t *idx, size_t n, sl_gub_status *st)
-{
-    status_ok(st);
-    if (!idx)
-        n = b->n;
-    ProtobufCMessage *pm;
-    int rc = unpack(c, &pb__gubernator__get_peer_rate_limits_resp__descriptor, msg, len, b, &pm, st);
-    if (rc)
-        return rc;
-    Pb__Gubernator__GetPeerRateLimitsResp *m = (Pb__Gubernator__GetPeerRateLimitsResp *)pm;
-    if (m->n_rate_limits != n) {
-        sl_gub_status_set(st, SL_GRPC_INTERNAL, "peer answered %zu rate limits for %zu requests",
-                          m->n_rate_limits, n);
-        return -EPROTO;
-    }
-    for (size_t k = 0; k < n; k++) {
-        size_t i = idx ? idx[k] : k;
-        if (i >= b->n) {
-            sl_gub_status_set(st, SL_GRPC_INTERNAL, "item index %zu out of range", i);
-            return -EINVAL;
-        }
-        const Pb__Gubernator__RateLimitResp *r = m->rate_limits[k];
-        sl_response *s = &b->resps[i];
-        memset(s, 0, sizeof *s);
-        s->status =
-            r->status == PB__GUBERNATOR__STATUS__OVER_LIMIT ? SL_OVER_LIMIT : SL_UNDER_LIMIT;
-        s->limit = r->limit;
-        s->remaining = r->remaining;
-        s->reset_time = r->reset_time;
-        s->error = r->error && r->error[0] ? r->error : NULL;
-        for (size_t j = 0; j < r->n_metadata; j++) {
-            const Pb__Gubernator__RateLimitResp__MetadataEntry *e = r->metadata[j];
-            if (sl_batch_meta_add_ref(b, &b->resp_meta[i], str_or_empty(e->key),
-                                      str_or_empty(e->value)))
-                return too_large(st, -ENOMEM,
-                                 "message too large to decode within the memory limit");
-        }
-    }
-    return 0;
-}
-
-/* ---- UpdatePeerGlobals ----------------------------------------------------------------------- */
-
-int sl_gub_encode_globals_pb(const sl_gub_global *g, size_t n, sl_buf *out)
-{
-    /* a private arena for the temporary structs: there is no batch here */
-    sl_batch tmp;
-    sl_batch_init(&tmp, 0);
-    Pb__Gubernator__UpdatePeerGlobalsReq m;
-    pb__gubernator__update_peer_globals_req__init(&m);
-    int rc = 0;
-    if (n) {
-        Pb__Gubernator__UpdatePeerGlobal **arr = sl_batch_alloc(&tmp, n * sizeof *arr);
-        Pb__Gubernator__UpdatePeerGlobal *gs = sl_batch_alloc(&tmp, n * sizeof *gs);
-        Pb__Gubernator__RateLimitResp *rs = sl_batch_alloc(&tmp, n * sizeof *rs);
-        if (!arr || !gs || !rs)
-            rc = -ENOMEM;
-        for (size_t k = 0; !rc && k < n; k++) {
-            pb__gubernator__update_peer_global__init(&gs[k]);
-            pb__gubernator__rate_limit_resp__init(&rs[k]);
-            gs[k].key = g[k].key ? sl_batch_strndup(&tmp, g[k].key, g[k].key_len)
-                                 : sl_batch_strndup(&tmp, "", 0);
-            if (!gs[k].key) {
-                rc = -ENOMEM;
-                break;
-            }
-            resp_from_engine(&rs[k], &g[k].resp);
-            gs[k].status = &rs[k];
-            gs[k].algorithm = (Pb__Gubernator__Algorithm)g[k].algorithm;
-            gs[k].duration = g[k].duration;
-            gs[k].created_at = g[k].created_at;
-            arr[k] = &gs[k];
-        }
-        m.globals = arr;
-        m.n_globals = n;
-    }
-    if (!rc)
-        rc = pack(&m.base, out);
-    sl_batch_free(&tmp);
-    return rc;
-}
-
-int sl_gub_decode_globals_pb(const sl_gub_config *c, const uint8_t *msg, size_t len, sl_batch *b,
-                             sl_gub_global **out, size_t *n_out, sl_gub_status *st)
-{
-    sl_batch_reset(b);
-    status_ok(st);
-    *out = NULL;
-    *n_out = 0;
-    ProtobufCMessage *pm;
-    int rc = unpack(c, &pb__gubernator__update_peer_globals_req__descriptor, msg, len, b, &pm, st);
-    if (rc)
-        return rc;
-    b->msg = pm;
-    Pb__Gubernator__UpdatePeerGlobalsReq *m = (Pb__Gubernator__UpdatePeerGlobalsReq *)pm;
-    if (m->n_globals == 0)
-        return 0;
-    sl_gub_global *gs = sl_batch_alloc(b, m->n_globals * sizeof *gs);
-    if (!gs)
-        return too_large(st, -ENOMEM, "message too large to decode within the memory limit");
-    for (size_t k = 0; k < m->n_globals; k++) {
-        const Pb__Gubernator__UpdatePeerGlobal *g = m->globals[k];
-        sl_gub_global *o = &gs[k];
-        memset(o, 0, sizeof *o);
-        o->key = str_or_empty(g->key);
-        o->key_len = strlen(o->key);
-        if (g->status) {
-            o->resp.status = g->status->status == PB__GUBERNATOR__STATUS__OVER_LIMIT ? SL_OVER_LIMIT
-                                                                                   : SL_UNDER_LIMIT;
-            o->resp.limit = g->status->limit;
-            o->resp.remaining = g->status->remaining;
-            o->resp.reset_time = g->status->reset_time;
-            o->resp.error = g->status->error && g->status->error[0] ? g->status->error : NULL;
-        }
-        o->algorithm = (int32_t)g->algorithm;
-        o->duration = g->duration;
-        o->created_at = g->created_at;
-    }
-    *out = gs;
-    *n_out = m->n_globals;
-    return 0;
-}
-
-/* ---- PeersV1/TransferKeys -------------------------------------------------------------------- */
-
-int sl_gub_encode_transfer_req(const uint8_t *records, size_t len, sl_buf *out)
-{
-    size_t mark;
-    int rc = sl_grpc_frame_begin(out, &mark);
-    if (!rc)
-        rc = sl_buf_reserve(out, 1 + 10 + len);
-    if (rc)
-        return rc;
-    uint8_t *w = out->data + out->len;
-    *w++ = 1 << 3 | SL_PB_LEN;
-    w = sl_pb_put_varint(w, len);
-    if (len)
-        memcpy(w, records, len);
-    out->len = (size_t)(w - out->data) + len;
-    return sl_grpc_frame_end(out, mark);
-}
-
-/* The last occurrence of field `want` (wire type wt: SL_PB_LEN into *bytes, SL_PB_VARINT into
- * *v), skipping every other field. 0 (the field may be absent: outputs untouched) or -EINVAL. */
-static int last_field(const uint8_t *msg, size_t len, uint32_t want, unsigned wt_want,
-                      sl_pb_rd *bytes, uint64_t *v)
-{
-    sl_pb_rd r = {msg, msg + len};
-    while (r.p < r.end) {
-        uint32_t field;
-        unsigned wt;
-        if (!sl_pb_key(&r, &field, &wt))
-            return -EINVAL;
-        bool ok = field != want || wt != wt_want ? sl_pb_skip(&r, wt)
-                  : wt == SL_PB_LEN              ? sl_pb_bytes(&r, bytes)
-                                                 : sl_pb_varint(&r, v);
-        if (!ok)
-            return -EINVAL;
-    }
-    return 0;
-}
-
-int sl_gub_decode_transfer_req(const uint8_t *msg, size_t len, const uint8_t **records,
-                               size_t *records_len)
-{
-    sl_pb_rd sub = {NULL, NULL};
-    int rc = last_field(msg, len, 1, SL_PB_LEN, &sub, NULL);
-    *records = rc ? NULL : sub.p; /* the last one wins, as protobuf's merge of a scalar */
-    *records_len = rc ? 0 : (size_t)(sub.end - sub.p);
-    return rc;
-}
-
-int sl_gub_encode_transfer_resp(int64_t accepted, sl_buf *out)
-{
-    size_t mark;
-    int rc = sl_grpc_frame_begin(out, &mark);
-    if (!rc && accepted)
-        rc = sl_buf_reserve(out, sl_pb_i64_field_size(accepted));
-    if (rc)
-        return rc;
-    if (accepted)
-        out->len = (size_t)(sl_pb_put_i64_field(out->data + out->len, 1 << 3 | SL_PB_VARINT,
-                                                accepted) - out->data);
-    return sl_grpc_frame_end(out, mark);
-}
-
-int sl_gub_decode_transfer_resp(const uint8_t *msg, size_t len, int64_t *accepted)
-{
-    uint64_t v = 0;
-    int rc = last_field(msg, len, 1, SL_PB_VARINT, NULL, &v);
-    *accepted = rc ? 0 : (int64_t)v;
-    return rc;
 }

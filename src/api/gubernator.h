@@ -41,22 +41,20 @@
 #include "decide/batch.h"
 #include "base/buf.h"
 #include "json/gubjson.h"
+#include "wire/grpc_frame.h"
 
 /* gRPC method paths and the HTTP gateway's routes. */
 #define SL_GUB_PATH_GET_RATE_LIMITS "/pb.gubernator.V1/GetRateLimits"
 #define SL_GUB_PATH_HEALTH_CHECK "/pb.gubernator.V1/HealthCheck"
 #define SL_GUB_PATH_LIVE_CHECK "/pb.gubernator.V1/LiveCheck"
-#define SL_GUB_PATH_GET_PEER_RATE_LIMITS "/pb.gubernator.PeersV1/GetPeerRateLimits"
-#define SL_GUB_PATH_UPDATE_PEER_GLOBALS "/pb.gubernator.PeersV1/UpdatePeerGlobals"
-#define SL_GUB_PATH_TRANSFER_KEYS "/pb.gubernator.PeersV1/TransferKeys"
 #define SL_GUB_HTTP_GET_RATE_LIMITS "/v1/GetRateLimits" /* POST */
 #define SL_GUB_HTTP_HEALTH_CHECK "/v1/HealthCheck"      /* GET */
 #define SL_GUB_HTTP_LIVE_CHECK "/v1/LiveCheck"          /* GET */
 
 /* Gubernator's maxBatchSize. */
-#define SL_GUB_MAX_ITEMS 1000
+#define SL_GUB_MAX_ITEMS SL_BATCH_MAX_ITEMS
 /* The metadata key carrying SLIDING_WINDOW's sub-window count. */
-#define SL_GUB_META_SUB_WINDOWS "sub_windows"
+#define SL_GUB_META_SUB_WINDOWS SL_BATCH_META_SUB_WINDOWS
 /* Delay instead of reject (GCRA, docs/algorithms.md): how long the caller will wait (ms, request
  * metadata) and how long it must (ms, answer metadata of an admitted, delayed item). */
 #define SL_GUB_META_MAX_DELAY "max_delay_ms"
@@ -73,16 +71,6 @@ typedef struct sl_gub_config {
 
 void sl_gub_config_default(sl_gub_config *c);
 
-/* Why a whole call failed. */
-typedef struct sl_gub_status {
-    int code;          /* sl_grpc_code */
-    int http_status;   /* what the HTTP gateway answers with it */
-    char message[256];
-} sl_gub_status;
-
-/* Fill *st (printf-style message); http_status from grpc-gateway's mapping of the code. */
-void sl_gub_status_set(sl_gub_status *st, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 
 /* ---- V1 GetRateLimits ---------------------------------------------------------------------- */
 
@@ -92,9 +80,9 @@ void sl_gub_status_set(sl_gub_status *st, int code, const char *fmt, ...)
  * -EMSGSIZE too large, -E2BIG too many items, -EINVAL malformed, -ENOMEM over the arena cap.
  */
 int sl_gub_decode_pb(const sl_gub_config *c, const uint8_t *msg, size_t len, sl_batch *b,
-                     sl_gub_status *st);
+                     sl_grpc_status *st);
 int sl_gub_decode_json(const sl_gub_config *c, const char *body, size_t len, sl_batch *b,
-                       sl_gub_status *st);
+                       sl_grpc_status *st);
 
 /* Append a GetRateLimitsResp for b's responses. 0 or -ENOMEM / -EMSGSIZE. Temporary structs are
  * taken from b's arena. */
@@ -102,7 +90,7 @@ int sl_gub_encode_pb(sl_batch *b, sl_buf *out);
 int sl_gub_encode_json(sl_batch *b, sl_buf *out);
 
 /* grpc-gateway's error body for st. */
-int sl_gub_encode_error_json(const sl_gub_status *st, sl_buf *out);
+int sl_gub_encode_error_json(const sl_grpc_status *st, sl_buf *out);
 
 /* ---- V1 HealthCheck / LiveCheck -------------------------------------------------------------- */
 
@@ -115,7 +103,7 @@ typedef struct sl_gub_health {
 
 /* Gubernator answers an unhealthy HealthCheck with gRPC UNAVAILABLE (HTTP 503) carrying the
  * message, not with a HealthCheckResp. True when healthy; otherwise fills *st. */
-bool sl_gub_health_ok(const sl_gub_health *h, sl_gub_status *st);
+bool sl_gub_health_ok(const sl_gub_health *h, sl_grpc_status *st);
 /* HealthCheckResp: status "healthy"/"unhealthy", message, peer_count, advertise_address. */
 int sl_gub_encode_health_pb(const sl_gub_health *h, sl_buf *out);
 int sl_gub_encode_health_json(const sl_gub_health *h, sl_buf *out);
@@ -129,42 +117,8 @@ int sl_gub_encode_live_json(sl_buf *out);
  * items, and - as Gubernator's owner does - DRAIN_OVER_LIMIT added to GLOBAL requests (peers
  * accumulate hits, so an owner drains rather than refuses a batch larger than what remains). */
 int sl_gub_decode_peer_pb(const sl_gub_config *c, const uint8_t *msg, size_t len, sl_batch *b,
-                          sl_gub_status *st);
+                          sl_grpc_status *st);
 /* GetPeerRateLimitsResp for b's responses. */
 int sl_gub_encode_peer_resp_pb(sl_batch *b, sl_buf *out);
-
-/* Client side: a GetPeerRateLimitsReq carrying items idx[0..n) of b (idx NULL = all of b, n
- * ignored), with their request metadata (plus "sub_windows" if the request has some and the
- * metadata does not). */
-int sl_gub_encode_peer_req_pb(sl_batch *b, const size_t *idx, size_t n, sl_buf *out);
-/* Put a peer's GetPeerRateLimitsResp into b->resps[idx[k]] (and its metadata into resp_meta),
- * for the same idx as the request. The response is unpacked into b's arena. -EPROTO if the peer
- * answered a different number of items. */
-int sl_gub_decode_peer_resp_pb(const sl_gub_config *c, const uint8_t *msg, size_t len,
-                               sl_batch *b, const size_t *idx, size_t n, sl_gub_status *st);
-
-/* One UpdatePeerGlobal: the owner's state for a GLOBAL key. */
-typedef struct sl_gub_global {
-    const char *key;     /* Gubernator's hash key: name + "_" + unique_key */
-    size_t key_len;
-    sl_response resp;    /* status, limit, remaining, reset_time */
-    int32_t algorithm;
-    int64_t duration;
-    int64_t created_at;
-} sl_gub_global;
-
-int sl_gub_encode_globals_pb(const sl_gub_global *g, size_t n, sl_buf *out);
-/* Decode an UpdatePeerGlobalsReq into an array in b's arena (b is reset first). */
-int sl_gub_decode_globals_pb(const sl_gub_config *c, const uint8_t *msg, size_t len, sl_batch *b,
-                             sl_gub_global **out, size_t *n_out, sl_gub_status *st);
-
-/* PeersV1/TransferKeys (sluice's own method: cluster/handoff.c). The request carries one bytes
- * field of key state records, the response the number merged. Encoders write framed messages;
- * decoders take the unframed message and return -EINVAL for a malformed one. */
-int sl_gub_encode_transfer_req(const uint8_t *records, size_t len, sl_buf *out);
-int sl_gub_decode_transfer_req(const uint8_t *msg, size_t len, const uint8_t **records,
-                               size_t *records_len);
-int sl_gub_encode_transfer_resp(int64_t accepted, sl_buf *out);
-int sl_gub_decode_transfer_resp(const uint8_t *msg, size_t len, int64_t *accepted);
 
 #endif

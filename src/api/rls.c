@@ -279,7 +279,7 @@ static void mark_answered(sl_batch *b, size_t i)
 }
 
 int sl_rls_begin(const sl_rls_config *cfg, sl_rlsconf *conf, const uint8_t *msg, size_t len,
-                 sl_batch *b, sl_rls_call **call, sl_gub_status *st)
+                 sl_batch *b, sl_rls_call **call, sl_grpc_status *st)
 {
     sl_batch_reset(b);
     *call = NULL;
@@ -287,26 +287,26 @@ int sl_rls_begin(const sl_rls_config *cfg, sl_rlsconf *conf, const uint8_t *msg,
     const char *err = NULL;
     int rc = sl_rls_parse(cfg, msg, len, b, &rq, &err);
     if (rc == -ENOMEM) {
-        sl_gub_status_set(st, SL_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+        sl_grpc_status_set(st, SL_GRPC_RESOURCE_EXHAUSTED, "out of memory");
         return rc;
     }
     if (rc) {
-        sl_gub_status_set(st, SL_GRPC_INVALID_ARGUMENT, "%s", err ? err : "malformed request");
+        sl_grpc_status_set(st, SL_GRPC_INVALID_ARGUMENT, "%s", err ? err : "malformed request");
         return rc;
     }
     if (!rq.domain_len) {
-        sl_gub_status_set(st, SL_GRPC_INVALID_ARGUMENT, "rate limit domain must not be empty");
+        sl_grpc_status_set(st, SL_GRPC_INVALID_ARGUMENT, "rate limit domain must not be empty");
         return -EINVAL;
     }
     if (!rq.n) {
-        sl_gub_status_set(st, SL_GRPC_INVALID_ARGUMENT,
+        sl_grpc_status_set(st, SL_GRPC_INVALID_ARGUMENT,
                           "rate limit descriptor list must not be empty");
         return -EINVAL;
     }
     for (size_t i = 0; i < rq.n; i++) {
         const sl_rls_desc *d = &rq.descs[i];
         if (d->has_limit && !sl_rls_unit_ms((int)d->limit_unit)) {
-            sl_gub_status_set(st, SL_GRPC_INVALID_ARGUMENT,
+            sl_grpc_status_set(st, SL_GRPC_INVALID_ARGUMENT,
                               "descriptor %zu: limit override with an unknown unit", i);
             return -EINVAL;
         }
@@ -316,7 +316,7 @@ int sl_rls_begin(const sl_rls_config *cfg, sl_rlsconf *conf, const uint8_t *msg,
     char *name = sl_batch_alloc(b, sizeof SL_RLS_NAME_PREFIX + rq.domain_len);
     if (!c || !rules || !name || sl_batch_alloc_items(b, rq.n) ||
         !(c->items = sl_batch_alloc(b, rq.n * sizeof *c->items))) {
-        sl_gub_status_set(st, SL_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+        sl_grpc_status_set(st, SL_GRPC_RESOURCE_EXHAUSTED, "out of memory");
         return -ENOMEM;
     }
     memset(c->items, 0, rq.n * sizeof *c->items); /* K_NONE */
@@ -333,7 +333,7 @@ int sl_rls_begin(const sl_rls_config *cfg, sl_rlsconf *conf, const uint8_t *msg,
     const char ***shared = NULL; /* per descriptor, with share_threshold rules only */
     if (sl_rlsconf_domain_shares(dom) &&
         !(shared = sl_batch_alloc(b, rq.n * sizeof *shared))) {
-        sl_gub_status_set(st, SL_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+        sl_grpc_status_set(st, SL_GRPC_RESOURCE_EXHAUSTED, "out of memory");
         return -ENOMEM;
     }
     for (size_t i = 0; i < rq.n; i++) {
@@ -350,7 +350,7 @@ int sl_rls_begin(const sl_rls_config *cfg, sl_rlsconf *conf, const uint8_t *msg,
             it->label = "override";
         } else if (shared && d->n &&
                    !(shared[i] = sl_batch_alloc(b, d->n * sizeof *shared[i]))) {
-            sl_gub_status_set(st, SL_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+            sl_grpc_status_set(st, SL_GRPC_RESOURCE_EXHAUSTED, "out of memory");
             return -ENOMEM;
         } else if ((rules[i] = sl_rlsconf_match(dom, d->entries, d->n,
                                                 shared && d->n ? shared[i] : NULL))) {
@@ -382,7 +382,7 @@ int sl_rls_begin(const sl_rls_config *cfg, sl_rlsconf *conf, const uint8_t *msg,
         const sl_rlsconf_rule *r = rules[i];
         if (!(q->unique_key = unique_key(b, d, shared && d->n && !d->has_limit ? shared[i] : NULL,
                                          &q->unique_key_len))) {
-            sl_gub_status_set(st, SL_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+            sl_grpc_status_set(st, SL_GRPC_RESOURCE_EXHAUSTED, "out of memory");
             return -ENOMEM;
         }
         uint64_t hits = d->has_hits ? d->hits : rq.hits_addend ? rq.hits_addend : 1;
@@ -508,11 +508,11 @@ static uint8_t *put_header(uint8_t *w, const char *k, const char *v)
 }
 
 int sl_rls_encode(const sl_rls_call *c, const sl_batch *b, int64_t now, sl_buf *out,
-                  sl_gub_status *st)
+                  sl_grpc_status *st)
 {
     for (size_t i = 0; i < c->n; i++)
         if (c->items[i].kind == K_LIMIT && b->resps[i].error) {
-            sl_gub_status_set(st, SL_GRPC_UNAVAILABLE, "descriptor %zu: %s", i,
+            sl_grpc_status_set(st, SL_GRPC_UNAVAILABLE, "descriptor %zu: %s", i,
                               b->resps[i].error);
             return -EAGAIN;
         }

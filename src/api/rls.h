@@ -78,11 +78,11 @@ typedef struct sl_rls_call sl_rls_call;
  * until sl_rls_end(). 0, or -errno with st set (INVALID_ARGUMENT, RESOURCE_EXHAUSTED).
  */
 int sl_rls_begin(const sl_rls_config *cfg, sl_rlsconf *conf, const uint8_t *msg, size_t len,
-                 sl_batch *b, sl_rls_call **call, sl_gub_status *st);
+                 sl_batch *b, sl_rls_call **call, sl_grpc_status *st);
 /* The RateLimitResponse for the decided batch (appended to out). 0; -EAGAIN with st set when an
  * item failed (answer st instead); -ENOMEM. */
 int sl_rls_encode(const sl_rls_call *call, const sl_batch *b, int64_t now_ms, sl_buf *out,
-                  sl_gub_status *st);
+                  sl_grpc_status *st);
 /* Drop the call's reference to its configuration (NULL is fine). */
 void sl_rls_end(sl_rls_call *call);
 

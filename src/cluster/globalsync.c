@@ -188,7 +188,7 @@ void sl_globalsync_peer_batch(sl_globalsync *s, const sl_batch *b, int64_t now)
         broadcast_soon(s);
 }
 
-void sl_globalsync_update(sl_globalsync *s, const sl_gub_global *g, size_t n, int64_t now)
+void sl_globalsync_update(sl_globalsync *s, const sl_peerwire_global *g, size_t n, int64_t now)
 {
     for (size_t k = 0; k < n; k++)
         sl_global_update(s->cfg.global, sl_picker_hash(g[k].key, g[k].key_len), g[k].key,
@@ -242,10 +242,10 @@ static void on_hits_done(void *ud, const sl_peer_result *res)
     sl_globalsync *s = c->s;
     bool ok = res->err == 0 && res->grpc_status == SL_GRPC_OK;
     if (ok) {
-        sl_gub_status st;
+        sl_grpc_status st;
         sl_batch_reset(&s->scratch);
         ok = sl_batch_alloc_items(&s->scratch, c->n) == 0 &&
-             sl_gub_decode_peer_resp_pb(s->cfg.gub, res->msg, res->len, &s->scratch, NULL, c->n,
+             sl_peerwire_decode_resp(s->cfg.max_msg, res->msg, res->len, &s->scratch, NULL, c->n,
                                         &st) == 0;
         /* the owner's answer is its state after our hits: the freshest copy there is */
         int64_t now = sl_wall_ms();
@@ -324,7 +324,7 @@ static void send_hits_to(sl_globalsync *s, const owner_idx *ks, size_t n, size_t
     size_t mark;
     int rc = sl_grpc_frame_begin(&out, &mark);
     if (!rc)
-        rc = sl_gub_encode_peer_req_pb(gs, idx, n, &out);
+        rc = sl_peerwire_encode_req(gs, idx, n, &out);
     if (!rc)
         rc = sl_grpc_frame_end(&out, mark);
     cinc(&s->c_sends, 1);
@@ -332,7 +332,7 @@ static void send_hits_to(sl_globalsync *s, const owner_idx *ks, size_t n, size_t
         s->cfg.ops->call_done(s->cfg.ud, SL_GLOBALSYNC_HITS, &c->peer, c->t0, rc);
         gcall_free(c);
     } else {
-        gcall_send(c, SL_GUB_PATH_GET_PEER_RATE_LIMITS, &out, on_hits_done);
+        gcall_send(c, SL_PEERWIRE_PATH_GET_PEER_RATE_LIMITS, &out, on_hits_done);
     }
     sl_buf_free(&out);
 }
@@ -422,7 +422,7 @@ static void broadcast_msg(sl_globalsync *s, const sl_buf *msg)
             continue;
         }
         cinc(&s->c_broadcasts, 1);
-        gcall_send(c, SL_GUB_PATH_UPDATE_PEER_GLOBALS, &copy, on_bcast_done);
+        gcall_send(c, SL_PEERWIRE_PATH_UPDATE_PEER_GLOBALS, &copy, on_bcast_done);
         sl_buf_free(&copy);
     }
 }
@@ -432,14 +432,14 @@ static void send_broadcasts(sl_globalsync *s)
     if (!s->cfg.ops->has_view(s->cfg.ud))
         return;
     int64_t now = sl_wall_ms();
-    sl_gub_global *g = NULL;
+    sl_peerwire_global *g = NULL;
     for (;;) {
         sl_batch *gs = &s->gs;
         sl_batch_reset(gs);
         int n = sl_global_take_touched(s->cfg.global, gs, s->cfg.batch_limit);
         if (n <= 0)
             break;
-        sl_gub_global *ng = realloc(g, (size_t)n * sizeof *g);
+        sl_peerwire_global *ng = realloc(g, (size_t)n * sizeof *g);
         if (!ng)
             break;
         g = ng;
@@ -462,7 +462,7 @@ static void send_broadcasts(sl_globalsync *s)
         size_t mark;
         int rc = sl_grpc_frame_begin(&msg, &mark);
         if (!rc)
-            rc = sl_gub_encode_globals_pb(g, (size_t)n, &msg);
+            rc = sl_peerwire_encode_globals(g, (size_t)n, &msg);
         if (!rc)
             rc = sl_grpc_frame_end(&msg, mark);
         if (!rc)

@@ -30,7 +30,7 @@
 #include <uv.h>
 
 #include "decide/batch.h"
-#include "api/gubernator.h"
+#include "cluster/peerwire.h"
 #include "cluster/global.h"
 #include "cluster/peer.h"
 #include "runtime/log.h"
@@ -71,9 +71,9 @@ typedef struct sl_globalsync_config {
     sl_engine *engine;                   /* the local engine (not owned) */
     sl_global *global;                   /* the node's GLOBAL state (not owned) */
     int64_t sync_wait_ns;                /* --global-sync-wait (> 0) */
-    size_t batch_limit;                  /* --global-batch-limit, at most SL_GUB_MAX_ITEMS */
+    size_t batch_limit;                  /* --global-batch-limit, at most SL_BATCH_MAX_ITEMS */
     int64_t call_timeout_ms;             /* deadline of each call (--batch-timeout) */
-    const sl_gub_config *gub;            /* limits for decoding owners' answers (not copied) */
+    size_t max_msg;                      /* largest owner answer decoded (bytes) */
     bool expire;                         /* this worker runs sl_global_expire once a second */
     sl_logger *log;                      /* may be NULL */
     sl_metrics_counter *m_local_answers; /* may be NULL */
@@ -108,7 +108,7 @@ void sl_globalsync_decided(sl_globalsync *s, uint64_t key_hash, const sl_request
 void sl_globalsync_peer_batch(sl_globalsync *s, const sl_batch *b, int64_t now);
 
 /* UpdatePeerGlobals received: take the owners' states. */
-void sl_globalsync_update(sl_globalsync *s, const sl_gub_global *g, size_t n, int64_t now);
+void sl_globalsync_update(sl_globalsync *s, const sl_peerwire_global *g, size_t n, int64_t now);
 
 /* Counters of this worker (any thread). */
 void sl_globalsync_stats_get(sl_globalsync *s, sl_globalsync_stats *out);

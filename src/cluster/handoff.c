@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/gubernator.h"
+#include "cluster/peerwire.h"
 #include "core/keystate.h"
 #include "core/store.h"
 #include "sluice/clock.h"
@@ -186,7 +186,7 @@ static void send_batch(sl_handoff *h, size_t i)
     sent *c = calloc(1, sizeof *c);
     sl_buf framed;
     sl_buf_init(&framed, 0);
-    int rc = c ? sl_gub_encode_transfer_req(q->recs.data, q->recs.len, &framed) : -ENOMEM;
+    int rc = c ? sl_peerwire_encode_transfer_req(q->recs.data, q->recs.len, &framed) : -ENOMEM;
     if (!rc) {
         *c = (sent){h, h->gen, i, q->hashes, q->n, q->recs.len};
         rc = h->cfg.send(h->cfg.ud, i, &framed, on_sent, c);

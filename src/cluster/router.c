@@ -296,11 +296,11 @@ static void on_forward_done(void *ud, const sl_peer_result *res)
     wpeer *wp = c->wp;
     int64_t now = sl_wall_ms();
     if (res->err == 0 && res->grpc_status == SL_GRPC_OK) {
-        sl_gub_status st;
+        sl_grpc_status st;
         sl_batch_reset(&w->scratch);
         int rc = sl_batch_alloc_items(&w->scratch, c->n);
         if (!rc)
-            rc = sl_gub_decode_peer_resp_pb(&r->cfg.gub, res->msg, res->len, &w->scratch, NULL,
+            rc = sl_peerwire_decode_resp(r->cfg.max_msg, res->msg, res->len, &w->scratch, NULL,
                                             c->n, &st);
         if (rc == 0) {
             observe_call(r, SL_PEERMETRICS_FORWARD, true, c->t0);
@@ -363,7 +363,7 @@ static int encode_forward(wk *w, const sl_batcher_item *items, size_t n, sl_buf 
             w->idx[e - s] = items[e].idx;
             e++;
         }
-        rc = sl_gub_encode_peer_req_pb(p->b, w->idx, e - s, out);
+        rc = sl_peerwire_encode_req(p->b, w->idx, e - s, out);
         s = e;
     }
     if (!rc)
@@ -396,8 +396,8 @@ static void send_forward(wk *w, wpeer *wp, const sl_batcher_item *items, size_t 
     int rc = encode_forward(w, items, n, &out);
     const char *why = "out of memory";
     if (!rc) {
-        rc = sl_peer_call(wp->conn, SL_GUB_PATH_GET_PEER_RATE_LIMITS, &out, r->batch_timeout_ms,
-                          on_forward_done, c);
+        rc = sl_peer_call(wp->conn, SL_PEERWIRE_PATH_GET_PEER_RATE_LIMITS, &out,
+                          r->batch_timeout_ms, on_forward_done, c);
         if (rc)
             why = rc == -ECONNREFUSED ? "connection refused"
                   : rc == -ETIMEDOUT  ? "connect timed out"
@@ -498,7 +498,7 @@ static wpeer *wpeer_new(wk *w, const char *addr)
         .loop = w->loop,
         .addr = addr,
         .connect_timeout_ms = r->batch_timeout_ms < 1000 ? r->batch_timeout_ms : 1000,
-        .max_msg = r->cfg.gub.max_msg,
+        .max_msg = r->cfg.max_msg,
         .tls = r->cfg.peer_tls,
         .source_ip = r->source_ip,
     };
@@ -650,7 +650,7 @@ void sl_router_peer_rate_limits(sl_router *r, int worker, sl_batch *b, int64_t n
     done(ud, b);
 }
 
-void sl_router_update_globals(sl_router *r, int worker, const sl_gub_global *g, size_t n,
+void sl_router_update_globals(sl_router *r, int worker, const sl_peerwire_global *g, size_t n,
                               int64_t now_ms)
 {
     if (!r->cluster)

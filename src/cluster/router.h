@@ -35,7 +35,7 @@
 #include <uv.h>
 
 #include "decide/batch.h"
-#include "api/gubernator.h"
+#include "cluster/peerwire.h"
 #include "cluster/k8s.h"
 #include "config/config.h"
 #include "config/etcd.h"
@@ -78,7 +78,7 @@ typedef struct sl_router_config {
     size_t global_batch_limit;           /* 1000 */
     size_t global_max_keys;              /* GLOBAL keys held for local answers; 100000 */
     bool fail_open;
-    sl_gub_config gub;                   /* limits for decoding peers' answers; zero = defaults */
+    size_t max_msg;                      /* largest peer answer decoded (bytes); 0 = 1 MiB */
     sl_tls_slot *peer_tls;               /* client context for peer calls over TLS (not owned;
                                             outlives the router; reloadable); NULL = h2c */
     sl_logger *log;                      /* may be NULL */
@@ -118,7 +118,7 @@ void sl_router_peer_rate_limits(sl_router *r, int worker, sl_batch *b, int64_t n
                                 sl_router_done_cb done, void *ud);
 
 /* PeersV1/UpdatePeerGlobals, server side: take the owners' states of GLOBAL keys. */
-void sl_router_update_globals(sl_router *r, int worker, const sl_gub_global *g, size_t n,
+void sl_router_update_globals(sl_router *r, int worker, const sl_peerwire_global *g, size_t n,
                               int64_t now_ms);
 
 /* PeersV1/TransferKeys, server side: merge the key state records (cluster/handoff.h) into the

@@ -125,15 +125,15 @@ int sl_router_new(const sl_router_config *cfg, sl_router **out)
         c->global_sync_wait_ns = 100000000;
     if (!c->global_batch_limit)
         c->global_batch_limit = 1000;
-    if (!c->gub.max_msg)
-        sl_gub_config_default(&c->gub);
+    if (!c->max_msg)
+        c->max_msg = SL_GRPC_DEFAULT_MAX_MSG;
     if (!c->dns_period_ns)
         c->dns_period_ns = 5000000000LL;
     r->log = c->log;
     /* an owner refuses more than 1000 requests in one call (Gubernator's limit) */
-    r->batch_limit = c->batch_limit < SL_GUB_MAX_ITEMS ? c->batch_limit : SL_GUB_MAX_ITEMS;
-    if (c->global_batch_limit > SL_GUB_MAX_ITEMS)
-        c->global_batch_limit = SL_GUB_MAX_ITEMS;
+    r->batch_limit = c->batch_limit < SL_BATCH_MAX_ITEMS ? c->batch_limit : SL_BATCH_MAX_ITEMS;
+    if (c->global_batch_limit > SL_BATCH_MAX_ITEMS)
+        c->global_batch_limit = SL_BATCH_MAX_ITEMS;
     r->batch_timeout_ms = c->batch_timeout_ns / 1000000;
     if (r->batch_timeout_ms < 1)
         r->batch_timeout_ms = 1;
@@ -173,7 +173,7 @@ int sl_router_new(const sl_router_config *cfg, sl_router **out)
             .sync_wait_ns = c->global_sync_wait_ns,
             .batch_limit = c->global_batch_limit,
             .call_timeout_ms = r->batch_timeout_ms,
-            .gub = &c->gub,
+            .max_msg = c->max_msg,
             .expire = i == 0,
             .log = r->log,
             .m_local_answers = r->pm.global_local,
@@ -336,7 +336,7 @@ static int handoff_send(void *ud, size_t peer, sl_buf *framed, sl_handoff_sent_c
         return -ENOMEM;
     c->cb = cb;
     c->ud = cb_ud;
-    int rc = sl_peer_call(w->peers[peer]->conn, SL_GUB_PATH_TRANSFER_KEYS, framed,
+    int rc = sl_peer_call(w->peers[peer]->conn, SL_PEERWIRE_PATH_TRANSFER_KEYS, framed,
                           handoff_timeout_ms(w->r), on_transfer_done, c);
     if (rc)
         free(c);

@@ -265,3 +265,29 @@ void sl_batch_answer(sl_batch *b, size_t i, const char *error)
     memset(&b->resps[i], 0, sizeof b->resps[i]);
     b->resps[i].error = error;
 }
+
+int sl_batch_pb_unpack(sl_batch *b, const ProtobufCMessageDescriptor *desc, const uint8_t *msg,
+                       size_t len, size_t max_msg, ProtobufCMessage **out, sl_grpc_status *st)
+{
+    *out = NULL;
+    if (len > max_msg)
+        return sl_grpc_status_too_large(st, -EMSGSIZE, SL_BATCH_PB_TOO_LARGE_FMT, len, max_msg);
+    *out = protobuf_c_message_unpack(desc, sl_batch_pb_allocator(b), len, msg);
+    if (*out)
+        return 0;
+    if (b->oom)
+        return sl_grpc_status_too_large(st, -ENOMEM,
+                                        "message too large to decode within the memory limit");
+    sl_grpc_status_set(st, SL_GRPC_INTERNAL, SL_BATCH_PB_UNMARSHAL_ERR);
+    return -EINVAL;
+}
+
+int sl_batch_pb_pack(const ProtobufCMessage *m, sl_buf *out)
+{
+    size_t sz = protobuf_c_message_get_packed_size(m);
+    int rc = sl_buf_reserve(out, sz);
+    if (rc)
+        return rc;
+    out->len += protobuf_c_message_pack(m, out->data + out->len);
+    return 0;
+}

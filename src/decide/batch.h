@@ -24,7 +24,16 @@
 
 #include <protobuf-c/protobuf-c.h>
 
+#include "base/buf.h"
 #include "sluice/engine.h"
+#include "wire/grpc_frame.h"
+
+/* Most items in one call (Gubernator's limit, for its clients and between its peers alike). */
+#define SL_BATCH_MAX_ITEMS 1000
+
+/* A request metadata key sluice's items carry across dialects and peers: SLIDING_WINDOW's
+ * sub-windows per window (decimal, 0..2^31-1). */
+#define SL_BATCH_META_SUB_WINDOWS "sub_windows"
 
 /* One metadata entry. Strings are NUL-terminated and owned by the batch (or by the decoded
  * message it keeps). */
@@ -93,5 +102,20 @@ const char *sl_batch_meta_get(const sl_meta *m, const char *key);
 
 /* Answer item i now with a (static or arena-owned) error; the caller will not decide it. */
 void sl_batch_answer(sl_batch *b, size_t i, const char *error);
+
+/* ---- protobuf-c messages in the arena (the dialects' and the peer codec's slow paths) ------- */
+
+/* grpc-go's words for a message over the size limit (%zu got, %zu max), and for bad protobuf. */
+#define SL_BATCH_PB_TOO_LARGE_FMT "grpc: received message larger than max (%zu vs. %zu)"
+#define SL_BATCH_PB_UNMARSHAL_ERR                                                                  \
+    "grpc: error unmarshalling request: cannot parse invalid wire-format data"
+
+/* Unpack `len` bytes as `desc` into b's arena (the message lives until the batch is reset).
+ * 0, or with *st filled: -EMSGSIZE over max_msg (RESOURCE_EXHAUSTED), -ENOMEM over the arena's cap
+ * (RESOURCE_EXHAUSTED), -EINVAL malformed (INTERNAL, grpc-go's wording). */
+int sl_batch_pb_unpack(sl_batch *b, const ProtobufCMessageDescriptor *desc, const uint8_t *msg,
+                       size_t len, size_t max_msg, ProtobufCMessage **out, sl_grpc_status *st);
+/* Append the packed message (its structs typically in a batch's arena) to out. 0 or -ENOMEM. */
+int sl_batch_pb_pack(const ProtobufCMessage *m, sl_buf *out);
 
 #endif

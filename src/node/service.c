@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "auth/bearer.h"
+#include "cluster/peerwire.h"
 
 static const char *const method_names[M_COUNT] = {
     "GetRateLimits", "HealthCheck", "LiveCheck", "GetPeerRateLimits",
@@ -159,7 +160,7 @@ void sl_service_call_put(sl_call *c)
 /* ---- answers ------------------------------------------------------------------------------- */
 
 void sl_service_answer_status(sl_service *s, sl_exchange *ex, int method, int transport,
-                              const sl_gub_status *st, int64_t t0)
+                              const sl_grpc_status *st, int64_t t0)
 {
     if (transport == T_GRPC) {
         sl_exchange_respond_grpc_status(ex, st->code, st->message);
@@ -178,8 +179,8 @@ void sl_service_answer_status(sl_service *s, sl_exchange *ex, int method, int tr
 void sl_service_answer_error(sl_service *s, sl_exchange *ex, int method, int transport, int code,
                              const char *msg, int64_t t0)
 {
-    sl_gub_status st;
-    sl_gub_status_set(&st, code, "%s", msg);
+    sl_grpc_status st;
+    sl_grpc_status_set(&st, code, "%s", msg);
     sl_service_answer_status(s, ex, method, transport, &st, t0);
 }
 
@@ -198,8 +199,8 @@ void sl_service_answer_text(sl_service *s, sl_exchange *ex, int method, int stat
 void sl_service_answer_shed(sl_service *s, sl_exchange *ex, int method, int transport,
                             const sl_gubprotect_verdict *v, int64_t t0)
 {
-    sl_gub_status st;
-    sl_gub_status_set(&st, SL_GRPC_UNAVAILABLE, "%s", v->message);
+    sl_grpc_status st;
+    sl_grpc_status_set(&st, SL_GRPC_UNAVAILABLE, "%s", v->message);
     char ra[24];
     int n = snprintf(ra, sizeof ra, "%lld", (long long)v->retry_after_s);
     sl_http_header shed = SL_HTTP_HEADER("sluice-shed", "worker");
@@ -270,12 +271,12 @@ const sl_ident *sl_service_who(sl_service *s, sl_exchange *ex, const sl_http_req
 
 /* Whether every item's limit name is inside the identity's prefixes; if not, the status for the
  * whole call (PERMISSION_DENIED, naming the first item outside). */
-bool sl_service_items_allowed(const sl_ident *id, const sl_batch *b, sl_gub_status *st)
+bool sl_service_items_allowed(const sl_ident *id, const sl_batch *b, sl_grpc_status *st)
 {
     for (size_t i = 0; i < b->n; i++) {
         const sl_request *q = &b->reqs[i];
         if (!sl_ident_allows(id, q->name, q->name_len)) {
-            sl_gub_status_set(st, SL_GRPC_PERMISSION_DENIED,
+            sl_grpc_status_set(st, SL_GRPC_PERMISSION_DENIED,
                               "'%s' may not use the limit name of item %zu", sl_ident_name(id), i);
             return false;
         }
@@ -324,29 +325,29 @@ static void rate_limits_done(void *ud, sl_batch *b)
 
 /* The protobuf message inside a gRPC request body (exactly one uncompressed message). */
 int sl_service_grpc_payload(sl_service *s, const sl_http_request *rq, const uint8_t **msg,
-                            size_t *len, sl_gub_status *st)
+                            size_t *len, sl_grpc_status *st)
 {
     sl_grpc_msg m;
     const char *err = NULL;
     int rc = sl_grpc_frame_decode(rq->body, rq->body_len, s->cfg.gub.max_msg, &m, &err);
     if (rc == -EMSGSIZE) {
-        sl_gub_status_set(st, SL_GRPC_RESOURCE_EXHAUSTED, "%s", err ? err : "message too large");
+        sl_grpc_status_set(st, SL_GRPC_RESOURCE_EXHAUSTED, "%s", err ? err : "message too large");
         return rc;
     }
     if (rc == -EAGAIN) {
-        sl_gub_status_set(st, SL_GRPC_INVALID_ARGUMENT, "truncated gRPC message");
+        sl_grpc_status_set(st, SL_GRPC_INVALID_ARGUMENT, "truncated gRPC message");
         return rc;
     }
     if (rc) {
-        sl_gub_status_set(st, SL_GRPC_INVALID_ARGUMENT, "%s", err ? err : "bad gRPC framing");
+        sl_grpc_status_set(st, SL_GRPC_INVALID_ARGUMENT, "%s", err ? err : "bad gRPC framing");
         return rc;
     }
     if (m.compressed) {
-        sl_gub_status_set(st, SL_GRPC_UNIMPLEMENTED, "compressed messages are not supported");
+        sl_grpc_status_set(st, SL_GRPC_UNIMPLEMENTED, "compressed messages are not supported");
         return -ENOTSUP;
     }
     if (m.frame_len != rq->body_len) {
-        sl_gub_status_set(st, SL_GRPC_INVALID_ARGUMENT,
+        sl_grpc_status_set(st, SL_GRPC_INVALID_ARGUMENT,
                           "a unary call carries exactly one message");
         return -EPROTO;
     }
@@ -381,7 +382,7 @@ static void fleet_done(void *ud, sl_batch *fb)
 static void get_rate_limits(sl_service *s, sl_exchange *ex, const sl_http_request *rq,
                             int method, int transport, int64_t t0)
 {
-    sl_gub_status st;
+    sl_grpc_status st;
     const uint8_t *msg = NULL;
     size_t len = 0;
     const sl_ident *id = NULL;
@@ -416,15 +417,15 @@ static void get_rate_limits(sl_service *s, sl_exchange *ex, const sl_http_reques
 static void update_peer_globals(sl_service *s, sl_exchange *ex, const sl_http_request *rq,
                                 int64_t t0)
 {
-    sl_gub_status st;
+    sl_grpc_status st;
     const uint8_t *msg;
     size_t len;
     sl_call *c = call_open(s, ex, rq, M_UPDATE_PEER_GLOBALS, T_GRPC, &msg, &len, t0);
     if (!c)
         return;
-    sl_gub_global *g = NULL;
+    sl_peerwire_global *g = NULL;
     size_t n = 0;
-    if (sl_gub_decode_globals_pb(&s->cfg.gub, msg, len, &c->batch, &g, &n, &st)) {
+    if (sl_peerwire_decode_globals(s->cfg.gub.max_msg, msg, len, &c->batch, &g, &n, &st)) {
         sl_service_answer_status(s, ex, M_UPDATE_PEER_GLOBALS, T_GRPC, &st, t0);
     } else {
         sl_router_update_globals(s->cfg.router, c->worker, g, n, sl_exchange_now_ms(ex));
@@ -440,14 +441,14 @@ static void update_peer_globals(sl_service *s, sl_exchange *ex, const sl_http_re
 
 static void transfer_keys(sl_service *s, sl_exchange *ex, const sl_http_request *rq, int64_t t0)
 {
-    sl_gub_status st;
+    sl_grpc_status st;
     const uint8_t *msg, *recs;
     size_t len, rlen;
     if (sl_service_grpc_payload(s, rq, &msg, &len, &st)) {
         sl_service_answer_status(s, ex, M_TRANSFER_KEYS, T_GRPC, &st, t0);
         return;
     }
-    if (sl_gub_decode_transfer_req(msg, len, &recs, &rlen)) {
+    if (sl_peerwire_decode_transfer_req(msg, len, &recs, &rlen)) {
         sl_service_answer_error(s, ex, M_TRANSFER_KEYS, T_GRPC, SL_GRPC_INVALID_ARGUMENT,
                                 "malformed TransferKeysReq", t0);
         return;
@@ -455,7 +456,7 @@ static void transfer_keys(sl_service *s, sl_exchange *ex, const sl_http_request 
     int64_t merged = sl_router_transfer_keys(s->cfg.router, recs, rlen, sl_exchange_now_ms(ex));
     sl_buf out;
     sl_buf_init(&out, 0);
-    if (sl_gub_encode_transfer_resp(merged, &out)) {
+    if (sl_peerwire_encode_transfer_resp(merged, &out)) {
         sl_service_answer_error(s, ex, M_TRANSFER_KEYS, T_GRPC, SL_GRPC_RESOURCE_EXHAUSTED,
                                 "out of memory", t0);
     } else {
@@ -482,7 +483,7 @@ static void health(sl_service *s, sl_exchange *ex, int transport, int64_t t0)
     h.message = why[0] ? why : NULL;
     if (h.peer_count > 1)
         h.advertise_address = s->cfg.advertise_addr;
-    sl_gub_status st;
+    sl_grpc_status st;
     if (!sl_gub_health_ok(&h, &st)) {
         sl_service_answer_status(s, ex, M_HEALTH_CHECK, transport, &st, t0);
         return;
@@ -579,9 +580,9 @@ static void route_grpc(sl_service *s, sl_exchange *ex, const sl_http_request *rq
         get_rate_limits(s, ex, rq, M_GET_RATE_LIMITS, T_GRPC, t0);
     } else if (rq->path_len > sizeof PEERS_PREFIX - 1 &&
                !memcmp(rq->path, PEERS_PREFIX, sizeof PEERS_PREFIX - 1)) {
-        int m = sl_http_path_is(rq, SL_GUB_PATH_GET_PEER_RATE_LIMITS) ? M_GET_PEER_RATE_LIMITS
-                : sl_http_path_is(rq, SL_GUB_PATH_UPDATE_PEER_GLOBALS) ? M_UPDATE_PEER_GLOBALS
-                : sl_http_path_is(rq, SL_GUB_PATH_TRANSFER_KEYS)       ? M_TRANSFER_KEYS
+        int m = sl_http_path_is(rq, SL_PEERWIRE_PATH_GET_PEER_RATE_LIMITS) ? M_GET_PEER_RATE_LIMITS
+                : sl_http_path_is(rq, SL_PEERWIRE_PATH_UPDATE_PEER_GLOBALS) ? M_UPDATE_PEER_GLOBALS
+                : sl_http_path_is(rq, SL_PEERWIRE_PATH_TRANSFER_KEYS)       ? M_TRANSFER_KEYS
                                                                : M_OTHER;
         /* a node that has just left may still push its keys here (by address or by
          * certificate, like any PeersV1 call) */

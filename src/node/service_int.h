@@ -108,7 +108,7 @@ SL_SVC_HIDDEN void sl_service_call_put(sl_call *c);
 /* Answers: a status (gRPC status or grpc-gateway's JSON error), an error of a code and message,
  * a plain text HTTP answer, a call shed by the worker shedder. Each counts the call. */
 SL_SVC_HIDDEN void sl_service_answer_status(sl_service *s, sl_exchange *ex, int method,
-                                            int transport, const sl_gub_status *st, int64_t t0);
+                                            int transport, const sl_grpc_status *st, int64_t t0);
 SL_SVC_HIDDEN void sl_service_answer_error(sl_service *s, sl_exchange *ex, int method,
                                            int transport, int code, const char *msg, int64_t t0);
 SL_SVC_HIDDEN void sl_service_answer_text(sl_service *s, sl_exchange *ex, int method, int status,
@@ -125,10 +125,10 @@ SL_SVC_HIDDEN const sl_ident *sl_service_who(sl_service *s, sl_exchange *ex,
                                              const sl_http_request *rq, int method, int transport,
                                              int64_t t0);
 SL_SVC_HIDDEN bool sl_service_items_allowed(const sl_ident *id, const sl_batch *b,
-                                            sl_gub_status *st);
+                                            sl_grpc_status *st);
 /* The protobuf message of a unary gRPC request (0, or the status to answer). */
 SL_SVC_HIDDEN int sl_service_grpc_payload(sl_service *s, const sl_http_request *rq,
-                                          const uint8_t **msg, size_t *len, sl_gub_status *st);
+                                          const uint8_t **msg, size_t *len, sl_grpc_status *st);
 
 /* node/serviceatt.c: POST /attempt and POST /release, and the count of a held answer sent. */
 SL_SVC_HIDDEN void sl_service_attempt(sl_service *s, sl_exchange *ex, const sl_http_request *rq,
@@ -190,7 +190,7 @@ static inline sl_call *call_open(sl_service *s, sl_exchange *ex, const sl_http_r
                                  int method, int transport, const uint8_t **msg, size_t *len,
                                  int64_t t0)
 {
-    sl_gub_status st;
+    sl_grpc_status st;
     if (transport == T_GRPC && sl_service_grpc_payload(s, rq, msg, len, &st)) {
         sl_service_answer_status(s, ex, method, transport, &st, t0);
         return NULL;
@@ -206,7 +206,7 @@ static inline sl_call *call_open(sl_service *s, sl_exchange *ex, const sl_http_r
  * (rc, *st), an item's name is not the caller identity's (`id`), or the worker shedder sheds it
  * (protection begun here: api/gubprotect.h; `peer`: a GetPeerRateLimits call). */
 static inline bool call_admit(sl_service *s, sl_call *c, const sl_ident *id, int rc,
-                              sl_gub_status *st, bool peer, int64_t *now)
+                              sl_grpc_status *st, bool peer, int64_t *now)
 {
     if (!rc && id && !sl_service_items_allowed(id, &c->batch, st))
         rc = -EACCES;

@@ -21,7 +21,7 @@ static void rls_done(void *ud, sl_batch *b)
     int64_t now = sl_exchange_now_ms(c->ex);
     if (s->cfg.protect)
         sl_gubprotect_end(s->cfg.protect, c->prot, b, false, now);
-    sl_gub_status st;
+    sl_grpc_status st;
     size_t mark;
     int rc = sl_grpc_frame_begin(&c->out, &mark);
     if (!rc)
@@ -45,7 +45,7 @@ static void rls_done(void *ud, sl_batch *b)
 void sl_service_should_rate_limit(sl_service *s, sl_exchange *ex, const sl_http_request *rq,
                                   int64_t t0)
 {
-    sl_gub_status st;
+    sl_grpc_status st;
     const uint8_t *msg = NULL;
     size_t len = 0;
     const sl_ident *id = NULL;

@@ -10,6 +10,8 @@
 #include "base/hex.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -216,4 +218,32 @@ bool sl_grpc_content_type_ok(const char *val, size_t len)
         rl -= 6;
     }
     return rl == 0 || rest[0] == ';' || rest[0] == ' ';
+}
+
+void sl_grpc_status_set(sl_grpc_status *st, int code, const char *fmt, ...)
+{
+    st->code = code;
+    st->http_status = sl_grpc_code_to_http(code);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(st->message, sizeof st->message, fmt, ap);
+    va_end(ap);
+}
+
+void sl_grpc_status_ok(sl_grpc_status *st)
+{
+    st->code = SL_GRPC_OK;
+    st->http_status = 200;
+    st->message[0] = 0;
+}
+
+int sl_grpc_status_too_large(sl_grpc_status *st, int rc, const char *fmt, ...)
+{
+    st->code = SL_GRPC_RESOURCE_EXHAUSTED;
+    st->http_status = 413;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(st->message, sizeof st->message, fmt, ap);
+    va_end(ap);
+    return rc;
 }

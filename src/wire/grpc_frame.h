@@ -55,6 +55,24 @@ const char *sl_grpc_code_name(int code);
  * UNAVAILABLE 503, RESOURCE_EXHAUSTED 429, ...); 500 for an unknown code. */
 int sl_grpc_code_to_http(int code);
 
+/* Why a whole call failed: a gRPC code, the HTTP status the JSON gateway answers with it, and a
+ * message. Every dialect and the peer codec report call errors in one. */
+typedef struct sl_grpc_status {
+    int code;          /* sl_grpc_code */
+    int http_status;   /* what the HTTP gateway answers with it */
+    char message[256];
+} sl_grpc_status;
+
+/* Fill *st (printf-style message); http_status from grpc-gateway's mapping of the code. */
+void sl_grpc_status_set(sl_grpc_status *st, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* OK, HTTP 200, no message. */
+void sl_grpc_status_ok(sl_grpc_status *st);
+/* A size error: RESOURCE_EXHAUSTED as grpc-go reports it, but HTTP 413 (which says what happened
+ * better than grpc-gateway's 429 for that code). Returns rc, for `return too_large(...)`. */
+int sl_grpc_status_too_large(sl_grpc_status *st, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* One decoded message. `data` points into the caller's buffer. */
 typedef struct sl_grpc_msg {
     const uint8_t *data;

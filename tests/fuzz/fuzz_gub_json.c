@@ -83,7 +83,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     c.json.max_depth = 8;
     sl_batch b;
     sl_batch_init(&b, 8 << 20);
-    sl_gub_status st;
+    sl_grpc_status st;
     sl_buf out;
     sl_buf_init(&out, 0);
 
@@ -138,7 +138,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check_json(&out);
     }
     /* and the gateway decodes the same with the reference decoders alone */
-    sl_gub_status st2;
+    sl_grpc_status st2;
     sl_batch b2;
     sl_batch_init(&b2, 8 << 20);
     c.reference_decoders = true;

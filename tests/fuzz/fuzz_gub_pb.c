@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "api/gubernator.h"
+#include "cluster/peerwire.h"
 #include "../support/gub_reference.h"
 
 #define CHECK(x) do { if (!(x)) __builtin_trap(); } while (0)
@@ -77,10 +78,10 @@ static void check_forward(sl_batch *b, const sl_gub_config *c)
 {
     sl_buf out;
     sl_buf_init(&out, 0);
-    CHECK(sl_gub_encode_peer_req_pb(b, NULL, 0, &out) == 0);
+    CHECK(sl_peerwire_encode_req(b, NULL, 0, &out) == 0);
     sl_batch o;
     sl_batch_init(&o, 0);
-    sl_gub_status st;
+    sl_grpc_status st;
     CHECK(sl_gub_decode_peer_pb(c, out.data, out.len, &o, &st) == 0);
     CHECK(o.n == b->n);
     for (size_t i = 0; i < b->n; i++) {
@@ -96,20 +97,20 @@ static void check_forward(sl_batch *b, const sl_gub_config *c)
     answer(&o);
     sl_buf_reset(&out);
     CHECK(sl_gub_encode_peer_resp_pb(&o, &out) == 0);
-    CHECK(sl_gub_decode_peer_resp_pb(c, out.data, out.len, b, NULL, 0, &st) == 0);
+    CHECK(sl_peerwire_decode_resp(c->max_msg, out.data, out.len, b, NULL, 0, &st) == 0);
     sl_batch_free(&o);
     sl_buf_free(&out);
 }
 
 /* The same bytes decoded by protobuf-c alone give the same outcome and the same batch. */
 static void check_reference(const sl_gub_config *c0, const uint8_t *data, size_t size, bool peer,
-                            int rc, const sl_gub_status *st, const sl_batch *b)
+                            int rc, const sl_grpc_status *st, const sl_batch *b)
 {
     sl_gub_config c = *c0;
     c.reference_decoders = true;
     sl_batch r;
     sl_batch_init(&r, 8 << 20);
-    sl_gub_status rst;
+    sl_grpc_status rst;
     int rrc = peer ? sl_gub_decode_peer_pb(&c, data, size, &r, &rst)
                    : sl_gub_decode_pb(&c, data, size, &r, &rst);
     CHECK(rrc == rc && rst.code == st->code && strcmp(rst.message, st->message) == 0);
@@ -143,7 +144,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sl_gub_config_default(&c);
     sl_batch b;
     sl_batch_init(&b, 8 << 20);
-    sl_gub_status st;
+    sl_grpc_status st;
 
     int rc = sl_gub_decode_pb(&c, data, size, &b, &st);
     check_reference(&c, data, size, false, rc, &st, &b);
@@ -163,12 +164,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             CHECK(!(b.reqs[i].behavior & SL_GLOBAL) || (b.reqs[i].behavior & SL_DRAIN_OVER_LIMIT));
     }
 
-    sl_gub_global *g;
+    sl_peerwire_global *g;
     size_t n;
-    if (sl_gub_decode_globals_pb(&c, data, size, &b, &g, &n, &st) == 0) {
+    if (sl_peerwire_decode_globals(c.max_msg, data, size, &b, &g, &n, &st) == 0) {
         sl_buf out;
         sl_buf_init(&out, 0);
-        CHECK(sl_gub_encode_globals_pb(g, n, &out) == 0);
+        CHECK(sl_peerwire_encode_globals(g, n, &out) == 0);
         sl_buf_free(&out);
     }
 
@@ -176,7 +177,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sl_batch_reset(&b);
     CHECK(sl_batch_alloc_items(&b, 3) == 0);
     size_t idx[] = {2, 0, 1};
-    if (sl_gub_decode_peer_resp_pb(&c, data, size, &b, idx, 3, &st) == 0)
+    if (sl_peerwire_decode_resp(c.max_msg, data, size, &b, idx, 3, &st) == 0)
         check_encodings(&b);
 
     sl_batch_free(&b);

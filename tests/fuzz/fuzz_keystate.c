@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "api/gubernator.h"
+#include "cluster/peerwire.h"
 #include "core/keystate.h"
 
 #define CHECK(x) do { if (!(x)) __builtin_trap(); } while (0)
@@ -26,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* the same bytes as a TransferKeysReq (PeersV1): its one bytes field holds records */
     const uint8_t *recs;
     size_t n;
-    if (sl_gub_decode_transfer_req(data, size, &recs, &n) == 0) {
+    if (sl_peerwire_decode_transfer_req(data, size, &recs, &n) == 0) {
         CHECK(n <= size && (n == 0 || (recs >= data && recs + n <= data + size)));
         records(recs, n);
     }

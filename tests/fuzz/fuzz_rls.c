@@ -75,7 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sl_batch b;
     sl_batch_init(&b, 1 << 20);
     sl_rls_call *call = NULL;
-    sl_gub_status st;
+    sl_grpc_status st;
     if (sl_rls_begin(&cfg, conf, data, size, &b, &call, &st) == 0) {
         CHECK(call && b.n > 0);
         for (size_t i = 0; i < b.n; i++) {

@@ -16,6 +16,7 @@
 
 #include "decide/batch.h"
 #include "api/gubernator.h"
+#include "cluster/peerwire.h"
 #include "wire/grpc_frame.h"
 #include "../../support/gub_reference.h"
 
@@ -90,7 +91,7 @@ static void test_decode_pb_fields(void **state)
     sl_gub_config c = cfg();
     sl_batch b;
     sl_batch_init(&b, 0);
-    sl_gub_status st;
+    sl_grpc_status st;
     assert_int_equal(sl_gub_decode_pb(&c, p, len, &b, &st), 0);
     assert_int_equal(st.code, SL_GRPC_OK);
     assert_int_equal(b.n, 2);
@@ -136,7 +137,7 @@ static void test_item_validation(void **state)
     sl_gub_config c = cfg();
     sl_batch b;
     sl_batch_init(&b, 0);
-    sl_gub_status st;
+    sl_grpc_status st;
     assert_int_equal(sl_gub_decode_pb(&c, p, len, &b, &st), 0);
     assert_int_equal(b.n_answered, 4);
     assert_string_equal(b.resps[0].error, "field 'unique_key' cannot be empty");
@@ -171,7 +172,7 @@ static void test_item_validation(void **state)
     sl_batch_free(&b);
 }
 
-static void check_too_many(const sl_gub_status *st, const char *want)
+static void check_too_many(const sl_grpc_status *st, const char *want)
 {
     assert_int_equal(st->code, SL_GRPC_OUT_OF_RANGE);
     assert_int_equal(st->http_status, 400);
@@ -190,7 +191,7 @@ static void test_1000_vs_1001_pb(void **state)
     sl_gub_config c = cfg();
     sl_batch b;
     sl_batch_init(&b, 0);
-    sl_gub_status st;
+    sl_grpc_status st;
     size_t len;
     uint8_t *p = pack_reqs(rs, 1000, false, &len);
     assert_int_equal(sl_gub_decode_pb(&c, p, len, &b, &st), 0);
@@ -233,7 +234,7 @@ static void test_1000_vs_1001_json(void **state)
     sl_gub_config c = cfg();
     sl_batch b;
     sl_batch_init(&b, 0);
-    sl_gub_status st;
+    sl_grpc_status st;
     for (int n = 1000; n <= 1001; n++) {
         sl_buf_reset(&body);
         sl_buf_append_str(&body, "{\"requests\":[");
@@ -284,7 +285,7 @@ static void test_json_and_pb_agree(void **state)
     sl_batch bj, bp;
     sl_batch_init(&bj, 0);
     sl_batch_init(&bp, 0);
-    sl_gub_status st;
+    sl_grpc_status st;
     assert_int_equal(sl_gub_decode_json(&c, json, strlen(json), &bj, &st), 0);
     assert_int_equal(sl_gub_decode_pb(&c, p, len, &bp, &st), 0);
     assert_int_equal(bj.n, 1);
@@ -306,7 +307,7 @@ static void test_decode_errors(void **state)
     sl_gub_config c = cfg();
     sl_batch b;
     sl_batch_init(&b, 0);
-    sl_gub_status st;
+    sl_grpc_status st;
     /* malformed protobuf: truncated length, bad wire type, truncated sub-message */
     static const struct {
         const char *bytes;
@@ -376,7 +377,7 @@ static void test_arena_cap(void **state)
     sl_gub_config c = cfg();
     sl_batch b;
     sl_batch_init(&b, 32 << 10);
-    sl_gub_status st;
+    sl_grpc_status st;
     int rc = sl_gub_decode_pb(&c, p, len, &b, &st);
     assert_int_equal(rc, -ENOMEM);
     assert_int_equal(st.code, SL_GRPC_RESOURCE_EXHAUSTED);
@@ -444,7 +445,7 @@ static void test_peers(void **state)
     uint8_t *p = pack_reqs(rs, 2, true, &len);
     sl_batch srv;
     sl_batch_init(&srv, 0);
-    sl_gub_status st;
+    sl_grpc_status st;
     assert_int_equal(sl_gub_decode_peer_pb(&c, p, len, &srv, &st), 0);
     assert_int_equal(srv.reqs[0].behavior, SL_GLOBAL | SL_DRAIN_OVER_LIMIT);
     assert_int_equal(srv.reqs[1].behavior, 0);
@@ -464,7 +465,7 @@ static void test_peers(void **state)
     size_t idx[] = {2, 0};
     sl_buf out;
     sl_buf_init(&out, 0);
-    assert_int_equal(sl_gub_encode_peer_req_pb(&cl, idx, 2, &out), 0);
+    assert_int_equal(sl_peerwire_encode_req(&cl, idx, 2, &out), 0);
     assert_int_equal(sl_gub_decode_peer_pb(&c, out.data, out.len, &srv, &st), 0);
     assert_int_equal(srv.n, 2);
     assert_int_equal(srv.reqs[0].hits, 2);
@@ -483,7 +484,7 @@ static void test_peers(void **state)
     assert_int_equal(sl_batch_meta_set(&srv, &srv.resp_meta[0], "owner", "me"), 0);
     sl_buf_reset(&out);
     assert_int_equal(sl_gub_encode_peer_resp_pb(&srv, &out), 0);
-    assert_int_equal(sl_gub_decode_peer_resp_pb(&c, out.data, out.len, &cl, idx, 2, &st), 0);
+    assert_int_equal(sl_peerwire_decode_resp(c.max_msg, out.data, out.len, &cl, idx, 2, &st), 0);
     sl_batch_reset(&srv); /* the client's copy does not depend on the server's batch */
     assert_int_equal(cl.resps[2].status, SL_OVER_LIMIT);
     assert_int_equal(cl.resps[2].reset_time, 77);
@@ -493,12 +494,12 @@ static void test_peers(void **state)
     assert_int_equal(cl.resps[1].limit, 0);
     /* a peer answering the wrong number of items is an error */
     size_t one[] = {1};
-    assert_int_equal(sl_gub_decode_peer_resp_pb(&c, out.data, out.len, &cl, one, 1, &st),
+    assert_int_equal(sl_peerwire_decode_resp(c.max_msg, out.data, out.len, &cl, one, 1, &st),
                      -EPROTO);
     assert_int_equal(st.code, SL_GRPC_INTERNAL);
     /* all items (idx NULL) */
     sl_buf_reset(&out);
-    assert_int_equal(sl_gub_encode_peer_req_pb(&cl, NULL, 0, &out), 0);
+    assert_int_equal(sl_peerwire_encode_req(&cl, NULL, 0, &out), 0);
     assert_int_equal(sl_gub_decode_peer_pb(&c, out.data, out.len, &srv, &st), 0);
     assert_int_equal(srv.n, 3);
     sl_buf_free(&out);
@@ -509,7 +510,7 @@ static void test_peers(void **state)
 static void test_globals(void **state)
 {
     (void)state;
-    sl_gub_global g[2] = {
+    sl_peerwire_global g[2] = {
         {.key = "n_k1xx", .key_len = 4, .resp = {.status = SL_OVER_LIMIT, .limit = 5,
                                                    .remaining = 0, .reset_time = 99},
          .algorithm = SL_LEAKY_BUCKET, .duration = 1000, .created_at = 5},
@@ -517,14 +518,14 @@ static void test_globals(void **state)
     };
     sl_buf out;
     sl_buf_init(&out, 0);
-    assert_int_equal(sl_gub_encode_globals_pb(g, 2, &out), 0);
+    assert_int_equal(sl_peerwire_encode_globals(g, 2, &out), 0);
     sl_gub_config c = cfg();
     sl_batch b;
     sl_batch_init(&b, 0);
-    sl_gub_status st;
-    sl_gub_global *d;
+    sl_grpc_status st;
+    sl_peerwire_global *d;
     size_t n;
-    assert_int_equal(sl_gub_decode_globals_pb(&c, out.data, out.len, &b, &d, &n, &st), 0);
+    assert_int_equal(sl_peerwire_decode_globals(c.max_msg, out.data, out.len, &b, &d, &n, &st), 0);
     assert_int_equal(n, 2);
     assert_string_equal(d[0].key, "n_k1");
     assert_int_equal(d[0].key_len, 4);
@@ -536,7 +537,7 @@ static void test_globals(void **state)
     assert_int_equal(d[0].created_at, 5);
     assert_string_equal(d[1].key, "n_k2");
     assert_int_equal(d[1].algorithm, SL_GCRA);
-    assert_int_equal(sl_gub_decode_globals_pb(&c, (const uint8_t *)"\x0a\x09", 2, &b, &d, &n, &st),
+    assert_int_equal(sl_peerwire_decode_globals(c.max_msg, (const uint8_t *)"\x0a\x09", 2, &b, &d, &n, &st),
                      -EINVAL);
     sl_buf_free(&out);
     sl_batch_free(&b);
@@ -546,7 +547,7 @@ static void test_health_and_live(void **state)
 {
     (void)state;
     sl_gub_health h = {.healthy = true, .peer_count = 3, .advertise_address = "10.0.0.1:1051"};
-    sl_gub_status st;
+    sl_grpc_status st;
     assert_true(sl_gub_health_ok(&h, &st));
     sl_buf out;
     sl_buf_init(&out, 0);
@@ -630,13 +631,13 @@ static void test_batch_arena_and_meta(void **state)
  * want_fast: the hand-written decoder must take it itself (it leaves b->msg NULL; protobuf-c
  * sets it). Returns the rc. */
 static int decode_both(const uint8_t *msg, size_t len, bool peer, bool want_fast,
-                       sl_gub_status *st)
+                       sl_grpc_status *st)
 {
     sl_gub_config c = cfg();
     sl_batch f, r;
     sl_batch_init(&f, 0);
     sl_batch_init(&r, 0);
-    sl_gub_status rst;
+    sl_grpc_status rst;
     int rc = peer ? sl_gub_decode_peer_pb(&c, msg, len, &f, st) : sl_gub_decode_pb(&c, msg, len, &f, st);
     c.reference_decoders = true;
     int rrc = peer ? sl_gub_decode_peer_pb(&c, msg, len, &r, &rst)
@@ -707,7 +708,7 @@ static void test_pb_decoder_matches_protobuf_c(void **state)
     c2.metadata = bs;
     c2.behavior = PB__GUBERNATOR__BEHAVIOR__GLOBAL;
     RLReq *rs[] = {&a, &b2, &c2};
-    sl_gub_status st;
+    sl_grpc_status st;
     for (int peer = 0; peer < 2; peer++) {
         size_t len;
         uint8_t *p = pack_reqs(rs, 3, peer, &len);
@@ -878,7 +879,7 @@ static void test_batch_reuse_settles(void **state)
     sl_gub_config c = cfg();
     sl_batch b;
     sl_batch_init(&b, 0);
-    sl_gub_status st;
+    sl_grpc_status st;
     sl_buf out;
     sl_buf_init(&out, 0);
     for (int call = 0; call < 4; call++) {
@@ -925,7 +926,7 @@ static void test_max_delay_metadata(void **state)
     sl_gub_config c = cfg();
     sl_batch b;
     sl_batch_init(&b, 0);
-    sl_gub_status st;
+    sl_grpc_status st;
     assert_int_equal(sl_gub_decode_pb(&c, p, len, &b, &st), 0);
     assert_int_equal(b.reqs[0].max_delay_ms, 250);
     assert_int_equal(b.answered[0], 0);

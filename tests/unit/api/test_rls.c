@@ -190,7 +190,7 @@ static void test_parse(void **state)
 static sl_rls_call *begin(sl_rlsconf *c, const msg *m, sl_batch *b, int expect_rc)
 {
     sl_rls_call *call = NULL;
-    sl_gub_status st;
+    sl_grpc_status st;
     int rc = sl_rls_begin(&cfg, c, m->b, m->n, b, &call, &st);
     if (rc != expect_rc)
         fail_msg("begin: %d (%s)", rc, st.message);
@@ -253,7 +253,7 @@ static void test_plan(void **state)
     b.resps[3].remaining = b.resps[4].remaining = b.resps[6].remaining = 0;
     sl_buf out;
     sl_buf_init(&out, 0);
-    sl_gub_status st;
+    sl_grpc_status st;
     assert_int_equal(sl_rls_encode(call, &b, now, &out, &st), 0);
 
     /* read it back */
@@ -382,7 +382,7 @@ static void test_replaces_unknown_domain_and_errors(void **state)
     assert_int_equal(b.n_answered, 1); /* an unknown domain: no limit, even with an override */
     sl_buf out;
     sl_buf_init(&out, 0);
-    sl_gub_status st;
+    sl_grpc_status st;
     assert_int_equal(sl_rls_encode(call, &b, 0, &out, &st), 0);
     static const uint8_t ok_no_limit[] = {0x08, 0x01, 0x12, 0x02, 0x08, 0x01};
     assert_int_equal(out.len, sizeof ok_no_limit);

@@ -22,6 +22,7 @@
 
 #include "cluster/globalsync.h"
 #include "cluster/picker.h"
+#include "cluster/peerwire.h"
 #include "sluice/clock.h"
 
 #define REFUSED_ADDR "127.0.0.1:1" /* nothing listens on port 1 */
@@ -84,8 +85,6 @@ static const sl_globalsync_ops ops = {
     .call_done = f_call_done,
 };
 
-static sl_gub_config gub;
-
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
@@ -95,14 +94,13 @@ static int setup(void **state)
     sl_engine_config_default(&ec);
     assert_int_equal(sl_engine_new(&ec, &f->engine), 0);
     assert_int_equal(sl_global_new(NULL, &f->global), 0);
-    sl_gub_config_default(&gub);
     sl_globalsync_config c = {
         .engine = f->engine,
         .global = f->global,
         .sync_wait_ns = 5000000, /* 5 ms */
         .batch_limit = 100,
         .call_timeout_ms = 2000,
-        .gub = &gub,
+        .max_msg = SL_GRPC_DEFAULT_MAX_MSG,
         .ops = &ops,
         .ud = f,
     };
@@ -181,7 +179,7 @@ static void test_update_replaces_local_copy(void **state)
 {
     fixture *f = *state;
     int64_t now = sl_wall_ms();
-    sl_gub_global g = {
+    sl_peerwire_global g = {
         .key = "rl_b",
         .key_len = 4,
         .resp = {.status = SL_UNDER_LIMIT, .limit = 10, .remaining = 4, .reset_time = now + 60000},

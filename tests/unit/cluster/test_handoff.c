@@ -23,6 +23,7 @@
 #include "api/gubernator.h"
 #include "cluster/handoff.h"
 #include "cluster/picker.h"
+#include "cluster/peerwire.h"
 #include "core/store.h"
 #include "sluice/clock.h"
 #include "wire/grpc_frame.h"
@@ -77,7 +78,7 @@ static int send_to_b(void *ud, size_t peer, sl_buf *framed, sl_handoff_sent_cb c
     assert_int_equal(sl_grpc_frame_decode(framed->data, framed->len, 1 << 24, &m, &err), 0);
     const uint8_t *recs;
     size_t rlen, bad;
-    assert_int_equal(sl_gub_decode_transfer_req(m.data, m.len, &recs, &rlen), 0);
+    assert_int_equal(sl_peerwire_decode_transfer_req(m.data, m.len, &recs, &rlen), 0);
     sl_handoff_receive(f->b, NULL, recs, rlen, T0 + 10, &bad);
     assert_int_equal(bad, 0);
     f->calls++;
@@ -274,18 +275,18 @@ static void test_transfer_messages(void **state)
     const uint8_t recs[] = {1, 2, 3, 4, 5};
     sl_buf out;
     sl_buf_init(&out, 0);
-    assert_int_equal(sl_gub_encode_transfer_req(recs, sizeof recs, &out), 0);
+    assert_int_equal(sl_peerwire_encode_transfer_req(recs, sizeof recs, &out), 0);
     const uint8_t *got;
     size_t n;
-    assert_int_equal(sl_gub_decode_transfer_req(out.data + 5, out.len - 5, &got, &n), 0);
+    assert_int_equal(sl_peerwire_decode_transfer_req(out.data + 5, out.len - 5, &got, &n), 0);
     assert_int_equal(n, sizeof recs);
     assert_memory_equal(got, recs, n);
     /* a truncated message is refused */
-    assert_int_equal(sl_gub_decode_transfer_req(out.data + 5, out.len - 6, &got, &n), -EINVAL);
+    assert_int_equal(sl_peerwire_decode_transfer_req(out.data + 5, out.len - 6, &got, &n), -EINVAL);
     sl_buf_reset(&out);
-    assert_int_equal(sl_gub_encode_transfer_resp(1234, &out), 0);
+    assert_int_equal(sl_peerwire_encode_transfer_resp(1234, &out), 0);
     int64_t acc;
-    assert_int_equal(sl_gub_decode_transfer_resp(out.data + 5, out.len - 5, &acc), 0);
+    assert_int_equal(sl_peerwire_decode_transfer_resp(out.data + 5, out.len - 5, &acc), 0);
     assert_int_equal(acc, 1234);
     sl_buf_free(&out);
 }

@@ -31,6 +31,7 @@
 #include "cluster/peer.h"
 #include "cluster/picker.h"
 #include "cluster/router.h"
+#include "cluster/peerwire.h"
 #include "net/server.h"
 #include "sluice/clock.h"
 #include "wire/grpc_frame.h"
@@ -91,11 +92,11 @@ static void handle(void *ud, sl_exchange *ex)
     c->n = n;
     c->ex = ex;
     sl_batch_init(&c->b, 0);
-    sl_gub_status st;
-    if (strcmp(rq->path, SL_GUB_PATH_UPDATE_PEER_GLOBALS) == 0) {
-        sl_gub_global *g;
+    sl_grpc_status st;
+    if (strcmp(rq->path, SL_PEERWIRE_PATH_UPDATE_PEER_GLOBALS) == 0) {
+        sl_peerwire_global *g;
         size_t ng;
-        if (sl_gub_decode_globals_pb(&n->gub, m.data, m.len, &c->b, &g, &ng, &st) == 0)
+        if (sl_peerwire_decode_globals(n->gub.max_msg, m.data, m.len, &c->b, &g, &ng, &st) == 0)
             sl_router_update_globals(n->router, worker, g, ng, now);
         static const uint8_t empty[5] = {0};
         sl_exchange_respond_grpc(ex, empty, 5, 0, NULL);
@@ -103,7 +104,7 @@ static void handle(void *ud, sl_exchange *ex)
         free(c);
         return;
     }
-    bool peer = strcmp(rq->path, SL_GUB_PATH_GET_PEER_RATE_LIMITS) == 0;
+    bool peer = strcmp(rq->path, SL_PEERWIRE_PATH_GET_PEER_RATE_LIMITS) == 0;
     int rc = peer ? sl_gub_decode_peer_pb(&n->gub, m.data, m.len, &c->b, &st)
                   : sl_gub_decode_pb(&n->gub, m.data, m.len, &c->b, &st);
     if (rc) {
@@ -307,8 +308,8 @@ static void on_answer(void *ud, const sl_peer_result *r)
         sl_batch_alloc_items(&b, p->n);
         sl_gub_config gc;
         sl_gub_config_default(&gc);
-        sl_gub_status st;
-        assert_int_equal(sl_gub_decode_peer_resp_pb(&gc, r->msg, r->len, &b, NULL, p->n, &st), 0);
+        sl_grpc_status st;
+        assert_int_equal(sl_peerwire_decode_resp(gc.max_msg, r->msg, r->len, &b, NULL, p->n, &st), 0);
         for (size_t k = 0; k < p->n; k++) {
             answer_rec *a = &p->out[k];
             a->status = b.resps[k].status;
@@ -349,7 +350,7 @@ static void send_call(sl_peer *p, const char *key_prefix, size_t first, size_t n
     sl_buf_init(&buf, 0);
     size_t mark;
     sl_grpc_frame_begin(&buf, &mark);
-    sl_gub_encode_peer_req_pb(&b, NULL, 0, &buf);
+    sl_peerwire_encode_req(&b, NULL, 0, &buf);
     sl_grpc_frame_end(&buf, mark);
     pending *pd = malloc(sizeof *pd);
     pd->out = out;
