@@ -29,7 +29,7 @@ struct sl_h1 {
 };
 
 static int h1_respond(void *owner, sl_exchange *ex, const sl_http_response *r);
-static const sl_exchange_ops h1_ops = {.respond = h1_respond};
+static const sl_exchange_ops exchange_ops = {.respond = h1_respond};
 
 /* Largest input kept while paused: one read buffer plus what a read already in flight brings. */
 #define IN_CAP (256 * 1024)
@@ -59,7 +59,7 @@ static int on_message_begin(llhttp_t *p)
 {
     sl_h1 *h = p->data;
     sl_conn *c = h->c;
-    sl_exchange *ex = sl_exchange_new(c->ctx, &h1_ops, h);
+    sl_exchange *ex = sl_exchange_new(c->ctx, &exchange_ops, h);
     if (!ex)
         return -1;
     if (c->has_peer) {
@@ -437,7 +437,7 @@ static void fail(sl_h1 *h)
     sl_net_stat_add(c->ctx, SL_NET_PROTOCOL_ERRORS, 1);
     sl_net_stat_add(c->ctx, SL_NET_CONNS_CALMED, 1); /* HTTP/1.1 closes on its first error */
     if (!ex) {
-        ex = sl_exchange_new(c->ctx, &h1_ops, h);
+        ex = sl_exchange_new(c->ctx, &exchange_ops, h);
         if (!ex) {
             c->fatal = true;
             return;

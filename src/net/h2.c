@@ -47,7 +47,7 @@ struct sl_h2 {
 static int h2_respond(void *owner, sl_exchange *ex, const sl_http_response *r);
 static int h2_stream_open(void *owner, sl_exchange *ex, const sl_http_response *head);
 static void h2_stream_more(void *owner, sl_exchange *ex);
-static const sl_exchange_ops h2_ops = {h2_respond, h2_stream_open, h2_stream_more};
+static const sl_exchange_ops exchange_ops = {h2_respond, h2_stream_open, h2_stream_more};
 
 /* Header entries a HEADERS frame may carry in our answers (plus :status, content-length). */
 #define MAX_RESP_HEADERS 64
@@ -182,7 +182,7 @@ static int on_begin_headers(nghttp2_session *ss, const nghttp2_frame *frame, voi
                                   NGHTTP2_REFUSED_STREAM);
         return 0;
     }
-    sl_exchange *ex = sl_exchange_new(h->c->ctx, &h2_ops, h);
+    sl_exchange *ex = sl_exchange_new(h->c->ctx, &exchange_ops, h);
     if (!ex)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     ex->stream_id = frame->hd.stream_id;
