@@ -11,6 +11,7 @@
 
 #include "net/h1.h"
 #include "net/h2.h"
+#include "net/proto.h"
 
 static const char preface[24] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
@@ -44,33 +45,24 @@ void sl_conn_free(sl_conn *c)
 {
     if (!c)
         return;
-    if (c->proto == SL_HTTP_1)
-        sl_h1_free(c->p.h1);
-    else if (c->proto == SL_HTTP_2)
-        sl_h2_free(c->p.h2);
+    if (c->sess)
+        c->sess->ops->free(c->sess);
     sl_buf_free(&c->out);
     free(c);
 }
 
 static void proto_feed(sl_conn *c, const char *p, size_t n)
 {
-    if (!n)
-        return;
-    if (c->proto == SL_HTTP_1)
-        sl_h1_feed(c->p.h1, p, n);
-    else
-        sl_h2_feed(c->p.h2, p, n);
+    if (n)
+        c->sess->ops->feed(c->sess, p, n);
 }
 
-static int choose(sl_conn *c, uint8_t proto)
+/* Once per connection, when the sniffing has decided: from then on every call goes through the
+ * session's own table, so nothing here asks again which protocol the connection speaks. */
+static int choose(sl_conn *c, const sl_proto_ops *ops)
 {
-    c->proto = proto;
-    if (proto == SL_HTTP_1)
-        c->p.h1 = sl_h1_new(c);
-    else
-        c->p.h2 = sl_h2_new(c);
-    if (!c->p.h1 && !c->p.h2) {
-        c->proto = 0;
+    c->sess = ops->new(c);
+    if (!c->sess) {
         c->fatal = true;
         return -ENOMEM;
     }
@@ -89,14 +81,14 @@ int sl_conn_feed(sl_conn *c, const void *data, size_t len)
         return 0;
     c->in_feed = true;
     int rc = 0;
-    if (c->proto == 0) {
+    if (!c->sess) {
         size_t k = sizeof preface - c->sniff_len;
         if (k > len)
             k = len;
         if (memcmp(p, preface + c->sniff_len, k) != 0) {
-            rc = choose(c, SL_HTTP_1);
+            rc = choose(c, &sl_h1_ops);
         } else if (c->sniff_len + k == sizeof preface) {
-            rc = choose(c, SL_HTTP_2);
+            rc = choose(c, &sl_h2_ops);
         } else {
             memcpy(c->sniff + c->sniff_len, p, k);
             c->sniff_len = (uint8_t)(c->sniff_len + k);
@@ -126,20 +118,16 @@ void sl_conn_pump(sl_conn *c)
     if (c->fatal)
         return;
     c->in_feed = true;
-    if (c->proto == SL_HTTP_1)
-        sl_h1_pump(c->p.h1);
-    else if (c->proto == SL_HTTP_2)
-        sl_h2_pump(c->p.h2);
+    if (c->sess)
+        c->sess->ops->pump(c->sess);
     c->in_feed = false;
 }
 
 void sl_conn_eof(sl_conn *c)
 {
     c->in_feed = true;
-    if (c->proto == SL_HTTP_1)
-        sl_h1_eof(c->p.h1);
-    else if (c->proto == SL_HTTP_2)
-        sl_h2_eof(c->p.h2);
+    if (c->sess)
+        c->sess->ops->eof(c->sess);
     else
         c->fatal = true; /* nothing was asked */
     c->in_feed = false;
@@ -150,10 +138,8 @@ void sl_conn_shutdown(sl_conn *c)
     c->draining = true;
     bool outer = !c->in_feed;
     c->in_feed = true;
-    if (c->proto == SL_HTTP_1)
-        sl_h1_shutdown(c->p.h1);
-    else if (c->proto == SL_HTTP_2)
-        sl_h2_shutdown(c->p.h2);
+    if (c->sess)
+        c->sess->ops->shutdown(c->sess);
     if (outer)
         c->in_feed = false;
 }
@@ -162,10 +148,8 @@ bool sl_conn_wants_read(const sl_conn *c)
 {
     if (c->fatal)
         return false;
-    if (c->proto == SL_HTTP_1)
-        return sl_h1_wants_read(c->p.h1);
-    if (c->proto == SL_HTTP_2)
-        return sl_h2_wants_read(c->p.h2);
+    if (c->sess)
+        return c->sess->ops->wants_read(c->sess);
     return !c->draining;
 }
 
@@ -173,10 +157,8 @@ bool sl_conn_done(const sl_conn *c)
 {
     if (c->fatal)
         return true;
-    if (c->proto == SL_HTTP_1)
-        return sl_h1_done(c->p.h1);
-    if (c->proto == SL_HTTP_2)
-        return sl_h2_done(c->p.h2);
+    if (c->sess)
+        return c->sess->ops->done(c->sess);
     return c->draining;
 }
 
@@ -184,25 +166,21 @@ bool sl_conn_has_backlog(const sl_conn *c)
 {
     if (c->fatal)
         return false;
-    if (c->proto == SL_HTTP_1)
-        return sl_h1_has_backlog(c->p.h1);
-    if (c->proto == SL_HTTP_2)
-        return sl_h2_has_backlog(c->p.h2);
+    if (c->sess)
+        return c->sess->ops->has_backlog(c->sess);
     return false;
 }
 
 sl_conn_phase sl_conn_phase_get(const sl_conn *c)
 {
-    if (c->proto == SL_HTTP_1)
-        return sl_h1_phase(c->p.h1);
-    if (c->proto == SL_HTTP_2)
-        return sl_h2_phase(c->p.h2);
+    if (c->sess)
+        return c->sess->ops->phase(c->sess);
     return SL_CONN_READING; /* a new connection owes us its first request */
 }
 
 int sl_conn_proto(const sl_conn *c)
 {
-    return c->proto;
+    return c->sess ? (int)c->sess->ops->proto : 0;
 }
 
 void sl_conn_request_wake(sl_conn *c)

@@ -3,10 +3,11 @@
  * One client connection, sans I/O: bytes in (sl_conn_feed), handler calls, bytes out (the `out`
  * buffer). It sniffs the protocol from the first bytes — the HTTP/2 client preface
  * "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" means HTTP/2 with prior knowledge, anything else HTTP/1.1 —
- * and owns the protocol state (h1.c or h2.c) from then on. Nothing here knows about sockets, so
- * the same code runs under libuv (server.c), in unit tests and under libFuzzer. On a TLS port the
- * TLS layer (tls.h) sits between the socket and sl_conn_feed: the connection sees plaintext, and
- * the driver seals `out` (ALPN's choice needs no help here: an h2 client sends the preface).
+ * and owns the protocol session (h1.c or h2.c, called through its table: proto.h) from then on.
+ * Nothing here knows about sockets, so the same code runs under libuv (server.c), in unit tests
+ * and under libFuzzer. On a TLS port the TLS layer (tls.h) sits between the socket and
+ * sl_conn_feed: the connection sees plaintext, and the driver seals `out` (ALPN's choice needs no
+ * help here: an h2 client sends the preface).
  *
  * The driver's loop:
  *   feed what was read -> write sl_conn_out() -> consume what was written;
@@ -24,8 +25,7 @@
 #include "net/exchange.h"
 #include "base/buf.h"
 
-typedef struct sl_h1 sl_h1;
-typedef struct sl_h2 sl_h2;
+typedef struct sl_proto sl_proto; /* a protocol session: net/proto.h */
 
 /* What the connection is doing, for the driver's timeouts. */
 typedef enum sl_conn_phase {
@@ -45,7 +45,6 @@ typedef struct sl_conn {
     void *wake_ud;
     struct sockaddr_storage peer;
     bool has_peer;
-    uint8_t proto;              /* 0 while sniffing, then SL_HTTP_1 / SL_HTTP_2 */
     bool in_feed;               /* inside feed/pump: answers need no wake */
     bool woken;                 /* wake already requested, not yet pumped */
     bool draining;
@@ -58,10 +57,7 @@ typedef struct sl_conn {
                                    (progress marker for the write timeout) */
     const char *peer_identity;  /* TLS: the verified client certificate's name (tls/tls.h), set
                                    by the driver once the handshake is done; NULL otherwise */
-    union {
-        sl_h1 *h1;
-        sl_h2 *h2;
-    } p;
+    sl_proto *sess;             /* NULL while sniffing, then the h1 or h2 session */
 } sl_conn;
 
 /* peer may be NULL. wake may be NULL (then the driver must pump after every answer). */

@@ -14,7 +14,8 @@
 
 #include "net/exchange.h"
 
-struct sl_h1 {
+typedef struct sl_h1 {
+    sl_proto base; /* first: conn.c holds &base (net/proto.h) */
     llhttp_t parser;
     sl_conn *c;
     sl_exchange *cur;           /* being received */
@@ -26,10 +27,10 @@ struct sl_h1 {
     bool dead;                  /* parse nothing more; end after the queued answers */
     bool field_open, value_open, url_open;
     uint32_t name_off, name_len, val_off, val_len;
-};
+} sl_h1;
 
 static int h1_respond(void *owner, sl_exchange *ex, const sl_http_response *r);
-static const sl_exchange_ops h1_ops = {.respond = h1_respond};
+static const sl_exchange_ops exchange_ops = {.respond = h1_respond};
 
 /* Largest input kept while paused: one read buffer plus what a read already in flight brings. */
 #define IN_CAP (256 * 1024)
@@ -59,7 +60,7 @@ static int on_message_begin(llhttp_t *p)
 {
     sl_h1 *h = p->data;
     sl_conn *c = h->c;
-    sl_exchange *ex = sl_exchange_new(c->ctx, &h1_ops, h);
+    sl_exchange *ex = sl_exchange_new(c->ctx, &exchange_ops, h);
     if (!ex)
         return -1;
     if (c->has_peer) {
@@ -437,7 +438,7 @@ static void fail(sl_h1 *h)
     sl_net_stat_add(c->ctx, SL_NET_PROTOCOL_ERRORS, 1);
     sl_net_stat_add(c->ctx, SL_NET_CONNS_CALMED, 1); /* HTTP/1.1 closes on its first error */
     if (!ex) {
-        ex = sl_exchange_new(c->ctx, &h1_ops, h);
+        ex = sl_exchange_new(c->ctx, &exchange_ops, h);
         if (!ex) {
             c->fatal = true;
             return;
@@ -498,24 +499,34 @@ static void parse_stash(sl_h1 *h)
         sl_buf_reset(&h->in);
 }
 
-/* ---- interface ---- */
+/* ---- the session's table (net/proto.h) ---- */
 
-sl_h1 *sl_h1_new(sl_conn *c)
+static sl_h1 *h1_of(sl_proto *s)
+{
+    return (sl_h1 *)s; /* the base is struct sl_h1's first member */
+}
+
+static const sl_h1 *h1_cof(const sl_proto *s)
+{
+    return (const sl_h1 *)s;
+}
+
+static sl_proto *h1_new(sl_conn *c)
 {
     sl_h1 *h = calloc(1, sizeof *h);
     if (!h)
         return NULL;
+    h->base.ops = &sl_h1_ops;
     h->c = c;
     llhttp_init(&h->parser, HTTP_REQUEST, &h1_settings);
     h->parser.data = h;
     sl_buf_init(&h->in, IN_CAP);
-    return h;
+    return &h->base;
 }
 
-void sl_h1_free(sl_h1 *h)
+static void h1_free(sl_proto *s)
 {
-    if (!h)
-        return;
+    sl_h1 *h = h1_of(s);
     while (h->qhead) {
         sl_exchange *ex = h->qhead;
         h->qhead = ex->next;
@@ -528,8 +539,9 @@ void sl_h1_free(sl_h1 *h)
     free(h);
 }
 
-void sl_h1_feed(sl_h1 *h, const char *p, size_t n)
+static void h1_feed(sl_proto *s, const char *p, size_t n)
 {
+    sl_h1 *h = h1_of(s);
     if (h->dead || h->c->fatal)
         return;
     if (h->in.len) {
@@ -545,13 +557,14 @@ void sl_h1_feed(sl_h1 *h, const char *p, size_t n)
         h->c->fatal = true;
 }
 
-void sl_h1_pump(sl_h1 *h)
+static void h1_pump(sl_proto *s)
 {
-    parse_stash(h);
+    parse_stash(h1_of(s));
 }
 
-void sl_h1_eof(sl_h1 *h)
+static void h1_eof(sl_proto *s)
 {
+    sl_h1 *h = h1_of(s);
     /* A half-closed client still gets the answers it asked for; a request cut short is lost. */
     if (h->cur) {
         sl_exchange_unref(h->cur);
@@ -562,8 +575,9 @@ void sl_h1_eof(sl_h1 *h)
     sl_buf_reset(&h->in);
 }
 
-void sl_h1_shutdown(sl_h1 *h)
+static void h1_shutdown(sl_proto *s)
 {
+    sl_h1 *h = h1_of(s);
     /* A request already being received may finish (complete() sees draining); else stop now. */
     if (!h->msg_in_progress) {
         h->dead = true;
@@ -571,26 +585,44 @@ void sl_h1_shutdown(sl_h1 *h)
     }
 }
 
-bool sl_h1_wants_read(const sl_h1 *h)
+static bool h1_wants_read(const sl_proto *s)
 {
+    const sl_h1 *h = h1_cof(s);
     return !h->dead && !h->in.len && (h->msg_in_progress || can_start(h));
 }
 
-bool sl_h1_done(const sl_h1 *h)
+static bool h1_done(const sl_proto *s)
 {
+    const sl_h1 *h = h1_cof(s);
     return h->dead && h->qlen == 0;
 }
 
-bool sl_h1_has_backlog(const sl_h1 *h)
+static bool h1_has_backlog(const sl_proto *s)
 {
+    const sl_h1 *h = h1_cof(s);
     return h->in.len && !h->dead;
 }
 
-sl_conn_phase sl_h1_phase(const sl_h1 *h)
+static sl_conn_phase h1_phase(const sl_proto *s)
 {
+    const sl_h1 *h = h1_cof(s);
     if (h->msg_in_progress)
         return SL_CONN_READING;
     if (h->qlen || h->in.len)
         return SL_CONN_BUSY;
     return SL_CONN_IDLE;
 }
+
+const sl_proto_ops sl_h1_ops = {
+    .proto = SL_HTTP_1,
+    .new = h1_new,
+    .free = h1_free,
+    .feed = h1_feed,
+    .eof = h1_eof,
+    .pump = h1_pump,
+    .shutdown = h1_shutdown,
+    .wants_read = h1_wants_read,
+    .done = h1_done,
+    .has_backlog = h1_has_backlog,
+    .phase = h1_phase,
+};

@@ -12,20 +12,9 @@
 #ifndef SLUICE_NET_H1_H
 #define SLUICE_NET_H1_H
 
-#include <stdbool.h>
-#include <stddef.h>
+#include "net/proto.h"
 
-#include "net/conn.h"
-
-sl_h1 *sl_h1_new(sl_conn *c);
-void sl_h1_free(sl_h1 *h);
-void sl_h1_feed(sl_h1 *h, const char *p, size_t n);
-void sl_h1_eof(sl_h1 *h);
-void sl_h1_pump(sl_h1 *h);
-void sl_h1_shutdown(sl_h1 *h);
-bool sl_h1_wants_read(const sl_h1 *h);
-bool sl_h1_done(const sl_h1 *h);
-bool sl_h1_has_backlog(const sl_h1 *h);
-sl_conn_phase sl_h1_phase(const sl_h1 *h);
+/* The session conn.c installs for HTTP/1.1. */
+extern const sl_proto_ops sl_h1_ops;
 
 #endif

@@ -28,7 +28,8 @@
 
 #include "net/exchange.h"
 
-struct sl_h2 {
+typedef struct sl_h2 {
+    sl_proto base;                  /* first: conn.c holds &base (net/proto.h) */
     nghttp2_session *ss;
     sl_conn *c;
     sl_exchange *rq_head, *rq_tail; /* complete requests waiting for dispatch after mem_recv */
@@ -42,12 +43,12 @@ struct sl_h2 {
     bool goaway;
     bool calmed;                    /* GOAWAY ENHANCE_YOUR_CALM submitted: input is dropped */
     bool eof;                       /* the client closed its sending side */
-};
+} sl_h2;
 
 static int h2_respond(void *owner, sl_exchange *ex, const sl_http_response *r);
 static int h2_stream_open(void *owner, sl_exchange *ex, const sl_http_response *head);
 static void h2_stream_more(void *owner, sl_exchange *ex);
-static const sl_exchange_ops h2_ops = {h2_respond, h2_stream_open, h2_stream_more};
+static const sl_exchange_ops exchange_ops = {h2_respond, h2_stream_open, h2_stream_more};
 
 /* Header entries a HEADERS frame may carry in our answers (plus :status, content-length). */
 #define MAX_RESP_HEADERS 64
@@ -182,7 +183,7 @@ static int on_begin_headers(nghttp2_session *ss, const nghttp2_frame *frame, voi
                                   NGHTTP2_REFUSED_STREAM);
         return 0;
     }
-    sl_exchange *ex = sl_exchange_new(h->c->ctx, &h2_ops, h);
+    sl_exchange *ex = sl_exchange_new(h->c->ctx, &exchange_ops, h);
     if (!ex)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     ex->stream_id = frame->hd.stream_id;
@@ -539,11 +540,24 @@ static void send_out(sl_h2 *h)
     }
 }
 
-sl_h2 *sl_h2_new(sl_conn *c)
+/* ---- the session's table (net/proto.h) ---- */
+
+static sl_h2 *h2_of(sl_proto *s)
+{
+    return (sl_h2 *)s; /* the base is struct sl_h2's first member */
+}
+
+static const sl_h2 *h2_cof(const sl_proto *s)
+{
+    return (const sl_h2 *)s;
+}
+
+static sl_proto *h2_new(sl_conn *c)
 {
     sl_h2 *h = calloc(1, sizeof *h);
     if (!h)
         return NULL;
+    h->base.ops = &sl_h2_ops;
     h->c = c;
     const sl_http_limits *lim = &c->ctx->lim;
 
@@ -588,13 +602,12 @@ sl_h2 *sl_h2_new(sl_conn *c)
         free(h);
         return NULL;
     }
-    return h;
+    return &h->base;
 }
 
-void sl_h2_free(sl_h2 *h)
+static void h2_free(sl_proto *s)
 {
-    if (!h)
-        return;
+    sl_h2 *h = h2_of(s);
     while (h->rq_head) { /* only if freed from inside a feed, which drivers do not do */
         sl_exchange *ex = h->rq_head;
         h->rq_head = ex->qnext;
@@ -615,8 +628,9 @@ void sl_h2_free(sl_h2 *h)
     free(h);
 }
 
-void sl_h2_feed(sl_h2 *h, const char *p, size_t n)
+static void h2_feed(sl_proto *s, const char *p, size_t n)
 {
+    sl_h2 *h = h2_of(s);
     if (h->broken || h->calmed)
         return;
     ssize_t rv = nghttp2_session_mem_recv(h->ss, (const uint8_t *)p, n);
@@ -629,13 +643,14 @@ void sl_h2_feed(sl_h2 *h, const char *p, size_t n)
     send_out(h);
 }
 
-void sl_h2_pump(sl_h2 *h)
+static void h2_pump(sl_proto *s)
 {
-    send_out(h);
+    send_out(h2_of(s));
 }
 
-void sl_h2_shutdown(sl_h2 *h)
+static void h2_shutdown(sl_proto *s)
 {
+    sl_h2 *h = h2_of(s);
     if (h->goaway || h->broken)
         return;
     h->goaway = true;
@@ -646,20 +661,22 @@ void sl_h2_shutdown(sl_h2 *h)
     send_out(h);
 }
 
-void sl_h2_eof(sl_h2 *h)
+static void h2_eof(sl_proto *s)
 {
-    h->eof = true;
-    sl_h2_shutdown(h);
+    h2_of(s)->eof = true;
+    h2_shutdown(s);
 }
 
-bool sl_h2_wants_read(const sl_h2 *h)
+static bool h2_wants_read(const sl_proto *s)
 {
+    const sl_h2 *h = h2_cof(s);
     return !h->broken && !h->calmed && h->c->out.len < h->c->ctx->lim.out_high_water &&
            nghttp2_session_want_read(h->ss);
 }
 
-bool sl_h2_done(const sl_h2 *h)
+static bool h2_done(const sl_proto *s)
 {
+    const sl_h2 *h = h2_cof(s);
     if (h->broken)
         return true;
     if (h->eof && !nghttp2_session_want_write(h->ss)) {
@@ -673,13 +690,15 @@ bool sl_h2_done(const sl_h2 *h)
     return !nghttp2_session_want_read(h->ss) && !nghttp2_session_want_write(h->ss);
 }
 
-bool sl_h2_has_backlog(const sl_h2 *h)
+static bool h2_has_backlog(const sl_proto *s)
 {
+    const sl_h2 *h = h2_cof(s);
     return !h->broken && nghttp2_session_want_write(h->ss);
 }
 
-sl_conn_phase sl_h2_phase(const sl_h2 *h)
+static sl_conn_phase h2_phase(const sl_proto *s)
 {
+    const sl_h2 *h = h2_cof(s);
     if (h->receiving)
         return SL_CONN_READING;
     if (h->unsent)
@@ -688,3 +707,17 @@ sl_conn_phase sl_h2_phase(const sl_h2 *h)
         return SL_CONN_BUSY;
     return SL_CONN_IDLE;
 }
+
+const sl_proto_ops sl_h2_ops = {
+    .proto = SL_HTTP_2,
+    .new = h2_new,
+    .free = h2_free,
+    .feed = h2_feed,
+    .eof = h2_eof,
+    .pump = h2_pump,
+    .shutdown = h2_shutdown,
+    .wants_read = h2_wants_read,
+    .done = h2_done,
+    .has_backlog = h2_has_backlog,
+    .phase = h2_phase,
+};

@@ -14,20 +14,9 @@
 #ifndef SLUICE_NET_H2_H
 #define SLUICE_NET_H2_H
 
-#include <stdbool.h>
-#include <stddef.h>
+#include "net/proto.h"
 
-#include "net/conn.h"
-
-sl_h2 *sl_h2_new(sl_conn *c);
-void sl_h2_free(sl_h2 *h);
-void sl_h2_feed(sl_h2 *h, const char *p, size_t n);
-void sl_h2_eof(sl_h2 *h);
-void sl_h2_pump(sl_h2 *h);
-void sl_h2_shutdown(sl_h2 *h);
-bool sl_h2_wants_read(const sl_h2 *h);
-bool sl_h2_done(const sl_h2 *h);
-bool sl_h2_has_backlog(const sl_h2 *h);
-sl_conn_phase sl_h2_phase(const sl_h2 *h);
+/* The session conn.c installs for HTTP/2. */
+extern const sl_proto_ops sl_h2_ops;
 
 #endif
