@@ -67,6 +67,7 @@
 #include <stdint.h>
 
 #include "sluice/engine.h"
+#include "sluice/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -101,14 +102,17 @@ typedef struct sl_client_options {
                                     the host of the address; "": no name check, the CA alone */
 } sl_client_options;
 
+SL_EXPORT
 void sl_client_options_default(sl_client_options *o);
 
 /* addr: "host:port", "[v6]:port", "host" (port 5454), "http://host:port" or "https://host:port"
  * (TLS). The name is resolved and the TLS files are loaded here, once. Does not connect: the first
  * call does. Returns 0, -EINVAL (a malformed address, or TLS files that do not load), a TLS file's
  * negative errno when it cannot be read (-ENOENT, -EACCES), -EHOSTUNREACH, -ENOMEM. */
+SL_EXPORT
 int sl_client_new(const char *addr, const sl_client_options *opt, sl_client **out);
 /* Pending async calls complete with -ECANCELED (under the failure policy) before this returns. */
+SL_EXPORT
 void sl_client_free(sl_client *c);
 
 /* ------------------------------------------------------------------ gRPC GetRateLimits */
@@ -137,6 +141,7 @@ typedef struct sl_client_result {
 
 /* The value of metadata `key` of a result ("shed": "fleet" | "worker" when a shedder refused the
  * item), or NULL. */
+SL_EXPORT
 const char *sl_client_result_meta(const sl_client_result *r, const char *key);
 
 typedef struct sl_client_check_reply {
@@ -151,12 +156,14 @@ typedef struct sl_client_check_reply {
     void *priv_;          /* storage: release with sl_client_check_reply_free() */
 } sl_client_check_reply;
 
+SL_EXPORT
 void sl_client_check_reply_free(sl_client_check_reply *r);
 
 /* Decide n items (1..SL_CLIENT_MAX_ITEMS) in one GetRateLimits call. Fills *out in every case but
  * argument errors (-EINVAL, -E2BIG, -ENOMEM: *out is then empty); free it with
  * sl_client_check_reply_free(). Returns 0 with answers (real, or failed open) or, failing closed,
  * the negative errno with OVER_LIMIT items. */
+SL_EXPORT
 int sl_client_check(sl_client *c, const sl_client_item *items, size_t n, int timeout_ms,
                     sl_client_check_reply *out);
 
@@ -164,6 +171,7 @@ int sl_client_check(sl_client *c, const sl_client_item *items, size_t n, int tim
  * and zero *reply (sl_client_check_reply_free() on a zeroed reply does nothing). */
 typedef void (*sl_client_check_cb)(void *ud, int rc, sl_client_check_reply *reply);
 /* 0: cb will be called exactly once with what sl_client_check() would return. Negative: it won't. */
+SL_EXPORT
 int sl_client_check_async(sl_client *c, const sl_client_item *items, size_t n, int timeout_ms,
                           sl_client_check_cb cb, void *ud);
 
@@ -181,10 +189,13 @@ typedef struct sl_health_reply {
 
 /* Health has no failure policy: it reports. 0 when the server answered (healthy or not; see
  * out->healthy), negative errno when it could not be asked (out->err says the same). */
+SL_EXPORT
 int sl_client_health(sl_client *c, int timeout_ms, sl_health_reply *out);
 typedef void (*sl_client_health_cb)(void *ud, int rc, const sl_health_reply *reply);
+SL_EXPORT
 int sl_client_health_async(sl_client *c, int timeout_ms, sl_client_health_cb cb, void *ud);
 /* LiveCheck: 0 when the process answered, else negative errno. */
+SL_EXPORT
 int sl_client_live(sl_client *c, int timeout_ms);
 
 /* ------------------------------------------------------------------ Levee /attempt, leases */
@@ -223,29 +234,37 @@ typedef struct sl_attempt_reply {
 
 /* POST /attempt. Returns 0 with a decision in out->allowed, or, failing closed, the negative errno
  * with allowed = false; -EINVAL for a missing resource or a header value with control bytes. */
+SL_EXPORT
 int sl_client_attempt(sl_client *c, const sl_attempt *a, int timeout_ms, sl_attempt_reply *out);
 /* Like attempt, with X-Concurrency: acquire; when allowed, out->lease_id names the lease (empty if
  * the call failed open: there is nothing to release). */
+SL_EXPORT
 int sl_client_acquire(sl_client *c, const sl_attempt *a, int timeout_ms, sl_attempt_reply *out);
 /* POST /release with X-Lease-Id (a: optional resource headers). No failure policy: 0 when the server
  * took it (2xx), -ENOENT for 404, else negative errno. An empty lease id returns 0 at once. */
+SL_EXPORT
 int sl_client_release(sl_client *c, const sl_attempt *a, const char *lease_id, int timeout_ms,
                       sl_attempt_reply *out);
 
 /* POST /attempt with X-Concurrency: renew and X-Lease-Id (a: X-Resource when the id does not carry
  * the resource): the lease now expires `duration` after this call. No failure policy: 0 renewed,
  * -ENOENT unknown or expired (the slot is gone), else negative errno. */
+SL_EXPORT
 int sl_client_renew(sl_client *c, const sl_attempt *a, const char *lease_id, int timeout_ms,
                     sl_attempt_reply *out);
 
 typedef void (*sl_client_attempt_cb)(void *ud, int rc, const sl_attempt_reply *reply);
+SL_EXPORT
 int sl_client_attempt_async(sl_client *c, const sl_attempt *a, int timeout_ms,
                             sl_client_attempt_cb cb, void *ud);
+SL_EXPORT
 int sl_client_acquire_async(sl_client *c, const sl_attempt *a, int timeout_ms,
                             sl_client_attempt_cb cb, void *ud);
+SL_EXPORT
 int sl_client_release_async(sl_client *c, const sl_attempt *a, const char *lease_id,
                             int timeout_ms, sl_client_attempt_cb cb, void *ud);
 
+SL_EXPORT
 int sl_client_renew_async(sl_client *c, const sl_attempt *a, const char *lease_id, int timeout_ms,
                           sl_client_attempt_cb cb, void *ud);
 
@@ -267,25 +286,32 @@ typedef struct sl_client_renewer_options {
     int timeout_ms;      /* each renewal's timeout (0: the client's default) */
 } sl_client_renewer_options;
 
+SL_EXPORT
 void sl_client_renewer_options_default(sl_client_renewer_options *o);
 /* 0, -EINVAL, -ENOMEM, -EAGAIN (no thread). */
+SL_EXPORT
 int sl_client_renewer_new(sl_client *c, const sl_client_renewer_options *o,
                           sl_client_renewer **out);
+SL_EXPORT
 void sl_client_renewer_free(sl_client_renewer *r);
 
 /* Renew a Levee lease (from sl_client_acquire: reply.lease_id) of duration_ms; a: the attempt it
  * was taken with (X-Resource is sent; the other fields are not needed). *handle names it here.
  * 0, -EINVAL (empty id, duration < 2 ms), -ENOSPC, -ENOMEM. */
+SL_EXPORT
 int sl_client_renewer_add_levee(sl_client_renewer *r, const sl_attempt *a, const char *lease_id,
                                 int64_t duration_ms, uint64_t *handle);
 /* Renew a Gubernator CONCURRENCY lease: item as acquired (name, unique_key, limit, duration;
  * hits is sent as 0), lease_id from the answer's metadata. Same returns. */
+SL_EXPORT
 int sl_client_renewer_add_item(sl_client_renewer *r, const sl_client_item *item,
                                const char *lease_id, uint64_t *handle);
 /* Stop renewing (a renewal already out still lands). 0, or -ENOENT for an unknown handle. */
+SL_EXPORT
 int sl_client_renewer_stop(sl_client_renewer *r, uint64_t handle);
 /* Stop renewing and give the lease back (sl_client_release, or a check with hits -1): 0, -ENOENT
  * (unknown handle, or the server no longer knew the lease), or the release's error. */
+SL_EXPORT
 int sl_client_renewer_release(sl_client_renewer *r, uint64_t handle, int timeout_ms);
 
 typedef struct sl_client_lease_status {
@@ -295,8 +321,10 @@ typedef struct sl_client_lease_status {
 } sl_client_lease_status;
 
 /* 0, or -ENOENT for an unknown handle. */
+SL_EXPORT
 int sl_client_renewer_status(sl_client_renewer *r, uint64_t handle, sl_client_lease_status *out);
 /* Leases renewed now (held or lost, not yet stopped or released). */
+SL_EXPORT
 size_t sl_client_renewer_count(sl_client_renewer *r);
 
 /* ------------------------------------------------------------------ stats */
@@ -319,9 +347,11 @@ typedef struct sl_client_stats {
     uint64_t tls_failures;     /* TLS handshakes that failed (also in connect_failures) */
 } sl_client_stats;
 
+SL_EXPORT
 void sl_client_stats_get(sl_client *c, sl_client_stats *out);
 /* OpenSSL's reason for the last failed TLS handshake ("certificate verify failed", ...), "" if
  * none failed. Static text: valid for the process's life. */
+SL_EXPORT
 const char *sl_client_tls_error(sl_client *c);
 
 /* ------------------------------------------------------------------ retry helpers */
@@ -330,23 +360,28 @@ const char *sl_client_tls_error(sl_client *c);
  * 503"). Pure: the caller keeps the random state (any seed; 0 is replaced) and does the sleeping. */
 
 /* Next xorshift64 value of *state. */
+SL_EXPORT
 uint64_t sl_client_rand_next(uint64_t *state);
 /* Capped exponential backoff with full jitter: uniform in [0, min(cap_ms, base_ms * 2^attempt)]
  * (attempt counts from 0). 0 when base_ms or cap_ms <= 0. */
+SL_EXPORT
 int64_t sl_client_backoff_ms(unsigned attempt, int64_t base_ms, int64_t cap_ms, uint64_t *rng);
 /* How long to wait before retrying after reply r (attempt counts from 0): -1 when not to retry
  * (accepted, or a 4xx other than 408/429: the request itself is wrong); with a Retry-After, that
  * plus up to a quarter of the backoff as jitter (never sooner than the server asked); else the
  * backoff. A 503 (sluice shedding load) is retried like a 429, later, never treated as "allowed". */
+SL_EXPORT
 int64_t sl_client_retry_delay_ms(const sl_attempt_reply *r, unsigned attempt, int64_t base_ms,
                                  int64_t cap_ms, uint64_t *rng);
 
 /* Parse one response header into an attempt reply (used by the client and by the CLI's HTTP/1.1
  * path): Retry-After, RateLimit, RateLimit-Policy, RateLimit-Limit/-Remaining/-Reset, X-Lease-Id.
  * Names compare case-insensitively; other headers are ignored. */
+SL_EXPORT
 void sl_attempt_reply_header(sl_attempt_reply *r, const char *name, size_t name_len,
                              const char *value, size_t value_len);
 /* Reset *r to "no answer yet" (all header fields absent). */
+SL_EXPORT
 void sl_attempt_reply_init(sl_attempt_reply *r);
 
 #ifdef __cplusplus

@@ -20,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sluice/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -139,20 +141,26 @@ typedef struct sl_engine_stats {
 
 typedef struct sl_engine sl_engine;
 
+SL_EXPORT
 void sl_engine_config_default(sl_engine_config *cfg);
+SL_EXPORT
 int sl_engine_new(const sl_engine_config *cfg, sl_engine **out);
+SL_EXPORT
 void sl_engine_free(sl_engine *e);
 
 /* Decide one request at `now_ms`. Always fills *resp. */
+SL_EXPORT
 void sl_engine_decide(sl_engine *e, const sl_request *req, sl_response *resp, int64_t now_ms);
 
 /* Decide n requests in order (same answers as n calls to sl_engine_decide, faster: hashes and
  * prefetches ahead). */
+SL_EXPORT
 void sl_engine_decide_batch(sl_engine *e, const sl_request *reqs, sl_response *resps, size_t n,
                             int64_t now_ms);
 
 /* Active expiry: examine at most max_work slots across shards, removing expired keys. Returns the
  * number removed. Call periodically (bounded work per tick). */
+SL_EXPORT
 size_t sl_engine_expire(sl_engine *e, int64_t now_ms, size_t max_work);
 
 /*
@@ -166,6 +174,7 @@ size_t sl_engine_expire(sl_engine *e, int64_t now_ms, size_t max_work);
  * (the next hit starts afresh): that is the point of gc-collect, so choose it longer than the
  * windows whose counts must survive a pause in traffic.
  */
+SL_EXPORT
 size_t sl_engine_collect_idle(sl_engine *e, int64_t now_ms, int64_t idle_ms, size_t max_work,
                               bool *pass_done);
 
@@ -176,23 +185,30 @@ size_t sl_engine_collect_idle(sl_engine *e, int64_t now_ms, int64_t idle_ms, siz
  * idleness alone). sl_engine_collect_idle(e, now, idle, ...) is sl_engine_collect(e, now, idle, -1,
  * ...).
  */
+SL_EXPORT
 size_t sl_engine_collect(sl_engine *e, int64_t now_ms, int64_t idle_ms, int64_t free_idle_ms,
                          size_t max_work, bool *pass_done);
 
 /* Remove one key (name, unique_key). Returns true if it was held. */
+SL_EXPORT
 bool sl_engine_remove(sl_engine *e, const char *name, size_t name_len, const char *key,
                       size_t key_len);
 
+SL_EXPORT
 void sl_engine_stats_get(sl_engine *e, sl_engine_stats *out);
 
 /* Validate a request without deciding it: NULL if valid, else the static error message. The
  * clock-skew bound needs the time: sl_request_check_time() (the engine calls both). */
+SL_EXPORT
 const char *sl_request_validate(const sl_request *req, const sl_engine_config *cfg);
 /* NULL, or the error for a created_at further than cfg->max_clock_skew_ms from now_ms. */
+SL_EXPORT
 const char *sl_request_check_time(const sl_request *req, const sl_engine_config *cfg,
                                   int64_t now_ms);
 
+SL_EXPORT
 const char *sl_algorithm_name(int32_t algorithm);   /* "TOKEN_BUCKET", ... or NULL */
+SL_EXPORT
 int sl_algorithm_from_name(const char *s, size_t n); /* -1 if unknown; accepts any case */
 
 #ifdef __cplusplus

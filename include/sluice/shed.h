@@ -44,6 +44,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sluice/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -57,8 +59,10 @@ typedef enum sl_priority {
 } sl_priority;
 
 /* "critical", "post", "get", "test"; NULL for a value out of range. */
+SL_EXPORT
 const char *sl_priority_name(sl_priority p);
 /* The class named by s[0..n) (any case, blanks around it allowed), or -EINVAL. */
+SL_EXPORT
 int sl_priority_from_name(const char *s, size_t n);
 
 /* The shed level at which every class but critical is shed. */
@@ -74,29 +78,39 @@ typedef struct sl_shedder_options {
     double smoothing;       /* EWMA weight of a new observation, (0, 1]; 1 = none (0.5) */
 } sl_shedder_options;
 
+SL_EXPORT
 void sl_shedder_options_default(sl_shedder_options *o);
 /* -EINVAL (and a static reason in *why, which may be NULL) for options out of range. */
+SL_EXPORT
 int sl_shedder_options_check(const sl_shedder_options *o, const char **why);
 
 typedef struct sl_shedder sl_shedder;
 
 /* o NULL = defaults. 0, -EINVAL or -ENOMEM. */
+SL_EXPORT
 int sl_shedder_new(const sl_shedder_options *o, sl_shedder **out);
+SL_EXPORT
 void sl_shedder_free(sl_shedder *s);
 
 /* Feed one utilization sample taken at now_ms (any monotonic or wall clock in ms; negative or
  * backwards steps are treated as no time passing). Returns +1 when the level rose, -1 when it
  * fell, 0 otherwise. */
+SL_EXPORT
 int sl_shedder_observe(sl_shedder *s, int64_t now_ms, double utilization);
 /* The same with utilization = busy / total (total 0 counts as idle). */
+SL_EXPORT
 int sl_shedder_observe_workers(sl_shedder *s, int64_t now_ms, unsigned busy, unsigned total);
 
 /* Should a call of this class be served? Critical always is; a value out of range counts as
  * test. Counts the decision. */
+SL_EXPORT
 bool sl_shedder_admit(sl_shedder *s, sl_priority p);
 
+SL_EXPORT
 double sl_shedder_level(const sl_shedder *s);                      /* 0 .. SL_SHED_LEVEL_MAX */
+SL_EXPORT
 double sl_shedder_fraction(const sl_shedder *s, sl_priority p);    /* share of p shed now */
+SL_EXPORT
 double sl_shedder_utilization(const sl_shedder *s);                /* the smoothed signal */
 
 typedef struct sl_shedder_stats {
@@ -105,6 +119,7 @@ typedef struct sl_shedder_stats {
     uint64_t raises, lowers;
 } sl_shedder_stats;
 
+SL_EXPORT
 void sl_shedder_stats_get(const sl_shedder *s, sl_shedder_stats *out);
 
 #ifdef __cplusplus

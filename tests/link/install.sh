@@ -24,7 +24,7 @@ LIBDIR=$(cd "$R" && ls -d lib lib/*-linux-gnu 2>/dev/null | while read d; do
 L=$R/$LIBDIR
 for f in sbin/sluiced bin/sluice include/sluice/client.h include/sluice/node.h \
          include/sluice/shed.h include/sluice/engine.h include/sluice/clock.h \
-         $LIBDIR/libsluice.a $LIBDIR/libsluice-client.a \
+         include/sluice/export.h $LIBDIR/libsluice.a $LIBDIR/libsluice-client.a \
          $LIBDIR/pkgconfig/sluice.pc $LIBDIR/pkgconfig/sluice-client.pc \
          share/man/man8/sluiced.8 share/man/man1/sluice.1; do
   [ -e "$R/$f" ] || { echo "missing after install: $f"; exit 1; }
