@@ -72,3 +72,4 @@ set(SL_PUBLIC_clock.h  runtime)
 set(SL_PUBLIC_shed.h   runtime)
 set(SL_PUBLIC_client.h client)
 set(SL_PUBLIC_node.h   node)
+set(SL_PUBLIC_export.h base)  # SL_EXPORT: a macro every public header uses
