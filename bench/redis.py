@@ -4,7 +4,7 @@
 the same token-bucket script, in one run, on one redis-server (free loopback port, no
 persistence). Not part of make bench's default set: run it as `python3 bench/redis.py`.
 
-  ref   redis-benchmark -P 16 calling EVALSHA of src/store/lua/tokenbucket.lua directly
+  ref   redis-benchmark -P 16 calling EVALSHA of src/redis/lua/tokenbucket.lua directly
         (random keys): the script's own rate, what Redis can give any client
   r1    gRPC GetRateLimits through sluiced --store redis, 1 item per call (h2load -c64 -m10):
         calls/s, and the ratio to ref
@@ -58,11 +58,11 @@ def reference(r, seconds):
         text += f.read()
     sha = r.cli("SCRIPT", "LOAD", text)
     now = str(int(time.time() * 1000))
-    # one argument per key, its numbers space-separated (store/rscript.h):
+    # one argument per key, its numbers space-separated (redis/rscript.h):
     # hits limit duration t now margin reset drain | greg gexp_now gexp_t max_count
     item = " ".join(["1", "1000000000", "60000", now, now, "60000", "0", "0", "0", "0", "0",
                      "9007199254740992"])
-    # one key, and "d" (no key twice), as the store sends a one-key call (store/rscript.h)
+    # one key, and "d" (no key twice), as the store sends a one-key call (redis/rscript.h)
     args = ["EVALSHA", sha, "1", "sl:{5:bench:key__rand_int__}", item, "d"]
     # about `seconds` worth at the reference figure (~100k/s), at least 100k calls
     n = max(100000, 100000 * seconds)

@@ -24,18 +24,20 @@ set(SL_LAYERS
   tls        # the TLS record layer over OpenSSL, sans-I/O
   h2client   # one HTTP/2 client session (nghttp2) and its socket calls
   auth       # bearer tokens, client identities, address checks
-  gossip     # SWIM: wire codec, protocol, key ring; sans-I/O
-  config     # options, YAML/env/flags, quota, kill-switch and RLS sources, etcd client
+  ctlplane   # the control planes' clients: etcd (v3 JSON gateway) and the Kubernetes API
+  config     # options, YAML/env/flags, quota, kill-switch and RLS sources
+  gossip     # SWIM: wire codec, protocol, key ring (sans-I/O), and its libuv driver and seeds
   protect    # Stripe's protections as a service: leases, fleet, ladder, kill switches
   net        # event loops, listeners, HTTP/1.1 and HTTP/2 server sessions
   api        # one adapter per dialect: Gubernator, Levee /attempt, Envoy RLS
-  store      # the Redis store: connections, scripts, slots
-  cluster    # pickers, membership, peers, forwarding, GLOBAL, hand-off, gossip driver
-  proxy      # Levee's client-proxy
+  redis      # the Redis store (--store redis): connections, scripts, slots
+  cluster    # pickers, membership, peers, the PeersV1 codec, forwarding, GLOBAL, hand-off
+  levee      # Levee's cluster roles: the observer and the client-proxy
   client     # the fail-open client library (libsluice-client)
   node       # one node wired together: service, admin, roles, reload
 )
-# the two programs: thin mains over the library (checked like layers, not part of libsluice)
+# the two programs: thin mains over the library (checked like layers, not part of libsluice;
+# what src/daemon/ holds besides main.c, sd_notify, is sluiced's alone)
 set(SL_PROGRAMS daemon cli)
 
 set(SL_USES_proto)
@@ -50,21 +52,23 @@ set(SL_USES_json     base proto)
 set(SL_USES_tls      base)
 set(SL_USES_h2client base tls)
 set(SL_USES_auth     base)
-set(SL_USES_gossip   base)
-set(SL_USES_config   base runtime core)
+set(SL_USES_ctlplane base runtime)
+set(SL_USES_config   base runtime core ctlplane)
+# the protocol files (swim*, keyring) use base only: sans-I/O; the driver the rest
+set(SL_USES_gossip   base runtime auth ctlplane config)
 set(SL_USES_protect  base runtime core config)
 set(SL_USES_net      base runtime wire tls)
 set(SL_USES_api      base runtime core decide wire json config protect)
-set(SL_USES_store    base runtime core decide tls)
-set(SL_USES_cluster  base runtime proto core decide wire tls h2client auth gossip config net)
-set(SL_USES_proxy    runtime wire h2client config net cluster)
+set(SL_USES_redis    base runtime core decide tls)
+set(SL_USES_cluster  base runtime proto core decide wire tls h2client auth ctlplane config gossip net)
+set(SL_USES_levee    runtime wire h2client ctlplane config gossip net cluster)
 # the client's public header still embeds the engine's request and response types (header only:
 # libsluice-client links no engine code); SL_TYPES_ names such header-only uses
 set(SL_USES_client   base runtime proto wire tls h2client)
 set(SL_TYPES_client  core)
-set(SL_USES_node     base runtime core wire tls auth gossip config protect net api store cluster proxy)
+set(SL_USES_node     base runtime core wire tls auth config gossip protect net api redis cluster levee)
 set(SL_USES_daemon   config node)
-set(SL_USES_cli      base runtime core sim auth config client)
+set(SL_USES_cli      base runtime core sim auth ctlplane config client)
 
 # public header -> the layer that implements it
 set(SL_PUBLIC_engine.h core)

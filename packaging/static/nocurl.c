@@ -3,8 +3,8 @@
  * libcurl's entry points for the statically linked sluiced (make static), which is built without
  * libcurl: Debian's libcurl.a needs MIT Kerberos (GSS-API) and p11-kit (through GnuTLS, for
  * librtmp and libldap), and Debian ships no static archive of either (docs/operations.md "Static
- * build"). The two users of libcurl in sluiced are the etcd client (config/etcd.c) and the
- * Kubernetes discovery (cluster/k8s.c); the static sluiced refuses the options that start them
+ * build"). The two users of libcurl in sluiced are the etcd client (ctlplane/etcd.c) and the
+ * Kubernetes discovery (ctlplane/k8s.c); the static sluiced refuses the options that start them
  * (src/daemon/main.c), so these definitions only stand in at link time. Should anything still
  * reach them, every handle fails to come into being and every transfer fails with
  * CURLE_NOT_BUILT_IN, so the caller takes its normal error path.

@@ -93,7 +93,7 @@ void sl_levee_decide(const sl_levee_config *cfg, const sl_quota_snap *snap, sl_e
 
 /*
  * The same decision made by a store elsewhere (--store redis: node/service.c hands the items to
- * store/rstore.h): the quotas' hits go out at once as the items of a batch, and a rejection's
+ * redis/rstore.h): the quotas' hits go out at once as the items of a batch, and a rejection's
  * give-backs as a second round. The answer and the end state are sl_levee_decide's; the one
  * difference is that a sub quota's hit is taken (and given back) when the main quota rejects.
  *

@@ -9,7 +9,7 @@
 #include <stdio.h>
 
 #include "cli/commands.h"
-#include "config/etcd.h"
+#include "ctlplane/etcd.h"
 
 bool sl_cli_parse(const sl_opt_table *t, void *target, int argc, char **argv, const char **pos,
                   size_t maxpos, size_t *npos, int *code)

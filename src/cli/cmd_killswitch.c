@@ -19,7 +19,7 @@
 #include "auth/bearer.h"
 #include "base/file.h"
 #include "cli/commands.h"
-#include "config/etcd.h"
+#include "ctlplane/etcd.h"
 #include "config/killswitch.h"
 
 typedef struct ks_opts {

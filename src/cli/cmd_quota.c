@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
-#include "config/etcd.h"
+#include "ctlplane/etcd.h"
 #include "config/quota.h"
 
 typedef struct quota_args {

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config/etcd.h"
+#include "ctlplane/etcd.h"
 #include "config/opt.h"
 
 int sl_cmd_bench(int argc, char **argv);     /* cmd_bench.c:  sluice bench engine ... */

@@ -21,9 +21,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "cluster/gossipnode.h"
+#include "gossip/gossipnode.h"
 #include "cluster/peer.h"
-#include "config/etcd.h"
+#include "ctlplane/etcd.h"
 #include "runtime/stopwait.h"
 #include "gossip/swimmeta.h"
 
@@ -560,14 +560,14 @@ static int etcd_setup(sl_members *m)
     return 0;
 }
 
-/* ---- k8s (cluster/k8s.c) ------------------------------------------------------------------ */
+/* ---- k8s (ctlplane/k8s.c) ------------------------------------------------------------------ */
 
 static void on_k8s(void *ud, char *const *addrs, size_t n)
 {
     report(ud, addrs, n);
 }
 
-/* ---- gossip (cluster/gossipnode.c) ------------------------------------------------------- */
+/* ---- gossip (gossip/gossipnode.c) ------------------------------------------------------- */
 
 typedef struct gpeer {
     char name[SL_SWIM_MAX_NAME + 1];

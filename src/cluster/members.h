@@ -18,9 +18,9 @@
  *           change. A node that dies leaves when its lease expires; sl_members_stop() revokes the
  *           lease, so a graceful stop leaves at once.
  *   k8s     the ready endpoints of a Service's EndpointSlices (or ready pods by label), listed
- *           and watched through the Kubernetes API on a thread of cluster/k8s.c.
+ *           and watched through the Kubernetes API on a thread of ctlplane/k8s.c.
  *   gossip  the "service=" address in the metadata of every alive or suspect limiter of the SWIM
- *           overlay (cluster/gossipnode.c, which the node starts with --gossip-addr; "role=" is
+ *           overlay (gossip/gossipnode.c, which the node starts with --gossip-addr; "role=" is
  *           limiter or absent); dead and left members drop out. Reported on the gossip thread.
  *
  * on_change runs on the source's thread (static: the caller's) and must not block for long.
@@ -31,8 +31,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cluster/k8s.h"
-#include "config/etcd.h"
+#include "ctlplane/k8s.h"
+#include "ctlplane/etcd.h"
 #include "runtime/log.h"
 
 typedef struct sl_members sl_members;

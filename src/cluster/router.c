@@ -2,7 +2,7 @@
 /*
  * Router, forwarding half (see router.h and docs/cluster.md): the per-request path. The control
  * half - construction, publishing peer lists, worker start and stop, peer identity, hand-off
- * glue, health and counters - is routerctl.c; the state both share is routerwk.h.
+ * glue, health and counters - is routerctl.c; the state both share is router_int.h.
  *
  * Standalone (discovery none): every item is decided by the local engine, in request order, with
  * the engine's batch entry point when no item was pre-answered. Nothing else runs.
@@ -30,7 +30,7 @@
  * and peers (the view and connections stay here) and reports its calls' outcomes here, so peer
  * health, the peer-call metrics and error counts cover every call.
  */
-#include "cluster/routerwk.h"
+#include "cluster/router_int.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -36,9 +36,9 @@
 
 #include "decide/batch.h"
 #include "cluster/peerwire.h"
-#include "cluster/k8s.h"
+#include "ctlplane/k8s.h"
 #include "config/config.h"
-#include "config/etcd.h"
+#include "ctlplane/etcd.h"
 #include "runtime/log.h"
 #include "runtime/metrics.h"
 #include "net/server.h"
@@ -68,7 +68,7 @@ typedef struct sl_router_config {
     int64_t etcd_timeout_ns;
     sl_etcd_tls etcd_tls;                /* etcd over https:// (--storage-tls-*) */
     sl_k8s_config k8s;                   /* k8s; its strings live until sl_router_start returns */
-    struct sl_gossipnode *gossip;        /* gossip: the node's overlay (cluster/gossipnode.h) */
+    struct sl_gossipnode *gossip;        /* gossip: the node's overlay (gossip/gossipnode.h) */
     int picker;                          /* sl_peer_picker */
     unsigned replicas;
     int64_t batch_wait_ns;               /* 500 us */

@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Router, control half (see router.h; the forwarding half is router.c, the state they share
- * routerwk.h): the configuration from sluiced's options and the router's construction, publishing
+ * router_int.h): the configuration from sluiced's options and the router's construction, publishing
  * a new peer list (a view, cluster/view.h, built off the loops and posted to every worker, which
  * swaps it in on its own thread), the workers' start and stop, membership start and stop, the
  * peer identity checks over a worker's current and previous views, the hand-off glue (worker 0
  * sends TransferKeys over its peer connections; a graceful leave forwards everything and waits
  * for the walk), and health and counters. Nothing here runs per request.
  */
-#include "cluster/routerwk.h"
+#include "cluster/router_int.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -190,7 +190,7 @@ static const sl_opt daemon_opts[] = {
      .group = G_ENGINE,
      .help = "with --state-dir, also write the snapshot this often (a crash loses at most this "
              "much); 0 = only on shutdown"},
-    /* Engine: where state lives (src/store/, docs/store.md) */
+    /* Engine: where state lives (src/redis/, docs/store.md) */
     {.name = "store", .type = SL_OPT_ENUM, .offset = FIELD(store, int), .def = "memory",
      .choices = store_choices, .group = G_ENGINE,
      .help = "where limit state lives: this node's memory, or Redis (--redis-addrs; "

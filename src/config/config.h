@@ -38,7 +38,7 @@ typedef enum sl_tls_client_auth {
 
 typedef enum sl_role {
     SL_ROLE_LIMITER = 0,  /* today's node: decides /attempt and the Gubernator API */
-    SL_ROLE_OBSERVER = 1, /* Levee's observer: streams the topology (node/observer.h) */
+    SL_ROLE_OBSERVER = 1, /* Levee's observer: streams the topology (levee/observer.h) */
     SL_ROLE_PROXY = 2,    /* Levee's client-proxy: /attempt relayed to each resource's DF group */
 } sl_role;
 typedef enum sl_store_kind {
@@ -152,7 +152,7 @@ typedef struct sl_options {
     int64_t global_batch_limit;
     bool fail_open;
     int64_t peer_lease_ttl_ns;
-    /* Cluster: Kubernetes discovery (cluster/k8s.h) */
+    /* Cluster: Kubernetes discovery (ctlplane/k8s.h) */
     char *k8s_api;             /* "" = KUBERNETES_SERVICE_HOST/_PORT */
     char *k8s_namespace;       /* "" = the service account's namespace file */
     char *k8s_service;
@@ -163,7 +163,7 @@ typedef struct sl_options {
     char *k8s_ca_file;
     uint64_t k8s_max_bytes;
     int64_t k8s_watch_timeout_ns;
-    /* Cluster: SWIM gossip (cluster/gossipnode.h, gossip/swim.h) */
+    /* Cluster: SWIM gossip (gossip/gossipnode.h, gossip/swim.h) */
     char *gossip_addr;         /* "" = no gossip */
     sl_opt_list gossip_seeds;
     char *gossip_name;         /* "" = --advertise-addr */
@@ -181,15 +181,15 @@ typedef struct sl_options {
     int64_t gossip_max_members;
     uint64_t gossip_max_stream_bytes;
     int64_t gossip_timeout_ns;
-    /* Roles (Levee's cluster: limiter, observer, client-proxy; proxy/proxy.h) */
+    /* Roles (Levee's cluster: limiter, observer, client-proxy; levee/proxy.h) */
     int role;                  /* sl_role */
     char *observer_name;       /* Levee's observer-name */
-    int64_t observer_heartbeat_ns;   /* role observer (node/observer.h) */
+    int64_t observer_heartbeat_ns;   /* role observer (levee/observer.h) */
     int64_t observer_max_watchers;
     uint64_t observer_max_queue_bytes;
     int64_t observer_lease_ttl_ns;
     int64_t leave_drain_ns;          /* role limiter with gossip: answer on after LEFT */
-    sl_opt_list observers;           /* role proxy: observers to follow (proxy/feed.h) */
+    sl_opt_list observers;           /* role proxy: observers to follow (levee/feed.h) */
     int64_t observer_timeout_ns;
     int64_t observer_retry_window_ns;
     sl_opt_list proxy_limiters; /* name=host:port, the proxy's static limiter set */

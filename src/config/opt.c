@@ -11,7 +11,7 @@
  *   optvalue.c  the value syntax: parsing and formatting of the typed values
  *   optsrc.c    the sources: the YAML file, the environment, the command-line flags
  *   opthelp.c   the rendering: --help and the effective-config dump
- * What the last two share with this file (and no other module uses) is in config/optcore.h.
+ * What the last two share with this file (and no other module uses) is in config/opt_int.h.
  */
 #include "config/opt.h"
 
@@ -22,7 +22,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "config/optcore.h"
+#include "config/opt_int.h"
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Messages. */
@@ -77,7 +77,7 @@ void sl_opt_env_name(const sl_opt_table *t, const sl_opt *o, char *buf,
 }
 
 /* The list helpers, sl_opt_apply and the short-name lookup are shared with the sources
- * (config/optcore.h). */
+ * (config/opt_int.h). */
 
 void sl_opt_list_clear(sl_opt_list *l)
 {

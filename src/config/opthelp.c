@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "config/optcore.h"
+#include "config/opt_int.h"
 
 static const void *cfield(const void *target, const sl_opt *o)
 {

@@ -16,7 +16,7 @@
 #include <yaml.h>
 
 #include "base/file.h"
-#include "config/optcore.h"
+#include "config/opt_int.h"
 
 extern char **environ;
 

@@ -38,7 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config/etcd.h"
+#include "ctlplane/etcd.h"
 #include "runtime/log.h"
 
 typedef enum sl_watched_mode {
@@ -84,7 +84,7 @@ typedef struct sl_watched_source_config {
     int64_t backoff_max_ms;            /* 0 = 5000 */
     int64_t connect_timeout_ms;        /* etcd; 0 = 1000 */
     int64_t request_timeout_ms;        /* etcd; 0 = 5000 */
-    sl_etcd_tls etcd_tls;              /* etcd over https:// (config/etcd.h) */
+    sl_etcd_tls etcd_tls;              /* etcd over https:// (ctlplane/etcd.h) */
     sl_logger *log;                    /* may be NULL */
 } sl_watched_source_config;
 

@@ -8,7 +8,7 @@
  * Signals are blocked before any thread starts, so every worker inherits the mask and only this
  * thread's sigtimedwait() receives them: no async-signal-safety concerns in the handlers.
  *
- * Under systemd (Type=notify, $NOTIFY_SOCKET set) it tells the manager its state (node/notify.h):
+ * Under systemd (Type=notify, $NOTIFY_SOCKET set) it tells the manager its state (daemon/notify.h):
  * READY=1 once sl_node_start has returned (ports bound, quota file read), RELOADING=1 and READY=1
  * around a SIGHUP reload, STOPPING=1 when a drain begins; with $WATCHDOG_USEC it wakes every half
  * period and sends WATCHDOG=1 only if every worker loop ran the step posted at the previous wake
@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "config/config.h"
-#include "node/notify.h"
+#include "daemon/notify.h"
 #include "sluice/node.h"
 
 #ifndef SLUICE_VERSION /* set by CMake: VERSION, plus `git describe` in a checkout */

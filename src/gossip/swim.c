@@ -2,7 +2,7 @@
 /*
  * swim: the SWIM + Lifeguard protocol state machine (what it does and why is in swim.h; the
  * member table, the merge rules and the dissemination queue are gossip/swimtable.c, the state
- * both share is gossip/swimint.h). This file builds and frees the state, runs the probe round
+ * both share is gossip/swim_int.h). This file builds and frees the state, runs the probe round
  * (a direct ping, then k ping-req relays, Lifeguard's NACKs and local health multiplier; a probe
  * of a suspect carries its suspicion so it can refute), answers pings (a prober we hold dead
  * learns it first; a prober we do not know gets a push/pull, at most once a probe interval) and
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gossip/swimint.h"
+#include "gossip/swim_int.h"
 
 /* --- small helpers */
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * swimtable: the member table of SWIM (gossip/swim.h; the protocol that drives it is
- * gossip/swim.c, the state both share is gossip/swimint.h). This file holds the members, their
+ * gossip/swim.c, the state both share is gossip/swim_int.h). This file holds the members, their
  * suspicion timers (Lifeguard's dynamic timeout, shortened by independent confirmations), the
  * dissemination queue (least-sent first, each update dropped after λ·log N sends) and the rules
  * that merge news about a member:
@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gossip/swimint.h"
+#include "gossip/swim_int.h"
 
 static const char *const status_names[] = {"alive", "suspect", "dead", "left"};
 static const char *const drop_names[SL_SWIM_DROP_NREASONS] = {

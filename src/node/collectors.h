@@ -15,7 +15,7 @@
 
 #include <stdbool.h>
 
-#include "cluster/gossipnode.h"
+#include "gossip/gossipnode.h"
 #include "runtime/metrics.h"
 #include "net/server.h"
 #include "node/graphite.h"

@@ -4,7 +4,7 @@
  *
  *   options -> logger, metrics, engine, router, service, server (worker loops)
  *
- * Each part is built in node/nodeparts.c (struct sl_node and their prototypes: node/nodeparts.h);
+ * Each part is built in node/nodeparts.c (struct sl_node and their prototypes: node/node_int.h);
  * here are the order they are built in, the client port, the worker hooks, reload, shutdown and
  * the embedding calls.
  *
@@ -30,7 +30,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "node/nodeparts.h"
+#include "node/node_int.h"
 
 /* How often worker 0 runs active expiry; each run examines at most gc-max-work slots. */
 #define EXPIRY_TICK_MS 100

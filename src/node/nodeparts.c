@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * A node's parts, each built from the options (node/nodeparts.h; node/node.c calls them in its
+ * A node's parts, each built from the options (node/node_int.h; node/node.c calls them in its
  * build order and releases what they made): the metrics registry and the engine with its
  * --state-dir snapshot, the gossip overlay, the router with peer TLS and the Redis store, the one
  * etcd source and what attaches to it (Levee quotas, the switchboard behind the protection
@@ -8,7 +8,7 @@
  * (observer, proxy with its limiter set), the admin and /metrics listeners, the Graphite bridge.
  * Each fills its field of struct sl_node and says what went wrong in err.
  */
-#include "node/nodeparts.h"
+#include "node/node_int.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -315,7 +315,7 @@ int sl_nodeparts_engine(sl_node *n, sl_engine_config *ecp, char *err, size_t err
     return 0;
 }
 
-/* --gossip-addr: join the SWIM overlay (cluster/gossipnode.h), and its metrics. */
+/* --gossip-addr: join the SWIM overlay (gossip/gossipnode.h), and its metrics. */
 int sl_nodeparts_gossip(sl_node *n, char *err, size_t errlen)
 {
     int rc = sl_gossipnode_start_options(&n->opts, &n->log, &n->gossip, err, errlen);

@@ -26,7 +26,7 @@
 #include "runtime/log.h"
 #include "runtime/metrics.h"
 #include "net/exchange.h"
-#include "store/rstore.h"
+#include "redis/rstore.h"
 
 typedef struct sl_service sl_service;
 
@@ -39,7 +39,7 @@ typedef struct sl_service_config {
     sl_engine *engine;
     sl_router *router;
     sl_rstore *rstore;            /* --store redis: decides GetRateLimits items instead of the
-                                     router (store/rstore.h); NULL = the router */
+                                     router (redis/rstore.h); NULL = the router */
     sl_metrics *metrics;          /* may be NULL */
     sl_logger *log;               /* may be NULL */
     int workers;                  /* worker loops that will call the handler */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Interruptible waits for background threads: sleep up to a number of milliseconds on a
  * condition variable, waking early when a stop flag is raised. One helper for the loops of
- * the membership watchers (cluster/members.c, cluster/k8s.c) and the etcd-watched sources
+ * the membership watchers (cluster/members.c, ctlplane/k8s.c) and the etcd-watched sources
  * (config/watched.c), which each wrote the deadline arithmetic and the wait loop out again. */
 #ifndef SLUICE_RUNTIME_STOPWAIT_H
 #define SLUICE_RUNTIME_STOPWAIT_H

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * libFuzzer driver for cluster/k8s's protocol half: arbitrary bytes as a list answer and then as
+ * libFuzzer driver for ctlplane/k8s's protocol half: arbitrary bytes as a list answer and then as
  * a watch stream (cut into pieces at points the input picks), for EndpointSlices or Pods (the
  * first byte picks the mode, the byte cap and the cut points). Nothing crashes or overruns; a
  * refused list leaves the set as it was; every reported peer is "host:port" or "[v6]:port" with
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cluster/k8s.h"
+#include "ctlplane/k8s.h"
 
 #define CHECK(x) do { if (!(x)) __builtin_trap(); } while (0)
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * libFuzzer driver for node/notify's parsers of what the service manager hands sluiced: the
+ * libFuzzer driver for daemon/notify's parsers of what the service manager hands sluiced: the
  * $NOTIFY_SOCKET address and the $WATCHDOG_USEC / $WATCHDOG_PID values. The input is split at
  * its first two NUL bytes into (socket, usec, pid). Checked: no crash or overrun; an address is
  * taken only in its two forms ("/path", "@name") and only when it fits sockaddr_un, a refused one
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "node/notify.h"
+#include "daemon/notify.h"
 
 #define CHECK(x) do { if (!(x)) __builtin_trap(); } while (0)
 

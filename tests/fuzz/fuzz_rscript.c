@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * libFuzzer driver for store/rscript's reading of a script call's answer: the first byte picks the
+ * libFuzzer driver for redis/rscript's reading of a script call's answer: the first byte picks the
  * algorithm, the rest is the reply string, read record after record by sl_rscript_answer_read as
  * the store reads one. Every record inside the string is read (0 or -EPROTO) and none past it; an
  * answer read is an error the scripts give (out of range, lease not found) or a status under or
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "core/concurrency.h"
-#include "store/rscript.h"
+#include "redis/rscript.h"
 
 #define CHECK(x) do { if (!(x)) __builtin_trap(); } while (0)
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * libFuzzer driver for store/rslots (Redis Cluster routing): the input is read as RESP by
+ * libFuzzer driver for redis/rslots (Redis Cluster routing): the input is read as RESP by
  * hiredis's reader, as the store receives a CLUSTER SLOTS reply, and every reply is given to
  * sl_rslots_from_reply; an accepted table names at most SL_RSLOTS_NODES_MAX nodes, each with a
  * host and a port in range, and every slot it serves points at one of them; a refused one is
@@ -15,7 +15,7 @@
 
 #include <hiredis/hiredis.h>
 
-#include "store/rslots.h"
+#include "redis/rslots.h"
 
 #define CHECK(x) do { if (!(x)) __builtin_trap(); } while (0)
 

@@ -25,7 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config/etcd.h"
+#include "ctlplane/etcd.h"
 #include "freeport.h"
 #include "sluice/clock.h"
 

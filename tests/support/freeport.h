@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A loopback TCP port nothing listens on right now, for the unit tests that start a real server
- * (etcdproc.h, tests/unit/store/redisproc.h). Header-only; include after <cmocka.h>.
+ * (etcdproc.h, tests/unit/redis/redisproc.h). Header-only; include after <cmocka.h>.
  */
 #ifndef SLUICE_TESTS_FREEPORT_H
 #define SLUICE_TESTS_FREEPORT_H

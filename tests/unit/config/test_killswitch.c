@@ -37,7 +37,7 @@
 #include "../../support/etcdproc.h"
 #include "../../support/skip.h"
 
-#include "config/etcd.h"
+#include "ctlplane/etcd.h"
 #include "config/killswitch.h"
 #include "config/quotasrc.h"
 #include "config/watched.h"
