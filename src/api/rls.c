@@ -278,66 +278,82 @@ static void mark_answered(sl_batch *b, size_t i)
     b->n_answered++;
 }
 
-int sl_rls_begin(const sl_rls_config *cfg, sl_rlsconf *conf, const uint8_t *msg, size_t len,
-                 sl_batch *b, sl_rls_call **call, sl_grpc_status *st)
+static int out_of_memory(sl_grpc_status *st)
 {
-    sl_batch_reset(b);
-    *call = NULL;
-    sl_rls_req rq;
+    sl_grpc_status_set(st, SL_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+    return -ENOMEM;
+}
+
+/* What is refused whole before any matching: a malformed message, an empty domain or descriptor
+ * list, a limit override in a unit RLS does not know. */
+static int check_request(const sl_rls_config *cfg, const uint8_t *msg, size_t len, sl_batch *b,
+                         sl_rls_req *rq, sl_grpc_status *st)
+{
     const char *err = NULL;
-    int rc = sl_rls_parse(cfg, msg, len, b, &rq, &err);
-    if (rc == -ENOMEM) {
-        sl_grpc_status_set(st, SL_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-        return rc;
-    }
+    int rc = sl_rls_parse(cfg, msg, len, b, rq, &err);
+    if (rc == -ENOMEM)
+        return out_of_memory(st);
     if (rc) {
         sl_grpc_status_set(st, SL_GRPC_INVALID_ARGUMENT, "%s", err ? err : "malformed request");
         return rc;
     }
-    if (!rq.domain_len) {
+    if (!rq->domain_len) {
         sl_grpc_status_set(st, SL_GRPC_INVALID_ARGUMENT, "rate limit domain must not be empty");
         return -EINVAL;
     }
-    if (!rq.n) {
+    if (!rq->n) {
         sl_grpc_status_set(st, SL_GRPC_INVALID_ARGUMENT,
                           "rate limit descriptor list must not be empty");
         return -EINVAL;
     }
-    for (size_t i = 0; i < rq.n; i++) {
-        const sl_rls_desc *d = &rq.descs[i];
+    for (size_t i = 0; i < rq->n; i++) {
+        const sl_rls_desc *d = &rq->descs[i];
         if (d->has_limit && !sl_rls_unit_ms((int)d->limit_unit)) {
             sl_grpc_status_set(st, SL_GRPC_INVALID_ARGUMENT,
                               "descriptor %zu: limit override with an unknown unit", i);
             return -EINVAL;
         }
     }
+    return 0;
+}
+
+/* The call record (its items all K_NONE), the per-descriptor rules and the engine name every item
+ * carries, "<prefix><domain>", all in b's arena; the batch has rq->n items. */
+static int new_call(const sl_rls_config *cfg, const sl_rls_req *rq, sl_batch *b, sl_rls_call **out,
+                    const sl_rlsconf_rule ***rules, char **name, size_t *name_len,
+                    sl_grpc_status *st)
+{
     sl_rls_call *c = sl_batch_alloc(b, sizeof *c);
-    const sl_rlsconf_rule **rules = sl_batch_alloc(b, rq.n * sizeof *rules);
-    char *name = sl_batch_alloc(b, sizeof SL_RLS_NAME_PREFIX + rq.domain_len);
-    if (!c || !rules || !name || sl_batch_alloc_items(b, rq.n) ||
-        !(c->items = sl_batch_alloc(b, rq.n * sizeof *c->items))) {
-        sl_grpc_status_set(st, SL_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-        return -ENOMEM;
-    }
-    memset(c->items, 0, rq.n * sizeof *c->items); /* K_NONE */
-    size_t name_len = sizeof SL_RLS_NAME_PREFIX - 1 + rq.domain_len;
-    memcpy(name, SL_RLS_NAME_PREFIX, sizeof SL_RLS_NAME_PREFIX - 1);
-    memcpy(name + sizeof SL_RLS_NAME_PREFIX - 1, rq.domain, rq.domain_len);
-    name[name_len] = 0;
+    *rules = sl_batch_alloc(b, rq->n * sizeof **rules);
+    *name = sl_batch_alloc(b, sizeof SL_RLS_NAME_PREFIX + rq->domain_len);
+    if (!c || !*rules || !*name || sl_batch_alloc_items(b, rq->n) ||
+        !(c->items = sl_batch_alloc(b, rq->n * sizeof *c->items)))
+        return out_of_memory(st);
+    memset(c->items, 0, rq->n * sizeof *c->items); /* K_NONE */
+    *name_len = sizeof SL_RLS_NAME_PREFIX - 1 + rq->domain_len;
+    memcpy(*name, SL_RLS_NAME_PREFIX, sizeof SL_RLS_NAME_PREFIX - 1);
+    memcpy(*name + sizeof SL_RLS_NAME_PREFIX - 1, rq->domain, rq->domain_len);
+    (*name)[*name_len] = 0;
     c->cfg = cfg;
-    c->n = rq.n;
-    const sl_rlsconf_domain *dom = sl_rlsconf_domain_find(conf, rq.domain, rq.domain_len);
-    c->domain = dom ? sl_rlsconf_domain_name(dom, &c->domain_len) : NULL;
-    /* the rule of each descriptor (an override stands for a rule of its own) */
+    c->n = rq->n;
+    *out = c;
+    return 0;
+}
+
+/* The rule of each descriptor (an override stands for a rule of its own; none without a domain),
+ * then the rules another matched rule replaces dropped. *shared: per descriptor, the entries a
+ * share_threshold rule keys on (NULL when the domain has no such rule). */
+static int match_rules(sl_rls_call *c, const sl_rlsconf_domain *dom, const sl_rls_req *rq,
+                       sl_batch *b, const sl_rlsconf_rule **rules, const char ****shared,
+                       sl_grpc_status *st)
+{
     bool any_replaces = false;
-    const char ***shared = NULL; /* per descriptor, with share_threshold rules only */
-    if (sl_rlsconf_domain_shares(dom) &&
-        !(shared = sl_batch_alloc(b, rq.n * sizeof *shared))) {
-        sl_grpc_status_set(st, SL_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-        return -ENOMEM;
-    }
-    for (size_t i = 0; i < rq.n; i++) {
-        const sl_rls_desc *d = &rq.descs[i];
+    *shared = NULL;
+    if (sl_rlsconf_domain_shares(dom) && !(*shared = sl_batch_alloc(b, rq->n * sizeof **shared)))
+        return out_of_memory(st);
+    const char ***sh = *shared;
+    for (size_t i = 0; i < rq->n; i++) {
+        const sl_rls_desc *d = &rq->descs[i];
         item *it = &c->items[i];
         rules[i] = NULL;
         if (!dom) {
@@ -348,12 +364,10 @@ int sl_rls_begin(const sl_rls_config *cfg, sl_rlsconf *conf, const uint8_t *msg,
             it->unit = (uint8_t)d->limit_unit;
             it->name = "";
             it->label = "override";
-        } else if (shared && d->n &&
-                   !(shared[i] = sl_batch_alloc(b, d->n * sizeof *shared[i]))) {
-            sl_grpc_status_set(st, SL_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-            return -ENOMEM;
-        } else if ((rules[i] = sl_rlsconf_match(dom, d->entries, d->n,
-                                                shared && d->n ? shared[i] : NULL))) {
+        } else if (sh && d->n && !(sh[i] = sl_batch_alloc(b, d->n * sizeof *sh[i]))) {
+            return out_of_memory(st);
+        } else if ((rules[i] =
+                        sl_rlsconf_match(dom, d->entries, d->n, sh && d->n ? sh[i] : NULL))) {
             const sl_rlsconf_rule *r = rules[i];
             any_replaces |= r->n_replaces > 0;
             it->kind = r->unlimited ? K_UNLIMITED : K_LIMIT;
@@ -365,12 +379,19 @@ int sl_rls_begin(const sl_rls_config *cfg, sl_rlsconf *conf, const uint8_t *msg,
             it->label = r->name[0] ? r->name : r->path;
         }
     }
-    for (size_t i = 0; any_replaces && i < rq.n; i++)
-        if (rules[i] && !rules[i]->unlimited && replaced(rules, rq.n, rules[i]->name))
+    for (size_t i = 0; any_replaces && i < rq->n; i++)
+        if (rules[i] && !rules[i]->unlimited && replaced(rules, rq->n, rules[i]->name))
             c->items[i].kind = K_NONE;
-    /* the engine items */
-    for (size_t i = 0; i < rq.n; i++) {
-        const sl_rls_desc *d = &rq.descs[i];
+    return 0;
+}
+
+/* The engine items of the descriptors with a limit (the others are answered at once). */
+static int fill_items(sl_rls_call *c, const sl_rls_req *rq, sl_batch *b,
+                      const sl_rlsconf_rule **rules, const char ***shared, const char *name,
+                      size_t name_len, sl_grpc_status *st)
+{
+    for (size_t i = 0; i < rq->n; i++) {
+        const sl_rls_desc *d = &rq->descs[i];
         item *it = &c->items[i];
         sl_request *q = &b->reqs[i];
         q->name = name; /* on every item: identities judge the call by its domain */
@@ -381,11 +402,9 @@ int sl_rls_begin(const sl_rls_config *cfg, sl_rlsconf *conf, const uint8_t *msg,
         }
         const sl_rlsconf_rule *r = rules[i];
         if (!(q->unique_key = unique_key(b, d, shared && d->n && !d->has_limit ? shared[i] : NULL,
-                                         &q->unique_key_len))) {
-            sl_grpc_status_set(st, SL_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-            return -ENOMEM;
-        }
-        uint64_t hits = d->has_hits ? d->hits : rq.hits_addend ? rq.hits_addend : 1;
+                                         &q->unique_key_len)))
+            return out_of_memory(st);
+        uint64_t hits = d->has_hits ? d->hits : rq->hits_addend ? rq->hits_addend : 1;
         q->hits = hits > INT64_MAX ? INT64_MAX : (int64_t)hits;
         q->limit = it->rpu;
         q->duration = sl_rls_unit_ms(it->unit);
@@ -395,6 +414,30 @@ int sl_rls_begin(const sl_rls_config *cfg, sl_rlsconf *conf, const uint8_t *msg,
         if (it->shadow)
             q->behavior |= SL_SHADOW;
     }
+    return 0;
+}
+
+int sl_rls_begin(const sl_rls_config *cfg, sl_rlsconf *conf, const uint8_t *msg, size_t len,
+                 sl_batch *b, sl_rls_call **call, sl_grpc_status *st)
+{
+    sl_batch_reset(b);
+    *call = NULL;
+    sl_rls_req rq;
+    sl_rls_call *c;
+    const sl_rlsconf_rule **rules;
+    const char ***shared;
+    char *name;
+    size_t name_len;
+    int rc = check_request(cfg, msg, len, b, &rq, st);
+    if (!rc)
+        rc = new_call(cfg, &rq, b, &c, &rules, &name, &name_len, st);
+    if (rc)
+        return rc;
+    const sl_rlsconf_domain *dom = sl_rlsconf_domain_find(conf, rq.domain, rq.domain_len);
+    c->domain = dom ? sl_rlsconf_domain_name(dom, &c->domain_len) : NULL;
+    if ((rc = match_rules(c, dom, &rq, b, rules, &shared, st)) ||
+        (rc = fill_items(c, &rq, b, rules, shared, name, name_len, st)))
+        return rc;
     if (conf)
         sl_rlsconf_ref(conf);
     c->conf = conf;
