@@ -62,10 +62,7 @@ set(SL_USES_api      base runtime core decide wire json config protect)
 set(SL_USES_redis    base runtime core decide tls)
 set(SL_USES_cluster  base runtime proto core decide wire tls h2client auth ctlplane config gossip net)
 set(SL_USES_levee    runtime wire h2client ctlplane config gossip net cluster)
-# the client's public header still embeds the engine's request and response types (header only:
-# libsluice-client links no engine code); SL_TYPES_ names such header-only uses
 set(SL_USES_client   base runtime proto wire tls h2client)
-set(SL_TYPES_client  core)
 set(SL_USES_node     base runtime core wire tls auth config gossip protect net api redis cluster levee)
 set(SL_USES_daemon   config node)
 set(SL_USES_cli      base runtime core sim auth ctlplane config client)
@@ -77,3 +74,4 @@ set(SL_PUBLIC_shed.h   runtime)
 set(SL_PUBLIC_client.h client)
 set(SL_PUBLIC_node.h   node)
 set(SL_PUBLIC_export.h base)  # SL_EXPORT: a macro every public header uses
+set(SL_PUBLIC_types.h  base)  # the protocol's numbers (algorithms, behaviours, statuses): header only

@@ -32,6 +32,16 @@ static sl_request request(int64_t hits)
     return r;
 }
 
+/* The same limit as the client library asks about it (its own type, not the engine's). */
+static sl_client_request client_request(int64_t hits)
+{
+    sl_request e = request(hits);
+    return (sl_client_request){.name = e.name, .name_len = e.name_len, .unique_key = e.unique_key,
+                               .unique_key_len = e.unique_key_len, .hits = e.hits,
+                               .limit = e.limit, .duration = e.duration,
+                               .algorithm = e.algorithm};
+}
+
 int main(int argc, char **argv)
 {
     char *args[64] = {"--listen-addr", "127.0.0.1:0", "--workers", "1"};
@@ -75,14 +85,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "client for %s failed\n", addr);
         return 1;
     }
-    sl_client_item item = {.req = request(6)};
+    sl_client_item item = {.req = client_request(6)};
     sl_client_check_reply reply;
     int rc = sl_client_check(client, &item, 1, 0, &reply);
     if (rc || reply.count != 1) {
         fprintf(stderr, "gRPC check failed: %d\n", rc);
         failures++;
     } else {
-        const sl_response *r = &reply.items[0].resp;
+        const sl_client_response *r = &reply.items[0].resp;
         printf("gRPC    6 hits: status=%s remaining=%lld (via %s)\n",
                r->status == SL_UNDER_LIMIT ? "UNDER_LIMIT" : "OVER_LIMIT",
                (long long)r->remaining, addr);

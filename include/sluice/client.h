@@ -66,7 +66,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sluice/engine.h"
+#include "sluice/types.h"
 #include "sluice/export.h"
 
 #ifdef __cplusplus
@@ -122,10 +122,42 @@ typedef struct sl_client_kv {
     const char *value;
 } sl_client_kv;
 
+/* One rate limit to ask about, the client's own type (not the engine's request, so that the engine
+ * can change its own without changing this library's ABI): the fields of Gubernator's
+ * RateLimitReq, plus sluice's extensions. */
+typedef struct sl_client_request {
+    const char *name;        /* limit name; need not be NUL-terminated (name_len says) */
+    size_t name_len;
+    const char *unique_key;  /* e.g. an account id */
+    size_t unique_key_len;
+    int64_t hits;            /* 0 peeks; negative gives back (buckets) */
+    int64_t limit;
+    int64_t duration;        /* milliseconds, or an sl_gregorian value with DURATION_IS_GREGORIAN */
+    int64_t burst;           /* LEAKY_BUCKET: bucket size; GCRA: extra requests admitted at once */
+    int64_t created_at;      /* epoch ms the request was made; 0 = now */
+    int32_t algorithm;       /* sl_algorithm */
+    int32_t behavior;        /* OR of sl_behavior */
+    int32_t sub_windows;     /* SLIDING_WINDOW: sub-windows per window (> 1 sent as metadata) */
+    uint64_t lease_id;       /* CONCURRENCY: the lease a release (hits -1) or renewal (hits 0) names */
+    int64_t max_delay_ms;    /* GCRA: how long the caller will wait for a delayed admission (ms) */
+} sl_client_request;
+
+/* The server's answer to one item, the client's own type (as sl_client_request). */
+typedef struct sl_client_response {
+    int32_t status;          /* sl_status */
+    int64_t limit;
+    int64_t remaining;
+    int64_t reset_time;      /* epoch ms when the limit is fully available again */
+    int64_t retry_after;     /* ms until this request could pass; 0 when admitted */
+    const char *error;       /* NULL, or the item's error */
+    uint64_t lease_id;       /* CONCURRENCY: the lease an admitted acquire took; else 0 */
+    int64_t delay_ms;        /* GCRA with max_delay_ms: wait this long before going; 0 = now */
+} sl_client_response;
+
 typedef struct sl_client_item {
     /* name, unique_key, hits, limit, duration, algorithm, behavior, burst, created_at as on the wire;
      * sub_windows > 1 is sent as metadata "sub_windows". */
-    sl_request req;
+    sl_client_request req;
     const sl_client_kv *metadata; /* extra RateLimitReq.metadata entries (e.g. priority, lease_id) */
     size_t metadata_count;
 } sl_client_item;
@@ -134,7 +166,7 @@ typedef struct sl_client_result {
     /* status, limit, remaining, reset_time (epoch ms) and error as the server sent them.
      * retry_after is 0: Gubernator's answer has none (reset_time says when). error points into the
      * reply and lives as long as it does. */
-    sl_response resp;
+    sl_client_response resp;
     const sl_client_kv *metadata; /* RateLimitResp.metadata, e.g. "owner", "lease_id", "shed" */
     size_t metadata_count;
 } sl_client_result;

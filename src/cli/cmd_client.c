@@ -29,6 +29,7 @@
 
 #include "cli/commands.h"
 #include "sluice/client.h"
+#include "sluice/engine.h"
 #include "sluice/clock.h"
 
 #define EXIT_UNDER 0
@@ -324,7 +325,7 @@ static int check_item(check_opts *o, sl_client_item *it, sl_client_kv *md)
         return EXIT_USAGE;
     }
     memset(it, 0, sizeof *it);
-    it->req = (sl_request){.name = name, .name_len = strlen(name), .unique_key = key,
+    it->req = (sl_client_request){.name = name, .name_len = strlen(name), .unique_key = key,
                            .unique_key_len = strlen(key), .hits = o->hits, .limit = o->limit,
                            .duration = dur, .burst = o->burst, .created_at = o->created_at,
                            .algorithm = algorithm, .behavior = behavior,

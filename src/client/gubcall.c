@@ -112,7 +112,7 @@ static int build_check(sl_call *k, const sl_client_item *items, size_t n)
         return -E2BIG;
     size_t nmd = 0, sbytes = 0;
     for (size_t i = 0; i < n; i++) {
-        const sl_request *q = &items[i].req;
+        const sl_client_request *q = &items[i].req;
         if ((q->name_len && !q->name) || (q->unique_key_len && !q->unique_key) ||
             q->name_len > SL_MAX_NAME_LEN || q->unique_key_len > SL_MAX_KEY_LEN ||
             (items[i].metadata_count && !items[i].metadata) || items[i].metadata_count > 64)
@@ -136,7 +136,7 @@ static int build_check(sl_call *k, const sl_client_item *items, size_t n)
     char *sp = scratch;
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
-        const sl_request *q = &items[i].req;
+        const sl_client_request *q = &items[i].req;
         Pb__Gubernator__RateLimitReq *r = &reqs[i];
         pb__gubernator__rate_limit_req__init(r);
         r->name = sp;
@@ -239,7 +239,7 @@ static int check_fail(sl_call *k, int err, const sl_h2c_field *gmsg)
         grpc_message_copy(a.s, gmsg->value_len + 1, gmsg);
     }
     for (size_t i = 0; i < k->nitems; i++) {
-        sl_response *r = &out->items[i].resp;
+        sl_client_response *r = &out->items[i].resp;
         r->limit = k->limits[i];
         if (c->opt.fail_closed) {
             r->status = SL_OVER_LIMIT;

@@ -30,7 +30,7 @@ typedef struct lease {
     bool gub;           /* a Gubernator item, else a Levee lease */
     char *lease_id;     /* all strings live in one block, freed with lease_id */
     char *resource;     /* Levee: X-Resource, or NULL */
-    sl_request item;    /* Gubernator: name and key point into the block */
+    sl_client_request item; /* Gubernator: name and key point into the block */
 } lease;
 
 typedef struct renewal {

@@ -10,7 +10,7 @@ CLIENT_LIB = os.path.join(BUILD, "lib", "libsluice-client.so")
 
 
 class Request(ctypes.Structure):
-    """sl_request"""
+    """sl_client_request (include/sluice/client.h)"""
     _fields_ = [("name", ctypes.c_char_p), ("name_len", ctypes.c_size_t),
                 ("unique_key", ctypes.c_char_p), ("unique_key_len", ctypes.c_size_t),
                 ("hits", ctypes.c_int64), ("limit", ctypes.c_int64), ("duration", ctypes.c_int64),

@@ -85,9 +85,9 @@ static sl_call *two_item_check(sl_client *c)
 {
     sl_client_item items[2];
     memset(items, 0, sizeof items);
-    items[0].req = (sl_request){.name = "api", .name_len = 3, .unique_key = "u1", .unique_key_len = 2,
+    items[0].req = (sl_client_request){.name = "api", .name_len = 3, .unique_key = "u1", .unique_key_len = 2,
                                 .hits = 1, .limit = 10, .duration = 1000, .sub_windows = 4};
-    items[1].req = (sl_request){.name = "db", .name_len = 2, .unique_key = "u2", .unique_key_len = 2,
+    items[1].req = (sl_client_request){.name = "db", .name_len = 2, .unique_key = "u2", .unique_key_len = 2,
                                 .hits = 2, .limit = 7, .duration = 1000};
     int rc = 0;
     sl_call *k = sl_gubcall_check(c, items, 2, 50, &rc);

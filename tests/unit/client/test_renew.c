@@ -143,7 +143,7 @@ static void test_renewer_arguments_and_bound(void **state)
     assert_int_equal(sl_client_renewer_add_levee(r, &a, "L1", 60000, &h1), 0);
     sl_client_item it;
     memset(&it, 0, sizeof it);
-    it.req = (sl_request){.name = "jobs", .name_len = 4, .unique_key = "k", .unique_key_len = 1,
+    it.req = (sl_client_request){.name = "jobs", .name_len = 4, .unique_key = "k", .unique_key_len = 1,
                           .hits = 1, .limit = 5, .duration = 60000};
     assert_int_equal(sl_client_renewer_add_item(r, &it, "0011223344556677", &h2), 0);
     assert_int_equal(sl_client_renewer_add_item(r, &it, "8899aabbccddeeff", &h3), -ENOSPC);
