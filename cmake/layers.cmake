@@ -14,7 +14,7 @@
 
 set(SL_LAYERS
   proto      # generated protobuf-c code
-  base       # byte buffers, strings, UTF-8, hex, string map, file reading
+  base       # byte buffers, strings, UTF-8, hex, string map, file reading, growable arrays
   runtime    # clock, log, metrics registry and renderers, stop-wait, the worker-load shedder
   core       # the engine: algorithms, the in-memory key store, snapshots
   wire       # gRPC framing and status, the protobuf wire format, hand-written (no JSON)

@@ -15,6 +15,7 @@
 #include <xxhash.h>
 
 #include "auth/bearer.h"
+#include "base/grow.h"
 
 struct sl_ident {
     char *token;        /* the bearer token, or the certificate name of a "cert:" line */
@@ -188,14 +189,8 @@ static int parse_line(sl_idents *s, const char *p, const char *end, size_t line,
             return fail(err, errlen, line, "a prefix is visible ASCII only");
     if (s->n == SL_IDENTS_MAX)
         return fail(err, errlen, line, "more than %d identities", SL_IDENTS_MAX);
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 16;
-        sl_ident *ids = realloc(s->ids, cap * sizeof *ids);
-        if (!ids)
-            return -ENOMEM;
-        s->ids = ids;
-        s->cap = cap;
-    }
+    if (sl_grow(&s->ids, &s->cap, s->n, 1, 16, SL_IDENTS_MAX))
+        return -ENOMEM;
     sl_ident *id = &s->ids[s->n++];
     memset(id, 0, sizeof *id);
     id->token = dup_n(tok, tl);

@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/grow.h"
+
 __attribute__((format(printf, 4, 5))) static int fail(char *err, size_t errlen, int rc,
                                                       const char *fmt, ...)
 {
@@ -82,14 +84,10 @@ int sl_file_read(const char *path, size_t max, unsigned flags, char **out, size_
             rc = fail(err, errlen, -EFBIG, "%s: larger than %zu bytes", path, max);
             break;
         }
-        size_t ncap = cap > max / 2 ? max + 1 : cap * 2;
-        char *nb = realloc(buf, ncap);
-        if (!nb) {
+        if (sl_grow(&buf, &cap, n + 1, 1, 0, max + 1)) { /* x2, at most max + 1 */
             rc = fail(err, errlen, -ENOMEM, "%s: out of memory", path);
             break;
         }
-        buf = nb;
-        cap = ncap;
         buf[n++] = extra;
     }
     close(fd);

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
+
 void sl_batcher_init(sl_batcher *b, size_t limit, int64_t wait_ns)
 {
     memset(b, 0, sizeof *b);
@@ -26,14 +28,8 @@ void sl_batcher_free(sl_batcher *b)
 
 int sl_batcher_add(sl_batcher *b, const sl_batcher_item *it, int64_t now_ns)
 {
-    if (b->n == b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 16;
-        sl_batcher_item *p = realloc(b->items, cap * sizeof *p);
-        if (!p)
-            return -ENOMEM;
-        b->items = p;
-        b->cap = cap;
-    }
+    if (sl_grow(&b->items, &b->cap, b->n, 1, 16, 0))
+        return -ENOMEM;
     b->items[b->n++] = *it;
     if (b->n == 1)
         b->deadline_ns = now_ns > INT64_MAX - b->wait_ns ? INT64_MAX : now_ns + b->wait_ns;

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
 #include "core/gregorian.h"
 
 #define NSHARDS 16
@@ -224,15 +225,9 @@ static void set_params(gent *e, const sl_request *r, int64_t now)
 static int wait_on(sl_global *g, wlist *l, gent *e)
 {
     pthread_mutex_lock(&l->mu);
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 64;
-        gent **v = realloc(l->v, cap * sizeof *v);
-        if (!v) {
-            pthread_mutex_unlock(&l->mu);
-            return -ENOMEM;
-        }
-        l->v = v;
-        l->cap = cap;
+    if (sl_grow(&l->v, &l->cap, l->n, 1, 64, 0)) {
+        pthread_mutex_unlock(&l->mu);
+        return -ENOMEM;
     }
     l->v[l->n++] = e;
     int sig = (l->n == 1 ? SL_GLOBAL_ARM : 0) | (l->n >= g->batch_limit ? SL_GLOBAL_FULL : 0);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
 #include "cluster/peerwire.h"
 #include "core/keystate.h"
 #include "core/store.h"
@@ -100,18 +101,8 @@ static void remove_taken(sl_handoff *h)
 /* Keys a peer took: removed now, or at the end of the walk in progress. */
 static void keys_taken(sl_handoff *h, const uint64_t *hashes, size_t n, bool defer)
 {
-    if (defer && h->ntaken + n > h->captaken) {
-        size_t cap = h->captaken ? h->captaken : 4096;
-        while (cap < h->ntaken + n)
-            cap *= 2;
-        uint64_t *p = realloc(h->taken, cap * sizeof *p);
-        if (p) {
-            h->taken = p;
-            h->captaken = cap;
-        } else {
-            defer = false; /* no memory to wait: remove now (the walk may miss a few keys) */
-        }
-    }
+    if (defer && sl_grow(&h->taken, &h->captaken, h->ntaken, n, 4096, 0))
+        defer = false; /* no memory to wait: remove now (the walk may miss a few keys) */
     if (defer) {
         memcpy(h->taken + h->ntaken, hashes, n * sizeof *hashes);
         h->ntaken += n;
@@ -224,14 +215,8 @@ static bool take_key(uint64_t hash, int64_t expire_at, const sl_state *st, void 
     if (q->recs.len >= h->cfg.batch_bytes)
         return false; /* resume at this key once the batch has gone */
     size_t need = sl_keystate_size(st);
-    if (q->n == q->cap) {
-        size_t cap = q->cap ? q->cap * 2 : 1024;
-        uint64_t *p = realloc(q->hashes, cap * sizeof *p);
-        if (!p)
-            return false;
-        q->hashes = p;
-        q->cap = cap;
-    }
+    if (sl_grow(&q->hashes, &q->cap, q->n, 1, 1024, 0))
+        return false;
     if (sl_buf_reserve(&q->recs, need))
         return false;
     sl_keystate_encode(id, expire_at, st, q->recs.data + q->recs.len, need);

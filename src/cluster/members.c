@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/grow.h"
 #include "gossip/gossipnode.h"
 #include "cluster/peer.h"
 #include "ctlplane/etcd.h"
@@ -404,14 +405,8 @@ static void kv_put(sl_members *m, const char *key, const char *val)
         }
     if (m->nkv >= SL_MEMBERS_MAX)
         return;
-    if (m->nkv == m->capkv) {
-        size_t cap = m->capkv ? m->capkv * 2 : 16;
-        kvpair *p = realloc(m->kv, cap * sizeof *p);
-        if (!p)
-            return;
-        m->kv = p;
-        m->capkv = cap;
-    }
+    if (sl_grow(&m->kv, &m->capkv, m->nkv, 1, 16, SL_MEMBERS_MAX))
+        return;
     char *k = strdup(key), *v = strdup(val);
     if (!k || !v) {
         free(k);

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
+
 static void view_free(sl_view *v)
 {
     sl_picker_free(v->picker);
@@ -32,14 +34,8 @@ void sl_view_unref(sl_view *v)
 
 static int view_add_ip(sl_view *v, const sl_addr_ip *ip)
 {
-    if (v->nips == v->capips) {
-        size_t cap = v->capips ? v->capips * 2 : 8;
-        sl_addr_ip *ips = realloc(v->ips, cap * sizeof *ips);
-        if (!ips)
-            return -ENOMEM;
-        v->ips = ips;
-        v->capips = cap;
-    }
+    if (sl_grow(&v->ips, &v->capips, v->nips, 1, 8, 0))
+        return -ENOMEM;
     v->ips[v->nips++] = *ip;
     return 0;
 }

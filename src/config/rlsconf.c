@@ -16,6 +16,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/grow.h"
 #include "config/yamlwalk.h"
 #include "sluice/engine.h"
 
@@ -601,15 +602,9 @@ int sl_rlsconf_add(sl_rlsconf *c, const char *file, const char *text, size_t len
         (rc = build_level(&w, a.descriptors, "", &d->root)))
         goto fail;
     d->any_share = w.any_share;
-    if (c->ndomains == c->capdomains) {
-        size_t cap = c->capdomains ? 2 * c->capdomains : 8;
-        sl_rlsconf_domain **nd = realloc(c->domains, cap * sizeof *nd);
-        if (!nd) {
-            rc = -ENOMEM;
-            goto out;
-        }
-        c->domains = nd;
-        c->capdomains = cap;
+    if (sl_grow(&c->domains, &c->capdomains, c->ndomains, 1, 8, 0)) {
+        rc = -ENOMEM;
+        goto out;
     }
     c->domains[c->ndomains++] = d;
     rc = 0;

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "base/file.h"
+#include "base/grow.h"
 
 typedef struct mx mx;
 struct mx {
@@ -80,14 +81,9 @@ static int list_dir(const char *dir, char ***names, size_t *n, char *err, size_t
             rc = -E2BIG;
             break;
         }
-        if (cnt == cap) {
-            cap = cap ? 2 * cap : 16;
-            char **nv = realloc(v, cap * sizeof *nv);
-            if (!nv) {
-                rc = -ENOMEM;
-                break;
-            }
-            v = nv;
+        if (sl_grow(&v, &cap, cnt, 1, 16, SL_RLSSRC_MAX_FILES)) {
+            rc = -ENOMEM;
+            break;
         }
         if (!(v[cnt] = strdup(e->d_name))) {
             rc = -ENOMEM;
@@ -200,15 +196,9 @@ static int ent_put(sl_rlssrc *s, const char *key, size_t kl, const char *val, si
             free(text);
             return -E2BIG;
         }
-        if (s->nents == s->capents) {
-            size_t cap = s->capents ? 2 * s->capents : 16;
-            ent *ne = realloc(s->ents, cap * sizeof *ne);
-            if (!ne) {
-                free(text);
-                return -ENOMEM;
-            }
-            s->ents = ne;
-            s->capents = cap;
+        if (sl_grow(&s->ents, &s->capents, s->nents, 1, 16, SL_RLSSRC_MAX_FILES)) {
+            free(text);
+            return -ENOMEM;
         }
         e = &s->ents[s->nents];
         if (!(e->key = strndup(key, kl))) {

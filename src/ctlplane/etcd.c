@@ -23,6 +23,8 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
+#include "base/grow.h"
+
 struct sl_etcd {
     char *endpoints[SL_ETCD_MAX_ENDPOINTS];
     size_t n;
@@ -349,16 +351,8 @@ static size_t body_write(char *ptr, size_t size, size_t nmemb, void *ud)
         b->overflow = true;
         return 0;
     }
-    if (b->len + n + 1 > b->cap) {
-        size_t nc = b->cap ? b->cap : 4096;
-        while (nc < b->len + n + 1)
-            nc *= 2;
-        char *np = realloc(b->p, nc);
-        if (!np)
-            return 0;
-        b->p = np;
-        b->cap = nc;
-    }
+    if (sl_grow(&b->p, &b->cap, b->len, n + 1, 4096, 0))
+        return 0;
     memcpy(b->p + b->len, ptr, n);
     b->len += n;
     b->p[b->len] = 0;

@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "base/file.h"
+#include "base/grow.h"
 #include "runtime/stopwait.h"
 
 struct sl_k8s_obj {
@@ -325,15 +326,9 @@ static int upsert(sl_k8s_set *s, sl_k8s_obj *o)
         obj_free(o);
         return -EMSGSIZE;
     }
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 8;
-        sl_k8s_obj *v = realloc(s->objs, cap * sizeof *v);
-        if (!v) {
-            obj_free(o);
-            return -ENOMEM;
-        }
-        s->objs = v;
-        s->cap = cap;
+    if (sl_grow(&s->objs, &s->cap, s->n, 1, 8, SL_K8S_MAX_OBJECTS)) {
+        obj_free(o);
+        return -ENOMEM;
     }
     s->objs[s->n++] = *o;
     return o->n ? SL_K8S_CHANGED : 0;

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/grow.h"
 #include "sluice/clock.h"
 #include "wire/grpc_frame.h"
 
@@ -282,18 +283,12 @@ int sl_exchange_add_header(sl_exchange *ex, uint32_t name, uint32_t name_len, ui
     if (ex->nh >= ex->ctx->lim.max_headers)
         return -E2BIG;
     if (ex->nh == ex->hcap) {
-        uint32_t n = ex->hcap ? ex->hcap * 2 : 16;
-        if (n > ex->ctx->lim.max_headers)
-            n = ex->ctx->lim.max_headers;
-        sl_hdr_off *ho = realloc(ex->hoff, n * sizeof *ho);
-        if (!ho)
+        size_t oc = ex->hcap, vc = ex->hcap; /* both arrays have hcap entries: hview grows last */
+        uint32_t max = ex->ctx->lim.max_headers;
+        if (sl_grow(&ex->hoff, &oc, ex->nh, 1, 16, max) ||
+            sl_grow(&ex->hview, &vc, ex->nh, 1, 16, max))
             return -ENOMEM;
-        ex->hoff = ho;
-        sl_http_header *hv = realloc(ex->hview, n * sizeof *hv);
-        if (!hv)
-            return -ENOMEM;
-        ex->hview = hv;
-        ex->hcap = n;
+        ex->hcap = (uint32_t)vc;
     }
     ex->hoff[ex->nh++] = (sl_hdr_off){name, name_len, value, value_len};
     return 0;

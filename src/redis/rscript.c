@@ -21,6 +21,7 @@
 
 #include "sluice/clock.h"
 
+#include "base/grow.h"
 #include "base/hex.h"
 
 #include "core/concurrency.h"
@@ -191,21 +192,6 @@ size_t sl_rscript_key(char *buf, const sl_request *req)
     return (size_t)k;
 }
 
-static int grow(void **p, size_t *cap, size_t want, size_t size)
-{
-    if (want <= *cap)
-        return 0;
-    size_t c = *cap ? *cap : 64;
-    while (c < want)
-        c *= 2;
-    void *q = realloc(*p, c * size);
-    if (!q)
-        return -ENOMEM;
-    *p = q;
-    *cap = c;
-    return 0;
-}
-
 /* A key of a call, for finding one that is there twice: sorted by hash, then length and bytes
  * (so that even keys crafted to share a hash cannot keep two equal ones apart), twins end up
  * side by side. */
@@ -232,7 +218,7 @@ static int keys_distinct(sl_rscript_cmd *c, const char *const *argv, const size_
     *distinct = true;
     if (n < 2)
         return 0;
-    if (grow(&c->scratch, &c->scratch_cap, n, sizeof(keyref)))
+    if (sl_grow_reserve(&c->scratch, &c->scratch_cap, 0, n, sizeof(keyref), 64, 0))
         return -ENOMEM;
     keyref *k = c->scratch;
     for (size_t i = 0; i < n; i++)
@@ -257,9 +243,9 @@ int sl_rscript_cmd_build(sl_rscript_cmd *c, int32_t alg, bool eval, const sl_rsc
     size_t bytes = 24 + keys + n * SL_RSCRIPT_ARGS * 24;
     size_t args = 3 + 2 * n + 1;
     size_t lcap = c->args_cap; /* both arrays have args_cap entries: argv is grown last */
-    if (grow((void **)&c->bytes, &c->bytes_cap, bytes, 1) ||
-        grow((void **)&c->argvlen, &lcap, args, sizeof *c->argvlen) ||
-        grow((void **)&c->argv, &c->args_cap, args, sizeof *c->argv))
+    if (sl_grow(&c->bytes, &c->bytes_cap, 0, bytes, 64, 0) ||
+        sl_grow(&c->argvlen, &lcap, 0, args, 64, 0) ||
+        sl_grow(&c->argv, &c->args_cap, 0, args, 64, 0))
         return -ENOMEM;
     c->argv[0] = eval ? "EVAL" : "EVALSHA";
     c->argvlen[0] = eval ? 4 : 7;
