@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/member.h"
 #include "gossip/gossipnode.h"
 #include "cluster/peer.h"
 #include "ctlplane/etcd.h"
@@ -581,7 +582,7 @@ static void on_gossip(void *ud, const sl_swim_member *mb, int old)
     sl_members *m = ud;
     char svc[SL_SWIM_MAX_NAME + 1], role[16];
     int rl = sl_swimmeta_get(mb->meta, mb->meta_len, "role", role, sizeof role);
-    bool keep = (mb->status == SL_SWIM_ALIVE || mb->status == SL_SWIM_SUSPECT) &&
+    bool keep = sl_member_status_live(mb->status) &&
                 (rl == -ENOENT || (rl >= 0 && strcmp(role, "limiter") == 0)) &&
                 sl_swimmeta_get(mb->meta, mb->meta_len, "service", svc, sizeof svc) > 0;
     size_t i = 0;

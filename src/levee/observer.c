@@ -73,12 +73,12 @@ struct sl_observer {
 
 /* ---- the table (gossip thread) ---- */
 
-static sl_topowire_status status_of(sl_swim_status s)
+static sl_topowire_status status_of(sl_member_status s)
 {
     switch (s) {
-    case SL_SWIM_SUSPECT: return SL_TOPOWIRE_SUSPECT;
-    case SL_SWIM_DEAD: return SL_TOPOWIRE_DEAD;
-    case SL_SWIM_LEFT: return SL_TOPOWIRE_LEFT;
+    case SL_MEMBER_SUSPECT: return SL_TOPOWIRE_SUSPECT;
+    case SL_MEMBER_DEAD: return SL_TOPOWIRE_DEAD;
+    case SL_MEMBER_LEFT: return SL_TOPOWIRE_LEFT;
     default: return SL_TOPOWIRE_ALIVE;
     }
 }
