@@ -61,7 +61,7 @@ set(SL_USES_net      base runtime wire tls)
 set(SL_USES_api      base runtime core decide wire json config protect)
 set(SL_USES_redis    base runtime core decide tls)
 set(SL_USES_cluster  base runtime proto core decide wire tls h2client auth ctlplane config gossip net)
-set(SL_USES_levee    runtime wire h2client ctlplane config gossip net cluster)
+set(SL_USES_levee    base runtime wire h2client ctlplane config gossip net cluster)
 # the client's public header still embeds the engine's request and response types (header only:
 # libsluice-client links no engine code); SL_TYPES_ names such header-only uses
 set(SL_USES_client   base runtime proto wire tls h2client)

@@ -65,8 +65,9 @@ struct sl_members {
     char *reg_key;
     kvpair *kv;
     size_t nkv, capkv;
-    /* gossip: members with a service address (guarded by the gossip node's lock) */
-    struct gpeer *gp;
+    /* gossip: members with a service address, name and service only (guarded by the gossip
+     * node's lock) */
+    sl_member *gp;
     size_t ngp;
     bool gossip_subscribed;
 };
@@ -570,11 +571,6 @@ static void on_k8s(void *ud, char *const *addrs, size_t n)
 
 /* ---- gossip (gossip/gossipnode.c) ------------------------------------------------------- */
 
-typedef struct gpeer {
-    char name[SL_SWIM_MAX_NAME + 1];
-    char svc[SL_SWIM_MAX_NAME + 1];
-} gpeer;
-
 /* Alive and suspect limiters keep their service address in the list; dead and left ones leave
  * (and members of another role, a proxy or an observer, never join it). */
 static void on_gossip(void *ud, const sl_swim_member *mb, int old)
@@ -597,14 +593,14 @@ static void on_gossip(void *ud, const sl_swim_member *mb, int old)
         m->ngp++;
     }
     if (keep)
-        snprintf(m->gp[i].svc, sizeof m->gp[i].svc, "%s", svc);
+        snprintf(m->gp[i].service, sizeof m->gp[i].service, "%s", svc);
     else if (i < m->ngp)
         m->gp[i] = m->gp[--m->ngp];
     char **v = calloc(m->ngp ? m->ngp : 1, sizeof *v);
     if (!v)
         return;
     for (size_t j = 0; j < m->ngp; j++)
-        v[j] = m->gp[j].svc;
+        v[j] = m->gp[j].service;
     report(m, v, m->ngp);
     free(v);
 }
