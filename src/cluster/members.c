@@ -65,8 +65,7 @@ struct sl_members {
     char *reg_key;
     kvpair *kv;
     size_t nkv, capkv;
-    /* gossip: members with a service address, name and service only (guarded by the gossip
-     * node's lock) */
+    /* gossip: members with a service address (guarded by the gossip node's lock) */
     sl_member *gp;
     size_t ngp;
     bool gossip_subscribed;
