@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "base/grow.h"
+#include "base/member.h"
 #include "gossip/gossipnode.h"
 #include "cluster/peer.h"
 #include "ctlplane/etcd.h"
@@ -66,7 +67,7 @@ struct sl_members {
     kvpair *kv;
     size_t nkv, capkv;
     /* gossip: members with a service address (guarded by the gossip node's lock) */
-    struct gpeer *gp;
+    sl_member *gp;
     size_t ngp;
     bool gossip_subscribed;
 };
@@ -564,11 +565,6 @@ static void on_k8s(void *ud, char *const *addrs, size_t n)
 
 /* ---- gossip (gossip/gossipnode.c) ------------------------------------------------------- */
 
-typedef struct gpeer {
-    char name[SL_SWIM_MAX_NAME + 1];
-    char svc[SL_SWIM_MAX_NAME + 1];
-} gpeer;
-
 /* Alive and suspect limiters keep their service address in the list; dead and left ones leave
  * (and members of another role, a proxy or an observer, never join it). */
 static void on_gossip(void *ud, const sl_swim_member *mb, int old)
@@ -576,7 +572,7 @@ static void on_gossip(void *ud, const sl_swim_member *mb, int old)
     sl_members *m = ud;
     char svc[SL_SWIM_MAX_NAME + 1], role[16];
     int rl = sl_swimmeta_get(mb->meta, mb->meta_len, "role", role, sizeof role);
-    bool keep = (mb->status == SL_SWIM_ALIVE || mb->status == SL_SWIM_SUSPECT) &&
+    bool keep = sl_member_status_live(mb->status) &&
                 (rl == -ENOENT || (rl >= 0 && strcmp(role, "limiter") == 0)) &&
                 sl_swimmeta_get(mb->meta, mb->meta_len, "service", svc, sizeof svc) > 0;
     size_t i = 0;
@@ -591,14 +587,14 @@ static void on_gossip(void *ud, const sl_swim_member *mb, int old)
         m->ngp++;
     }
     if (keep)
-        snprintf(m->gp[i].svc, sizeof m->gp[i].svc, "%s", svc);
+        snprintf(m->gp[i].service, sizeof m->gp[i].service, "%s", svc);
     else if (i < m->ngp)
         m->gp[i] = m->gp[--m->ngp];
     char **v = calloc(m->ngp ? m->ngp : 1, sizeof *v);
     if (!v)
         return;
     for (size_t j = 0; j < m->ngp; j++)
-        v[j] = m->gp[j].svc;
+        v[j] = m->gp[j].service;
     report(m, v, m->ngp);
     free(v);
 }

@@ -439,7 +439,8 @@ static void cb_change(void *ctx, const sl_swim_member *m, int old)
     sl_gossipnode *g = ctx;
     if (g->log && old >= 0 && !m->is_self)
         sl_log_info(g->log, "gossip: member %s (%s) %s -> %s", m->name, m->addr,
-                    sl_swim_status_name((sl_swim_status)old), sl_swim_status_name(m->status));
+                    sl_member_status_name((sl_member_status)old),
+                    sl_member_status_name(m->status));
     for (int i = 0; i < SL_GOSSIPNODE_MAX_SUBS; i++)
         if (g->subs[i].fn)
             g->subs[i].fn(g->subs[i].ud, m, old);

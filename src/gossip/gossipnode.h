@@ -71,7 +71,7 @@ typedef struct sl_gossipnode_member {
     char addr[SL_SWIM_MAX_NAME + 1];
     uint8_t meta[SL_SWIM_MAX_META];
     size_t meta_len;
-    sl_swim_status status;
+    sl_member_status status;
     uint32_t incarnation;
     int is_self;
 } sl_gossipnode_member;

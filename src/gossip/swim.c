@@ -111,7 +111,7 @@ int sl_swim_new(const sl_swim_config *cfg, uint64_t now, sl_swim **out, char *er
         return -ENOMEM;
     }
     sl_swimwire_update u = {
-        .status = SL_SWIM_ALIVE,
+        .status = SL_MEMBER_ALIVE,
         .name = {cfg->name, strlen(cfg->name)},
         .addr = {cfg->addr, strlen(cfg->addr)},
         .meta = cfg->meta,
@@ -245,7 +245,7 @@ static void on_ping(sl_swim *s, const char *from, const sl_swimwire_msg *msg, ui
         s->next_stranger_pp_at = now + s->c.probe_interval_ms;
         push_state(s, from, SL_SWIMWIRE_PUSH, 0, NULL, NULL);
     }
-    if (src && src->status < SL_SWIM_DEAD)
+    if (src && src->status < SL_MEMBER_DEAD)
         src = NULL;
     send_pkt(s, from, SL_SWIMWIRE_ACK, msg->seq, NULL, NULL, src);
 }
@@ -355,7 +355,7 @@ static mem *random_member(sl_swim *s, unsigned mask, const mem *not)
     return NULL;
 }
 
-#define LIVE ((1u << SL_SWIM_ALIVE) | (1u << SL_SWIM_SUSPECT))
+#define LIVE ((1u << SL_MEMBER_ALIVE) | (1u << SL_MEMBER_SUSPECT))
 
 static mem *next_probe_target(sl_swim *s)
 {
@@ -395,7 +395,7 @@ static void finish_probe(sl_swim *s, uint64_t now)
     if (!m || !(LIVE >> m->status & 1))
         return;
     s->st.probes_failed++;
-    if (m->status == SL_SWIM_ALIVE)
+    if (m->status == SL_MEMBER_ALIVE)
         s->st.suspicions++;
     sl_swimint_suspect(s, m, m->inc, s->self->name, strlen(s->self->name), now);
 }
@@ -412,7 +412,7 @@ static void probe_tick(sl_swim *s, uint64_t now)
                 mem *picked[16];
                 unsigned k = s->c.indirect_probes < 16 ? s->c.indirect_probes : 16, np = 0;
                 for (unsigned tries = 0; np < k && tries < 4 * k; tries++) {
-                    mem *m = random_member(s, 1u << SL_SWIM_ALIVE, t);
+                    mem *m = random_member(s, 1u << SL_MEMBER_ALIVE, t);
                     if (!m)
                         break;
                     int dup = 0;
@@ -449,7 +449,7 @@ static void probe_tick(sl_swim *s, uint64_t now)
         /* a suspect hears its suspicion with the probe, so it can refute in time even if every
          * gossiped copy (λ·log N of them) missed it */
         send_pkt(s, m->addr, SL_SWIMWIRE_PING, s->probe.seq, m->name, NULL,
-                 m->status == SL_SWIM_SUSPECT ? m : NULL);
+                 m->status == SL_MEMBER_SUSPECT ? m : NULL);
     }
 }
 
@@ -473,14 +473,14 @@ void sl_swim_tick(sl_swim *s, uint64_t now)
             send_pkt(s, r->requester, SL_SWIMWIRE_NACK, r->orig_seq, NULL, NULL, NULL);
         }
     }
-    if (s->count[SL_SWIM_SUSPECT])
+    if (s->count[SL_MEMBER_SUSPECT])
         for (size_t i = 0; i < s->n; i++) {
             mem *m = s->v[i];
-            if (m->status == SL_SWIM_SUSPECT && now >= m->susp_deadline) {
-                sl_swimint_set_status(s, m, SL_SWIM_DEAD, now);
+            if (m->status == SL_MEMBER_SUSPECT && now >= m->susp_deadline) {
+                sl_swimint_set_status(s, m, SL_MEMBER_DEAD, now);
                 s->st.deaths++;
                 sl_swimint_queue(s, m, "");
-                sl_swimint_changed(s, m, SL_SWIM_SUSPECT);
+                sl_swimint_changed(s, m, SL_MEMBER_SUSPECT);
             }
         }
     if (now >= s->next_gossip_at) {
@@ -495,7 +495,7 @@ void sl_swim_tick(sl_swim *s, uint64_t now)
     }
     if (s->c.pushpull_interval_ms && now >= s->next_pp_at) {
         s->next_pp_at = now + s->c.pushpull_interval_ms;
-        mem *m = random_member(s, LIVE | 1u << SL_SWIM_DEAD, NULL);
+        mem *m = random_member(s, LIVE | 1u << SL_MEMBER_DEAD, NULL);
         if (m && !s->leaving)
             push_state(s, m->addr, SL_SWIMWIRE_PUSH, 0, NULL, NULL);
     }
@@ -503,7 +503,7 @@ void sl_swim_tick(sl_swim *s, uint64_t now)
         s->next_reap_at = now + s->c.probe_interval_ms;
         for (size_t i = 0; i < s->n;) {
             mem *m = s->v[i];
-            if (m != s->self && m->status >= SL_SWIM_DEAD && now - m->since >= s->c.dead_keep_ms)
+            if (m != s->self && m->status >= SL_MEMBER_DEAD && now - m->since >= s->c.dead_keep_ms)
                 sl_swimint_remove_member(s, m);
             else
                 i++;
@@ -530,9 +530,9 @@ uint64_t sl_swim_next_deadline(const sl_swim *s)
     for (int i = 0; i < SL_SWIM_MAX_RELAYS; i++)
         if (s->relays[i].used)
             t = min64(t, s->relays[i].nack_at);
-    if (s->count[SL_SWIM_SUSPECT])
+    if (s->count[SL_MEMBER_SUSPECT])
         for (size_t i = 0; i < s->n; i++)
-            if (s->v[i]->status == SL_SWIM_SUSPECT)
+            if (s->v[i]->status == SL_MEMBER_SUSPECT)
                 t = min64(t, s->v[i]->susp_deadline);
     return t;
 }
@@ -552,9 +552,9 @@ void sl_swim_leave(sl_swim *s, uint64_t now)
     s->leaving = 1;
     s->probe.active = 0;
     s->self->inc++;
-    sl_swimint_set_status(s, s->self, SL_SWIM_LEFT, now);
+    sl_swimint_set_status(s, s->self, SL_MEMBER_LEFT, now);
     sl_swimint_queue(s, s->self, "");
-    sl_swimint_changed(s, s->self, SL_SWIM_ALIVE);
+    sl_swimint_changed(s, s->self, SL_MEMBER_ALIVE);
     /* tell fanout members now; the queued update rides on later gossip as well */
     for (unsigned i = 0; i < s->c.gossip_fanout && s->nbc; i++) {
         mem *m = random_member(s, LIVE, NULL);
@@ -573,7 +573,7 @@ int sl_swim_set_meta(sl_swim *s, const uint8_t *meta, size_t len, uint64_t now)
     s->self->meta_len = len;
     s->self->inc++;
     sl_swimint_queue(s, s->self, "");
-    sl_swimint_changed(s, s->self, SL_SWIM_ALIVE);
+    sl_swimint_changed(s, s->self, SL_MEMBER_ALIVE);
     return 0;
 }
 

@@ -44,20 +44,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/member.h"
 #include "gossip/swimwire.h"
 
 #define SL_SWIM_MAX_NAME SL_SWIMWIRE_MAX_NAME
 #define SL_SWIM_MAX_META SL_SWIMWIRE_MAX_META
-
-typedef enum {
-    SL_SWIM_ALIVE = SL_SWIMWIRE_ALIVE,
-    SL_SWIM_SUSPECT = SL_SWIMWIRE_SUSPECT,
-    SL_SWIM_DEAD = SL_SWIMWIRE_DEAD,
-    SL_SWIM_LEFT = SL_SWIMWIRE_LEFT,
-} sl_swim_status;
-
-/* "alive", "suspect", "dead", "left" */
-const char *sl_swim_status_name(sl_swim_status s);
 
 /* A member as consumers see it; the strings stay valid until the next call into the swim. */
 typedef struct sl_swim_member {
@@ -65,7 +56,7 @@ typedef struct sl_swim_member {
     const char *addr;
     const uint8_t *meta;
     size_t meta_len;
-    sl_swim_status status;
+    sl_member_status status;
     uint32_t incarnation;
     int is_self;
 } sl_swim_member;
@@ -94,7 +85,7 @@ typedef struct sl_swim_stats {
     uint64_t pushpulls_sent, pushpulls_received;
     uint64_t updates_sent, updates_received;
     uint64_t dropped[SL_SWIM_DROP_NREASONS];
-    unsigned members[4];                       /* by sl_swim_status, ourselves included */
+    unsigned members[SL_MEMBER_NSTATUS];       /* by sl_member_status, ourselves included */
     unsigned lhm;                              /* the local health multiplier now */
 } sl_swim_stats;
 

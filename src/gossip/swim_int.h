@@ -59,7 +59,7 @@ struct sl_swim {
     sl_strmap byname;       /* name -> mem* */
     mem **bcq;              /* members with a queued update */
     size_t nbc;
-    unsigned count[4];      /* members by status, ourselves included */
+    unsigned count[SL_MEMBER_NSTATUS]; /* members by status, ourselves included */
     uint64_t rng;
     uint32_t seq;
     uint64_t version;
@@ -102,7 +102,7 @@ static inline mem *find(const sl_swim *s, const char *name, size_t len)
 
 static inline unsigned live_count(const sl_swim *s)
 {
-    return s->count[SL_SWIM_ALIVE] + s->count[SL_SWIM_SUSPECT];
+    return s->count[SL_MEMBER_ALIVE] + s->count[SL_MEMBER_SUSPECT];
 }
 
 static inline uint64_t scaled(const sl_swim *s, uint32_t ms)

@@ -26,15 +26,9 @@
 
 #include "gossip/swim_int.h"
 
-static const char *const status_names[] = {"alive", "suspect", "dead", "left"};
 static const char *const drop_names[SL_SWIM_DROP_NREASONS] = {
     "malformed", "oversize", "version", "wrong_node", "unexpected", "queue_full", "table_full",
     "decrypt"};
-
-const char *sl_swim_status_name(sl_swim_status s)
-{
-    return (unsigned)s < 4 ? status_names[s] : "unknown";
-}
 
 const char *sl_swim_drop_name(sl_swim_drop d)
 {
@@ -57,7 +51,7 @@ static void to_public(const mem *m, const sl_swim *s, sl_swim_member *out)
     out->addr = m->addr;
     out->meta = m->meta;
     out->meta_len = m->meta_len;
-    out->status = (sl_swim_status)m->status;
+    out->status = (sl_member_status)m->status;
     out->incarnation = m->inc;
     out->is_self = m == s->self;
 }
@@ -119,7 +113,7 @@ void sl_swimint_to_update(const mem *m, const char *from, sl_swimwire_update *u)
     u->addr = (sl_swimwire_str){m->addr, strlen(m->addr)};
     u->from = (sl_swimwire_str){from, strlen(from)};
     u->meta = m->meta;
-    u->meta_len = m->status == SL_SWIM_ALIVE ? m->meta_len : 0;
+    u->meta_len = m->status == SL_MEMBER_ALIVE ? m->meta_len : 0;
 }
 
 /* Append queued updates, least sent first, while they fit; drop those sent often enough. */
@@ -180,7 +174,7 @@ mem *sl_swimint_add_member(sl_swim *s, const sl_swimwire_update *u, uint64_t now
         memcpy(m->meta, u->meta, u->meta_len);
     m->meta_len = u->meta_len;
     m->inc = u->incarnation;
-    m->status = SL_SWIM_ALIVE;
+    m->status = SL_MEMBER_ALIVE;
     m->since = now;
     m->bc_pos = NONE;
     if (sl_strmap_put(&s->byname, 0, m->name, u->name.len, &m, NULL) < 0) {
@@ -200,7 +194,7 @@ mem *sl_swimint_add_member(sl_swim *s, const sl_swimwire_update *u, uint64_t now
         o->idx = s->n;
     }
     s->n++;
-    s->count[SL_SWIM_ALIVE]++;
+    s->count[SL_MEMBER_ALIVE]++;
     sl_swimint_changed(s, m, -1);
     return m;
 }
@@ -240,7 +234,7 @@ void sl_swimint_suspect(sl_swim *s, mem *m, uint32_t inc, const char *from, size
                         uint64_t now)
 {
     uint64_t fh = from_len ? name_hash(from, from_len) : 0;
-    if (m->status == SL_SWIM_SUSPECT && inc == m->inc) {
+    if (m->status == SL_MEMBER_SUSPECT && inc == m->inc) {
         if (!fh || m->n_confirm >= MAX_CONFIRM)
             return;
         for (unsigned i = 0; i < m->n_confirm; i++)
@@ -259,8 +253,8 @@ void sl_swimint_suspect(sl_swim *s, mem *m, uint32_t inc, const char *from, size
     }
     int old = m->status;
     m->inc = inc;
-    if (old != SL_SWIM_SUSPECT) {
-        sl_swimint_set_status(s, m, SL_SWIM_SUSPECT, now);
+    if (old != SL_MEMBER_SUSPECT) {
+        sl_swimint_set_status(s, m, SL_MEMBER_SUSPECT, now);
         m->susp_start = now;
         m->n_confirm = 0;
     }
@@ -273,7 +267,7 @@ void sl_swimint_suspect(sl_swim *s, mem *m, uint32_t inc, const char *from, size
         memcpy(f, from, from_len);
     f[from_len] = '\0';
     sl_swimint_queue(s, m, f);
-    if (old != SL_SWIM_SUSPECT)
+    if (old != SL_MEMBER_SUSPECT)
         sl_swimint_changed(s, m, old);
 }
 
@@ -297,17 +291,17 @@ static void apply(sl_swim *s, const sl_swimwire_update *u, uint64_t now)
     s->st.updates_received++;
     mem *m = find(s, u->name.p, u->name.len);
     if (m == s->self) {
-        if (u->status == SL_SWIM_ALIVE || s->leaving)
+        if (u->status == SL_MEMBER_ALIVE || s->leaving)
             return;
         if (u->incarnation >= m->inc)
-            refute(s, u->incarnation, u->status == SL_SWIM_SUSPECT);
+            refute(s, u->incarnation, u->status == SL_MEMBER_SUSPECT);
         else
             /* stale: the sender missed our refutation, say it again */
             sl_swimint_queue(s, s->self, "");
         return;
     }
     switch (u->status) {
-    case SL_SWIM_ALIVE:
+    case SL_MEMBER_ALIVE:
         if (!m) {
             m = sl_swimint_add_member(s, u, now);
             if (m)
@@ -325,19 +319,19 @@ static void apply(sl_swim *s, const sl_swimwire_update *u, uint64_t now)
             if (u->meta_len)
                 memcpy(m->meta, u->meta, u->meta_len);
             m->meta_len = u->meta_len;
-            sl_swimint_set_status(s, m, SL_SWIM_ALIVE, now);
+            sl_swimint_set_status(s, m, SL_MEMBER_ALIVE, now);
             sl_swimint_queue(s, m, "");
-            if (old != SL_SWIM_ALIVE || moved || remeta)
+            if (old != SL_MEMBER_ALIVE || moved || remeta)
                 sl_swimint_changed(s, m, old);
         }
         return;
-    case SL_SWIM_SUSPECT:
-        if (m && (m->status == SL_SWIM_ALIVE || m->status == SL_SWIM_SUSPECT) &&
+    case SL_MEMBER_SUSPECT:
+        if (m && (m->status == SL_MEMBER_ALIVE || m->status == SL_MEMBER_SUSPECT) &&
             u->incarnation >= m->inc)
             sl_swimint_suspect(s, m, u->incarnation, u->from.p, u->from.len, now);
         return;
     default:
-        if (m && (m->status == SL_SWIM_ALIVE || m->status == SL_SWIM_SUSPECT) &&
+        if (m && (m->status == SL_MEMBER_ALIVE || m->status == SL_MEMBER_SUSPECT) &&
             u->incarnation >= m->inc) {
             int old = m->status;
             m->inc = u->incarnation;

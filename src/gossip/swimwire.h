@@ -41,6 +41,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/member.h"
+
 #define SL_SWIMWIRE_VERSION 1
 #define SL_SWIMWIRE_HEADER 6      /* magic, version, type, update count */
 #define SL_SWIMWIRE_MAX_NAME 64       /* a member name or an "ip:port" */
@@ -60,8 +62,14 @@ typedef enum {
     SL_SWIMWIRE_PULL = 7,
 } sl_swimwire_type;
 
-/* A member's status on the wire (the same values as sl_swim_status). */
+/* A member's status on the wire. They are sl_member_status's numbers, so the protocol keeps and
+ * compares a status byte as it comes; the assertion keeps the two from drifting apart. */
 enum { SL_SWIMWIRE_ALIVE = 0, SL_SWIMWIRE_SUSPECT = 1, SL_SWIMWIRE_DEAD = 2, SL_SWIMWIRE_LEFT = 3 };
+_Static_assert(SL_SWIMWIRE_ALIVE == (int)SL_MEMBER_ALIVE &&
+                   SL_SWIMWIRE_SUSPECT == (int)SL_MEMBER_SUSPECT &&
+                   SL_SWIMWIRE_DEAD == (int)SL_MEMBER_DEAD &&
+                   SL_SWIMWIRE_LEFT == (int)SL_MEMBER_LEFT,
+               "gossip's status bytes are sl_member_status's numbers");
 
 typedef struct sl_swimwire_str {
     const char *p;

@@ -58,30 +58,29 @@ static int64_t mono_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static sl_topology_status map_status(sl_topowire_status s)
+/* A suspect limiter keeps its keys until it is declared dead: it stays alive here. */
+static sl_member_status map_status(sl_member_status s)
 {
-    return s == SL_TOPOWIRE_LEFT ? SL_TOPOLOGY_LEAVING
-           : s == SL_TOPOWIRE_DEAD ? SL_TOPOLOGY_DEAD
-                                   : SL_TOPOLOGY_ALIVE; /* alive, suspect */
+    return sl_member_status_live(s) ? SL_MEMBER_ALIVE : s; /* left (leaving), dead: as they are */
 }
 
 static bool is_limiter(const sl_topowire_member *m)
 {
-    return !strcmp(m->role, "limiter") && m->service[0];
+    return !strcmp(m->mb.role, "limiter") && m->mb.service[0];
 }
 
 size_t sl_feed_apply(sl_topology *t, const sl_topowire_update *u, const sl_topowire_member *m)
 {
     uint64_t before = sl_topology_version(t);
     if (u->full) {
-        sl_topology_member *cur = malloc(SL_TOPOLOGY_MAX_MEMBERS * sizeof *cur);
+        sl_member *cur = malloc(SL_TOPOLOGY_MAX_MEMBERS * sizeof *cur);
         if (cur) {
             uint64_t v;
             size_t n = sl_topology_copy(t, cur, SL_TOPOLOGY_MAX_MEMBERS, &v);
             for (size_t i = 0; i < n; i++) {
                 bool keep = false;
                 for (size_t j = 0; j < u->n && !keep; j++)
-                    keep = is_limiter(&m[j]) && !strcmp(m[j].name, cur[i].name);
+                    keep = is_limiter(&m[j]) && !strcmp(m[j].mb.name, cur[i].name);
                 if (!keep)
                     sl_topology_remove(t, cur[i].name);
             }
@@ -90,7 +89,7 @@ size_t sl_feed_apply(sl_topology *t, const sl_topowire_update *u, const sl_topow
     }
     for (size_t j = 0; j < u->n; j++)
         if (is_limiter(&m[j]))
-            sl_topology_add(t, m[j].name, m[j].service, map_status(m[j].status));
+            sl_topology_add(t, m[j].mb.name, m[j].mb.service, map_status(m[j].mb.status));
     return (size_t)(sl_topology_version(t) - before);
 }
 

@@ -73,16 +73,6 @@ struct sl_observer {
 
 /* ---- the table (gossip thread) ---- */
 
-static sl_topowire_status status_of(sl_swim_status s)
-{
-    switch (s) {
-    case SL_SWIM_SUSPECT: return SL_TOPOWIRE_SUSPECT;
-    case SL_SWIM_DEAD: return SL_TOPOWIRE_DEAD;
-    case SL_SWIM_LEFT: return SL_TOPOWIRE_LEFT;
-    default: return SL_TOPOWIRE_ALIVE;
-    }
-}
-
 static void wake_workers(sl_observer *o);
 
 static void on_member(void *ud, const sl_swim_member *sm, int old_status)
@@ -91,15 +81,15 @@ static void on_member(void *ud, const sl_swim_member *sm, int old_status)
     sl_observer *o = ud;
     sl_topowire_member m;
     memset(&m, 0, sizeof m);
-    snprintf(m.name, sizeof m.name, "%s", sm->name);
+    snprintf(m.mb.name, sizeof m.mb.name, "%s", sm->name);
     snprintf(m.gossip, sizeof m.gossip, "%s", sm->addr);
-    sl_swimmeta_get(sm->meta, sm->meta_len, "service", m.service, sizeof m.service);
-    sl_swimmeta_get(sm->meta, sm->meta_len, "role", m.role, sizeof m.role);
-    m.status = status_of(sm->status);
+    sl_swimmeta_get(sm->meta, sm->meta_len, "service", m.mb.service, sizeof m.mb.service);
+    sl_swimmeta_get(sm->meta, sm->meta_len, "role", m.mb.role, sizeof m.mb.role);
+    m.mb.status = sm->status;
     m.incarnation = sm->incarnation;
     pthread_mutex_lock(&o->mu);
     size_t i = 0;
-    while (i < o->n && strcmp(o->table[i].name, m.name))
+    while (i < o->n && strcmp(o->table[i].mb.name, m.mb.name))
         i++;
     if (i == o->n) {
         if (o->n == MAX_MEMBERS) {

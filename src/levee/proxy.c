@@ -49,9 +49,7 @@ typedef struct health {
 } health;
 
 typedef struct wlim {
-    char name[SL_TOPOLOGY_MAX_NAME];
-    char addr[SL_TOPOLOGY_MAX_ADDR];
-    sl_topology_status status;
+    sl_member mb;              /* as the topology had it */
     int h;                     /* health slot */
     sl_peer *peer;
     bool probing;
@@ -251,7 +249,7 @@ static bool worker_down(void *ud, size_t pi)
 
 static int new_peer(pworker *w, wlim *l)
 {
-    sl_peer_config pc = {.loop = w->loop, .addr = l->addr,
+    sl_peer_config pc = {.loop = w->loop, .addr = l->mb.service,
                          .connect_timeout_ms = w->px->cfg.timeout_ms,
                          .backoff_max_ms = w->px->cfg.probe_interval_ms,
                          .max_msg = MAX_ANSWER_BYTES};
@@ -262,23 +260,21 @@ static int new_peer(pworker *w, wlim *l)
 static void refresh(pworker *w)
 {
     sl_proxy *p = w->px;
-    static _Thread_local sl_topology_member m[SL_TOPOLOGY_MAX_MEMBERS];
+    static _Thread_local sl_member m[SL_TOPOLOGY_MAX_MEMBERS];
     uint64_t ver;
     size_t n = sl_topology_copy(p->cfg.topology, m, SL_TOPOLOGY_MAX_MEMBERS, &ver);
     wlim next[SL_TOPOLOGY_MAX_MEMBERS];
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
-        if (m[i].status == SL_TOPOLOGY_DEAD)
+        if (m[i].status == SL_MEMBER_DEAD)
             continue;
         wlim *l = &next[k];
         memset(l, 0, sizeof *l);
-        memcpy(l->name, m[i].name, sizeof l->name); /* same sizes, NUL-terminated */
-        memcpy(l->addr, m[i].addr, sizeof l->addr);
-        l->status = m[i].status;
-        l->h = health_slot(p, l->name, l->addr);
+        l->mb = m[i];
+        l->h = health_slot(p, l->mb.name, l->mb.service);
         for (size_t j = 0; j < w->n; j++)
-            if (w->lim[j].peer && !strcmp(w->lim[j].name, l->name) &&
-                !strcmp(w->lim[j].addr, l->addr)) {
+            if (w->lim[j].peer && !strcmp(w->lim[j].mb.name, l->mb.name) &&
+                !strcmp(w->lim[j].mb.service, l->mb.service)) {
                 l->peer = w->lim[j].peer; /* keep the connection */
                 l->probing = w->lim[j].probing;
                 w->lim[j].peer = NULL;
@@ -297,15 +293,15 @@ static void refresh(pworker *w)
     const char *alive[SL_TOPOLOGY_MAX_MEMBERS];
     size_t na = 0;
     for (size_t i = 0; i < k; i++)
-        if (w->lim[i].status == SL_TOPOLOGY_ALIVE)
-            alive[na++] = w->lim[i].name;
+        if (w->lim[i].mb.status == SL_MEMBER_ALIVE)
+            alive[na++] = w->lim[i].mb.name;
     sl_picker *pk = NULL;
     if (sl_picker_new(SL_PICKER_KIND_HRW, 1, alive, na, &pk) == 0) {
         sl_picker_free(w->picker);
         w->picker = pk;
         for (size_t pi = 0; pi < sl_picker_count(pk); pi++)
             for (size_t i = 0; i < k; i++)
-                if (!strcmp(sl_picker_addr(pk, pi), w->lim[i].name))
+                if (!strcmp(sl_picker_addr(pk, pi), w->lim[i].mb.name))
                     w->pick2lim[pi] = i;
     }
     w->version = ver;
@@ -507,7 +503,7 @@ typedef struct probe {
 static wlim *lim_by_name(pworker *w, const char *name)
 {
     for (size_t i = 0; i < w->n; i++)
-        if (!strcmp(w->lim[i].name, name))
+        if (!strcmp(w->lim[i].mb.name, name))
             return &w->lim[i];
     return NULL;
 }
@@ -537,7 +533,7 @@ static void probe_tick(uv_timer_t *t)
         if (!pr)
             return;
         pr->w = w;
-        memcpy(pr->name, l->name, sizeof pr->name);
+        memcpy(pr->name, l->mb.name, sizeof pr->name);
         if (sl_peer_http(l->peer, "GET", "/v1/LiveCheck", NULL, 0, NULL, w->px->cfg.timeout_ms,
                          on_probe, pr) == 0)
             l->probing = true;

@@ -32,16 +32,22 @@ static long find(const sl_topology *t, const char *name)
     return -1;
 }
 
+/* A limiter is alive, leaving or dead: the feed folds suspect into alive before it gets here. */
+static bool valid(sl_member_status st)
+{
+    return st == SL_MEMBER_ALIVE || st == SL_MEMBER_LEFT || st == SL_MEMBER_DEAD;
+}
+
 static void bump(sl_topology *t)
 {
     atomic_fetch_add_explicit(&t->version, 1, memory_order_release);
 }
 
-int sl_topology_add(sl_topology *t, const char *name, const char *addr, sl_topology_status st)
+int sl_topology_add(sl_topology *t, const char *name, const char *addr, sl_member_status st)
 {
     size_t nl = strlen(name), al = strlen(addr);
     if (!nl || nl >= SL_TOPOLOGY_MAX_NAME || !al || al >= SL_TOPOLOGY_MAX_ADDR ||
-        st > SL_TOPOLOGY_DEAD)
+        !valid(st))
         return -EINVAL;
     pthread_mutex_lock(&t->mu);
     long i = find(t, name);
@@ -49,10 +55,10 @@ int sl_topology_add(sl_topology *t, const char *name, const char *addr, sl_topol
     if (i < 0 && t->n == SL_TOPOLOGY_MAX_MEMBERS) {
         rc = -ENOSPC;
     } else {
-        sl_topology_member *m = &t->m[i < 0 ? t->n++ : (size_t)i];
-        bool same = i >= 0 && m->status == st && !strcmp(m->addr, addr);
+        sl_member *m = &t->m[i < 0 ? t->n++ : (size_t)i];
+        bool same = i >= 0 && m->status == st && !strcmp(m->service, addr);
         memcpy(m->name, name, nl + 1);
-        memcpy(m->addr, addr, al + 1);
+        memcpy(m->service, addr, al + 1);
         m->status = st;
         if (!same) /* a feed repeating what we have (a full view again) is no change */
             bump(t);
@@ -73,9 +79,9 @@ int sl_topology_remove(sl_topology *t, const char *name)
     return i < 0 ? -ENOENT : 0;
 }
 
-int sl_topology_set_status(sl_topology *t, const char *name, sl_topology_status st)
+int sl_topology_set_status(sl_topology *t, const char *name, sl_member_status st)
 {
-    if (st > SL_TOPOLOGY_DEAD)
+    if (!valid(st))
         return -EINVAL;
     pthread_mutex_lock(&t->mu);
     long i = find(t, name);
@@ -87,7 +93,7 @@ int sl_topology_set_status(sl_topology *t, const char *name, sl_topology_status 
     return i < 0 ? -ENOENT : 0;
 }
 
-size_t sl_topology_copy(sl_topology *t, sl_topology_member *out, size_t cap, uint64_t *version)
+size_t sl_topology_copy(sl_topology *t, sl_member *out, size_t cap, uint64_t *version)
 {
     pthread_mutex_lock(&t->mu);
     size_t n = t->n < cap ? t->n : cap;
@@ -116,7 +122,7 @@ int sl_topology_parse(sl_topology *t, char *const *items, size_t n, const char *
         pthread_mutex_lock(&t->mu);
         bool dup = find(t, name) >= 0;
         pthread_mutex_unlock(&t->mu);
-        if (dup || sl_topology_add(t, name, eq + 1, SL_TOPOLOGY_ALIVE)) {
+        if (dup || sl_topology_add(t, name, eq + 1, SL_MEMBER_ALIVE)) {
             *bad = it;
             return -EINVAL;
         }
@@ -138,8 +144,8 @@ int sl_topology_sync(sl_topology *t, char *const *items, size_t n, const char **
         bool same = t->n == next->n;
         for (size_t i = 0; same && i < next->n; i++) {
             long j = find(t, next->m[i].name);
-            same = j >= 0 && !strcmp(t->m[j].addr, next->m[i].addr) &&
-                   t->m[j].status == SL_TOPOLOGY_ALIVE;
+            same = j >= 0 && !strcmp(t->m[j].service, next->m[i].service) &&
+                   t->m[j].status == SL_MEMBER_ALIVE;
         }
         if (!same) {
             t->n = next->n;
@@ -152,16 +158,4 @@ int sl_topology_sync(sl_topology *t, char *const *items, size_t n, const char **
     sl_topology_destroy(next);
     free(next);
     return rc;
-}
-
-const char *sl_topology_status_name(sl_topology_status st)
-{
-    switch (st) {
-    case SL_TOPOLOGY_ALIVE:
-        return "alive";
-    case SL_TOPOLOGY_LEAVING:
-        return "leaving";
-    default:
-        return "dead";
-    }
 }

@@ -7,7 +7,7 @@
  * add / remove / set-status functions as members join, leave and die, and the proxy follows
  * without a restart.
  *
- * Only ALIVE members take traffic: a LEAVING limiter still answers what it has but gets nothing
+ * Only ALIVE members take traffic: a LEFT limiter still answers what it has but gets nothing
  * new (a graceful stop), a DEAD one nothing at all. Every change that alters the list bumps the
  * version; readers (the proxy's worker loops) compare the version they built from with
  * sl_topology_version() — one atomic load per request — and copy the list again only when it
@@ -23,27 +23,20 @@
 #include <stdint.h>
 #include <pthread.h>
 
+#include "base/member.h"
+
 #define SL_TOPOLOGY_MAX_MEMBERS 256
+/* Names and addresses are taken shorter than these (one byte under what an sl_member holds). */
 #define SL_TOPOLOGY_MAX_NAME 64
 #define SL_TOPOLOGY_MAX_ADDR 128
 
-typedef enum sl_topology_status {
-    SL_TOPOLOGY_ALIVE = 0,
-    SL_TOPOLOGY_LEAVING = 1,
-    SL_TOPOLOGY_DEAD = 2,
-} sl_topology_status;
-
-typedef struct sl_topology_member {
-    char name[SL_TOPOLOGY_MAX_NAME];
-    char addr[SL_TOPOLOGY_MAX_ADDR];
-    sl_topology_status status;
-} sl_topology_member;
-
+/* A limiter is an sl_member: name, service address, status; role is "". Its status is
+ * SL_MEMBER_ALIVE, SL_MEMBER_LEFT (leaving: draining, no new traffic) or SL_MEMBER_DEAD. */
 typedef struct sl_topology {
     pthread_mutex_t mu;
     _Atomic uint64_t version;   /* 1 after init; +1 per change */
     size_t n;
-    sl_topology_member m[SL_TOPOLOGY_MAX_MEMBERS];
+    sl_member m[SL_TOPOLOGY_MAX_MEMBERS];
 } sl_topology;
 
 void sl_topology_init(sl_topology *t);
@@ -51,11 +44,11 @@ void sl_topology_destroy(sl_topology *t);
 
 /* Add a member, or update the address and status of the one with that name (the version moves
  * only when something changed). 0, -EINVAL (empty or too long name/address), -ENOSPC (full). */
-int sl_topology_add(sl_topology *t, const char *name, const char *addr, sl_topology_status st);
+int sl_topology_add(sl_topology *t, const char *name, const char *addr, sl_member_status st);
 /* Remove by name: 0, or -ENOENT. */
 int sl_topology_remove(sl_topology *t, const char *name);
 /* Change a member's status: 0 (the version moves only when the status did), or -ENOENT. */
-int sl_topology_set_status(sl_topology *t, const char *name, sl_topology_status st);
+int sl_topology_set_status(sl_topology *t, const char *name, sl_member_status st);
 
 /* The current version (any thread, lock-free). */
 static inline uint64_t sl_topology_version(const sl_topology *t)
@@ -64,7 +57,7 @@ static inline uint64_t sl_topology_version(const sl_topology *t)
 }
 /* Copy the members (at most cap) into out; returns how many there are and sets *version to the
  * version they belong to. */
-size_t sl_topology_copy(sl_topology *t, sl_topology_member *out, size_t cap, uint64_t *version);
+size_t sl_topology_copy(sl_topology *t, sl_member *out, size_t cap, uint64_t *version);
 
 /* Fill t from "name=host:port" items (--proxy-limiters), all ALIVE. A name given twice, an item
  * without '=' or a bad address is an error: 0 or -EINVAL with *bad pointing at the item. */
@@ -76,7 +69,5 @@ int sl_topology_parse(sl_topology *t, char *const *items, size_t n, const char *
  * nothing changes: -EINVAL with *bad set; -ENOMEM. *changed says whether the list moved. */
 int sl_topology_sync(sl_topology *t, char *const *items, size_t n, const char **bad,
                      bool *changed);
-
-const char *sl_topology_status_name(sl_topology_status st);
 
 #endif

@@ -206,8 +206,8 @@ static void collect_gossip_members(void *arg, sl_metrics_sink *sink)
 {
     sl_swim_stats st;
     sl_gossipnode_stats(arg, &st);
-    for (int i = 0; i < 4; i++) {
-        const char *v[1] = {sl_swim_status_name((sl_swim_status)i)};
+    for (int i = 0; i < SL_MEMBER_NSTATUS; i++) {
+        const char *v[1] = {sl_member_status_name((sl_member_status)i)};
         sl_metrics_sink_emit(sink, v, 1, (double)st.members[i]);
     }
 }

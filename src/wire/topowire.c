@@ -12,6 +12,14 @@
 #include "wire/grpc_frame.h"
 #include "wire/pbwire.h"
 
+/* MemberStatus's numbers. They are sl_member_status's, so a status is written and read as it
+ * is; the assertion keeps the two from drifting apart. */
+enum { PB_ALIVE = 0, PB_SUSPECT = 1, PB_DEAD = 2, PB_LEFT = 3 };
+_Static_assert(PB_ALIVE == (int)SL_MEMBER_ALIVE &&
+                   PB_SUSPECT == (int)SL_MEMBER_SUSPECT &&
+                   PB_DEAD == (int)SL_MEMBER_DEAD && PB_LEFT == (int)SL_MEMBER_LEFT,
+               "MemberStatus's numbers are sl_member_status's");
+
 static size_t cut(const char *s, size_t cap)
 {
     return strnlen(s, cap);
@@ -19,10 +27,10 @@ static size_t cut(const char *s, size_t cap)
 
 static size_t member_size(const sl_topowire_member *m)
 {
-    return sl_pb_str_field_size(cut(m->name, SL_TOPOWIRE_MAX_NAME)) +
-           sl_pb_str_field_size(cut(m->role, SL_TOPOWIRE_MAX_ROLE)) +
-           sl_pb_str_field_size(cut(m->service, SL_TOPOWIRE_MAX_ADDR)) +
-           sl_pb_i64_field_size(m->status) + sl_pb_i64_field_size(m->incarnation) +
+    return sl_pb_str_field_size(cut(m->mb.name, SL_TOPOWIRE_MAX_NAME)) +
+           sl_pb_str_field_size(cut(m->mb.role, SL_TOPOWIRE_MAX_ROLE)) +
+           sl_pb_str_field_size(cut(m->mb.service, SL_TOPOWIRE_MAX_ADDR)) +
+           sl_pb_i64_field_size(m->mb.status) + sl_pb_i64_field_size(m->incarnation) +
            sl_pb_str_field_size(cut(m->gossip, SL_TOPOWIRE_MAX_ADDR));
 }
 
@@ -51,10 +59,10 @@ int sl_topowire_encode(sl_buf *out, uint64_t version, bool full, const sl_topowi
         const sl_topowire_member *x = &m[i];
         *w++ = 0x1a;
         w = sl_pb_put_varint(w, member_size(x));
-        w = sl_pb_put_str_field(w, 0x0a, x->name, cut(x->name, SL_TOPOWIRE_MAX_NAME));
-        w = sl_pb_put_str_field(w, 0x12, x->role, cut(x->role, SL_TOPOWIRE_MAX_ROLE));
-        w = sl_pb_put_str_field(w, 0x1a, x->service, cut(x->service, SL_TOPOWIRE_MAX_ADDR));
-        w = sl_pb_put_i64_field(w, 0x20, x->status);
+        w = sl_pb_put_str_field(w, 0x0a, x->mb.name, cut(x->mb.name, SL_TOPOWIRE_MAX_NAME));
+        w = sl_pb_put_str_field(w, 0x12, x->mb.role, cut(x->mb.role, SL_TOPOWIRE_MAX_ROLE));
+        w = sl_pb_put_str_field(w, 0x1a, x->mb.service, cut(x->mb.service, SL_TOPOWIRE_MAX_ADDR));
+        w = sl_pb_put_i64_field(w, 0x20, x->mb.status);
         w = sl_pb_put_i64_field(w, 0x28, x->incarnation);
         w = sl_pb_put_str_field(w, 0x32, x->gossip, cut(x->gossip, SL_TOPOWIRE_MAX_ADDR));
     }
@@ -86,15 +94,15 @@ static bool decode_member(sl_pb_rd *r, sl_topowire_member *m)
             return false;
         bool ok;
         if (wt == 2 && (f == 1 || f == 2 || f == 3 || f == 6)) {
-            ok = f == 1   ? get_str(r, m->name, SL_TOPOWIRE_MAX_NAME)
-                 : f == 2 ? get_str(r, m->role, SL_TOPOWIRE_MAX_ROLE)
-                 : f == 3 ? get_str(r, m->service, SL_TOPOWIRE_MAX_ADDR)
+            ok = f == 1   ? get_str(r, m->mb.name, SL_TOPOWIRE_MAX_NAME)
+                 : f == 2 ? get_str(r, m->mb.role, SL_TOPOWIRE_MAX_ROLE)
+                 : f == 3 ? get_str(r, m->mb.service, SL_TOPOWIRE_MAX_ADDR)
                           : get_str(r, m->gossip, SL_TOPOWIRE_MAX_ADDR);
         } else if (wt == 0 && (f == 4 || f == 5)) {
             ok = sl_pb_varint(r, &v);
             if (ok && f == 4) {
-                ok = v <= SL_TOPOWIRE_LEFT;
-                m->status = (sl_topowire_status)v;
+                ok = v <= PB_LEFT;
+                m->mb.status = (sl_member_status)v;
             } else if (ok) {
                 m->incarnation = (uint32_t)v;
             }
@@ -141,10 +149,4 @@ int sl_topowire_decode(const uint8_t *p, size_t n, sl_topowire_update *u,
         }
     }
     return 0;
-}
-
-const char *sl_topowire_status_name(sl_topowire_status st)
-{
-    static const char *const names[] = {"alive", "suspect", "dead", "left"};
-    return (unsigned)st <= SL_TOPOWIRE_LEFT ? names[st] : "unknown";
 }

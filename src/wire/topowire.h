@@ -14,24 +14,17 @@
 #include <stdint.h>
 
 #include "base/buf.h"
+#include "base/member.h"
 
-#define SL_TOPOWIRE_MAX_NAME 64     /* the gossip layer's name cap (SL_SWIM_MAX_NAME) */
-#define SL_TOPOWIRE_MAX_ROLE 16
-#define SL_TOPOWIRE_MAX_ADDR 128
+#define SL_TOPOWIRE_MAX_NAME SL_MEMBER_MAX_NAME /* the gossip layer's name cap */
+#define SL_TOPOWIRE_MAX_ROLE SL_MEMBER_MAX_ROLE
+#define SL_TOPOWIRE_MAX_ADDR SL_MEMBER_MAX_ADDR
 
-typedef enum sl_topowire_status {
-    SL_TOPOWIRE_ALIVE = 0,
-    SL_TOPOWIRE_SUSPECT = 1,
-    SL_TOPOWIRE_DEAD = 2,
-    SL_TOPOWIRE_LEFT = 3,
-} sl_topowire_status;
-
+/* A Member: the record (name, service, role, status: MemberStatus goes on the wire as its
+ * sl_member_status number, the same numbering) and what only the stream carries. */
 typedef struct sl_topowire_member {
-    char name[SL_TOPOWIRE_MAX_NAME + 1];
-    char role[SL_TOPOWIRE_MAX_ROLE + 1];
-    char service[SL_TOPOWIRE_MAX_ADDR + 1];
+    sl_member mb;
     char gossip[SL_TOPOWIRE_MAX_ADDR + 1];
-    sl_topowire_status status;
     uint32_t incarnation;
 } sl_topowire_member;
 
@@ -51,7 +44,5 @@ int sl_topowire_encode(sl_buf *out, uint64_t version, bool full, const sl_topowi
  * -E2BIG more than cap members. */
 int sl_topowire_decode(const uint8_t *p, size_t n, sl_topowire_update *u,
                        sl_topowire_member *members, size_t cap);
-
-const char *sl_topowire_status_name(sl_topowire_status st);
 
 #endif

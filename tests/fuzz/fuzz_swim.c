@@ -49,7 +49,7 @@ static void reencode(const uint8_t *data, size_t size, const sl_swimwire_msg *m)
     for (unsigned i = 0; i < m->n_updates; i++) {
         sl_swimwire_update u;
         sl_swimwire_next_update(&cur, &u);
-        CHECK(u.status <= SL_SWIMWIRE_LEFT);
+        CHECK(u.status <= SL_MEMBER_LEFT);
         check_str(u.name, 0);
         check_str(u.addr, 0);
         check_str(u.from, 1);

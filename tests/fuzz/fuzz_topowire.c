@@ -26,11 +26,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     CHECK(u.n <= 8);
     for (size_t i = 0; i < u.n; i++) {
-        CHECK(strlen(m[i].name) <= SL_TOPOWIRE_MAX_NAME);
-        CHECK(strlen(m[i].role) <= SL_TOPOWIRE_MAX_ROLE);
-        CHECK(strlen(m[i].service) <= SL_TOPOWIRE_MAX_ADDR);
+        CHECK(strlen(m[i].mb.name) <= SL_TOPOWIRE_MAX_NAME);
+        CHECK(strlen(m[i].mb.role) <= SL_TOPOWIRE_MAX_ROLE);
+        CHECK(strlen(m[i].mb.service) <= SL_TOPOWIRE_MAX_ADDR);
         CHECK(strlen(m[i].gossip) <= SL_TOPOWIRE_MAX_ADDR);
-        CHECK(m[i].status <= SL_TOPOWIRE_LEFT);
+        CHECK(m[i].mb.status <= SL_MEMBER_LEFT);
     }
     sl_buf b;
     sl_buf_init(&b, 0);

@@ -301,7 +301,7 @@ static inline unsigned sim_false_deaths(sim *w)
     for (int i = 0; i < w->n; i++)
         for (int j = 0; j < w->n; j++)
             if (i != j && w->node[j].alive)
-                c += w->node[i].saw[j][SL_SWIM_DEAD];
+                c += w->node[i].saw[j][SL_MEMBER_DEAD];
     return c;
 }
 
@@ -314,7 +314,7 @@ static inline int sim_converged(sim *w)
             continue;
         sl_swim_stats st;
         sl_swim_get_stats(w->node[i].s, &st);
-        if ((int)st.members[SL_SWIM_ALIVE] != live)
+        if ((int)st.members[SL_MEMBER_ALIVE] != live)
             return 0;
     }
     return 1;

@@ -111,7 +111,7 @@ static bool wait_alive(sl_gossipnode *g, unsigned alive)
     for (int i = 0; i < 1000; i++) {
         sl_swim_stats st;
         sl_gossipnode_stats(g, &st);
-        if (st.members[SL_SWIM_ALIVE] == alive)
+        if (st.members[SL_MEMBER_ALIVE] == alive)
             return true;
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
@@ -158,8 +158,8 @@ static void test_join_members_leave(void **state)
     assert_true(wait_list(&r, "10.9.0.0:1051,10.9.0.1:1051"));
     sl_swim_stats st;
     sl_gossipnode_stats(n[1].g, &st);
-    assert_int_equal(st.members[SL_SWIM_LEFT], 1);
-    assert_int_equal(st.members[SL_SWIM_DEAD], 0);
+    assert_int_equal(st.members[SL_MEMBER_LEFT], 1);
+    assert_int_equal(st.members[SL_MEMBER_DEAD], 0);
     /* The join and the leave can both finish (push/pull, piggybacked LEFT) before n[1]'s
      * first probe round: wait for one rather than assume it happened (up to 10 s). */
     for (int i = 0; i < 1000 && !(st.packets_received > 0 && st.bytes_sent > 0 &&
@@ -171,7 +171,7 @@ static void test_join_members_leave(void **state)
     assert_true(st.packets_received > 0 && st.bytes_sent > 0 && st.probes_sent > 0);
     /* stopped: the table is still readable */
     sl_gossipnode_stats(n[2].g, &st);
-    assert_int_equal(st.members[SL_SWIM_LEFT], 1);
+    assert_int_equal(st.members[SL_MEMBER_LEFT], 1);
     sl_members_stop(m);
     for (int i = 0; i < 3; i++)
         sl_gossipnode_free(n[i].g);
@@ -228,7 +228,7 @@ static void test_keyring(void **state)
     }
     assert_true(st.dropped[SL_SWIM_DROP_DECRYPT] > 0);
     sl_gossipnode_stats(n[2].g, &st);
-    assert_int_equal(st.members[SL_SWIM_ALIVE], 1);
+    assert_int_equal(st.members[SL_MEMBER_ALIVE], 1);
     /* the outsider learns K1 (second: it still seals with K2), the others K2: all meet */
     write_file(other, K2 "\n" K1 "\n");
     write_file(ring, K1 "\n" K2 "\n");

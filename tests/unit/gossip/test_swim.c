@@ -24,12 +24,12 @@ static int victim;
 
 static int victim_dead_everywhere(sim *w)
 {
-    return sim_seen_as(w, victim, SL_SWIM_DEAD) == sim_live(w);
+    return sim_seen_as(w, victim, SL_MEMBER_DEAD) == sim_live(w);
 }
 
 static int victim_left_everywhere(sim *w)
 {
-    return sim_seen_as(w, victim, SL_SWIM_LEFT) == sim_live(w);
+    return sim_seen_as(w, victim, SL_MEMBER_LEFT) == sim_live(w);
 }
 
 static void test_converge_100(void **state)
@@ -63,8 +63,8 @@ static void test_partition_heals(void **state)
         w.node[i].group = 1;
     sim_run(&w, 60000, NULL);
     /* each half holds the other dead */
-    assert_true(sim_seen_as(&w, 15, SL_SWIM_DEAD) >= 10);
-    assert_true(sim_seen_as(&w, 3, SL_SWIM_DEAD) >= 10);
+    assert_true(sim_seen_as(&w, 15, SL_MEMBER_DEAD) >= 10);
+    assert_true(sim_seen_as(&w, 3, SL_MEMBER_DEAD) >= 10);
     for (int i = 10; i < 20; i++)
         w.node[i].group = 0;
     uint64_t t = sim_run(&w, 300000, sim_converged);
@@ -80,7 +80,7 @@ static size_t suspicion_pkt(sim *w, uint8_t *pkt, int who, uint32_t inc, int by)
     int len = sl_swimwire_put_head(pkt, SL_SWIMWIRE_MAX_UDP, SL_SWIMWIRE_GOSSIP, 0, 0, NULL, NULL,
                                    NULL);
     const char *name = w->node[who].name, *addr = w->node[who].addr, *from = w->node[by].name;
-    sl_swimwire_update u = {.status = SL_SWIM_SUSPECT, .incarnation = inc,
+    sl_swimwire_update u = {.status = SL_MEMBER_SUSPECT, .incarnation = inc,
                             .name = {name, strlen(name)}, .addr = {addr, strlen(addr)},
                             .from = {from, strlen(from)}};
     len = sl_swimwire_put_update(pkt, SL_SWIMWIRE_MAX_UDP, (size_t)len, &u);
@@ -102,7 +102,7 @@ static void test_refutation(void **state)
     sl_swim_recv(w.node[2].s, w.node[4].addr, pkt, len, w.now);
     sl_swim_member m;
     assert_int_equal(sl_swim_member_find(w.node[2].s, "node-1", &m), 0);
-    assert_int_equal(m.status, SL_SWIM_SUSPECT);
+    assert_int_equal(m.status, SL_MEMBER_SUSPECT);
     victim = 1;
     sim_run(&w, 20000, sim_converged);
     assert_true(sim_converged(&w));
@@ -110,8 +110,8 @@ static void test_refutation(void **state)
     sl_swim_stats st;
     sl_swim_get_stats(w.node[1].s, &st);
     assert_true(st.refutations >= 1);
-    assert_int_equal(w.node[2].saw[1][SL_SWIM_DEAD], 0);
-    assert_int_equal(w.node[2].view[1], SL_SWIM_ALIVE);
+    assert_int_equal(w.node[2].saw[1][SL_MEMBER_DEAD], 0);
+    assert_int_equal(w.node[2].view[1], SL_MEMBER_ALIVE);
     sim_free(&w);
 }
 
@@ -131,7 +131,7 @@ static void test_suspect_hears_it_on_probe(void **state)
     w.node[2].group = 1;
     victim = 2;
     sim_run(&w, 2500, NULL);
-    assert_true(sim_seen_as(&w, 2, SL_SWIM_SUSPECT) >= 1);
+    assert_true(sim_seen_as(&w, 2, SL_MEMBER_SUSPECT) >= 1);
     w.node[2].group = 0;
     sim_run(&w, 30000, NULL);
     assert_int_equal(sim_false_deaths(&w), 0);
@@ -170,11 +170,11 @@ static void test_stale_suspicion_answered(void **state)
     /* now node 0 hears the old suspicion */
     sl_swim_recv(w.node[0].s, w.node[2].addr, pkt, len, w.now);
     assert_int_equal(sl_swim_member_find(w.node[0].s, "node-1", &m), 0);
-    assert_int_equal(m.status, SL_SWIM_SUSPECT);
+    assert_int_equal(m.status, SL_MEMBER_SUSPECT);
     sim_run(&w, 60000, NULL);
     assert_int_equal(sim_false_deaths(&w), 0);
     assert_int_equal(sl_swim_member_find(w.node[0].s, "node-1", &m), 0);
-    assert_int_equal(m.status, SL_SWIM_ALIVE);
+    assert_int_equal(m.status, SL_MEMBER_ALIVE);
     assert_true(m.incarnation > inc0);
     assert_true(sim_converged(&w));
     sim_free(&w);
@@ -217,7 +217,7 @@ static void test_leave(void **state)
     sl_swim_leave(w.node[3].s, w.now);
     sl_swim_member self;
     assert_int_equal(sl_swim_member_find(w.node[3].s, "node-3", &self), 0);
-    assert_int_equal(self.status, SL_SWIM_LEFT);
+    assert_int_equal(self.status, SL_MEMBER_LEFT);
     /* the leaver keeps ticking for a moment, then stops */
     sim_run(&w, 1000, NULL);
     sim_kill(&w, 3);
@@ -228,13 +228,13 @@ static void test_leave(void **state)
     printf("# graceful leave, 10 nodes: left everywhere within %llu ms\n",
            (unsigned long long)(t + 1000));
     for (int i = 0; i < w.n; i++)
-        assert_int_equal(w.node[i].saw[3][SL_SWIM_DEAD], 0);
+        assert_int_equal(w.node[i].saw[3][SL_MEMBER_DEAD], 0);
     sim_free(&w);
 }
 
 static int victim_alive_everywhere(sim *w)
 {
-    return sim_seen_as(w, victim, SL_SWIM_ALIVE) == sim_live(w) - 1;
+    return sim_seen_as(w, victim, SL_MEMBER_ALIVE) == sim_live(w) - 1;
 }
 
 static void test_restart_rejoins(void **state)
@@ -329,7 +329,7 @@ static void test_api(void **state)
     assert_int_equal(sl_swim_set_meta(s, big, sizeof big, 5), -EINVAL);
     const char *bad[] = {"has space:1"};
     assert_int_equal(sl_swim_join(s, bad, 1, 5), -EINVAL);
-    assert_string_equal(sl_swim_status_name(SL_SWIM_SUSPECT), "suspect");
+    assert_string_equal(sl_member_status_name(SL_MEMBER_SUSPECT), "suspect");
     assert_string_equal(sl_swim_drop_name(SL_SWIM_DROP_DECRYPT), "decrypt");
     sl_swim_free(s);
     sl_swim_config bad_name = {.name = "", .addr = "x:1"};

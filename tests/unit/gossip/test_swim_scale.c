@@ -23,7 +23,7 @@ static int victim;
 
 static int victim_dead_everywhere(sim *w)
 {
-    return sim_seen_as(w, victim, SL_SWIM_DEAD) == sim_live(w);
+    return sim_seen_as(w, victim, SL_MEMBER_DEAD) == sim_live(w);
 }
 
 /* kill one node of 100, measure until every other node has it dead */
@@ -44,7 +44,7 @@ static void kill_and_measure(unsigned probe_ms, uint64_t bound_ms)
         uint64_t first_suspect = 0, t;
         for (t = 0; t < 120000 && !victim_dead_everywhere(&w); t += STEP) {
             sim_step(&w);
-            if (!first_suspect && sim_seen_as(&w, victim, SL_SWIM_SUSPECT))
+            if (!first_suspect && sim_seen_as(&w, victim, SL_MEMBER_SUSPECT))
                 first_suspect = t;
         }
         assert_true(victim_dead_everywhere(&w));

@@ -21,12 +21,12 @@ static int build(uint8_t *buf, size_t cap)
     int len = sl_swimwire_put_head(buf, cap, SL_SWIMWIRE_PING_REQ, 77, 0, "node-b", "10.0.0.2:7946",
                                    "node-a");
     assert_true(len > 0);
-    sl_swimwire_update u = {.status = SL_SWIMWIRE_SUSPECT, .incarnation = 0xfffffffe,
+    sl_swimwire_update u = {.status = SL_MEMBER_SUSPECT, .incarnation = 0xfffffffe,
                             .name = {"node-c", 6}, .addr = {"10.0.0.3:7946", 13},
                             .from = {"node-a", 6}};
     len = sl_swimwire_put_update(buf, cap, (size_t)len, &u);
     assert_true(len > 0);
-    u = (sl_swimwire_update){.status = SL_SWIMWIRE_ALIVE, .incarnation = 3, .name = {"d", 1},
+    u = (sl_swimwire_update){.status = SL_MEMBER_ALIVE, .incarnation = 3, .name = {"d", 1},
                              .addr = {"[::1]:7946", 10}, .meta = (const uint8_t *)"\0role\xff", .meta_len = 6};
     len = sl_swimwire_put_update(buf, cap, (size_t)len, &u);
     assert_true(len > 0);
@@ -50,12 +50,12 @@ static void test_roundtrip(void **state)
     const uint8_t *cur = m.updates;
     sl_swimwire_update u;
     sl_swimwire_next_update(&cur, &u);
-    assert_int_equal(u.status, SL_SWIMWIRE_SUSPECT);
+    assert_int_equal(u.status, SL_MEMBER_SUSPECT);
     assert_int_equal(u.incarnation, 0xfffffffe);
     assert_memory_equal(u.from.p, "node-a", 6);
     assert_int_equal(u.meta_len, 0);
     sl_swimwire_next_update(&cur, &u);
-    assert_int_equal(u.status, SL_SWIMWIRE_ALIVE);
+    assert_int_equal(u.status, SL_MEMBER_ALIVE);
     assert_int_equal(u.name.len, 1);
     assert_int_equal(u.from.len, 0);
     assert_int_equal(u.meta_len, 6);
@@ -147,10 +147,38 @@ static void test_encoder_bounds(void **state)
     assert_int_equal(m.n_updates, (unsigned)n);
 }
 
+/* The status byte on the wire, pinned by number: a reordered sl_member_status must not move it. */
+static void test_status_bytes(void **state)
+{
+    (void)state;
+    static const struct {
+        sl_member_status st;
+        uint8_t byte;
+    } pins[] = {{SL_MEMBER_ALIVE, 0}, {SL_MEMBER_SUSPECT, 1}, {SL_MEMBER_DEAD, 2},
+                {SL_MEMBER_LEFT, 3}};
+    for (size_t i = 0; i < sizeof pins / sizeof pins[0]; i++) {
+        uint8_t buf[128];
+        int len = sl_swimwire_put_head(buf, sizeof buf, SL_SWIMWIRE_GOSSIP, 0, 0, NULL, NULL,
+                                       NULL);
+        assert_int_equal(len, SL_SWIMWIRE_HEADER); /* a gossip packet has no body */
+        sl_swimwire_update u = {.status = pins[i].st, .incarnation = 1, .name = {"n", 1},
+                                .addr = {"10.0.0.1:7946", 13}};
+        len = sl_swimwire_put_update(buf, sizeof buf, (size_t)len, &u);
+        assert_true(len > SL_SWIMWIRE_HEADER);
+        assert_int_equal(buf[SL_SWIMWIRE_HEADER], pins[i].byte); /* an update opens with it */
+        sl_swimwire_msg m;
+        assert_int_equal(sl_swimwire_decode(buf, (size_t)len, 0, &m, NULL), 0);
+        const uint8_t *cur = m.updates;
+        sl_swimwire_next_update(&cur, &u);
+        assert_int_equal(u.status, pins[i].st);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip),
+        cmocka_unit_test(test_status_bytes),
         cmocka_unit_test(test_refused),
         cmocka_unit_test(test_encoder_bounds),
     };

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The client-proxy's observer feed (levee/feed.h). sl_feed_apply: limiters only, alive and
- * suspect -> ALIVE, left -> LEAVING, dead -> DEAD, a full view removes what it does not list, a
+ * suspect -> ALIVE, left -> LEFT, dead -> DEAD, a full view removes what it does not list, a
  * repeated view is no change. Then the feed against a real server (sl_server) streaming gRPC
  * with the net layer's server streaming: the full view and a change land in the topology, an
  * observer that goes away is left for the next one, and when none answers for the retry window
@@ -25,18 +25,18 @@
 #include "levee/feed.h"
 
 static sl_topowire_member mk(const char *name, const char *role, const char *svc,
-                             sl_topowire_status st)
+                             sl_member_status st)
 {
     sl_topowire_member m;
     memset(&m, 0, sizeof m);
-    snprintf(m.name, sizeof m.name, "%s", name);
-    snprintf(m.role, sizeof m.role, "%s", role);
-    snprintf(m.service, sizeof m.service, "%s", svc);
-    m.status = st;
+    snprintf(m.mb.name, sizeof m.mb.name, "%s", name);
+    snprintf(m.mb.role, sizeof m.mb.role, "%s", role);
+    snprintf(m.mb.service, sizeof m.mb.service, "%s", svc);
+    m.mb.status = st;
     return m;
 }
 
-static const sl_topology_member *find(sl_topology *t, const char *name)
+static const sl_member *find(sl_topology *t, const char *name)
 {
     for (size_t i = 0; i < t->n; i++)
         if (!strcmp(t->m[i].name, name))
@@ -48,30 +48,30 @@ static void test_apply(void **state)
 {
     static sl_topology t;
     sl_topology_init(&t);
-    sl_topology_add(&t, "stale", "10.0.0.9:1", SL_TOPOLOGY_ALIVE);
-    sl_topowire_member v[5] = {mk("l1", "limiter", "10.0.0.1:1", SL_TOPOWIRE_ALIVE),
-                               mk("l2", "limiter", "10.0.0.2:1", SL_TOPOWIRE_SUSPECT),
-                               mk("l3", "limiter", "10.0.0.3:1", SL_TOPOWIRE_LEFT),
-                               mk("o1", "observer", "10.0.0.4:1", SL_TOPOWIRE_ALIVE),
-                               mk("p1", "limiter", "", SL_TOPOWIRE_ALIVE)}; /* no service */
+    sl_topology_add(&t, "stale", "10.0.0.9:1", SL_MEMBER_ALIVE);
+    sl_topowire_member v[5] = {mk("l1", "limiter", "10.0.0.1:1", SL_MEMBER_ALIVE),
+                               mk("l2", "limiter", "10.0.0.2:1", SL_MEMBER_SUSPECT),
+                               mk("l3", "limiter", "10.0.0.3:1", SL_MEMBER_LEFT),
+                               mk("o1", "observer", "10.0.0.4:1", SL_MEMBER_ALIVE),
+                               mk("p1", "limiter", "", SL_MEMBER_ALIVE)}; /* no service */
     sl_topowire_update u = {.version = 5, .full = true, .n = 5};
     assert_true(sl_feed_apply(&t, &u, v) > 0);
     assert_int_equal(t.n, 3);
     assert_null(find(&t, "stale"));
     assert_null(find(&t, "o1"));
-    assert_int_equal(find(&t, "l1")->status, SL_TOPOLOGY_ALIVE);
-    assert_int_equal(find(&t, "l2")->status, SL_TOPOLOGY_ALIVE);
-    assert_int_equal(find(&t, "l3")->status, SL_TOPOLOGY_LEAVING);
-    assert_string_equal(find(&t, "l1")->addr, "10.0.0.1:1");
+    assert_int_equal(find(&t, "l1")->status, SL_MEMBER_ALIVE);
+    assert_int_equal(find(&t, "l2")->status, SL_MEMBER_ALIVE);
+    assert_int_equal(find(&t, "l3")->status, SL_MEMBER_LEFT);
+    assert_string_equal(find(&t, "l1")->service, "10.0.0.1:1");
     /* the same view again: no change, no version step */
     uint64_t ver = sl_topology_version(&t);
     assert_int_equal(sl_feed_apply(&t, &u, v), 0);
     assert_int_equal(sl_topology_version(&t), ver);
     /* a change: l1 dead */
-    sl_topowire_member d = mk("l1", "limiter", "10.0.0.1:1", SL_TOPOWIRE_DEAD);
+    sl_topowire_member d = mk("l1", "limiter", "10.0.0.1:1", SL_MEMBER_DEAD);
     sl_topowire_update c = {.version = 6, .n = 1};
     assert_int_equal(sl_feed_apply(&t, &c, &d), 1);
-    assert_int_equal(find(&t, "l1")->status, SL_TOPOLOGY_DEAD);
+    assert_int_equal(find(&t, "l1")->status, SL_MEMBER_DEAD);
     assert_int_equal(t.n, 3); /* a change is not a full view: nothing removed */
     sl_topology_destroy(&t);
 }
@@ -84,9 +84,9 @@ static void watch_handler(void *ud, sl_exchange *ex)
     sl_http_header ct = SL_HTTP_HEADER("content-type", "application/grpc");
     sl_http_response head = {.status = 200, .headers = &ct, .nheaders = 1};
     assert_int_equal(sl_exchange_stream_open(ex, &head), 0);
-    sl_topowire_member v[2] = {mk("a", "limiter", "127.0.0.1:1001", SL_TOPOWIRE_ALIVE),
-                               mk("b", "limiter", "127.0.0.1:1002", SL_TOPOWIRE_ALIVE)};
-    sl_topowire_member left = mk("b", "limiter", "127.0.0.1:1002", SL_TOPOWIRE_LEFT);
+    sl_topowire_member v[2] = {mk("a", "limiter", "127.0.0.1:1001", SL_MEMBER_ALIVE),
+                               mk("b", "limiter", "127.0.0.1:1002", SL_MEMBER_ALIVE)};
+    sl_topowire_member left = mk("b", "limiter", "127.0.0.1:1002", SL_MEMBER_LEFT);
     sl_buf b;
     sl_buf_init(&b, 0);
     assert_int_equal(sl_topowire_encode(&b, 1, true, v, 2), 0);
@@ -141,9 +141,9 @@ static void test_stream_then_gives_up(void **state)
                         .retry_window_ms = 300, .on_fatal = on_fatal};
     sl_feed *f;
     assert_int_equal(sl_feed_start(&c, &f), 0);
-    WAIT_FOR(t.n == 2 && find(&t, "b") && find(&t, "b")->status == SL_TOPOLOGY_LEAVING);
-    assert_int_equal(find(&t, "a")->status, SL_TOPOLOGY_ALIVE);
-    assert_string_equal(find(&t, "a")->addr, "127.0.0.1:1001");
+    WAIT_FOR(t.n == 2 && find(&t, "b") && find(&t, "b")->status == SL_MEMBER_LEFT);
+    assert_int_equal(find(&t, "a")->status, SL_MEMBER_ALIVE);
+    assert_string_equal(find(&t, "a")->service, "127.0.0.1:1001");
     /* the observer is gone for good: after the retry window, on_fatal once */
     sl_server_shutdown(s, 0);
     sl_server_wait(s);

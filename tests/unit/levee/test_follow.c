@@ -136,8 +136,8 @@ static void test_follows_topology_changes(void **state)
     }
     static sl_topology topo;
     sl_topology_init(&topo);
-    assert_int_equal(sl_topology_add(&topo, "A", addr[0], SL_TOPOLOGY_ALIVE), 0);
-    assert_int_equal(sl_topology_add(&topo, "B", addr[1], SL_TOPOLOGY_ALIVE), 0);
+    assert_int_equal(sl_topology_add(&topo, "A", addr[0], SL_MEMBER_ALIVE), 0);
+    assert_int_equal(sl_topology_add(&topo, "B", addr[1], SL_MEMBER_ALIVE), 0);
     sl_proxy_config pc = {.topology = &topo, .workers = 1, .timeout_ms = 2000,
                           .probe_interval_ms = 50, .fallback = not_found};
     sl_proxy *px;
@@ -154,28 +154,28 @@ static void test_follows_topology_changes(void **state)
     assert_int_equal(a + b, NRES);
     assert_true(a > 0 && b > 0);
 
-    sl_topology_set_status(&topo, "A", SL_TOPOLOGY_LEAVING); /* a graceful stop begins */
+    sl_topology_set_status(&topo, "A", SL_MEMBER_LEFT); /* a graceful stop begins */
     round_trip(client);
     assert_int_equal(answered_by("B"), NRES);
 
-    sl_topology_set_status(&topo, "A", SL_TOPOLOGY_ALIVE);
+    sl_topology_set_status(&topo, "A", SL_MEMBER_ALIVE);
     sl_topology_remove(&topo, "B");
     round_trip(client);
     assert_int_equal(answered_by("A"), NRES);
 
-    sl_topology_add(&topo, "C", addr[2], SL_TOPOLOGY_ALIVE); /* a limiter joins */
+    sl_topology_add(&topo, "C", addr[2], SL_MEMBER_ALIVE); /* a limiter joins */
     round_trip(client);
     int c = answered_by("C");
     assert_true(c > 0 && c < NRES);
     assert_int_equal(answered_by("A") + c, NRES);
 
-    sl_topology_set_status(&topo, "C", SL_TOPOLOGY_DEAD);
+    sl_topology_set_status(&topo, "C", SL_MEMBER_DEAD);
     round_trip(client);
     assert_int_equal(answered_by("A"), NRES);
 
     /* a listed limiter nobody answers for: its resources fail over to A, nothing is lost */
     stop(lim[2]);
-    sl_topology_set_status(&topo, "C", SL_TOPOLOGY_ALIVE);
+    sl_topology_set_status(&topo, "C", SL_MEMBER_ALIVE);
     round_trip(client);
     assert_int_equal(answered_by("A"), NRES);
     round_trip(client); /* marked down: straight to A now */

@@ -75,7 +75,7 @@ static void w_stop(void *ud, int worker, uv_loop_t *loop)
     sl_observer_worker_stop(obs, worker);
 }
 
-static const sl_topology_member *find(sl_topology *t, const char *name)
+static const sl_member *find(sl_topology *t, const char *name)
 {
     for (size_t i = 0; i < t->n; i++)
         if (!strcmp(t->m[i].name, name))
@@ -91,11 +91,11 @@ static size_t count(sl_topology *t)
     return n;
 }
 
-static sl_topology_status status_of(sl_topology *t, const char *name)
+static sl_member_status status_of(sl_topology *t, const char *name)
 {
     pthread_mutex_lock(&t->mu);
-    const sl_topology_member *m = find(t, name);
-    sl_topology_status st = m ? m->status : (sl_topology_status)-1;
+    const sl_member *m = find(t, name);
+    sl_member_status st = m ? m->status : (sl_member_status)-1;
     pthread_mutex_unlock(&t->mu);
     return st;
 }
@@ -142,15 +142,15 @@ static void test_stream_to_a_feed(void **state)
                          .timeout_ms = 2000, .retry_window_ms = 60000};
     sl_feed *f;
     assert_int_equal(sl_feed_start(&fc, &f), 0);
-    WAIT_FOR(status_of(&t, "l1") == SL_TOPOLOGY_ALIVE);
+    WAIT_FOR(status_of(&t, "l1") == SL_MEMBER_ALIVE);
     assert_int_equal(count(&t), 1); /* the observer itself is not a limiter */
-    assert_string_equal(find(&t, "l1")->addr, l1.svc);
+    assert_string_equal(find(&t, "l1")->service, l1.svc);
 
     /* a limiter joins later: it appears; it leaves gracefully: LEAVING */
     gstart(&l2, "l2", "limiter", o.gaddr);
-    WAIT_FOR(status_of(&t, "l2") == SL_TOPOLOGY_ALIVE);
+    WAIT_FOR(status_of(&t, "l2") == SL_MEMBER_ALIVE);
     sl_gossipnode_stop(l2.g);
-    WAIT_FOR(status_of(&t, "l2") == SL_TOPOLOGY_LEAVING);
+    WAIT_FOR(status_of(&t, "l2") == SL_MEMBER_LEFT);
 
     /* one watcher at most: a second stream is refused (RESOURCE_EXHAUSTED), the first stays */
     static sl_topology t2;

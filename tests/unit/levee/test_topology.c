@@ -28,13 +28,13 @@ static void test_parse(void **state)
     const char *bad;
     assert_int_equal(sl_topology_parse(&T, ok, 3, &bad), 0);
     assert_null(bad);
-    sl_topology_member m[8];
+    sl_member m[8];
     uint64_t v;
     assert_int_equal(sl_topology_copy(&T, m, 8, &v), 3);
     assert_int_equal(v, sl_topology_version(&T));
     assert_string_equal(m[1].name, "l2");
-    assert_string_equal(m[1].addr, "[::1]:5455");
-    assert_int_equal(m[2].status, SL_TOPOLOGY_ALIVE);
+    assert_string_equal(m[1].service, "[::1]:5455");
+    assert_int_equal(m[2].status, SL_MEMBER_ALIVE);
     char *wrong[][1] = {{"nameless:1"}, {"=127.0.0.1:1"}, {"x=127.0.0.1"}, {"x=127.0.0.1:0"},
                         {"l1=127.0.0.1:9"}};
     for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
@@ -50,26 +50,30 @@ static void test_changes_move_the_version(void **state)
     (void)state;
     sl_topology_init(&T);
     uint64_t v0 = sl_topology_version(&T);
-    assert_int_equal(sl_topology_add(&T, "a", "127.0.0.1:1", SL_TOPOLOGY_ALIVE), 0);
+    assert_int_equal(sl_topology_add(&T, "a", "127.0.0.1:1", SL_MEMBER_ALIVE), 0);
     uint64_t v1 = sl_topology_version(&T);
     assert_true(v1 > v0);
-    assert_int_equal(sl_topology_set_status(&T, "a", SL_TOPOLOGY_ALIVE), 0);
+    assert_int_equal(sl_topology_set_status(&T, "a", SL_MEMBER_ALIVE), 0);
     assert_int_equal(sl_topology_version(&T), v1); /* no change, same version */
-    assert_int_equal(sl_topology_set_status(&T, "a", SL_TOPOLOGY_LEAVING), 0);
+    assert_int_equal(sl_topology_set_status(&T, "a", SL_MEMBER_LEFT), 0);
     uint64_t v2 = sl_topology_version(&T);
     assert_true(v2 > v1);
-    assert_int_equal(sl_topology_add(&T, "a", "127.0.0.1:2", SL_TOPOLOGY_ALIVE), 0); /* update */
-    sl_topology_member m[4];
+    assert_int_equal(sl_topology_add(&T, "a", "127.0.0.1:2", SL_MEMBER_ALIVE), 0); /* update */
+    sl_member m[4];
     uint64_t v;
     assert_int_equal(sl_topology_copy(&T, m, 4, &v), 1);
-    assert_string_equal(m[0].addr, "127.0.0.1:2");
-    assert_int_equal(m[0].status, SL_TOPOLOGY_ALIVE);
+    assert_string_equal(m[0].service, "127.0.0.1:2");
+    assert_int_equal(m[0].status, SL_MEMBER_ALIVE);
     assert_true(v > v2);
-    assert_int_equal(sl_topology_set_status(&T, "b", SL_TOPOLOGY_DEAD), -ENOENT);
+    assert_int_equal(sl_topology_set_status(&T, "b", SL_MEMBER_DEAD), -ENOENT);
     assert_int_equal(sl_topology_remove(&T, "b"), -ENOENT);
     assert_int_equal(sl_topology_remove(&T, "a"), 0);
     assert_int_equal(sl_topology_copy(&T, m, 4, &v), 0);
-    assert_string_equal(sl_topology_status_name(SL_TOPOLOGY_LEAVING), "leaving");
+    /* a limiter is alive, leaving (left) or dead; suspect is the feed's to fold into alive */
+    assert_int_equal(sl_topology_add(&T, "a", "127.0.0.1:1", SL_MEMBER_SUSPECT), -EINVAL);
+    assert_int_equal(sl_topology_add(&T, "a", "127.0.0.1:1", SL_MEMBER_LEFT), 0);
+    assert_int_equal(sl_topology_set_status(&T, "a", SL_MEMBER_SUSPECT), -EINVAL);
+    assert_int_equal(sl_topology_set_status(&T, "a", (sl_member_status)4), -EINVAL);
     sl_topology_destroy(&T);
 }
 
@@ -80,13 +84,13 @@ static void test_bounds(void **state)
     char name[SL_TOPOLOGY_MAX_NAME + 8];
     memset(name, 'n', sizeof name - 1);
     name[sizeof name - 1] = '\0';
-    assert_int_equal(sl_topology_add(&T, name, "127.0.0.1:1", SL_TOPOLOGY_ALIVE), -EINVAL);
-    assert_int_equal(sl_topology_add(&T, "", "127.0.0.1:1", SL_TOPOLOGY_ALIVE), -EINVAL);
+    assert_int_equal(sl_topology_add(&T, name, "127.0.0.1:1", SL_MEMBER_ALIVE), -EINVAL);
+    assert_int_equal(sl_topology_add(&T, "", "127.0.0.1:1", SL_MEMBER_ALIVE), -EINVAL);
     for (int i = 0; i < SL_TOPOLOGY_MAX_MEMBERS; i++) {
         snprintf(name, sizeof name, "l%d", i);
-        assert_int_equal(sl_topology_add(&T, name, "127.0.0.1:1", SL_TOPOLOGY_ALIVE), 0);
+        assert_int_equal(sl_topology_add(&T, name, "127.0.0.1:1", SL_MEMBER_ALIVE), 0);
     }
-    assert_int_equal(sl_topology_add(&T, "one-more", "127.0.0.1:1", SL_TOPOLOGY_ALIVE), -ENOSPC);
+    assert_int_equal(sl_topology_add(&T, "one-more", "127.0.0.1:1", SL_MEMBER_ALIVE), -ENOSPC);
     sl_topology_destroy(&T);
 }
 
@@ -110,11 +114,11 @@ static void test_sync(void **state)
     assert_int_equal(sl_topology_sync(&T, two, 2, &bad, &changed), 0);
     assert_true(changed);
     assert_int_equal(sl_topology_version(&T), v + 1);
-    sl_topology_member m[4];
+    sl_member m[4];
     uint64_t ver;
     assert_int_equal(sl_topology_copy(&T, m, 4, &ver), 2);
     assert_string_equal(m[0].name, "b");
-    assert_string_equal(m[0].addr, "127.0.0.1:3");
+    assert_string_equal(m[0].service, "127.0.0.1:3");
     assert_string_equal(m[1].name, "c");
     assert_int_equal(sl_topology_sync(&T, bad_items, 2, &bad, &changed), -EINVAL);
     assert_string_equal(bad, "oops");

@@ -21,24 +21,24 @@
 #include "wire/topowire.h"
 
 static sl_topowire_member mk(const char *name, const char *role, const char *svc,
-                             sl_topowire_status st, uint32_t inc)
+                             sl_member_status st, uint32_t inc)
 {
     sl_topowire_member m;
     memset(&m, 0, sizeof m);
-    strcpy(m.name, name);
-    strcpy(m.role, role);
-    strcpy(m.service, svc);
+    strcpy(m.mb.name, name);
+    strcpy(m.mb.role, role);
+    strcpy(m.mb.service, svc);
     strcpy(m.gossip, "10.0.0.1:7373");
-    m.status = st;
+    m.mb.status = st;
     m.incarnation = inc;
     return m;
 }
 
 static void test_round_trip(void **state)
 {
-    sl_topowire_member in[3] = {mk("l1", "limiter", "10.0.0.1:5454", SL_TOPOWIRE_ALIVE, 0),
-                                mk("l2", "limiter", "10.0.0.2:5454", SL_TOPOWIRE_LEFT, 7),
-                                mk("o1", "observer", "10.0.0.3:5454", SL_TOPOWIRE_SUSPECT, 300)};
+    sl_topowire_member in[3] = {mk("l1", "limiter", "10.0.0.1:5454", SL_MEMBER_ALIVE, 0),
+                                mk("l2", "limiter", "10.0.0.2:5454", SL_MEMBER_LEFT, 7),
+                                mk("o1", "observer", "10.0.0.3:5454", SL_MEMBER_SUSPECT, 300)};
     sl_buf b;
     sl_buf_init(&b, 0);
     assert_int_equal(sl_topowire_encode(&b, 42, true, in, 3), 0);
@@ -53,7 +53,7 @@ static void test_round_trip(void **state)
     assert_true(u.full);
     assert_int_equal(u.n, 3);
     assert_memory_equal(out, in, sizeof in);
-    assert_string_equal(sl_topowire_status_name(out[1].status), "left");
+    assert_string_equal(sl_member_status_name(out[1].mb.status), "left");
     /* too many members for the caller's array */
     assert_int_equal(sl_topowire_decode(msg.data, msg.len, &u, out, 2), -E2BIG);
     /* every truncation is refused, never half applied */
@@ -106,8 +106,8 @@ static void test_hostile(void **state)
 
 static void test_long_strings_cut_on_encode(void **state)
 {
-    sl_topowire_member m = mk("l1", "limiter", "a:1", SL_TOPOWIRE_ALIVE, 1);
-    memset(m.role, 'x', sizeof m.role); /* not terminated: cut at the cap */
+    sl_topowire_member m = mk("l1", "limiter", "a:1", SL_MEMBER_ALIVE, 1);
+    memset(m.mb.role, 'x', sizeof m.mb.role); /* not terminated: cut at the cap */
     sl_buf b;
     sl_buf_init(&b, 0);
     assert_int_equal(sl_topowire_encode(&b, 1, false, &m, 1), 0);
@@ -115,14 +115,14 @@ static void test_long_strings_cut_on_encode(void **state)
     sl_topowire_member out;
     assert_int_equal(sl_topowire_decode((const uint8_t *)b.data + SL_GRPC_HDR_LEN,
                                         b.len - SL_GRPC_HDR_LEN, &u, &out, 1), 0);
-    assert_int_equal(strlen(out.role), SL_TOPOWIRE_MAX_ROLE);
+    assert_int_equal(strlen(out.mb.role), SL_TOPOWIRE_MAX_ROLE);
     sl_buf_free(&b);
 }
 
 static void test_against_protobuf_c(void **state)
 {
-    sl_topowire_member in[2] = {mk("l1", "limiter", "10.0.0.1:5454", SL_TOPOWIRE_DEAD, 9),
-                                mk("o1", "observer", "10.0.0.3:5454", SL_TOPOWIRE_ALIVE, 0)};
+    sl_topowire_member in[2] = {mk("l1", "limiter", "10.0.0.1:5454", SL_MEMBER_DEAD, 9),
+                                mk("o1", "observer", "10.0.0.3:5454", SL_MEMBER_ALIVE, 0)};
     sl_buf b;
     sl_buf_init(&b, 0);
     assert_int_equal(sl_topowire_encode(&b, 1234567890123ull, true, in, 2), 0);
@@ -154,10 +154,48 @@ static void test_against_protobuf_c(void **state)
     sl_buf_free(&b);
 }
 
+/* MemberStatus on the wire, both ways, for every status: an sl_member_status reordered must not
+ * move a number protobuf-c (the .proto's reference) reads or writes. */
+static void test_status_numbers(void **state)
+{
+    (void)state;
+    static const struct {
+        sl_member_status st;
+        Sluice__Levee__V1__MemberStatus pb;
+        int number;
+    } pins[] = {{SL_MEMBER_ALIVE, SLUICE__LEVEE__V1__MEMBER_STATUS__ALIVE, 0},
+                {SL_MEMBER_SUSPECT, SLUICE__LEVEE__V1__MEMBER_STATUS__SUSPECT, 1},
+                {SL_MEMBER_DEAD, SLUICE__LEVEE__V1__MEMBER_STATUS__DEAD, 2},
+                {SL_MEMBER_LEFT, SLUICE__LEVEE__V1__MEMBER_STATUS__LEFT, 3}};
+    for (size_t i = 0; i < sizeof pins / sizeof pins[0]; i++) {
+        assert_int_equal(pins[i].pb, pins[i].number);
+        sl_topowire_member in = mk("l1", "limiter", "10.0.0.1:5454", pins[i].st, 1);
+        sl_buf b;
+        sl_buf_init(&b, 0);
+        assert_int_equal(sl_topowire_encode(&b, 1, false, &in, 1), 0);
+        Sluice__Levee__V1__TopologyUpdate *u = sluice__levee__v1__topology_update__unpack(
+            NULL, b.len - SL_GRPC_HDR_LEN, (const uint8_t *)b.data + SL_GRPC_HDR_LEN);
+        assert_non_null(u);
+        assert_int_equal(u->n_members, 1);
+        assert_int_equal(u->members[0]->status, pins[i].pb);
+        size_t n = sluice__levee__v1__topology_update__get_packed_size(u);
+        uint8_t *pk = malloc(n);
+        sluice__levee__v1__topology_update__pack(u, pk);
+        sl_topowire_update d;
+        sl_topowire_member out;
+        assert_int_equal(sl_topowire_decode(pk, n, &d, &out, 1), 0);
+        assert_int_equal(out.mb.status, pins[i].st);
+        free(pk);
+        sluice__levee__v1__topology_update__free_unpacked(u, NULL);
+        sl_buf_free(&b);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_status_numbers),
         cmocka_unit_test(test_heartbeat_and_defaults),
         cmocka_unit_test(test_hostile),
         cmocka_unit_test(test_long_strings_cut_on_encode),
