@@ -2,8 +2,9 @@
 /*
  * A node's parts, each built from the options (node/node_int.h; node/node.c calls them in its
  * build order and releases what they made): the metrics registry and the engine with its
- * --state-dir snapshot, the gossip overlay, the router with peer TLS and the Redis store, the one
- * etcd source and what attaches to it (Levee quotas, the switchboard behind the protection
+ * --state-dir snapshot, the gossip overlay, the router with peer TLS and the Redis store (and the
+ * node's decider: one of them or the engine), the one etcd source and what attaches to it
+ * (Levee quotas, the switchboard behind the protection
  * service, Envoy RLS rules), the service with its client identities and the role's handler
  * (observer, proxy with its limiter set), the admin and /metrics listeners, the Graphite bridge.
  * Each fills its field of struct sl_node and says what went wrong in err.

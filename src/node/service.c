@@ -4,7 +4,7 @@
  * node/serviceatt.c, Envoy's ShouldRateLimit node/servicerls.c; the three share the call record
  * and the helpers in node/service_int.h.
  *
- *   exchange -> route by (grpc?, method, path) -> decode into the call's batch -> router
+ *   exchange -> route by (grpc?, method, path) -> decode into the call's batch -> decider
  *            -> encode into the call's buffer -> respond -> count + observe latency
  *
  * A call record is taken from the worker's pool when a request needs the router and returned
