@@ -18,7 +18,7 @@ set(SL_LAYERS
   runtime    # clock, log, metrics registry and renderers, stop-wait, the worker-load shedder
   core       # the engine: algorithms, the in-memory key store, snapshots
   wire       # gRPC framing and status, the protobuf wire format, hand-written (no JSON)
-  decide     # the unit of work every decider takes: sl_batch and its arena
+  decide     # the unit of work every decider takes, sl_batch, and the decider interface
   sim        # the accuracy simulator (sluice sim)
   json       # the Gubernator JSON gateway's codecs (jansson)
   tls        # the TLS record layer over OpenSSL, sans-I/O
@@ -63,7 +63,8 @@ set(SL_USES_redis    base runtime core decide tls)
 set(SL_USES_cluster  base runtime proto core decide wire tls h2client auth ctlplane config gossip net)
 set(SL_USES_levee    base runtime wire h2client ctlplane config gossip net cluster)
 set(SL_USES_client   base runtime proto wire tls h2client)
-set(SL_USES_node     base runtime core wire tls auth config gossip protect net api redis cluster levee)
+set(SL_USES_node     base runtime core decide wire tls auth config gossip protect net api redis
+                     cluster levee)
 set(SL_USES_daemon   config node)
 set(SL_USES_cli      base runtime core sim auth ctlplane config client)
 

@@ -57,7 +57,7 @@ static void set_owner(sl_batch *b, size_t i, const char *addr, bool copy)
         sl_batch_meta_add_ref(b, &b->resp_meta[i], META_OWNER, addr);
 }
 
-static pend *pend_get(wk *w, sl_batch *b, sl_router_done_cb done, void *ud)
+static pend *pend_get(wk *w, sl_batch *b, sl_batch_done_cb done, void *ud)
 {
     pend *p = w->free_pends;
     if (p) {
@@ -80,7 +80,7 @@ static void pend_item_done(pend *p)
     if (--p->outstanding)
         return;
     wk *w = p->w;
-    sl_router_done_cb done = p->done;
+    sl_batch_done_cb done = p->done;
     void *ud = p->ud;
     sl_batch *b = p->b;
     if (w->nfree_pends < 256) {
@@ -600,7 +600,7 @@ static void decide_local(sl_router *r, sl_batch *b, int64_t now_ms)
             sl_engine_decide(r->engine, &b->reqs[i], &b->resps[i], now_ms);
 }
 
-void sl_router_submit(sl_router *r, int worker, sl_batch *b, int64_t now_ms, sl_router_done_cb done,
+void sl_router_submit(sl_router *r, int worker, sl_batch *b, int64_t now_ms, sl_batch_done_cb done,
                       void *ud)
 {
     if (!r->cluster) {
@@ -639,7 +639,7 @@ void sl_router_submit(sl_router *r, int worker, sl_batch *b, int64_t now_ms, sl_
 }
 
 void sl_router_peer_rate_limits(sl_router *r, int worker, sl_batch *b, int64_t now_ms,
-                                sl_router_done_cb done, void *ud)
+                                sl_batch_done_cb done, void *ud)
 {
     decide_local(r, b, now_ms);
     if (r->cluster) {
@@ -659,3 +659,44 @@ void sl_router_update_globals(sl_router *r, int worker, const sl_peerwire_global
     sl_globalsync_update(w->gsync, g, n, now_ms);
 }
 
+/* ---- the router as a decider (decide/decider.h) ------------------------------------------- */
+
+/* Adapters from the decider's untyped object to the router: each is a tail call. */
+static void dec_submit(void *self, int worker, sl_batch *b, int64_t now_ms, sl_batch_done_cb done,
+                       void *ud)
+{
+    sl_router_submit(self, worker, b, now_ms, done, ud);
+}
+
+static void dec_peer_submit(void *self, int worker, sl_batch *b, int64_t now_ms,
+                            sl_batch_done_cb done, void *ud)
+{
+    sl_router_peer_rate_limits(self, worker, b, now_ms, done, ud);
+}
+
+static void dec_worker_start(void *self, int worker, struct uv_loop_s *loop)
+{
+    sl_router_worker_start(self, worker, loop);
+}
+
+static void dec_worker_stop(void *self, int worker)
+{
+    sl_router_worker_stop(self, worker);
+}
+
+static const sl_decider_ops router_ops = {.name = "router", .submit = dec_submit,
+                                          .worker_start = dec_worker_start,
+                                          .worker_stop = dec_worker_stop};
+static const sl_decider_ops peer_ops = {.name = "peers", .submit = dec_peer_submit,
+                                        .worker_start = dec_worker_start,
+                                        .worker_stop = dec_worker_stop};
+
+sl_decider sl_router_decider(sl_router *r)
+{
+    return (sl_decider){.ops = &router_ops, .self = r};
+}
+
+sl_decider sl_router_peer_decider(sl_router *r)
+{
+    return (sl_decider){.ops = &peer_ops, .self = r};
+}

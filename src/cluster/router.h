@@ -35,6 +35,7 @@
 #include <uv.h>
 
 #include "decide/batch.h"
+#include "decide/decider.h"
 #include "cluster/peerwire.h"
 #include "ctlplane/k8s.h"
 #include "config/config.h"
@@ -45,7 +46,6 @@
 #include "sluice/engine.h"
 
 typedef struct sl_router sl_router;
-typedef void (*sl_router_done_cb)(void *ud, sl_batch *b);
 
 typedef struct sl_router_config {
     sl_engine *engine;                   /* the local engine (not owned) */
@@ -109,13 +109,21 @@ void sl_router_set_peers(sl_router *r, const char *const *addrs, size_t n);
 
 /* Decide every item of b that is not already answered (b->answered[i]). Call on worker loop
  * `worker`; `done(ud, b)` runs exactly once on that thread. */
-void sl_router_submit(sl_router *r, int worker, sl_batch *b, int64_t now_ms, sl_router_done_cb done,
+void sl_router_submit(sl_router *r, int worker, sl_batch *b, int64_t now_ms, sl_batch_done_cb done,
                       void *ud);
 
 /* PeersV1/GetPeerRateLimits, server side: this node owns every item (it never forwards again);
  * GLOBAL items are queued for broadcast. `done` runs exactly once on the worker thread. */
 void sl_router_peer_rate_limits(sl_router *r, int worker, sl_batch *b, int64_t now_ms,
-                                sl_router_done_cb done, void *ud);
+                                sl_batch_done_cb done, void *ud);
+
+/* The router as a decider (decide/decider.h): submit is sl_router_submit, the worker hooks
+ * sl_router_worker_start / _stop (a second start of a worker is a no-op, so the node may start
+ * the router as its membership and again as its decider). The peer decider is the owner side,
+ * sl_router_peer_rate_limits, with the same hooks: what a clustered node decides PeersV1 batches
+ * with. Both point at r, which must outlive them. */
+sl_decider sl_router_decider(sl_router *r);
+sl_decider sl_router_peer_decider(sl_router *r);
 
 /* PeersV1/UpdatePeerGlobals, server side: take the owners' states of GLOBAL keys. */
 void sl_router_update_globals(sl_router *r, int worker, const sl_peerwire_global *g, size_t n,

@@ -43,7 +43,7 @@ typedef struct pend {
     struct pend *next;
     wk *w;
     sl_batch *b;
-    sl_router_done_cb done;
+    sl_batch_done_cb done;
     void *ud;
     size_t outstanding;
 } pend;

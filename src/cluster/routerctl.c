@@ -405,7 +405,9 @@ int sl_router_leave(sl_router *r, int64_t timeout_ms)
 
 void sl_router_worker_start(sl_router *r, int worker, uv_loop_t *loop)
 {
-    if (!r->cluster || worker < 0 || worker >= r->nworkers)
+    /* started already: the node starts the router as its membership and, in a cluster, again as
+     * its decider (node/node.c) */
+    if (!r->cluster || worker < 0 || worker >= r->nworkers || r->wk[worker].started)
         return;
     wk *w = &r->wk[worker];
     w->loop = loop;

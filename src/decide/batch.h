@@ -5,9 +5,9 @@
  *
  * Every dialect adapter decodes its wire message into a batch (the requests' name and unique_key
  * point into the decoded message or into copies, all in the batch's arena), the daemon has the
- * engine or the router fill `resps`, and the adapter encodes the batch back. Nothing in a batch is
- * freed piecemeal: sl_batch_reset() drops it all at once and keeps memory for the next call, so
- * a connection that reuses its batch does not go back to malloc per call.
+ * node's decider (decide/decider.h) fill `resps`, and the adapter encodes the batch back. Nothing
+ * in a batch is freed piecemeal: sl_batch_reset() drops it all at once and keeps memory for the
+ * next call, so a connection that reuses its batch does not go back to malloc per call.
  *
  * Items the adapter already answered while decoding (a request Gubernator rejects before deciding,
  * e.g. an empty unique_key) have answered[i] = 1 and resps[i].error set: the caller skips them.
@@ -70,6 +70,9 @@ typedef struct sl_batch {
 } sl_batch;
 
 #define SL_BATCH_DEFAULT_ARENA_CAP ((size_t)32 << 20)
+
+/* A batch decided: every item has its answer. What a decider calls, once (decide/decider.h). */
+typedef void (*sl_batch_done_cb)(void *ud, sl_batch *b);
 
 /* arena_cap: most bytes the batch may allocate (0 = SL_BATCH_DEFAULT_ARENA_CAP). */
 void sl_batch_init(sl_batch *b, size_t arena_cap);

@@ -88,9 +88,10 @@ static void on_worker_start(void *ud, int worker, uv_loop_t *loop)
 {
     sl_node *n = ud;
     sl_metrics_bind_thread((unsigned)worker);
+    /* the router first, whatever decides: membership, health and PeersV1 are its (a router
+     * that is also the decider ignores the second start) */
     sl_router_worker_start(n->router, worker, loop);
-    if (n->rstore)
-        sl_rstore_worker_start(n->rstore, worker, loop);
+    sl_decider_worker_start(&n->decider, worker, loop);
     sl_service_worker_start(n->service, worker, loop);
     sl_proxy_worker_start(n->proxy, worker, loop);
     sl_observer_worker_start(n->observer, worker, loop);
@@ -111,8 +112,7 @@ static void on_worker_stop(void *ud, int worker, uv_loop_t *loop)
     sl_proxy_worker_stop(n->proxy, worker);
     sl_service_worker_stop(n->service, worker);
     sl_protect_worker_stop(n->protect, worker);
-    if (n->rstore)
-        sl_rstore_worker_stop(n->rstore, worker);
+    sl_decider_worker_stop(&n->decider, worker); /* (a router stopped here ignores the next) */
     sl_router_worker_stop(n->router, worker);
     if (worker == 0 && n->expiry_started) {
         uv_timer_stop(&n->expiry_timer);
@@ -327,10 +327,8 @@ static void decide_on_loop(void *ud)
         return;
     }
     memcpy(c->batch.reqs, c->reqs, c->count * sizeof *c->reqs);
-    if (c->node->rstore) /* --store redis: the answer a client gets (service.c) */
-        sl_rstore_submit(c->node->rstore, 0, &c->batch, sl_wall_ms(), decide_done, c);
-    else
-        sl_router_submit(c->node->router, 0, &c->batch, sl_wall_ms(), decide_done, c);
+    /* the node's decider: the answer a client gets (service.c) */
+    sl_decider_submit(&c->node->decider, 0, &c->batch, sl_wall_ms(), decide_done, c);
 }
 
 int sl_node_decide(sl_node *n, const sl_request *reqs, sl_response *resps, size_t count)

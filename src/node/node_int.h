@@ -49,6 +49,9 @@ struct sl_node {
     sl_engine *engine;
     sl_router *router;
     sl_rstore *rstore;     /* --store redis, else NULL */
+    sl_decider decider;    /* what decides every batch: the Redis store, the router or the engine
+                              (sl_nodeparts_router picks it) */
+    sl_decider peer_decider; /* what decides a peer's GetPeerRateLimits batch (the same rules) */
     sl_service *service;
     sl_server *server;
     sl_watched_source *storage; /* the one etcd watch feeding quotas and switches, or NULL */
@@ -92,7 +95,8 @@ SL_NODEPARTS_HIDDEN int sl_nodeparts_engine(sl_node *n, sl_engine_config *ecp, c
                                             size_t errlen);
 /* --gossip-addr: the SWIM overlay and its metrics (none without the option). */
 SL_NODEPARTS_HIDDEN int sl_nodeparts_gossip(sl_node *n, char *err, size_t errlen);
-/* The router (with peer TLS) and, under --store redis, the Redis store. */
+/* The router (with peer TLS) and, under --store redis, the Redis store; then the node's
+ * deciders. */
 SL_NODEPARTS_HIDDEN int sl_nodeparts_router(sl_node *n, const sl_engine_config *ec, char *err,
                                             size_t errlen);
 /* With --storage-addrs: the one etcd source of quotas, switches and RLS rules (not started). */

@@ -2,8 +2,9 @@
 /*
  * A node's parts, each built from the options (node/node_int.h; node/node.c calls them in its
  * build order and releases what they made): the metrics registry and the engine with its
- * --state-dir snapshot, the gossip overlay, the router with peer TLS and the Redis store, the one
- * etcd source and what attaches to it (Levee quotas, the switchboard behind the protection
+ * --state-dir snapshot, the gossip overlay, the router with peer TLS and the Redis store (and the
+ * node's decider: one of them or the engine), the one etcd source and what attaches to it
+ * (Levee quotas, the switchboard behind the protection
  * service, Envoy RLS rules), the service with its client identities and the role's handler
  * (observer, proxy with its limiter set), the admin and /metrics listeners, the Graphite bridge.
  * Each fills its field of struct sl_node and says what went wrong in err.
@@ -356,6 +357,20 @@ int sl_nodeparts_router(sl_node *n, const sl_engine_config *ec, char *err, size_
             return rc;
     }
 
+    /* The node's decider, chosen once (decide/decider.h): the Redis store under --store redis,
+     * else in a cluster the router (each item to its owner), else the engine. A peer's
+     * GetPeerRateLimits batch holds items it picked this node to own: in a cluster they go to
+     * the router's owner side (decided here, never forwarded again, GLOBAL ones queued for
+     * broadcast); on the Redis store every node decides its own items there, a peer's too;
+     * standalone, the engine. */
+    if (n->rstore) {
+        n->decider = n->peer_decider = sl_rstore_decider(n->rstore);
+    } else if (o->discovery != SL_DISCOVERY_NONE) {
+        n->decider = sl_router_decider(n->router);
+        n->peer_decider = sl_router_peer_decider(n->router);
+    } else {
+        n->decider = n->peer_decider = sl_decider_local(n->engine);
+    }
     return 0;
 }
 
@@ -434,6 +449,8 @@ int sl_nodeparts_service(sl_node *n, char *err, size_t errlen)
         .engine = n->engine,
         .router = n->router,
         .rstore = n->rstore,
+        .decider = &n->decider,
+        .peer_decider = &n->peer_decider,
         .metrics = n->metrics,
         .log = &n->log,
         .workers = (int)o->workers,

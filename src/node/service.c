@@ -4,7 +4,7 @@
  * node/serviceatt.c, Envoy's ShouldRateLimit node/servicerls.c; the three share the call record
  * and the helpers in node/service_int.h.
  *
- *   exchange -> route by (grpc?, method, path) -> decode into the call's batch -> router
+ *   exchange -> route by (grpc?, method, path) -> decode into the call's batch -> decider
  *            -> encode into the call's buffer -> respond -> count + observe latency
  *
  * A call record is taken from the worker's pool when a request needs the router and returned
@@ -356,15 +356,16 @@ int sl_service_grpc_payload(sl_service *s, const sl_http_request *rq, const uint
     return 0;
 }
 
-/* Hand the call's items to the Redis store or the router (after the fleet's, when there were
- * any). On the Redis store every node decides its own items, a peer's call's too: nothing is
- * forwarded. */
+/* Hand the call's items to the node's decider (after the fleet's, when there were any). A
+ * peer's GetPeerRateLimits is the one special case, by method: its items are this node's (the
+ * peer picked it as their owner), so they go to the peer decider, which in a cluster decides them
+ * here and never forwards them again (the router's owner side); on the Redis store and
+ * standalone it is the decider itself (node/nodeparts.c). */
 static void route_items(sl_service *s, sl_call *c, int64_t now)
 {
-    if (c->method == M_GET_PEER_RATE_LIMITS && !s->cfg.rstore)
-        sl_router_peer_rate_limits(s->cfg.router, c->worker, &c->batch, now, rate_limits_done, c);
-    else
-        submit(s, c->worker, &c->batch, now, rate_limits_done, c);
+    const sl_decider *d = c->method == M_GET_PEER_RATE_LIMITS ? s->cfg.peer_decider
+                                                               : s->cfg.decider;
+    sl_decider_submit(d, c->worker, &c->batch, now, rate_limits_done, c);
 }
 
 /* The fleet's leases are answered (api/gubprotect.h): apply them, then route the items. */
@@ -686,6 +687,8 @@ int sl_service_new(const sl_service_config *cfg, sl_service **out)
     if (!s)
         return -ENOMEM;
     s->cfg = *cfg;
+    if (!s->cfg.peer_decider)
+        s->cfg.peer_decider = cfg->decider;
     atomic_init(&s->idents, cfg->idents);
     s->npools = (cfg->workers > 0 ? cfg->workers : 1) + 1;
     size_t bytes = (size_t)s->npools * sizeof *s->pools; /* a multiple of the 64-byte alignment */

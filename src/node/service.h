@@ -3,7 +3,8 @@
  * The service: what a sluice node answers on its client address (admin calls have a listener of
  * their own, node/adminsrv.h). It routes each exchange
  * by path to a dialect adapter (Gubernator gRPC + JSON gateway, Levee /attempt, metrics), turns
- * the wire message into a sl_batch, hands the batch to the router, and encodes the answer. It
+ * the wire message into a sl_batch, hands the batch to the node's decider (decide/decider.h),
+ * and encodes the answer. It
  * counts every call (method, transport, code) and its latency.
  *
  * Per-call state (the batch and the output buffer) comes from a per-worker pool, so a warm worker
@@ -23,6 +24,7 @@
 #include "config/quotasrc.h"
 #include "config/rlssrc.h"
 #include "cluster/router.h"
+#include "decide/decider.h"
 #include "runtime/log.h"
 #include "runtime/metrics.h"
 #include "net/exchange.h"
@@ -37,9 +39,14 @@ typedef bool (*sl_service_health_fn)(void *ud, char *why, size_t why_len);
 
 typedef struct sl_service_config {
     sl_engine *engine;
-    sl_router *router;
-    sl_rstore *rstore;            /* --store redis: decides GetRateLimits items instead of the
-                                     router (redis/rstore.h); NULL = the router */
+    sl_router *router;            /* the cluster's membership: health, the peer list, PeersV1's
+                                     UpdatePeerGlobals and TransferKeys */
+    sl_rstore *rstore;            /* --store redis (the decider then): /attempt's state is in
+                                     Redis; NULL otherwise */
+    const sl_decider *decider;    /* decides every batch: the Redis store, the router or the
+                                     engine (node/nodeparts.c chooses); outlives the service */
+    const sl_decider *peer_decider; /* decides GetPeerRateLimits batches (items this node owns);
+                                       NULL = decider */
     sl_metrics *metrics;          /* may be NULL */
     sl_logger *log;               /* may be NULL */
     int workers;                  /* worker loops that will call the handler */

@@ -174,14 +174,11 @@ static inline const sl_idents *idents_of(const sl_service *s)
 }
 
 /* Items whose state is the cluster's (GetRateLimits' and ShouldRateLimit's items, leases and their
- * give-backs): to the Redis store under --store redis, else the router. */
+ * give-backs, /attempt's rate quotas in Redis): to the node's one decider, whichever it is. */
 static inline void submit(sl_service *s, int worker, sl_batch *b, int64_t now,
-                          sl_rstore_done_cb done, void *ud)
+                          sl_batch_done_cb done, void *ud)
 {
-    if (s->cfg.rstore)
-        sl_rstore_submit(s->cfg.rstore, worker, b, now, done, ud);
-    else
-        sl_router_submit(s->cfg.router, worker, b, now, done, ud);
+    sl_decider_submit(s->cfg.decider, worker, b, now, done, ud);
 }
 
 /* A call that needs the router: its gRPC message first (when `transport` is gRPC), then a call

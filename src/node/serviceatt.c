@@ -143,7 +143,7 @@ static void attempt_next(sl_call *c, const sl_attempt_req *q, bool store, uint64
 {
     sl_service *s = c->svc;
     if (store) {
-        sl_rstore_submit(s->cfg.rstore, c->worker, &c->batch, now, attempt_store_done, c);
+        submit(s, c->worker, &c->batch, now, attempt_store_done, c); /* the store: the decider */
         return;
     }
     sl_batch *gb = back || c->att.conc_back
@@ -268,7 +268,7 @@ void sl_service_attempt(sl_service *s, sl_exchange *ex, const sl_http_request *r
                                   &p->answer);
         if (rc == SL_ATTEMPT_STORE) {
             c->att = st;
-            sl_rstore_submit(s->cfg.rstore, worker, &c->batch, now, attempt_store_done, c);
+            submit(s, worker, &c->batch, now, attempt_store_done, c); /* the store: the decider */
             return;
         }
         if (rc && st.leases) {

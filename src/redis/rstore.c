@@ -339,7 +339,7 @@ static uint16_t slot_of(const sl_request *q)
 }
 
 void sl_rstore_submit(sl_rstore *r, int worker, sl_batch *b, int64_t now_ms,
-                      sl_rstore_done_cb done, void *ud)
+                      sl_batch_done_cb done, void *ud)
 {
     wk *w = &r->wk[worker < 0 || worker >= r->nworkers ? 0 : worker];
     size_t n = b->n;
@@ -407,4 +407,32 @@ void sl_rstore_submit(sl_rstore *r, int worker, sl_batch *b, int64_t now_ms,
             flush_open(w);
     }
     pend_release(p);
+}
+
+/* ---- the store as a decider (decide/decider.h) -------------------------------------------- */
+
+/* Adapters from the decider's untyped object to the store: each is a tail call. */
+static void dec_submit(void *self, int worker, sl_batch *b, int64_t now_ms, sl_batch_done_cb done,
+                       void *ud)
+{
+    sl_rstore_submit(self, worker, b, now_ms, done, ud);
+}
+
+static void dec_worker_start(void *self, int worker, struct uv_loop_s *loop)
+{
+    sl_rstore_worker_start(self, worker, loop);
+}
+
+static void dec_worker_stop(void *self, int worker)
+{
+    sl_rstore_worker_stop(self, worker);
+}
+
+static const sl_decider_ops rstore_ops = {.name = "redis", .submit = dec_submit,
+                                          .worker_start = dec_worker_start,
+                                          .worker_stop = dec_worker_stop};
+
+sl_decider sl_rstore_decider(sl_rstore *r)
+{
+    return (sl_decider){.ops = &rstore_ops, .self = r};
 }

@@ -35,12 +35,12 @@
 #include <uv.h>
 
 #include "decide/batch.h"
+#include "decide/decider.h"
 #include "runtime/log.h"
 #include "runtime/metrics.h"
 #include "sluice/engine.h"
 
 typedef struct sl_rstore sl_rstore;
-typedef void (*sl_rstore_done_cb)(void *ud, sl_batch *b);
 
 typedef struct sl_rstore_config {
     sl_engine *engine;                  /* fail-open decisions (not owned) */
@@ -89,7 +89,11 @@ void sl_rstore_worker_stop(sl_rstore *r, int worker);
 
 /* Decide every item of b that is not already answered (b->answered[i]). */
 void sl_rstore_submit(sl_rstore *r, int worker, sl_batch *b, int64_t now_ms,
-                      sl_rstore_done_cb done, void *ud);
+                      sl_batch_done_cb done, void *ud);
+
+/* The store as a decider (decide/decider.h): submit is sl_rstore_submit, the worker hooks
+ * sl_rstore_worker_start / _stop. It points at r, which must outlive it. */
+sl_decider sl_rstore_decider(sl_rstore *r);
 
 typedef struct sl_rstore_stats {
     uint64_t items;       /* items sent to Redis */

@@ -64,7 +64,7 @@ struct pend {
     wk *w;
     sl_batch *b;
     int64_t now;
-    sl_rstore_done_cb done;
+    sl_batch_done_cb done;
     void *ud;
     size_t out;    /* items in script calls (open, in flight or parked), plus one while submit runs */
     int64_t deadline_ms; /* --redis-cluster: mono ms after which a parked call fails */

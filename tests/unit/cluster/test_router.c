@@ -113,22 +113,27 @@ static void handle(void *ud, sl_exchange *ex)
         free(c);
         return;
     }
-    if (peer)
-        sl_router_peer_rate_limits(n->router, worker, &c->b, now, answer, c);
-    else
-        sl_router_submit(n->router, worker, &c->b, now, answer, c);
+    /* through the router's deciders, as a clustered node's service hands them its batches
+     * (sl_router_peer_rate_limits and sl_router_submit behind them) */
+    sl_decider d = peer ? sl_router_peer_decider(n->router) : sl_router_decider(n->router);
+    sl_decider_submit(&d, worker, &c->b, now, answer, c);
 }
 
+/* As a node runs them: the router as its membership, then again as its decider (ignored). */
 static void hook_start(void *ud, int worker, uv_loop_t *loop)
 {
     node *n = ud;
     sl_router_worker_start(n->router, worker, loop);
+    sl_decider d = sl_router_decider(n->router);
+    sl_decider_worker_start(&d, worker, loop);
 }
 
 static void hook_stop(void *ud, int worker, uv_loop_t *loop)
 {
     (void)loop;
     node *n = ud;
+    sl_decider d = sl_router_decider(n->router);
+    sl_decider_worker_stop(&d, worker);
     sl_router_worker_stop(n->router, worker);
 }
 
@@ -628,10 +633,50 @@ static void test_standalone(void **state)
     sl_engine_free(e);
 }
 
+/* A standalone router's deciders: each answers before it returns, from the engine, without an
+ * owner; the worker hooks have nothing to do. */
+static void test_standalone_deciders(void **state)
+{
+    (void)state;
+    sl_engine_config ec;
+    sl_engine_config_default(&ec);
+    sl_engine *e;
+    assert_int_equal(sl_engine_new(&ec, &e), 0);
+    sl_router_config rc = {.engine = e};
+    sl_router *r;
+    assert_int_equal(sl_router_new(&rc, &r), 0);
+    sl_decider d = sl_router_decider(r), pd = sl_router_peer_decider(r);
+    assert_string_equal(d.ops->name, "router");
+    assert_string_equal(pd.ops->name, "peers");
+    sl_decider_worker_start(&d, 0, NULL);
+    sl_batch b;
+    sl_batch_init(&b, 0);
+    sl_batch_alloc_items(&b, 2);
+    for (int i = 0; i < 2; i++)
+        b.reqs[i] = (sl_request){.name = "n", .name_len = 1, .unique_key = i ? "v" : "u",
+                                 .unique_key_len = 1, .hits = 1, .limit = 5, .duration = 1000};
+    int calls = 0;
+    sl_decider_submit(&d, 0, &b, 1000, done_standalone, &calls);
+    assert_int_equal(calls, 1);
+    assert_int_equal(b.resps[0].remaining, 4);
+    assert_int_equal(b.resps[1].remaining, 4);
+    sl_batch_answer(&b, 1, "answered while decoding"); /* skipped */
+    sl_decider_submit(&pd, 0, &b, 1000, done_standalone, &calls);
+    assert_int_equal(calls, 2);
+    assert_int_equal(b.resps[0].remaining, 3);
+    assert_string_equal(b.resps[1].error, "answered while decoding");
+    assert_null(sl_batch_meta_get(&b.resp_meta[0], "owner"));
+    sl_decider_worker_stop(&d, 0);
+    sl_batch_free(&b);
+    sl_router_free(r);
+    sl_engine_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_standalone),
+        cmocka_unit_test(test_standalone_deciders),
         cmocka_unit_test_setup_teardown(test_exact_limit_and_same_owner, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_batching_and_health, setup, teardown),
         cmocka_unit_test_setup_teardown(test_global_converges, setup, teardown),

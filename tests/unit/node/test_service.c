@@ -47,6 +47,7 @@ typedef struct answer {
 typedef struct fx {
     sl_engine *engine;
     sl_router *router;
+    sl_decider decider; /* a standalone node's: the engine (node/nodeparts.c) */
     sl_metrics *metrics;
     sl_quotasrc *quotas;
     sl_killswitch *ks;
@@ -189,8 +190,9 @@ static fx *fx_new(opts o)
     assert_true(fd >= 0);
     close(fd);
     write_file(f->qpath, quota_file);
+    f->decider = sl_decider_local(f->engine);
     sl_service_config sc = {.engine = f->engine, .router = f->router, .metrics = f->metrics,
-                            .workers = 1};
+                            .workers = 1, .decider = &f->decider};
     sl_gub_config_default(&sc.gub);
     sc.gub.max_items = 4;
     sc.gub.max_msg = 4096;
