@@ -268,12 +268,6 @@ static const sl_opt_table check_table = {
     .nopts = sizeof check_opts_table / sizeof check_opts_table[0],
 };
 
-static int check_run(void *opts, const sl_cli_args *args);
-
-const sl_cli_command sl_cmd_check = {
-    .name = "check", .summary = "ask a sluiced for a rate-limit decision over gRPC",
-    .table = &check_table, .opts_size = sizeof(check_opts), .run = check_run};
-
 /* The request the options describe, its metadata in md (MAX_METADATA entries). 0, or EXIT_USAGE
  * after a message. */
 static int check_item(check_opts *o, sl_client_item *it, sl_client_kv *md)
@@ -418,6 +412,10 @@ static int check_run(void *opts, const sl_cli_args *args)
     return rc;
 }
 
+const sl_cli_command sl_cmd_check = {
+    .name = "check", .summary = "ask a sluiced for a rate-limit decision over gRPC",
+    .table = &check_table, .opts_size = sizeof(check_opts), .run = check_run};
+
 /* ------------------------------------------------------------------ sluice health */
 
 typedef struct health_opts {
@@ -434,12 +432,6 @@ static const sl_opt_table health_table = {
     .opts = health_opts_table,
     .nopts = sizeof health_opts_table / sizeof health_opts_table[0],
 };
-
-static int health_run(void *opts, const sl_cli_args *args);
-
-const sl_cli_command sl_cmd_health = {
-    .name = "health", .summary = "show a sluiced's health (gRPC HealthCheck)",
-    .table = &health_table, .opts_size = sizeof(health_opts), .run = health_run};
 
 static int health_run(void *opts, const sl_cli_args *args)
 {
@@ -488,6 +480,10 @@ static int health_run(void *opts, const sl_cli_args *args)
     }
     return h.healthy ? EXIT_UNDER : EXIT_OVER;
 }
+
+const sl_cli_command sl_cmd_health = {
+    .name = "health", .summary = "show a sluiced's health (gRPC HealthCheck)",
+    .table = &health_table, .opts_size = sizeof(health_opts), .run = health_run};
 
 /* ------------------------------------------------------------------ sluice attempt */
 
@@ -744,12 +740,6 @@ static void json_int_opt(json_t *o, const char *k, int64_t v)
         json_object_set_new(o, k, json_integer(v));
 }
 
-static int attempt_run(void *opts, const sl_cli_args *args);
-
-const sl_cli_command sl_cmd_attempt = {
-    .name = "attempt", .summary = "Levee-style POST /attempt for a resource",
-    .table = &attempt_table, .opts_size = sizeof(attempt_opts), .run = attempt_run};
-
 static int attempt_run(void *opts, const sl_cli_args *args)
 {
     const attempt_opts *o = opts;
@@ -841,3 +831,7 @@ static int attempt_run(void *opts, const sl_cli_args *args)
         return EXIT_OVER;
     return EXIT_TRANSPORT;
 }
+
+const sl_cli_command sl_cmd_attempt = {
+    .name = "attempt", .summary = "Levee-style POST /attempt for a resource",
+    .table = &attempt_table, .opts_size = sizeof(attempt_opts), .run = attempt_run};

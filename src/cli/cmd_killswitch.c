@@ -223,12 +223,6 @@ static int via_etcd(const sl_cli_storage *storage, const char *cmd, const char *
     return ret;
 }
 
-static int run(void *opts, const sl_cli_args *args);
-
-const sl_cli_command sl_cmd_killswitch = {
-    .name = "killswitch", .summary = "turn a limiter off, into shadow mode, or back on",
-    .table = &ks_table, .opts_size = sizeof(ks_opts), .minpos = 1, .maxpos = 2, .run = run};
-
 static int run(void *opts, const sl_cli_args *args)
 {
     const ks_opts *o = opts;
@@ -271,3 +265,7 @@ static int run(void *opts, const sl_cli_args *args)
     }
     return via_etcd(&o->storage, cmd, name, mode);
 }
+
+const sl_cli_command sl_cmd_killswitch = {
+    .name = "killswitch", .summary = "turn a limiter off, into shadow mode, or back on",
+    .table = &ks_table, .opts_size = sizeof(ks_opts), .minpos = 1, .maxpos = 2, .run = run};

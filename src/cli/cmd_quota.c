@@ -236,12 +236,6 @@ static int cmd_list(sl_etcd *e, const char *root)
     return 0;
 }
 
-static int run(void *opts, const sl_cli_args *args);
-
-const sl_cli_command sl_cmd_quota = {
-    .name = "quota", .summary = "read and write Levee quotas and group sizes in etcd",
-    .table = &quota_table, .opts_size = sizeof(quota_args), .minpos = 1, .maxpos = 2, .run = run};
-
 static int run(void *opts, const sl_cli_args *args)
 {
     quota_args a = *(const quota_args *)opts;
@@ -326,3 +320,7 @@ out:
     sl_etcd_free(e);
     return ret;
 }
+
+const sl_cli_command sl_cmd_quota = {
+    .name = "quota", .summary = "read and write Levee quotas and group sizes in etcd",
+    .table = &quota_table, .opts_size = sizeof(quota_args), .minpos = 1, .maxpos = 2, .run = run};

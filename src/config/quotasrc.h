@@ -4,7 +4,7 @@
  * thread) or from the standalone quota file (reloaded on demand, e.g. on SIGHUP).
  *
  * etcd mode. A thread (its own, or the node's sl_watched_source shared with the switchboard:
- * sl_quotasrc_config.source) ranges over <prefix>/ , builds a tree, publishes it, then watches
+ * sl_quotasrc_config.conn.source) ranges over <prefix>/ , builds a tree, publishes it, then watches
  * the prefix from the next revision and publishes a new snapshot after every watch message, so a
  * change reaches request threads within one etcd round trip. When the watch breaks (etcd restart,
  * outage, compaction) it keeps serving the last snapshot, waits (exponential backoff with jitter,

@@ -11,8 +11,8 @@
  * poll period, whenever the directory's listing, sizes or modification times change (a thread
  * of its own compares a signature of them; editors that replace files by rename are seen too).
  *
- * etcd mode (sl_rlssrc_config.source): every key under <root>/rls/ holds one file's text, named
- * in errors by its key ("rls/shop: line 3: ..."). The shared watched source loads them, then
+ * etcd mode (sl_rlssrc_config.conn.source): every key under <root>/rls/ holds one file's text,
+ * named in errors by its key ("rls/shop: line 3: ..."). The shared watched source loads them, then
  * applies each watch message's puts and deletes and builds the whole configuration again; a
  * configuration that does not build is logged and counted (load errors), and the last good one
  * keeps serving.

@@ -6,7 +6,7 @@
  *
  * Source and feeds. An sl_watched is one feed: its keys, its callbacks, its snapshot slot and its
  * status. Its sl_watched_source is the root it reads: the etcd client, one thread and one watch
- * stream. A feed gets a source of its own unless sl_watched_config.source names a shared one;
+ * stream. A feed gets a source of its own unless sl_watched_config.conn.source names a shared one;
  * the node shares one between the quotas and the switchboard, so one watch of <root>/ feeds both.
  * Every feed is attached before the shared source starts (sl_watched_source_start).
  *
@@ -97,7 +97,7 @@ typedef struct sl_watched_conn {
     sl_logger *log;                    /* may be NULL */
 } sl_watched_conn;
 
-/* A source to share between feeds (sl_watched_config.source). Feeds hold references of their
+/* A source to share between feeds (sl_watched_conn.source). Feeds hold references of their
  * own: sl_watched_source_free() drops the creator's, and the last feed freed stops the thread. */
 int sl_watched_source_new(const sl_watched_conn *cfg, sl_watched_source **out);
 /* etcd: start the thread (returns at once); every feed must be attached by now. Otherwise 0. */
