@@ -346,16 +346,15 @@ static void collect_switches(void *arg, sl_metrics_sink *sink)
     sl_killswitch_visit(arg, emit_switch, NULL, &c);
 }
 
+/* The families that are the switchboard's own (its status adds the admin calls to the updates
+ * and counts its invalid entries itself); the others are the feed's status. */
 static double status_value(void *ud, size_t which)
 {
     sl_killswitch_status st;
     sl_killswitch_status_get(ud, &st);
     switch (which) {
-    case 0: return st.loaded;
-    case 1: return st.connected;
     case 2: return (double)st.updates;
     case 3: return (double)st.invalid;
-    case 4: return (double)st.reconnects;
     default: return (double)st.switches;
     }
 }
@@ -369,17 +368,19 @@ int sl_killswitch_register_metrics(sl_killswitch *ks, sl_metrics *m)
     if (rc)
         return rc;
     static const sl_watched_metric defs[] = {
-        {SL_METRICS_GAUGE, "sluice_switch_source_loaded", "1 once the switchboard has been read"},
+        {SL_METRICS_GAUGE, "sluice_switch_source_loaded", "1 once the switchboard has been read",
+         SL_WATCHED_STAT_LOADED},
         {SL_METRICS_GAUGE, "sluice_switch_source_connected",
-         "1 while the etcd watch of the switchboard is established (always 1 for a file)"},
+         "1 while the etcd watch of the switchboard is established (always 1 for a file)",
+         SL_WATCHED_STAT_CONNECTED},
         {SL_METRICS_COUNTER, "sluice_switch_source_updates_total",
-         "switchboard changes applied (etcd events and admin calls)"},
+         "switchboard changes applied (etcd events and admin calls)", SL_WATCHED_STAT_OWN},
         {SL_METRICS_COUNTER, "sluice_switch_source_invalid_total",
-         "switchboard entries ignored as malformed or over the entry cap"},
+         "switchboard entries ignored as malformed or over the entry cap", SL_WATCHED_STAT_OWN},
         {SL_METRICS_COUNTER, "sluice_switch_source_reconnects_total",
-         "times the etcd watch of the switchboard was set up again"},
+         "times the etcd watch of the switchboard was set up again", SL_WATCHED_STAT_RECONNECTS},
         {SL_METRICS_GAUGE, "sluice_switches_set",
-         "switches set (killed or shadow), overrides included"},
+         "switches set (killed or shadow), overrides included", SL_WATCHED_STAT_OWN},
     };
     return sl_watched_register_metrics(ks->w, m, defs, sizeof defs / sizeof defs[0], "source",
                                        status_value);

@@ -240,41 +240,36 @@ int sl_quotasrc_wait_loaded(sl_quotasrc *s, int64_t timeout_ms)
 
 /* ---------------------------------------------------------------- metrics */
 
-static double metric_value(void *ud, size_t which)
+/* The one family that is not the feed's status: the entries in the current snapshot. */
+static double entries_value(void *ud, size_t which)
 {
-    sl_quotasrc_status st;
-    sl_quotasrc_status_get(ud, &st);
-    switch (which) {
-    case 0: return st.loaded;
-    case 1: return st.connected;
-    case 2: return (double)st.revision;
-    case 3: return (double)st.entries;
-    case 4: return (double)st.reconnects;
-    case 5: return (double)st.updates;
-    case 6: return (double)st.load_errors;
-    case 7: return (double)st.invalid;
-    default: return (double)st.failovers;
-    }
+    (void)which;
+    sl_quotasrc *s = ud;
+    return (double)atomic_load(&s->entries);
 }
 
 int sl_quotasrc_register_metrics(sl_quotasrc *s, sl_metrics *m)
 {
     static const sl_watched_metric defs[] = {
-        {SL_METRICS_GAUGE, "sluice_quota_source_loaded", "1 once quotas have been loaded"},
+        {SL_METRICS_GAUGE, "sluice_quota_source_loaded", "1 once quotas have been loaded",
+         SL_WATCHED_STAT_LOADED},
         {SL_METRICS_GAUGE, "sluice_quota_source_connected",
-         "1 while the etcd watch is established (always 1 for a file)"},
-        {SL_METRICS_GAUGE, "sluice_quota_source_revision", "etcd revision of the quotas in use"},
-        {SL_METRICS_GAUGE, "sluice_quota_entries", "quota and group-size entries in use"},
+         "1 while the etcd watch is established (always 1 for a file)", SL_WATCHED_STAT_CONNECTED},
+        {SL_METRICS_GAUGE, "sluice_quota_source_revision", "etcd revision of the quotas in use",
+         SL_WATCHED_STAT_REVISION},
+        {SL_METRICS_GAUGE, "sluice_quota_entries", "quota and group-size entries in use",
+         SL_WATCHED_STAT_OWN},
         {SL_METRICS_COUNTER, "sluice_quota_source_reconnects_total",
-         "times the etcd watch was lost and set up again"},
-        {SL_METRICS_COUNTER, "sluice_quota_source_updates_total", "etcd quota events applied"},
+         "times the etcd watch was lost and set up again", SL_WATCHED_STAT_RECONNECTS},
+        {SL_METRICS_COUNTER, "sluice_quota_source_updates_total", "etcd quota events applied",
+         SL_WATCHED_STAT_UPDATES},
         {SL_METRICS_COUNTER, "sluice_quota_source_load_errors_total",
-         "failed etcd reads or quota file reloads"},
+         "failed etcd reads or quota file reloads", SL_WATCHED_STAT_LOAD_ERRORS},
         {SL_METRICS_COUNTER, "sluice_quota_source_invalid_total",
-         "quota entries ignored as malformed"},
+         "quota entries ignored as malformed", SL_WATCHED_STAT_INVALID},
         {SL_METRICS_COUNTER, "sluice_quota_source_failovers_total",
-         "etcd calls that moved to another endpoint"},
+         "etcd calls that moved to another endpoint", SL_WATCHED_STAT_FAILOVERS},
     };
     return sl_watched_register_metrics(s->w, m, defs, sizeof defs / sizeof defs[0], "source",
-                                       metric_value);
+                                       entries_value);
 }

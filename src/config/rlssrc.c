@@ -468,35 +468,31 @@ void sl_rlssrc_status_get(sl_rlssrc *s, sl_watched_status *out)
 
 /* ---- metrics ------------------------------------------------------------------------------- */
 
-enum { MX_DOMAINS, MX_LOADS, MX_ERRORS };
-
-static double metric_value(void *ud, size_t which)
+/* The one family that is not the feed's status: the domains serving now. */
+static double domains_value(void *ud, size_t which)
 {
+    (void)which;
     sl_rlssrc *s = ud;
-    if (which == MX_DOMAINS) {
-        sl_rlsconf *c = sl_watched_acquire(s->w);
-        double v = (double)sl_rlsconf_domains(c);
-        sl_rlsconf_unref(c);
-        return v;
-    }
-    sl_watched_status st;
-    sl_watched_status_get(s->w, &st);
-    return (double)(which == MX_LOADS ? st.loads : st.load_errors);
+    sl_rlsconf *c = sl_watched_acquire(s->w);
+    double v = (double)sl_rlsconf_domains(c);
+    sl_rlsconf_unref(c);
+    return v;
 }
 
 int sl_rlssrc_register_metrics(sl_rlssrc *s, sl_metrics *metrics)
 {
     static const sl_watched_metric defs[] = {
-        [MX_DOMAINS] = {SL_METRICS_GAUGE, "sluice_rls_config_domains",
-                        "Domains in the --rls-config-dir configuration serving now."},
-        [MX_LOADS] = {SL_METRICS_COUNTER, "sluice_rls_config_loads_total",
-                      "Loads of --rls-config-dir that succeeded (start, changes, SIGHUP)."},
-        [MX_ERRORS] = {SL_METRICS_COUNTER, "sluice_rls_config_load_errors_total",
-                       "Loads of --rls-config-dir that failed (the last good configuration kept "
-                       "serving)."},
+        {SL_METRICS_GAUGE, "sluice_rls_config_domains",
+         "Domains in the --rls-config-dir configuration serving now.", SL_WATCHED_STAT_OWN},
+        {SL_METRICS_COUNTER, "sluice_rls_config_loads_total",
+         "Loads of --rls-config-dir that succeeded (start, changes, SIGHUP).",
+         SL_WATCHED_STAT_LOADS},
+        {SL_METRICS_COUNTER, "sluice_rls_config_load_errors_total",
+         "Loads of --rls-config-dir that failed (the last good configuration kept serving).",
+         SL_WATCHED_STAT_LOAD_ERRORS},
     };
     if (!metrics)
         return 0;
     return sl_watched_register_metrics(s->w, metrics, defs, sizeof defs / sizeof defs[0], NULL,
-                                       metric_value);
+                                       domains_value);
 }

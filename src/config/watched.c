@@ -68,6 +68,7 @@ struct sl_watched {
     struct metric_arg {
         sl_watched *w;
         size_t which;
+        sl_watched_stat stat;
         const char *label;
         double (*value)(void *ud, size_t i);
     } margs[SL_WATCHED_MAX_METRICS];
@@ -177,10 +178,29 @@ void sl_watched_status_get(sl_watched *w, sl_watched_status *out)
     }
 }
 
+static double stat_value(sl_watched *w, sl_watched_stat stat)
+{
+    sl_watched_status st;
+    sl_watched_status_get(w, &st);
+    switch (stat) {
+    case SL_WATCHED_STAT_LOADED: return st.loaded;
+    case SL_WATCHED_STAT_CONNECTED: return st.connected;
+    case SL_WATCHED_STAT_REVISION: return (double)st.revision;
+    case SL_WATCHED_STAT_LOADS: return (double)st.loads;
+    case SL_WATCHED_STAT_LOAD_ERRORS: return (double)st.load_errors;
+    case SL_WATCHED_STAT_RECONNECTS: return (double)st.reconnects;
+    case SL_WATCHED_STAT_UPDATES: return (double)st.updates;
+    case SL_WATCHED_STAT_INVALID: return (double)st.invalid;
+    case SL_WATCHED_STAT_FAILOVERS: return (double)st.failovers;
+    default: return 0;
+    }
+}
+
 static void collect(void *arg, sl_metrics_sink *sink)
 {
     const struct metric_arg *a = arg;
-    double v = a->value(a->w->ud, a->which);
+    double v = a->stat == SL_WATCHED_STAT_OWN ? a->value(a->w->ud, a->which)
+                                              : stat_value(a->w, a->stat);
     const char *mode = sl_watched_mode_name(a->w->src->mode);
     if (a->label)
         sl_metrics_sink_emit(sink, &mode, 1, v);
@@ -193,9 +213,12 @@ int sl_watched_register_metrics(sl_watched *w, sl_metrics *m, const sl_watched_m
 {
     if (n > SL_WATCHED_MAX_METRICS - w->n_margs)
         return -ENOSPC;
+    for (size_t i = 0; i < n; i++)
+        if (defs[i].stat == SL_WATCHED_STAT_OWN && !value)
+            return -EINVAL;
     for (size_t i = 0; i < n; i++) {
         struct metric_arg *a = &w->margs[w->n_margs++];
-        *a = (struct metric_arg){w, i, label, value};
+        *a = (struct metric_arg){w, i, defs[i].stat, label, value};
         int rc = sl_metrics_collector(m, defs[i].type, defs[i].name, defs[i].help, label, collect,
                                       a);
         if (rc)

@@ -180,12 +180,27 @@ void *sl_watched_acquire(sl_watched *w);
 
 /* A source's metric families, one collector each, read at render time (the registry must not
  * render after sl_watched_free). With label (e.g. "source"), each series carries the feed's mode
- * name ("none", "etcd", "file") as that label's value; NULL: no labels. value(ud, i) is family
- * i's value now, ud being sl_watched_config.ud. -ENOSPC past SL_WATCHED_MAX_METRICS in all. */
+ * name ("none", "etcd", "file") as that label's value; NULL: no labels. A family's value is a
+ * field of the feed's status (stat), or, with SL_WATCHED_STAT_OWN, value(ud, i) for family i,
+ * ud being sl_watched_config.ud (value may be NULL when no family is the source's own). -ENOSPC
+ * past SL_WATCHED_MAX_METRICS in all. */
 #define SL_WATCHED_MAX_METRICS 16
+typedef enum sl_watched_stat {
+    SL_WATCHED_STAT_OWN = 0,
+    SL_WATCHED_STAT_LOADED,
+    SL_WATCHED_STAT_CONNECTED,
+    SL_WATCHED_STAT_REVISION,
+    SL_WATCHED_STAT_LOADS,
+    SL_WATCHED_STAT_LOAD_ERRORS,
+    SL_WATCHED_STAT_RECONNECTS,
+    SL_WATCHED_STAT_UPDATES,
+    SL_WATCHED_STAT_INVALID,
+    SL_WATCHED_STAT_FAILOVERS,
+} sl_watched_stat;
 typedef struct sl_watched_metric {
     sl_metrics_type type;
     const char *name, *help;
+    sl_watched_stat stat;
 } sl_watched_metric;
 int sl_watched_register_metrics(sl_watched *w, sl_metrics *m, const sl_watched_metric *defs,
                                 size_t n, const char *label, double (*value)(void *ud, size_t i));
