@@ -263,17 +263,18 @@ static int engine_options(const engine_flags *f, bench_opts *o)
 
 static int engine_run(bench_opts o);
 
-static int bench_engine(int argc, char **argv)
+static int engine_main(void *flags, const sl_cli_args *args)
 {
-    engine_flags f = {0};
     bench_opts o;
-    int code;
-    if (!sl_cli_parse(&engine_table, &f, argc, argv, NULL, 0, NULL, &code))
-        return code;
-    code = engine_options(&f, &o);
-    sl_opt_free(&engine_table, &f);
+    (void)args;
+    int code = engine_options(flags, &o);
     return code ? code : engine_run(o);
 }
+
+/* sluice bench engine: a command of its own, under sluice bench's routing (bench_main). */
+static const sl_cli_command bench_engine = {
+    .name = "engine", .table = &engine_table, .opts_size = sizeof(engine_flags),
+    .run = engine_main};
 
 static int engine_run(bench_opts o)
 {
@@ -383,7 +384,7 @@ static int engine_run(bench_opts o)
     return s && !errors ? 0 : 1;
 }
 
-int sl_cmd_bench(int argc, char **argv)
+static int bench_main(int argc, char **argv)
 {
     /* argv[0] is "bench" (main passes the arguments from the command's name on). */
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -391,7 +392,11 @@ int sl_cmd_bench(int argc, char **argv)
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "engine"))
-        return bench_engine(argc - 1, argv + 1);
+        return sl_cli_command_run(&bench_engine, argc - 1, argv + 1);
     fprintf(stderr, "sluice bench: unknown benchmark '%s' (known: engine)\n", argv[1]);
     return 2;
 }
+
+const sl_cli_command sl_cmd_bench = {
+    .name = "bench", .summary = "in-process benchmarks: sluice bench engine ...",
+    .main = bench_main};

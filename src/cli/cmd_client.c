@@ -269,19 +269,6 @@ static const sl_opt_table check_table = {
     .nopts = sizeof check_opts_table / sizeof check_opts_table[0],
 };
 
-static int check_run(check_opts *o);
-
-int sl_cmd_check(int argc, char **argv)
-{
-    check_opts o = {0};
-    int code;
-    if (!sl_cli_parse(&check_table, &o, argc, argv, NULL, 0, NULL, &code))
-        return code;
-    code = check_run(&o);
-    sl_opt_free(&check_table, &o);
-    return code;
-}
-
 /* The request the options describe, its metadata in md (MAX_METADATA entries). 0, or EXIT_USAGE
  * after a message. */
 static int check_item(check_opts *o, sl_client_item *it, sl_client_kv *md)
@@ -395,8 +382,10 @@ static int print_check_result(const check_opts *o, const sl_client_result *x)
     return over || x->resp.error ? EXIT_OVER : EXIT_UNDER;
 }
 
-static int check_run(check_opts *o)
+static int check_run(void *opts, const sl_cli_args *args)
 {
+    check_opts *o = opts;
+    (void)args;
     sl_client_kv md[MAX_METADATA];
     sl_client_item it;
     int rc = check_item(o, &it, md);
@@ -424,6 +413,10 @@ static int check_run(check_opts *o)
     return rc;
 }
 
+const sl_cli_command sl_cmd_check = {
+    .name = "check", .summary = "ask a sluiced for a rate-limit decision over gRPC",
+    .table = &check_table, .opts_size = sizeof(check_opts), .run = check_run};
+
 /* ------------------------------------------------------------------ sluice health */
 
 typedef struct health_opts {
@@ -441,21 +434,10 @@ static const sl_opt_table health_table = {
     .nopts = sizeof health_opts_table / sizeof health_opts_table[0],
 };
 
-static int health_run(const health_opts *o);
-
-int sl_cmd_health(int argc, char **argv)
+static int health_run(void *opts, const sl_cli_args *args)
 {
-    health_opts o = {0};
-    int code;
-    if (!sl_cli_parse(&health_table, &o, argc, argv, NULL, 0, NULL, &code))
-        return code;
-    code = health_run(&o);
-    sl_opt_free(&health_table, &o);
-    return code;
-}
-
-static int health_run(const health_opts *o)
-{
+    const health_opts *o = opts;
+    (void)args;
     const char *addr = o->co.addr;
     int timeout = timeout_ms(&o->co);
     bool json = o->co.json;
@@ -499,6 +481,10 @@ static int health_run(const health_opts *o)
     }
     return h.healthy ? EXIT_UNDER : EXIT_OVER;
 }
+
+const sl_cli_command sl_cmd_health = {
+    .name = "health", .summary = "show a sluiced's health (gRPC HealthCheck)",
+    .table = &health_table, .opts_size = sizeof(health_opts), .run = health_run};
 
 /* ------------------------------------------------------------------ sluice attempt */
 
@@ -755,21 +741,10 @@ static void json_int_opt(json_t *o, const char *k, int64_t v)
         json_object_set_new(o, k, json_integer(v));
 }
 
-static int attempt_run(const attempt_opts *o);
-
-int sl_cmd_attempt(int argc, char **argv)
+static int attempt_run(void *opts, const sl_cli_args *args)
 {
-    attempt_opts o = {0};
-    int code;
-    if (!sl_cli_parse(&attempt_table, &o, argc, argv, NULL, 0, NULL, &code))
-        return code;
-    code = attempt_run(&o);
-    sl_opt_free(&attempt_table, &o);
-    return code;
-}
-
-static int attempt_run(const attempt_opts *o)
-{
+    const attempt_opts *o = opts;
+    (void)args;
     sl_attempt a = {.resource = o->resource, .prefix = o->prefix, .method = o->method,
                     .req_id = o->req_id, .priority = o->priority};
     const char *lease = o->release, *addr = o->co.addr;
@@ -857,3 +832,7 @@ static int attempt_run(const attempt_opts *o)
         return EXIT_OVER;
     return EXIT_TRANSPORT;
 }
+
+const sl_cli_command sl_cmd_attempt = {
+    .name = "attempt", .summary = "Levee-style POST /attempt for a resource",
+    .table = &attempt_table, .opts_size = sizeof(attempt_opts), .run = attempt_run};

@@ -17,7 +17,6 @@
 #include <jansson.h>
 
 #include "auth/bearer.h"
-#include "base/file.h"
 #include "cli/commands.h"
 #include "ctlplane/etcd.h"
 #include "config/killswitch.h"
@@ -224,52 +223,10 @@ static int via_etcd(const sl_cli_storage *storage, const char *cmd, const char *
     return ret;
 }
 
-static int run(const ks_opts *o, const char *cmd, const char *name);
-
-/* The token in path into token (NUL-terminated): 0, or -1 after a message. */
-static int read_token(const char *path, char token[SL_BEARER_MAX_LEN + 1])
+static int run(void *opts, const sl_cli_args *args)
 {
-    char *buf = NULL, err[300];
-    size_t len = 0;
-    const char *tok, *why = "";
-    size_t tl = 0;
-    int rc = sl_file_read(path, 4096, SL_FILE_REGULAR, &buf, &len, err, sizeof err);
-    if (rc) {
-        fprintf(stderr, "sluice killswitch: %s\n", err);
-        return -1;
-    }
-    rc = sl_bearer_parse_secret(buf, len, &tok, &tl, &why);
-    if (rc)
-        fprintf(stderr, "sluice killswitch: %s: %s\n", path, why);
-    else {
-        memcpy(token, tok, tl);
-        token[tl] = '\0';
-    }
-    memset(buf, 0, len);
-    free(buf);
-    return rc ? -1 : 0;
-}
-
-int sl_cmd_killswitch(int argc, char **argv)
-{
-    ks_opts o = {0};
-    const char *pos[3];
-    size_t npos = 0;
-    int code;
-    if (!sl_cli_parse(&ks_table, &o, argc, argv, pos, 2, &npos, &code))
-        return code;
-    if (npos == 0) {
-        sl_opt_help(&ks_table, stderr);
-        code = 2;
-    } else {
-        code = run(&o, pos[0], npos > 1 ? pos[1] : NULL);
-    }
-    sl_opt_free(&ks_table, &o);
-    return code;
-}
-
-static int run(const ks_opts *o, const char *cmd, const char *name)
-{
+    const ks_opts *o = opts;
+    const char *cmd = args->pos[0], *name = args->npos > 1 ? args->pos[1] : NULL;
     int mode;
     if (!strcmp(cmd, "on"))
         mode = SL_KILLSWITCH_KILLED;
@@ -295,7 +252,7 @@ static int run(const ks_opts *o, const char *cmd, const char *name)
     }
     if (o->addr) {
         char token[SL_BEARER_MAX_LEN + 1];
-        if (o->token_file && read_token(o->token_file, token))
+        if (o->token_file && sl_cli_read_token("sluice killswitch", o->token_file, token))
             return 2;
         int ret = via_admin(o->addr, o->token_file ? token : NULL, cmd, name, mode,
                             (long)(o->storage.timeout_ns / 1000000));
@@ -308,3 +265,7 @@ static int run(const ks_opts *o, const char *cmd, const char *name)
     }
     return via_etcd(&o->storage, cmd, name, mode);
 }
+
+const sl_cli_command sl_cmd_killswitch = {
+    .name = "killswitch", .summary = "turn a limiter off, into shadow mode, or back on",
+    .table = &ks_table, .opts_size = sizeof(ks_opts), .minpos = 1, .maxpos = 2, .run = run};

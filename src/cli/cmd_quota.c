@@ -236,31 +236,11 @@ static int cmd_list(sl_etcd *e, const char *root)
     return 0;
 }
 
-static int run(quota_args *a);
-
-int sl_cmd_quota(int argc, char **argv)
+static int run(void *opts, const sl_cli_args *args)
 {
-    quota_args a = {0};
-    const char *pos[2];
-    size_t npos = 0;
-    int code;
-    if (!sl_cli_parse(&quota_table, &a, argc, argv, pos, 2, &npos, &code))
-        return code;
-    if (npos == 0) {
-        sl_opt_help(&quota_table, stderr);
-        code = 2;
-    } else {
-        a.cmd = pos[0];
-        a.key = npos > 1 ? pos[1] : NULL;
-        code = run(&a);
-    }
-    sl_opt_free(&quota_table, &a);
-    return code;
-}
-
-static int run(quota_args *ap)
-{
-    quota_args a = *ap;
+    quota_args a = *(const quota_args *)opts;
+    a.cmd = args->pos[0];
+    a.key = args->npos > 1 ? args->pos[1] : NULL;
     bool is_set = !strcmp(a.cmd, "set"), is_get = !strcmp(a.cmd, "get");
     bool is_rm = !strcmp(a.cmd, "rm") || !strcmp(a.cmd, "delete");
     bool is_list = !strcmp(a.cmd, "list") || !strcmp(a.cmd, "ls");
@@ -340,3 +320,7 @@ out:
     sl_etcd_free(e);
     return ret;
 }
+
+const sl_cli_command sl_cmd_quota = {
+    .name = "quota", .summary = "read and write Levee quotas and group sizes in etcd",
+    .table = &quota_table, .opts_size = sizeof(quota_args), .minpos = 1, .maxpos = 2, .run = run};

@@ -200,13 +200,9 @@ bad:
     return -EINVAL;
 }
 
-/* 0 to run; else the exit code (after --help, or a usage error). opts_free() in every case. */
-static int parse_opts(int argc, char **argv, opts *o, int *code)
+/* The values the flags make and their checks: 0 to run, or -1 after a usage error's message. */
+static int finish_opts(opts *o)
 {
-    memset(o, 0, sizeof *o);
-    if (!sl_cli_parse(&sim_table, o, argc, argv, NULL, 0, NULL, code))
-        return -1;
-    *code = 2;
     o->keys = (uint32_t)o->keys_flag;
     o->seed = (uint64_t)o->seed_flag;
     o->max_events = (size_t)o->max_events_flag;
@@ -339,17 +335,22 @@ static void csv_label(FILE *f, const char *label, const char *suffix)
 
 static int sim_run(opts *o);
 
-int sl_cmd_sim(int argc, char **argv)
+/* After a usage error, from the option engine or from finish_opts. */
+#define SIM_USAGE_HINT "'sluice sim --help' lists the options\n"
+
+static int run(void *arg, const sl_cli_args *args)
 {
-    opts o;
-    int code;
-    if (parse_opts(argc, argv, &o, &code) == 0)
-        code = sim_run(&o);
-    else if (code == 2)
-        fprintf(stderr, "'sluice sim --help' lists the options\n");
-    sl_opt_free(&sim_table, &o);
-    return code;
+    (void)args;
+    if (finish_opts(arg)) {
+        fputs(SIM_USAGE_HINT, stderr);
+        return 2;
+    }
+    return sim_run(arg);
 }
+
+const sl_cli_command sl_cmd_sim = {
+    .name = "sim", .summary = "measure algorithms against a perfect sliding window (virtual clock)",
+    .table = &sim_table, .opts_size = sizeof(opts), .usage_hint = SIM_USAGE_HINT, .run = run};
 
 /* The table's header line (a sweep puts k, sync_ms and limit/ before it). */
 static void print_header(void)

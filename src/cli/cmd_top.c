@@ -16,7 +16,6 @@
 #include <jansson.h>
 
 #include "auth/bearer.h"
-#include "base/file.h"
 #include "base/strbuf.h"
 #include "cli/commands.h"
 
@@ -66,29 +65,6 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
         return 0; /* too large: curl fails the transfer */
     sl_strbuf_append(b, p, len);
     return len;
-}
-
-/* Read the token file into token (NUL-terminated): 0, or -1 after a message. */
-static int read_token(const char *path, char token[SL_BEARER_MAX_LEN + 1])
-{
-    char *buf = NULL, err[300];
-    size_t len = 0, tl = 0;
-    const char *tok, *why = "";
-    int rc = sl_file_read(path, 4096, SL_FILE_REGULAR, &buf, &len, err, sizeof err);
-    if (rc) {
-        fprintf(stderr, "sluice top: %s\n", err);
-        return -1;
-    }
-    rc = sl_bearer_parse_secret(buf, len, &tok, &tl, &why);
-    if (rc) {
-        fprintf(stderr, "sluice top: %s: %s\n", path, why);
-    } else {
-        memcpy(token, tok, tl);
-        token[tl] = '\0';
-    }
-    memset(buf, 0, len);
-    free(buf);
-    return rc ? -1 : 0;
 }
 
 /* GET the top; the HTTP status or -1 (curl's reason in out). */
@@ -172,16 +148,13 @@ static int print_table(const char *text, size_t len)
     return 0;
 }
 
-int sl_cmd_top(int argc, char **argv)
+static int run(void *opts, const sl_cli_args *args)
 {
-    top_opts o = {0};
-    size_t npos = 0;
-    int code;
-    if (!sl_cli_parse(&top_table, &o, argc, argv, NULL, 0, &npos, &code))
-        return code;
+    top_opts o = *(const top_opts *)opts; /* (a copy: the body was written against a value) */
+    (void)args;
     char token[SL_BEARER_MAX_LEN + 1];
-    code = 0;
-    if (o.token_file && read_token(o.token_file, token)) {
+    int code = 0;
+    if (o.token_file && sl_cli_read_token("sluice top", o.token_file, token)) {
         code = 2;
     } else {
         sl_strbuf b;
@@ -199,6 +172,9 @@ int sl_cmd_top(int argc, char **argv)
         sl_strbuf_free(&b);
     }
     memset(token, 0, sizeof token);
-    sl_opt_free(&top_table, &o);
     return code;
 }
+
+const sl_cli_command sl_cmd_top = {
+    .name = "top", .summary = "who a node's limits reject, would reject (shadow) or shed, top keys",
+    .table = &top_table, .opts_size = sizeof(top_opts), .run = run};

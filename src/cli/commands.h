@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Subcommands of the `sluice` CLI: each takes the arguments after its own name and returns the
- * process exit code. */
+/* Subcommands of the `sluice` CLI: each is one descriptor, run by one driver
+ * (sl_cli_command_run), so that every command parses, helps and exits the same way. */
 #ifndef SLUICE_CLI_COMMANDS_H
 #define SLUICE_CLI_COMMANDS_H
 
@@ -8,24 +8,55 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "auth/bearer.h"
 #include "ctlplane/etcd.h"
 #include "config/opt.h"
 
-int sl_cmd_bench(int argc, char **argv);     /* cmd_bench.c:  sluice bench engine ... */
-int sl_cmd_sim(int argc, char **argv);       /* cmd_sim.c:    sluice sim ... */
-int sl_cmd_check(int argc, char **argv);     /* cmd_client.c: sluice check ... */
-int sl_cmd_health(int argc, char **argv);    /* cmd_client.c: sluice health ... */
-int sl_cmd_attempt(int argc, char **argv);   /* cmd_client.c: sluice attempt ... */
-int sl_cmd_quota(int argc, char **argv);     /* cmd_quota.c:  sluice quota set|get|list|rm ... */
-int sl_cmd_killswitch(int argc, char **argv); /* cmd_killswitch.c: sluice killswitch on|off ... */
-int sl_cmd_top(int argc, char **argv);       /* cmd_top.c:    sluice top ... */
+/* Most positional arguments a command may take. */
+#define SL_CLI_MAX_POS 4
 
-/* cliopts.c: fill target from defaults and argv[1..argc) by the command's table (flags_only),
- * collecting up to maxpos positional arguments. True to go on (sl_opt_free(t, target) when done);
- * false when the command must end now with *code: 0 after printing --help, 2 after a usage error
- * (the engine's message on stderr, prefixed with the table's program name). */
-bool sl_cli_parse(const sl_opt_table *t, void *target, int argc, char **argv, const char **pos,
-                  size_t maxpos, size_t *npos, int *code);
+/* The positional arguments a command was given (after its options were read). */
+typedef struct sl_cli_args {
+    const char *const *pos;
+    size_t npos;
+} sl_cli_args;
+
+/*
+ * One subcommand. The driver fills a zeroed options struct of opts_size bytes from the table's
+ * defaults and argv (flags, then up to maxpos positional arguments): --help prints the table's
+ * help on stdout and exits 0; a usage error prints the engine's message (prefixed with the
+ * table's program name, then usage_hint when set) on stderr and exits 2; fewer than minpos
+ * positional arguments print the help on stderr and exit 2. Otherwise the exit code is run's,
+ * and the options are freed after it. A command that routes its own arguments (sluice bench:
+ * one benchmark by name, each an sl_cli_command of its own) sets main instead of table and run.
+ */
+typedef struct sl_cli_command {
+    const char *name;    /* its word after `sluice` */
+    const char *summary; /* its line in `sluice --help` */
+    const sl_opt_table *table;
+    size_t opts_size;
+    size_t minpos, maxpos; /* maxpos at most SL_CLI_MAX_POS */
+    const char *usage_hint;
+    int (*run)(void *opts, const sl_cli_args *args);
+    int (*main)(int argc, char **argv); /* argv[0] is the command's name */
+} sl_cli_command;
+
+/* Run c on the arguments from its name on (argv[0] is the name); the process exit code. */
+int sl_cli_command_run(const sl_cli_command *c, int argc, char **argv);
+
+/* The commands, in `sluice --help`'s order (main.c's table). */
+extern const sl_cli_command sl_cmd_check;      /* cmd_client.c */
+extern const sl_cli_command sl_cmd_health;     /* cmd_client.c */
+extern const sl_cli_command sl_cmd_attempt;    /* cmd_client.c */
+extern const sl_cli_command sl_cmd_quota;      /* cmd_quota.c: set|get|list|rm ... */
+extern const sl_cli_command sl_cmd_killswitch; /* cmd_killswitch.c: on|off|shadow|status */
+extern const sl_cli_command sl_cmd_top;        /* cmd_top.c */
+extern const sl_cli_command sl_cmd_sim;        /* cmd_sim.c */
+extern const sl_cli_command sl_cmd_bench;      /* cmd_bench.c: engine ... */
+
+/* The bearer token of an admin listener's --admin-token-file into token (NUL-terminated), for
+ * sluice killswitch and sluice top: 0, or -1 after a message prefixed with `program`. */
+int sl_cli_read_token(const char *program, const char *path, char token[SL_BEARER_MAX_LEN + 1]);
 
 /* The etcd options sluice quota and sluice killswitch share (a member `storage` of their option
  * structs; SL_CLI_STORAGE_OPTS(T) in their tables). NULL: not given. */

@@ -25,11 +25,7 @@
 
 const char *sl_killswitch_source_name(sl_killswitch_source s)
 {
-    switch (s) {
-    case SL_KILLSWITCH_ETCD: return "etcd";
-    case SL_KILLSWITCH_FILE: return "file";
-    default: return "none";
-    }
+    return sl_watched_mode_name(s);
 }
 
 struct sl_killswitch {
@@ -44,14 +40,7 @@ struct sl_killswitch {
     sl_killswitch_board admin;
     bool loaded;        /* what snapshots say: the source has been read */
     sl_killswitch_status st;
-
-    struct metric_arg {
-        sl_killswitch *ks;
-        int which;
-    } margs[6]; /* collector arguments */
 };
-
-typedef struct metric_arg metric_arg;
 
 static void snap_ref(void *p)
 {
@@ -84,15 +73,12 @@ static int publish_locked(sl_killswitch *ks)
 
 const sl_killswitch_snap *sl_killswitch_read(sl_killswitch *ks, sl_killswitch_reader *r)
 {
-    r->snap = sl_watched_read(ks->w, r->snap, &r->generation);
-    return r->snap;
+    return sl_watched_reader_read(ks->w, r);
 }
 
 void sl_killswitch_reader_release(sl_killswitch_reader *r)
 {
-    sl_killswitch_snap_unref(r->snap);
-    r->snap = NULL;
-    r->generation = 0;
+    sl_watched_reader_release(r);
 }
 
 void sl_killswitch_visit(sl_killswitch *ks, sl_killswitch_switch_fn sw, sl_killswitch_conc_fn cc,
@@ -214,14 +200,8 @@ static int on_load_file(void *ud, const char *path, char *err, size_t errlen)
 
 int sl_killswitch_reload(sl_killswitch *ks, char *err, size_t errlen)
 {
-    char buf[256];
-    if (!err || errlen == 0)
-        err = buf, errlen = sizeof buf; /* for the log line */
-    int rc = sl_watched_reload(ks->w, err, errlen);
-    if (rc && rc != -EOPNOTSUPP)
-        sl_log_error(ks->log, "switchboard not loaded, keeping the current switches error=\"%s\"",
-                     err);
-    return rc;
+    return sl_watched_reload_logged(ks->w, "switchboard not loaded, keeping the current switches",
+                                    err, errlen);
 }
 
 /* ---------------------------------------------------------------- etcd */
@@ -288,7 +268,7 @@ int sl_killswitch_new(const sl_killswitch_config *cfg, sl_killswitch **out)
     sl_killswitch *ks = calloc(1, sizeof *ks);
     if (!ks)
         return -ENOMEM;
-    ks->log = cfg->log;
+    ks->log = cfg->conn.log;
     ks->max_entries = cfg->max_entries ? cfg->max_entries : SL_KILLSWITCH_DEFAULT_MAX_ENTRIES;
     ks->seed = ((uint64_t)sl_mono_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)ks) *
                0x9e3779b97f4a7c15ull;
@@ -297,19 +277,10 @@ int sl_killswitch_new(const sl_killswitch_config *cfg, sl_killswitch **out)
     sl_killswitch_board_init(&ks->admin, ks->max_entries, ks->seed);
 
     sl_watched_config wc = {
-        .source = cfg->source,
-        .etcd_endpoints = cfg->etcd_endpoints,
-        .n_endpoints = cfg->n_endpoints,
-        .prefix = cfg->prefix,
-        .file = cfg->file,
+        .conn = cfg->conn,
         .ranges = ranges,
         .n_ranges = sizeof ranges / sizeof ranges[0],
-        .backoff_min_ms = cfg->backoff_min_ms,
-        .backoff_max_ms = cfg->backoff_max_ms,
-        .connect_timeout_ms = cfg->connect_timeout_ms,
-        .request_timeout_ms = cfg->request_timeout_ms,
         .what = "switches",
-        .log = cfg->log,
         .ops = {.ref = snap_ref, .unref = snap_unref, .stamp = snap_stamp, .load = on_load,
                 .events = on_events, .load_file = on_load_file},
         .ud = ks,
@@ -319,7 +290,7 @@ int sl_killswitch_new(const sl_killswitch_config *cfg, sl_killswitch **out)
         sl_killswitch_free(ks);
         return rc;
     }
-    ks->source = (sl_killswitch_source)sl_watched_mode_of(ks->w);
+    ks->source = sl_watched_mode_of(ks->w);
     ks->st.source = ks->source;
     pthread_mutex_lock(&ks->mu);
     ks->loaded = ks->source == SL_KILLSWITCH_NONE;
@@ -375,22 +346,17 @@ static void collect_switches(void *arg, sl_metrics_sink *sink)
     sl_killswitch_visit(arg, emit_switch, NULL, &c);
 }
 
-static void collect_status(void *arg, sl_metrics_sink *sink)
+/* The families that are the switchboard's own (its status adds the admin calls to the updates
+ * and counts its invalid entries itself); the others are the feed's status. */
+static double status_value(void *ud, size_t which)
 {
-    metric_arg *a = arg;
     sl_killswitch_status st;
-    sl_killswitch_status_get(a->ks, &st);
-    const char *src = sl_killswitch_source_name(st.source);
-    double v = 0;
-    switch (a->which) {
-    case 0: v = st.loaded; break;
-    case 1: v = st.connected; break;
-    case 2: v = (double)st.updates; break;
-    case 3: v = (double)st.invalid; break;
-    case 4: v = (double)st.reconnects; break;
-    case 5: v = (double)st.switches; break;
+    sl_killswitch_status_get(ud, &st);
+    switch (which) {
+    case 2: return (double)st.updates;
+    case 3: return (double)st.invalid;
+    default: return (double)st.switches;
     }
-    sl_metrics_sink_emit(sink, &src, 1, v);
 }
 
 int sl_killswitch_register_metrics(sl_killswitch *ks, sl_metrics *m)
@@ -401,28 +367,21 @@ int sl_killswitch_register_metrics(sl_killswitch *ks, sl_metrics *m)
                                   "name,mode,origin", collect_switches, ks);
     if (rc)
         return rc;
-    static const struct {
-        sl_metrics_type type;
-        const char *name, *help;
-    } defs[6] = {
-        {SL_METRICS_GAUGE, "sluice_switch_source_loaded", "1 once the switchboard has been read"},
+    static const sl_watched_metric defs[] = {
+        {SL_METRICS_GAUGE, "sluice_switch_source_loaded", "1 once the switchboard has been read",
+         SL_WATCHED_STAT_LOADED},
         {SL_METRICS_GAUGE, "sluice_switch_source_connected",
-         "1 while the etcd watch of the switchboard is established (always 1 for a file)"},
+         "1 while the etcd watch of the switchboard is established (always 1 for a file)",
+         SL_WATCHED_STAT_CONNECTED},
         {SL_METRICS_COUNTER, "sluice_switch_source_updates_total",
-         "switchboard changes applied (etcd events and admin calls)"},
+         "switchboard changes applied (etcd events and admin calls)", SL_WATCHED_STAT_OWN},
         {SL_METRICS_COUNTER, "sluice_switch_source_invalid_total",
-         "switchboard entries ignored as malformed or over the entry cap"},
+         "switchboard entries ignored as malformed or over the entry cap", SL_WATCHED_STAT_OWN},
         {SL_METRICS_COUNTER, "sluice_switch_source_reconnects_total",
-         "times the etcd watch of the switchboard was set up again"},
+         "times the etcd watch of the switchboard was set up again", SL_WATCHED_STAT_RECONNECTS},
         {SL_METRICS_GAUGE, "sluice_switches_set",
-         "switches set (killed or shadow), overrides included"},
+         "switches set (killed or shadow), overrides included", SL_WATCHED_STAT_OWN},
     };
-    for (int i = 0; i < 6; i++) {
-        ks->margs[i] = (metric_arg){ks, i};
-        rc = sl_metrics_collector(m, defs[i].type, defs[i].name, defs[i].help, "source",
-                                  collect_status, &ks->margs[i]);
-        if (rc)
-            return rc;
-    }
-    return 0;
+    return sl_watched_register_metrics(ks->w, m, defs, sizeof defs / sizeof defs[0], "source",
+                                       status_value);
 }

@@ -17,28 +17,20 @@
 #include <stdint.h>
 
 #include "config/killswitch.h"
+#include "config/watched.h"
 #include "runtime/log.h"
 #include "runtime/metrics.h"
 
-typedef enum sl_killswitch_source {
-    SL_KILLSWITCH_NONE = 0, /* admin calls only */
-    SL_KILLSWITCH_ETCD = 1,
-    SL_KILLSWITCH_FILE = 2,
-} sl_killswitch_source;
+/* Where the switchboard is read from: its feed's mode (config/watched.h), under its own names. */
+typedef sl_watched_mode sl_killswitch_source;
+#define SL_KILLSWITCH_NONE SL_WATCHED_NONE /* admin calls only */
+#define SL_KILLSWITCH_ETCD SL_WATCHED_ETCD
+#define SL_KILLSWITCH_FILE SL_WATCHED_FILE
 
 typedef struct sl_killswitch_config {
-    struct sl_watched_source *source;  /* shared etcd source (config/watched.h), or NULL: one of
-                                          its own from the fields below */
-    const char *const *etcd_endpoints; /* --storage-addrs: etcd mode when n_endpoints > 0 */
-    size_t n_endpoints;
-    const char *prefix;                /* --storage-prefix; NULL = "/sluice" */
-    const char *file;                  /* --quota-file: file mode when there are no endpoints */
-    size_t max_entries;                /* 0 = SL_KILLSWITCH_DEFAULT_MAX_ENTRIES */
-    int64_t backoff_min_ms;            /* 0 = 100 */
-    int64_t backoff_max_ms;            /* 0 = 5000 */
-    int64_t connect_timeout_ms;        /* etcd; 0 = 1000 */
-    int64_t request_timeout_ms;        /* etcd; 0 = 5000 */
-    sl_logger *log;                    /* may be NULL */
+    sl_watched_conn conn; /* where (config/watched.h): the node's shared etcd source, or
+                             --storage-addrs etc., or conn.file = --quota-file */
+    size_t max_entries;   /* 0 = SL_KILLSWITCH_DEFAULT_MAX_ENTRIES */
 } sl_killswitch_config;
 
 typedef struct sl_killswitch sl_killswitch;
@@ -59,12 +51,9 @@ int sl_killswitch_reload(sl_killswitch *ks, char *err, size_t errlen);
  * -ENOSPC (too many entries), -ENOMEM. */
 int sl_killswitch_set(sl_killswitch *ks, const char *name, size_t len, sl_killswitch_mode mode);
 
-/* Per-thread reader, zero-initialised; the snapshot stays valid until the next read or release on
- * the same reader. */
-typedef struct sl_killswitch_reader {
-    sl_killswitch_snap *snap;
-    uint64_t generation;
-} sl_killswitch_reader;
+/* Per-thread reader, zero-initialised (config/watched.h); the snapshot stays valid until the
+ * next read or release on the same reader. */
+typedef sl_watched_reader sl_killswitch_reader;
 
 const sl_killswitch_snap *sl_killswitch_read(sl_killswitch *ks, sl_killswitch_reader *r);
 void sl_killswitch_reader_release(sl_killswitch_reader *r);

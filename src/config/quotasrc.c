@@ -14,29 +14,17 @@
 #include "config/watched.h"
 #include "sluice/clock.h"
 
-enum { METRIC_COUNT = 9 };
-
-typedef struct metric_ref {
-    sl_quotasrc *s;
-    int which;
-} metric_ref;
-
 struct sl_quotasrc {
     sl_watched *w;
     sl_logger *log;
     size_t max_entries;
     sl_quota_tree *master;   /* etcd mode: owned by the watcher thread */
     _Atomic size_t entries;  /* in the current snapshot */
-    metric_ref metrics[METRIC_COUNT];
 };
 
 const char *sl_quotasrc_mode_name(sl_quotasrc_mode mode)
 {
-    switch (mode) {
-    case SL_QUOTASRC_ETCD: return "etcd";
-    case SL_QUOTASRC_FILE: return "file";
-    default: return "none";
-    }
+    return sl_watched_mode_name(mode);
 }
 
 /* ---------------------------------------------------------------- publication */
@@ -72,15 +60,12 @@ static int publish(sl_quotasrc *s, sl_quota_tree *tree, bool loaded, int64_t rev
 
 const sl_quota_snap *sl_quotasrc_read(sl_quotasrc *s, sl_quotasrc_reader *r)
 {
-    r->snap = sl_watched_read(s->w, r->snap, &r->generation);
-    return r->snap;
+    return sl_watched_reader_read(s->w, r);
 }
 
 void sl_quotasrc_reader_release(sl_quotasrc_reader *r)
 {
-    sl_quota_snap_unref(r->snap);
-    r->snap = NULL;
-    r->generation = 0;
+    sl_watched_reader_release(r);
 }
 
 sl_quota_snap *sl_quotasrc_acquire(sl_quotasrc *s)
@@ -93,7 +78,7 @@ void sl_quotasrc_status_get(sl_quotasrc *s, sl_quotasrc_status *out)
     sl_watched_status ws;
     sl_watched_status_get(s->w, &ws);
     memset(out, 0, sizeof *out);
-    out->mode = (sl_quotasrc_mode)ws.mode;
+    out->mode = ws.mode;
     out->loaded = ws.loaded;
     out->connected = ws.connected;
     out->revision = ws.revision;
@@ -196,13 +181,8 @@ static int on_load_file(void *ud, const char *path, char *err, size_t errlen)
 
 int sl_quotasrc_reload(sl_quotasrc *s, char *err, size_t errlen)
 {
-    char buf[256];
-    if (!err || errlen == 0)
-        err = buf, errlen = sizeof buf; /* for the log line */
-    int rc = sl_watched_reload(s->w, err, errlen);
-    if (rc && rc != -EOPNOTSUPP)
-        sl_log_error(s->log, "quota file not loaded, keeping the current quotas error=\"%s\"", err);
-    return rc;
+    return sl_watched_reload_logged(s->w, "quota file not loaded, keeping the current quotas", err,
+                                    errlen);
 }
 
 /* ---------------------------------------------------------------- lifecycle */
@@ -212,23 +192,12 @@ int sl_quotasrc_new(const sl_quotasrc_config *cfg, sl_quotasrc **out)
     sl_quotasrc *s = calloc(1, sizeof *s);
     if (!s)
         return -ENOMEM;
-    s->log = cfg->log;
+    s->log = cfg->conn.log;
     s->max_entries = cfg->max_entries;
     atomic_init(&s->entries, 0);
-    for (int i = 0; i < METRIC_COUNT; i++)
-        s->metrics[i] = (metric_ref){s, i};
     sl_watched_config wc = {
-        .source = cfg->source,
-        .etcd_endpoints = cfg->etcd_endpoints,
-        .n_endpoints = cfg->n_endpoints,
-        .prefix = cfg->prefix,
-        .file = cfg->quota_file,
-        .backoff_min_ms = cfg->backoff_min_ms,
-        .backoff_max_ms = cfg->backoff_max_ms,
-        .connect_timeout_ms = cfg->connect_timeout_ms,
-        .request_timeout_ms = cfg->request_timeout_ms,
+        .conn = cfg->conn,
         .what = "quotas",
-        .log = cfg->log,
         .ops = {.ref = snap_ref, .unref = snap_unref, .stamp = snap_stamp, .load = on_load,
                 .events = on_events, .load_file = on_load_file},
         .ud = s,
@@ -271,53 +240,36 @@ int sl_quotasrc_wait_loaded(sl_quotasrc *s, int64_t timeout_ms)
 
 /* ---------------------------------------------------------------- metrics */
 
-static void collect(void *arg, sl_metrics_sink *sink)
+/* The one family that is not the feed's status: the entries in the current snapshot. */
+static double entries_value(void *ud, size_t which)
 {
-    metric_ref *r = arg;
-    sl_quotasrc_status st;
-    sl_quotasrc_status_get(r->s, &st);
-    const char *mode = sl_quotasrc_mode_name(st.mode);
-    double v = 0;
-    switch (r->which) {
-    case 0: v = st.loaded; break;
-    case 1: v = st.connected; break;
-    case 2: v = (double)st.revision; break;
-    case 3: v = (double)st.entries; break;
-    case 4: v = (double)st.reconnects; break;
-    case 5: v = (double)st.updates; break;
-    case 6: v = (double)st.load_errors; break;
-    case 7: v = (double)st.invalid; break;
-    case 8: v = (double)st.failovers; break;
-    }
-    sl_metrics_sink_emit(sink, &mode, 1, v);
+    (void)which;
+    sl_quotasrc *s = ud;
+    return (double)atomic_load(&s->entries);
 }
 
 int sl_quotasrc_register_metrics(sl_quotasrc *s, sl_metrics *m)
 {
-    static const struct {
-        sl_metrics_type type;
-        const char *name, *help;
-    } defs[METRIC_COUNT] = {
-        {SL_METRICS_GAUGE, "sluice_quota_source_loaded", "1 once quotas have been loaded"},
+    static const sl_watched_metric defs[] = {
+        {SL_METRICS_GAUGE, "sluice_quota_source_loaded", "1 once quotas have been loaded",
+         SL_WATCHED_STAT_LOADED},
         {SL_METRICS_GAUGE, "sluice_quota_source_connected",
-         "1 while the etcd watch is established (always 1 for a file)"},
-        {SL_METRICS_GAUGE, "sluice_quota_source_revision", "etcd revision of the quotas in use"},
-        {SL_METRICS_GAUGE, "sluice_quota_entries", "quota and group-size entries in use"},
+         "1 while the etcd watch is established (always 1 for a file)", SL_WATCHED_STAT_CONNECTED},
+        {SL_METRICS_GAUGE, "sluice_quota_source_revision", "etcd revision of the quotas in use",
+         SL_WATCHED_STAT_REVISION},
+        {SL_METRICS_GAUGE, "sluice_quota_entries", "quota and group-size entries in use",
+         SL_WATCHED_STAT_OWN},
         {SL_METRICS_COUNTER, "sluice_quota_source_reconnects_total",
-         "times the etcd watch was lost and set up again"},
-        {SL_METRICS_COUNTER, "sluice_quota_source_updates_total", "etcd quota events applied"},
+         "times the etcd watch was lost and set up again", SL_WATCHED_STAT_RECONNECTS},
+        {SL_METRICS_COUNTER, "sluice_quota_source_updates_total", "etcd quota events applied",
+         SL_WATCHED_STAT_UPDATES},
         {SL_METRICS_COUNTER, "sluice_quota_source_load_errors_total",
-         "failed etcd reads or quota file reloads"},
+         "failed etcd reads or quota file reloads", SL_WATCHED_STAT_LOAD_ERRORS},
         {SL_METRICS_COUNTER, "sluice_quota_source_invalid_total",
-         "quota entries ignored as malformed"},
+         "quota entries ignored as malformed", SL_WATCHED_STAT_INVALID},
         {SL_METRICS_COUNTER, "sluice_quota_source_failovers_total",
-         "etcd calls that moved to another endpoint"},
+         "etcd calls that moved to another endpoint", SL_WATCHED_STAT_FAILOVERS},
     };
-    for (int i = 0; i < METRIC_COUNT; i++) {
-        int rc = sl_metrics_collector(m, defs[i].type, defs[i].name, defs[i].help, "source",
-                                      collect, &s->metrics[i]);
-        if (rc)
-            return rc;
-    }
-    return 0;
+    return sl_watched_register_metrics(s->w, m, defs, sizeof defs / sizeof defs[0], "source",
+                                       entries_value);
 }

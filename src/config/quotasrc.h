@@ -4,7 +4,7 @@
  * thread) or from the standalone quota file (reloaded on demand, e.g. on SIGHUP).
  *
  * etcd mode. A thread (its own, or the node's sl_watched_source shared with the switchboard:
- * sl_quotasrc_config.source) ranges over <prefix>/ , builds a tree, publishes it, then watches
+ * sl_quotasrc_config.conn.source) ranges over <prefix>/ , builds a tree, publishes it, then watches
  * the prefix from the next revision and publishes a new snapshot after every watch message, so a
  * change reaches request threads within one etcd round trip. When the watch breaks (etcd restart,
  * outage, compaction) it keeps serving the last snapshot, waits (exponential backoff with jitter,
@@ -29,28 +29,20 @@
 #include <stdint.h>
 
 #include "config/quota.h"
+#include "config/watched.h"
 #include "runtime/log.h"
 #include "runtime/metrics.h"
 
-typedef enum sl_quotasrc_mode {
-    SL_QUOTASRC_NONE = 0, /* no quotas: an empty, loaded tree */
-    SL_QUOTASRC_ETCD = 1,
-    SL_QUOTASRC_FILE = 2,
-} sl_quotasrc_mode;
+/* The source's mode is its feed's (config/watched.h); the names are the quota source's own. */
+typedef sl_watched_mode sl_quotasrc_mode;
+#define SL_QUOTASRC_NONE SL_WATCHED_NONE /* no quotas: an empty, loaded tree */
+#define SL_QUOTASRC_ETCD SL_WATCHED_ETCD
+#define SL_QUOTASRC_FILE SL_WATCHED_FILE
 
 typedef struct sl_quotasrc_config {
-    struct sl_watched_source *source;  /* shared etcd source (config/watched.h), or NULL: one of
-                                          its own from the fields below */
-    const char *const *etcd_endpoints; /* --storage-addrs; etcd mode when n_endpoints > 0 */
-    size_t n_endpoints;
-    const char *prefix;                /* --storage-prefix (the root); NULL = "/sluice" */
-    const char *quota_file;            /* --quota-file; file mode when there are no endpoints */
-    size_t max_entries;                /* 0 = SL_QUOTA_DEFAULT_MAX_ENTRIES */
-    int64_t backoff_min_ms;            /* 0 = 100 */
-    int64_t backoff_max_ms;            /* 0 = 5000 */
-    int64_t connect_timeout_ms;        /* etcd; 0 = 1000 */
-    int64_t request_timeout_ms;        /* etcd; 0 = 5000 */
-    sl_logger *log;                    /* may be NULL */
+    sl_watched_conn conn; /* where (config/watched.h): the node's shared etcd source, or
+                             --storage-addrs etc., or conn.file = --quota-file */
+    size_t max_entries;   /* 0 = SL_QUOTA_DEFAULT_MAX_ENTRIES */
 } sl_quotasrc_config;
 
 typedef struct sl_quotasrc sl_quotasrc;
@@ -91,12 +83,9 @@ int sl_quotasrc_wait_loaded(sl_quotasrc *s, int64_t timeout_ms);
  * -errno (reason in err, logged). etcd mode: -EOPNOTSUPP (changes arrive by the watch). */
 int sl_quotasrc_reload(sl_quotasrc *s, char *err, size_t errlen);
 
-/* Per-thread reader (zero-initialise it). The returned snapshot stays valid until the next read
- * or release on the same reader. */
-typedef struct sl_quotasrc_reader {
-    sl_quota_snap *snap;
-    uint64_t generation;
-} sl_quotasrc_reader;
+/* Per-thread reader (zero-initialise it; config/watched.h). The returned snapshot stays valid
+ * until the next read or release on the same reader. */
+typedef sl_watched_reader sl_quotasrc_reader;
 
 const sl_quota_snap *sl_quotasrc_read(sl_quotasrc *s, sl_quotasrc_reader *r);
 void sl_quotasrc_reader_release(sl_quotasrc_reader *r);

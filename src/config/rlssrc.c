@@ -20,12 +20,6 @@
 #include "base/file.h"
 #include "base/grow.h"
 
-typedef struct mx mx;
-struct mx {
-    struct sl_rlssrc *s;
-    int which;
-};
-
 /* etcd mode: one key's text */
 typedef struct ent {
     char *key, *text;
@@ -36,7 +30,6 @@ struct sl_rlssrc {
     sl_watched *w;
     ent *ents;          /* etcd mode: the keys under <root>/rls/ (the watch thread's alone) */
     size_t nents, capents;
-    mx mx[3];           /* the collectors' arguments (sl_rlssrc_register_metrics) */
     sl_logger *log;
     char *dir;
     int64_t poll_ms;
@@ -385,11 +378,12 @@ static void *poll_main(void *arg)
 int sl_rlssrc_new(const sl_rlssrc_config *cfg, sl_rlssrc **out, char *err, size_t errlen)
 {
     sl_rlssrc *s = calloc(1, sizeof *s);
-    if (!s || !(s->dir = strdup(cfg->source ? "etcd" : cfg->dir))) {
+    const sl_watched_conn *conn = &cfg->conn;
+    if (!s || !(s->dir = strdup(conn->source ? "etcd" : conn->file))) {
         free(s);
         return -ENOMEM;
     }
-    s->log = cfg->log;
+    s->log = conn->log;
     s->poll_ms = cfg->poll_ms;
     pthread_mutex_init(&s->mu, NULL);
     pthread_condattr_t ca;
@@ -399,12 +393,10 @@ int sl_rlssrc_new(const sl_rlssrc_config *cfg, sl_rlssrc **out, char *err, size_
     pthread_condattr_destroy(&ca);
     static const sl_watched_range ranges[] = {{"rls/", true}};
     sl_watched_config wc = {
-        .source = cfg->source,
-        .file = cfg->source ? NULL : s->dir,
-        .ranges = cfg->source ? ranges : NULL,
-        .n_ranges = cfg->source ? 1 : 0,
+        .conn = {.source = conn->source, .file = conn->source ? NULL : s->dir, .log = conn->log},
+        .ranges = conn->source ? ranges : NULL,
+        .n_ranges = conn->source ? 1 : 0,
         .what = "rls",
-        .log = cfg->log,
         .ops = {.ref = snap_ref, .unref = snap_unref, .load_file = load_file, .load = on_load,
                 .events = on_events},
         .ud = s,
@@ -412,15 +404,15 @@ int sl_rlssrc_new(const sl_rlssrc_config *cfg, sl_rlssrc **out, char *err, size_
     if (errlen)
         err[0] = 0;
     int rc = sl_watched_new(&wc, &s->w);
-    if (!rc && !cfg->source) /* file mode: the first load (sl_watched_start's), with its reason */
+    if (!rc && !conn->source) /* file mode: the first load (sl_watched_start's), with its reason */
         rc = sl_watched_reload(s->w, err, errlen);
-    if (!rc && s->poll_ms > 0 && !cfg->source) {
+    if (!rc && s->poll_ms > 0 && !conn->source) {
         rc = -pthread_create(&s->thread, NULL, poll_main, s);
         s->thread_started = rc == 0;
     }
     if (rc) {
         if (errlen && !err[0])
-            snprintf(err, errlen, "%s: %s", cfg->dir, strerror(-rc));
+            snprintf(err, errlen, "%s: %s", conn->file, strerror(-rc));
         sl_rlssrc_free(s);
         return rc;
     }
@@ -451,15 +443,12 @@ void sl_rlssrc_free(sl_rlssrc *s)
 
 const sl_rlsconf *sl_rlssrc_read(sl_rlssrc *s, sl_rlssrc_reader *r)
 {
-    r->held = sl_watched_read(s->w, r->held, &r->generation);
-    return r->held;
+    return sl_watched_reader_read(s->w, r);
 }
 
 void sl_rlssrc_reader_release(sl_rlssrc_reader *r)
 {
-    sl_rlsconf_unref(r->held);
-    r->held = NULL;
-    r->generation = 0;
+    sl_watched_reader_release(r);
 }
 
 void sl_rlssrc_status_get(sl_rlssrc *s, sl_watched_status *out)
@@ -469,43 +458,31 @@ void sl_rlssrc_status_get(sl_rlssrc *s, sl_watched_status *out)
 
 /* ---- metrics ------------------------------------------------------------------------------- */
 
-enum { MX_DOMAINS, MX_LOADS, MX_ERRORS, MX_COUNT };
-
-
-static void collect(void *arg, sl_metrics_sink *sink)
+/* The one family that is not the feed's status: the domains serving now. */
+static double domains_value(void *ud, size_t which)
 {
-    const mx *x = arg;
-    sl_watched_status st;
-    sl_watched_status_get(x->s->w, &st);
-    double v = 0;
-    if (x->which == MX_DOMAINS) {
-        sl_rlsconf *c = sl_watched_acquire(x->s->w);
-        v = (double)sl_rlsconf_domains(c);
-        sl_rlsconf_unref(c);
-    } else {
-        v = (double)(x->which == MX_LOADS ? st.loads : st.load_errors);
-    }
-    sl_metrics_sink_emit(sink, NULL, 0, v);
+    (void)which;
+    sl_rlssrc *s = ud;
+    sl_rlsconf *c = sl_watched_acquire(s->w);
+    double v = (double)sl_rlsconf_domains(c);
+    sl_rlsconf_unref(c);
+    return v;
 }
 
 int sl_rlssrc_register_metrics(sl_rlssrc *s, sl_metrics *metrics)
 {
-    static const struct { sl_metrics_type type; const char *name, *help; } defs[MX_COUNT] = {
+    static const sl_watched_metric defs[] = {
         {SL_METRICS_GAUGE, "sluice_rls_config_domains",
-         "Domains in the --rls-config-dir configuration serving now."},
+         "Domains in the --rls-config-dir configuration serving now.", SL_WATCHED_STAT_OWN},
         {SL_METRICS_COUNTER, "sluice_rls_config_loads_total",
-         "Loads of --rls-config-dir that succeeded (start, changes, SIGHUP)."},
+         "Loads of --rls-config-dir that succeeded (start, changes, SIGHUP).",
+         SL_WATCHED_STAT_LOADS},
         {SL_METRICS_COUNTER, "sluice_rls_config_load_errors_total",
-         "Loads of --rls-config-dir that failed (the last good configuration kept serving)."},
+         "Loads of --rls-config-dir that failed (the last good configuration kept serving).",
+         SL_WATCHED_STAT_LOAD_ERRORS},
     };
     if (!metrics)
         return 0;
-    for (int i = 0; i < MX_COUNT; i++) {
-        s->mx[i] = (mx){s, i};
-        int rc = sl_metrics_collector(metrics, defs[i].type, defs[i].name, defs[i].help, NULL,
-                                      collect, &s->mx[i]);
-        if (rc)
-            return rc;
-    }
-    return 0;
+    return sl_watched_register_metrics(s->w, metrics, defs, sizeof defs / sizeof defs[0], NULL,
+                                       domains_value);
 }

@@ -11,8 +11,8 @@
  * poll period, whenever the directory's listing, sizes or modification times change (a thread
  * of its own compares a signature of them; editors that replace files by rename are seen too).
  *
- * etcd mode (sl_rlssrc_config.source): every key under <root>/rls/ holds one file's text, named
- * in errors by its key ("rls/shop: line 3: ..."). The shared watched source loads them, then
+ * etcd mode (sl_rlssrc_config.conn.source): every key under <root>/rls/ holds one file's text,
+ * named in errors by its key ("rls/shop: line 3: ..."). The shared watched source loads them, then
  * applies each watch message's puts and deletes and builds the whole configuration again; a
  * configuration that does not build is logged and counted (load errors), and the last good one
  * keeps serving.
@@ -36,10 +36,10 @@ typedef struct sl_rlssrc sl_rlssrc;
 #define SL_RLSSRC_MAX_FILES 4096
 
 typedef struct sl_rlssrc_config {
-    sl_watched_source *source; /* etcd mode: the node's shared source, attached before it starts */
-    const char *dir;           /* file mode (no source) */
-    int64_t poll_ms;   /* look for changes this often; 0 = only on reload */
-    sl_logger *log;    /* may be NULL */
+    sl_watched_conn conn; /* etcd mode: conn.source, the node's shared source, attached before it
+                             starts; else file mode: conn.file, the directory. conn.log may be
+                             NULL; the other fields are not used (no etcd source of its own) */
+    int64_t poll_ms;      /* look for changes this often; 0 = only on reload */
 } sl_rlssrc_config;
 
 /* File mode: read the directory once (0, or -errno with the reason in err) and start polling.
@@ -51,10 +51,7 @@ void sl_rlssrc_free(sl_rlssrc *s); /* NULL is fine */
  * etcd mode: -EOPNOTSUPP (the watch keeps it current). */
 int sl_rlssrc_reload(sl_rlssrc *s, char *err, size_t errlen);
 
-typedef struct sl_rlssrc_reader {
-    sl_rlsconf *held;
-    uint64_t generation;
-} sl_rlssrc_reader;
+typedef sl_watched_reader sl_rlssrc_reader; /* zero-initialise it */
 
 /* The current configuration for a reader (valid until the reader's next read or release). */
 const sl_rlsconf *sl_rlssrc_read(sl_rlssrc *s, sl_rlssrc_reader *r);

@@ -61,13 +61,33 @@ struct sl_watched {
     pthread_mutex_t st_mu;
     sl_watched_status st;
 
+    sl_logger *log;            /* the feed's conn.log (a shared source has its own) */
     bool own_src;              /* the source is this feed's alone (started by sl_watched_start) */
+
+    /* sl_watched_register_metrics: the collectors' arguments (one per family, which it is) */
+    struct metric_arg {
+        sl_watched *w;
+        size_t which;
+        sl_watched_stat stat;
+        const char *label;
+        double (*value)(void *ud, size_t i);
+    } margs[SL_WATCHED_MAX_METRICS];
+    size_t n_margs;
     pthread_mutex_t reload_mu; /* one file reload at a time */
 };
 
 sl_watched_mode sl_watched_mode_of(const sl_watched *w)
 {
     return w->src->mode;
+}
+
+const char *sl_watched_mode_name(sl_watched_mode mode)
+{
+    switch (mode) {
+    case SL_WATCHED_ETCD: return "etcd";
+    case SL_WATCHED_FILE: return "file";
+    default: return "none";
+    }
 }
 
 const char *sl_watched_root(const sl_watched *w)
@@ -121,6 +141,21 @@ void *sl_watched_read(sl_watched *w, void *held, uint64_t *generation)
     return snap;
 }
 
+void *sl_watched_reader_read(sl_watched *w, sl_watched_reader *r)
+{
+    r->held = sl_watched_read(w, r->held, &r->generation);
+    r->unref = w->ops.unref;
+    return r->held;
+}
+
+void sl_watched_reader_release(sl_watched_reader *r)
+{
+    if (r->held && r->unref)
+        r->unref(r->held);
+    r->held = NULL;
+    r->generation = 0;
+}
+
 void *sl_watched_acquire(sl_watched *w)
 {
     pthread_mutex_lock(&w->pub_mu);
@@ -141,6 +176,55 @@ void sl_watched_status_get(sl_watched *w, sl_watched_status *out)
         out->failovers = sl_etcd_failovers(w->src->etcd);
         sl_etcd_current_endpoint(w->src->etcd, out->endpoint, sizeof out->endpoint);
     }
+}
+
+static double stat_value(sl_watched *w, sl_watched_stat stat)
+{
+    sl_watched_status st;
+    sl_watched_status_get(w, &st);
+    switch (stat) {
+    case SL_WATCHED_STAT_LOADED: return st.loaded;
+    case SL_WATCHED_STAT_CONNECTED: return st.connected;
+    case SL_WATCHED_STAT_REVISION: return (double)st.revision;
+    case SL_WATCHED_STAT_LOADS: return (double)st.loads;
+    case SL_WATCHED_STAT_LOAD_ERRORS: return (double)st.load_errors;
+    case SL_WATCHED_STAT_RECONNECTS: return (double)st.reconnects;
+    case SL_WATCHED_STAT_UPDATES: return (double)st.updates;
+    case SL_WATCHED_STAT_INVALID: return (double)st.invalid;
+    case SL_WATCHED_STAT_FAILOVERS: return (double)st.failovers;
+    default: return 0;
+    }
+}
+
+static void collect(void *arg, sl_metrics_sink *sink)
+{
+    const struct metric_arg *a = arg;
+    double v = a->stat == SL_WATCHED_STAT_OWN ? a->value(a->w->ud, a->which)
+                                              : stat_value(a->w, a->stat);
+    const char *mode = sl_watched_mode_name(a->w->src->mode);
+    if (a->label)
+        sl_metrics_sink_emit(sink, &mode, 1, v);
+    else
+        sl_metrics_sink_emit(sink, NULL, 0, v);
+}
+
+int sl_watched_register_metrics(sl_watched *w, sl_metrics *m, const sl_watched_metric *defs,
+                                size_t n, const char *label, double (*value)(void *ud, size_t i))
+{
+    if (n > SL_WATCHED_MAX_METRICS - w->n_margs)
+        return -ENOSPC;
+    for (size_t i = 0; i < n; i++)
+        if (defs[i].stat == SL_WATCHED_STAT_OWN && !value)
+            return -EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        struct metric_arg *a = &w->margs[w->n_margs++];
+        *a = (struct metric_arg){w, i, defs[i].stat, label, value};
+        int rc = sl_metrics_collector(m, defs[i].type, defs[i].name, defs[i].help, label, collect,
+                                      a);
+        if (rc)
+            return rc;
+    }
+    return 0;
 }
 
 void sl_watched_count_invalid(sl_watched *w, uint64_t n)
@@ -415,6 +499,17 @@ int sl_watched_reload(sl_watched *w, char *err, size_t errlen)
     return rc;
 }
 
+int sl_watched_reload_logged(sl_watched *w, const char *failed, char *err, size_t errlen)
+{
+    char buf[256];
+    if (!err || errlen == 0)
+        err = buf, errlen = sizeof buf; /* for the log line */
+    int rc = sl_watched_reload(w, err, errlen);
+    if (rc && rc != -EOPNOTSUPP)
+        sl_log_error(w->log, "%s error=\"%s\"", failed, err);
+    return rc;
+}
+
 /* ---------------------------------------------------------------- lifecycle */
 
 static void source_stop(sl_watched_source *src)
@@ -446,7 +541,7 @@ static void source_unref(sl_watched_source *src)
     free(src);
 }
 
-int sl_watched_source_new(const sl_watched_source_config *cfg, sl_watched_source **out)
+int sl_watched_source_new(const sl_watched_conn *cfg, sl_watched_source **out)
 {
     sl_watched_source *src = calloc(1, sizeof *src);
     if (!src)
@@ -585,6 +680,7 @@ int sl_watched_new(const sl_watched_config *cfg, sl_watched **out)
         return -ENOMEM;
     w->ops = cfg->ops;
     w->ud = cfg->ud;
+    w->log = cfg->conn.log;
     pthread_mutex_init(&w->pub_mu, NULL);
     pthread_mutex_init(&w->st_mu, NULL);
     pthread_mutex_init(&w->reload_mu, NULL);
@@ -600,23 +696,12 @@ int sl_watched_new(const sl_watched_config *cfg, sl_watched **out)
     memcpy(w->ranges, ranges, w->n_ranges * sizeof *w->ranges);
 
     int rc;
-    if (cfg->source) {
-        rc = attach(cfg->source, w);
+    if (cfg->conn.source) {
+        rc = attach(cfg->conn.source, w);
     } else {
         /* a source of its own: this feed holds the only reference */
-        sl_watched_source_config sc = {
-            .etcd_endpoints = cfg->etcd_endpoints,
-            .n_endpoints = cfg->n_endpoints,
-            .prefix = cfg->prefix,
-            .file = cfg->file,
-            .backoff_min_ms = cfg->backoff_min_ms,
-            .backoff_max_ms = cfg->backoff_max_ms,
-            .connect_timeout_ms = cfg->connect_timeout_ms,
-            .request_timeout_ms = cfg->request_timeout_ms,
-            .log = cfg->log,
-        };
         sl_watched_source *src;
-        rc = sl_watched_source_new(&sc, &src);
+        rc = sl_watched_source_new(&cfg->conn, &src);
         if (rc == 0) {
             rc = attach(src, w);
             source_unref(src);

@@ -6,7 +6,7 @@
  *
  * Source and feeds. An sl_watched is one feed: its keys, its callbacks, its snapshot slot and its
  * status. Its sl_watched_source is the root it reads: the etcd client, one thread and one watch
- * stream. A feed gets a source of its own unless sl_watched_config.source names a shared one;
+ * stream. A feed gets a source of its own unless sl_watched_config.conn.source names a shared one;
  * the node shares one between the quotas and the switchboard, so one watch of <root>/ feeds both.
  * Every feed is attached before the shared source starts (sl_watched_source_start).
  *
@@ -40,6 +40,7 @@
 
 #include "ctlplane/etcd.h"
 #include "runtime/log.h"
+#include "runtime/metrics.h"
 
 typedef enum sl_watched_mode {
     SL_WATCHED_NONE = 0, /* nothing to read: loaded from the start */
@@ -75,10 +76,18 @@ typedef struct sl_watched_ops {
     int (*load_file)(void *ud, const char *path, char *err, size_t errlen);
 } sl_watched_ops;
 
-typedef struct sl_watched_source_config {
-    const char *const *etcd_endpoints; /* etcd mode when n_endpoints > 0 */
+/*
+ * Where a feed reads from: the connection every watched source (quotas, switchboard, RLS rules)
+ * is configured with the same way, so that each embeds this one struct (as .conn) and keeps only
+ * what is its own. The strings and arrays must outlive sl_watched_source_new / sl_watched_new.
+ */
+typedef struct sl_watched_conn {
+    sl_watched_source *source;         /* shared source, or NULL: one of its own from the fields
+                                          below (ignored by sl_watched_source_new) */
+    const char *const *etcd_endpoints; /* --storage-addrs; etcd mode when n_endpoints > 0 */
     size_t n_endpoints;
-    const char *prefix;                /* the root; NULL = "/sluice"; trailing '/' ignored */
+    const char *prefix;                /* --storage-prefix (the root); NULL = "/sluice";
+                                          trailing '/' ignored */
     const char *file;                  /* file mode when there are no endpoints */
     int64_t backoff_min_ms;            /* 0 = 100 */
     int64_t backoff_max_ms;            /* 0 = 5000 */
@@ -86,31 +95,21 @@ typedef struct sl_watched_source_config {
     int64_t request_timeout_ms;        /* etcd; 0 = 5000 */
     sl_etcd_tls etcd_tls;              /* etcd over https:// (ctlplane/etcd.h) */
     sl_logger *log;                    /* may be NULL */
-} sl_watched_source_config;
+} sl_watched_conn;
 
-/* A source to share between feeds (sl_watched_config.source). Feeds hold references of their
+/* A source to share between feeds (sl_watched_conn.source). Feeds hold references of their
  * own: sl_watched_source_free() drops the creator's, and the last feed freed stops the thread. */
-int sl_watched_source_new(const sl_watched_source_config *cfg, sl_watched_source **out);
+int sl_watched_source_new(const sl_watched_conn *cfg, sl_watched_source **out);
 /* etcd: start the thread (returns at once); every feed must be attached by now. Otherwise 0. */
 int sl_watched_source_start(sl_watched_source *src);
 void sl_watched_source_free(sl_watched_source *src);
 sl_watched_mode sl_watched_source_mode(const sl_watched_source *src);
 
 typedef struct sl_watched_config {
-    sl_watched_source *source;         /* shared source, or NULL: one of its own from the fields
-                                          below (endpoints .. request_timeout_ms, log) */
-    const char *const *etcd_endpoints; /* etcd mode when n_endpoints > 0 */
-    size_t n_endpoints;
-    const char *prefix;                /* the root; NULL = "/sluice"; trailing '/' ignored */
-    const char *file;                  /* file mode when there are no endpoints */
+    sl_watched_conn conn;              /* where to read (conn.log also logs the feed's lines) */
     const sl_watched_range *ranges;    /* NULL: the whole of <root>/ */
     size_t n_ranges;
-    int64_t backoff_min_ms;            /* 0 = 100 */
-    int64_t backoff_max_ms;            /* 0 = 5000 */
-    int64_t connect_timeout_ms;        /* etcd; 0 = 1000 */
-    int64_t request_timeout_ms;        /* etcd; 0 = 5000 */
     const char *what;                  /* for messages: "quotas", "switches" */
-    sl_logger *log;                    /* may be NULL */
     sl_watched_ops ops;
     void *ud;                          /* passed to load, events, load_file */
 } sl_watched_config;
@@ -144,6 +143,7 @@ int sl_watched_start(sl_watched *w);
 void sl_watched_free(sl_watched *w);
 
 sl_watched_mode sl_watched_mode_of(const sl_watched *w);
+const char *sl_watched_mode_name(sl_watched_mode mode);  /* "none", "etcd", "file" */
 const char *sl_watched_root(const sl_watched *w);         /* without a trailing '/' */
 const char *sl_watched_watch_prefix(const sl_watched *w); /* root + "/" */
 sl_etcd *sl_watched_etcd(sl_watched *w);                   /* NULL unless etcd mode */
@@ -153,14 +153,57 @@ int sl_watched_wait_loaded(sl_watched *w, int64_t timeout_ms);
 /* File mode: sl_watched_config.ops.load_file, with the status kept. etcd: -EOPNOTSUPP, with a
  * reason in err; none: 0. */
 int sl_watched_reload(sl_watched *w, char *err, size_t errlen);
+/* sl_watched_reload for a user's reload call (SIGHUP): a failure other than -EOPNOTSUPP is also
+ * logged on conn.log as `<failed> error="<reason>"`, and err may be NULL. */
+int sl_watched_reload_logged(sl_watched *w, const char *failed, char *err, size_t errlen);
 
 /* Publish `snap` (its reference passes to the slot); returns its generation. */
 uint64_t sl_watched_publish(sl_watched *w, void *snap);
 /* A reader holding `held` (NULL at first) at *generation: the snapshot to hold now. When it
  * differs from held, a reference to it has been taken, held's dropped and *generation updated. */
 void *sl_watched_read(sl_watched *w, void *held, uint64_t *generation);
+/* A per-thread reader of a feed's snapshots (zero-initialise it): the reader struct of every
+ * source (sl_quotasrc_reader, sl_killswitch_reader, sl_rlssrc_reader are this type). */
+typedef struct sl_watched_reader {
+    void *held;                /* the snapshot it holds a reference to, or NULL */
+    uint64_t generation;       /* held's */
+    void (*unref)(void *snap); /* held's ops.unref: a release needs no feed (it may be freed) */
+} sl_watched_reader;
+
+/* The snapshot to use now, valid until the reader's next read or release (sl_watched_read). */
+void *sl_watched_reader_read(sl_watched *w, sl_watched_reader *r);
+/* Drop the reader's reference; it may be read again afterwards. */
+void sl_watched_reader_release(sl_watched_reader *r);
+
 /* A counted reference to the current snapshot (ops.unref it). */
 void *sl_watched_acquire(sl_watched *w);
+
+/* A source's metric families, one collector each, read at render time (the registry must not
+ * render after sl_watched_free). With label (e.g. "source"), each series carries the feed's mode
+ * name ("none", "etcd", "file") as that label's value; NULL: no labels. A family's value is a
+ * field of the feed's status (stat), or, with SL_WATCHED_STAT_OWN, value(ud, i) for family i,
+ * ud being sl_watched_config.ud (value may be NULL when no family is the source's own). -ENOSPC
+ * past SL_WATCHED_MAX_METRICS in all. */
+#define SL_WATCHED_MAX_METRICS 16
+typedef enum sl_watched_stat {
+    SL_WATCHED_STAT_OWN = 0,
+    SL_WATCHED_STAT_LOADED,
+    SL_WATCHED_STAT_CONNECTED,
+    SL_WATCHED_STAT_REVISION,
+    SL_WATCHED_STAT_LOADS,
+    SL_WATCHED_STAT_LOAD_ERRORS,
+    SL_WATCHED_STAT_RECONNECTS,
+    SL_WATCHED_STAT_UPDATES,
+    SL_WATCHED_STAT_INVALID,
+    SL_WATCHED_STAT_FAILOVERS,
+} sl_watched_stat;
+typedef struct sl_watched_metric {
+    sl_metrics_type type;
+    const char *name, *help;
+    sl_watched_stat stat;
+} sl_watched_metric;
+int sl_watched_register_metrics(sl_watched *w, sl_metrics *m, const sl_watched_metric *defs,
+                                size_t n, const char *label, double (*value)(void *ud, size_t i));
 
 /* Count entries ignored as malformed. */
 void sl_watched_count_invalid(sl_watched *w, uint64_t n);

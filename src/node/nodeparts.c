@@ -94,7 +94,7 @@ int sl_nodeparts_storage(sl_node *n, char *err, size_t errlen)
     size_t neps = o->storage_addrs.n < 64 ? o->storage_addrs.n : 64;
     for (size_t i = 0; i < neps; i++)
         eps[i] = o->storage_addrs.items[i];
-    sl_watched_source_config sc = {
+    sl_watched_conn sc = {
         .etcd_endpoints = eps,
         .n_endpoints = neps,
         .prefix = o->storage_prefix,
@@ -130,10 +130,10 @@ int sl_nodeparts_quotas(sl_node *n, char *err, size_t errlen)
     if (o->storage_addrs.n == 0 && !(o->quota_file && o->quota_file[0]))
         return 0;
     sl_quotasrc_config qc = {
-        .source = n->storage, /* etcd; NULL: the quota file or nothing */
-        .quota_file = o->quota_file,
-        .request_timeout_ms = o->storage_timeout_ns / 1000000,
-        .log = &n->log,
+        .conn.source = n->storage, /* etcd; NULL: the quota file or nothing */
+        .conn.file = o->quota_file,
+        .conn.request_timeout_ms = o->storage_timeout_ns / 1000000,
+        .conn.log = &n->log,
     };
     int rc = sl_quotasrc_new(&qc, &n->quotas);
     if (rc) {
@@ -149,11 +149,11 @@ int sl_nodeparts_protection(sl_node *n, char *err, size_t errlen)
 {
     sl_options *o = &n->opts;
     sl_killswitch_config kc = {
-        .source = n->storage, /* etcd; NULL: the quota file or nothing */
-        .file = o->quota_file,
+        .conn.source = n->storage, /* etcd; NULL: the quota file or nothing */
+        .conn.file = o->quota_file,
         .max_entries = (size_t)o->max_switches,
-        .request_timeout_ms = o->storage_timeout_ns / 1000000,
-        .log = &n->log,
+        .conn.request_timeout_ms = o->storage_timeout_ns / 1000000,
+        .conn.log = &n->log,
     };
     int rc = sl_killswitch_new(&kc, &n->switches);
     if (rc) {
@@ -427,9 +427,9 @@ int sl_nodeparts_rls(sl_node *n, char *err, size_t errlen)
     bool dir = o->rls_config_dir && o->rls_config_dir[0];
     if (!dir && !n->storage)
         return 0;
-    sl_rlssrc_config rc_cfg = {.source = dir ? NULL : n->storage,
-                               .dir = dir ? o->rls_config_dir : NULL,
-                               .poll_ms = o->rls_poll_period_ns / 1000000, .log = &n->log};
+    sl_rlssrc_config rc_cfg = {.conn.source = dir ? NULL : n->storage,
+                               .conn.file = dir ? o->rls_config_dir : NULL,
+                               .poll_ms = o->rls_poll_period_ns / 1000000, .conn.log = &n->log};
     int rc = sl_rlssrc_new(&rc_cfg, &n->rls, err, errlen);
     if (rc)
         return rc;

@@ -82,7 +82,7 @@ static inline int setup(void **state)
     write_file(f->path, switchboard);
     f->logf = tmpfile();
     sl_log_init(&f->log, f->logf, SL_LOG_DEBUG, "t");
-    sl_killswitch_config kc = {.file = f->path, .log = &f->log};
+    sl_killswitch_config kc = {.conn.file = f->path, .conn.log = &f->log};
     assert_int_equal(sl_killswitch_new(&kc, &f->ks), 0);
     assert_int_equal(sl_metrics_new(NULL, &f->metrics), 0);
     sl_protect_config pc;

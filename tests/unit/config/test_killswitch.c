@@ -138,7 +138,7 @@ static void test_file(void **state)
     FILE *logf = tmpfile();
     sl_logger lg;
     sl_log_init(&lg, logf, SL_LOG_DEBUG, "t");
-    sl_killswitch_config cfg = {.file = path, .log = &lg};
+    sl_killswitch_config cfg = {.conn.file = path, .conn.log = &lg};
     sl_killswitch *ks = NULL;
     assert_int_equal(sl_killswitch_new(&cfg, &ks), 0);
     assert_int_equal(sl_killswitch_wait_loaded(ks, 0), 0);
@@ -280,7 +280,7 @@ static void test_override_precedence(void **state)
     assert_true(fd >= 0);
     close(fd);
     write_file(path, "killswitch:\n  a: on\n  b: on\n");
-    sl_killswitch_config cfg = {.file = path};
+    sl_killswitch_config cfg = {.conn.file = path};
     sl_killswitch *ks = NULL;
     assert_int_equal(sl_killswitch_new(&cfg, &ks), 0);
     sl_killswitch_reader r = {0};
@@ -390,8 +390,9 @@ static void test_etcd(void **state)
     sl_logger lg;
     sl_log_init(&lg, logf, SL_LOG_DEBUG, "t");
     const char *eps[] = {g_etcd.url};
-    sl_killswitch_config cfg = {.etcd_endpoints = eps, .n_endpoints = 1, .prefix = "/ks/",
-                                .log = &lg};
+    sl_killswitch_config cfg = {.conn.etcd_endpoints = eps, .conn.n_endpoints = 1,
+                                .conn.prefix = "/ks/",
+                                .conn.log = &lg};
     sl_killswitch *ks = NULL;
     assert_int_equal(sl_killswitch_new(&cfg, &ks), 0);
     assert_int_equal(sl_killswitch_wait_loaded(ks, 5000), 0);
@@ -465,20 +466,20 @@ static void test_etcd_shared_watch(void **state)
     sl_logger lg;
     sl_log_init(&lg, logf, SL_LOG_DEBUG, "t");
     const char *eps[] = {g_etcd.url};
-    sl_watched_source_config sc = {.etcd_endpoints = eps, .n_endpoints = 1, .prefix = "/sh",
+    sl_watched_conn sc = {.etcd_endpoints = eps, .n_endpoints = 1, .prefix = "/sh",
                                    .log = &lg};
     sl_watched_source *src = NULL;
     assert_int_equal(sl_watched_source_new(&sc, &src), 0);
-    sl_quotasrc_config qc = {.source = src, .log = &lg};
+    sl_quotasrc_config qc = {.conn.source = src, .conn.log = &lg};
     sl_quotasrc *q = NULL;
     assert_int_equal(sl_quotasrc_new(&qc, &q), 0);
-    sl_killswitch_config kc = {.source = src, .log = &lg};
+    sl_killswitch_config kc = {.conn.source = src, .conn.log = &lg};
     sl_killswitch *ks = NULL;
     assert_int_equal(sl_killswitch_new(&kc, &ks), 0);
     /* not started yet: nothing is read before every feed has attached */
     assert_int_equal(sl_killswitch_wait_loaded(ks, 50), -ETIMEDOUT);
     assert_int_equal(sl_watched_source_start(src), 0);
-    sl_killswitch_config late = {.source = src, .log = &lg};
+    sl_killswitch_config late = {.conn.source = src, .conn.log = &lg};
     sl_killswitch *ks2 = NULL;
     assert_int_equal(sl_killswitch_new(&late, &ks2), -EBUSY);
     sl_watched_source_free(src); /* the feeds keep it */
@@ -552,8 +553,8 @@ static void test_etcd_unreachable(void **state)
     char url[64];
     snprintf(url, sizeof url, "http://127.0.0.1:%d", sl_test_free_port());
     const char *eps[] = {url};
-    sl_killswitch_config cfg = {.etcd_endpoints = eps, .n_endpoints = 1,
-                                .connect_timeout_ms = 100, .request_timeout_ms = 200};
+    sl_killswitch_config cfg = {.conn.etcd_endpoints = eps, .conn.n_endpoints = 1,
+                                .conn.connect_timeout_ms = 100, .conn.request_timeout_ms = 200};
     sl_killswitch *ks = NULL;
     assert_int_equal(sl_killswitch_new(&cfg, &ks), 0);
     assert_int_equal(sl_killswitch_wait_loaded(ks, 300), -ETIMEDOUT);

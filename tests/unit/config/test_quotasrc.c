@@ -47,7 +47,7 @@ static void test_file_mode(void **state)
     FILE *logf = tmpfile();
     sl_logger lg;
     sl_log_init(&lg, logf, SL_LOG_DEBUG, "t");
-    sl_quotasrc_config cfg = {.quota_file = path, .log = &lg};
+    sl_quotasrc_config cfg = {.conn.file = path, .conn.log = &lg};
     sl_quotasrc *src = NULL;
     assert_int_equal(sl_quotasrc_new(&cfg, &src), 0);
     assert_int_equal(sl_quotasrc_wait_loaded(src, 0), 0);
@@ -123,7 +123,7 @@ static void test_file_mode(void **state)
 
 static void test_file_missing(void **state)
 {
-    sl_quotasrc_config cfg = {.quota_file = "/nonexistent/sluice-quotas.yaml"};
+    sl_quotasrc_config cfg = {.conn.file = "/nonexistent/sluice-quotas.yaml"};
     sl_quotasrc *src = NULL;
     assert_int_equal(sl_quotasrc_new(&cfg, &src), -ENOENT);
     assert_null(src);

@@ -260,7 +260,7 @@ static void test_directory(void **state)
     sl_rlsconf_unref(c);
     /* a live source: a bad file fails a reload, the last good configuration stays */
     sl_rlssrc *s = NULL;
-    sl_rlssrc_config cfg = {.dir = dir};
+    sl_rlssrc_config cfg = {.conn.file = dir};
     assert_int_equal(sl_rlssrc_new(&cfg, &s, err, sizeof err), 0);
     sl_rlssrc_reader r = {0};
     const sl_rlsconf *cur = sl_rlssrc_read(s, &r);

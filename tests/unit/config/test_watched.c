@@ -131,7 +131,7 @@ static void test_file_mode(void **state)
 
     user u = {0};
     sl_watched_config cfg = base_config(&u);
-    cfg.file = path;
+    cfg.conn.file = path;
     assert_int_equal(sl_watched_new(&cfg, &u.w), 0);
     assert_int_equal(sl_watched_mode_of(u.w), SL_WATCHED_FILE);
     assert_int_equal(sl_watched_wait_loaded(u.w, 0), -ETIMEDOUT); /* not started */
@@ -215,7 +215,7 @@ static void test_file_missing(void **state)
 {
     user u = {0};
     sl_watched_config cfg = base_config(&u);
-    cfg.file = "/nonexistent/sluice-watched";
+    cfg.conn.file = "/nonexistent/sluice-watched";
     assert_int_equal(sl_watched_new(&cfg, &u.w), 0);
     sl_watched_publish(u.w, tsnap_new(0));
     assert_int_equal(sl_watched_start(u.w), -ENOENT);
@@ -250,7 +250,7 @@ static void test_none_mode(void **state)
     assert_string_equal(sl_watched_watch_prefix(u.w), "/sluice/");
     sl_watched_free(u.w);
 
-    cfg.prefix = "/x/y//";
+    cfg.conn.prefix = "/x/y//";
     assert_int_equal(sl_watched_new(&cfg, &u.w), 0);
     assert_string_equal(sl_watched_root(u.w), "/x/y");
     assert_string_equal(sl_watched_watch_prefix(u.w), "/x/y/");
@@ -278,11 +278,11 @@ static void test_etcd_unreachable(void **state)
     sl_log_init(&lg, logf, SL_LOG_DEBUG, "t");
     user u = {0};
     sl_watched_config cfg = base_config(&u);
-    cfg.etcd_endpoints = eps;
-    cfg.n_endpoints = 1;
-    cfg.connect_timeout_ms = 200;
-    cfg.backoff_min_ms = 60000; /* the thread sits in its backoff when we stop it */
-    cfg.log = &lg;
+    cfg.conn.etcd_endpoints = eps;
+    cfg.conn.n_endpoints = 1;
+    cfg.conn.connect_timeout_ms = 200;
+    cfg.conn.backoff_min_ms = 60000; /* the thread sits in its backoff when we stop it */
+    cfg.conn.log = &lg;
     assert_int_equal(sl_watched_new(&cfg, &u.w), 0);
     assert_int_equal(sl_watched_mode_of(u.w), SL_WATCHED_ETCD);
     assert_non_null(sl_watched_etcd(u.w));
@@ -328,7 +328,7 @@ static void test_shared_source(void **state)
     FILE *logf = tmpfile();
     sl_logger lg;
     sl_log_init(&lg, logf, SL_LOG_DEBUG, "t");
-    sl_watched_source_config sc = {.etcd_endpoints = eps, .n_endpoints = 1, .prefix = "/s/",
+    sl_watched_conn sc = {.etcd_endpoints = eps, .n_endpoints = 1, .prefix = "/s/",
                                    .connect_timeout_ms = 200, .backoff_min_ms = 60000,
                                    .log = &lg};
     sl_watched_source *src = NULL;
@@ -336,7 +336,7 @@ static void test_shared_source(void **state)
     assert_int_equal(sl_watched_source_mode(src), SL_WATCHED_ETCD);
     user a = {0}, b = {0}, c = {0};
     sl_watched_config ca = base_config(&a), cb = base_config(&b), cc = base_config(&c);
-    ca.source = cb.source = cc.source = src;
+    ca.conn.source = cb.conn.source = cc.conn.source = src;
     ca.what = "apples";
     cb.what = "pears";
     assert_int_equal(sl_watched_new(&ca, &a.w), 0);
@@ -376,13 +376,13 @@ static void test_shared_source(void **state)
     assert_log_has(logf, "serving last known apples and pears");
 
     /* at most SL_WATCHED_MAX_FEEDS feeds; none mode needs no thread */
-    sl_watched_source_config none = {0};
+    sl_watched_conn none = {0};
     assert_int_equal(sl_watched_source_new(&none, &src), 0);
     user u[SL_WATCHED_MAX_FEEDS + 1];
     memset(u, 0, sizeof u);
     for (int i = 0; i <= SL_WATCHED_MAX_FEEDS; i++) {
         sl_watched_config cfg = base_config(&u[i]);
-        cfg.source = src;
+        cfg.conn.source = src;
         assert_int_equal(sl_watched_new(&cfg, &u[i].w), i < SL_WATCHED_MAX_FEEDS ? 0 : -ENOSPC);
     }
     sl_watched_source_free(src);

@@ -479,10 +479,11 @@ static void test_quotasrc_etcd(void **state)
     FILE *logf = tmpfile();
     sl_logger lg;
     sl_log_init(&lg, logf, SL_LOG_DEBUG, "q");
-    sl_quotasrc_config cfg = {.etcd_endpoints = eps, .n_endpoints = 2, .prefix = "/q1/",
-                              .backoff_min_ms = 50, .backoff_max_ms = 200,
-                              .connect_timeout_ms = 500, .request_timeout_ms = 2000,
-                              .log = &lg};
+    sl_quotasrc_config cfg = {.conn.etcd_endpoints = eps, .conn.n_endpoints = 2,
+                              .conn.prefix = "/q1/",
+                              .conn.backoff_min_ms = 50, .conn.backoff_max_ms = 200,
+                              .conn.connect_timeout_ms = 500, .conn.request_timeout_ms = 2000,
+                              .conn.log = &lg};
     sl_quotasrc *src = NULL;
     assert_int_equal(sl_quotasrc_new(&cfg, &src), 0);
     assert_int_equal(sl_quotasrc_wait_loaded(src, 10000), 0);
@@ -592,9 +593,10 @@ static void test_quotasrc_starts_before_etcd(void **state)
     need_etcd();
     sl_test_etcd_stop(&g_etcd, SIGKILL);
     const char *eps[] = {g_etcd.url};
-    sl_quotasrc_config cfg = {.etcd_endpoints = eps, .n_endpoints = 1, .prefix = "/q1",
-                              .backoff_min_ms = 50, .backoff_max_ms = 200,
-                              .connect_timeout_ms = 500};
+    sl_quotasrc_config cfg = {.conn.etcd_endpoints = eps, .conn.n_endpoints = 1,
+                              .conn.prefix = "/q1",
+                              .conn.backoff_min_ms = 50, .conn.backoff_max_ms = 200,
+                              .conn.connect_timeout_ms = 500};
     sl_quotasrc *src = NULL;
     assert_int_equal(sl_quotasrc_new(&cfg, &src), 0);
     assert_int_equal(sl_quotasrc_wait_loaded(src, 300), -ETIMEDOUT);

@@ -199,12 +199,12 @@ static fx *fx_new(opts o)
     sc.gub.json.max_body = 4096;
     sl_levee_config_default(&sc.levee);
     if (o.quotas) {
-        sl_quotasrc_config qc = {.quota_file = f->qpath};
+        sl_quotasrc_config qc = {.conn.file = f->qpath};
         assert_int_equal(sl_quotasrc_new(&qc, &f->quotas), 0);
         sc.quotas = f->quotas;
     }
     if (o.protect) {
-        sl_killswitch_config kc = {.file = f->qpath};
+        sl_killswitch_config kc = {.conn.file = f->qpath};
         assert_int_equal(sl_killswitch_new(&kc, &f->ks), 0);
         sl_protect_config pc;
         sl_protect_config_default(&pc);

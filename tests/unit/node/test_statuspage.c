@@ -119,7 +119,7 @@ static void test_json_gathers_the_parts(void **state)
     assert_int_equal(write(fd, quotas, sizeof quotas - 1), (ssize_t)(sizeof quotas - 1));
     close(fd);
     sl_quotasrc *q;
-    sl_quotasrc_config qc = {.quota_file = path};
+    sl_quotasrc_config qc = {.conn.file = path};
     assert_int_equal(sl_quotasrc_new(&qc, &q), 0);
 
     /* decisions: 2 under, 1 over */
