@@ -714,6 +714,70 @@ int sl_attempt_store_done(sl_protect *p, int worker, const sl_levee_config *lcfg
     return 0;
 }
 
+/* The phases of sl_attempt_start / _step: what the batch handed on holds. */
+enum { PHASE_LEASES, PHASE_RENEW, PHASE_STORE };
+
+int sl_attempt_start(sl_protect *p, int worker, const sl_levee_config *lcfg,
+                     const sl_quota_snap *snap, const sl_attempt_req *req, sl_batch *batch,
+                     bool store, int nodes, int64_t now, sl_attempt_fleet *st, sl_answer *out)
+{
+    st->store = store ? batch : NULL;
+    st->leases = batch; /* the fleet's and the resource's leases: one round trip */
+    st->nodes = nodes;
+    st->conc_back = 0; /* (a renewal's step gives nothing back) */
+    int rc = sl_attempt_begin(p, worker, lcfg, snap, req, now, st, out);
+    if (rc == SL_ATTEMPT_STORE) {
+        st->phase = PHASE_STORE;
+        return SL_ATTEMPT_DO_STORE;
+    }
+    if (rc && st->leases) {
+        st->phase = rc == SL_ATTEMPT_RENEW ? PHASE_RENEW : PHASE_LEASES;
+        return SL_ATTEMPT_DO_ROUTE;
+    }
+    if (rc) { /* a node on its own: the fleet lease is this node's, of its share */
+        uint64_t back;
+        (void)sl_attempt_resume(p, worker, lcfg, snap, req, st, NULL, false, now, out, &back);
+    }
+    return SL_ATTEMPT_DO_SEND;
+}
+
+int sl_attempt_step(sl_protect *p, int worker, const sl_levee_config *lcfg,
+                    const sl_quota_snap *snap, const sl_attempt_req *req, sl_attempt_fleet *st,
+                    int nodes, int64_t now, sl_answer *out, uint64_t *giveback)
+{
+    *giveback = 0;
+    bool store;
+    if (st->phase == PHASE_RENEW) {
+        sl_attempt_renewed(req, st, out);
+        return SL_ATTEMPT_DO_SEND;
+    } else if (st->phase == PHASE_STORE) {
+        store = sl_attempt_store_done(p, worker, lcfg, req, st, now, out, giveback) != 0;
+    } else {
+        /* the owners answered the leases: the fleet's (or this node's share decides it, when
+         * the owner could not), and the concurrency lease's in sl_attempt_resume */
+        sl_response r;
+        bool fleet = st->fleet_item >= 0, local = false; /* else the concurrency lease alone */
+        if (fleet)
+            local = sl_gubprotect_fleet_taken(p, st->leases, (size_t)st->fleet_item, &st->limit,
+                                              st->duration_ms, nodes, now, &r);
+        store = sl_attempt_resume(p, worker, lcfg, snap, req, st, fleet ? &r : NULL, local, now,
+                                  out, giveback) == SL_ATTEMPT_STORE;
+    }
+    if (!store)
+        return SL_ATTEMPT_DO_SEND;
+    st->phase = PHASE_STORE;
+    return SL_ATTEMPT_DO_STORE;
+}
+
+sl_batch *sl_attempt_giveback(sl_protect *p, const sl_attempt_req *req,
+                              const sl_attempt_fleet *st, uint64_t giveback, int64_t now)
+{
+    if (!giveback && !st->conc_back)
+        return NULL;
+    return sl_gubprotect_lease_release(p, giveback, req->levee.resource, req->levee.resource_len,
+                                       st->conc_back, now);
+}
+
 void sl_attempt_release_answer(const sl_attempt_release_req *req, int conc_rc, int fleet_rc,
                                sl_answer *out)
 {
