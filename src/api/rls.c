@@ -278,14 +278,13 @@ static void mark_answered(sl_batch *b, size_t i)
     b->n_answered++;
 }
 
-int sl_rls_begin(const sl_rls_config *cfg, sl_rlsconf *conf, const uint8_t *msg, size_t len,
-                 sl_batch *b, sl_rls_call **call, sl_grpc_status *st)
+/* The request as the protocol has it: parsed, a domain, descriptors, known units. 0, or the
+ * error with *st set. */
+static int check_request(const sl_rls_config *cfg, const uint8_t *msg, size_t len, sl_batch *b,
+                         sl_rls_req *rq, sl_grpc_status *st)
 {
-    sl_batch_reset(b);
-    *call = NULL;
-    sl_rls_req rq;
     const char *err = NULL;
-    int rc = sl_rls_parse(cfg, msg, len, b, &rq, &err);
+    int rc = sl_rls_parse(cfg, msg, len, b, rq, &err);
     if (rc == -ENOMEM) {
         sl_grpc_status_set(st, SL_GRPC_RESOURCE_EXHAUSTED, "out of memory");
         return rc;
@@ -294,50 +293,35 @@ int sl_rls_begin(const sl_rls_config *cfg, sl_rlsconf *conf, const uint8_t *msg,
         sl_grpc_status_set(st, SL_GRPC_INVALID_ARGUMENT, "%s", err ? err : "malformed request");
         return rc;
     }
-    if (!rq.domain_len) {
+    if (!rq->domain_len) {
         sl_grpc_status_set(st, SL_GRPC_INVALID_ARGUMENT, "rate limit domain must not be empty");
         return -EINVAL;
     }
-    if (!rq.n) {
+    if (!rq->n) {
         sl_grpc_status_set(st, SL_GRPC_INVALID_ARGUMENT,
                           "rate limit descriptor list must not be empty");
         return -EINVAL;
     }
-    for (size_t i = 0; i < rq.n; i++) {
-        const sl_rls_desc *d = &rq.descs[i];
+    for (size_t i = 0; i < rq->n; i++) {
+        const sl_rls_desc *d = &rq->descs[i];
         if (d->has_limit && !sl_rls_unit_ms((int)d->limit_unit)) {
             sl_grpc_status_set(st, SL_GRPC_INVALID_ARGUMENT,
                               "descriptor %zu: limit override with an unknown unit", i);
             return -EINVAL;
         }
     }
-    sl_rls_call *c = sl_batch_alloc(b, sizeof *c);
-    const sl_rlsconf_rule **rules = sl_batch_alloc(b, rq.n * sizeof *rules);
-    char *name = sl_batch_alloc(b, sizeof SL_RLS_NAME_PREFIX + rq.domain_len);
-    if (!c || !rules || !name || sl_batch_alloc_items(b, rq.n) ||
-        !(c->items = sl_batch_alloc(b, rq.n * sizeof *c->items))) {
-        sl_grpc_status_set(st, SL_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-        return -ENOMEM;
-    }
-    memset(c->items, 0, rq.n * sizeof *c->items); /* K_NONE */
-    size_t name_len = sizeof SL_RLS_NAME_PREFIX - 1 + rq.domain_len;
-    memcpy(name, SL_RLS_NAME_PREFIX, sizeof SL_RLS_NAME_PREFIX - 1);
-    memcpy(name + sizeof SL_RLS_NAME_PREFIX - 1, rq.domain, rq.domain_len);
-    name[name_len] = 0;
-    c->cfg = cfg;
-    c->n = rq.n;
-    const sl_rlsconf_domain *dom = sl_rlsconf_domain_find(conf, rq.domain, rq.domain_len);
-    c->domain = dom ? sl_rlsconf_domain_name(dom, &c->domain_len) : NULL;
-    /* the rule of each descriptor (an override stands for a rule of its own) */
+    return 0;
+}
+
+/* The rule of each descriptor (an override stands for a rule of its own) into c->items and
+ * rules[], then the rules another one replaces switched off. 0 or -ENOMEM (*st set). */
+static int match_rules(sl_batch *b, const sl_rlsconf_domain *dom, const sl_rls_req *rq,
+                       sl_rls_call *c, const sl_rlsconf_rule **rules, const char ***shared,
+                       sl_grpc_status *st)
+{
     bool any_replaces = false;
-    const char ***shared = NULL; /* per descriptor, with share_threshold rules only */
-    if (sl_rlsconf_domain_shares(dom) &&
-        !(shared = sl_batch_alloc(b, rq.n * sizeof *shared))) {
-        sl_grpc_status_set(st, SL_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-        return -ENOMEM;
-    }
-    for (size_t i = 0; i < rq.n; i++) {
-        const sl_rls_desc *d = &rq.descs[i];
+    for (size_t i = 0; i < rq->n; i++) {
+        const sl_rls_desc *d = &rq->descs[i];
         item *it = &c->items[i];
         rules[i] = NULL;
         if (!dom) {
@@ -365,12 +349,20 @@ int sl_rls_begin(const sl_rls_config *cfg, sl_rlsconf *conf, const uint8_t *msg,
             it->label = r->name[0] ? r->name : r->path;
         }
     }
-    for (size_t i = 0; any_replaces && i < rq.n; i++)
-        if (rules[i] && !rules[i]->unlimited && replaced(rules, rq.n, rules[i]->name))
+    for (size_t i = 0; any_replaces && i < rq->n; i++)
+        if (rules[i] && !rules[i]->unlimited && replaced(rules, rq->n, rules[i]->name))
             c->items[i].kind = K_NONE;
-    /* the engine items */
-    for (size_t i = 0; i < rq.n; i++) {
-        const sl_rls_desc *d = &rq.descs[i];
+    return 0;
+}
+
+/* The engine items of the descriptors that have a limit; the others are answered here. 0 or
+ * -ENOMEM (*st set). */
+static int fill_items(sl_batch *b, const sl_rls_req *rq, sl_rls_call *c,
+                      const sl_rlsconf_rule *const *rules, const char ***shared,
+                      const char *name, size_t name_len, sl_grpc_status *st)
+{
+    for (size_t i = 0; i < rq->n; i++) {
+        const sl_rls_desc *d = &rq->descs[i];
         item *it = &c->items[i];
         sl_request *q = &b->reqs[i];
         q->name = name; /* on every item: identities judge the call by its domain */
@@ -385,7 +377,7 @@ int sl_rls_begin(const sl_rls_config *cfg, sl_rlsconf *conf, const uint8_t *msg,
             sl_grpc_status_set(st, SL_GRPC_RESOURCE_EXHAUSTED, "out of memory");
             return -ENOMEM;
         }
-        uint64_t hits = d->has_hits ? d->hits : rq.hits_addend ? rq.hits_addend : 1;
+        uint64_t hits = d->has_hits ? d->hits : rq->hits_addend ? rq->hits_addend : 1;
         q->hits = hits > INT64_MAX ? INT64_MAX : (int64_t)hits;
         q->limit = it->rpu;
         q->duration = sl_rls_unit_ms(it->unit);
@@ -395,6 +387,45 @@ int sl_rls_begin(const sl_rls_config *cfg, sl_rlsconf *conf, const uint8_t *msg,
         if (it->shadow)
             q->behavior |= SL_SHADOW;
     }
+    return 0;
+}
+
+int sl_rls_begin(const sl_rls_config *cfg, sl_rlsconf *conf, const uint8_t *msg, size_t len,
+                 sl_batch *b, sl_rls_call **call, sl_grpc_status *st)
+{
+    sl_batch_reset(b);
+    *call = NULL;
+    sl_rls_req rq;
+    int rc = check_request(cfg, msg, len, b, &rq, st);
+    if (rc)
+        return rc;
+    sl_rls_call *c = sl_batch_alloc(b, sizeof *c);
+    const sl_rlsconf_rule **rules = sl_batch_alloc(b, rq.n * sizeof *rules);
+    char *name = sl_batch_alloc(b, sizeof SL_RLS_NAME_PREFIX + rq.domain_len);
+    if (!c || !rules || !name || sl_batch_alloc_items(b, rq.n) ||
+        !(c->items = sl_batch_alloc(b, rq.n * sizeof *c->items))) {
+        sl_grpc_status_set(st, SL_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+        return -ENOMEM;
+    }
+    memset(c->items, 0, rq.n * sizeof *c->items); /* K_NONE */
+    size_t name_len = sizeof SL_RLS_NAME_PREFIX - 1 + rq.domain_len;
+    memcpy(name, SL_RLS_NAME_PREFIX, sizeof SL_RLS_NAME_PREFIX - 1);
+    memcpy(name + sizeof SL_RLS_NAME_PREFIX - 1, rq.domain, rq.domain_len);
+    name[name_len] = 0;
+    c->cfg = cfg;
+    c->n = rq.n;
+    const sl_rlsconf_domain *dom = sl_rlsconf_domain_find(conf, rq.domain, rq.domain_len);
+    c->domain = dom ? sl_rlsconf_domain_name(dom, &c->domain_len) : NULL;
+    /* the rule of each descriptor (an override stands for a rule of its own) */
+    const char ***shared = NULL; /* per descriptor, with share_threshold rules only */
+    if (sl_rlsconf_domain_shares(dom) &&
+        !(shared = sl_batch_alloc(b, rq.n * sizeof *shared))) {
+        sl_grpc_status_set(st, SL_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+        return -ENOMEM;
+    }
+    if ((rc = match_rules(b, dom, &rq, c, rules, shared, st)) ||
+        (rc = fill_items(b, &rq, c, rules, shared, name, name_len, st)))
+        return rc;
     if (conf)
         sl_rlsconf_ref(conf);
     c->conf = conf;
