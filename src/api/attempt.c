@@ -13,13 +13,14 @@
 
 #include "api/gubprotect.h"
 #include "protect/leaseid.h"
+#include "protect/plan.h"
 
 #define LIT(s) s, sizeof s - 1
 
 typedef struct attempt {
     sl_protect *p;
     sl_answer *out;
-    sl_ladder ladder;
+    sl_plan plan; /* the ladder's walk: the switches read, what they did */
     const sl_levee_request *lr;
     uint64_t fleet_id, conc_id; /* leases held so far */
     int64_t now;
@@ -110,13 +111,14 @@ static void reject(sl_answer *a, sl_answer_outcome o, sl_ladder_limiter lim, int
     SL_ANSWER_HEADER_FROM(a, "RateLimit", mark);
 }
 
-/* The ladder on a rejection by lim: true when it stands; a shadow admission is logged (at most
- * log_per_second lines), naming the limit that would have rejected. */
-static bool stands(attempt *t, sl_ladder_limiter lim, sl_killswitch_mode m, const char *what,
-                   size_t wlen)
+/* What a rejection by lim that the ladder judged (`stands`, under mode m) leaves in who is
+ * limited and the log: a shadow admission is logged (at most log_per_second lines), naming the
+ * limit that would have rejected. Returns `stands`. */
+static bool noted(attempt *t, sl_ladder_limiter lim, bool stands, sl_killswitch_mode m,
+                  const char *what, size_t wlen)
 {
     const sl_levee_request *lr = t->lr;
-    if (sl_ladder_rejects(&t->ladder, lim, m)) {
+    if (stands) {
         sl_who_note(sl_protect_who(t->p), what, wlen,
                     lim == SL_LADDER_SHED || lim == SL_LADDER_FLEET ? SL_WHO_SHED : SL_WHO_REJECTED,
                     lr->resource, lr->resource_len, t->now);
@@ -135,6 +137,13 @@ static bool stands(attempt *t, sl_ladder_limiter lim, sl_killswitch_mode m, cons
                     sl_log_field(lim_name, what, wlen));
     }
     return false;
+}
+
+/* The ladder on a rejection by lim: true when it stands (see noted). */
+static bool stands(attempt *t, sl_ladder_limiter lim, sl_killswitch_mode m, const char *what,
+                   size_t wlen)
+{
+    return noted(t, lim, sl_ladder_rejects(&t->plan.ladder, lim, m), m, what, wlen);
 }
 
 /* A later check rejected (or failed): the leases taken before it go back. */
@@ -184,12 +193,12 @@ static inline __attribute__((always_inline)) void ladder_headers(attempt *t)
 {
     char tmp[96];
     size_t n, mark;
-    if ((n = sl_ladder_list(t->ladder.shadowed, tmp, sizeof tmp))) {
+    if ((n = sl_ladder_list(t->plan.ladder.shadowed, tmp, sizeof tmp))) {
         mark = sl_answer_mark(t->out);
         sl_answer_lit(t->out, tmp, n);
         SL_ANSWER_HEADER_FROM(t->out, "X-Sluice-Shadow", mark);
     }
-    if ((n = sl_ladder_list(t->ladder.killed, tmp, sizeof tmp))) {
+    if ((n = sl_ladder_list(t->plan.ladder.killed, tmp, sizeof tmp))) {
         mark = sl_answer_mark(t->out);
         sl_answer_lit(t->out, tmp, n);
         SL_ANSWER_HEADER_FROM(t->out, "X-Sluice-Killswitch", mark);
@@ -389,7 +398,7 @@ static sl_killswitch_mode rate_mode(const sl_levee_config *lcfg, const sl_killsw
 /* The state a store's decision of the rate quotas waits with (sl_attempt_store_done). */
 static int park(const attempt *t, sl_attempt_fleet *st)
 {
-    st->ladder = t->ladder;
+    st->ladder = t->plan.ladder;
     st->fleet_id = t->fleet_id;
     st->conc_id = t->conc_id;
     st->routed = t->routed;
@@ -422,8 +431,8 @@ conc_verdict(attempt *t, const sl_response *r, sl_killswitch_mode m, int64_t lim
 /* After the shedders: the resource's concurrency limit, Levee's rate quotas, the lease id.
  * SL_ATTEMPT_STORE when the rate quotas went to st->store (st non-NULL with a store). */
 static inline __attribute__((always_inline)) int
-decide_rest(attempt *t, int worker, const sl_levee_config *lcfg, const sl_quota_snap *snap,
-            bool acquire, sl_attempt_fleet *st)
+decide_rest(attempt *t, const sl_levee_config *lcfg, const sl_quota_snap *snap, bool acquire,
+            sl_attempt_fleet *st)
 {
     sl_protect *p = t->p;
     const sl_protect_config *pc = sl_protect_cfg(p);
@@ -431,32 +440,28 @@ decide_rest(attempt *t, int worker, const sl_levee_config *lcfg, const sl_quota_
     sl_answer *out = t->out;
     const int64_t now = t->now;
     const uint32_t gs = lcfg ? lcfg->group_size : 0;
-    const sl_killswitch_snap *ks = sl_protect_switches(p, worker);
+    const sl_killswitch_snap *ks = t->plan.ks;
     char res_print[100];
     printable(res_print, sizeof res_print, lr->resource, lr->resource_len);
 
     /* the resource's concurrency limit: the key owner's answer at hand (routed), or here */
-    sl_killswitch_conc cc;
+    sl_plan_lease cl;
     if (__builtin_expect(t->conc_r != NULL, 0)) {
         if (conc_verdict(t, t->conc_r, t->conc_mode, t->conc_limit, res_print))
             return 0;
     } else if (acquire && !(st && st->leases) && /* routed: begin asked the ladder already */
-               sl_killswitch_snap_concurrency(ks, lr->resource, lr->resource_len, &cc)) {
-        sl_killswitch_mode m = sl_ladder_mode_of(ks, SL_LADDER_CONC);
-        if (sl_ladder_runs(&t->ladder, SL_LADDER_CONC, m)) {
-            int64_t limit = sl_protect_share(
-                cc.limit, sl_protect_group_size(gs, snap, lr->resource, lr->resource_len));
-            sl_response r;
-            sl_protect_conc_take(p, lr->resource, lr->resource_len, limit, cc.duration_ms, now,
-                                 &r);
-            if (conc_verdict(t, &r, m, limit, res_print))
-                return 0;
-        }
+               sl_plan_conc(&t->plan, lr->resource, lr->resource_len, &cl)) {
+        int64_t limit = sl_protect_share(
+            cl.limit, sl_protect_group_size(gs, snap, lr->resource, lr->resource_len));
+        sl_response r;
+        sl_protect_conc_take(p, lr->resource, lr->resource_len, limit, cl.duration_ms, now, &r);
+        if (conc_verdict(t, &r, cl.mode, limit, res_print))
+            return 0;
     }
 
     /* Levee's rate quotas: switched as a whole by the namespace, one by one by quota name */
     sl_killswitch_mode m = rate_mode(lcfg, ks);
-    if (sl_ladder_runs(&t->ladder, SL_LADDER_RATE, m)) {
+    if (sl_ladder_runs(&t->plan.ladder, SL_LADDER_RATE, m)) {
         if (__builtin_expect(st && st->store, 0)) {
             if (sl_levee_plan_begin(lcfg, snap, lr, now, st->store, &st->plan, out))
                 return park(t, st);
@@ -470,133 +475,169 @@ decide_rest(attempt *t, int worker, const sl_levee_config *lcfg, const sl_quota_
     return 0;
 }
 
+/* How an /attempt asks (its X-Concurrency), once its headers are checked. */
+enum { HOW_ANSWERED = -1, HOW_PLAIN, HOW_ACQUIRE, HOW_RENEW };
+
+/* The request's priority (X-Priority, else by X-Method) and what it asks: HOW_ANSWERED after
+ * answering 400 for a malformed header. */
+static inline __attribute__((always_inline)) int
+parse(const attempt *t, const sl_attempt_req *req, int *prio)
+{
+    const sl_levee_request *lr = t->lr;
+    if (req->priority && req->priority_len) {
+        *prio = sl_priority_from_name(req->priority, req->priority_len);
+        if (*prio < 0) {
+            answer_static(t->out, SL_ANSWER_MALFORMED,
+                          "X-Priority must be critical, post, get or test\n");
+            return HOW_ANSWERED;
+        }
+    } else {
+        *prio = method_priority(lr->method, lr->method_len, sl_protect_cfg(t->p)->default_priority);
+    }
+    int how = HOW_PLAIN;
+    if (req->concurrency && req->concurrency_len) {
+        /* a renewal needs no resource check here: its lease id may carry the resource */
+        if (req->concurrency_len == 5 && !strncasecmp(req->concurrency, "renew", 5))
+            return HOW_RENEW;
+        if (req->concurrency_len != 7 || strncasecmp(req->concurrency, "acquire", 7)) {
+            answer_static(t->out, SL_ANSWER_MALFORMED,
+                          "X-Concurrency must be 'acquire' or 'renew' (POST /release frees a "
+                          "lease)\n");
+            return HOW_ANSWERED;
+        }
+        how = HOW_ACQUIRE;
+    }
+    if (!lr->resource || lr->resource_len == 0) {
+        answer_static(t->out, SL_ANSWER_MALFORMED, "missing X-Resource header\n");
+        return HOW_ANSWERED;
+    }
+    if (lr->resource_len > SL_QUOTA_MAX_KEY) {
+        answer_static(t->out, SL_ANSWER_MALFORMED, "X-Resource is too long\n");
+        return HOW_ANSWERED;
+    }
+    return how;
+}
+
+/* The ladder's first steps: the global switch "*" (off: admitted as is) and the worker shedder
+ * (503; it protects sluiced itself, so it comes before anything that costs more). True when
+ * *t->out is the answer. */
+static inline __attribute__((always_inline)) bool shedders(attempt *t, int prio)
+{
+    if (!sl_plan_all(&t->plan))
+        return true;
+    sl_plan_verdict v = sl_plan_shed(&t->plan, prio);
+    if (v == SL_PLAN_PASS ||
+        !noted(t, SL_LADDER_SHED, v == SL_PLAN_REJECT,
+               v == SL_PLAN_REJECT ? SL_KILLSWITCH_ENFORCE : SL_KILLSWITCH_SHADOW, LIT("shed")))
+        return false;
+    char why[200];
+    sl_protect_shed_reason(t->p, t->plan.worker, (sl_priority)prio, why, sizeof why);
+    reject(t->out, SL_ANSWER_SHED, SL_LADDER_SHED, -1, sl_protect_shed_retry_ms(t->p));
+    body_printf(t->out, "%s\n", why);
+    return true;
+}
+
+/* The fleet shedder: a non-critical acquire holds a fleet lease. Routed, the cluster's one
+ * count at the fleet key's owner (*fleet: the caller takes it and resumes); else this node's,
+ * taken here: nonzero when it shed or failed (*t->out the answer). */
+static int fleet_step(attempt *t, const sl_levee_config *lcfg, const sl_quota_snap *snap,
+                      int prio, bool acquire, const sl_attempt_fleet *routed,
+                      sl_attempt_fleet *st, bool *fleet)
+{
+    sl_plan_lease fl;
+    *fleet = false;
+    if (!acquire || prio == SL_PRIORITY_CRITICAL || !sl_plan_fleet(&t->plan, &fl))
+        return 0;
+    const uint32_t gs = lcfg ? lcfg->group_size : 0;
+    *st = (sl_attempt_fleet){
+        .limit = fl.limit,
+        .node_limit = sl_protect_fleet_limit(fl.fleet, sl_protect_group_size(gs, snap, NULL, 0)),
+        .duration_ms = fl.duration_ms,
+        .mode = fl.mode,
+        .ladder = t->plan.ladder};
+    if (!routed)
+        return fleet_here(t, st);
+    *fleet = true;
+    return 0;
+}
+
+/* Routed (a cluster, a store): the resource's concurrency limit is one count at its key's owner
+ * too, asked in the same round trip as the fleet lease. 1: *routed holds the leases to route
+ * (sl_attempt_begin returns 1); 0: none to route; -1: *t->out is the answer (500). */
+static int route_leases(attempt *t, bool acquire, bool fleet, sl_attempt_fleet *st,
+                        sl_attempt_fleet *routed)
+{
+    const sl_levee_request *lr = t->lr;
+    sl_plan_lease cl;
+    bool conc = __builtin_expect(routed && routed->leases && acquire, 0) &&
+                sl_plan_conc(&t->plan, lr->resource, lr->resource_len, &cl);
+    if (!fleet && !conc)
+        return 0;
+    if (!fleet)
+        *st = (sl_attempt_fleet){.ladder = t->plan.ladder};
+    if (conc) {
+        st->conc_limit = cl.limit;
+        st->conc_duration_ms = cl.duration_ms;
+        st->conc_mode = cl.mode;
+    }
+    st->ladder = t->plan.ladder;
+    st->store = routed->store;
+    st->leases = routed->leases;
+    st->nodes = routed->nodes;
+    st->fleet_item = fleet ? 0 : -1;
+    st->conc_item = conc ? (fleet ? 1 : 0) : -1;
+    if (st->leases) {
+        sl_gubprotect_lease l[2] = {
+            {.hits = 1, .limit = st->limit, .duration_ms = st->duration_ms},
+            {.res = lr->resource, .res_len = lr->resource_len, .hits = 1,
+             .limit = st->conc_limit, .duration_ms = st->conc_duration_ms}};
+        if (sl_gubprotect_lease_batch(t->p, st->leases, fleet ? l : l + 1,
+                                      (size_t)fleet + (size_t)conc)) {
+            answer_static(t->out, SL_ANSWER_FAILED, "rate limiter error\n");
+            return -1;
+        }
+    }
+    *routed = *st;
+    return 1;
+}
+
+/* The leases' steps and the rest of the ladder (decide_rest): what sl_attempt_begin returns,
+ * 0 when *t->out is the answer. */
+static inline __attribute__((always_inline)) int
+leases(attempt *t, const sl_levee_config *lcfg, const sl_quota_snap *snap, int prio,
+       bool acquire, sl_attempt_fleet *routed)
+{
+    sl_attempt_fleet st;
+    bool fleet;
+    if (fleet_step(t, lcfg, snap, prio, acquire, routed, &st, &fleet))
+        return 0;
+    int rc = route_leases(t, acquire, fleet, &st, routed);
+    if (rc)
+        return rc > 0 ? 1 : 0;
+    if (decide_rest(t, lcfg, snap, acquire, routed)) {
+        routed->local = false;
+        return SL_ATTEMPT_STORE;
+    }
+    return 0;
+}
+
 int sl_attempt_begin(sl_protect *p, int worker, const sl_levee_config *lcfg,
                      const sl_quota_snap *snap, const sl_attempt_req *req, int64_t now,
                      sl_attempt_fleet *routed, sl_answer *out)
 {
-    const sl_protect_config *pc = sl_protect_cfg(p);
-    const sl_levee_request *lr = &req->levee;
-    attempt t = {.p = p, .out = out, .lr = lr, .now = now};
-    sl_protect_ladder(p, &t.ladder);
-    answer_begin(out, lr);
-    const uint32_t gs = lcfg ? lcfg->group_size : 0;
-
+    attempt t = {.p = p, .out = out, .lr = &req->levee, .now = now};
+    sl_plan_start(&t.plan, p, worker);
+    answer_begin(out, t.lr);
     int prio;
-    if (req->priority && req->priority_len) {
-        prio = sl_priority_from_name(req->priority, req->priority_len);
-        if (prio < 0) {
-            answer_static(out, SL_ANSWER_MALFORMED,
-                          "X-Priority must be critical, post, get or test\n");
-            goto done;
-        }
-    } else {
-        prio = method_priority(lr->method, lr->method_len, pc->default_priority);
+    int how = parse(&t, req, &prio);
+    if (how == HOW_RENEW) {
+        if (renew(p, worker, req, now, routed, out))
+            return SL_ATTEMPT_RENEW;
+    } else if (how != HOW_ANSWERED && !shedders(&t, prio)) {
+        int rc = leases(&t, lcfg, snap, prio, how == HOW_ACQUIRE, routed);
+        if (rc)
+            return rc;
     }
-    bool acquire = false;
-    if (req->concurrency && req->concurrency_len) {
-        if (req->concurrency_len == 5 && !strncasecmp(req->concurrency, "renew", 5)) {
-            if (renew(p, worker, req, now, routed, out))
-                return SL_ATTEMPT_RENEW;
-            goto done;
-        }
-        if (req->concurrency_len != 7 || strncasecmp(req->concurrency, "acquire", 7)) {
-            answer_static(out, SL_ANSWER_MALFORMED,
-                          "X-Concurrency must be 'acquire' or 'renew' (POST /release frees a "
-                          "lease)\n");
-            goto done;
-        }
-        acquire = true;
-    }
-    if (!lr->resource || lr->resource_len == 0) {
-        answer_static(out, SL_ANSWER_MALFORMED, "missing X-Resource header\n");
-        goto done;
-    }
-    if (lr->resource_len > SL_QUOTA_MAX_KEY) {
-        answer_static(out, SL_ANSWER_MALFORMED, "X-Resource is too long\n");
-        goto done;
-    }
-
-    const sl_killswitch_snap *ks = sl_protect_switches(p, worker);
-    if (!sl_ladder_runs(&t.ladder, SL_LADDER_ALL, sl_killswitch_snap_global(ks)))
-        goto done;
-
-    /* the worker shedder */
-    if (pc->shed && prio != SL_PRIORITY_CRITICAL) {
-        sl_killswitch_mode m = sl_ladder_mode_of(ks, SL_LADDER_SHED);
-        if (sl_ladder_runs(&t.ladder, SL_LADDER_SHED, m) &&
-            !sl_protect_shed_admit(p, worker, (sl_priority)prio) &&
-            stands(&t, SL_LADDER_SHED, m, LIT("shed"))) {
-            char why[200];
-            sl_protect_shed_reason(p, worker, (sl_priority)prio, why, sizeof why);
-            reject(out, SL_ANSWER_SHED, SL_LADDER_SHED, -1, sl_protect_shed_retry_ms(p));
-            body_printf(out, "%s\n", why);
-            goto done;
-        }
-    }
-
-    /* the fleet shedder: non-critical acquisitions hold a fleet lease; routed, the cluster's one
-     * count at the fleet key's owner (the caller takes it and resumes), else this node's */
-    const sl_killswitch_fleet *fl = sl_killswitch_snap_fleet(ks);
-    sl_attempt_fleet st;
-    bool fleet = false;
-    if (acquire && prio != SL_PRIORITY_CRITICAL && fl) {
-        sl_killswitch_mode m = sl_ladder_mode_of(ks, SL_LADDER_FLEET);
-        if (sl_ladder_runs(&t.ladder, SL_LADDER_FLEET, m)) {
-            st = (sl_attempt_fleet){
-                .limit = sl_protect_fleet_limit(fl, 1),
-                .node_limit = sl_protect_fleet_limit(fl, sl_protect_group_size(gs, snap, NULL, 0)),
-                .duration_ms = fl->duration_ms,
-                .mode = m,
-                .ladder = t.ladder};
-            if (!routed) {
-                if (fleet_here(&t, &st))
-                    goto done;
-            } else {
-                fleet = true;
-            }
-        }
-    }
-    /* routed (a cluster, a store): the resource's concurrency limit is one count at its key's
-     * owner too, asked in the same round trip */
-    bool conc = false;
-    sl_killswitch_conc cc;
-    if (__builtin_expect(routed && routed->leases && acquire, 0) &&
-        sl_killswitch_snap_concurrency(ks, lr->resource, lr->resource_len, &cc)) {
-        sl_killswitch_mode m = sl_ladder_mode_of(ks, SL_LADDER_CONC);
-        if ((conc = sl_ladder_runs(&t.ladder, SL_LADDER_CONC, m))) {
-            if (!fleet)
-                st = (sl_attempt_fleet){.ladder = t.ladder};
-            st.conc_limit = cc.limit;
-            st.conc_duration_ms = cc.duration_ms;
-            st.conc_mode = m;
-        }
-    }
-    if (fleet || conc) {
-        st.ladder = t.ladder;
-        st.store = routed->store;
-        st.leases = routed->leases;
-        st.nodes = routed->nodes;
-        st.fleet_item = fleet ? 0 : -1;
-        st.conc_item = conc ? (fleet ? 1 : 0) : -1;
-        if (st.leases) {
-            sl_gubprotect_lease l[2] = {
-                {.hits = 1, .limit = st.limit, .duration_ms = st.duration_ms},
-                {.res = lr->resource, .res_len = lr->resource_len, .hits = 1,
-                 .limit = st.conc_limit, .duration_ms = st.conc_duration_ms}};
-            if (sl_gubprotect_lease_batch(p, st.leases, fleet ? l : l + 1,
-                                          (size_t)fleet + (size_t)conc)) {
-                answer_static(out, SL_ANSWER_FAILED, "rate limiter error\n");
-                goto done;
-            }
-        }
-        *routed = st;
-        return 1;
-    }
-    if (decide_rest(&t, worker, lcfg, snap, acquire, routed)) {
-        routed->local = false;
-        return SL_ATTEMPT_STORE;
-    }
-done:
     finish(&t);
     return 0;
 }
@@ -613,8 +654,8 @@ int sl_attempt_resume(sl_protect *p, int worker, const sl_levee_config *lcfg,
                       sl_attempt_fleet *st, const sl_response *fleet, bool local,
                       int64_t now, sl_answer *out, uint64_t *giveback)
 {
-    attempt t = {.p = p, .out = out, .lr = &req->levee, .now = now, .ladder = st->ladder,
-                 .routed = fleet != NULL};
+    attempt t = {.p = p, .out = out, .lr = &req->levee, .now = now, .routed = fleet != NULL};
+    sl_plan_resume(&t.plan, p, worker, &st->ladder);
     answer_begin(out, t.lr);
     *giveback = 0;
     st->conc_back = 0;
@@ -640,7 +681,7 @@ int sl_attempt_resume(sl_protect *p, int worker, const sl_levee_config *lcfg,
     int rc = 0;
     if (st->fleet_item >= 0)
         rc = fleet ? fleet_verdict(&t, st->mode, st->limit, fleet) : fleet_here(&t, st);
-    if (!rc && decide_rest(&t, worker, lcfg, snap, true, st))
+    if (!rc && decide_rest(&t, lcfg, snap, true, st))
         return SL_ATTEMPT_STORE;
     finish(&t);
     *giveback = t.giveback;
@@ -653,9 +694,10 @@ int sl_attempt_store_done(sl_protect *p, int worker, const sl_levee_config *lcfg
                           sl_answer *out, uint64_t *giveback)
 {
     *giveback = 0;
-    attempt t = {.p = p, .out = out, .lr = &req->levee, .now = now, .ladder = st->ladder,
-                 .fleet_id = st->fleet_id, .conc_id = st->conc_id, .routed = st->routed,
-                 .conc_routed = st->conc_routed, .conc_local = st->conc_local};
+    attempt t = {.p = p, .out = out, .lr = &req->levee, .now = now, .fleet_id = st->fleet_id,
+                 .conc_id = st->conc_id, .routed = st->routed, .conc_routed = st->conc_routed,
+                 .conc_local = st->conc_local};
+    sl_plan_resume(&t.plan, p, worker, &st->ladder);
     answer_begin(out, t.lr);
     st->conc_back = 0;
     if (st->local)
@@ -664,12 +706,76 @@ int sl_attempt_store_done(sl_protect *p, int worker, const sl_levee_config *lcfg
         SL_ANSWER_HEADER_REF(out, "X-Concurrency-Source", "local", 5);
     if (sl_levee_plan_done(lcfg, st->plan, t.lr, now, st->store, out))
         return 1;
-    if (rate_verdict(&t, sl_protect_switches(p, worker), rate_mode(lcfg, sl_protect_switches(p, worker))))
+    if (rate_verdict(&t, t.plan.ks, rate_mode(lcfg, t.plan.ks)))
         admit(&t);
     finish(&t);
     *giveback = t.giveback;
     st->conc_back = t.conc_back;
     return 0;
+}
+
+/* The phases of sl_attempt_start / _step: what the batch handed on holds. */
+enum { PHASE_LEASES, PHASE_RENEW, PHASE_STORE };
+
+int sl_attempt_start(sl_protect *p, int worker, const sl_levee_config *lcfg,
+                     const sl_quota_snap *snap, const sl_attempt_req *req, sl_batch *batch,
+                     bool store, int nodes, int64_t now, sl_attempt_fleet *st, sl_answer *out)
+{
+    st->store = store ? batch : NULL;
+    st->leases = batch; /* the fleet's and the resource's leases: one round trip */
+    st->nodes = nodes;
+    st->conc_back = 0; /* (a renewal's step gives nothing back) */
+    int rc = sl_attempt_begin(p, worker, lcfg, snap, req, now, st, out);
+    if (rc == SL_ATTEMPT_STORE) {
+        st->phase = PHASE_STORE;
+        return SL_ATTEMPT_DO_STORE;
+    }
+    if (rc && st->leases) {
+        st->phase = rc == SL_ATTEMPT_RENEW ? PHASE_RENEW : PHASE_LEASES;
+        return SL_ATTEMPT_DO_ROUTE;
+    }
+    if (rc) { /* a node on its own: the fleet lease is this node's, of its share */
+        uint64_t back;
+        (void)sl_attempt_resume(p, worker, lcfg, snap, req, st, NULL, false, now, out, &back);
+    }
+    return SL_ATTEMPT_DO_SEND;
+}
+
+int sl_attempt_step(sl_protect *p, int worker, const sl_levee_config *lcfg,
+                    const sl_quota_snap *snap, const sl_attempt_req *req, sl_attempt_fleet *st,
+                    int nodes, int64_t now, sl_answer *out, uint64_t *giveback)
+{
+    *giveback = 0;
+    bool store;
+    if (st->phase == PHASE_RENEW) {
+        sl_attempt_renewed(req, st, out);
+        return SL_ATTEMPT_DO_SEND;
+    } else if (st->phase == PHASE_STORE) {
+        store = sl_attempt_store_done(p, worker, lcfg, req, st, now, out, giveback) != 0;
+    } else {
+        /* the owners answered the leases: the fleet's (or this node's share decides it, when
+         * the owner could not), and the concurrency lease's in sl_attempt_resume */
+        sl_response r;
+        bool fleet = st->fleet_item >= 0, local = false; /* else the concurrency lease alone */
+        if (fleet)
+            local = sl_gubprotect_fleet_taken(p, st->leases, (size_t)st->fleet_item, &st->limit,
+                                              st->duration_ms, nodes, now, &r);
+        store = sl_attempt_resume(p, worker, lcfg, snap, req, st, fleet ? &r : NULL, local, now,
+                                  out, giveback) == SL_ATTEMPT_STORE;
+    }
+    if (!store)
+        return SL_ATTEMPT_DO_SEND;
+    st->phase = PHASE_STORE;
+    return SL_ATTEMPT_DO_STORE;
+}
+
+sl_batch *sl_attempt_giveback(sl_protect *p, const sl_attempt_req *req,
+                              const sl_attempt_fleet *st, uint64_t giveback, int64_t now)
+{
+    if (!giveback && !st->conc_back)
+        return NULL;
+    return sl_gubprotect_lease_release(p, giveback, req->levee.resource, req->levee.resource_len,
+                                       st->conc_back, now);
 }
 
 void sl_attempt_release_answer(const sl_attempt_release_req *req, int conc_rc, int fleet_rc,

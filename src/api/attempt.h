@@ -84,6 +84,7 @@ typedef struct sl_attempt_fleet {
     sl_killswitch_mode conc_mode;
     bool conc_routed, conc_local; /* conc_id is the owner's; X-Concurrency-Source: local */
     uint64_t conc_back;           /* out: the owner's concurrency lease a rejection gives back */
+    int phase;                    /* sl_attempt_start / _step: what the batch in flight is */
 } sl_attempt_fleet;
 
 /*
@@ -135,6 +136,37 @@ void sl_attempt_renewed(const sl_attempt_req *req, const sl_attempt_fleet *st, s
 int sl_attempt_store_done(sl_protect *p, int worker, const sl_levee_config *lcfg,
                           const sl_attempt_req *req, sl_attempt_fleet *st, int64_t now_ms,
                           sl_answer *out, uint64_t *giveback);
+
+/*
+ * /attempt start to finish as one state machine, for a caller that only reads the request,
+ * hands a batch on when asked and writes the answer (node/serviceatt.c). It walks
+ * sl_attempt_begin, _resume, _store_done and _renewed in their order; *st is the call's state
+ * between two steps (the caller keeps it with the call). What the caller does next:
+ *
+ *   SL_ATTEMPT_DO_SEND   *out is the answer (after sl_attempt_step: route the leases
+ *                        sl_attempt_giveback gives, if any, first)
+ *   SL_ATTEMPT_DO_ROUTE  route st->leases to the owners (the router), then sl_attempt_step
+ *   SL_ATTEMPT_DO_STORE  hand st->store to the Redis store, then sl_attempt_step
+ *
+ * `batch`: the call's batch in a cluster or on a store (NULL: a node on its own: everything is
+ * decided here and the answer is at once); `store`: the rate quotas go to the Redis store in it;
+ * `nodes`: the nodes this node knows (the fallback's share), read again for each step.
+ */
+enum { SL_ATTEMPT_DO_SEND, SL_ATTEMPT_DO_ROUTE, SL_ATTEMPT_DO_STORE };
+int sl_attempt_start(sl_protect *p, int worker, const sl_levee_config *lcfg,
+                     const sl_quota_snap *snap, const sl_attempt_req *req, sl_batch *batch,
+                     bool store, int nodes, int64_t now_ms, sl_attempt_fleet *st,
+                     sl_answer *out);
+/* The batch handed on was answered: the next step. `req` and `snap` as current now (re-read:
+ * the call waited); *giveback as sl_attempt_resume's. */
+int sl_attempt_step(sl_protect *p, int worker, const sl_levee_config *lcfg,
+                    const sl_quota_snap *snap, const sl_attempt_req *req, sl_attempt_fleet *st,
+                    int nodes, int64_t now_ms, sl_answer *out, uint64_t *giveback);
+/* After sl_attempt_step answered: the leases a rejection gives back to their owners (the fleet
+ * lease `giveback`, st->conc_back), as a heap batch to route and hand to
+ * sl_gubprotect_giveback_done; NULL when there is none (or out of memory: they run out). */
+sl_batch *sl_attempt_giveback(sl_protect *p, const sl_attempt_req *req,
+                              const sl_attempt_fleet *st, uint64_t giveback, int64_t now_ms);
 
 /* /release; `routed`: a fleet lease of the owner's is the caller's to give back: returned (then
  * *out is not the answer: call sl_attempt_release_answer with *conc_rc and the owner's result,

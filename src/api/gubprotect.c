@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "protect/leaseid.h"
+#include "protect/plan.h"
 
 #define META_PRIORITY "priority"
 #define META_LEASE "lease_id"
@@ -317,25 +318,10 @@ static void renew_item(sl_batch *b, size_t i)
     q->lease_id = c;
 }
 
-int sl_gubprotect_begin(sl_protect *p, int worker, sl_batch *b, bool peer, int64_t now,
-                        sl_gubprotect_call **call, sl_gubprotect_verdict *v)
+/* Each item's priority (a malformed one answers the item), and the call's: its most important
+ * item's, which the worker shedder judges the whole call by. */
+static int call_priority(const sl_protect_config *pc, sl_batch *b)
 {
-    const sl_protect_config *pc = sl_protect_cfg(p);
-    *call = NULL;
-    v->shed = false;
-    v->retry_after_s = 0;
-    v->message[0] = 0;
-    if (peer) {
-        peer_leases(b);
-        return 0;
-    }
-    sl_ladder l;
-    sl_protect_ladder(p, &l);
-    const sl_killswitch_snap *ks = sl_protect_switches(p, worker);
-    const bool quiet = sl_killswitch_snap_quiet(ks);
-    const sl_killswitch_mode global = sl_killswitch_snap_global(ks);
-
-    /* priorities: each item's, and the call's (its most important item's) for the shedder */
     int call_prio = SL_PRIORITY_COUNT;
     for (size_t i = 0; i < b->n; i++) {
         if (b->answered[i])
@@ -348,79 +334,96 @@ int sl_gubprotect_begin(sl_protect *p, int worker, sl_batch *b, bool peer, int64
         if (pr < call_prio)
             call_prio = pr;
     }
-    if (call_prio == SL_PRIORITY_COUNT)
-        call_prio = pc->default_priority;
+    return call_prio == SL_PRIORITY_COUNT ? (int)pc->default_priority : call_prio;
+}
 
-    bool shed_shadow = false;
-    if (pc->shed && call_prio != SL_PRIORITY_CRITICAL && global != SL_KILLSWITCH_KILLED) {
-        sl_killswitch_mode m = sl_ladder_mode_of(ks, SL_LADDER_SHED);
-        if (sl_ladder_runs(&l, SL_LADDER_SHED, m) &&
-            !sl_protect_shed_admit(p, worker, (sl_priority)call_prio)) {
-            if (sl_ladder_rejects(&l, SL_LADDER_SHED, m)) {
-                v->shed = true;
-                v->retry_after_s = (sl_protect_shed_retry_ms(p) + 999) / 1000;
-                sl_protect_shed_reason(p, worker, (sl_priority)call_prio, v->message,
-                                       sizeof v->message);
-                return 1;
-            }
-            shed_shadow = true;
-        }
+/* The item's own limiter through the ladder, switched by the item's name: false when the item
+ * is answered (admitted by a switch that is off, or out of memory); shadow mode (the switch's,
+ * the item's behavior, or the worker shedder's) is flagged for end(). */
+static bool item_switch(sl_plan *pl, sl_batch *b, size_t i, bool quiet, bool shed_shadow,
+                        int64_t now, sl_gubprotect_call **call)
+{
+    const sl_request *q = &b->reqs[i];
+    sl_meta *rm = &b->resp_meta[i];
+    sl_killswitch_mode m = quiet ? SL_KILLSWITCH_ENFORCE
+                                 : sl_ladder_mode(pl->ks, q->name, q->name_len);
+    sl_ladder_limiter lim = pl->global == SL_KILLSWITCH_KILLED ? SL_LADDER_ALL
+                            : q->algorithm == SL_CONCURRENCY  ? SL_LADDER_CONC
+                                                              : SL_LADDER_RATE;
+    if (!sl_ladder_runs(&pl->ladder, lim, m)) {
+        answer_item(b, i, SL_UNDER_LIMIT, q->limit, q->limit, now);
+        sl_batch_meta_add_ref(b, rm, META_KILLSWITCH, "on");
+        return false;
     }
+    if (m == SL_KILLSWITCH_SHADOW || (q->behavior & SL_SHADOW) || shed_shadow) {
+        sl_gubprotect_call *c = call_state(b, call);
+        if (!c) {
+            sl_batch_answer(b, i, ERR_NOMEM);
+            return false;
+        }
+        c->flags[i] |= F_SHADOW;
+        if (shed_shadow)
+            sl_batch_meta_add_ref(b, rm, META_SHADOW, "shed");
+    }
+    return true;
+}
 
-    const sl_killswitch_fleet *fl = sl_killswitch_snap_fleet(ks);
-    sl_killswitch_mode fleet_mode = fl ? sl_ladder_mode_of(ks, SL_LADDER_FLEET)
-                                       : SL_KILLSWITCH_ENFORCE;
+/* The fleet shedder for a CONCURRENCY acquire: a non-critical one holds a fleet lease, an item
+ * of the fleet batch (the switch is asked before the priority: a critical item counts a fleet
+ * that is switched off, as it always did). */
+static void item_fleet(sl_plan *pl, sl_batch *b, size_t i, sl_gubprotect_call **call)
+{
+    sl_plan_lease fl;
+    if (!sl_plan_fleet(pl, &fl) ||
+        item_priority(sl_protect_cfg(pl->p), b, i) == SL_PRIORITY_CRITICAL)
+        return;
+    sl_gubprotect_call *c = call_state(b, call);
+    if (!c ||
+        !fleet_add(pl->p, b, &c->fb, &c->fi, b->n, i, 1, fl.limit, fl.duration_ms, 0, false)) {
+        sl_batch_answer(b, i, ERR_NOMEM);
+        return;
+    }
+    c->fleet_limit = fl.limit;
+    c->fleet_duration = fl.duration_ms;
+    c->fleet_mode = fl.mode;
+}
+
+int sl_gubprotect_begin(sl_protect *p, int worker, sl_batch *b, bool peer, int64_t now,
+                        sl_gubprotect_call **call, sl_gubprotect_verdict *v)
+{
+    *call = NULL;
+    v->shed = false;
+    v->retry_after_s = 0;
+    v->message[0] = 0;
+    if (peer) {
+        peer_leases(b);
+        return 0;
+    }
+    sl_plan pl; /* the ladder's walk, as /attempt's (protect/plan.h) */
+    sl_plan_start(&pl, p, worker);
+    const bool quiet = sl_killswitch_snap_quiet(pl.ks);
+    int call_prio = call_priority(sl_protect_cfg(p), b);
+
+    /* the worker shedder sheds the whole call; in shadow mode its items say so */
+    sl_plan_verdict shed = sl_plan_shed(&pl, call_prio);
+    if (shed == SL_PLAN_REJECT) {
+        v->shed = true;
+        v->retry_after_s = (sl_protect_shed_retry_ms(p) + 999) / 1000;
+        sl_protect_shed_reason(p, worker, (sl_priority)call_prio, v->message, sizeof v->message);
+        return 1;
+    }
     for (size_t i = 0; i < b->n; i++) {
         if (b->answered[i])
             continue;
-        sl_request *q = &b->reqs[i];
-        sl_meta *rm = &b->resp_meta[i];
+        const sl_request *q = &b->reqs[i];
         const bool conc = q->algorithm == SL_CONCURRENCY;
-        if (conc && q->hits < 0) {
+        if (conc && q->hits < 0)
             release_item(p, b, i, now, call);
-            continue;
-        }
-        if (conc && q->hits == 0 && sl_batch_meta_get(&b->req_meta[i], META_LEASE)) {
+        else if (conc && q->hits == 0 && sl_batch_meta_get(&b->req_meta[i], META_LEASE))
             renew_item(b, i);
-            continue;
-        }
-
-        /* the item's own limiter, by its name */
-        sl_killswitch_mode m = quiet ? SL_KILLSWITCH_ENFORCE
-                                     : sl_ladder_mode(ks, q->name, q->name_len);
-        sl_ladder_limiter lim = global == SL_KILLSWITCH_KILLED ? SL_LADDER_ALL
-                                : conc                         ? SL_LADDER_CONC
-                                                               : SL_LADDER_RATE;
-        if (!sl_ladder_runs(&l, lim, m)) {
-            answer_item(b, i, SL_UNDER_LIMIT, q->limit, q->limit, now);
-            sl_batch_meta_add_ref(b, rm, META_KILLSWITCH, "on");
-            continue;
-        }
-        if (m == SL_KILLSWITCH_SHADOW || (q->behavior & SL_SHADOW) || shed_shadow) {
-            sl_gubprotect_call *c = call_state(b, call);
-            if (!c) {
-                sl_batch_answer(b, i, ERR_NOMEM);
-                continue;
-            }
-            c->flags[i] |= F_SHADOW;
-            if (shed_shadow)
-                sl_batch_meta_add_ref(b, rm, META_SHADOW, "shed");
-        }
-
-        /* the fleet shedder, for non-critical acquires */
-        if (!conc || q->hits <= 0 || !fl || !sl_ladder_runs(&l, SL_LADDER_FLEET, fleet_mode))
-            continue;
-        if (item_priority(pc, b, i) == SL_PRIORITY_CRITICAL)
-            continue;
-        sl_gubprotect_call *c = call_state(b, call);
-        if (!c || !fleet_add(p, b, &c->fb, &c->fi, b->n, i, 1, sl_protect_fleet_limit(fl, 1),
-                             fl->duration_ms, 0, false)) {
-            sl_batch_answer(b, i, ERR_NOMEM);
-            continue;
-        }
-        c->fleet_limit = sl_protect_fleet_limit(fl, 1);
-        c->fleet_duration = fl->duration_ms;
-        c->fleet_mode = fleet_mode;
+        else if (item_switch(&pl, b, i, quiet, shed == SL_PLAN_SHADOW, now, call) && conc &&
+                 q->hits > 0)
+            item_fleet(&pl, b, i, call);
     }
     return 0;
 }

@@ -61,7 +61,7 @@ typedef struct sl_call {
     size_t kept;            /* bytes counted in its pool while pooled */
     sl_gubprotect_call *prot; /* protection's state between begin and end */
     sl_rls_call *rls;         /* ShouldRateLimit's plan (in the batch's arena) */
-    sl_attempt_fleet att;     /* /attempt waiting for its fleet lease (api/attempt.h) */
+    sl_attempt_fleet att;     /* /attempt waiting: its state machine's (api/attempt.h) */
     int att_rc;               /* /release waiting for its fleet lease: the concurrency give's */
     bool rel_routed;          /* /release waiting for both its leases' owners (else the fleet's) */
     sl_batch batch;

@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The service's Levee half: POST /attempt and POST /release (node/service.c routes them here; the
- * call record and the shared helpers are node/service_int.h). /attempt decides through
- * api/attempt.h under protection (else api/levee.h's rate quotas alone) into the worker's one
- * sl_answer, and the answer goes out at once or held for its X-Delay-Ms (node/held.h). On a node
- * on its own that is all; in a cluster or on the Redis store the call waits in a call record for
- * the owners' answers: its fleet and concurrency leases (attempt_fleet_done), its rate quotas in
- * Redis (attempt_store_done), a renewed lease (attempt_renew_done), and a /release's give-backs
- * (release_done). A waiting call reads its request headers again when it resumes, so it keeps
- * nothing of them.
+ * call record and the shared helpers are node/service_int.h). /attempt is decided by
+ * api/attempt.h's state machine under protection (else api/levee.h's rate quotas alone) into the
+ * worker's one sl_answer, and the answer goes out at once or held for its X-Delay-Ms
+ * (node/held.h). This file only reads the request, hands the call's batch on when the machine
+ * asks (its leases to their owners, its rate quotas to Redis: attempt_hand_off) and writes the
+ * answer. On a node on its own the machine answers at once; in a cluster or on the Redis store
+ * the call waits in a call record (the machine's state in it) for each answer (attempt_done), and
+ * a /release for its give-backs (release_done). A waiting call reads its request headers again
+ * when it resumes, so it keeps nothing of them.
  */
 #include "node/service_int.h"
 
@@ -125,104 +126,23 @@ attempt_send(sl_service *s, sl_exchange *ex, const sl_http_request *rq, const sl
     respond_answer(s, ex, M_ATTEMPT, &p->answer, t0);
 }
 
-static void attempt_store_done(void *ud, sl_batch *b);
+static void attempt_done(void *ud, sl_batch *b);
 
-/* A waiting /attempt wakes: its call, its request headers read again (the call waited) and now. */
-static sl_call *attempt_woken(void *ud, sl_attempt_req *q, int64_t *now)
+/* The state machine asks for a decision (api/attempt.h): the call's batch goes to the node's
+ * decider (the Redis store under --store redis, where DO_STORE comes from; else the router or the
+ * engine), and attempt_done takes the answer. False: nothing to hand on. */
+static bool attempt_hand_off(sl_service *s, sl_call *c, int next, int64_t now)
 {
-    sl_call *c = ud;
-    attempt_headers(sl_exchange_request(c->ex), q, true);
-    *now = sl_exchange_now_ms(c->ex);
-    return c;
+    if (next != SL_ATTEMPT_DO_STORE && next != SL_ATTEMPT_DO_ROUTE)
+        return false;
+    submit(s, c->worker, &c->batch, now, attempt_done, c);
+    return true;
 }
 
-/* A waiting /attempt goes on: its rate quotas to the Redis store (again), or it is decided: the
- * fleet lease a later rejection gave back goes to its owner, and the answer goes out. */
-static void attempt_next(sl_call *c, const sl_attempt_req *q, bool store, uint64_t back,
-                         int64_t now)
-{
-    sl_service *s = c->svc;
-    if (store) {
-        submit(s, c->worker, &c->batch, now, attempt_store_done, c); /* the store: the decider */
-        return;
-    }
-    sl_batch *gb = back || c->att.conc_back
-                       ? sl_gubprotect_lease_release(s->cfg.protect, back, q->levee.resource,
-                                                     q->levee.resource_len, c->att.conc_back, now)
-                       : NULL;
-    if (gb)
-        submit(s, c->worker, gb, now, giveback_done, s->cfg.protect);
-    attempt_send(s, c->ex, sl_exchange_request(c->ex), q, pool_of(s, c->worker), c->t0);
-    sl_service_call_put(c);
-}
-
-/* The Redis store decided an /attempt's rate quotas (api/attempt.h sl_attempt_store_done): its
- * give-backs go again, else the answer goes out. */
-static void attempt_store_done(void *ud, sl_batch *b)
-{
-    (void)b;
-    sl_attempt_req q;
-    int64_t now;
-    sl_call *c = attempt_woken(ud, &q, &now);
-    sl_service *s = c->svc;
-    uint64_t back;
-    bool again = sl_attempt_store_done(s->cfg.protect, c->worker, &s->cfg.levee, &q, &c->att,
-                                       now, &pool_of(s, c->worker)->answer, &back);
-    attempt_next(c, &q, again, back, now);
-}
-
-/* The fleet key's owner answered an /attempt's fleet lease (or could not: this node's share,
- * api/gubprotect.h): the decision goes on, its headers and quotas read again (the call waited). */
-static void attempt_fleet_done(void *ud, sl_batch *fb)
-{
-    sl_attempt_req q;
-    int64_t now;
-    sl_call *c = attempt_woken(ud, &q, &now);
-    sl_service *s = c->svc;
-    sl_call_pool *p = pool_of(s, c->worker);
-    sl_response r;
-    bool fleet = c->att.fleet_item >= 0, local = false; /* else the concurrency lease alone */
-    if (fleet)
-        local = sl_gubprotect_fleet_taken(s->cfg.protect, fb, (size_t)c->att.fleet_item,
-                                          &c->att.limit, c->att.duration_ms,
-                                          sl_router_peer_count(s->cfg.router), now, &r);
-    const sl_quota_snap *snap = sl_quotasrc_read(s->cfg.quotas, &p->quota_reader);
-    uint64_t back;
-    int rc = sl_attempt_resume(s->cfg.protect, c->worker, &s->cfg.levee, snap, &q, &c->att,
-                               fleet ? &r : NULL, local, now, &p->answer, &back);
-    attempt_next(c, &q, rc == SL_ATTEMPT_STORE, back, now);
-}
-
-/* A non-critical acquire's fleet lease: in a cluster or in Redis, the one count at the fleet
- * key's owner, routed like any item (true: the answer waits for it); on a node on its own, here.
- * `sc`: the call of an /attempt on the Redis store (its rate quotas go there). */
-static bool attempt_fleet(sl_service *s, sl_exchange *ex, const sl_attempt_req *q,
-                          const sl_quota_snap *snap, sl_attempt_fleet *st, sl_call *sc,
-                          int64_t now, int64_t t0)
-{
-    int worker = sl_exchange_worker(ex);
-    sl_response oom = {.error = "out of memory"}, *fr = NULL;
-    if (sc || sl_router_peer_count(s->cfg.router) > 1) {
-        sl_call *c = sc ? sc : sl_service_call_get(s, ex, M_ATTEMPT, T_HTTP, t0);
-        if (c && !sl_gubprotect_fleet_item(s->cfg.protect, &c->batch, 1, st->limit,
-                                           st->duration_ms, 0)) {
-            c->att = *st;
-            submit(s, worker, &c->batch, now, attempt_fleet_done, c);
-            return true;
-        }
-        if (c && c != sc)
-            sl_service_call_put(c);
-        fr = &oom;
-        st->store = NULL; /* the engine decides (the caller puts sc back) */
-    }
-    uint64_t back;
-    sl_attempt_resume(s->cfg.protect, worker, &s->cfg.levee, snap, q, st, fr, false, now,
-                      &pool_of(s, worker)->answer, &back);
-    return false;
-}
-
-/* The owner of a renewed lease's key answered (api/attempt.h SL_ATTEMPT_RENEW). */
-static void attempt_renew_done(void *ud, sl_batch *b)
+/* A waiting /attempt's batch was answered (its leases' owners, the Redis store): the state
+ * machine's next step, with the request headers and quotas read again (the call waited); then
+ * the next hand-off, or the leases a rejection gives back go to their owners and the answer out. */
+static void attempt_done(void *ud, sl_batch *b)
 {
     (void)b;
     sl_call *c = ud;
@@ -231,12 +151,23 @@ static void attempt_renew_done(void *ud, sl_batch *b)
     const sl_http_request *rq = sl_exchange_request(c->ex);
     sl_attempt_req q;
     attempt_headers(rq, &q, true);
-    sl_attempt_renewed(&q, &c->att, &p->answer);
+    int64_t now = sl_exchange_now_ms(c->ex);
+    const sl_quota_snap *snap = sl_quotasrc_read(s->cfg.quotas, &p->quota_reader);
+    uint64_t back;
+    int next = sl_attempt_step(s->cfg.protect, c->worker, &s->cfg.levee, snap, &q, &c->att,
+                               sl_router_peer_count(s->cfg.router), now, &p->answer, &back);
+    if (attempt_hand_off(s, c, next, now))
+        return;
+    sl_batch *gb = sl_attempt_giveback(s->cfg.protect, &q, &c->att, back, now);
+    if (gb)
+        submit(s, c->worker, gb, now, giveback_done, s->cfg.protect);
     attempt_send(s, c->ex, rq, &q, p, c->t0);
     sl_service_call_put(c);
 }
 
-/* Levee's /attempt: under protection when the node has it, else the rate quotas alone. */
+/* Levee's /attempt: under protection when the node has it (api/attempt.h's state machine decides;
+ * this only reads the request, hands a batch on when asked and sends the answer), else the rate
+ * quotas alone. */
 void sl_service_attempt(sl_service *s, sl_exchange *ex, const sl_http_request *rq, int64_t t0)
 {
     int worker = sl_exchange_worker(ex);
@@ -248,42 +179,28 @@ void sl_service_attempt(sl_service *s, sl_exchange *ex, const sl_http_request *r
         return;
     const sl_quota_snap *snap = sl_quotasrc_read(s->cfg.quotas, &p->quota_reader);
     int64_t now = sl_exchange_now_ms(ex);
-    if (s->cfg.protect) {
-        attempt_prot_headers(rq, &q); /* (the Levee headers are read above: read once) */
-        sl_attempt_fleet st;
-        sl_call *c = NULL; /* on the Redis store or in a cluster: the call its items wait in */
-        st.store = st.leases = NULL;
-        int nodes = sl_router_peer_count(s->cfg.router);
-        if (__builtin_expect(s->cfg.rstore != NULL || nodes > 1, 0)) {
-            if (!(c = sl_service_call_get(s, ex, M_ATTEMPT, T_HTTP, t0))) {
-                sl_service_answer_error(s, ex, M_ATTEMPT, T_HTTP, SL_GRPC_RESOURCE_EXHAUSTED,
-                                        "out of memory", t0);
-                return;
-            }
-            st.store = s->cfg.rstore ? &c->batch : NULL;
-            st.leases = &c->batch; /* the fleet's and the resource's leases: one round trip */
-            st.nodes = nodes;
-        }
-        int rc = sl_attempt_begin(s->cfg.protect, worker, &s->cfg.levee, snap, &q, now, &st,
-                                  &p->answer);
-        if (rc == SL_ATTEMPT_STORE) {
-            c->att = st;
-            submit(s, worker, &c->batch, now, attempt_store_done, c); /* the store: the decider */
-            return;
-        }
-        if (rc && st.leases) {
-            c->att = st;
-            submit(s, worker, &c->batch, now,
-                   rc == SL_ATTEMPT_RENEW ? attempt_renew_done : attempt_fleet_done, c);
-            return;
-        }
-        if (rc && attempt_fleet(s, ex, &q, snap, &st, c, now, t0))
-            return; /* c, if any, is the fleet's now */
-        if (c)
-            sl_service_call_put(c);
-    } else {
+    if (!s->cfg.protect) {
         sl_levee_attempt(&s->cfg.levee, snap, s->cfg.engine, &q.levee, now, &p->answer);
+        attempt_send(s, ex, rq, &q, p, t0);
+        return;
     }
+    attempt_prot_headers(rq, &q); /* (the Levee headers are read above: read once) */
+    sl_call *c = NULL; /* on the Redis store or in a cluster: the call its items wait in */
+    int nodes = sl_router_peer_count(s->cfg.router);
+    if (__builtin_expect(s->cfg.rstore != NULL || nodes > 1, 0) &&
+        !(c = sl_service_call_get(s, ex, M_ATTEMPT, T_HTTP, t0))) {
+        sl_service_answer_error(s, ex, M_ATTEMPT, T_HTTP, SL_GRPC_RESOURCE_EXHAUSTED,
+                                "out of memory", t0);
+        return;
+    }
+    sl_attempt_fleet st; /* a node on its own: the call's state lives as long as this call */
+    int next = sl_attempt_start(s->cfg.protect, worker, &s->cfg.levee, snap, &q,
+                                c ? &c->batch : NULL, s->cfg.rstore != NULL, nodes, now,
+                                c ? &c->att : &st, &p->answer);
+    if (c && attempt_hand_off(s, c, next, now))
+        return;
+    if (c)
+        sl_service_call_put(c);
     attempt_send(s, ex, rq, &q, p, t0);
 }
 
