@@ -11,7 +11,8 @@ set(SL_STATIC_ARCHIVES
   JANSSON   "jansson"
   YAML      "yaml"
   XXHASH    "xxhash"
-  OPENSSL   "ssl:crypto")
+  OPENSSL   "ssl:crypto"
+  HIREDIS   "hiredis")                # the Redis store's reply reader
 list(LENGTH SL_STATIC_ARCHIVES n)
 math(EXPR last "${n} - 1")
 foreach(i RANGE 0 ${last} 2)
