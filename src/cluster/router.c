@@ -591,13 +591,7 @@ void sl_routerwk_apply_view(wk *w, sl_view *nv)
 
 static void decide_local(sl_router *r, sl_batch *b, int64_t now_ms)
 {
-    if (b->n_answered == 0) {
-        sl_engine_decide_batch(r->engine, b->reqs, b->resps, b->n, now_ms);
-        return;
-    }
-    for (size_t i = 0; i < b->n; i++)
-        if (!b->answered[i])
-            sl_engine_decide(r->engine, &b->reqs[i], &b->resps[i], now_ms);
+    sl_decider_decide_local(r->engine, b, now_ms);
 }
 
 void sl_router_submit(sl_router *r, int worker, sl_batch *b, int64_t now_ms, sl_batch_done_cb done,

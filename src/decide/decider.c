@@ -6,19 +6,23 @@
  */
 #include "decide/decider.h"
 
+void sl_decider_decide_local(sl_engine *e, sl_batch *b, int64_t now_ms)
+{
+    if (b->n_answered == 0) {
+        /* the whole batch at once: its keys hashed first and their slots prefetched */
+        sl_engine_decide_batch(e, b->reqs, b->resps, b->n, now_ms);
+        return;
+    }
+    for (size_t i = 0; i < b->n; i++)
+        if (!b->answered[i])
+            sl_engine_decide(e, &b->reqs[i], &b->resps[i], now_ms);
+}
+
 static void local_submit(void *self, int worker, sl_batch *b, int64_t now_ms,
                          sl_batch_done_cb done, void *ud)
 {
     (void)worker; /* the engine is shared by every worker: no per-worker state */
-    sl_engine *e = self;
-    if (b->n_answered == 0) {
-        /* the whole batch at once: its keys hashed first and their slots prefetched */
-        sl_engine_decide_batch(e, b->reqs, b->resps, b->n, now_ms);
-    } else {
-        for (size_t i = 0; i < b->n; i++)
-            if (!b->answered[i])
-                sl_engine_decide(e, &b->reqs[i], &b->resps[i], now_ms);
-    }
+    sl_decider_decide_local(self, b, now_ms);
     done(ud, b);
 }
 

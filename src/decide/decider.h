@@ -66,6 +66,11 @@ static inline void sl_decider_worker_stop(const sl_decider *d, int worker)
         d->ops->worker_stop(d->self, worker);
 }
 
+/* Decide b's items that are not answered yet on the engine: the whole batch in one
+ * sl_engine_decide_batch() when none is, else item by item. Also the router's own path for keys
+ * this node owns. */
+void sl_decider_decide_local(sl_engine *e, sl_batch *b, int64_t now_ms);
+
 /* The local engine as a decider: one sl_engine_decide_batch() over the batch (item by item when
  * some are already answered), then done, before submit returns. The engine is not owned. */
 sl_decider sl_decider_local(sl_engine *engine);
