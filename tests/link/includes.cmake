@@ -2,8 +2,8 @@
 # The walls between layers, as cmake/layers.cmake declares them (ctest test_layer_includes):
 #   cmake -DSRC=<source root> -P tests/link/includes.cmake
 # Every #include "dir/file.h" of a file under src/<layer>/ (and of a public header, as part of the
-# layer that implements it) must name the layer itself, a layer SL_USES_<layer> lists directly, or
-# one SL_TYPES_<layer> lists; and every layer may use only layers listed before it in SL_LAYERS.
+# layer that implements it) must name the layer itself or a layer SL_USES_<layer> lists directly;
+# and every layer may use only layers listed before it in SL_LAYERS.
 # An include without a directory ("x.h") is refused too: it would hide which layer it reaches.
 # Each violation is printed with its file and line; any fails the test.
 if(NOT SRC)
@@ -14,7 +14,7 @@ include(${SRC}/cmake/layers.cmake)
 set(problems "")
 set(seen "")
 foreach(layer ${SL_LAYERS})
-  foreach(used ${SL_USES_${layer}} ${SL_TYPES_${layer}})
+  foreach(used ${SL_USES_${layer}})
     list(FIND seen ${used} at)
     if(at EQUAL -1)
       string(APPEND problems "cmake/layers.cmake: ${layer} uses ${used}, which is not below it in SL_LAYERS\n")
@@ -26,7 +26,7 @@ endforeach()
 # (file, layer) pairs: every source under src/<layer>/, every public header under its owner
 set(checked 0)
 function(check_file f layer)
-  set(allowed ${layer} ${SL_USES_${layer}} ${SL_TYPES_${layer}})
+  set(allowed ${layer} ${SL_USES_${layer}})
   file(STRINGS ${f} lines REGEX "^[ \t]*#[ \t]*include[ \t]*\"")
   file(RELATIVE_PATH rel ${SRC} ${f})
   foreach(line ${lines})
