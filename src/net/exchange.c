@@ -112,20 +112,36 @@ void sl_http_ctx_free(sl_http_ctx *ctx)
         ctx_destroy(ctx);
 }
 
+/* Epoch ms minus the monotonic clock's ms, read at one instant in nanoseconds: a constant of the
+ * machine (until the wall clock is stepped or slewed), the same in every process and every loop.
+ * Derived instead from sl_wall_ms() - uv_now(loop), it carried the truncation of two ms clocks and
+ * the age of the loop's cached time, so two nodes on one machine could disagree on `now` by a
+ * millisecond or more, which decides a GCRA item at its boundary differently on each (two nodes
+ * sharing one Redis store). */
+static int64_t wall_minus_monotonic_ms(void)
+{
+    struct timespec w, m;
+    clock_gettime(CLOCK_REALTIME, &w);
+    clock_gettime(CLOCK_MONOTONIC, &m);
+    int64_t ns = ((int64_t)w.tv_sec - (int64_t)m.tv_sec) * 1000000000 + (w.tv_nsec - m.tv_nsec);
+    /* to the nearest ms: with uv_now's truncated ms, `now` stays within 1.5 ms of the wall clock */
+    return ns >= 0 ? (ns + 500000) / 1000000 : -((-ns + 500000) / 1000000);
+}
+
 void sl_http_ctx_attach_loop(sl_http_ctx *ctx, uv_loop_t *loop, int worker)
 {
     ctx->loop = loop;
     ctx->worker = worker;
-    ctx->wall_offset = loop ? sl_wall_ms() - (int64_t)uv_now(loop) : 0;
+    ctx->wall_offset = loop ? wall_minus_monotonic_ms() : 0;
 }
 
 void sl_http_ctx_resync_clock(sl_http_ctx *ctx)
 {
     if (!ctx->loop)
         return;
-    /* uv_now is a coarse monotonic clock: re-deriving the offset each time would make `now`
-     * jitter by a few ms and even step back. Only follow real wall-clock steps. */
-    int64_t off = sl_wall_ms() - (int64_t)uv_now(ctx->loop);
+    /* Follow real wall-clock steps only: NTP's slewing moves the offset by microseconds, and
+     * following every small change would let `now` step back. */
+    int64_t off = wall_minus_monotonic_ms();
     int64_t d = off - ctx->wall_offset;
     if (d > 50 || d < -50)
         ctx->wall_offset = off;

@@ -452,6 +452,31 @@ static void test_clock_and_date_line(void **state)
     assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+/* The wall-clock offset is the machine's, not the moment's: two contexts attached to one loop
+ * a millisecond apart (every worker and every process on a machine) agree on `now`. Taken as
+ * sl_wall_ms() - uv_now(loop) it moved with the moment of attaching, and two nodes sharing a
+ * Redis store could judge a GCRA item at its boundary differently (test_redis's sublimit test). */
+static void test_clock_offset_is_the_machines(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    sl_http_ctx *a = sl_http_ctx_new(NULL, handler, NULL);
+    sl_http_ctx *b = sl_http_ctx_new(NULL, handler, NULL);
+    sl_http_ctx_attach_loop(a, &loop, 0);
+    /* let the wall clock pass the next millisecond (the loop's cached time stays) */
+    int64_t t0 = sl_wall_ms();
+    for (int i = 0; i < 100000000 && sl_wall_ms() < t0 + 2; i++)
+        ;
+    sl_http_ctx_attach_loop(b, &loop, 1);
+    assert_int_equal(sl_http_ctx_now_ms(a), sl_http_ctx_now_ms(b));
+    sl_http_ctx_resync_clock(b); /* no step of the wall clock: nothing to follow */
+    assert_int_equal(sl_http_ctx_now_ms(a), sl_http_ctx_now_ms(b));
+    sl_http_ctx_free(a);
+    sl_http_ctx_free(b);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 static void test_counters_add_up(void **state)
 {
     (void)state;
@@ -503,6 +528,7 @@ int main(void)
         cmocka_unit_test(test_net_layer_errors),
         cmocka_unit_test(test_ctx_outlives_its_exchanges),
         cmocka_unit_test(test_clock_and_date_line),
+        cmocka_unit_test(test_clock_offset_is_the_machines),
         cmocka_unit_test(test_counters_add_up),
         cmocka_unit_test(test_helpers),
     };
