@@ -37,6 +37,25 @@ static ssize_t read_some(int fd, void *p, size_t n)
     return r;
 }
 
+/* The refusal of a secret file with mode m, worded with the fix. */
+static int secret_mode_fail(const char *path, mode_t m, char *err, size_t errlen)
+{
+    return fail(err, errlen, -EACCES, "%s: readable by group or others (mode %04o); a token, key "
+                "or secret file must be the owner's alone: chmod 600 %s", path,
+                (unsigned)(m & 07777), path);
+}
+
+int sl_file_check_secret(const char *path, char *err, size_t errlen)
+{
+    struct stat st;
+    if (stat(path, &st)) {
+        int e = errno;
+        return fail(err, errlen, -e, "%s: %s", path, strerror(e));
+    }
+    return (st.st_mode & (S_IRWXG | S_IRWXO)) ? secret_mode_fail(path, st.st_mode, err, errlen)
+                                              : 0;
+}
+
 int sl_file_read(const char *path, size_t max, unsigned flags, char **out, size_t *len, char *err,
                  size_t errlen)
 {
@@ -52,6 +71,11 @@ int sl_file_read(const char *path, size_t max, unsigned flags, char **out, size_
     if ((flags & SL_FILE_REGULAR) && (!have_st || !S_ISREG(st.st_mode))) {
         close(fd);
         return fail(err, errlen, -EINVAL, "%s: not a regular file", path);
+    }
+    if ((flags & SL_FILE_SECRET) && (!have_st || (st.st_mode & (S_IRWXG | S_IRWXO)))) {
+        close(fd);
+        return have_st ? secret_mode_fail(path, st.st_mode, err, errlen)
+                       : fail(err, errlen, -EIO, "%s: cannot stat", path);
     }
     /* a regular file's size is a hint for the first allocation; the read loop is the truth */
     size_t cap = 4096;

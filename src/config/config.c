@@ -547,16 +547,29 @@ static const sl_opt daemon_opts[] = {
     /* Access: who may do what (docs/operations.md, "Access") */
     {.name = "admin-api", .type = SL_OPT_BOOL, .offset = FIELD(admin_api, bool), .def = "true",
      .group = G_ACCESS,
-     .help = "serve the admin endpoints (/v1/admin/...) on --admin-addr; false = no admin port"},
+     .help = "serve the admin endpoints (/v1/admin/..., the status page) on --admin-socket "
+             "and, if given, --admin-addr; false = no admin listener at all"},
+    {.name = "admin-socket", .type = SL_OPT_STRING, .offset = FIELD(admin_socket, char *),
+     .def_doc = "$RUNTIME_DIRECTORY/admin.sock, else $XDG_RUNTIME_DIR/sluice/admin.sock, else "
+                "/run/sluice/admin.sock",
+     .group = G_ACCESS, .metavar = "PATH",
+     .help = "Unix socket of the admin endpoints, mode 0600 (its owner and root may call it; no "
+             "token asked); a live socket there is a start-up error, a stale one is replaced"},
     {.name = "admin-addr", .type = SL_OPT_STRING, .offset = FIELD(admin_addr, char *),
-     .def_doc = "127.0.0.1:<listen-addr's port + 1>, or any free port if that one is taken",
+     .def_doc = "none: the admin API is on --admin-socket only",
      .group = G_ACCESS, .metavar = "ADDR",
-     .help = "ip:port of the admin endpoints (never the client port); not loopback: needs "
-             "--admin-token-file"},
+     .help = "also serve the admin endpoints on this ip:port (never the client port); needs "
+             "--admin-token-file (every call over TCP carries the token), and off loopback TLS "
+             "(--tls-cert); a taken address is a start-up error"},
     {.name = "admin-token-file", .type = SL_OPT_STRING,
      .offset = FIELD(admin_token_file, char *), .group = G_ACCESS, .metavar = "FILE",
-     .help = "file holding the admin bearer token (16..512 visible ASCII bytes); when set, "
-             "every admin call needs 'Authorization: Bearer <token>' (read again on SIGHUP)"},
+     .help = "file holding the admin bearer token (16..512 visible ASCII bytes, mode 0600); "
+             "every call to --admin-addr needs 'Authorization: Bearer <token>' (read again on "
+             "SIGHUP)"},
+    {.name = "allow-core-dumps", .type = SL_OPT_BOOL, .offset = FIELD(allow_core_dumps, bool),
+     .def = "false", .group = G_ACCESS,
+     .help = "let sluiced dump core (false: PR_SET_DUMPABLE 0, so no core file and no ptrace "
+             "by other users shows tokens and keys)"},
     {.name = "peer-auth", .type = SL_OPT_ENUM, .offset = FIELD(peer_auth, int),
      .def = "address", .choices = peer_auth_choices, .group = G_ACCESS,
      .help = "who may call PeersV1: address = callers whose source IP is a peer's (peers bind "
@@ -724,4 +737,35 @@ int sl_config_parse(sl_options *o, int argc, char *const *argv, char *const *env
     if ((rc = sl_opt_load_args(t, o, argc, argv, err, errlen)) != 0)
         return rc;
     return finalize(o, err, errlen);
+}
+
+int sl_config_admin_socket(const char *explicit_path, char *buf, size_t buflen, char *dir,
+                           size_t dirlen)
+{
+    const char *rd = getenv("RUNTIME_DIRECTORY"), *xdg = getenv("XDG_RUNTIME_DIR");
+    int n;
+    const char *d = "";
+    if (explicit_path && explicit_path[0]) {
+        n = snprintf(buf, buflen, "%s", explicit_path);
+    } else if (rd && rd[0]) {
+        /* systemd may list several directories, separated by ':': the first is ours */
+        size_t l = strcspn(rd, ":");
+        n = snprintf(buf, buflen, "%.*s/admin.sock", (int)l, rd);
+    } else if (xdg && xdg[0]) {
+        n = snprintf(buf, buflen, "%s/sluice/admin.sock", xdg);
+        d = buf;
+    } else {
+        n = snprintf(buf, buflen, "/run/sluice/admin.sock");
+        d = buf;
+    }
+    if (n < 0 || (size_t)n >= buflen)
+        return -ENAMETOOLONG;
+    if (dir && dirlen) {
+        size_t l = d[0] ? (size_t)(strrchr(d, '/') - d) : 0;
+        if (l >= dirlen)
+            return -ENAMETOOLONG;
+        memcpy(dir, d, l);
+        dir[l] = 0;
+    }
+    return 0;
 }

@@ -213,12 +213,23 @@ typedef struct sl_options {
     int64_t max_concurrency_limit;
     int64_t max_switches;
     bool admin_api;
-    char *admin_addr;          /* "" = 127.0.0.1:<listen port + 1> (node/nodeparts.c) */
-    char *admin_token_file;    /* "" = no token (loopback admin only) */
+    char *admin_socket;        /* "" = the runtime directory's (sl_config_admin_socket) */
+    char *admin_addr;          /* "" = no admin listener on TCP */
+    char *admin_token_file;    /* "" = no token (then no TCP admin listener) */
+    bool allow_core_dumps;     /* false: sluiced sets PR_SET_DUMPABLE 0 (daemon/main.c) */
     char *metrics_addr;        /* "" = /metrics on the client port only */
     char *client_tokens_file;  /* "" = no client identities */
     int peer_auth;             /* 0 address: PeersV1 to peers' IPs only; 1 none: to anyone */
 } sl_options;
+
+/* The admin socket's path: explicit if not NULL and not "", else the default in the runtime
+ * directory: $RUNTIME_DIRECTORY/admin.sock (systemd's RuntimeDirectory=), else
+ * $XDG_RUNTIME_DIR/sluice/admin.sock, else /run/sluice/admin.sock. Into buf (NUL-terminated):
+ * 0, or -ENAMETOOLONG. dir (dirlen 0: not wanted) gets the directory sluiced creates (mode
+ * 0700) if missing: "" for $RUNTIME_DIRECTORY and an explicit path, which must exist. sluiced and
+ * the CLI share it, so `sluice top` finds the node without options. */
+int sl_config_admin_socket(const char *explicit_path, char *buf, size_t buflen, char *dir,
+                           size_t dirlen);
 
 /* sluiced's table (program "sluiced", prefix "SLUICE_"). */
 const sl_opt_table *sl_config_daemon_table(void);

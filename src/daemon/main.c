@@ -8,6 +8,8 @@
  * Signals are blocked before any thread starts, so every worker inherits the mask and only this
  * thread's sigtimedwait() receives them: no async-signal-safety concerns in the handlers.
  *
+ * Core dumps are off unless --allow-core-dumps (set_dumpable: PR_SET_DUMPABLE 0).
+ *
  * Under systemd (Type=notify, $NOTIFY_SOCKET set) it tells the manager its state (daemon/notify.h):
  * READY=1 once sl_node_start has returned (ports bound, quota file read), RELOADING=1 and READY=1
  * around a SIGHUP reload, STOPPING=1 when a drain begins; with $WATCHDOG_USEC it wakes every half
@@ -22,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -108,6 +111,22 @@ static int refuse_curl_options(int argc, char **argv)
 }
 #endif
 
+/* No core dumps unless --allow-core-dumps: the process holds tokens and keys, and a core file (or
+ * a ptrace by another process of the same user) would show them. PR_SET_DUMPABLE 0 is the
+ * process's choice, so the daemon makes it, never the library. Before any secret is read. A parse
+ * error is left to sl_node_start to report (and the process stays undumpable meanwhile). */
+static void set_dumpable(int argc, char **argv)
+{
+    sl_options o;
+    memset(&o, 0, sizeof o); /* sl_config_parse frees what the options held */
+    char err[512];
+    bool allow = sl_config_parse(&o, argc, argv, NULL, err, sizeof err) == 0 && o.allow_core_dumps;
+    sl_config_free(&o);
+    if (!allow && prctl(PR_SET_DUMPABLE, 0, 0, 0, 0))
+        fprintf(stderr, "sluiced: prctl(PR_SET_DUMPABLE): %s (core dumps stay allowed)\n",
+                strerror(errno));
+}
+
 int main(int argc, char **argv)
 {
     switch (sl_opt_special(sl_config_daemon_table(), argc, argv)) {
@@ -126,6 +145,7 @@ int main(int argc, char **argv)
         return 2;
 #endif
     signal(SIGPIPE, SIG_IGN);
+    set_dumpable(argc, argv);
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);

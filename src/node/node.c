@@ -379,6 +379,16 @@ void sl_node_reload(sl_node *n)
     if (n->proxy)
         reload_proxy_limiters(n);
     sl_reload_tls(&n->opts, n->server, n->peer_tls, &n->log);
+    sl_tls_ctx *atls = NULL;
+    char terr[512];
+    if (n->admin_tcp && n->opts.tls_cert[0] && !sl_addr_is_loopback(n->opts.admin_addr)) {
+        if (sl_reload_read_server_tls(&n->opts, &atls, terr, sizeof terr))
+            sl_log_error(&n->log, "reload of the admin listener's TLS files failed, keeping the "
+                         "current ones: %s", terr);
+        else if (!sl_adminsrv_set_tls(n->admin_tcp, atls))
+            sl_log_info(&n->log, "reload: admin listener's TLS files read again");
+        sl_tls_ctx_unref(atls);
+    }
     sl_reload_peers(&n->opts, n->argc, n->argv, n->router, &n->log);
     sl_reload_idents(&n->opts, &n->idents, n->service, n->server, &n->log);
     if (n->gossip) {
@@ -395,7 +405,7 @@ void sl_node_reload(sl_node *n)
     else if (src == 0)
         sl_log_info(&n->log, "reload: Redis TLS files read again");
     char aerr[512];
-    int arc = sl_adminsrv_reload_token(n->admin, aerr, sizeof aerr);
+    int arc = sl_adminsrv_reload_token(n->admin_tcp, aerr, sizeof aerr);
     if (arc < 0)
         sl_log_error(&n->log, "reload of the admin token failed, keeping the current one: %s",
                      aerr);
@@ -460,6 +470,7 @@ void sl_node_shutdown(sl_node *n, uint32_t grace_ms)
     uint32_t left = spent < grace_ms ? grace_ms - (uint32_t)spent : 1;
     sl_server_shutdown(n->server, left);
     sl_adminsrv_shutdown(n->admin, left);
+    sl_adminsrv_shutdown(n->admin_tcp, left);
     sl_adminsrv_shutdown(n->metrics_srv, left);
 }
 
@@ -488,6 +499,7 @@ void sl_node_free(sl_node *n)
     sl_graphite_stop(n->graphite); /* before what its render reads (engine, server, quotas) */
     sl_statedir_timer_stop(&n->snapshot_timer);
     sl_adminsrv_free(n->admin);       /* before the switchboard and metrics it serves */
+    sl_adminsrv_free(n->admin_tcp);
     sl_adminsrv_free(n->metrics_srv);
     sl_feed_free(n->feed);
     sl_observer_stop(n->observer); /* before the server goes: it posts to its workers */

@@ -68,7 +68,8 @@ struct sl_node {
     uint64_t limited_logged;  /* evictions of limited keys already logged */
     sl_graphite *graphite; /* NULL without --graphite-addr */
     sl_gossipnode *gossip; /* the SWIM overlay; NULL without --gossip-addr */
-    sl_adminsrv *admin;    /* the admin listener (--admin-addr); NULL with --admin-api=false */
+    sl_adminsrv *admin;    /* the admin socket (--admin-socket); NULL with --admin-api=false */
+    sl_adminsrv *admin_tcp; /* the TCP admin listener; NULL without --admin-addr */
     sl_adminsrv *metrics_srv; /* the read-only /metrics listener; NULL without --metrics-addr */
     sl_idents *idents;     /* client identities; NULL without --client-tokens-file */
     sl_statedir_timer snapshot_timer; /* --snapshot-period writer (node/statedir.h) */

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ---- Graphite ------------------------------------------------------------------------------ */
 
@@ -191,22 +192,16 @@ int sl_nodeparts_protection(sl_node *n, char *err, size_t errlen)
     return 0;
 }
 
-/* The admin listener (--admin-addr, unless --admin-api=false) and the read-only /metrics one
- * (--metrics-addr): listeners of their own, so the client port serves neither admin call. */
+/* The admin listeners (unless --admin-api=false): the Unix socket (--admin-socket, always) and
+ * TCP (--admin-addr, only when given: with the token, and off loopback with TLS); and the
+ * read-only /metrics one (--metrics-addr): listeners of their own, so the client port serves
+ * neither admin call. Every address must be had: a taken one fails the start. */
 int sl_nodeparts_admin(sl_node *n, char *err, size_t errlen)
 {
     const sl_options *o = &n->opts;
-    /* The default: loopback, the client port + 1; if that is taken, any free loopback port (the
-     * log says which). An address given explicitly must be had. */
-    char dflt[32];
-    const char *colon = strrchr(o->listen_addr, ':');
-    long cport = colon ? strtol(colon + 1, NULL, 10) : 0;
-    snprintf(dflt, sizeof dflt, "127.0.0.1:%ld", cport > 0 && cport < 65535 ? cport + 1 : 0);
-    bool is_default = !o->admin_addr[0];
-    sl_adminsrv_config ac = {.addr = is_default ? dflt : o->admin_addr,
-                             .token_file = o->admin_token_file, .admin = true,
+    sl_adminsrv_config ac = {.token_file = NULL, .admin = true,
                              .protect = n->protect, .metrics = n->metrics,
-                             .max_body_bytes = 65536, .any_port_if_taken = is_default,
+                             .max_body_bytes = 65536,
                              .status = {.instance = o->instance_id, .listen_addr = o->listen_addr,
                                         .advertise_addr = o->discovery != SL_DISCOVERY_NONE
                                                               ? o->advertise_addr : NULL,
@@ -215,19 +210,44 @@ int sl_nodeparts_admin(sl_node *n, char *err, size_t errlen)
                                         .protect = n->protect, .quotas = n->quotas}};
     int rc;
     if (o->admin_api) {
+        char path[256], dir[256];
+        if (sl_config_admin_socket(o->admin_socket, path, sizeof path, dir, sizeof dir)) {
+            snprintf(err, errlen, "admin-socket: the path is too long (at most 107 bytes)");
+            return -ENAMETOOLONG;
+        }
+        /* the default directory under $XDG_RUNTIME_DIR or /run: ours, the owner's alone */
+        if (dir[0] && mkdir(dir, 0700) && errno != EEXIST) {
+            rc = -errno;
+            snprintf(err, errlen, "admin-socket %s: cannot create %s: %s (set --admin-socket "
+                     "PATH, or --admin-api=false)", path, dir, strerror(-rc));
+            return rc;
+        }
+        ac.socket_path = path;
         if ((rc = sl_adminsrv_start(&ac, &n->admin, err, errlen)))
             return rc;
-        if (is_default && cport > 0 && sl_adminsrv_port(n->admin) != cport + 1)
-            sl_log_warn(&n->log, "admin port %s is taken: the admin listener took a free port",
-                        dflt);
-        sl_log_info(&n->log, "admin listening addr=%s port=%u token=%s", ac.addr,
-                    sl_adminsrv_port(n->admin), o->admin_token_file[0] ? "yes" : "no");
+        sl_log_info(&n->log, "admin listening socket=%s", path);
+        ac.socket_path = NULL;
+    }
+    if (o->admin_api && o->admin_addr[0]) {
+        ac.addr = o->admin_addr;
+        ac.token_file = o->admin_token_file;
+        sl_tls_ctx *tls = NULL;
+        bool want_tls = !sl_addr_is_loopback(o->admin_addr) && o->tls_cert[0];
+        if (want_tls && (rc = sl_reload_read_server_tls(o, &tls, err, errlen)))
+            return rc;
+        ac.tls = tls;
+        rc = sl_adminsrv_start(&ac, &n->admin_tcp, err, errlen);
+        sl_tls_ctx_unref(tls); /* the listener holds its own reference */
+        if (rc)
+            return rc;
+        sl_log_info(&n->log, "admin listening addr=%s port=%u token=yes tls=%s", ac.addr,
+                    sl_adminsrv_port(n->admin_tcp), tls ? "yes" : "no");
+        ac.tls = NULL;
     }
     if (o->metrics_addr[0]) {
         ac.addr = o->metrics_addr;
         ac.token_file = NULL;
         ac.admin = false;
-        ac.any_port_if_taken = false;
         if ((rc = sl_adminsrv_start(&ac, &n->metrics_srv, err, errlen)))
             return rc;
     }

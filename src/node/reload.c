@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth/secret.h"
 #include "base/file.h"
 
 /* The client port's context from --tls-cert/--tls-key/--tls-ca/--tls-client-auth. */
@@ -60,14 +61,13 @@ int sl_reload_read_idents(const char *path, sl_idents **out, char *err, size_t e
 {
     char *buf = NULL, ferr[256];
     size_t len = 0;
-    int rc = sl_file_read(path, SL_IDENTS_MAX_FILE, SL_FILE_REGULAR, &buf, &len, ferr, sizeof ferr);
+    int rc = sl_secret_read(path, SL_IDENTS_MAX_FILE, &buf, &len, ferr, sizeof ferr);
     if (rc) {
         snprintf(err, errlen, "client-tokens-file %s", ferr);
         return rc;
     }
     rc = sl_idents_parse(buf, len, out, ferr, sizeof ferr);
-    memset(buf, 0, len);
-    free(buf);
+    sl_secret_free(buf, len);
     if (rc)
         snprintf(err, errlen, "client-tokens-file %s: %s", path, ferr);
     return rc;

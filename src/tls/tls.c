@@ -19,6 +19,8 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include "base/file.h"
+
 /* Unread network bytes a session holds at most: the caller reads after every feed, so only a
  * partial record (<= 16 KiB + overhead) is ever left; this bounds a caller that does not. */
 #define MAX_IN_HELD ((size_t)256 * 1024)
@@ -140,6 +142,8 @@ int sl_tls_ctx_new(sl_tls_ctx **out, const sl_tls_config *cfg, char *err, size_t
             rc = ctx_fail(err, errlen, "certificate", cfg->cert_file);
             goto fail;
         }
+        if (cfg->key_file && (rc = sl_file_check_secret(cfg->key_file, err, errlen)) != 0)
+            goto fail; /* a private key readable by others is refused, with the fix */
         if (!cfg->key_file ||
             SSL_CTX_use_PrivateKey_file(c->ssl, cfg->key_file, SSL_FILETYPE_PEM) != 1) {
             rc = ctx_fail(err, errlen, "key", cfg->key_file);
