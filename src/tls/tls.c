@@ -142,8 +142,12 @@ int sl_tls_ctx_new(sl_tls_ctx **out, const sl_tls_config *cfg, char *err, size_t
             rc = ctx_fail(err, errlen, "certificate", cfg->cert_file);
             goto fail;
         }
-        if (cfg->key_file && (rc = sl_file_check_secret(cfg->key_file, err, errlen)) != 0)
-            goto fail; /* a private key readable by others is refused, with the fix */
+        /* a private key group or others can read is refused, with the fix in the message (a
+         * missing one is OpenSSL's error below) */
+        if (cfg->key_file && sl_file_check_secret(cfg->key_file, err, errlen) == -EACCES) {
+            rc = -EACCES;
+            goto fail;
+        }
         if (!cfg->key_file ||
             SSL_CTX_use_PrivateKey_file(c->ssl, cfg->key_file, SSL_FILETYPE_PEM) != 1) {
             rc = ctx_fail(err, errlen, "key", cfg->key_file);

@@ -24,7 +24,7 @@ import urllib.request
 
 import pytest
 
-from conftest import ROOT, free_port, http, needs, wait_for
+from conftest import ROOT, free_port, http, needs, secret_file, wait_for
 
 CHROMIUM = os.environ.get("SLUICE_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("SLUICE_CHROMEDRIVER", "/usr/bin/chromedriver")
@@ -309,7 +309,7 @@ def status_page_checks(browser, a, addrs, quotas, stop, traffic, tmp_path):
 
 def test_status_page_with_an_admin_token(browser, node_factory, tmp_path):
     tok = tmp_path / "admin.token"
-    tok.write_text(TOKEN + "\n")
+    secret_file(tok, TOKEN + "\n")
     admin = "127.0.0.1:%d" % free_port()
     n = node_factory(["--workers", "1", "--standalone", "--admin-addr", admin,
                       "--admin-token-file", str(tok)])

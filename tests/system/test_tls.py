@@ -23,7 +23,7 @@ import pytest
 
 from certs import key_csr, make_ca, make_leaf, ossl
 from clientlib import CLIENT_LIB, Item as ClientItem, Request as ClientRequest
-from conftest import free_port, needs, require_built
+from conftest import free_port, needs, require_built, secret_file
 from etcdproc import EtcdProc
 
 pytestmark = needs("openssl")
@@ -422,8 +422,8 @@ def test_client_identity_from_the_certificate(node_factory, certs, pb, tmp_path)
     does not name, and no certificate, fall back to bearer tokens (401 / UNAUTHENTICATED)."""
     g, _ = pb
     tokens = tmp_path / "tokens"
-    tokens.write_text("cert:client.test  viacert  cert_,shared_\n"
-                      "tok-alpha-0123456789abcdef  alpha  alpha_\n")
+    secret_file(tokens, "cert:client.test  viacert  cert_,shared_\n"
+                "tok-alpha-0123456789abcdef  alpha  alpha_\n")
     node = start_tls(node_factory, certs, "--standalone", "--tls-ca", certs("ca.pem"),
                      "--tls-client-auth", "request", "--client-tokens-file", str(tokens))
 

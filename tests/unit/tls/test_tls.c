@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -373,7 +374,15 @@ static void test_bad_config(void **state)
     assert_non_null(strstr(err, "key"));
     cfg.key_file = path("missing.key");
     assert_int_equal(sl_tls_ctx_new(&x, &cfg, err, sizeof err), -EINVAL);
+    /* a key others can read: refused, with the fix */
     cfg.key_file = path("server.key");
+    assert_int_equal(chmod(cfg.key_file, 0644), 0);
+    assert_int_equal(sl_tls_ctx_new(&x, &cfg, err, sizeof err), -EACCES);
+    assert_non_null(strstr(err, "chmod 600 "));
+    assert_int_equal(chmod(cfg.key_file, 0600), 0);
+    assert_int_equal(sl_tls_ctx_new(&x, &cfg, err, sizeof err), 0);
+    sl_tls_ctx_unref(x);
+    x = NULL;
     cfg.client_auth = SL_TLS_AUTH_REQUIRE; /* no CA */
     assert_int_equal(sl_tls_ctx_new(&x, &cfg, err, sizeof err), -EINVAL);
     cfg.ca_file = path("nope.pem");
