@@ -352,6 +352,10 @@ int sl_adminsrv_reload_token(sl_adminsrv *a, char *err, size_t errlen)
 
 static int register_metrics(sl_adminsrv *a)
 {
+    if (a->cfg.counts_with) {
+        memcpy(a->outcomes, a->cfg.counts_with->outcomes, sizeof a->outcomes);
+        return 0;
+    }
     if (!a->cfg.metrics || !a->cfg.admin)
         return 0;
     sl_metrics_family *f;

@@ -40,6 +40,8 @@ typedef struct sl_adminsrv_config {
     sl_metrics *metrics;       /* rendered at /metrics, and counts the listener's calls */
     uint32_t max_body_bytes;   /* largest request body */
     sl_statuspage_config status; /* the status page's parts (admin only); engine NULL: no page */
+    const sl_adminsrv *counts_with; /* another admin listener of the node whose outcome counters
+                                       this one adds to (one metric family for both) */
 } sl_adminsrv_config;
 
 /* Who is limited: GET, JSON top keys per limit and event (protect/who.h). */

@@ -231,6 +231,7 @@ int sl_nodeparts_admin(sl_node *n, char *err, size_t errlen)
     if (o->admin_api && o->admin_addr[0]) {
         ac.addr = o->admin_addr;
         ac.token_file = o->admin_token_file;
+        ac.counts_with = n->admin;
         sl_tls_ctx *tls = NULL;
         bool want_tls = !sl_addr_is_loopback(o->admin_addr) && o->tls_cert[0];
         if (want_tls && (rc = sl_reload_read_server_tls(o, &tls, err, errlen)))
@@ -248,6 +249,7 @@ int sl_nodeparts_admin(sl_node *n, char *err, size_t errlen)
         ac.addr = o->metrics_addr;
         ac.token_file = NULL;
         ac.admin = false;
+        ac.counts_with = NULL;
         if ((rc = sl_adminsrv_start(&ac, &n->metrics_srv, err, errlen)))
             return rc;
     }

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Fixtures for sluice system tests: real sluiced processes on free loopback ports, real gRPC
 clients (python3-grpcio) using Python modules generated from proto/ by Debian's protoc."""
-import http.client
+import http.client as httpclient
 import os
 import shutil
 import signal
@@ -191,7 +191,7 @@ def http(method, url, body=None, headers=None, timeout=5):
         return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
 
 
-class _UnixConnection(http.client.HTTPConnection):
+class _UnixConnection(httpclient.HTTPConnection):
     def __init__(self, path, timeout):
         super().__init__("localhost", timeout=timeout)
         self._path = path

@@ -55,9 +55,11 @@ def metric(addr, name, headers=None):
 
 # ---- admin off the public port ----------------------------------------------------------------
 
-def test_killswitch_on_the_client_port_is_gone(node_factory):
+def test_killswitch_on_the_client_port_is_gone(node_factory, tmp_path):
     admin = "127.0.0.1:%d" % free_port()
-    node = node_factory(["--workers", "1", "--admin-addr", admin])
+    tok = secret_file(tmp_path / "admin.token", TOKEN + "\n")
+    good = {"Authorization": "Bearer " + TOKEN}
+    node = node_factory(["--workers", "1", "--admin-addr", admin, "--admin-token-file", tok])
     assert get_rate_limits(node, [ITEM, ITEM]) == ["UNDER_LIMIT", "OVER_LIMIT"]
     # the attack of the issue: no credential, client port, every limiter off
     status, _, _ = killswitch(node.addr, True)
@@ -67,15 +69,16 @@ def test_killswitch_on_the_client_port_is_gone(node_factory):
     # /metrics stays on the client port, read-only
     assert http("GET", "http://%s/metrics" % node.addr)[0] == 200
     assert http("POST", "http://%s/metrics" % node.addr, "")[0] == 405
-    # the admin listener does it (loopback, no token configured)
-    assert killswitch(admin, True)[0] == 200
+    # the admin listener does it (with its token)
+    assert killswitch(admin, True, good)[0] == 200
     assert get_rate_limits(node, [ITEM]) == ["UNDER_LIMIT"]
-    status, _, body = http("GET", "http://%s/v1/admin/killswitch" % admin)
+    status, _, body = http("GET", "http://%s/v1/admin/killswitch" % admin, headers=good)
     assert status == 200 and json.loads(body)["switches"][0]["name"] == "*"
-    assert killswitch(admin, False)[0] == 200
+    assert killswitch(admin, False, good)[0] == 200
     assert get_rate_limits(node, [ITEM]) == ["OVER_LIMIT"]
     # the admin listener serves nothing else
-    assert http("POST", "http://%s/v1/GetRateLimits" % admin, "{}")[0] == 404
+    assert http("POST", "http://%s/v1/GetRateLimits" % admin, "{}",
+                dict(JSON, **good))[0] == 404
 
 
 def test_admin_is_on_a_unix_socket_by_default(node_factory):
@@ -85,9 +88,10 @@ def test_admin_is_on_a_unix_socket_by_default(node_factory):
     assert "admin listening socket=%s" % node.admin_socket in node.logs()
     assert "admin listening addr=" not in node.logs()  # no TCP admin listener without --admin-addr
     assert node.admin("GET", "/v1/admin/killswitch")[0] == 200
+    assert get_rate_limits(node, [ITEM, ITEM]) == ["UNDER_LIMIT", "OVER_LIMIT"]
     assert node.admin("POST", "/v1/admin/killswitch", json.dumps({"name": "*", "on": True}))[0] \
         == 200
-    assert get_rate_limits(node, [ITEM, ITEM]) == ["UNDER_LIMIT", "UNDER_LIMIT"]
+    assert get_rate_limits(node, [ITEM]) == ["UNDER_LIMIT"]
     # the CLI finds it (--admin-socket; by default sluiced's own default path)
     out = subprocess.run([SLUICE, "killswitch", "off", "*", "--admin-socket", node.admin_socket],
                          capture_output=True, text=True, timeout=10)
@@ -410,7 +414,15 @@ def test_identities(node_factory, tmp_path, pb):
 
 def test_identities_file_errors(node_factory, tmp_path):
     bad = tmp_path / "tokens"
-    bad.write_text("short alpha alpha_\n")
+    bad.write_text("tok-alpha-0123456789abcdef alpha alpha_\n")
+    os.chmod(bad, 0o644)
+    # readable by others: refused at start, with the fix
+    node = node_factory(["--workers", "1", "--client-tokens-file", str(bad)], start=False)
+    node.start(wait=False)
+    assert node.proc.wait(10) == 2
+    assert "readable by group or others (mode 0644)" in node.logs()
+    assert "chmod 600 %s" % bad in node.logs()
+    secret_file(bad, "short alpha alpha_\n")
     node = node_factory(["--workers", "1", "--client-tokens-file", str(bad)], start=False)
     node.start(wait=False)
     assert node.proc.wait(10) != 0

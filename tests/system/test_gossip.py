@@ -179,7 +179,7 @@ def test_gossip_options_refused(node_factory):
     assert "gossip-addr" in n.logs()
     d = tempfile.mkdtemp(prefix="sluice-gossip-")
     bad = os.path.join(d, "bad")
-    with open(bad, "w") as f:
+    with open(os.open(bad, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
         f.write("not a key\n")
     try:
         n = node_factory(["--gossip-addr", "127.0.0.1:%d" % free_port(),
