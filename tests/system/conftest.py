@@ -63,16 +63,19 @@ def pb_modules():
 
 class Node:
     """One sluiced process. Its admin API is on a Unix socket of its own (self.admin_socket, in a
-    temporary directory; call it with self.admin(...)) unless args name one or turn it off:
-    sluiced's default path is one per machine."""
+    temporary directory; call it with self.admin(...)) unless args name one or turn it off, or env
+    gives it a $RUNTIME_DIRECTORY (then sluiced's default path there): sluiced's default path is
+    one per machine."""
 
     def __init__(self, args=(), env=None, port=None):
         self.port = port or free_port()
         self.addr = "127.0.0.1:%d" % self.port
         self.args = ["--listen-addr", self.addr] + list(args)
         self.admin_socket = None
-        if not any(str(a).startswith("--admin-socket") or str(a) == "--admin-api=false"
-                   for a in args):
+        if (env or {}).get("RUNTIME_DIRECTORY"):
+            self.admin_socket = os.path.join(env["RUNTIME_DIRECTORY"], "admin.sock")
+        elif not any(str(a).startswith("--admin-socket") or str(a) == "--admin-api=false"
+                     for a in args):
             self.admin_socket = os.path.join(tempfile.mkdtemp(prefix="sluice-adm-"), "admin.sock")
             self.args += ["--admin-socket", self.admin_socket]
         self.env = dict(os.environ)
