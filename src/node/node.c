@@ -485,7 +485,8 @@ int sl_node_wait(sl_node *n)
     /* Drained: the store holds its final state. */
     sl_statedir_timer_stop(&n->snapshot_timer);
     if (n->opts.state_dir && !n->snapshot_written) {
-        sl_statedir_write(n->opts.state_dir, n->engine, n->snapshot_flags, sl_wall_ms(), &n->log);
+        sl_statedir_write(n->opts.state_dir, n->engine, n->snapshot_flags, &n->snapshot_key,
+                          sl_wall_ms(), &n->log);
         n->snapshot_written = true;
     }
     sl_log_info(&n->log, "stopped");

@@ -73,6 +73,8 @@ struct sl_node {
     sl_adminsrv *metrics_srv; /* the read-only /metrics listener; NULL without --metrics-addr */
     sl_idents *idents;     /* client identities; NULL without --client-tokens-file */
     sl_statedir_timer snapshot_timer; /* --snapshot-period writer (node/statedir.h) */
+    sl_statedir_key snapshot_key; /* authenticates the snapshot: the cluster secret once a node
+                                     has one (issue 25's --peer-secret-file); none yet: {0} */
     bool snapshot_written;            /* the shutdown snapshot is done (sl_node_wait) */
     unsigned snapshot_flags;          /* SL_SNAPSHOT_CLUSTER_KEYS when clustered */
     sl_topology topology;             /* role proxy: the limiters (--proxy-limiters) */

@@ -305,7 +305,7 @@ int sl_nodeparts_engine(sl_node *n, sl_engine_config *ecp, char *err, size_t err
         o->state_dir = NULL;
     }
     sl_statedir_snap snap = {0};
-    if (o->state_dir && sl_statedir_read(o->state_dir, &acfg, &n->log, &snap)) {
+    if (o->state_dir && sl_statedir_read(o->state_dir, &acfg, &n->snapshot_key, &n->log, &snap)) {
         if (snap.flags != n->snapshot_flags) {
             sl_log_warn(&n->log, "snapshot skipped, starting empty: written by a %s node",
                         snap.flags ? "clustered" : "standalone");
@@ -324,7 +324,8 @@ int sl_nodeparts_engine(sl_node *n, sl_engine_config *ecp, char *err, size_t err
         sl_statedir_load(&snap, n->engine, &acfg, sl_wall_ms(), &n->log);
     if (o->state_dir &&
         (rc = sl_statedir_timer_start(&n->snapshot_timer, o->state_dir, n->engine,
-                                      n->snapshot_flags, o->snapshot_period_ns / 1000000,
+                                      n->snapshot_flags, &n->snapshot_key,
+                                      o->snapshot_period_ns / 1000000,
                                       &n->log))) {
         snprintf(err, errlen, "snapshot timer: %s", strerror(-rc));
         return rc;
