@@ -568,8 +568,8 @@ static const sl_opt daemon_opts[] = {
              "SIGHUP)"},
     {.name = "allow-core-dumps", .type = SL_OPT_BOOL, .offset = FIELD(allow_core_dumps, bool),
      .def = "false", .group = G_ACCESS,
-     .help = "let sluiced dump core (false: PR_SET_DUMPABLE 0, so no core file and no ptrace "
-             "by other users shows tokens and keys)"},
+     .help = "let sluiced dump core (false: PR_SET_DUMPABLE 0, so neither a core file nor a "
+             "ptrace by another process of the same user shows its tokens and keys)"},
     {.name = "peer-auth", .type = SL_OPT_ENUM, .offset = FIELD(peer_auth, int),
      .def = "address", .choices = peer_auth_choices, .group = G_ACCESS,
      .help = "who may call PeersV1: address = callers whose source IP is a peer's (peers bind "
