@@ -40,8 +40,8 @@ static ssize_t read_some(int fd, void *p, size_t n)
 /* The refusal of a secret file with mode m, worded with the fix. */
 static int secret_mode_fail(const char *path, mode_t m, char *err, size_t errlen)
 {
-    return fail(err, errlen, -EACCES, "%s: readable by group or others (mode %04o); a token, key "
-                "or secret file must be the owner's alone: chmod 600 %s", path,
+    return fail(err, errlen, -EACCES, "%s: readable by group or others (mode %04o): chmod 600 %s "
+                "(a token, key or secret file must be its owner's alone)", path,
                 (unsigned)(m & 07777), path);
 }
 

@@ -161,11 +161,11 @@ int main(int argc, char **argv)
                                                (long)getpid());
 
     sl_node *node;
-    char err[512];
+    char err[1024];
     rc = sl_node_start(argc - 1, argv + 1, &node, err, sizeof err);
     if (rc) {
         fprintf(stderr, "sluiced: %s\n", err);
-        char st[600];
+        char st[1100];
         snprintf(st, sizeof st, "STATUS=start failed: %s\nERRNO=%d", err, -rc);
         tell(&nt, st);
         sl_notify_close(&nt);

@@ -282,7 +282,7 @@ static int read_token(const char *path, char **out, size_t *out_len, char *err, 
 {
     char *buf = NULL;
     size_t len = 0;
-    char ferr[256];
+    char ferr[1024];
     int rc = sl_file_read(path, SL_ADMINSRV_MAX_TOKEN_FILE, SL_FILE_REGULAR | SL_FILE_SECRET,
                           &buf, &len, ferr, sizeof ferr);
     if (rc) {

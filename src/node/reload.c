@@ -59,7 +59,7 @@ int sl_reload_read_peer_tls(const sl_options *o, sl_tls_ctx **out, char *err, si
  * token). */
 int sl_reload_read_idents(const char *path, sl_idents **out, char *err, size_t errlen)
 {
-    char *buf = NULL, ferr[256];
+    char *buf = NULL, ferr[1024];
     size_t len = 0;
     int rc = sl_secret_read(path, SL_IDENTS_MAX_FILE, &buf, &len, ferr, sizeof ferr);
     if (rc) {

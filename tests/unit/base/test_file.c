@@ -124,8 +124,8 @@ static void test_secret(void **state)
         assert_int_equal(chmod(path, refused[i]), 0);
         assert_int_equal(sl_file_read(path, 100, SL_FILE_SECRET, &buf, &len, err, sizeof err),
                          -EACCES);
-        snprintf(want, sizeof want, "%s: readable by group or others (mode %04o); a token, key "
-                 "or secret file must be the owner's alone: chmod 600 %s", path,
+        snprintf(want, sizeof want, "%s: readable by group or others (mode %04o): chmod 600 %s "
+                 "(a token, key or secret file must be its owner's alone)", path,
                  (unsigned)refused[i], path);
         assert_string_equal(err, want);
         assert_int_equal(sl_file_check_secret(path, err, sizeof err), -EACCES);
