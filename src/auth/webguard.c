@@ -93,12 +93,12 @@ static bool authority_ok(const sl_webguard_listener *l, const char *a, size_t n)
     if (ip && !sl_addr_ip_of(lh, &want) && !sl_addr_ip_of(hp, &got) &&
         !memcmp(&want, &got, sizeof want))
         return true;
-    if (sl_addr_is_loopback(l->addr) && eq_nocase(h, hn, "localhost"))
-        return true;
     /* bound to every address: any IP literal (it cannot be re-pointed), never a name */
-    if (!strcmp(lhost, "0.0.0.0") || !strcmp(lhost, "::"))
-        return ip;
-    return false;
+    bool wildcard = !strcmp(lhost, "0.0.0.0") || !strcmp(lhost, "::");
+    /* "localhost" names this machine for every browser (it never asks DNS for it) */
+    if ((wildcard || sl_addr_is_loopback(l->addr)) && eq_nocase(h, hn, "localhost"))
+        return true;
+    return wildcard && ip;
 }
 
 /* Whether origin o[0..n) is the listener's own: "<scheme>://<authority>" with nothing after. */

@@ -6,8 +6,8 @@
  * name an attacker re-points at 127.0.0.1 (DNS rebinding) is same-origin with the admin port. So:
  *
  *   - Host: on TCP it must name the listener: its address exactly, "localhost:<port>" when it is
- *     bound to loopback, or any IP literal with its port when it is bound to a wildcard address (a
- *     literal cannot be re-pointed; a DNS name can). Absent: refused. Checked for every call, reads
+ *     bound to loopback or a wildcard address, or any IP literal with its port when it is bound
+ *     to a wildcard address (a literal cannot be re-pointed; a DNS name can). Absent: refused. Checked for every call, reads
  *     included. A Unix socket has no address a page could name: no Host check there.
  *   - Origin: absent (curl, the CLI, a same-origin GET) or the listener's own origin, that is the
  *     scheme (https with TLS) and an authority the Host rule accepts. "null" and anything else are

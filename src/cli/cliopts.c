@@ -148,7 +148,7 @@ int sl_cli_admin_call(const char *program, const sl_cli_admin *a, const char *pa
                     program, a->addr);
             return 2;
         }
-        tls = !sl_addr_is_loopback(hp);
+        tls = !sl_addr_is_loopback(hp) || a->ca_file; /* a CA: the listener speaks TLS */
         snprintf(url, sizeof url, "%s://%s%s", tls ? "https" : "http", hp, path);
     } else {
         if (sl_config_admin_socket(a->socket, sock, sizeof sock, NULL, 0)) {

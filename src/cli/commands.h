@@ -61,7 +61,8 @@ int sl_cli_read_token(const char *program, const char *path, char token[SL_BEARE
 
 /* Where a command reaches one node's admin API: its Unix socket (the default: --admin-socket, or
  * sluiced's default path, sl_config_admin_socket) or, with --admin-addr HOST:PORT, its TCP admin
- * listener (http on loopback, else https verified against --admin-ca or the system's CAs), with
+ * listener (https off loopback or with --admin-ca, verified against it or the system's CAs; else
+ * http), with
  * the bearer token of --admin-token-file. Members of the command's option struct
  * (SL_CLI_ADMIN_OPTS(T, member) in its table). NULL: not given. */
 typedef struct sl_cli_admin {
@@ -86,7 +87,8 @@ typedef struct sl_cli_admin {
      .help = "file holding the node's admin bearer token (sluiced --admin-token-file)"},          \
     {.name = "admin-ca", .type = SL_OPT_STRING, .offset = offsetof(T, m.ca_file),                \
      .nullable = true, .metavar = "FILE",                                                         \
-     .help = "CA bundle verifying a non-loopback --admin-addr's certificate (https)"}
+     .help = "CA bundle verifying the --admin-addr listener's certificate (https; off "          \
+             "loopback https is used anyway, verified against the system's CAs without it)"}
 
 /* GET (json NULL) or POST json (Content-Type: application/json) to path ("/v1/admin/...",
  * query included) on the admin API a names. 0 with the HTTP status in *status and the body in

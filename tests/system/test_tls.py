@@ -676,3 +676,33 @@ def test_cli_check_and_health_over_tls(node_factory, certs):
     # a missing file is a usage error, before any connection
     r = subprocess.run(check + ["--tls-ca", certs("nope.pem")], capture_output=True, text=True)
     assert r.returncode == 2 and "TLS" in r.stderr, r.stderr
+
+
+def test_admin_listener_off_loopback_speaks_tls(node_factory, certs, tmp_path):
+    """An admin listener not on loopback (here 0.0.0.0) speaks TLS with the client port's
+    certificate, and wants the token; the CLI reaches it with --admin-ca."""
+    tok = secret_file(tmp_path / "admin.token", "tls-admin-token-0123456789abcdef\n")
+    port = free_port()
+    n = start_tls(node_factory, certs, "--admin-addr", "0.0.0.0:%d" % port,
+                  "--admin-token-file", tok)
+    assert "admin listening addr=0.0.0.0:%d port=%d token=yes tls=yes" % (port, port) in n.logs()
+
+    from conftest import SLUICE
+    raw = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s = ssl_ctx(certs).wrap_socket(raw, server_hostname="localhost")
+    s.sendall(b"GET /v1/admin/killswitch HTTP/1.1\r\nHost: localhost:%d\r\n"
+              b"Authorization: Bearer tls-admin-token-0123456789abcdef\r\n\r\n" % port)
+    assert s.recv(64).startswith(b"HTTP/1.1 200"), "the TLS admin listener did not answer"
+    s.close()
+    # plaintext: no answer (the TLS layer closes the connection)
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as p:
+        p.sendall(b"GET /v1/admin/killswitch HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        assert closed_quickly(p)
+    out = subprocess.run([SLUICE, "killswitch", "on", "api", "--admin-addr", "localhost:%d" % port,
+                          "--admin-ca", certs("ca.pem"), "--admin-token-file", tok],
+                         capture_output=True, text=True, timeout=20)
+    assert out.returncode == 0, out.stderr
+    out = subprocess.run([SLUICE, "top", "--admin-addr", "localhost:%d" % port, "--json",
+                          "--admin-ca", certs("ca.pem"), "--admin-token-file", tok],
+                         capture_output=True, text=True, timeout=20)
+    assert out.returncode == 0 and '"limits"' in out.stdout, out.stderr

@@ -57,6 +57,10 @@ static void test_operator_calls_pass(void **state)
     /* a wildcard bind: any IP literal with the port */
     assert_int_equal(check("0.0.0.0:5455", true, "GET", "10.9.8.7:5455", NULL, NULL),
                      SL_WEBGUARD_OK);
+    assert_int_equal(check("[::]:5455", true, "GET", "[fd00::1]:5455", NULL, NULL),
+                     SL_WEBGUARD_OK);
+    assert_int_equal(check("0.0.0.0:5455", true, "POST", "localhost:5455",
+                           "https://localhost:5455", J), SL_WEBGUARD_OK);
     /* a Unix socket: no Host to check (curl --unix-socket says "localhost") */
     assert_int_equal(check(NULL, false, "POST", "localhost", NULL, J), SL_WEBGUARD_OK);
     assert_int_equal(check(NULL, false, "GET", NULL, NULL, NULL), SL_WEBGUARD_OK);
