@@ -12,7 +12,31 @@
 #include "node/service_int.h"
 
 #include <errno.h>
+#include <stdlib.h>
 
+static void giveback_sent(void *ud, sl_batch *g)
+{
+    (void)ud;
+    sl_batch_free(g);
+    free(g);
+}
+
+/* An all-or-nothing group that was refused gives back what its other limits took (api/rls.h
+ * sl_rls_giveback), fire and forget, where the call's items went. */
+static void give_back(sl_service *s, sl_call *c, sl_batch *b, int64_t now)
+{
+    if (!sl_rls_may_give_back(c->rls))
+        return;
+    sl_batch *g = malloc(sizeof *g);
+    if (!g)
+        return;
+    sl_batch_init(g, 0);
+    if (!sl_rls_giveback(c->rls, b, g)) {
+        giveback_sent(NULL, g);
+        return;
+    }
+    submit(s, c->worker, g, now, giveback_sent, NULL);
+}
 
 static void rls_done(void *ud, sl_batch *b)
 {
@@ -21,6 +45,7 @@ static void rls_done(void *ud, sl_batch *b)
     int64_t now = sl_exchange_now_ms(c->ex);
     if (s->cfg.protect)
         sl_gubprotect_end(s->cfg.protect, c->prot, b, false, now);
+    give_back(s, c, b, now);
     sl_grpc_status st;
     size_t mark;
     int rc = sl_grpc_frame_begin(&c->out, &mark);
