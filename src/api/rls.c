@@ -577,6 +577,11 @@ static bool rejected_in(const sl_rls_call *c, const sl_batch *b, size_t from, si
     return false;
 }
 
+size_t sl_rls_descriptors(const sl_rls_call *c)
+{
+    return c->n_desc;
+}
+
 bool sl_rls_may_give_back(const sl_rls_call *c)
 {
     return c && c->groups;

@@ -94,6 +94,9 @@ int sl_rls_encode(const sl_rls_call *call, const sl_batch *b, int64_t now_ms, sl
  * held: a concurrent call can be refused by them for that one round trip (docs/envoy.md).
  */
 size_t sl_rls_giveback(sl_rls_call *call, const sl_batch *b, sl_batch *gb);
+/* The request's descriptors (the answer's statuses; the batch may hold more items: one per
+ * rate_limits: block). */
+size_t sl_rls_descriptors(const sl_rls_call *call);
 /* Whether the call has a group of several limits at all (else sl_rls_giveback has nothing). */
 bool sl_rls_may_give_back(const sl_rls_call *call);
 

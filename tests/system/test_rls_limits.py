@@ -195,3 +195,60 @@ def test_several_limits_config_errors(node_factory, confdir):
         n.start(wait=False)
         assert n.proc.wait(10) != 0
         assert why in n.logs(), n.logs()
+
+
+def test_post_json_as_upstream_answers_it(make, confdir):
+    """envoyproxy/ratelimit's POST /json: a protojson RateLimitRequest, answered with a protojson
+    RateLimitResponse (parsed here by protobuf's own json_format), 200 / 429 / 400."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    from google.protobuf import json_format
+
+    from test_rls import rls_pb
+    n, c = node(make, confdir, """
+        domain: d
+        descriptors:
+          - key: k
+            rate_limit: {unit: hour, requests_per_unit: 2, name: two}
+        """, "--rls-response-headers")
+    pb = rls_pb()
+    rq = pb.RateLimitRequest(domain="d")
+    e = rq.descriptors.add().entries.add()
+    e.key, e.value = "k", "v"
+    body = json_format.MessageToJson(rq).encode()
+
+    def post(data):
+        r = urllib.request.Request("http://%s/json" % n.addr, data=data, method="POST")
+        try:
+            with urllib.request.urlopen(r, timeout=5) as f:
+                return f.status, f.read()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read()
+
+    got = [post(body) for _ in range(3)]
+    assert [g[0] for g in got] == [200, 200, 429]
+    first = json_format.Parse(got[0][1], pb.RateLimitResponse())
+    assert first.overall_code == OK
+    st = first.statuses[0]
+    assert (st.current_limit.requests_per_unit, st.current_limit.name, st.limit_remaining) == \
+        (2, "two", 1)
+    assert 0 < st.duration_until_reset.seconds <= 3600
+    assert {h.key for h in first.response_headers_to_add} >= {"RateLimit-Remaining"}
+    last = json_format.Parse(got[2][1], pb.RateLimitResponse())
+    assert last.overall_code == OVER and last.statuses[0].code == OVER
+    # the gRPC dialect shares the counter
+    assert c.ask("d", [("k", "v")]).overall_code == OVER
+    # proto field names, an override and a descriptor hits_addend as a string
+    other = {"domain": "d", "descriptors": [{"entries": [{"key": "k", "value": "w"}],
+                                             "limit": {"requests_per_unit": 5, "unit": "MINUTE"},
+                                             "hits_addend": "4"}]}
+    st_, b = post(json.dumps(other).encode())
+    assert st_ == 200, b
+    assert json.loads(b)["statuses"][0]["limitRemaining"] == 1
+    for bad in [b"nope", b'{"domain": 3}', b'{"domain": "d", "descriptors": [{"x": 1}]}',
+                b'{"domain": "d", "descriptors": [{"limit": {"unit": "FORTNIGHT"}}]}']:
+        code, msg = post(bad)
+        assert code == 400, (bad, code, msg)
+    c.close()

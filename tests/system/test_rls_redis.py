@@ -63,6 +63,7 @@ FACTORY_CASES = [
     limits.test_several_limits_on_one_descriptor,
     limits.test_call_counted_as_upstream_without_all_or_nothing,
     limits.test_all_or_nothing_call_from_upstreams_variable,
+    limits.test_post_json_as_upstream_answers_it,
 ]
 
 
