@@ -589,20 +589,22 @@ bool sl_rls_may_give_back(const sl_rls_call *c)
 
 size_t sl_rls_giveback(sl_rls_call *c, const sl_batch *b, sl_batch *gb)
 {
-    size_t k = 0;
+    size_t k = 0; /* (given_back is false until a batch to give back is there) */
     bool whole_rejected = c->whole && rejected_in(c, b, 0, c->n);
     for (size_t from = 0, to; from < c->n; from = to) { /* a descriptor's items at a time */
         for (to = from + 1; to < c->n && c->items[to].desc == c->items[from].desc; to++)
             ;
         bool rejected = c->whole ? whole_rejected : rejected_in(c, b, from, to);
         for (size_t i = from; i < to; i++) {
-            c->items[i].given_back = rejected && c->items[i].kind == K_LIMIT &&
-                                     b->reqs[i].hits > 0 && grouped(c, i) && admitted(c, b, i);
-            k += c->items[i].given_back;
+            bool back = rejected && c->items[i].kind == K_LIMIT && b->reqs[i].hits > 0 &&
+                        grouped(c, i) && admitted(c, b, i);
+            if (gb)
+                c->items[i].given_back = back;
+            k += back;
         }
     }
-    if (!k)
-        return 0;
+    if (!k || !gb)
+        return k;
     sl_batch_reset(gb);
     if (sl_batch_alloc_items(gb, k))
         goto nomem;

@@ -90,7 +90,7 @@ int sl_rls_encode(const sl_rls_call *call, const sl_batch *b, int64_t now_ms, sl
  * the limits that admitted give their hits back. Their items are copied into gb (reset here, hits
  * negated) for the caller to hand where the call's items went, and the answer reports them with
  * what is left once the hits are back. The number of items in gb; 0: nothing to give back (or no
- * memory for it: the hits then stay taken). Between the decision and the give-back the hits are
+ * memory for it: the hits then stay taken). gb NULL: only the number, nothing marked. Between the decision and the give-back the hits are
  * held: a concurrent call can be refused by them for that one round trip (docs/envoy.md).
  */
 size_t sl_rls_giveback(sl_rls_call *call, const sl_batch *b, sl_batch *gb);

@@ -27,7 +27,7 @@ static void giveback_sent(void *ud, sl_batch *g)
  * sl_rls_giveback), fire and forget, where the call's items went. */
 static void give_back(sl_service *s, sl_call *c, sl_batch *b, int64_t now)
 {
-    if (!sl_rls_may_give_back(c->rls))
+    if (!sl_rls_may_give_back(c->rls) || !sl_rls_giveback(c->rls, b, NULL))
         return;
     sl_batch *g = malloc(sizeof *g);
     if (!g)
