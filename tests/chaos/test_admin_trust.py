@@ -17,6 +17,7 @@ as the attacker would run it on the same machine:
 
 The nodes get their default admin socket through $RUNTIME_DIRECTORY (a temporary directory), as
 systemd's RuntimeDirectory= gives it, so the tests run the configuration an operator gets."""
+import contextlib
 import json
 import os
 import socket
@@ -166,14 +167,33 @@ def test_dns_rebinding_host_refused(node_factory):
     assert st == 200
 
 
+@contextlib.contextmanager
+def squatted_pair():
+    """A listening socket on some port p + 1 whose p is free (for the node): (socket, p)."""
+    for _ in range(100):
+        squat = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        squat.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        squat.bind(("127.0.0.1", 0))
+        port = squat.getsockname()[1] - 1
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                squat.close()
+                continue
+        squat.listen(8)
+        try:
+            yield squat, port
+        finally:
+            squat.close()
+        return
+    raise RuntimeError("no free port below a free port")
+
+
 def test_squatted_admin_port(node_factory):
     # the default: no TCP admin port, so a squatter at the client port + 1 gets nothing, and
     # the node listens on its client port only
-    port = cl.free_port()
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as squat:
-        squat.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        squat.bind(("127.0.0.1", port + 1))
-        squat.listen(8)
+    with squatted_pair() as (squat, port):
         node = node_factory(["--workers", "1"], port=port, env=runtime_env())
         assert listening_ports(node.proc.pid) == {port}
         assert "is taken" not in node.logs()
