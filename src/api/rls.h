@@ -39,11 +39,19 @@
 #define SL_RLS_PATH "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
 #define SL_RLS_NAME_PREFIX "rls:"
 
+#define SL_RLS_HEADER_MAX 64 /* bytes of a response header's name, NUL included */
+
 typedef struct sl_rls_config {
     size_t max_descriptors; /* most descriptors in one request; 0 = 1000 */
     size_t max_entries;     /* most entries in one descriptor; 0 = 64 */
     bool headers;           /* answer with RateLimit-Limit, -Remaining and -Reset */
     bool all_or_nothing;    /* a call is counted only if all its descriptors pass */
+    bool quota_mode;        /* every limit in quota mode (envoyproxy/ratelimit's QUOTA_MODE) */
+    bool dynamic_metadata;  /* answer with dynamic_metadata naming descriptors over or near */
+    uint32_t near_permille; /* near its limit past this share of it, 1..1000 /1000; 0 = 800 */
+    /* names of the three response headers; "" = RateLimit-Limit, -Remaining, -Reset */
+    char header_limit[SL_RLS_HEADER_MAX], header_remaining[SL_RLS_HEADER_MAX],
+        header_reset[SL_RLS_HEADER_MAX];
     uint32_t max_names;     /* (domain, rule) pairs with series of their own (api/rlsmetrics.h) */
 } sl_rls_config;
 
