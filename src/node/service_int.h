@@ -41,6 +41,8 @@ enum {
     M_OTHER,
     M_RELEASE,
     M_SHOULD_RATE_LIMIT,
+    M_CHECK_RATE_LIMIT, /* Kuadrant/limitador's CheckRateLimit */
+    M_REPORT,           /* and its Report */
     M_COUNT
 };
 #define N_CODES 17
@@ -138,10 +140,11 @@ SL_SVC_HIDDEN void sl_service_release(sl_service *s, sl_exchange *ex, const sl_h
 SL_SVC_HIDDEN void sl_service_held_sent(void *ud, int outcome, int grpc_code, int64_t t0);
 
 /* node/servicerls.c: Envoy RLS v3 ShouldRateLimit, over gRPC (T_GRPC) or as envoyproxy/ratelimit's
- * POST /json (T_HTTP). */
+ * POST /json (T_HTTP), and Kuadrant/limitador's CheckRateLimit and Report over gRPC (method
+ * M_SHOULD_RATE_LIMIT, M_CHECK_RATE_LIMIT, M_REPORT). */
 SL_SVC_HIDDEN void sl_service_should_rate_limit(sl_service *s, sl_exchange *ex,
-                                                const sl_http_request *rq, int transport,
-                                                int64_t t0);
+                                                const sl_http_request *rq, int method,
+                                                int transport, int64_t t0);
 
 /* ---- static inline helpers of the per-request path ---------------------------------------- */
 
