@@ -607,8 +607,7 @@ static void route_grpc(sl_service *s, sl_exchange *ex, const sl_http_request *rq
         /* a node that has just left may still push its keys here (with the same proof as
          * any PeersV1 call) */
         bool proven;
-        if (!sl_service_peer_admit(s, ex, rq, m == M_OTHER ? M_OTHER : m, m == M_TRANSFER_KEYS,
-                                   t0, &proven))
+        if (!sl_service_peer_admit(s, ex, rq, m, m == M_TRANSFER_KEYS, t0, &proven))
             return;
         if (!proven && idents_of(s) && (m == M_UPDATE_PEER_GLOBALS || m == M_TRANSFER_KEYS))
             sl_service_peer_refuse(s, ex, rq, m, SL_SVC_PEER_TOKENS, SL_GRPC_PERMISSION_DENIED,
