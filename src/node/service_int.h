@@ -168,9 +168,11 @@ SL_SVC_HIDDEN size_t sl_service_globals_out_of_bound(const sl_peerwire_global *g
 /* node/service.c: a method's label ("GetPeerRateLimits", ...). */
 SL_SVC_HIDDEN const char *sl_service_method_name(int method);
 
-/* node/servicerls.c: Envoy RLS v3 ShouldRateLimit. */
+/* node/servicerls.c: Envoy RLS v3 ShouldRateLimit, over gRPC (T_GRPC) or as envoyproxy/ratelimit's
+ * POST /json (T_HTTP). */
 SL_SVC_HIDDEN void sl_service_should_rate_limit(sl_service *s, sl_exchange *ex,
-                                                const sl_http_request *rq, int64_t t0);
+                                                const sl_http_request *rq, int transport,
+                                                int64_t t0);
 
 /* ---- static inline helpers of the per-request path ---------------------------------------- */
 
