@@ -14,6 +14,7 @@ authentication"). Against real sluiced processes on one host:
 - the peer TLS client checks which peer it reached: a peer whose certificate (from the peers' CA)
   names another host is refused, its keys get per-item errors;
 - --peer-auth none with --client-tokens-file no longer bypasses the tokens;
+- Levee's client-proxy reaches its limiters over TLS with the peers' options, names checked;
 - a cluster node off loopback without a credential does not start (exit 2, naming the option).
 
 Each attack test fails on the code before issue 25 (the attacks succeed there)."""
@@ -395,3 +396,48 @@ def test_a_cluster_off_loopback_needs_a_peer_credential(node_factory, tmp_path):
     m = node_factory(["--discovery", "static", "--admin-api=false",
                       "--peers", "127.0.0.1:%d,127.0.0.1:%d" % (p2, cl.free_port())], port=p2)
     assert "peer calls are not authenticated (a loopback-only cluster" in m.logs()
+
+
+# ---- the proxy->limiter hop over TLS (issue 25 item 2) ------------------------------------------
+
+def proxy_attempt(proxy):
+    import http.client
+    c = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=5)
+    try:
+        c.request("POST", "/attempt", body=b"", headers={"X-Resource": "api", "X-Req-Id": "r1"})
+        r = c.getresponse()
+        r.read()
+        return r.status
+    finally:
+        c.close()
+
+
+def test_proxy_to_limiter_hop_over_tls(node_factory, certs):
+    """A client-proxy with --peer-tls-ca relays /attempt to a TLS limiter whose certificate names
+    its address (200 from the limiter), and refuses one whose certificate names another host (the
+    limiter never sees the call)."""
+    quotas = os.path.join(cl.ROOT, "examples", "quotas.yaml")
+    good = node_factory(["--standalone", "--workers", "1", "--admin-api=false", "--quota-file",
+                         quotas, "--tls-cert", certs("node.pem"), "--tls-key", certs("node.key")],
+                        start=False)
+    bad = node_factory(["--standalone", "--workers", "1", "--admin-api=false", "--quota-file",
+                        quotas, "--tls-cert", certs("wrongname.pem"),
+                        "--tls-key", certs("wrongname.key")], start=False)
+    for n in (good, bad):
+        n.start(wait=False)
+    results = {}
+    for name, lim in (("good", good), ("bad", bad)):
+        proxy = node_factory(["--role", "proxy", "--workers", "1", "--admin-api=false",
+                              "--proxy-limiters", "l1=" + lim.addr, "--proxy-timeout", "500ms",
+                              "--peer-tls-ca", certs("ca.pem")])
+        st = None
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            st = proxy_attempt(proxy)
+            if st == 200 or name == "bad":
+                break
+            time.sleep(0.1)
+        results[name] = st
+        assert proxy.proc.poll() is None
+    assert results["good"] == 200, results
+    assert results["bad"] != 200, results
