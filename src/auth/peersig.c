@@ -257,7 +257,7 @@ sl_peersig_verdict sl_peersig_verify(const sl_peersig_keys *k, const char *value
         return SL_PEERSIG_MALFORMED;
     const char *ts = value + 3, *end = value + vlen;
     const char *sp = memchr(ts, ' ', (size_t)(end - ts));
-    if (!sp || sp == ts || sp - ts > 19)
+    if (!sp || sp == ts || sp - ts > 16) /* 16 digits: ms until the year 318857, no overflow */
         return SL_PEERSIG_MALFORMED;
     int64_t t = 0;
     for (const char *c = ts; c < sp; c++) {
