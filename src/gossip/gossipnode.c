@@ -21,9 +21,15 @@
 #include "gossip/gossipseeds.h"
 #include "gossip/keyring.h"
 #include "gossip/swimmeta.h"
+#include "sluice/clock.h"
 
 #define FRAME_HDR 4
-#define SEAL_CAP (SL_SWIMWIRE_MAX_UDP + SL_KEYRING_OVERHEAD)
+#define SEAL_CAP (SL_SWIMWIRE_MAX_UDP + SL_KEYRING_MAX_OVERHEAD)
+/* Unauthenticated packets (or, without a key ring, all packets) taken from one source in one
+ * second; beyond, they are dropped unread (counted as rate_limited). A member sends a peer a few
+ * datagrams a probe interval; 200 leaves room for aggressive tunings. */
+#define SOURCE_RATE 200
+#define SOURCE_SLOTS 256
 
 typedef struct stream stream;
 
@@ -31,6 +37,13 @@ typedef struct sub {
     sl_gossipnode_fn fn;
     void *ud;
 } sub;
+
+/* One source's count in the current second (a direct-mapped table: sources that collide share a
+ * count, which only makes the limit stricter for them). */
+typedef struct srcrate {
+    uint64_t h, sec;
+    unsigned n;
+} srcrate;
 
 struct sl_gossipnode {
     sl_gossipnode_config cfg;
@@ -48,6 +61,10 @@ struct sl_gossipnode {
     pthread_mutex_t mu;
     sl_swim *swim;
     sl_keyring *ring;
+    sl_keyring_guard *guard;
+    uint64_t rate_seed;
+    srcrate rate[SOURCE_SLOTS];
+    unsigned npending;      /* incoming exchanges not yet authenticated */
     sub subs[SL_GOSSIPNODE_MAX_SUBS];
     int stop_req, leaving, closing;
     uint64_t leave_until;
@@ -65,7 +82,7 @@ struct stream {
     uv_timer_t deadline;
     uv_connect_t conn;
     uv_write_t wr;
-    int outgoing, open_handles;
+    int outgoing, open_handles, pending;
     uint8_t *out;           /* frame to write */
     size_t outlen;
     uint8_t hdr[FRAME_HDR];
@@ -113,6 +130,21 @@ static uint64_t now_ms(sl_gossipnode *g)
     return uv_now(&g->loop);
 }
 
+/* --- unauthenticated sources */
+
+/* The count of `src` (an "ip:port", or an IP) in this second. Called under mu. */
+static unsigned *source_count(sl_gossipnode *g, const char *src)
+{
+    uint64_t h = g->rate_seed;
+    for (const char *p = src; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    srcrate *r = &g->rate[h % SOURCE_SLOTS];
+    uint64_t sec = (uint64_t)sl_wall_ms() / 1000;
+    if (r->h != h || r->sec != sec)
+        *r = (srcrate){h, sec, 0};
+    return &r->n;
+}
+
 /* --- the timer: always set to the protocol's next deadline */
 
 static void on_timer(uv_timer_t *t);
@@ -150,7 +182,10 @@ static void stream_close(stream *s)
         g->streams = s->next;
     if (s->next)
         s->next->prev = s->prev;
-    g->nstreams--;
+    if (s->pending)
+        g->npending--;
+    else
+        g->nstreams--;
     uv_close((uv_handle_t *)&s->tcp, stream_closed);
     uv_close((uv_handle_t *)&s->deadline, stream_closed);
 }
@@ -160,10 +195,17 @@ static void on_deadline(uv_timer_t *t)
     stream_close(t->data);
 }
 
+static unsigned stream_cap(const sl_gossipnode *g)
+{
+    return g->cfg.max_streams ? g->cfg.max_streams : 32;
+}
+
+/* An outgoing exchange takes a slot at once (we chose to open it); an incoming one is pending,
+ * in a pool of the same size, until its first frame authenticates (see message()). */
 static stream *stream_new(sl_gossipnode *g, int outgoing)
 {
-    unsigned cap = g->cfg.max_streams ? g->cfg.max_streams : 32;
-    if (g->nstreams >= cap || g->closing)
+    unsigned cap = stream_cap(g);
+    if ((outgoing ? g->nstreams : g->npending) >= cap || g->closing)
         return NULL;
     stream *s = calloc(1, sizeof *s);
     if (!s)
@@ -180,19 +222,25 @@ static stream *stream_new(sl_gossipnode *g, int outgoing)
     if (g->streams)
         g->streams->prev = s;
     g->streams = s;
-    g->nstreams++;
+    if (outgoing) {
+        g->nstreams++;
+    } else {
+        s->pending = 1;
+        g->npending++;
+    }
     return s;
 }
 
 /* Frame p (sealed when there is a ring) into s->out. Called under mu. */
 static int frame(sl_gossipnode *g, stream *s, const uint8_t *p, size_t len)
 {
-    size_t body = len + (g->ring ? SL_KEYRING_OVERHEAD : 0);
+    size_t body = len + (g->ring ? SL_KEYRING_OVERHEAD + strlen(g->name) : 0);
     uint8_t *f = malloc(FRAME_HDR + body);
     if (!f)
         return -ENOMEM;
     if (g->ring) {
-        int r = sl_keyring_seal(g->ring, p, len, f + FRAME_HDR, body);
+        int r = sl_keyring_seal(g->ring, g->name, (uint64_t)sl_wall_ms(), p, len, f + FRAME_HDR,
+                                body);
         if (r < 0) {
             free(f);
             return r;
@@ -248,9 +296,17 @@ static void message(stream *s)
     uint8_t *plain = NULL;
     if (g->ring) {
         plain = malloc(len ? len : 1);
-        int r = plain ? sl_keyring_open(g->ring, s->in, len, plain, len) : -ENOMEM;
+        sl_keyring_sealed info;
+        int r = plain ? sl_keyring_open(g->ring, s->in, len, plain, len, &info) : -ENOMEM;
+        sl_swim_drop why = SL_SWIM_DROP_DECRYPT;
+        if (r >= 0) {
+            int fresh = sl_keyring_guard_check(g->guard, &info, (uint64_t)sl_wall_ms());
+            if (fresh < 0)
+                why = fresh == -EALREADY ? SL_SWIM_DROP_REPLAY : SL_SWIM_DROP_STALE;
+            r = fresh < 0 ? fresh : r;
+        }
         if (r < 0) {
-            sl_swim_count_drop(g->swim, SL_SWIM_DROP_DECRYPT);
+            sl_swim_count_drop(g->swim, why);
             pthread_mutex_unlock(&g->mu);
             free(plain);
             stream_close(s);
@@ -258,6 +314,21 @@ static void message(stream *s)
         }
         p = plain;
         len = (size_t)r;
+    } else {
+        sl_swim_count_unauthenticated(g->swim);
+    }
+    if (s->pending) {
+        /* authenticated (or, without a ring, whole): now it takes one of the slots */
+        if (g->nstreams >= stream_cap(g)) {
+            sl_swim_count_drop(g->swim, SL_SWIM_DROP_QUEUE_FULL);
+            pthread_mutex_unlock(&g->mu);
+            free(plain);
+            stream_close(s);
+            return;
+        }
+        s->pending = 0;
+        g->npending--;
+        g->nstreams++;
     }
     s->outlen = 0;
     sl_swim_recv_stream(g->swim, s->peer, p, len, now_ms(g), s->outgoing ? NULL : reply_cb, s);
@@ -385,7 +456,8 @@ static void cb_send(void *ctx, const char *addr, const uint8_t *p, size_t len)
     if (g->closing || to_sockaddr(addr, &ss))
         return;
     if (g->ring) {
-        int r = sl_keyring_seal(g->ring, p, len, g->seal, sizeof g->seal);
+        int r = sl_keyring_seal(g->ring, g->name, (uint64_t)sl_wall_ms(), p, len, g->seal,
+                                sizeof g->seal);
         if (r < 0)
             return;
         p = g->seal;
@@ -418,16 +490,41 @@ static void on_udp(uv_udp_t *h, ssize_t n, const uv_buf_t *buf, const struct soc
         return;
     }
     if (g->ring) {
-        int r = sl_keyring_open(g->ring, p, len, g->open, sizeof g->open);
-        if (r < 0) {
-            sl_swim_count_drop(g->swim, SL_SWIM_DROP_DECRYPT);
+        /* a source whose packets keep failing is not worth decrypting for the rest of the second
+         * (by ip:port: members on one host share an IP, each sends from its gossip port) */
+        unsigned *fails = source_count(g, from);
+        if (*fails >= SOURCE_RATE) {
+            sl_swim_count_drop(g->swim, SL_SWIM_DROP_RATE_LIMITED);
             pthread_mutex_unlock(&g->mu);
             return;
         }
-        p = g->open;
-        len = (size_t)r;
+        sl_keyring_sealed info;
+        int r = sl_keyring_open(g->ring, p, len, g->open, sizeof g->open, &info);
+        sl_swim_drop why = SL_SWIM_DROP_DECRYPT;
+        if (r >= 0) {
+            int fresh = sl_keyring_guard_check(g->guard, &info, (uint64_t)sl_wall_ms());
+            if (fresh < 0)
+                why = fresh == -EALREADY ? SL_SWIM_DROP_REPLAY : SL_SWIM_DROP_STALE;
+            r = fresh < 0 ? fresh : r;
+        }
+        if (r < 0) {
+            (*fails)++;
+            sl_swim_count_drop(g->swim, why);
+            pthread_mutex_unlock(&g->mu);
+            return;
+        }
+        sl_swim_recv_sealed(g->swim, from, info.sender, g->open, (size_t)r, now_ms(g));
+    } else {
+        unsigned *n = source_count(g, from);
+        if (*n >= SOURCE_RATE) {
+            sl_swim_count_drop(g->swim, SL_SWIM_DROP_RATE_LIMITED);
+            pthread_mutex_unlock(&g->mu);
+            return;
+        }
+        (*n)++;
+        sl_swim_count_unauthenticated(g->swim);
+        sl_swim_recv(g->swim, from, p, len, now_ms(g));
     }
-    sl_swim_recv(g->swim, from, p, len, now_ms(g));
     arm(g);
     pthread_mutex_unlock(&g->mu);
 }
@@ -444,6 +541,14 @@ static void cb_change(void *ctx, const sl_swim_member *m, int old)
     for (int i = 0; i < SL_GOSSIPNODE_MAX_SUBS; i++)
         if (g->subs[i].fn)
             g->subs[i].fn(g->subs[i].ud, m, old);
+}
+
+static int cb_check_member(void *ctx, const char *addr, size_t addr_len, const uint8_t *meta,
+                           size_t meta_len)
+{
+    (void)ctx;
+    const char *why;
+    return sl_swimmeta_check_member(addr, addr_len, meta, meta_len, &why);
 }
 
 /* --- the loop */
@@ -523,6 +628,7 @@ static void g_free(sl_gossipnode *g)
     }
     sl_swim_free(g->swim);
     sl_keyring_free(g->ring);
+    sl_keyring_guard_free(g->guard);
     for (size_t i = 0; i < g->cfg.n_seeds; i++)
         free(g->seeds[i]);
     free(g->seeds);
@@ -560,8 +666,23 @@ int sl_gossipnode_start(const sl_gossipnode_config *cfg, sl_gossipnode **out, ch
         if (!(g->seeds[i] = strdup(cfg->seeds[i])))
             goto fail;
     sl_swim_config_defaults(&g->cfg.tun);
+    if (!g->keyring_file[0] && !cfg->insecure && !sl_addr_is_loopback(cfg->addr)) {
+        snprintf(err, errlen, "gossip: --gossip-addr %s is not a loopback address and "
+                 "--gossip-keyring-file is not set: anyone who can reach it could join or "
+                 "rewrite the cluster; set --gossip-keyring-file (or --gossip-insecure to run "
+                 "unauthenticated)", cfg->addr);
+        rc = -EINVAL;
+        goto fail;
+    }
     if (g->keyring_file[0] && (rc = sl_keyring_load(g->keyring_file, &g->ring, err, errlen)))
         goto fail;
+    if (g->ring &&
+        (rc = sl_keyring_guard_new(cfg->replay_window_ms ? cfg->replay_window_ms : 30000,
+                                   4 * (size_t)g->cfg.tun.max_members, &g->guard))) {
+        snprintf(err, errlen, "gossip: no memory for the replay guard");
+        goto fail;
+    }
+    g->rate_seed = (uint64_t)uv_hrtime() * 0x9E3779B97F4A7C15ull | 1;
     rc = uv_loop_init(&g->loop);
     if (rc)
         goto uvfail;
@@ -586,7 +707,7 @@ int sl_gossipnode_start(const sl_gossipnode_config *cfg, sl_gossipnode **out, ch
     sc.meta = cfg->meta;
     sc.meta_len = cfg->meta_len;
     sc.seed = (uint64_t)uv_hrtime() ^ (uint64_t)(uintptr_t)g;
-    sc.cb = (sl_swim_callbacks){g, cb_send, cb_stream, cb_change};
+    sc.cb = (sl_swim_callbacks){g, cb_send, cb_stream, cb_change, cb_check_member};
     if ((rc = sl_swim_new(&sc, now_ms(g), &g->swim, err, errlen)))
         goto fail;
     if (cfg->n_seeds &&
@@ -603,7 +724,12 @@ int sl_gossipnode_start(const sl_gossipnode_config *cfg, sl_gossipnode **out, ch
     g->thread_started = 1;
     if (g->log)
         sl_log_info(g->log, "gossip: %s on %s, %zu seeds%s", g->name, g->addr, cfg->n_seeds,
-                    g->ring ? ", encrypted" : "");
+                    g->ring ? ", authenticated and encrypted" : "");
+    if (g->log && !g->ring)
+        sl_log_warn(g->log, "gossip: no --gossip-keyring-file: %s; every gossip packet is taken "
+                    "unauthenticated (counted in sluice_gossip_unauthenticated_total), and anyone "
+                    "who can reach %s can join or rewrite the cluster",
+                    cfg->insecure ? "--gossip-insecure" : "loopback address", g->addr);
     *out = g;
     return 0;
 uvfail:
@@ -758,6 +884,8 @@ int sl_gossipnode_start_options(const sl_options *o, sl_logger *log, sl_gossipno
         .seeds = (const char *const *)seeds,
         .n_seeds = ns,
         .keyring_file = o->gossip_keyring_file,
+        .insecure = o->gossip_insecure,
+        .replay_window_ms = (uint64_t)(o->gossip_replay_window_ns / 1000000),
         .meta = meta,
         .meta_len = (size_t)ml,
         .tun = {
