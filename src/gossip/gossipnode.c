@@ -85,10 +85,7 @@ struct stream {
     int outgoing, open_handles, pending;
     uint8_t *out;           /* frame to write */
     size_t outlen;
-    uint8_t hdr[FRAME_HDR];
-    size_t hdr_got;
-    uint8_t *in;            /* message being read */
-    size_t want, got;
+    sl_swimwire_frame in;   /* the message being read */
     char peer[80];
 };
 
@@ -167,7 +164,7 @@ static void stream_closed(uv_handle_t *h)
     if (--s->open_handles)
         return;
     free(s->out);
-    free(s->in);
+    sl_swimwire_frame_free(&s->in);
     free(s);
 }
 
@@ -248,6 +245,7 @@ static int frame(sl_gossipnode *g, stream *s, const uint8_t *p, size_t len)
     } else {
         memcpy(f + FRAME_HDR, p, len);
     }
+    _Static_assert(FRAME_HDR == SL_SWIMWIRE_FRAME_HDR, "one framing");
     f[0] = (uint8_t)(body >> 24);
     f[1] = (uint8_t)(body >> 16);
     f[2] = (uint8_t)(body >> 8);
@@ -264,11 +262,10 @@ static void on_read(uv_stream_t *h, ssize_t n, const uv_buf_t *buf);
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     stream *s = h->data;
-    if (s->hdr_got < FRAME_HDR) {
-        *buf = uv_buf_init((char *)s->hdr + s->hdr_got, (unsigned)(FRAME_HDR - s->hdr_got));
-    } else {
-        *buf = uv_buf_init((char *)s->in + s->got, (unsigned)(s->want - s->got));
-    }
+    uint8_t *p;
+    size_t room;
+    sl_swimwire_frame_room(&s->in, &p, &room);
+    *buf = uv_buf_init((char *)p, (unsigned)room);
 }
 
 static void write_out(stream *s)
@@ -291,13 +288,13 @@ static void message(stream *s)
 {
     sl_gossipnode *g = s->g;
     pthread_mutex_lock(&g->mu);
-    const uint8_t *p = s->in;
-    size_t len = s->want;
+    const uint8_t *p = s->in.buf;
+    size_t len = s->in.want;
     uint8_t *plain = NULL;
     if (g->ring) {
         plain = malloc(len ? len : 1);
         sl_keyring_sealed info;
-        int r = plain ? sl_keyring_open(g->ring, s->in, len, plain, len, &info) : -ENOMEM;
+        int r = plain ? sl_keyring_open(g->ring, s->in.buf, len, plain, len, &info) : -ENOMEM;
         sl_swim_drop why = SL_SWIM_DROP_DECRYPT;
         if (r >= 0) {
             int fresh = sl_keyring_guard_check(g->guard, &info, (uint64_t)sl_wall_ms());
@@ -350,25 +347,18 @@ static void on_read(uv_stream_t *h, ssize_t n, const uv_buf_t *buf)
         stream_close(s);
         return;
     }
-    if (s->hdr_got < FRAME_HDR) {
-        s->hdr_got += (size_t)n;
-        if (s->hdr_got < FRAME_HDR)
-            return;
-        size_t want = (size_t)s->hdr[0] << 24 | (size_t)s->hdr[1] << 16 | (size_t)s->hdr[2] << 8 |
-                      s->hdr[3];
-        size_t cap = s->g->cfg.tun.max_stream_bytes + SL_KEYRING_OVERHEAD;
-        if (want == 0 || want > cap || !(s->in = malloc(want))) {
-            pthread_mutex_lock(&s->g->mu);
-            sl_swim_count_drop(s->g->swim, SL_SWIM_DROP_OVERSIZE);
-            pthread_mutex_unlock(&s->g->mu);
-            stream_close(s);
-            return;
-        }
-        s->want = want;
+    if (n == 0)
+        return;
+    int r = sl_swimwire_frame_got(&s->in, (size_t)n,
+                                  s->g->cfg.tun.max_stream_bytes + SL_KEYRING_MAX_OVERHEAD);
+    if (r < 0) {
+        pthread_mutex_lock(&s->g->mu);
+        sl_swim_count_drop(s->g->swim, SL_SWIM_DROP_OVERSIZE);
+        pthread_mutex_unlock(&s->g->mu);
+        stream_close(s);
         return;
     }
-    s->got += (size_t)n;
-    if (s->got == s->want)
+    if (r == 1)
         message(s);
 }
 
@@ -726,9 +716,9 @@ int sl_gossipnode_start(const sl_gossipnode_config *cfg, sl_gossipnode **out, ch
         sl_log_info(g->log, "gossip: %s on %s, %zu seeds%s", g->name, g->addr, cfg->n_seeds,
                     g->ring ? ", authenticated and encrypted" : "");
     if (g->log && !g->ring)
-        sl_log_warn(g->log, "gossip: no --gossip-keyring-file: %s; every gossip packet is taken "
-                    "unauthenticated (counted in sluice_gossip_unauthenticated_total), and anyone "
-                    "who can reach %s can join or rewrite the cluster",
+        sl_log_warn(g->log, "gossip: no --gossip-keyring-file: %s; every gossip packet is "
+                    "taken unauthenticated (sluice_gossip_trust_total{event=\"unauthenticated\"}) "
+                    "and anyone who can reach %s can join or rewrite the cluster",
                     cfg->insecure ? "--gossip-insecure" : "loopback address", g->addr);
     *out = g;
     return 0;

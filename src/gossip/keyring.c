@@ -131,6 +131,9 @@ int sl_keyring_seal(const sl_keyring *k, const char *sender, uint64_t ts_ms, con
     size_t sl = sender ? strlen(sender) : 0;
     if (!sl || sl > SL_KEYRING_MAX_SENDER)
         return -EINVAL;
+    for (size_t i = 0; i < sl; i++)
+        if ((unsigned char)sender[i] <= 0x20 || (unsigned char)sender[i] >= 0x7f)
+            return -EINVAL;
     size_t aad = 2 + sl + 8;
     if (len > (size_t)1 << 30 || cap < len + SL_KEYRING_OVERHEAD + sl)
         return -EMSGSIZE;
@@ -155,6 +158,9 @@ int sl_keyring_open(const sl_keyring *k, const uint8_t *in, size_t len, uint8_t 
     size_t sl = in[1];
     if (!sl || sl > SL_KEYRING_MAX_SENDER || len < SL_KEYRING_OVERHEAD + sl)
         return -EBADMSG;
+    for (size_t i = 0; i < sl; i++)
+        if (in[2 + i] <= 0x20 || in[2 + i] >= 0x7f)
+            return -EBADMSG; /* a name is printable ASCII, and never holds a NUL */
     size_t aad = 2 + sl + 8, plen = len - SL_KEYRING_OVERHEAD - sl;
     if (cap < plen)
         return -EMSGSIZE;
