@@ -202,8 +202,23 @@ static unsigned stream_cap(const sl_gossipnode *g)
 static stream *stream_new(sl_gossipnode *g, int outgoing)
 {
     unsigned cap = stream_cap(g);
-    if ((outgoing ? g->nstreams : g->npending) >= cap || g->closing)
+    if (g->closing || (outgoing && g->nstreams >= cap))
         return NULL;
+    if (!outgoing && g->npending >= cap) {
+        /* the pending pool is full: the oldest unauthenticated connection goes (it has had the
+         * longest to send its frame), so holding connections open cannot lock members out; a
+         * member's exchange needs only the moment its first frame takes to arrive */
+        stream *old = NULL;
+        for (stream *x = g->streams; x; x = x->next)
+            if (x->pending)
+                old = x; /* the list is newest first: the last pending one is the oldest */
+        if (!old)
+            return NULL;
+        pthread_mutex_lock(&g->mu);
+        sl_swim_count_drop(g->swim, SL_SWIM_DROP_QUEUE_FULL);
+        pthread_mutex_unlock(&g->mu);
+        stream_close(old);
+    }
     stream *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;

@@ -281,7 +281,8 @@ static sender *sender_of(sl_keyring_guard *g, const char *name, uint64_t now)
 int sl_keyring_guard_check(sl_keyring_guard *g, const sl_keyring_sealed *info, uint64_t now_ms)
 {
     uint64_t ts = info->ts_ms;
-    if (ts + g->window < now_ms || ts > now_ms + g->window)
+    /* differences, not sums: a timestamp near UINT64_MAX must not wrap into the window */
+    if ((now_ms > ts && now_ms - ts > g->window) || (ts > now_ms && ts - now_ms > g->window))
         return -ESTALE;
     sender *s = sender_of(g, info->sender, now_ms);
     if (!s)

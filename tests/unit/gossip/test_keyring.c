@@ -172,6 +172,15 @@ static void test_replay_guard(void **state)
     sl_keyring_sealed old = pkt("a", now - 30001, 9), future = pkt("a", now + 30001, 9);
     assert_int_equal(sl_keyring_guard_check(g, &old, now), -ESTALE);
     assert_int_equal(sl_keyring_guard_check(g, &future, now), -ESTALE);
+    /* a timestamp near UINT64_MAX is judged by the difference, not a sum that wraps (found by
+     * fuzz_gossip_sealed: a packet stamped UINT64_MAX - 10 was stale at its own time) */
+    sl_keyring_guard *g2;
+    assert_int_equal(sl_keyring_guard_new(30000, 4, &g2), 0);
+    sl_keyring_sealed edge = pkt("z", UINT64_MAX - 10, 1);
+    assert_int_equal(sl_keyring_guard_check(g2, &edge, now), -ESTALE);
+    assert_int_equal(sl_keyring_guard_check(g2, &edge, UINT64_MAX - 5), 0);
+    assert_int_equal(sl_keyring_guard_check(g2, &edge, UINT64_MAX - 5), -EALREADY);
+    sl_keyring_guard_free(g2);
     /* the replay of a, once the window has passed, is stale */
     assert_int_equal(sl_keyring_guard_check(g, &a, now + 30001), -ESTALE);
     /* reordering inside the cache is fine */
