@@ -48,6 +48,10 @@ int sl_swimmeta_check_addr(const char *addr, size_t len)
     char buf[64], ip[16];
     if (len < 3 || len >= sizeof buf)
         return -EINVAL;
+    /* the bytes as they are: a NUL inside must not cut the text short of what is checked */
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)addr[i] <= 0x20 || (unsigned char)addr[i] >= 0x7f)
+            return -EINVAL;
     memcpy(buf, addr, len);
     buf[len] = '\0';
     char *colon = strrchr(buf, ':');

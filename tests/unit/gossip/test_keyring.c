@@ -173,7 +173,7 @@ static void test_replay_guard(void **state)
     assert_int_equal(sl_keyring_guard_check(g, &old, now), -ESTALE);
     assert_int_equal(sl_keyring_guard_check(g, &future, now), -ESTALE);
     /* a timestamp near UINT64_MAX is judged by the difference, not a sum that wraps (found by
-     * fuzz_gossip_sealed: a packet stamped UINT64_MAX - 10 was stale at its own time) */
+     * fuzz_gossip_sealed's "future" seed, stamped near UINT64_MAX, was stale at its own time) */
     sl_keyring_guard *g2;
     assert_int_equal(sl_keyring_guard_new(30000, 4, &g2), 0);
     sl_keyring_sealed edge = pkt("z", UINT64_MAX - 10, 1);
