@@ -29,6 +29,9 @@
  * second; beyond, they are dropped unread (counted as rate_limited). A member sends a peer a few
  * datagrams a probe interval; 200 leaves room for aggressive tunings. */
 #define SOURCE_RATE 200
+/* push/pull frames that failed to open, from one IP in one second, before its connections are
+ * closed unread for the rest of it (members exchange a few a push/pull interval) */
+#define STREAM_FAIL_RATE 50
 #define SOURCE_SLOTS 256
 
 typedef struct stream stream;
@@ -140,6 +143,18 @@ static unsigned *source_count(sl_gossipnode *g, const char *src)
     if (r->h != h || r->sec != sec)
         *r = (srcrate){h, sec, 0};
     return &r->n;
+}
+
+/* The count of push/pull frames from the IP of `peer` ("ip:port": connections come from
+ * ephemeral ports) that failed to open in this second. Called under mu. */
+static unsigned *stream_fails(sl_gossipnode *g, const char *peer)
+{
+    char key[96];
+    snprintf(key, sizeof key, "tcp %s", peer);
+    char *colon = strrchr(key, ':');
+    if (colon)
+        *colon = '\0';
+    return source_count(g, key);
 }
 
 /* --- the timer: always set to the protocol's next deadline */
@@ -318,6 +333,7 @@ static void message(stream *s)
             r = fresh < 0 ? fresh : r;
         }
         if (r < 0) {
+            (*stream_fails(g, s->peer))++;
             sl_swim_count_drop(g->swim, why);
             pthread_mutex_unlock(&g->mu);
             free(plain);
@@ -431,6 +447,16 @@ static void on_connection(uv_stream_t *lsn, int status)
     int len = sizeof ss;
     if (uv_tcp_getpeername(&s->tcp, (struct sockaddr *)&ss, &len) == 0)
         to_name((struct sockaddr *)&ss, s->peer, sizeof s->peer);
+    /* an IP whose frames keep failing to open is not read for the rest of the second */
+    pthread_mutex_lock(&g->mu);
+    int limited = g->ring && *stream_fails(g, s->peer) >= STREAM_FAIL_RATE;
+    if (limited)
+        sl_swim_count_drop(g->swim, SL_SWIM_DROP_RATE_LIMITED);
+    pthread_mutex_unlock(&g->mu);
+    if (limited) {
+        stream_close(s);
+        return;
+    }
     if (uv_read_start((uv_stream_t *)&s->tcp, alloc_cb, on_read) != 0)
         stream_close(s);
 }
