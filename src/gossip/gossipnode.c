@@ -686,7 +686,11 @@ int sl_gossipnode_start(const sl_gossipnode_config *cfg, sl_gossipnode **out, ch
     pthread_mutex_init(&g->mu, NULL);
     g->cfg = *cfg;
     g->log = cfg->log;
-    g->addr = strdup(cfg->addr);
+    /* the address as datagrams from it will read (to_name): a member's own packets are known
+     * by their source address matching its gossip address (swim.h "trust") */
+    char canon[80];
+    to_name((struct sockaddr *)&ss, canon, sizeof canon);
+    g->addr = strdup(canon);
     g->name = strdup(cfg->name && cfg->name[0] ? cfg->name : cfg->addr);
     g->keyring_file = strdup(cfg->keyring_file ? cfg->keyring_file : "");
     g->seeds = calloc(cfg->n_seeds ? cfg->n_seeds : 1, sizeof *g->seeds);
