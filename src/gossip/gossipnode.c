@@ -157,6 +157,24 @@ static unsigned *stream_fails(sl_gossipnode *g, const char *peer)
     return source_count(g, key);
 }
 
+/* Open a sealed packet and check it is fresh: its plaintext length, or a negative errno with the
+ * drop counted (decrypt, replay or stale). Called under mu, with a ring. */
+static int open_fresh(sl_gossipnode *g, const uint8_t *in, size_t len, uint8_t *out, size_t cap,
+                      sl_keyring_sealed *info)
+{
+    int r = sl_keyring_open(g->ring, in, len, out, cap, info);
+    if (r < 0) {
+        sl_swim_count_drop(g->swim, SL_SWIM_DROP_DECRYPT);
+        return r;
+    }
+    int fresh = sl_keyring_guard_check(g->guard, info, (uint64_t)sl_wall_ms());
+    if (fresh < 0) {
+        sl_swim_count_drop(g->swim, fresh == -EALREADY ? SL_SWIM_DROP_REPLAY : SL_SWIM_DROP_STALE);
+        return fresh;
+    }
+    return r;
+}
+
 /* --- the timer: always set to the protocol's next deadline */
 
 static void on_timer(uv_timer_t *t);
@@ -324,17 +342,9 @@ static void message(stream *s)
     if (g->ring) {
         plain = malloc(len ? len : 1);
         sl_keyring_sealed info;
-        int r = plain ? sl_keyring_open(g->ring, s->in.buf, len, plain, len, &info) : -ENOMEM;
-        sl_swim_drop why = SL_SWIM_DROP_DECRYPT;
-        if (r >= 0) {
-            int fresh = sl_keyring_guard_check(g->guard, &info, (uint64_t)sl_wall_ms());
-            if (fresh < 0)
-                why = fresh == -EALREADY ? SL_SWIM_DROP_REPLAY : SL_SWIM_DROP_STALE;
-            r = fresh < 0 ? fresh : r;
-        }
+        int r = plain ? open_fresh(g, s->in.buf, len, plain, len, &info) : -ENOMEM;
         if (r < 0) {
             (*stream_fails(g, s->peer))++;
-            sl_swim_count_drop(g->swim, why);
             pthread_mutex_unlock(&g->mu);
             free(plain);
             stream_close(s);
@@ -530,17 +540,9 @@ static void on_udp(uv_udp_t *h, ssize_t n, const uv_buf_t *buf, const struct soc
             return;
         }
         sl_keyring_sealed info;
-        int r = sl_keyring_open(g->ring, p, len, g->open, sizeof g->open, &info);
-        sl_swim_drop why = SL_SWIM_DROP_DECRYPT;
-        if (r >= 0) {
-            int fresh = sl_keyring_guard_check(g->guard, &info, (uint64_t)sl_wall_ms());
-            if (fresh < 0)
-                why = fresh == -EALREADY ? SL_SWIM_DROP_REPLAY : SL_SWIM_DROP_STALE;
-            r = fresh < 0 ? fresh : r;
-        }
+        int r = open_fresh(g, p, len, g->open, sizeof g->open, &info);
         if (r < 0) {
             (*fails)++;
-            sl_swim_count_drop(g->swim, why);
             pthread_mutex_unlock(&g->mu);
             return;
         }

@@ -11,7 +11,8 @@
  *
  * Sealed packet (format 2):
  *
- *   0x02 | sender length u8 | sender (1..64 printable ASCII bytes, no space) | timestamp u64 BE (ms since the epoch)
+ *   0x02 | sender length u8 | sender (1..64 printable ASCII bytes, no space)
+ *        | timestamp u64 BE (ms since the epoch)
  *        | nonce (12 random bytes) | ciphertext | tag (16 bytes)
  *
  * Everything before the nonce is additional authenticated data: who sealed it and when cannot be

@@ -314,7 +314,8 @@ static void take_alive(sl_swim *s, mem *m, const sl_swimwire_update *u, uint64_t
 {
     int old = m->status;
     int moved = !same_str(&u->addr, m->addr);
-    int remeta = u->meta_len != m->meta_len || (u->meta_len && memcmp(u->meta, m->meta, u->meta_len));
+    int remeta = u->meta_len != m->meta_len ||
+                 (u->meta_len && memcmp(u->meta, m->meta, u->meta_len));
     m->inc = u->incarnation;
     memcpy(m->addr, u->addr.p, u->addr.len);
     m->addr[u->addr.len] = '\0';

@@ -78,7 +78,7 @@ class Cluster:
         return self.node_factory(self._args(gaddr, self.gaddrs[0]))
 
     def counts(self, nodes=None):
-        return [peer_count(x.addr) for x in (nodes or self.nodes)]
+        return [cl.peer_count(x.addr) for x in (nodes or self.nodes)]
 
     def owners(self, node, keys):
         """each key's owner as node answers it, or an "error: ..." string"""
@@ -93,14 +93,6 @@ class Cluster:
             return ["error: HTTP %d" % st] * len(keys)
         return [r["metadata"].get("owner") if not r.get("error") else "error: " + r["error"]
                 for r in json.loads(body)["responses"]]
-
-
-def peer_count(addr):
-    try:
-        _, _, body = cl.http("GET", "http://%s/v1/HealthCheck" % addr, timeout=2)
-        return json.loads(body).get("peer_count")
-    except Exception:  # noqa: BLE001 - reported as None, asserted by the caller
-        return None
 
 
 def dropped(node, reason):
@@ -151,7 +143,9 @@ def test_keyring_refuses_forged_alive_move_dead(node_factory, keyring):
     before = c.owners(n0, KEYS)
     assert not any(o.startswith("error") for o in before), before
     d0 = dropped(n0, "decrypt")
-    for pkt in [forged_fake("127.0.0.1:19999"), forged_move(victim, MAX), forged_dead(victim, c.gaddrs[1])]:
+    forged = [forged_fake("127.0.0.1:19999"), forged_move(victim, MAX),
+              forged_dead(victim, c.gaddrs[1])]
+    for pkt in forged:
         for form in forms(pkt, keyring):
             for g in (c.gaddrs[0], c.gaddrs[2]):
                 gf.send_udp(g, form)
@@ -162,7 +156,8 @@ def test_keyring_refuses_forged_alive_move_dead(node_factory, keyring):
 
 def fake_updates(n, start=0):
     return [gf.update(gf.ALIVE, 0, "fill-%d" % i, "127.0.0.1:%d" % (20000 + i % 40000), "",
-                      "service=127.0.0.1:%d\n" % (30000 + i % 30000)) for i in range(start, start + n)]
+                      "service=127.0.0.1:%d\n" % (30000 + i % 30000))
+            for i in range(start, start + n)]
 
 
 def test_keyring_refuses_1024_member_fill(node_factory, keyring):
@@ -187,7 +182,7 @@ def test_keyring_refuses_a_replayed_sealed_packet(node_factory, keyring):
                                             "service=%s\nrole=limiter\n" % unused_addr())])
     captured = gf.seal(K1, "node-x", ghost)
     gf.send_udp(c.gaddrs[0], captured)
-    assert cl.wait_until(lambda: peer_count(n0.addr) == 4, 5), c.counts()
+    assert cl.wait_until(lambda: cl.peer_count(n0.addr) == 4, 5), c.counts()
     # nobody answers the ghost's probes: dead, then forgotten after --gossip-dead-keep
     assert cl.wait_until(lambda: c.counts() == [3, 3, 3] and cl.metric(
         n0.addr, "sluice_gossip_members", {"status": "dead"}) == 0, 20), c.counts()

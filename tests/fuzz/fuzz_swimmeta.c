@@ -29,7 +29,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(ok || why != NULL);
     char v[512];
     int n = sl_swimmeta_get(data, size, "service", v, sizeof v);
-    CHECK(n == -ENOENT || n == -EMSGSIZE || (n >= 0 && (size_t)n < sizeof v && strlen(v) <= (size_t)n));
+    CHECK(n == -ENOENT || n == -EMSGSIZE ||
+          (n >= 0 && (size_t)n < sizeof v && strlen(v) <= (size_t)n));
     CHECK(!(ok && n == -EMSGSIZE)); /* a valid value is at most SL_SWIMMETA_MAX_VALUE bytes */
     if (ok && n >= 0) {
         CHECK(strlen(v) == (size_t)n && n <= SL_SWIMMETA_MAX_VALUE);
