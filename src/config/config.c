@@ -431,7 +431,17 @@ static const sl_opt daemon_opts[] = {
      .help = "this node's unique name in the gossip overlay"},
     {.name = "gossip-keyring-file", .type = SL_OPT_STRING,
      .offset = FIELD(gossip_keyring_file, char *), .group = G_CLUSTER, .metavar = "FILE",
-     .help = "AES-256-GCM keys (64 hex digits a line; the first encrypts), read again on SIGHUP"},
+     .help = "AES-256-GCM keys (64 hex digits a line; the first seals), read again on SIGHUP; "
+             "required unless --gossip-addr is loopback or --gossip-insecure"},
+    {.name = "gossip-insecure", .type = SL_OPT_BOOL, .offset = FIELD(gossip_insecure, bool),
+     .def = "false", .group = G_CLUSTER,
+     .help = "gossip without a key ring on a non-loopback address: anyone who can reach it can "
+             "join or rewrite the cluster (logged; packets counted as unauthenticated)"},
+    {.name = "gossip-replay-window", .type = SL_OPT_DURATION,
+     .offset = FIELD(gossip_replay_window_ns, int64_t), .def = "30s", .min = 1 * SEC,
+     .max = 3600 * SEC, .group = G_CLUSTER,
+     .help = "sealed gossip packets older (or newer) than this by our clock are refused; "
+             "within it each is taken once"},
     {.name = "gossip-probe-interval", .type = SL_OPT_DURATION,
      .offset = FIELD(gossip_probe_interval_ns, int64_t), .def = "1s", .min = 10 * MS,
      .max = 60 * SEC, .group = G_CLUSTER, .help = "how often a member is probed"},

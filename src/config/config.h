@@ -182,7 +182,9 @@ typedef struct sl_options {
     char *gossip_addr;         /* "" = no gossip */
     sl_opt_list gossip_seeds;
     char *gossip_name;         /* "" = --advertise-addr */
-    char *gossip_keyring_file; /* "" = no encryption */
+    char *gossip_keyring_file; /* "" = no key ring: loopback or gossip_insecure only */
+    bool gossip_insecure;      /* no key ring on a non-loopback gossip address */
+    int64_t gossip_replay_window_ns; /* sealed packets' age either side of our clock */
     int64_t gossip_probe_interval_ns;
     int64_t gossip_probe_timeout_ns;
     int64_t gossip_indirect_probes;
