@@ -45,6 +45,21 @@ static int secret_mode_fail(const char *path, mode_t m, char *err, size_t errlen
                 (unsigned)(m & 07777), path);
 }
 
+/* Whether a secret file's mode keeps it to this process's user: no access for others, none for
+ * the group either, but for one case: a file root gave to this process's own (non-root) group to
+ * read, root:<our group> 0440, which is how Kubernetes mounts a Secret for a pod with fsGroup
+ * (the group is the pod's; a non-root container could not read a root:root 0400 file at all). */
+static bool secret_mode_ok(const struct stat *st)
+{
+    mode_t m = st->st_mode;
+    if (m & S_IRWXO)
+        return false;
+    if (!(m & S_IRWXG))
+        return true;
+    gid_t g = getegid();
+    return !(m & (S_IWGRP | S_IXGRP)) && st->st_uid == 0 && g != 0 && st->st_gid == g;
+}
+
 int sl_file_check_secret(const char *path, char *err, size_t errlen)
 {
     struct stat st;
@@ -52,8 +67,7 @@ int sl_file_check_secret(const char *path, char *err, size_t errlen)
         int e = errno;
         return fail(err, errlen, -e, "%s: %s", path, strerror(e));
     }
-    return (st.st_mode & (S_IRWXG | S_IRWXO)) ? secret_mode_fail(path, st.st_mode, err, errlen)
-                                              : 0;
+    return secret_mode_ok(&st) ? 0 : secret_mode_fail(path, st.st_mode, err, errlen);
 }
 
 int sl_file_read(const char *path, size_t max, unsigned flags, char **out, size_t *len, char *err,
@@ -72,7 +86,7 @@ int sl_file_read(const char *path, size_t max, unsigned flags, char **out, size_
         close(fd);
         return fail(err, errlen, -EINVAL, "%s: not a regular file", path);
     }
-    if ((flags & SL_FILE_SECRET) && (!have_st || (st.st_mode & (S_IRWXG | S_IRWXO)))) {
+    if ((flags & SL_FILE_SECRET) && (!have_st || !secret_mode_ok(&st))) {
         close(fd);
         return have_st ? secret_mode_fail(path, st.st_mode, err, errlen)
                        : fail(err, errlen, -EIO, "%s: cannot stat", path);

@@ -27,7 +27,8 @@ int sl_file_read(const char *path, size_t max, unsigned flags, char **out, size_
                  size_t errlen);
 
 /* Whether the file at path may hold a secret: 0, or -EACCES when group or others have any access
- * to it ("<path>: readable by group or others (mode 0644): chmod 600 <path> (...)"), or -errno of
+ * to it (one exception: root:<this process's non-root group> with group read only, 0440, the
+ * mode Kubernetes gives a Secret mounted for a pod with fsGroup) ("<path>: readable by group or others (mode 0644): chmod 600 <path> (...)"), or -errno of
  * stat(). For the files read by another library (TLS keys); sl_file_read's SL_FILE_SECRET checks
  * the opened file itself. */
 int sl_file_check_secret(const char *path, char *err, size_t errlen);

@@ -389,6 +389,7 @@ void sl_node_reload(sl_node *n)
             sl_log_info(&n->log, "reload: admin listener's TLS files read again");
         sl_tls_ctx_unref(atls);
     }
+    sl_reload_peer_secret(&n->opts, n->peersig, &n->log);
     sl_reload_peers(&n->opts, n->argc, n->argv, n->router, &n->log);
     sl_reload_idents(&n->opts, &n->idents, n->service, n->server, &n->log);
     if (n->gossip) {
@@ -520,6 +521,8 @@ void sl_node_free(sl_node *n)
     sl_rstore_free(n->rstore);
     sl_router_free(n->router);
     sl_tls_slot_free(n->peer_tls); /* after the router: its peers' connections hold their own */
+    sl_peersig_free(n->peersig);   /* after the router too: its peers sign with it */
+    sl_secret_wipe(n->snapshot_key_buf, sizeof n->snapshot_key_buf);
     sl_engine_free(n->engine);
     sl_metrics_free(n->metrics);
     sl_config_free(&n->opts);

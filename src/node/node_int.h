@@ -17,6 +17,8 @@
 #include "sluice/node.h"
 #include "auth/addr.h"
 #include "auth/idents.h"
+#include "auth/peersig.h"
+#include "auth/secret.h"
 #include "gossip/gossipnode.h"
 #include "cluster/router.h"
 #include "config/config.h"
@@ -57,6 +59,8 @@ struct sl_node {
     sl_watched_source *storage; /* the one etcd watch feeding quotas and switches, or NULL */
     sl_quotasrc *quotas;   /* Levee quotas (file or etcd); NULL when neither is configured */
     sl_tls_slot *peer_tls; /* client context of peer calls over TLS (reloaded on SIGHUP), or NULL */
+    sl_peersig *peersig;   /* the cluster secret (--peer-secret-file, reloaded on SIGHUP), or NULL */
+    int peer_auth;         /* --peer-auth resolved (sl_nodeparts_router): what PeersV1 needs */
     sl_killswitch *switches; /* kill switches, shadow mode, concurrency and fleet settings */
     sl_protect *protect;     /* leases, shedders, switches on the request path */
     sl_rlssrc *rls;          /* --rls-config-dir for Envoy's ShouldRateLimit; NULL without */
@@ -73,8 +77,9 @@ struct sl_node {
     sl_adminsrv *metrics_srv; /* the read-only /metrics listener; NULL without --metrics-addr */
     sl_idents *idents;     /* client identities; NULL without --client-tokens-file */
     sl_statedir_timer snapshot_timer; /* --snapshot-period writer (node/statedir.h) */
-    sl_statedir_key snapshot_key; /* authenticates the snapshot: the cluster secret once a node
-                                     has one (issue 25's --peer-secret-file); none yet: {0} */
+    sl_statedir_key snapshot_key; /* authenticates the snapshot: derived from the cluster secret
+                                     (--peer-secret-file) into snapshot_key_buf; none: {0} */
+    uint8_t snapshot_key_buf[SL_PEERSIG_DERIVED_LEN];
     bool snapshot_written;            /* the shutdown snapshot is done (sl_node_wait) */
     unsigned snapshot_flags;          /* SL_SNAPSHOT_CLUSTER_KEYS when clustered */
     sl_topology topology;             /* role proxy: the limiters (--proxy-limiters) */

@@ -4,6 +4,7 @@ sluiced: no core dump unless --allow-core-dumps (PR_SET_DUMPABLE 0, set by the d
 token, key ring and TLS key files that group or others can read refused at start with the fix in
 the message."""
 import glob
+import json
 import os
 import resource
 import signal
@@ -11,7 +12,7 @@ import subprocess
 import tempfile
 import time
 
-from conftest import SLUICED, free_port, machine_skip, wait_for
+from conftest import SLUICED, free_port, http, machine_skip, wait_for
 
 TOKEN = "hygiene-token-0123456789abcdef"
 
@@ -99,3 +100,37 @@ def test_secret_files_others_can_read_are_refused(tmp_path):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_snapshot_authenticated_with_the_cluster_secret(node_factory, tmp_path):
+    """With --peer-secret-file the --state-dir snapshot carries an HMAC under a key derived from
+    the secret: the same secret loads it, another one (or none written) does not."""
+    s1 = tmp_path / "s1"
+    s2 = tmp_path / "s2"
+    for p, text in ((s1, "snapshot-secret-one-0123456789\n"),
+                    (s2, "snapshot-secret-two-0123456789\n")):
+        p.write_text(text)
+        os.chmod(p, 0o600)
+    state = str(tmp_path / "state")
+    os.mkdir(state)
+    item = {"name": "n", "unique_key": "k", "hits": 1, "limit": 5, "duration": 600000}
+
+    def node(secret):
+        return node_factory(["--workers", "1", "--state-dir", state, "--peer-secret-file",
+                             str(secret)])
+
+    n = node(s1)
+    st, _, body = http("POST", "http://%s/v1/GetRateLimits" % n.addr,
+                       json.dumps({"requests": [item] * 3}))
+    assert st == 200
+    n.stop()
+    with open(os.path.join(state, "sluice.snapshot"), "rb") as f:
+        data = f.read()
+    assert data[-40:-32] == b"SLMAC1\0\0"  # the trailer with the tag
+    n = node(s1)
+    assert "snapshot loaded keys=1" in n.logs(), n.logs()
+    n.stop()
+    n = node(s2)
+    assert "not authenticated by the cluster secret" in n.logs(), n.logs()
+    assert "snapshot loaded" not in n.logs()
+    n.stop()

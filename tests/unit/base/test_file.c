@@ -143,6 +143,25 @@ static void test_secret(void **state)
         free(buf);
         assert_int_equal(sl_file_check_secret(path, err, sizeof err), 0);
     }
+    /* root:<our group> 0440 (Kubernetes' fsGroup Secret): the group is ours; not if it could
+     * write, not for another group, not for a root group */
+    if (geteuid() == 0) {
+        assert_int_equal(chown(path, 0, 65534), 0);
+        assert_int_equal(chmod(path, 0440), 0);
+        assert_int_equal(sl_file_check_secret(path, err, sizeof err), -EACCES); /* egid 0 */
+        assert_int_equal(setegid(65534), 0);
+        assert_int_equal(sl_file_check_secret(path, err, sizeof err), 0);
+        assert_int_equal(sl_file_read(path, 100, SL_FILE_SECRET, &buf, &len, err, sizeof err), 0);
+        free(buf);
+        assert_int_equal(chmod(path, 0460), 0);
+        assert_int_equal(sl_file_check_secret(path, err, sizeof err), -EACCES);
+        assert_int_equal(chmod(path, 0444), 0);
+        assert_int_equal(sl_file_check_secret(path, err, sizeof err), -EACCES);
+        assert_int_equal(chmod(path, 0440), 0);
+        assert_int_equal(chown(path, 0, 65533), 0);
+        assert_int_equal(sl_file_check_secret(path, err, sizeof err), -EACCES);
+        assert_int_equal(setegid(0), 0);
+    }
     snprintf(path, sizeof path, "%s/nope", dir);
     assert_int_equal(sl_file_check_secret(path, err, sizeof err), -ENOENT);
 }
