@@ -137,12 +137,12 @@ int sl_peersig_keys_read(const char *path, sl_peersig_keys **out, char *err, siz
     return rc;
 }
 
-int sl_peersig_keys_derive(const sl_peersig_keys *k, const char *label,
+int sl_peersig_keys_derive(const sl_peersig_keys *k, size_t i, const char *label,
                            uint8_t out[SL_PEERSIG_DERIVED_LEN])
 {
-    if (!k || !k->n)
+    if (!k || i >= k->n)
         return -EINVAL;
-    EVP_MAC_CTX *c = EVP_MAC_CTX_dup(k->mac[0]);
+    EVP_MAC_CTX *c = EVP_MAC_CTX_dup(k->mac[i]);
     size_t len = 0;
     int ok = c && EVP_MAC_update(c, (const unsigned char *)"sluice-derive-v1\n", 17) == 1 &&
              EVP_MAC_update(c, (const unsigned char *)label, strlen(label)) == 1 &&

@@ -79,7 +79,7 @@ struct sl_node {
     sl_statedir_timer snapshot_timer; /* --snapshot-period writer (node/statedir.h) */
     sl_statedir_key snapshot_key; /* authenticates the snapshot: derived from the cluster secret
                                      (--peer-secret-file) into snapshot_key_buf; none: {0} */
-    uint8_t snapshot_key_buf[SL_PEERSIG_DERIVED_LEN];
+    uint8_t snapshot_key_buf[2][SL_PEERSIG_DERIVED_LEN]; /* the first secret's, the second's */
     bool snapshot_written;            /* the shutdown snapshot is done (sl_node_wait) */
     unsigned snapshot_flags;          /* SL_SNAPSHOT_CLUSTER_KEYS when clustered */
     sl_topology topology;             /* role proxy: the limiters (--proxy-limiters) */

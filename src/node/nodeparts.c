@@ -349,7 +349,8 @@ static int load_idents(sl_node *n, char *err, size_t errlen)
 /* The metrics registry, the engine (with a --state-dir snapshot loaded into it) and the snapshot
  * timer. Fills *ecp: the router validates GLOBAL answers against the engine's limits. */
 /* With a cluster secret, the snapshot is authenticated under a key derived from it (a snapshot
- * someone else wrote is not loaded; node/statedir.h). The file is read again by the router's
+ * someone else wrote is not loaded; node/statedir.h), and during a rotation (two secrets) a
+ * snapshot under the second is accepted too. The file is read again by the router's
  * part, which keeps the secret; the derived key stays here, wiped at free. */
 static int snapshot_key(sl_node *n, char *err, size_t errlen)
 {
@@ -363,13 +364,18 @@ static int snapshot_key(sl_node *n, char *err, size_t errlen)
         snprintf(err, errlen, "peer-secret-file %s", ferr);
         return rc;
     }
-    rc = sl_peersig_keys_derive(k, "snapshot", n->snapshot_key_buf);
+    /* written with the first secret's key; during a rotation the second's is accepted too */
+    rc = sl_peersig_keys_derive(k, 0, "snapshot", n->snapshot_key_buf[0]);
+    bool two = !rc && sl_peersig_keys_count(k) > 1 &&
+               !sl_peersig_keys_derive(k, 1, "snapshot", n->snapshot_key_buf[1]);
     sl_peersig_keys_unref(k);
     if (rc) {
         snprintf(err, errlen, "peer-secret-file: cannot derive the snapshot's key");
         return rc;
     }
-    n->snapshot_key = (sl_statedir_key){n->snapshot_key_buf, sizeof n->snapshot_key_buf};
+    n->snapshot_key = (sl_statedir_key){n->snapshot_key_buf[0], SL_PEERSIG_DERIVED_LEN,
+                                        two ? n->snapshot_key_buf[1] : NULL,
+                                        two ? SL_PEERSIG_DERIVED_LEN : 0};
     return 0;
 }
 

@@ -48,21 +48,28 @@ static bool has_trailer(const uint8_t *p, size_t len)
            memcmp(p + len - SL_STATEDIR_TRAILER, SL_STATEDIR_MAC_MAGIC, 8) == 0;
 }
 
-/* Whether the trailer of p[0..len) holds the tag of its body and header under key. */
-static bool tag_verifies(const uint8_t *p, size_t len, const sl_statedir_key *key)
+/* Whether the trailer of p[0..len) holds the tag of its body and header under key k[0..kn). */
+static bool tag_verifies_under(const uint8_t *p, size_t len, const uint8_t *k, size_t kn)
 {
-    if (!has_trailer(p, len))
+    if (!has_trailer(p, len) || !k || !kn)
         return false;
     size_t body = len - SL_STATEDIR_TRAILER;
     sl_secret_mac *m;
     uint8_t tag[SL_SECRET_MAC_LEN];
-    if (sl_secret_mac_new(key->p, key->n, &m))
+    if (sl_secret_mac_new(k, kn, &m))
         return false;
     bool ok = !sl_secret_mac_update(m, p + SL_SNAPSHOT_HEADER, body - SL_SNAPSHOT_HEADER) &&
               !sl_secret_mac_update(m, p, SL_SNAPSHOT_HEADER) && !sl_secret_mac_final(m, tag) &&
               sl_secret_mac_equal(tag, p + body + 8);
     sl_secret_mac_free(m);
     return ok;
+}
+
+/* ... under the key, or the old one. */
+static bool tag_verifies(const uint8_t *p, size_t len, const sl_statedir_key *key)
+{
+    return tag_verifies_under(p, len, key->p, key->n) ||
+           tag_verifies_under(p, len, key->old, key->old_n);
 }
 
 bool sl_statedir_read(const char *dir, const sl_alg_config *cfg, const sl_statedir_key *key,

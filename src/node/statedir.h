@@ -28,8 +28,10 @@
 /* The key authenticating the snapshot (borrowed: it outlives every call given it); NULL or an
  * empty one: none. */
 typedef struct sl_statedir_key {
-    const uint8_t *p;
+    const uint8_t *p;   /* the key snapshots are written with, and read with */
     size_t n;
+    const uint8_t *old; /* NULL, or a second key a read also accepts (a rotation), never written */
+    size_t old_n;
 } sl_statedir_key;
 
 /* The trailer of an authenticated snapshot: 8 bytes of magic, then the tag. */

@@ -134,3 +134,10 @@ def test_snapshot_authenticated_with_the_cluster_secret(node_factory, tmp_path):
     assert "not authenticated by the cluster secret" in n.logs(), n.logs()
     assert "snapshot loaded" not in n.logs()
     n.stop()
+    # a rotation: the new secret first, the old one second; the snapshot of the old one loads
+    n = node(s1)
+    n.stop()
+    s2.write_text("snapshot-secret-two-0123456789\nsnapshot-secret-one-0123456789\n")
+    n = node(s2)
+    assert "snapshot loaded keys=" in n.logs(), n.logs()
+    n.stop()

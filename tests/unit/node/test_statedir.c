@@ -92,14 +92,18 @@ static void test_authenticated_snapshot(void **state)
     (void)state;
     static const uint8_t k1[] = "cluster-secret-one-0123456789abcdef";
     static const uint8_t k2[] = "cluster-secret-two-0123456789abcdef";
-    const sl_statedir_key key = {k1, sizeof k1 - 1}, other = {k2, sizeof k2 - 1};
+    const sl_statedir_key key = {.p = k1, .n = sizeof k1 - 1};
+    const sl_statedir_key other = {.p = k2, .n = sizeof k2 - 1};
     sl_engine *e = engine_with_keys(5);
     assert_int_equal(sl_statedir_write(dir, e, 0, &key, NOW, &lg), 0);
     uint64_t keys = 0;
     assert_true(accepted(&key, &keys));
     assert_int_equal(keys, 5);
-    /* another secret, or the file altered by one byte: refused */
+    /* another secret, or the file altered by one byte: refused; another secret with this one as
+     * the old one (a rotation): accepted */
     assert_false(accepted(&other, NULL));
+    const sl_statedir_key rotating = {k2, sizeof k2 - 1, k1, sizeof k1 - 1};
+    assert_true(accepted(&rotating, NULL));
     assert_true(logged("not authenticated by the cluster secret"));
     char path[128];
     snprintf(path, sizeof path, "%s/sluice.snapshot", dir);
