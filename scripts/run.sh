@@ -22,6 +22,10 @@ MSG
 if [ -z "${RUNTIME_DIRECTORY:-}${XDG_RUNTIME_DIR:-}" ] && [ "$(id -u)" != 0 ]; then
     export RUNTIME_DIRECTORY="${TMPDIR:-/tmp}/sluice-run-$(id -u)"
     mkdir -p -m 0700 "$RUNTIME_DIRECTORY"
+    if [ "$(stat -c %u:%a "$RUNTIME_DIRECTORY")" != "$(id -u):700" ]; then
+        echo "$RUNTIME_DIRECTORY is not yours alone (mode 700): remove it, or set XDG_RUNTIME_DIR" >&2
+        exit 2
+    fi
     echo "(admin socket: $RUNTIME_DIRECTORY/admin.sock; RUNTIME_DIRECTORY=$RUNTIME_DIRECTORY build/bin/sluice top)" >&2
 fi
 exec "$BIN/sluiced" --config examples/sluiced.yaml "$@"
