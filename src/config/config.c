@@ -299,6 +299,31 @@ static const sl_opt daemon_opts[] = {
      .help = "a ShouldRateLimit call is counted only if every descriptor passes (a rejected call "
              "gives back what it took); envoyproxy/ratelimit's "
              "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true in the environment sets it too"},
+    {.name = "rls-quota-mode", .type = SL_OPT_BOOL, .offset = FIELD(rls_quota_mode, bool),
+     .def = "false", .group = G_QUOTAS,
+     .help = "every RLS limit in quota mode, as a rule's quota_mode: over its limit a descriptor "
+             "reports OVER_LIMIT, and the call is refused only when every quota-mode descriptor "
+             "is over (envoyproxy/ratelimit's QUOTA_MODE=true sets it too)"},
+    {.name = "rls-near-limit-ratio", .type = SL_OPT_DOUBLE,
+     .offset = FIELD(rls_near_limit_ratio, double), .def = "0.8", .dmin = 0.001, .dmax = 1.0,
+     .group = G_QUOTAS,
+     .help = "an admitted RLS descriptor that has used more than this share of its limit is near "
+             "it: counted as outcome near_limit and named in the dynamic metadata "
+             "(NEAR_LIMIT_RATIO)"},
+    {.name = "rls-dynamic-metadata", .type = SL_OPT_BOOL,
+     .offset = FIELD(rls_dynamic_metadata, bool), .def = "false", .group = G_QUOTAS,
+     .help = "ShouldRateLimit answers carry dynamic_metadata naming the descriptors over or near "
+             "their limits (docs/envoy.md; RESPONSE_DYNAMIC_METADATA)"},
+    {.name = "rls-header-limit", .type = SL_OPT_STRING, .offset = FIELD(rls_header_limit, char *),
+     .def = "RateLimit-Limit", .group = G_QUOTAS, .metavar = "NAME",
+     .help = "name of the limit header of --rls-response-headers (LIMIT_LIMIT_HEADER)"},
+    {.name = "rls-header-remaining", .type = SL_OPT_STRING,
+     .offset = FIELD(rls_header_remaining, char *), .def = "RateLimit-Remaining",
+     .group = G_QUOTAS, .metavar = "NAME",
+     .help = "name of the remaining header of --rls-response-headers (LIMIT_REMAINING_HEADER)"},
+    {.name = "rls-header-reset", .type = SL_OPT_STRING, .offset = FIELD(rls_header_reset, char *),
+     .def = "RateLimit-Reset", .group = G_QUOTAS, .metavar = "NAME",
+     .help = "name of the reset header of --rls-response-headers (LIMIT_RESET_HEADER)"},
     {.name = "rls-max-descriptors", .type = SL_OPT_INT,
      .offset = FIELD(rls_max_descriptors, int64_t), .def = "1000", .min = 1, .max = 100000,
      .group = G_QUOTAS, .help = "most descriptors in one ShouldRateLimit request"},
@@ -406,7 +431,17 @@ static const sl_opt daemon_opts[] = {
      .help = "this node's unique name in the gossip overlay"},
     {.name = "gossip-keyring-file", .type = SL_OPT_STRING,
      .offset = FIELD(gossip_keyring_file, char *), .group = G_CLUSTER, .metavar = "FILE",
-     .help = "AES-256-GCM keys (64 hex digits a line; the first encrypts), read again on SIGHUP"},
+     .help = "AES-256-GCM keys (64 hex digits a line; the first seals), read again on SIGHUP; "
+             "required unless --gossip-addr is loopback or --gossip-insecure"},
+    {.name = "gossip-insecure", .type = SL_OPT_BOOL, .offset = FIELD(gossip_insecure, bool),
+     .def = "false", .group = G_CLUSTER,
+     .help = "gossip without a key ring on a non-loopback address: anyone who can reach it can "
+             "join or rewrite the cluster (logged; packets counted as unauthenticated)"},
+    {.name = "gossip-replay-window", .type = SL_OPT_DURATION,
+     .offset = FIELD(gossip_replay_window_ns, int64_t), .def = "30s", .min = 1 * SEC,
+     .max = 3600 * SEC, .group = G_CLUSTER,
+     .help = "sealed gossip packets older (or newer) than this by our clock are refused; "
+             "within it each is taken once"},
     {.name = "gossip-probe-interval", .type = SL_OPT_DURATION,
      .offset = FIELD(gossip_probe_interval_ns, int64_t), .def = "1s", .min = 10 * MS,
      .max = 60 * SEC, .group = G_CLUSTER, .help = "how often a member is probed"},
@@ -737,6 +772,32 @@ static int finalize(sl_options *o, char *err, size_t errlen)
     return 0;
 }
 
+/* envoyproxy/ratelimit's own variables, honoured as it names them, under sluice's variables and
+ * flags (so a migrated deployment keeps its environment). */
+static int load_upstream_env(const sl_opt_table *t, sl_options *o, char *const *envp, char *err,
+                             size_t errlen)
+{
+    static const char *const vars[][2] = {
+        {"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "rls-all-or-nothing"},
+        {"QUOTA_MODE", "rls-quota-mode"},
+        {"NEAR_LIMIT_RATIO", "rls-near-limit-ratio"},
+        {"RESPONSE_DYNAMIC_METADATA", "rls-dynamic-metadata"},
+        {"LIMIT_RESPONSE_HEADERS_ENABLED", "rls-response-headers"},
+        {"LIMIT_LIMIT_HEADER", "rls-header-limit"},
+        {"LIMIT_REMAINING_HEADER", "rls-header-remaining"},
+        {"LIMIT_RESET_HEADER", "rls-header-reset"},
+    };
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = sl_opt_getenv(envp, vars[i][0]);
+        char src[64];
+        snprintf(src, sizeof src, "env %s", vars[i][0]);
+        int rc = v ? sl_opt_apply(o, sl_opt_find(t, vars[i][1]), v, false, src, err, errlen) : 0;
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
 int sl_config_parse(sl_options *o, int argc, char *const *argv, char *const *envp, char *err,
                     size_t errlen)
 {
@@ -757,11 +818,7 @@ int sl_config_parse(sl_options *o, int argc, char *const *argv, char *const *env
         if ((rc = sl_opt_load_file(t, o, path, err, errlen)) != 0)
             return rc;
     }
-    /* envoyproxy/ratelimit's own variable, under sluice's variable and flag */
-    const char *stop = sl_opt_getenv(envp, "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT");
-    if (stop != NULL &&
-        (rc = sl_opt_apply(o, sl_opt_find(t, "rls-all-or-nothing"), stop, false,
-                           "env STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", err, errlen)) != 0)
+    if ((rc = load_upstream_env(t, o, envp, err, errlen)) != 0)
         return rc;
     if ((rc = sl_opt_load_env(t, o, envp, err, errlen)) != 0)
         return rc;

@@ -141,6 +141,10 @@ typedef struct sl_options {
     int64_t rls_poll_period_ns;
     bool rls_response_headers;
     bool rls_all_or_nothing;
+    bool rls_quota_mode;
+    bool rls_dynamic_metadata;
+    double rls_near_limit_ratio;
+    char *rls_header_limit, *rls_header_remaining, *rls_header_reset;
     int64_t rls_max_descriptors;
     int64_t rls_max_entries;
     /* Metrics */
@@ -178,7 +182,9 @@ typedef struct sl_options {
     char *gossip_addr;         /* "" = no gossip */
     sl_opt_list gossip_seeds;
     char *gossip_name;         /* "" = --advertise-addr */
-    char *gossip_keyring_file; /* "" = no encryption */
+    char *gossip_keyring_file; /* "" = no key ring: loopback or gossip_insecure only */
+    bool gossip_insecure;      /* no key ring on a non-loopback gossip address */
+    int64_t gossip_replay_window_ns; /* sealed packets' age either side of our clock */
     int64_t gossip_probe_interval_ns;
     int64_t gossip_probe_timeout_ns;
     int64_t gossip_indirect_probes;

@@ -27,7 +27,7 @@
 static const char *const method_names[M_COUNT] = {
     "GetRateLimits", "HealthCheck", "LiveCheck", "GetPeerRateLimits",
     "UpdatePeerGlobals", "TransferKeys", "Attempt", "Metrics", "other", "Release",
-    "ShouldRateLimit",
+    "ShouldRateLimit", "CheckRateLimit", "Report",
 };
 static const char *const transport_names[T_COUNT] = {"grpc", "http"};
 
@@ -625,7 +625,11 @@ static void route_grpc(sl_service *s, sl_exchange *ex, const sl_http_request *rq
             sl_service_answer_error(s, ex, M_OTHER, T_GRPC, SL_GRPC_UNIMPLEMENTED,
                                     "unknown service or method", t0);
     } else if (sl_http_path_is(rq, SL_RLS_PATH)) {
-        sl_service_should_rate_limit(s, ex, rq, T_GRPC, t0);
+        sl_service_should_rate_limit(s, ex, rq, M_SHOULD_RATE_LIMIT, T_GRPC, t0);
+    } else if (sl_http_path_is(rq, SL_RLS_KUADRANT_CHECK_PATH)) {
+        sl_service_should_rate_limit(s, ex, rq, M_CHECK_RATE_LIMIT, T_GRPC, t0);
+    } else if (sl_http_path_is(rq, SL_RLS_KUADRANT_REPORT_PATH)) {
+        sl_service_should_rate_limit(s, ex, rq, M_REPORT, T_GRPC, t0);
     } else if (sl_http_path_is(rq, SL_GUB_PATH_HEALTH_CHECK))
         health(s, ex, T_GRPC, t0);
     else if (sl_http_path_is(rq, SL_GUB_PATH_LIVE_CHECK))
@@ -678,7 +682,7 @@ static void route_http(sl_service *s, sl_exchange *ex, const sl_http_request *rq
         get_rate_limits(s, ex, rq, M_GET_RATE_LIMITS, T_HTTP, false, t0);
         break;
     case M_SHOULD_RATE_LIMIT:
-        sl_service_should_rate_limit(s, ex, rq, T_HTTP, t0);
+        sl_service_should_rate_limit(s, ex, rq, M_SHOULD_RATE_LIMIT, T_HTTP, t0);
         break;
     case M_HEALTH_CHECK:
         health(s, ex, T_HTTP, t0);

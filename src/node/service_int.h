@@ -53,6 +53,8 @@ enum {
     M_OTHER,
     M_RELEASE,
     M_SHOULD_RATE_LIMIT,
+    M_CHECK_RATE_LIMIT, /* Kuadrant/limitador's CheckRateLimit */
+    M_REPORT,           /* and its Report */
     M_COUNT
 };
 #define N_CODES 17
@@ -169,10 +171,11 @@ SL_SVC_HIDDEN size_t sl_service_globals_out_of_bound(const sl_peerwire_global *g
 SL_SVC_HIDDEN const char *sl_service_method_name(int method);
 
 /* node/servicerls.c: Envoy RLS v3 ShouldRateLimit, over gRPC (T_GRPC) or as envoyproxy/ratelimit's
- * POST /json (T_HTTP). */
+ * POST /json (T_HTTP), and Kuadrant/limitador's CheckRateLimit and Report over gRPC (method
+ * M_SHOULD_RATE_LIMIT, M_CHECK_RATE_LIMIT, M_REPORT). */
 SL_SVC_HIDDEN void sl_service_should_rate_limit(sl_service *s, sl_exchange *ex,
-                                                const sl_http_request *rq, int transport,
-                                                int64_t t0);
+                                                const sl_http_request *rq, int method,
+                                                int transport, int64_t t0);
 
 /* ---- static inline helpers of the per-request path ---------------------------------------- */
 
