@@ -38,7 +38,8 @@ static const char *const attempt_headers_choices[] = {"rejections", "always", NU
 static const char *const discovery_choices[] = {"none", "static", "dns", "etcd", "k8s", "gossip",
                                                 NULL};
 static const char *const picker_choices[] = {"ring", "hrw", NULL};
-static const char *const peer_auth_choices[] = {"address", "none", NULL};
+static const char *const peer_auth_choices[] = {"auto", "secret", "mtls", "insecure", "address",
+                                                "none", NULL};
 static const char *const priority_choices[] = {"critical", "post", "get", "test", NULL};
 static const char *const tls_client_auth_choices[] = {"none", "request", "require", NULL};
 static const char *const role_choices[] = {"limiter", "observer", "proxy", NULL};
@@ -130,8 +131,10 @@ static const sl_opt daemon_opts[] = {
      .def_doc = "--tls-key", .group = G_TLS, .metavar = "FILE",
      .help = "private key of --peer-tls-cert"},
     {.name = "peer-tls-ca", .type = SL_OPT_STRING, .offset = FIELD(peer_tls_ca, char *),
-     .def_doc = "--tls-ca", .group = G_TLS, .metavar = "FILE",
-     .help = "CA bundle that peers' certificates must chain to"},
+     .group = G_TLS, .metavar = "FILE",
+     .help = "CA bundle that peers' certificates must chain to (its own option: the client "
+             "CA --tls-ca is not trusted for peers); with it, peer calls need a certificate "
+             "naming a peer, and each peer's certificate must name the address called"},
     {.name = "storage-tls-ca", .type = SL_OPT_STRING, .offset = FIELD(storage_tls_ca, char *),
      .group = G_TLS, .metavar = "FILE", .help = "CA bundle for https:// etcd endpoints"},
     {.name = "storage-tls-cert", .type = SL_OPT_STRING, .offset = FIELD(storage_tls_cert, char *),
@@ -599,11 +602,33 @@ static const sl_opt daemon_opts[] = {
      .offset = FIELD(admin_token_file, char *), .group = G_ACCESS, .metavar = "FILE",
      .help = "file holding the admin bearer token (16..512 visible ASCII bytes); when set, "
              "every admin call needs 'Authorization: Bearer <token>' (read again on SIGHUP)"},
+    /* Peers: who may make peer calls (docs/cluster.md, "Peer authentication") */
     {.name = "peer-auth", .type = SL_OPT_ENUM, .offset = FIELD(peer_auth, int),
-     .def = "address", .choices = peer_auth_choices, .group = G_ACCESS,
-     .help = "who may call PeersV1: address = callers whose source IP is a peer's (peers bind "
-             "their calls to their advertise-addr IP), or with peer TLS and a peer CA, callers "
-             "whose verified certificate names a peer's host; none = anyone (the old behaviour)"},
+     .def = "auto", .choices = peer_auth_choices, .group = G_ACCESS,
+     .help = "what a peer call (PeersV1, GLOBAL sync, hand-off) must prove: secret = the HMAC of "
+             "--peer-secret-file; mtls = a verified certificate naming a peer (--peer-tls-ca); "
+             "auto = secret or mtls, whichever is configured, and on a loopback-only cluster "
+             "with neither the caller's IP (with a warning); insecure = anyone (logged, "
+             "counted); address = the caller's IP only (deprecated: an address is not a "
+             "credential); none = insecure (deprecated)"},
+    {.name = "peer-secret-file", .type = SL_OPT_STRING, .offset = FIELD(peer_secret_file, char *),
+     .group = G_ACCESS, .metavar = "FILE",
+     .help = "the cluster secret: one or two lines of 16..512 visible ASCII bytes (the first "
+             "signs, both are accepted: a rotation); every peer call carries its HMAC-SHA256 "
+             "(read again on SIGHUP)"},
+    {.name = "peer-auth-skew", .type = SL_OPT_DURATION,
+     .offset = FIELD(peer_auth_skew_ns, int64_t), .def = "30s", .min = 1 * SEC,
+     .max = 3600 * SEC, .group = G_ACCESS,
+     .help = "a signed peer call whose time is further than this from the node's clock is "
+             "refused"},
+    {.name = "peer-max-globals", .type = SL_OPT_INT, .offset = FIELD(peer_max_globals, int64_t),
+     .def = "10000", .min = 1, .max = 1000000, .group = G_ACCESS, .metavar = "N",
+     .help = "most GLOBAL states one UpdatePeerGlobals call may carry (at least "
+             "--global-batch-limit); more is refused"},
+    {.name = "peer-max-transfer-keys", .type = SL_OPT_INT,
+     .offset = FIELD(peer_max_transfer_keys, int64_t), .def = "100000", .min = 1,
+     .max = 10000000, .group = G_ACCESS, .metavar = "N",
+     .help = "most key states one TransferKeys call (hand-off) may carry; more is refused"},
     {.name = "client-tokens-file", .type = SL_OPT_STRING,
      .offset = FIELD(client_tokens_file, char *), .group = G_ACCESS, .metavar = "FILE",
      .help = "client identities, one '<token> <name> <prefix>[,<prefix>...]' a line, or "
@@ -723,11 +748,17 @@ static int finalize(sl_options *o, char *err, size_t errlen)
         ((rc = replace_str(&o->peer_tls_cert, o->tls_cert, err, errlen)) != 0 ||
          (rc = replace_str(&o->peer_tls_key, o->tls_key, err, errlen)) != 0))
         return rc;
-    if (o->peer_tls_ca[0] == '\0' && o->tls_ca[0] != '\0' &&
-        (rc = replace_str(&o->peer_tls_ca, o->tls_ca, err, errlen)) != 0)
-        return rc;
     if ((o->peer_tls_cert[0] != '\0') != (o->peer_tls_key[0] != '\0'))
         return sl_opt_fail(err, errlen, -EINVAL, "option 'peer-tls-cert': needs peer-tls-key, and back");
+    if (o->peer_auth == SL_PEER_AUTH_SECRET && o->peer_secret_file[0] == '\0')
+        return sl_opt_fail(err, errlen, -EINVAL, "option 'peer-auth': secret needs peer-secret-file");
+    if (o->peer_auth == SL_PEER_AUTH_MTLS && (o->peer_tls_cert[0] == '\0' || o->peer_tls_ca[0] == '\0'))
+        return sl_opt_fail(err, errlen, -EINVAL, "option 'peer-auth': mtls needs peer TLS "
+                           "(tls-cert or peer-tls-cert) and peer-tls-ca");
+    if (o->peer_max_globals < o->global_batch_limit)
+        return sl_opt_fail(err, errlen, -EINVAL, "option 'peer-max-globals': %lld is below "
+                           "global-batch-limit (%lld): the peers' own updates would be refused",
+                           (long long)o->peer_max_globals, (long long)o->global_batch_limit);
     if (o->role == SL_ROLE_PROXY && o->proxy_limiters.n == 0 && o->observers.n == 0 &&
         o->storage_addrs.n == 0)
         return sl_opt_fail(err, errlen, -EINVAL, "option 'proxy-limiters': required with "
