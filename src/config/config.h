@@ -71,6 +71,7 @@ typedef struct sl_options {
     uint64_t max_conn_body_bytes;
     uint64_t max_conn_unsent_bytes;
     uint64_t max_unsent_bytes;
+    uint64_t max_request_memory; /* 0: sized to the machine (net/reqmem.h) */
     int64_t max_conn_errors;
     int64_t shutdown_timeout_ns;
     int64_t max_batch;

@@ -68,9 +68,14 @@ static int on_message_begin(llhttp_t *p)
         ex->has_peer = true;
     }
     ex->peer_identity = c->peer_identity;
+    ex->conn_mem = &c->req_bytes;
     h->cur = ex;
     h->msg_in_progress = true;
     h->field_open = h->value_open = h->url_open = false;
+    /* Over the server's bound on buffered request bytes: a 503 (and, HTTP/1.1 being unable to
+     * skip a body it has not read, the end of the connection). */
+    if (sl_reqmem_over(c->ctx->mem.m))
+        return reject(ex, 503);
     return 0;
 }
 
@@ -435,16 +440,21 @@ static void fail(sl_h1 *h)
     h->cur = NULL;
     h->msg_in_progress = false;
     h->dead = true;
-    sl_net_stat_add(c->ctx, SL_NET_PROTOCOL_ERRORS, 1);
-    sl_net_stat_add(c->ctx, SL_NET_CONNS_CALMED, 1); /* HTTP/1.1 closes on its first error */
     if (!ex) {
         ex = sl_exchange_new(c->ctx, &exchange_ops, h);
         if (!ex) {
             c->fatal = true;
             return;
         }
+        ex->conn_mem = &c->req_bytes;
     }
     int status = ex->reject ? ex->reject : 400;
+    if (status == 503) {
+        sl_reqmem_count_refused(c->ctx->mem.m); /* our bound, not the client's error */
+    } else {
+        sl_net_stat_add(c->ctx, SL_NET_PROTOCOL_ERRORS, 1);
+        sl_net_stat_add(c->ctx, SL_NET_CONNS_CALMED, 1); /* HTTP/1.1 closes on its first error */
+    }
     ex->keepalive = false;
     ex->is_head = false;
     ex->http10 = false;
@@ -452,6 +462,7 @@ static void fail(sl_h1 *h)
     sl_exchange_finish_request(ex, SL_HTTP_1);
     const char *text = status == 413   ? "request body too large\n"
                        : status == 431 ? "request header fields too large\n"
+                       : status == 503 ? SL_REQMEM_REFUSED_TEXT
                                        : "bad request\n";
     sl_exchange_respond_error(ex, status, text);
 }
