@@ -336,6 +336,11 @@ static const sl_opt daemon_opts[] = {
      .help = "key owner choice: consistent-hash ring or rendezvous (HRW)"},
     {.name = "replicas", .type = SL_OPT_INT, .offset = FIELD(replicas, int64_t), .def = "512",
      .min = 1, .max = 65536, .group = G_CLUSTER, .help = "virtual nodes per peer on the ring"},
+    {.name = "cluster-hash-secret-file", .type = SL_OPT_STRING,
+     .offset = FIELD(cluster_hash_secret_file, char *), .group = G_CLUSTER, .metavar = "FILE",
+     .help = "a secret (at least 16 bytes, the same on every node) that keys the cluster's key "
+             "ids, so clients cannot choose keys that share another key's state; none: the "
+             "public id (read at start only; changing it moves every key)"},
     {.name = "batch-wait", .type = SL_OPT_DURATION, .offset = FIELD(batch_wait_ns, int64_t),
      .def = "500us", .min = 0, .max = 10 * SEC, .group = G_CLUSTER,
      .help = "gather requests for one owner this long before forwarding"},

@@ -146,6 +146,7 @@ typedef struct sl_options {
     char *advertise_addr;      /* defaults to listen_addr */
     int peer_picker;           /* sl_peer_picker */
     int64_t replicas;
+    char *cluster_hash_secret_file; /* "" = unkeyed key ids (core/store.h) */
     int64_t batch_wait_ns;
     int64_t batch_limit;
     int64_t batch_timeout_ns;
