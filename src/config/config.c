@@ -99,9 +99,9 @@ static const sl_opt daemon_opts[] = {
     {.name = "max-request-memory", .type = SL_OPT_SIZE,
      .offset = FIELD(max_request_memory, uint64_t), .def = "0", .min = 0,
      .max = (uint64_t)1 << 50, .group = G_LIMITS,
-     .help = "request bytes buffered over all connections, past which new requests get 503 "
-             "(gRPC RESOURCE_EXHAUSTED) and the connections holding the most are closed; 0: "
-             "1/8 of physical memory, at least 64MiB"},
+     .help = "request bytes buffered over all connections, past which requests with a body over "
+             "16KiB get 503 (gRPC RESOURCE_EXHAUSTED) and the connections holding the most are "
+             "closed; 0: 1/8 of physical memory, at least 64MiB"},
     {.name = "max-conn-errors", .type = SL_OPT_INT, .offset = FIELD(max_conn_errors, int64_t),
      .def = "16", .min = 1, .max = 1000000, .group = G_LIMITS,
      .help = "protocol errors and refused requests before a connection is closed"},

@@ -72,10 +72,6 @@ static int on_message_begin(llhttp_t *p)
     h->cur = ex;
     h->msg_in_progress = true;
     h->field_open = h->value_open = h->url_open = false;
-    /* Over the server's bound on buffered request bytes: a 503 (and, HTTP/1.1 being unable to
-     * skip a body it has not read, the end of the connection). */
-    if (sl_reqmem_over(c->ctx->mem.m))
-        return reject(ex, 503);
     return 0;
 }
 
@@ -203,6 +199,12 @@ static int on_headers_complete(llhttp_t *p)
     ex->http10 = p->http_major == 1 && p->http_minor == 0;
     ex->keepalive = llhttp_should_keep_alive(p) != 0;
     bool has_body = (p->flags & F_CHUNKED) || p->content_length > 0;
+    /* Over the server's bound on buffered request bytes, a request that brings more than a small
+     * body is answered 503 (and, HTTP/1.1 being unable to skip a body it has not read, the
+     * connection ends); small ones go on (net/reqmem.h). */
+    if (sl_reqmem_over(ex->ctx->mem.m) &&
+        ((p->flags & F_CHUNKED) || p->content_length > SL_REQMEM_SMALL_BODY))
+        return reject(ex, 503);
     if ((p->flags & F_CONTENT_LENGTH) && p->content_length > 0) {
         if (p->content_length > ex->ctx->lim.max_body_bytes)
             return reject(ex, 413);
@@ -225,6 +227,8 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
     sl_exchange *ex = h->cur;
     if (ex->body_len + len > ex->ctx->lim.max_body_bytes)
         return reject(ex, 413);
+    if (ex->body_len + len > SL_REQMEM_SMALL_BODY && sl_reqmem_over(ex->ctx->mem.m))
+        return reject(ex, 503); /* a chunked body growing past the bound */
     if (!ex->body_len)
         ex->body_off = (uint32_t)ex->arena.len;
     if (sl_exchange_put(ex, at, len) < 0)

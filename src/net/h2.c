@@ -16,8 +16,8 @@
  *  - each stream being received keeps its own read deadline, counted from its HEADERS: the
  *    connection tells the driver when its oldest unfinished request began (conn->read_since), so
  *    completing other requests, even the oldest one, never extends the deadline of the others;
- *  - past the server's bound on buffered request bytes (net/reqmem.h) a new stream is answered
- *    503 (gRPC: RESOURCE_EXHAUSTED) without storing its body;
+ *  - past the server's bound on buffered request bytes (net/reqmem.h) a stream whose body grows
+ *    past SL_REQMEM_SMALL_BODY is answered 503 (gRPC: RESOURCE_EXHAUSTED) and the rest dropped;
  *  - after the client's EOF, answers its shut window holds can never leave: the connection is
  *    done once nothing can be sent and no handler owes an answer.
  */
@@ -214,10 +214,6 @@ static int on_begin_headers(nghttp2_session *ss, const nghttp2_frame *frame, voi
         h->c->read_since = ex->recv_start;
     }
     h->recv_tail = ex;
-    /* Over the server's bound on buffered request bytes: answered 503 when its header block
-     * ends; nothing of it is stored meanwhile. */
-    if (sl_reqmem_over(h->c->ctx->mem.m))
-        ex->reject = 503;
     link_all(h, ex);
     nghttp2_session_set_stream_user_data(ss, frame->hd.stream_id, ex);
     return 0;
@@ -238,10 +234,6 @@ static int on_header(nghttp2_session *ss, const nghttp2_frame *frame, const uint
 {
     sl_h2 *h = ud;
     sl_exchange *ex = nghttp2_session_get_stream_user_data(ss, frame->hd.stream_id);
-    if (ex && ex->reject == 503 && !ex->headers_done && namelen == 12 &&
-        !memcmp(name, "content-type", 12) && valuelen >= 16 &&
-        !memcmp(value, "application/grpc", 16))
-        ex->req.grpc = true; /* refused for the memory bound: answered in gRPC's form */
     if (!ex || ex->headers_done || ex->reject || ex->state != SL_EX_RECV)
         return 0; /* request trailers and fields of refused requests are dropped */
     const sl_http_limits *lim = &h->c->ctx->lim;
@@ -297,6 +289,12 @@ static int on_data_chunk(nghttp2_session *ss, uint8_t flags, int32_t stream_id,
         refuse(h, ex, 413);
         return 0;
     }
+    if (ex->body_len + len > SL_REQMEM_SMALL_BODY && sl_reqmem_over(h->c->ctx->mem.m)) {
+        /* Over the server's bound on buffered request bytes: a body past a small one is
+         * answered 503 (gRPC: RESOURCE_EXHAUSTED) and the rest of it dropped. */
+        refuse(h, ex, 503);
+        return 0;
+    }
     if (h->held + len > lim->conn_buffer_bytes) {
         /* Too much held on this connection: refuse the stream so the client may retry. */
         ex->reject = REJECT_RESET;
@@ -328,9 +326,8 @@ static int on_frame_recv(nghttp2_session *ss, const nghttp2_frame *frame, void *
     if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
         ex->headers_done = true;
         ex->is_head = ex->method_len == 4 && !memcmp(ex->arena.data + ex->method_off, "HEAD", 4);
-        if (ex->reject != 503) /* (a refused stream's method was not stored) */
-            ex->req.grpc = ex->req.grpc && ex->method_len == 4 &&
-                           !memcmp(ex->arena.data + ex->method_off, "POST", 4);
+        ex->req.grpc = ex->req.grpc && ex->method_len == 4 &&
+                       !memcmp(ex->arena.data + ex->method_off, "POST", 4);
         if (ex->reject && !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
             refuse(h, ex, ex->reject);
     }

@@ -16,11 +16,14 @@
  * slack = accounts * 2 * SL_REQMEM_CHUNK above it.
  *
  * The count is over when it passes limit + slack, so that only an exact sum above the limit can
- * make it so (spare credit alone never does), and then some worker holds more than its share
- * (limit / workers). Over, new requests are answered 503 (gRPC: RESOURCE_EXHAUSTED) by h1.c/h2.c,
- * and each worker above its share closes its connections holding the most request bytes (on a
- * read or its next tick: server.c) until it is back within its share or the count is under. The
- * bound therefore holds to within the slack (128 KiB per worker); both events are counted here.
+ * make it so (spare credit alone never does). Over, requests bringing a body larger than
+ * SL_REQMEM_SMALL_BODY are answered 503 (gRPC: RESOURCE_EXHAUSTED) by h1.c/h2.c (small ones, a
+ * good client's, go on: they hold next to nothing, and the connections that hold the bytes are
+ * the ones closed), and the workers close their connections holding the most
+ * request bytes, among those holding at least limit / open connections (on a read or a tick:
+ * server.c), until the count is below 7/8 of the limit, so that new requests find room again.
+ * The bound holds to within the slack (128 KiB per worker) and what arrives before the next read
+ * or tick acts; both events are counted here.
  */
 #ifndef SLUICE_NET_REQMEM_H
 #define SLUICE_NET_REQMEM_H
@@ -34,6 +37,9 @@
 #define SL_REQMEM_REFUSED_TEXT "server busy: buffered request bytes at --max-request-memory\n"
 
 #define SL_REQMEM_CHUNK ((size_t)64 * 1024)
+/* Over the bound, requests with a body up to this still go on (a good client's calls are small);
+ * larger ones are refused. Each connection holding at least limit / connections is closable. */
+#define SL_REQMEM_SMALL_BODY ((size_t)16 * 1024)
 /* The default's floor and fraction of physical memory (sl_reqmem_default). */
 #define SL_REQMEM_MIN_DEFAULT ((uint64_t)64 << 20)
 #define SL_REQMEM_PHYS_FRACTION 8
@@ -75,6 +81,15 @@ static inline bool sl_reqmem_over(const sl_reqmem *m)
 {
     return m && m->limit &&
            atomic_load_explicit(&m->used, memory_order_relaxed) > m->limit + m->slack;
+}
+
+/* True while the count is above 7/8 of the limit (+ slack): where closing connections stops,
+ * so that new requests find room again before the bound is reached. */
+static inline bool sl_reqmem_above_low(const sl_reqmem *m)
+{
+    return m && m->limit &&
+           atomic_load_explicit(&m->used, memory_order_relaxed) >
+               m->limit - m->limit / 8 + m->slack;
 }
 
 void sl_reqmem_count_refused(sl_reqmem *m);

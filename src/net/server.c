@@ -591,10 +591,12 @@ static void on_connection(void *ud, int fd)
 #define SHED_MAX 8
 
 /* Over --max-request-memory: close this worker's connections holding the most request bytes
- * until the shared count is back under, while this worker holds more than its share of the
- * limit (when the sum is over, some worker is over its share: the workers holding little leave
- * their connections alone). One walk of the worker's connections per closing, at most once per
- * loop millisecond. */
+ * until the shared count is back under its low-water mark (sl_reqmem_above_low: some room for
+ * new requests before the bound is reached again). Only a connection holding at least an even
+ * share of the limit over the open connections is closed: a client sending small requests is
+ * never the one to go, however many bytes others hold. Every worker does this on its reads and
+ * its ticks while the count is over, each among its own connections; one walk of them per
+ * closing, at most once per loop millisecond. */
 static void shed_worst(worker *w)
 {
     sl_reqmem *m = &w->srv->reqmem;
@@ -602,12 +604,14 @@ static void shed_worst(worker *w)
     if (!sl_reqmem_over(m) || w->shed_at == now + 1)
         return;
     w->shed_at = now + 1;
-    uint64_t share = m->limit / (uint64_t)w->srv->nworkers;
-    for (int k = 0; k < SHED_MAX && sl_reqmem_over(m) && w->ctx->mem.used > share; k++) {
+    uint32_t open = atomic_load(&w->srv->open);
+    size_t fair = (size_t)(m->limit / (open ? open : 1));
+    for (int k = 0; k < SHED_MAX && sl_reqmem_above_low(m); k++) {
         sconn *worst = NULL;
         for (int l = 0; l < TL_COUNT; l++)
             for (sconn *sc = sc_of(w->lists[l].head); sc; sc = sc_of(sc->tn.next))
-                if (sc->c && sc->c->req_bytes && (!worst || sc->c->req_bytes > worst->c->req_bytes))
+                if (sc->c && sc->c->req_bytes >= fair && sc->c->req_bytes &&
+                    (!worst || sc->c->req_bytes > worst->c->req_bytes))
                     worst = sc;
         if (!worst)
             return;

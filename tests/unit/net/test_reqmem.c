@@ -95,9 +95,9 @@ static int status_of(sl_conn *c)
     return st;
 }
 
-/* Two HTTP/1.1 connections of one ctx: one holds an unfinished body past the bound, the other's
- * next request gets 503 (and is not handed to the handler); once the holder is gone requests are
- * served again. */
+/* Two HTTP/1.1 connections of one ctx: one holds an unfinished body past the bound; on the other
+ * a request bringing a large body gets 503 (and is not handed to the handler) while a small one
+ * is still served; once the holder is gone large ones are served again. */
 static void test_h1_refused_past_the_bound(void **state)
 {
     sl_reqmem m;
@@ -116,8 +116,12 @@ static void test_h1_refused_past_the_bound(void **state)
     const char get[] = "GET /y HTTP/1.1\r\nHost: a\r\n\r\n";
     calls = 0;
     assert_int_equal(sl_conn_feed(other, get, sizeof get - 1), 0);
+    assert_int_equal(status_of(other), 200); /* small: served */
+    assert_int_equal(calls, 1);
+    const char big[] = "POST /y HTTP/1.1\r\nHost: a\r\nContent-Length: 20000\r\n\r\n";
+    assert_int_equal(sl_conn_feed(other, big, sizeof big - 1), 0);
     assert_int_equal(status_of(other), 503);
-    assert_int_equal(calls, 0);
+    assert_int_equal(calls, 1);
     assert_true(sl_conn_done(other));
     sl_reqmem_stats st;
     sl_reqmem_stats_get(&m, &st);
@@ -129,9 +133,11 @@ static void test_h1_refused_past_the_bound(void **state)
     sl_conn_free(holder);
     assert_false(sl_reqmem_over(&m));
     sl_conn *again = sl_conn_new(ctx, NULL, NULL, NULL);
-    assert_int_equal(sl_conn_feed(again, get, sizeof get - 1), 0);
+    assert_int_equal(sl_conn_feed(again, big, sizeof big - 1), 0);
+    static char body2[20000];
+    assert_int_equal(sl_conn_feed(again, body2, sizeof body2), 0);
     assert_int_equal(status_of(again), 200);
-    assert_int_equal(calls, 1);
+    assert_int_equal(calls, 2);
     sl_conn_free(again);
     sl_http_ctx_free(ctx);
 }

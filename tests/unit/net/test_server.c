@@ -769,6 +769,7 @@ static void test_request_memory_closes_the_largest(void **state)
     for (int i = 0; i < 6; i++)
         gone += closed_within(big[i], 50);
     assert_true(gone >= 3);
+    sl_server_reqmem_stats(f->srv, &st);
     assert_true(st.closed + st.refused >= 3);
     /* the small holder is still there and can finish its request */
     assert_false(closed_within(small, 50));
