@@ -285,7 +285,8 @@ struct sl_exchange {
     size_t held;                 /* bytes charged to the owner's conn_buffer_bytes */
     size_t unsent;               /* h2: answer bytes charged to conn_unsent_bytes/unsent_bytes */
     size_t charged;              /* request bytes charged to the ctx's request-memory account
-                                    (net/reqmem.h), released when the exchange is */
+                                    (net/reqmem.h): the arena's allocation, from the first put;
+                                    released when the exchange is */
     size_t *conn_mem;            /* the owning connection's count of the same (sl_conn.req_bytes);
                                     NULL once detached */
     int64_t recv_start;          /* h2: when the stream began (ctx clock, ms): its read deadline */

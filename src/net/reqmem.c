@@ -35,11 +35,8 @@ static void note_peak(sl_reqmem *m, uint64_t now)
         ;
 }
 
-void sl_reqmem_charge(sl_reqmem_acct *a, size_t n)
+void sl_reqmem_take(sl_reqmem_acct *a)
 {
-    a->used += n;
-    if (!a->m || a->used <= a->credit)
-        return;
     size_t need = a->used - a->credit;
     size_t take = (need + SL_REQMEM_CHUNK - 1) / SL_REQMEM_CHUNK * SL_REQMEM_CHUNK;
     a->credit += take;
@@ -47,11 +44,8 @@ void sl_reqmem_charge(sl_reqmem_acct *a, size_t n)
     note_peak(a->m, now);
 }
 
-void sl_reqmem_release(sl_reqmem_acct *a, size_t n)
+void sl_reqmem_give(sl_reqmem_acct *a)
 {
-    a->used = n > a->used ? 0 : a->used - n;
-    if (!a->m || a->credit - a->used <= 2 * SL_REQMEM_CHUNK)
-        return;
     /* keep one chunk of slack so a worker at a chunk boundary does not move the atomic per
      * request */
     size_t keep = (a->used + SL_REQMEM_CHUNK - 1) / SL_REQMEM_CHUNK * SL_REQMEM_CHUNK +

@@ -71,9 +71,23 @@ void sl_reqmem_init(sl_reqmem *m, uint64_t limit, unsigned accounts);
  * phys_bytes 0 reads the machine's (sysconf). */
 uint64_t sl_reqmem_default(uint64_t phys_bytes);
 
-/* Charge / release n bytes to a worker's account (the shared count moves by whole chunks). */
-void sl_reqmem_charge(sl_reqmem_acct *a, size_t n);
-void sl_reqmem_release(sl_reqmem_acct *a, size_t n);
+/* Charge / release n bytes to a worker's account (the shared count moves by whole chunks: the
+ * out-of-line halves, sl_reqmem_take / sl_reqmem_give, only when the credit runs out or two
+ * chunks are spare). */
+void sl_reqmem_take(sl_reqmem_acct *a);
+void sl_reqmem_give(sl_reqmem_acct *a);
+static inline void sl_reqmem_charge(sl_reqmem_acct *a, size_t n)
+{
+    a->used += n;
+    if (a->used > a->credit && a->m)
+        sl_reqmem_take(a);
+}
+static inline void sl_reqmem_release(sl_reqmem_acct *a, size_t n)
+{
+    a->used = n > a->used ? 0 : a->used - n;
+    if (a->credit - a->used > 2 * SL_REQMEM_CHUNK && a->m)
+        sl_reqmem_give(a);
+}
 
 /* True when the shared count is above limit + slack (a relaxed load: callers may be a chunk
  * late). */

@@ -485,7 +485,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         else
             sl_conn_feed(sc->c, buf->base, (size_t)nread);
         conn_progress(sc);
-        shed_worst(sc->w); /* (a closed sc stays allocated until its close callback) */
+        if (sl_reqmem_over(&sc->w->srv->reqmem))
+            shed_worst(sc->w); /* (a closed sc stays allocated until its close callback) */
         return;
     }
     if (nread == 0)

@@ -895,7 +895,7 @@ static void test_each_stream_keeps_its_read_deadline(void **state)
 static void test_request_memory_bound(void **state)
 {
     sl_reqmem m;
-    sl_reqmem_init(&m, 400 * 1024, 0);
+    sl_reqmem_init(&m, 800 * 1024, 0);
     fix *f = fix_new(NULL);
     sl_http_ctx_set_reqmem(f->ctx, &m);
     nghttp2_nv nv[] = {NV(":method", "POST"), NV(":scheme", "http"), NV(":path", "/big"),
@@ -916,9 +916,9 @@ static void test_request_memory_bound(void **state)
     sl_reqmem_stats_get(&m, &st);
     assert_true(st.used >= f->c->req_bytes);
     assert_false(sl_reqmem_over(&m));
-    /* another worker's connections hold 200 KiB more: over the bound */
+    /* another worker's connections hold 600 KiB more: over the bound */
     sl_reqmem_acct other = {.m = &m};
-    sl_reqmem_charge(&other, 200 * 1024);
+    sl_reqmem_charge(&other, 600 * 1024);
     assert_true(sl_reqmem_over(&m));
     /* Small requests are still served; one whose body passes SL_REQMEM_SMALL_BODY gets 503 over
      * HTTP, RESOURCE_EXHAUSTED over gRPC, and is not dispatched. */
@@ -951,7 +951,7 @@ static void test_request_memory_bound(void **state)
     exchange_frames(f);
     assert_int_equal(ok->status, 200);
     fix_free(f);
-    sl_reqmem_release(&other, 200 * 1024);
+    sl_reqmem_release(&other, 600 * 1024);
     sl_reqmem_stats_get(&m, &st);
     assert_true(st.used <= 4 * SL_REQMEM_CHUNK); /* each account keeps at most its slack */
     assert_true(st.peak >= 300 * 1024);
