@@ -301,23 +301,13 @@ void sl_exchange_detach(sl_exchange *ex)
     }
 }
 
-int64_t sl_exchange_put(sl_exchange *ex, const void *p, size_t n)
+void sl_exchange_charge(sl_exchange *ex)
 {
-    size_t off = ex->arena.len;
-    int rc = sl_buf_append(&ex->arena, p, n);
-    if (rc)
-        return rc;
-    /* What is charged is the arena's allocation (a reused exchange's kept buffer included), so a
-     * put that did not grow it costs one compare: the account moves once per request and per
-     * growth, not per header. */
-    if (__builtin_expect(ex->arena.alloc != ex->charged, 0)) {
-        size_t d = ex->arena.alloc - ex->charged;
-        ex->charged = ex->arena.alloc;
-        sl_reqmem_charge(&ex->ctx->mem, d);
-        if (ex->conn_mem)
-            *ex->conn_mem += d;
-    }
-    return (int64_t)off;
+    size_t d = ex->arena.alloc - ex->charged;
+    ex->charged = ex->arena.alloc;
+    sl_reqmem_charge(&ex->ctx->mem, d);
+    if (ex->conn_mem)
+        *ex->conn_mem += d;
 }
 
 int sl_exchange_add_header(sl_exchange *ex, uint32_t name, uint32_t name_len, uint32_t value,

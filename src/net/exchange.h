@@ -341,8 +341,22 @@ sl_exchange *sl_exchange_new(sl_http_ctx *ctx, const sl_exchange_ops *ops, void 
 void sl_exchange_unref(sl_exchange *ex);
 /* The owner lets go: the handler's respond becomes a no-op; fires the cancel callback. */
 void sl_exchange_detach(sl_exchange *ex);
-/* Append bytes to the request arena; returns the offset or -errno. */
-int64_t sl_exchange_put(sl_exchange *ex, const void *p, size_t n);
+/* Charge the arena's growth to the request-memory accounts (net/reqmem.h): what is charged is
+ * the arena's allocation (a reused exchange's kept buffer included), so the accounts move once
+ * per request and per growth, not per header. */
+void sl_exchange_charge(sl_exchange *ex);
+/* Append bytes to the request arena; returns the offset or -errno. Inline: a put that does not
+ * grow the arena costs the append and one compare. */
+static inline int64_t sl_exchange_put(sl_exchange *ex, const void *p, size_t n)
+{
+    size_t off = ex->arena.len;
+    int rc = sl_buf_append(&ex->arena, p, n);
+    if (rc)
+        return rc;
+    if (__builtin_expect(ex->arena.alloc != ex->charged, 0))
+        sl_exchange_charge(ex);
+    return (int64_t)off;
+}
 /* Record a header from arena offsets. -E2BIG past max_headers. */
 int sl_exchange_add_header(sl_exchange *ex, uint32_t name, uint32_t name_len, uint32_t value,
                            uint32_t value_len);
