@@ -259,14 +259,13 @@ void sl_exchange_unref(sl_exchange *ex)
         return;
     sl_http_ctx *ctx = ex->ctx;
     ctx->outstanding--;
-    if (ex->conn_mem) {
-        *ex->conn_mem -= ex->charged;
-        ex->conn_mem = NULL;
-    }
     if (ex->charged) {
+        if (ex->conn_mem)
+            *ex->conn_mem -= ex->charged;
         sl_reqmem_release(&ctx->mem, ex->charged);
         ex->charged = 0;
     }
+    ex->conn_mem = NULL;
     if (ctx->dying || ctx->nfree >= POOL_MAX) {
         exchange_destroy(ex);
         if (ctx->dying && ctx->outstanding == 0)

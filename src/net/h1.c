@@ -202,8 +202,8 @@ static int on_headers_complete(llhttp_t *p)
     /* Over the server's bound on buffered request bytes, a request that brings more than a small
      * body is answered 503 (and, HTTP/1.1 being unable to skip a body it has not read, the
      * connection ends); small ones go on (net/reqmem.h). */
-    if (sl_reqmem_over(ex->ctx->mem.m) &&
-        ((p->flags & F_CHUNKED) || p->content_length > SL_REQMEM_SMALL_BODY))
+    if (((p->flags & F_CHUNKED) || p->content_length > SL_REQMEM_SMALL_BODY) &&
+        sl_reqmem_over(ex->ctx->mem.m))
         return reject(ex, 503);
     if ((p->flags & F_CONTENT_LENGTH) && p->content_length > 0) {
         if (p->content_length > ex->ctx->lim.max_body_bytes)
