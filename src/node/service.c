@@ -296,6 +296,11 @@ bool sl_service_items_allowed(const sl_ident *id, const sl_batch *b, sl_grpc_sta
 
 /* ---- GetRateLimits ------------------------------------------------------------------------- */
 
+static size_t gub_giveback(void *ctx, sl_batch *gb)
+{
+    return sl_gub_all_or_nothing(ctx, gb);
+}
+
 static void rate_limits_done(void *ud, sl_batch *b)
 {
     sl_call *c = ud;
@@ -308,6 +313,8 @@ static void rate_limits_done(void *ud, sl_batch *b)
         if (gb)
             submit(s, c->worker, gb, now, giveback_done, s->cfg.protect);
     }
+    if (c->method == M_GET_RATE_LIMITS) /* a peer's items are a part of its caller's batch */
+        giveback_submit(s, c->worker, sl_exchange_now_ms(c->ex), gub_giveback, b);
     if (c->transport == T_GRPC) {
         size_t mark;
         rc = sl_grpc_frame_begin(&c->out, &mark);

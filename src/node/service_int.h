@@ -14,6 +14,7 @@
 #include "node/service.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -258,6 +259,32 @@ static inline bool call_admit(sl_service *s, sl_call *c, const sl_ident *id, int
         sl_service_answer_shed(s, c->ex, c->method, c->transport, &v, c->t0);
     sl_service_call_put(c);
     return false;
+}
+
+/* An all-or-nothing give-back (api/rls.h sl_rls_giveback, api/gubernator.h
+ * sl_gub_all_or_nothing): build(ctx, NULL) says whether there is one, build(ctx, gb) fills it; it
+ * goes where the call's items went, fire and forget, and is freed when answered. */
+static inline void giveback_sent(void *ud, sl_batch *g)
+{
+    (void)ud;
+    sl_batch_free(g);
+    free(g);
+}
+
+static inline void giveback_submit(sl_service *s, int worker, int64_t now,
+                                   size_t (*build)(void *ctx, sl_batch *gb), void *ctx)
+{
+    if (!build(ctx, NULL))
+        return;
+    sl_batch *g = malloc(sizeof *g);
+    if (!g)
+        return;
+    sl_batch_init(g, 0);
+    if (!build(ctx, g)) {
+        giveback_sent(NULL, g);
+        return;
+    }
+    submit(s, worker, g, now, giveback_sent, NULL);
 }
 
 /* Fleet leases given back after a call: counted, then freed (api/gubprotect.h). */
