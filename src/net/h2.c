@@ -168,6 +168,27 @@ static void make_ready(sl_h2 *h, sl_exchange *ex)
     h->rq_tail = ex;
 }
 
+/* A gRPC request whose headers are here and body is not: the handler may take it now
+ * (sl_http_early_cb). Answered at once (an unknown method), the stream is reset with NO_ERROR
+ * after the answer, as grpc-go does, so the client stops sending a body nobody reads. */
+static void maybe_early(sl_h2 *h, sl_exchange *ex)
+{
+    sl_http_ctx *ctx = h->c->ctx;
+    if (!ctx->early || ex->state != SL_EX_RECV || ex->queued)
+        return;
+    sl_exchange_finish_request(ex, SL_HTTP_2);
+    if (!ctx->early(ctx->handler_ud, &ex->req))
+        return;
+    ex->req.early = true;
+    stop_receiving(h, ex);
+    sl_net_stat_add(ctx, SL_NET_REQUESTS_H2, 1);
+    sl_net_stat_add(ctx, SL_NET_REQUESTS_GRPC, 1);
+    sl_exchange_dispatch(ex);
+    if (ex->state == SL_EX_RESPONDED)
+        ex->rst_after = true; /* on_frame_send, once the answer has gone: RST_STREAM before it
+                               * would make nghttp2 drop the answer */
+}
+
 /* ---- nghttp2 callbacks ---- */
 
 static int on_begin_headers(nghttp2_session *ss, const nghttp2_frame *frame, void *ud)
@@ -269,6 +290,10 @@ static int on_data_chunk(nghttp2_session *ss, uint8_t flags, int32_t stream_id,
 {
     sl_h2 *h = ud;
     sl_exchange *ex = nghttp2_session_get_stream_user_data(ss, stream_id);
+    if (ex && ex->state == SL_EX_DISPATCHED && ex->recv_cb) {
+        ex->recv_cb(ex->recv_ud, ex, data, len, false); /* a stream the handler reads itself */
+        return 0;
+    }
     if (!ex || ex->state != SL_EX_RECV || ex->reject)
         return 0;
     const sl_http_limits *lim = &h->c->ctx->lim;
@@ -311,9 +336,28 @@ static int on_frame_recv(nghttp2_session *ss, const nghttp2_frame *frame, void *
                        !memcmp(ex->arena.data + ex->method_off, "POST", 4);
         if (ex->reject && !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
             refuse(h, ex, ex->reject);
+        else if (ex->req.grpc && !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+            maybe_early(h, ex);
     }
-    if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
-        make_ready(h, ex);
+    if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
+        if (ex->state == SL_EX_DISPATCHED && ex->recv_cb)
+            ex->recv_cb(ex->recv_ud, ex, NULL, 0, true);
+        else
+            make_ready(h, ex);
+    }
+    return 0;
+}
+
+/* An early answer's last frame has gone: end the stream the client may still be sending on. */
+static int on_frame_send(nghttp2_session *ss, const nghttp2_frame *frame, void *ud)
+{
+    if (!(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+        return 0;
+    sl_exchange *ex = nghttp2_session_get_stream_user_data(ss, frame->hd.stream_id);
+    if (ex && ex->rst_after) {
+        ex->rst_after = false;
+        nghttp2_submit_rst_stream(ss, NGHTTP2_FLAG_NONE, frame->hd.stream_id, NGHTTP2_NO_ERROR);
+    }
     return 0;
 }
 
@@ -571,6 +615,7 @@ static sl_proto *h2_new(sl_conn *c)
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
     nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
+    nghttp2_session_callbacks_set_on_frame_send_callback(cbs, on_frame_send);
     nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(cbs, on_invalid_frame);
 
     nghttp2_option *opt;

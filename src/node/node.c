@@ -148,6 +148,8 @@ static int start_server(sl_node *n, const char *host, unsigned short port, char 
     sv.handler_ud = n->proxy      ? (void *)n->proxy
                     : n->observer ? (void *)n->observer
                                   : (void *)n->service;
+    /* unknown methods at their headers, reflection's streams as they come */
+    sv.early = n->proxy || n->observer ? NULL : sl_service_early;
     sv.on_worker_start = on_worker_start;
     sv.on_worker_stop = on_worker_stop;
     sv.hooks_ud = n;
