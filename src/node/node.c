@@ -32,6 +32,8 @@
 
 #include "node/node_int.h"
 
+#include "runtime/buildinfo.h"
+
 /* How often worker 0 runs active expiry; each run examines at most gc-max-work slots. */
 #define EXPIRY_TICK_MS 100
 /* Between two slices of an idle-key collection: the loop serves requests in between. */
@@ -165,11 +167,38 @@ static int start_server(sl_node *n, const char *host, unsigned short port, char 
     return 0;
 }
 
+/* The first line: what runs (version, commit, role) and where it listens: the client port, the
+ * admin listener's port (on loopback, or --admin-addr's host) and --metrics-addr. */
+static void start_line(sl_node *n, const char *host)
+{
+    const sl_options *o = &n->opts;
+    bool v6 = strchr(host, ':') != NULL; /* addr=[::1]:5454, as an address is written */
+    char more[256] = "";
+    int k = 0;
+    if (n->admin)
+        k = snprintf(more, sizeof more, " admin_port=%u", sl_adminsrv_port(n->admin));
+    if (o->metrics_addr[0] && k >= 0 && (size_t)k < sizeof more)
+        snprintf(more + k, sizeof more - (size_t)k, " metrics_addr=%s", o->metrics_addr);
+    sl_log_write_now(&n->log, SL_LOG_INFO,
+                     "sluiced started version=%s commit=%s role=%s addr=%s%s%s:%u%s workers=%d "
+                     "max-keys=%lld tls=%s",
+                     sl_buildinfo_version, sl_buildinfo_commit,
+                     n->proxy ? "proxy" : n->observer ? "observer" : "limiter", v6 ? "[" : "",
+                     host, v6 ? "]" : "", sl_server_port(n->server), more, (int)o->workers,
+                     (long long)o->gc_max_keys, o->tls_cert[0] ? "on" : "off");
+    sl_log_release(&n->log);
+}
+
 static int build(sl_node *n, char *err, size_t errlen)
 {
     sl_options *o = &n->opts;
-    sl_log_init(&n->log, NULL, sl_log_level_for_verbose(o->verbose), o->instance_id);
+    sl_log_init(&n->log, NULL, o->verbose ? SL_LOG_DEBUG : (sl_log_level)o->log_level,
+                o->instance_id);
     sl_log_set_request_rate(&n->log, (uint32_t)o->log_request_lines);
+    sl_log_set_format(&n->log, (sl_log_format)o->log_format);
+    sl_log_set_journal(&n->log, sl_log_journal_fd(2)); /* started by systemd: its priorities */
+    /* until the line with the version and the listeners, which goes first */
+    sl_log_hold(&n->log);
 
     char host[128];
     unsigned short port;
@@ -218,14 +247,14 @@ static int build(sl_node *n, char *err, size_t errlen)
     /* Last: every collector it renders exists, and sl_node_free() stops it first. */
     if ((rc = sl_nodeparts_graphite(n, err, errlen)))
         return rc;
-    sl_log_info(&n->log, "listening addr=%s:%u workers=%d max-keys=%lld", host,
-                sl_server_port(n->server), (int)o->workers, (long long)o->gc_max_keys);
+    start_line(n, host);
     return 0;
 }
 
 static int node_start_options(sl_node *n, char *err, size_t errlen)
 {
     int rc = build(n, err, errlen);
+    sl_log_release(&n->log); /* a start that failed: what it logged, now */
     if (rc) {
         if (n->server) {
             sl_server_shutdown(n->server, 0);

@@ -307,7 +307,8 @@ int sl_nodeparts_engine(sl_node *n, sl_engine_config *ecp, char *err, size_t err
         snprintf(err, errlen, "snapshot timer: %s", strerror(-rc));
         return rc;
     }
-    if ((rc = sl_collectors_engine(&n->collectors, n->metrics, n->engine))) {
+    if ((rc = sl_collectors_engine(&n->collectors, n->metrics, n->engine)) ||
+        (rc = sl_collectors_process(n->metrics))) {
         snprintf(err, errlen, "metrics: %s", strerror(-rc));
         return rc;
     }

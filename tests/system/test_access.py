@@ -72,7 +72,7 @@ def test_killswitch_on_the_client_port_is_gone(node_factory):
 
 
 def admin_port_from_log(node):
-    m = re.search(r"admin listening addr=\S+ port=(\d+)", node.logs())
+    m = re.search(r"admin listening\"? addr=\S+ port=(\d+)", node.logs())
     assert m, node.logs()
     return int(m.group(1))
 
