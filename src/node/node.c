@@ -63,6 +63,10 @@ static void expiry_tick(uv_timer_t *t)
     size_t work = (size_t)n->opts.gc_max_work;
     if (mono >= n->limited_check_ms)
         log_limited_evictions(n, mono);
+    if (mono >= n->history_next_ms) { /* the status page's chart: one sample a second */
+        n->history_next_ms = mono + 1000;
+        sl_statuspage_history_sample(&n->history, n->engine, now);
+    }
     /* gc-collect and gc-collect-free both 0 = no idle collection: keys leave when they expire or
      * are evicted at gc-max-keys */
     if (!n->gc_running && (n->opts.gc_collect_ns > 0 || n->opts.gc_collect_free_ns > 0) &&
@@ -283,6 +287,7 @@ int sl_node_start(int argc, char *const *args, sl_node **out, char *err, size_t 
     if (!n)
         return -ENOMEM;
     sl_topology_init(&n->topology);
+    sl_statuspage_history_init(&n->history);
     /* sl_config_parse wants argv[0]. */
     char **argv = calloc((size_t)argc + 2, sizeof *argv);
     if (!argv) {
@@ -525,6 +530,7 @@ void sl_node_free(sl_node *n)
     sl_server_free(n->server);
     sl_observer_free(n->observer);
     sl_alive_free(n->alive); /* after the server: its last posted steps have run */
+    sl_statuspage_history_destroy(&n->history);
     sl_proxy_free(n->proxy);
     sl_service_free(n->service);
     sl_rlssrc_free(n->rls); /* after the service: its workers' readers are released */

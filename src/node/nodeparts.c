@@ -212,7 +212,9 @@ int sl_nodeparts_admin(sl_node *n, char *err, size_t errlen)
                                                               ? o->advertise_addr : NULL,
                                         .workers = (int)o->workers, .started_ms = sl_wall_ms(),
                                         .engine = n->engine, .router = n->router,
-                                        .protect = n->protect, .quotas = n->quotas}};
+                                        .protect = n->protect, .quotas = n->quotas,
+                                        .service = n->service, .history = &n->history,
+                                        .opts = o}};
     int rc;
     if (o->admin_api) {
         if ((rc = sl_adminsrv_start(&ac, &n->admin, err, errlen)))

@@ -7,8 +7,10 @@ Watch following the HealthCheck verdict, server reflection (v1 and v1alpha) list
 and serving descriptors that python3-protobuf parses. tests/system/js/ does the same with Node's
 @grpc/grpc-js."""
 import gzip
+import json
 import os
 import queue
+import re
 import struct
 import subprocess
 import threading
@@ -19,7 +21,7 @@ import grpc
 import pytest
 from google.protobuf import descriptor_pb2
 
-from conftest import free_port, needs, pb_modules
+from conftest import free_port, http, needs, pb_modules
 from etcdproc import EtcdProc
 
 
@@ -151,7 +153,7 @@ def test_expired_deadline_is_not_decided(node):
         # a deadline in the future is decided as usual
         r = get_rl(ch, g)(g.GetRateLimitsReq(requests=[item(g, unique_key="late")]), timeout=2)
         assert r.responses[0].remaining == 9
-    st, _, body = __import__("conftest").http("GET", "http://%s/metrics" % node.addr)
+    st, _, body = http("GET", "http://%s/metrics" % node.addr)
     assert "sluice_deadline_expired_total 2" in body.decode()
 
 
@@ -197,6 +199,40 @@ def health_stub(ch):
 SERVING, NOT_SERVING, SERVICE_UNKNOWN = 1, 2, 3
 
 
+def admin_status(node):
+    """GET /v1/admin/status on the node's admin listener (the port its log line names)."""
+    m = re.search(r"admin listening\"? addr=(\S+)", node.logs())
+    assert m, node.logs()
+    st, _, body = http("GET", "http://%s/v1/admin/status" % m.group(1))
+    assert st == 200, body
+    return json.loads(body)
+
+
+def test_status_document_history_version_config(node):
+    """The page's chart starts from the server's recent past; version and configuration shown."""
+    g, _ = pb_modules()
+    deadline = time.time() + 10
+    while not admin_status(node)["history"] and time.time() < deadline:  # sampling has begun
+        time.sleep(0.2)
+    with grpc.insecure_channel(node.addr) as ch:
+        for i in range(5):
+            get_rl(ch, g)(g.GetRateLimitsReq(requests=[item(g, unique_key="h%d" % i)]), timeout=5)
+    while time.time() < deadline:
+        doc = admin_status(node)
+        if len(doc["history"]) >= 2 and sum(p["under"] for p in doc["history"]) > 0:
+            break
+        time.sleep(0.3)
+    assert len(doc["history"]) >= 2 and sum(p["under"] for p in doc["history"]) > 0, doc["history"]
+    assert all(set(p) == {"t_ms", "under", "over"} for p in doc["history"])
+    assert doc["node"]["version"] and doc["node"]["commit"]
+    assert doc["config"]["role"] == "limiter" and doc["config"]["store"] == "memory"
+    assert doc["health"]["healthy"] is True
+    _, _, metrics = http("GET", "http://%s/metrics" % node.addr)
+    assert ('sluice_build_info{version="%s",commit="%s"} 1' % (doc["node"]["version"],
+                                                                doc["node"]["commit"])
+            in metrics.decode())
+
+
 def test_health_check_and_watch_serving(node):
     with grpc.insecure_channel(node.addr) as ch:
         check, watch = health_stub(ch)
@@ -233,6 +269,10 @@ def test_health_follows_the_verdict_and_watch_streams_the_change(node_factory):
             with pytest.raises(grpc.RpcError) as err:
                 hc(g.HealthCheckReq(), timeout=5)
             assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+            # the status document says the same (it said healthy here before)
+            st = admin_status(node)
+            assert st["health"]["healthy"] is False
+            assert "quotas not loaded" in st["health"]["reason"]
             got = queue.Queue()
             w = watch("", timeout=60)
             threading.Thread(target=lambda: [got.put(x) for x in w], daemon=True).start()
@@ -241,6 +281,7 @@ def test_health_follows_the_verdict_and_watch_streams_the_change(node_factory):
             assert got.get(timeout=30) == SERVING
             assert check("", timeout=5) == SERVING
             assert hc(g.HealthCheckReq(), timeout=5).status == "healthy"
+            assert admin_status(node)["health"]["healthy"] is True
             w.cancel()
     finally:
         e.close()
