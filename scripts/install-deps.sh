@@ -42,6 +42,7 @@ TEST=(
   chromium chromium-driver
   redis-server redis-tools
   systemd
+  nodejs npm
 )
 BENCH=(python3 nginx-light wrk nghttp2-client openssl redis-server redis-tools valgrind
        protobuf-compiler python3-protobuf)
