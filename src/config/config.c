@@ -13,6 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "config/opt_int.h"
+
 /* The offset of a field, and a compile error if the field's type is not T: the table cannot point
  * an option of one type at a field of another. */
 #define FIELD(f, T)                                                                                \
@@ -298,6 +300,11 @@ static const sl_opt daemon_opts[] = {
      .offset = FIELD(rls_response_headers, bool), .def = "false", .group = G_QUOTAS,
      .help = "ShouldRateLimit answers carry RateLimit-Limit, -Remaining and -Reset for Envoy to "
              "add to the response"},
+    {.name = "rls-all-or-nothing", .type = SL_OPT_BOOL,
+     .offset = FIELD(rls_all_or_nothing, bool), .def = "false", .group = G_QUOTAS,
+     .help = "a ShouldRateLimit call is counted only if every descriptor passes (a rejected call "
+             "gives back what it took); envoyproxy/ratelimit's "
+             "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true in the environment sets it too"},
     {.name = "rls-max-descriptors", .type = SL_OPT_INT,
      .offset = FIELD(rls_max_descriptors, int64_t), .def = "1000", .min = 1, .max = 100000,
      .group = G_QUOTAS, .help = "most descriptors in one ShouldRateLimit request"},
@@ -728,6 +735,12 @@ int sl_config_parse(sl_options *o, int argc, char *const *argv, char *const *env
         if ((rc = sl_opt_load_file(t, o, path, err, errlen)) != 0)
             return rc;
     }
+    /* envoyproxy/ratelimit's own variable, under sluice's variable and flag */
+    const char *stop = sl_opt_getenv(envp, "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT");
+    if (stop != NULL &&
+        (rc = sl_opt_apply(o, sl_opt_find(t, "rls-all-or-nothing"), stop, false,
+                           "env STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", err, errlen)) != 0)
+        return rc;
     if ((rc = sl_opt_load_env(t, o, envp, err, errlen)) != 0)
         return rc;
     if ((rc = sl_opt_load_args(t, o, argc, argv, err, errlen)) != 0)

@@ -167,9 +167,11 @@ SL_SVC_HIDDEN void sl_service_watch_stop(sl_service *s, int worker);
 /* The call's deadline and answer encoding from its request (service.c). */
 SL_SVC_HIDDEN void sl_service_call_grpc(sl_call *c, const sl_http_request *rq);
 
-/* node/servicerls.c: Envoy RLS v3 ShouldRateLimit. */
+/* node/servicerls.c: Envoy RLS v3 ShouldRateLimit, over gRPC (T_GRPC) or as envoyproxy/ratelimit's
+ * POST /json (T_HTTP). */
 SL_SVC_HIDDEN void sl_service_should_rate_limit(sl_service *s, sl_exchange *ex,
-                                                const sl_http_request *rq, int64_t t0);
+                                                const sl_http_request *rq, int transport,
+                                                int64_t t0);
 
 /* ---- static inline helpers of the per-request path ---------------------------------------- */
 
