@@ -69,7 +69,7 @@ def test_exhausted_key_stays_exhausted_across_restart(node_factory):
     for a in ALGS:
         r = get_rate_limits(n.addr, [rl("k-" + a, hits=0, algorithm=a)])[0]
         assert remaining(r) <= before[a], (a, r, before[a])
-    assert "snapshot loaded keys=%d " % (1 + len(ALGS)) in n.logs()
+    assert "snapshot loaded\" keys=%d " % (1 + len(ALGS)) in n.logs()
 
 
 def test_snapshot_period_writes_while_running(node_factory):
