@@ -346,6 +346,9 @@ void sl_exchange_finish_request(sl_exchange *ex, sl_http_proto proto)
     }
     r->headers = ex->hview;
     r->nheaders = ex->nh;
+    r->grpc_encoding = ex->h_enc ? &ex->hview[ex->h_enc - 1] : NULL;
+    r->grpc_accept_encoding = ex->h_accept ? &ex->hview[ex->h_accept - 1] : NULL;
+    r->grpc_timeout = ex->h_timeout ? &ex->hview[ex->h_timeout - 1] : NULL;
     r->body = ex->body_len ? (const uint8_t *)a + ex->body_off : (const uint8_t *)"";
     r->body_len = ex->body_len;
     r->proto = proto;
@@ -597,18 +600,20 @@ static int grpc_status_fields(sl_http_header *out, char *num, sl_buf *enc, int g
 int sl_exchange_respond_grpc(sl_exchange *ex, const void *msg, size_t msg_len, int grpc_status,
                              const char *grpc_message)
 {
-    return sl_exchange_respond_grpc_enc(ex, msg, msg_len, grpc_status, grpc_message, NULL);
+    return sl_exchange_respond_grpc_enc(ex, msg, msg_len, grpc_status, grpc_message, NULL, false);
 }
 
 int sl_exchange_respond_grpc_enc(sl_exchange *ex, const void *msg, size_t msg_len,
-                                 int grpc_status, const char *grpc_message, const char *encoding)
+                                 int grpc_status, const char *grpc_message, const char *encoding,
+                                 bool advertise)
 {
     char num[12];
     sl_buf enc;
     sl_buf_init(&enc, 4 * GRPC_MESSAGE_MAX);
-    sl_http_header h[3] = {SL_HTTP_HEADER("content-type", "application/grpc"),
-                           SL_HTTP_HEADER("grpc-accept-encoding", SL_GRPC_ACCEPT_ENCODING)};
-    size_t nh = 2;
+    sl_http_header h[3] = {SL_HTTP_HEADER("content-type", "application/grpc")};
+    size_t nh = 1;
+    if (advertise || encoding) /* HPACK makes it ~750 instructions an answer: when it matters */
+        h[nh++] = SL_HTTP_HEADER("grpc-accept-encoding", SL_GRPC_ACCEPT_ENCODING);
     if (encoding)
         h[nh++] = (sl_http_header){"grpc-encoding", 13, encoding, strlen(encoding)};
     sl_http_header tr[2];

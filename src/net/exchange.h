@@ -62,6 +62,9 @@ typedef struct sl_http_request {
     sl_http_proto proto;
     bool grpc;                    /* HTTP/2 POST with content-type application/grpc* */
     bool early;                   /* dispatched at its headers (sl_http_early_cb): no body yet */
+    /* HTTP/2: the gRPC fields every call reads, found while the header block was decoded (NULL
+     * when absent), so that no handler scans the headers for them */
+    const sl_http_header *grpc_encoding, *grpc_accept_encoding, *grpc_timeout;
     const struct sockaddr *peer;  /* client address (AF_INET/AF_INET6), NULL if unknown */
 } sl_http_request;
 
@@ -86,7 +89,7 @@ typedef struct sl_http_ctx sl_http_ctx;
 typedef void (*sl_http_handler)(void *ud, sl_exchange *ex);
 typedef void (*sl_exchange_cancel_cb)(void *ud, sl_exchange *ex);
 /* HTTP/2 gRPC only: asked when a request's header block has ended and its body has not, with
- * the request's view (method, path, headers; no body). True: hand it to the handler now
+ * the request's method and path (nothing else of the view is set). True: hand it to the handler now
  * (request->early is set), e.g. to answer an unknown method with UNIMPLEMENTED without waiting
  * for a body the client may never end, or to serve a bidirectional stream
  * (sl_exchange_set_recv). False: as usual, when the request is complete. */
@@ -181,11 +184,15 @@ int sl_exchange_respond_simple(sl_exchange *ex, int status, const char *content_
  * 1 KiB. */
 int sl_exchange_respond_grpc(sl_exchange *ex, const void *msg, size_t msg_len, int grpc_status,
                              const char *grpc_message);
-/* The same with grpc-encoding: `encoding` (NULL: none), for a message compressed with it. */
+/* The same with grpc-encoding: `encoding` (NULL: none), for a message compressed with it, and
+ * grpc-accept-encoding: SL_GRPC_ACCEPT_ENCODING when `advertise` or `encoding` (for a client that
+ * negotiates encodings: it sent grpc-accept-encoding or grpc-encoding). */
 int sl_exchange_respond_grpc_enc(sl_exchange *ex, const void *msg, size_t msg_len,
-                                 int grpc_status, const char *grpc_message, const char *encoding);
-/* A trailers-only gRPC answer (one HEADERS frame carrying grpc-status), for errors. Every gRPC
- * answer made here carries grpc-accept-encoding: SL_GRPC_ACCEPT_ENCODING. */
+                                 int grpc_status, const char *grpc_message, const char *encoding,
+                                 bool advertise);
+/* A trailers-only gRPC answer (one HEADERS frame carrying grpc-status), for errors. It carries
+ * grpc-accept-encoding: SL_GRPC_ACCEPT_ENCODING, so that a client whose encoding was refused
+ * falls back. */
 int sl_exchange_respond_grpc_status(sl_exchange *ex, int grpc_status, const char *grpc_message);
 
 /* ---- server streaming (HTTP/2 only): one answer sent as it is made ----
@@ -295,6 +302,7 @@ struct sl_exchange {
     bool streaming;              /* h2: answer sent as it is pushed (sl_exchange_stream_open) */
     bool stream_end;             /* streaming: closed; trailers follow the queued bytes */
     bool rst_after;              /* h2: answered at its headers: RST_STREAM(NO_ERROR) once sent */
+    uint8_t h_enc, h_accept, h_timeout; /* h2: 1 + the index of those headers (0: absent) */
     uint16_t reject;             /* status to answer instead of dispatching (413/431/400) */
     const char *method_static;   /* h1 method name from llhttp (static string) */
     uint32_t method_off, method_len, path_off, path_len;

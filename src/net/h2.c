@@ -176,9 +176,13 @@ static void maybe_early(sl_h2 *h, sl_exchange *ex)
     sl_http_ctx *ctx = h->c->ctx;
     if (!ctx->early || ex->state != SL_EX_RECV || ex->queued)
         return;
-    sl_exchange_finish_request(ex, SL_HTTP_2);
-    if (!ctx->early(ctx->handler_ud, &ex->req))
+    /* the question on the path alone (the whole view is made only for a request taken now) */
+    const char *a = (const char *)ex->arena.data;
+    sl_http_request peek = {.method = "POST", .method_len = 4, .path = a ? a + ex->path_off : "",
+                            .path_len = a ? ex->path_len : 0, .proto = SL_HTTP_2, .grpc = true};
+    if (!ctx->early(ctx->handler_ud, &peek))
         return;
+    sl_exchange_finish_request(ex, SL_HTTP_2);
     ex->req.early = true;
     stop_receiving(h, ex);
     sl_net_stat_add(ctx, SL_NET_REQUESTS_H2, 1);
@@ -275,6 +279,16 @@ static int on_header(nghttp2_session *ss, const nghttp2_frame *frame, const uint
     if (namelen == 12 && !memcmp(name, "content-type", 12) && valuelen >= 16 &&
         !memcmp(value, "application/grpc", 16))
         ex->req.grpc = true; /* confirmed against the method when the block ends */
+    /* the gRPC fields a call reads: the first of each, among the first 254 fields */
+    else if (namelen >= 12 && name[0] == 'g' && ex->nh < 255) {
+        uint8_t idx = (uint8_t)(ex->nh + 1);
+        if (namelen == 13 && !memcmp(name, "grpc-encoding", 13) && !ex->h_enc)
+            ex->h_enc = idx;
+        else if (namelen == 12 && !memcmp(name, "grpc-timeout", 12) && !ex->h_timeout)
+            ex->h_timeout = idx;
+        else if (namelen == 20 && !memcmp(name, "grpc-accept-encoding", 20) && !ex->h_accept)
+            ex->h_accept = idx;
+    }
     if (put_str(ex, name, namelen, &noff) || put_str(ex, value, valuelen, &voff))
         goto big;
     if (sl_exchange_add_header(ex, noff, (uint32_t)namelen, voff, (uint32_t)valuelen))

@@ -345,7 +345,7 @@ static void rate_limits_done(void *ud, sl_batch *b)
 /* The request's grpc-encoding (absent: identity). */
 static sl_grpczip_enc request_encoding(const sl_http_request *rq)
 {
-    const sl_http_header *h = sl_http_header_find(rq, "grpc-encoding");
+    const sl_http_header *h = rq->grpc_encoding;
     return h ? sl_grpczip_parse(h->value, h->value_len) : SL_GRPCZIP_IDENTITY;
 }
 
@@ -356,7 +356,7 @@ static uint8_t answer_encoding(const sl_http_request *rq)
     sl_grpczip_enc e = request_encoding(rq);
     if (e == SL_GRPCZIP_IDENTITY || e == SL_GRPCZIP_UNSUPPORTED)
         return SL_GRPCZIP_IDENTITY;
-    const sl_http_header *a = sl_http_header_find(rq, "grpc-accept-encoding");
+    const sl_http_header *a = rq->grpc_accept_encoding;
     return a && sl_grpczip_accepts(a->value, a->value_len, e) ? (uint8_t)e : SL_GRPCZIP_IDENTITY;
 }
 
@@ -379,7 +379,9 @@ int sl_service_respond_grpc_msg(sl_call *c, sl_buf *framed)
             }
         } /* else: uncompressed, which every client takes */
     }
-    sl_exchange_respond_grpc_enc(c->ex, body->data, body->len, SL_GRPC_OK, NULL, encname);
+    const sl_http_request *rq = sl_exchange_request(c->ex);
+    sl_exchange_respond_grpc_enc(c->ex, body->data, body->len, SL_GRPC_OK, NULL, encname,
+                                 rq->grpc_accept_encoding || rq->grpc_encoding);
     count_call(s, c->method, T_GRPC, SL_GRPC_OK, c->t0);
     return 0;
 }
@@ -388,7 +390,7 @@ int sl_service_respond_grpc_msg(sl_call *c, sl_buf *framed)
 static int request_deadline(const sl_http_request *rq, int64_t t0, int64_t *deadline)
 {
     *deadline = 0;
-    const sl_http_header *h = sl_http_header_find(rq, "grpc-timeout");
+    const sl_http_header *h = rq->grpc_timeout;
     if (!h)
         return 0;
     int64_t ms;
