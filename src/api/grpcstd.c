@@ -37,9 +37,17 @@ static int put_varint_field(sl_buf *out, uint32_t field, uint64_t v)
 
 /* ---- health ---- */
 
+/* An empty message may come as NULL: read it as "" (no arithmetic on a null pointer). */
+static sl_pb_rd reader(const uint8_t *msg, size_t n)
+{
+    if (!msg)
+        msg = (const uint8_t *)"", n = 0;
+    return (sl_pb_rd){msg, msg + n};
+}
+
 int sl_grpcstd_health_decode(const uint8_t *msg, size_t n, const char **svc, size_t *svc_len)
 {
-    sl_pb_rd r = {msg, msg + n};
+    sl_pb_rd r = reader(msg, n);
     *svc = "";
     *svc_len = 0;
     while (r.p < r.end) {
@@ -70,7 +78,7 @@ int sl_grpcstd_health_encode(int status, sl_buf *out)
 int sl_grpcstd_refl_decode(const uint8_t *msg, size_t n, sl_grpcstd_refl_req *req)
 {
     memset(req, 0, sizeof *req);
-    sl_pb_rd r = {msg, msg + n};
+    sl_pb_rd r = reader(msg, n);
     while (r.p < r.end) {
         uint32_t f;
         unsigned wt;
@@ -260,7 +268,7 @@ int sl_grpcstd_refl_new(const uint8_t *set, size_t n, sl_grpcstd_refl **out)
     sl_grpcstd_refl *r = calloc(1, sizeof *r);
     if (!r)
         return -ENOMEM;
-    sl_pb_rd rd = {set, set + n};
+    sl_pb_rd rd = reader(set, n);
     int rc = 0;
     while (!rc && rd.p < rd.end) {
         uint32_t f;
