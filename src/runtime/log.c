@@ -125,14 +125,15 @@ static void puts_(line_buf *b, const char *s)
     put(b, s, strlen(s));
 }
 
-/* A value needs quotes in logfmt: empty, or holding a space, '=', '"', '\', a control byte. */
+/* A value needs quotes in logfmt (go-logfmt's rule): empty, or holding a space or control byte,
+ * '=' or '"'. A backslash alone does not: sl_log_field's \xNN stay as they are, unquoted. */
 static bool needs_quotes(const char *s, size_t n)
 {
     if (!n)
         return true;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c <= ' ' || c == '=' || c == '"' || c == '\\' || c == 0x7f)
+        if (c <= ' ' || c == '=' || c == '"' || c == 0x7f)
             return true;
     }
     return false;
@@ -204,7 +205,7 @@ static void put_field(line_buf *b, bool json, const char *k, size_t kn, const ch
     if (needs_quotes(v, vn))
         put_quoted(b, v, vn, false);
     else
-        put_escaped(b, v, vn, false);
+        put(b, v, vn); /* nothing in it to escape */
 }
 
 /* Does a key= start at s? A key: a letter or '_', then letters, digits, '_', '-', '.'. */
