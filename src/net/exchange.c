@@ -657,6 +657,12 @@ int sl_exchange_respond_grpc_status(sl_exchange *ex, int grpc_status, const char
     return rc;
 }
 
+void sl_exchange_set_drain(sl_exchange *ex, sl_exchange_cancel_cb cb, void *ud)
+{
+    ex->drain_cb = cb;
+    ex->drain_ud = ud;
+}
+
 void sl_exchange_set_recv(sl_exchange *ex, sl_exchange_recv_cb cb, void *ud)
 {
     ex->recv_cb = cb;

@@ -218,6 +218,11 @@ size_t sl_exchange_stream_queued(const sl_exchange *ex);
  * 0 or -ENOTCONN (a no-op), -EINVAL, -ENOMEM. */
 int sl_exchange_stream_close(sl_exchange *ex, const sl_http_header *trailers, size_t ntrailers);
 
+/* Told once, on the loop thread, when the connection starts draining (the server shuts down, or
+ * sends GOAWAY) while the handler still owes this answer: a stream that would stay open (a
+ * watch) ends now with its own last words instead of holding the drain to its grace period. */
+void sl_exchange_set_drain(sl_exchange *ex, sl_exchange_cancel_cb cb, void *ud);
+
 /* Take the rest of an early-dispatched request's body through cb (see sl_exchange_recv_cb);
  * without it, what follows the headers of such a request is dropped. */
 void sl_exchange_set_recv(sl_exchange *ex, sl_exchange_recv_cb cb, void *ud);
@@ -333,6 +338,8 @@ struct sl_exchange {
     sl_exchange_cancel_cb cancel_cb;
     void *cancel_ud;
     void *user;
+    sl_exchange_cancel_cb drain_cb; /* the connection drains (sl_exchange_set_drain) */
+    void *drain_ud;
     sl_exchange_recv_cb recv_cb; /* an early-dispatched request's body, as it comes */
     void *recv_ud;
     const char *peer_identity;   /* the connection's (conn.h); read only while owner != NULL */

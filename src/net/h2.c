@@ -736,6 +736,27 @@ static void h2_shutdown(sl_proto *s)
      * the client may retry them elsewhere. */
     nghttp2_submit_goaway(h->ss, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(h->ss),
                           NGHTTP2_NO_ERROR, NULL, 0);
+    /* Streams the handler would keep open (watches) end now. A callback closes its exchange,
+     * which stays on the list until nghttp2 closes the stream, so walk a snapshot of the ones
+     * to tell (bounded by the connection's streams). */
+    size_t n = 0;
+    for (sl_exchange *ex = h->all; ex; ex = ex->next)
+        n += ex->state == SL_EX_DISPATCHED && ex->drain_cb;
+    if (n) {
+        sl_exchange **tell = malloc(n * sizeof *tell);
+        size_t k = 0;
+        for (sl_exchange *ex = h->all; tell && ex && k < n; ex = ex->next)
+            if (ex->state == SL_EX_DISPATCHED && ex->drain_cb)
+                tell[k++] = ex;
+        for (size_t i = 0; i < k; i++) {
+            sl_exchange *ex = tell[i];
+            sl_exchange_cancel_cb cb = ex->drain_cb;
+            ex->drain_cb = NULL;
+            if (cb && ex->state == SL_EX_DISPATCHED)
+                cb(ex->drain_ud, ex);
+        }
+        free(tell);
+    }
     send_out(h);
 }
 

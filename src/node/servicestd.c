@@ -38,6 +38,7 @@ static void close_stream(sl_exchange *ex, int code, const char *msg)
     sl_http_header t[2] = {{"grpc-status", 11, num, n > 0 ? (size_t)n : 0},
                            {"grpc-message", 12, msg ? msg : "", msg ? strlen(msg) : 0}};
     sl_exchange_set_cancel(ex, NULL, NULL);
+    sl_exchange_set_drain(ex, NULL, NULL);
     sl_exchange_set_recv(ex, NULL, NULL);
     sl_exchange_stream_close(ex, t, msg && *msg ? 2 : 1);
 }
@@ -103,6 +104,19 @@ static void watch_cancel(void *ud, sl_exchange *ex)
 {
     (void)ex;
     watch_end(ud, SL_GRPC_CANCELLED, NULL); /* a no-op close that releases the exchange */
+}
+
+static int watch_send(sl_watch *w, int status);
+
+/* The server drains: the watcher is told NOT_SERVING, as grpc-go's health server does on
+ * shutdown, and the stream ends UNAVAILABLE so that it reconnects elsewhere. */
+static void watch_drain(void *ud, sl_exchange *ex)
+{
+    (void)ex;
+    sl_watch *w = ud;
+    if (w->known && w->last != SL_GRPCSTD_NOT_SERVING)
+        watch_send(w, SL_GRPCSTD_NOT_SERVING);
+    watch_end(w, SL_GRPC_UNAVAILABLE, "the server is shutting down");
 }
 
 static int watch_send(sl_watch *w, int status)
@@ -186,6 +200,7 @@ static void watch_open(sl_service *s, sl_exchange *ex, bool known, int64_t t0)
     p->watches = w;
     p->nwatches++;
     sl_exchange_set_cancel(ex, watch_cancel, w);
+    sl_exchange_set_drain(ex, watch_drain, w);
     if (watch_send(w, known ? status_of(s) : SL_GRPCSTD_SERVICE_UNKNOWN))
         watch_end(w, SL_GRPC_RESOURCE_EXHAUSTED, "could not send the status");
 }
@@ -250,6 +265,12 @@ static void refl_end(refl_stream *r, int code, const char *msg)
     sl_buf_free(&r->in);
     sl_buf_free(&r->out);
     free(r);
+}
+
+static void refl_drained(void *ud, sl_exchange *ex)
+{
+    (void)ex;
+    refl_end(ud, SL_GRPC_UNAVAILABLE, "the server is shutting down");
 }
 
 static void refl_cancel(void *ud, sl_exchange *ex)
@@ -343,6 +364,7 @@ void sl_service_reflection(sl_service *s, sl_exchange *ex, const sl_http_request
     sl_buf_init(&r->in, s->cfg.gub.max_msg + SL_GRPC_HDR_LEN);
     sl_buf_init(&r->out, 0);
     sl_exchange_set_cancel(ex, refl_cancel, r);
+    sl_exchange_set_drain(ex, refl_drained, r);
     if (rq->early) {
         sl_exchange_set_recv(ex, refl_recv, r); /* the requests as they come */
         return;

@@ -11,6 +11,7 @@ import json
 import os
 import queue
 import re
+import signal
 import struct
 import subprocess
 import threading
@@ -369,3 +370,22 @@ def test_reflection_lists_services_and_serves_descriptors(node, version):
         a = dict(read_fields(answers.get(timeout=5)))
         assert dict(read_fields(a[7]))[1] == 5  # NOT_FOUND
         reqs.put(None)
+
+
+def test_watch_ends_at_shutdown(node_factory):
+    """A Watch does not hold the drain to its grace period: at SIGTERM the watcher hears
+    NOT_SERVING and the stream ends UNAVAILABLE, and sluiced stops at once."""
+    node = node_factory(["--standalone", "--workers", "1", "--shutdown-timeout", "10s"])
+    with grpc.insecure_channel(node.addr) as ch:
+        _, watch = health_stub(ch)
+        w = watch("", timeout=30)
+        assert next(w) == SERVING
+        t0 = time.monotonic()
+        node.signal(signal.SIGTERM)
+        node.proc.wait(15)
+        took = time.monotonic() - t0
+        assert next(w) == NOT_SERVING
+        with pytest.raises(grpc.RpcError) as e:
+            next(w)
+        assert e.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert took < 3, took  # not the 10 s grace
