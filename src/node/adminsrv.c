@@ -37,6 +37,7 @@ struct sl_adminsrv {
     sl_server *server;
     sl_metrics_counter *outcomes[O_COUNT];
     char bound[80];   /* TCP: "ip:port" / "[v6]:port" as bound (the port read back); "": Unix */
+    char sock[108];   /* the Unix socket's path (cfg.socket_path points here); "": TCP */
     bool tls;
 };
 
@@ -401,6 +402,10 @@ int sl_adminsrv_start(const sl_adminsrv_config *cfg, sl_adminsrv **out, char *er
         return -ENOMEM;
     a->cfg = *cfg;
     a->cfg.tls = NULL; /* the server takes its own reference */
+    if (on_unix) { /* the caller's path may not outlive the call */
+        snprintf(a->sock, sizeof a->sock, "%s", cfg->socket_path);
+        a->cfg.socket_path = a->sock;
+    }
     a->tls = !on_unix && cfg->admin && cfg->tls;
     int rc = has_token ? read_token(cfg->token_file, &a->token, &a->token_len, err, errlen) : 0;
     if (!rc && (rc = register_metrics(a)))
@@ -445,6 +450,11 @@ int sl_adminsrv_set_tls(sl_adminsrv *a, sl_tls_ctx *ctx)
     if (!a || !a->tls)
         return -EINVAL;
     return sl_server_set_tls(a->server, ctx);
+}
+
+const char *sl_adminsrv_socket(const sl_adminsrv *a)
+{
+    return a && a->sock[0] ? a->sock : NULL;
 }
 
 uint16_t sl_adminsrv_port(const sl_adminsrv *a)

@@ -53,6 +53,8 @@ typedef struct sl_adminsrv_config {
 /* Read the token, bind and serve: 0, or a negative errno with the reason in err. */
 int sl_adminsrv_start(const sl_adminsrv_config *cfg, sl_adminsrv **out, char *err, size_t errlen);
 uint16_t sl_adminsrv_port(const sl_adminsrv *a);
+/* The Unix socket's path, or NULL for a TCP listener. */
+const char *sl_adminsrv_socket(const sl_adminsrv *a);
 /* SIGHUP: the TLS context for connections accepted from now on (a TLS listener only): 0, or
  * -EINVAL on a listener without TLS. */
 int sl_adminsrv_set_tls(sl_adminsrv *a, sl_tls_ctx *ctx);

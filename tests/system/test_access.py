@@ -85,8 +85,8 @@ def test_admin_is_on_a_unix_socket_by_default(node_factory):
     node = node_factory(["--workers", "1"])
     mode = os.stat(node.admin_socket).st_mode
     assert stat.S_ISSOCK(mode) and stat.S_IMODE(mode) == 0o600
-    assert "admin listening socket=%s" % node.admin_socket in node.logs()
-    assert "admin listening addr=" not in node.logs()  # no TCP admin listener without --admin-addr
+    assert 'msg="admin listening" socket=%s' % node.admin_socket in node.logs()
+    assert 'msg="admin listening" addr=' not in node.logs()  # no TCP listener without admin-addr
     assert node.admin("GET", "/v1/admin/killswitch")[0] == 200
     assert get_rate_limits(node, [ITEM, ITEM]) == ["UNDER_LIMIT", "OVER_LIMIT"]
     assert node.admin("POST", "/v1/admin/killswitch", json.dumps({"name": "*", "on": True}))[0] \
@@ -154,7 +154,7 @@ def test_admin_token(node_factory, tmp_path):
     admin = "127.0.0.1:%d" % free_port()
     node = node_factory(["--workers", "1", "--admin-addr", admin,
                          "--admin-token-file", str(tok)])
-    assert "admin listening addr=%s port=%s token=yes tls=no" % (admin, admin.split(":")[1]) \
+    assert 'msg="admin listening" addr=%s port=%s token=yes tls=no' % (admin, admin.split(":")[1]) \
         in node.logs()
     assert get_rate_limits(node, [ITEM, ITEM]) == ["UNDER_LIMIT", "OVER_LIMIT"]
     # on TCP every call needs the token
@@ -463,7 +463,7 @@ def test_sighup_reloads_tokens_and_admin_token(node_factory, tmp_path):
     tokens.write_text("tok-gamma-0123456789abcdef gamma gamma_\n")
     admin_tok.write_text(new_admin + "\n")
     node.signal(signal.SIGHUP)
-    wait_log(node, "reload: client identities read again count=1")
+    wait_log(node, "reload: client identities read again\" count=1")
     wait_log(node, "reload: admin token read again")
     # every worker: several connections (each call is a new one)
     for _ in range(6):

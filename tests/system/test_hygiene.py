@@ -39,7 +39,7 @@ def crash(tmp_path, *args):
                             cwd=str(tmp_path), preexec_fn=unlimited, stdout=log,
                             stderr=subprocess.STDOUT)
     try:
-        assert wait_for(lambda: "listening addr=" in open(log.name).read(), 10), \
+        assert wait_for(lambda: 'msg="sluiced started"' in open(log.name).read(), 10), \
             open(log.name).read()
         proc.send_signal(signal.SIGABRT)
         proc.wait(30)
@@ -128,7 +128,7 @@ def test_snapshot_authenticated_with_the_cluster_secret(node_factory, tmp_path):
         data = f.read()
     assert data[-40:-32] == b"SLMAC1\0\0"  # the trailer with the tag
     n = node(s1)
-    assert "snapshot loaded keys=1" in n.logs(), n.logs()
+    assert 'msg="snapshot loaded" keys=1' in n.logs(), n.logs()
     n.stop()
     n = node(s2)
     assert "not authenticated by the cluster secret" in n.logs(), n.logs()
@@ -139,5 +139,5 @@ def test_snapshot_authenticated_with_the_cluster_secret(node_factory, tmp_path):
     n.stop()
     s2.write_text("snapshot-secret-two-0123456789\nsnapshot-secret-one-0123456789\n")
     n = node(s2)
-    assert "snapshot loaded keys=" in n.logs(), n.logs()
+    assert 'msg="snapshot loaded" keys=' in n.logs(), n.logs()
     n.stop()

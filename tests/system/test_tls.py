@@ -688,7 +688,8 @@ def test_admin_listener_off_loopback_speaks_tls(node_factory, certs, tmp_path):
     port = free_port()
     n = start_tls(node_factory, certs, "--admin-addr", "0.0.0.0:%d" % port,
                   "--admin-token-file", tok)
-    assert "admin listening addr=0.0.0.0:%d port=%d token=yes tls=yes" % (port, port) in n.logs()
+    assert 'msg="admin listening" addr=0.0.0.0:%d port=%d token=yes tls=yes' % (port, port) \
+        in n.logs()
 
     from conftest import SLUICE
     raw = socket.create_connection(("127.0.0.1", port), timeout=5)
