@@ -10,7 +10,6 @@ import gzip
 import json
 import os
 import queue
-import re
 import signal
 import struct
 import subprocess
@@ -201,10 +200,8 @@ SERVING, NOT_SERVING, SERVICE_UNKNOWN = 1, 2, 3
 
 
 def admin_status(node):
-    """GET /v1/admin/status on the node's admin listener (the port its log line names)."""
-    m = re.search(r"admin listening\"? addr=(\S+)", node.logs())
-    assert m, node.logs()
-    st, _, body = http("GET", "http://%s/v1/admin/status" % m.group(1))
+    """GET /v1/admin/status on the node's admin socket."""
+    st, _, body = node.admin("GET", "/v1/admin/status")
     assert st == 200, body
     return json.loads(body)
 
