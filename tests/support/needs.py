@@ -53,6 +53,7 @@ PACKAGES = {
     "debootstrap": "debootstrap",
     "nginx": "nginx-light",
     "h2load": "nghttp2-client",
+    "umoci": "umoci",
 }
 
 # Python module -> Debian package (for /usr/bin/python3)
