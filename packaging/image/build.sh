@@ -38,9 +38,11 @@ REVISION=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)
 EPOCH=${SOURCE_DATE_EPOCH:-$(git -C "$ROOT" log -1 --format=%ct 2>/dev/null || date +%s)}
 CREATED=$(date -u -d "@$EPOCH" +%Y-%m-%dT%H:%M:%SZ)
 UID_=65532
+ARCH=$(dpkg --print-architecture)
+MULTIARCH=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
 PORT=5454
 
-for tool in umoci ldd strip dpkg-query; do
+for tool in umoci ldd strip dpkg dpkg-query; do
   command -v "$tool" >/dev/null || { echo "image: $tool is missing (scripts/install-deps.sh image)" >&2; exit 1; }
 done
 for prog in sluiced sluice; do
@@ -70,8 +72,9 @@ done
 libs=$( { ldd "$BUILD/bin/sluiced"; ldd "$BUILD/bin/sluice"; } |
         awk '/=> \// {print $3} /^[[:space:]]*\/[^ ]*ld-linux/ {print $1}' | sort -u)
 # glibc loads libgcc_s at run time for thread cancellation and unwinding
-gcc_s=$(ldconfig -p | awk '/libgcc_s.so.1 .*x86-64|libgcc_s.so.1 \(libc6,/ {print $NF; exit}')
-[ -n "$gcc_s" ] && libs="$libs $gcc_s"
+for gcc_s in "/lib/$MULTIARCH/libgcc_s.so.1" "/usr/lib/$MULTIARCH/libgcc_s.so.1"; do
+  if [ -e "$gcc_s" ]; then libs="$libs $gcc_s"; break; fi
+done
 pkgs=()
 for lib in $libs; do
   mkdir -p "$RFS$(dirname "$lib")"
@@ -80,7 +83,10 @@ for lib in $libs; do
   pkg=$(dpkg-query -S "$lib" 2>/dev/null || dpkg-query -S "$(readlink -f "$lib")" 2>/dev/null || true)
   [ -n "$pkg" ] && pkgs+=("${pkg%%:*}")
 done
-chmod 0755 "$RFS"/lib64/ld-linux-* 2>/dev/null || true
+# the loader (the programs' PT_INTERP) runs; the libraries need not
+loader=$(ldd "$BUILD/bin/sluiced" | awk '/^[[:space:]]*\/[^ ]*ld-linux/ {l = $1} END {print l}')
+[ -n "$loader" ] || { echo "image: ldd names no dynamic loader for sluiced" >&2; exit 1; }
+chmod 0755 "$RFS$loader"
 for pkg in $(printf '%s\n' "${pkgs[@]}" | sort -u); do
   if [ -f "/usr/share/doc/$pkg/copyright" ]; then
     mkdir -p "$RFS/usr/share/doc/$pkg"
@@ -127,7 +133,7 @@ umoci insert "${ROOTLESS[@]}" --image "$LAYOUT:$TAG" --history.created "$CREATED
   --history.created_by "packaging/image/build.sh" "$RFS" /
 umoci config --image "$LAYOUT:$TAG" --created "$CREATED" --history.created "$CREATED" \
   --history.created_by "packaging/image/build.sh" \
-  --os linux --architecture amd64 \
+  --os linux --architecture "$ARCH" \
   --config.user "$UID_:$UID_" \
   --config.entrypoint /usr/bin/sluiced \
   --config.cmd --listen-addr --config.cmd "0.0.0.0:$PORT" \
