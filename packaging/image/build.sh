@@ -16,14 +16,17 @@
 #   /var/lib/sluice, /run/sluice, /tmp   writable by sluice (state, sockets)
 #   /usr/share/doc/...                   sluice's LICENSE and NOTICE, each library's copyright file
 #
-# The dynamically linked programs, not the static sluiced of `make static`: that one is built
-# without libcurl, so it refuses the etcd control plane and --discovery k8s, which
-# docs/deploy/k8s.yaml uses; the CLI is not built statically either.
+# By default the dynamically linked programs, not the static sluiced of `make static`: that one
+# is built without libcurl, so it refuses the etcd control plane and --discovery k8s, which
+# docs/deploy/k8s.yaml uses, and the CLI is not built statically. IMAGE_STATIC=1 (make
+# image-static) makes the smaller image of the static sluiced alone instead: no loader, no
+# libraries (their copyright files are those of the static archives it was linked with), no CLI.
 #
-#   build.sh BUILD_DIR OUT_DIR TAG [SOURCE]
+#   [IMAGE_STATIC=1] build.sh BUILD_DIR OUT_DIR TAG [SOURCE]
 #
-# writes OUT_DIR/sluice (the OCI layout, reference TAG) and OUT_DIR/sluice-TAG.oci.tar (the same
-# layout as an OCI archive: skopeo's oci-archive:, podman load, ctr images import).
+# writes OUT_DIR/sluice (OUT_DIR/sluice-static with IMAGE_STATIC=1: the OCI layout, reference
+# TAG) and OUT_DIR/sluice-TAG.oci.tar (the same layout as an OCI archive: skopeo's oci-archive:,
+# podman load, ctr images import).
 set -euo pipefail
 BUILD=${1:?usage: build.sh BUILD_DIR OUT_DIR TAG [SOURCE]}
 OUT=${2:?usage: build.sh BUILD_DIR OUT_DIR TAG [SOURCE]}
@@ -41,13 +44,18 @@ UID_=65532
 ARCH=$(dpkg --print-architecture)
 MULTIARCH=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
 PORT=5454
+STATIC=${IMAGE_STATIC:-0}
+if [ "$STATIC" = 1 ]; then PROGS=(sluiced); NAME=sluice-static; else PROGS=(sluiced sluice); NAME=sluice; fi
 
-for tool in umoci ldd strip dpkg dpkg-query; do
+for tool in umoci ldd strip readelf dpkg dpkg-query; do
   command -v "$tool" >/dev/null || { echo "image: $tool is missing (scripts/install-deps.sh image)" >&2; exit 1; }
 done
-for prog in sluiced sluice; do
-  [ -x "$BUILD/bin/$prog" ] || { echo "image: $BUILD/bin/$prog is not built (make build)" >&2; exit 1; }
+for prog in "${PROGS[@]}"; do
+  [ -x "$BUILD/bin/$prog" ] || { echo "image: $BUILD/bin/$prog is not built (make build, make static)" >&2; exit 1; }
 done
+if [ "$STATIC" = 1 ] && readelf -l "$BUILD/bin/sluiced" | grep -q "program interpreter"; then
+  echo "image: IMAGE_STATIC=1 but $BUILD/bin/sluiced is dynamically linked (make static)" >&2; exit 1
+fi
 CA=/etc/ssl/certs/ca-certificates.crt
 [ -s "$CA" ] || { echo "image: $CA is missing (apt-get install ca-certificates)" >&2; exit 1; }
 
@@ -63,30 +71,43 @@ mkdir -p "$RFS"/usr/bin "$RFS"/usr/lib "$RFS"/usr/lib64 "$RFS"/etc/ssl/certs \
 ln -s usr/lib "$RFS/lib"
 ln -s usr/lib64 "$RFS/lib64"
 
-for prog in sluiced sluice; do
+for prog in "${PROGS[@]}"; do
   strip --strip-debug -o "$RFS/usr/bin/$prog" "$BUILD/bin/$prog"
   chmod 0755 "$RFS/usr/bin/$prog"
 done
 
-# the libraries and the loader, at the paths ldd names (through the lib -> usr/lib links)
-libs=$( { ldd "$BUILD/bin/sluiced"; ldd "$BUILD/bin/sluice"; } |
-        awk '/=> \// {print $3} /^[[:space:]]*\/[^ ]*ld-linux/ {print $1}' | sort -u)
-# glibc loads libgcc_s at run time for thread cancellation and unwinding
-for gcc_s in "/lib/$MULTIARCH/libgcc_s.so.1" "/usr/lib/$MULTIARCH/libgcc_s.so.1"; do
-  if [ -e "$gcc_s" ]; then libs="$libs $gcc_s"; break; fi
-done
-pkgs=()
-for lib in $libs; do
-  mkdir -p "$RFS$(dirname "$lib")"
-  cp -L "$lib" "$RFS$lib"
-  chmod 0644 "$RFS$lib"
-  pkg=$(dpkg-query -S "$lib" 2>/dev/null || dpkg-query -S "$(readlink -f "$lib")" 2>/dev/null || true)
-  [ -n "$pkg" ] && pkgs+=("${pkg%%:*}")
-done
-# the loader (the programs' PT_INTERP) runs; the libraries need not
-loader=$(ldd "$BUILD/bin/sluiced" | awk '/^[[:space:]]*\/[^ ]*ld-linux/ {l = $1} END {print l}')
-[ -n "$loader" ] || { echo "image: ldd names no dynamic loader for sluiced" >&2; exit 1; }
-chmod 0755 "$RFS$loader"
+# llhttp's source (node-llhttp) is compiled into sluiced
+pkgs=(node-llhttp)
+owner() { # the Debian package holding a file
+  local p
+  p=$(dpkg-query -S "$1" 2>/dev/null || dpkg-query -S "$(readlink -f "$1")" 2>/dev/null || true)
+  [ -z "$p" ] || echo "${p%%:*}"
+}
+if [ "$STATIC" = 1 ]; then
+  # the static archives packaging/static/static.cmake found, and glibc's
+  for a in $(sed -n 's/^SL_STATIC_LIB_[^:]*:FILEPATH=//p' "$BUILD/CMakeCache.txt") \
+           "/usr/lib/$MULTIARCH/libc.a"; do
+    p=$(owner "$a"); [ -z "$p" ] || pkgs+=("$p")
+  done
+else
+  # the libraries and the loader, at the paths ldd names (through the lib -> usr/lib links)
+  libs=$( { ldd "$BUILD/bin/sluiced"; ldd "$BUILD/bin/sluice"; } |
+          awk '/=> \// {print $3} /^[[:space:]]*\/[^ ]*ld-linux/ {print $1}' | sort -u)
+  # glibc loads libgcc_s at run time for thread cancellation and unwinding
+  for gcc_s in "/lib/$MULTIARCH/libgcc_s.so.1" "/usr/lib/$MULTIARCH/libgcc_s.so.1"; do
+    if [ -e "$gcc_s" ]; then libs="$libs $gcc_s"; break; fi
+  done
+  for lib in $libs; do
+    mkdir -p "$RFS$(dirname "$lib")"
+    cp -L "$lib" "$RFS$lib"
+    chmod 0644 "$RFS$lib"
+    p=$(owner "$lib"); [ -z "$p" ] || pkgs+=("$p")
+  done
+  # the loader (the programs' PT_INTERP) runs; the libraries need not
+  loader=$(ldd "$BUILD/bin/sluiced" | awk '/^[[:space:]]*\/[^ ]*ld-linux/ {l = $1} END {print l}')
+  [ -n "$loader" ] || { echo "image: ldd names no dynamic loader for sluiced" >&2; exit 1; }
+  chmod 0755 "$RFS$loader"
+fi
 for pkg in $(printf '%s\n' "${pkgs[@]}" | sort -u); do
   if [ -f "/usr/share/doc/$pkg/copyright" ]; then
     mkdir -p "$RFS/usr/share/doc/$pkg"
@@ -125,7 +146,7 @@ else
 fi
 find "$RFS" -exec touch -h -d "@$EPOCH" {} +
 
-LAYOUT=$OUT/sluice
+LAYOUT=$OUT/$NAME
 rm -rf "$LAYOUT"
 umoci init --layout "$LAYOUT"
 umoci new --image "$LAYOUT:$TAG"

@@ -10,6 +10,10 @@ docs/deploy naming this version's image. Then the bundle's process (its argument
 command replaced, as a Kubernetes `args:` does; its user, environment and working directory) is
 started chrooted into the unpacked root filesystem, so that only what the image holds is loaded:
 it answers /v1/HealthCheck, the image's `sluice health` reaches it, and SIGTERM stops it with 0.
+
+The same for the image of the static sluiced (IMAGE_STATIC=1, `make image-static-test`) when
+`make static` has built it (SLUICE_STATIC_BUILD, default build-static): sluiced alone, no loader,
+no library, no CLI.
 """
 import json
 import os
@@ -27,6 +31,7 @@ from conftest import BUILD, ROOT, SLUICED, free_port, http, machine_skip, needs 
 from needs import require_built  # noqa: E402
 
 VERSION = open(os.path.join(ROOT, "VERSION")).read().strip()
+STATIC_BUILD = os.environ.get("SLUICE_STATIC_BUILD", os.path.join(ROOT, "build-static"))
 SCRIPT = os.path.join(ROOT, "packaging", "image", "build.sh")
 UID = 65532
 
@@ -39,30 +44,43 @@ def blob(layout, digest):
         return f.read()
 
 
-@pytest.fixture(scope="module")
-def image(tmp_path_factory):
-    require_built(SLUICED)
+class Image:
+    def __init__(self, static, out, tag, layout, bundle):
+        self.static, self.out, self.tag, self.layout, self.bundle = static, out, tag, layout, bundle
+
+
+@pytest.fixture(scope="module", params=["dynamic", "static"])
+def image(request, tmp_path_factory):
+    static = request.param == "static"
+    if static:
+        if not os.path.exists(os.path.join(STATIC_BUILD, "bin", "sluiced")):
+            pytest.skip("the static image needs `make static` (make image-static-test)")
+        build, tag, name = STATIC_BUILD, VERSION + "-static", "sluice-static"
+    else:
+        require_built(SLUICED)
+        build, tag, name = BUILD, VERSION, "sluice"
     out = tmp_path_factory.mktemp("image")
     t0 = time.monotonic()
-    run = subprocess.run(["bash", SCRIPT, BUILD, str(out), VERSION, "https://example.invalid/sluice"],
-                         capture_output=True, text=True, timeout=600)
+    env = dict(os.environ, IMAGE_STATIC="1" if static else "0")
+    run = subprocess.run(["bash", SCRIPT, build, str(out), tag, "https://example.invalid/sluice"],
+                         capture_output=True, text=True, timeout=600, env=env)
     assert run.returncode == 0, run.stdout + run.stderr
     print("image built in %.1f s: %s" % (time.monotonic() - t0, run.stdout.strip()))
-    layout = out / "sluice"
+    layout = out / name
     bundle = out / "bundle"
     cmd = ["umoci", "unpack"]
     if os.geteuid() != 0:
         cmd.append("--rootless")
-    run = subprocess.run(cmd + ["--image", "%s:%s" % (layout, VERSION), str(bundle)],
+    run = subprocess.run(cmd + ["--image", "%s:%s" % (layout, tag), str(bundle)],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
-    return out, layout, bundle
+    return Image(static, out, tag, layout, bundle)
 
 
-def image_config(layout):
+def image_config(layout, tag):
     index = json.loads(open(os.path.join(layout, "index.json")).read())
     refs = [m for m in index["manifests"]
-            if m.get("annotations", {}).get("org.opencontainers.image.ref.name") == VERSION]
+            if m.get("annotations", {}).get("org.opencontainers.image.ref.name") == tag]
     assert len(refs) == 1, index
     manifest = json.loads(blob(layout, refs[0]["digest"]))
     assert len(manifest["layers"]) == 1, manifest
@@ -70,8 +88,8 @@ def image_config(layout):
 
 
 def test_image_config(image):
-    _, layout, bundle = image
-    cfg = image_config(str(layout))
+    layout, bundle = image.layout, image.bundle
+    cfg = image_config(str(layout), image.tag)
     arch = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True).stdout
     assert cfg["os"] == "linux" and cfg["architecture"] == arch.strip()
     c = cfg["config"]
@@ -93,7 +111,7 @@ def test_image_config(image):
 
 
 def test_image_root_filesystem(image):
-    out, _, bundle = image
+    out, bundle = image.out, image.bundle
     rfs = bundle / "rootfs"
     passwd = (rfs / "etc" / "passwd").read_text()
     assert re.search(r"^sluice:x:%d:%d:" % (UID, UID), passwd, re.M), passwd
@@ -111,14 +129,21 @@ def test_image_root_filesystem(image):
             if not os.path.islink(p) and os.stat(p).st_mode & 0o111:
                 runnable.add(os.path.relpath(p, rfs))
     loader = {p for p in runnable if re.fullmatch(r"usr/lib(64)?/(\w+-linux-gnu/)?ld-linux[\w.-]*", p)}
-    assert len(loader) == 1 and runnable - loader == {"usr/bin/sluiced", "usr/bin/sluice"}, runnable
+    libs = [f for _, _, files in os.walk(rfs) for f in files if ".so" in f]
+    if image.static:
+        assert runnable == {"usr/bin/sluiced"} and libs == [], (runnable, libs)
+        assert (rfs / "usr" / "share" / "doc" / "libssl-dev" / "copyright").exists()
+    else:
+        assert len(loader) == 1 and runnable - loader == {"usr/bin/sluiced", "usr/bin/sluice"}, \
+            runnable
+        assert (rfs / "usr" / "share" / "doc" / "libc6" / "copyright").exists()
+    assert (rfs / "usr" / "share" / "doc" / "node-llhttp" / "copyright").exists()
     st = os.stat(rfs / "var" / "lib" / "sluice")
     if os.geteuid() == 0:
         assert (st.st_uid, st.st_gid) == (UID, UID)
     assert (rfs / "usr" / "share" / "doc" / "sluice" / "LICENSE").exists()
-    assert (rfs / "usr" / "share" / "doc" / "libc6" / "copyright").exists()
     # the OCI archive is the layout as one tar (oci-archive:, podman load, ctr images import)
-    with tarfile.open(out / ("sluice-%s.oci.tar" % VERSION)) as t:
+    with tarfile.open(out / ("sluice-%s.oci.tar" % image.tag)) as t:
         names = set(t.getnames())
     assert {"./oci-layout", "./index.json"} <= names, sorted(names)[:10]
 
@@ -135,7 +160,7 @@ def test_manifests_name_this_version():
 def test_image_entrypoint_starts(image):
     """The entrypoint, chrooted into the unpacked image as its user: only the image's loader and
     libraries are loaded, so a library missing from the image fails here."""
-    _, _, bundle = image
+    bundle = image.bundle
     if os.geteuid() != 0:
         machine_skip("chroot into the unpacked image needs root")
     rfs = str(bundle / "rootfs")
@@ -169,10 +194,12 @@ def test_image_entrypoint_starts(image):
                 time.sleep(0.1)
         assert status == 200, open(log.name).read()
         assert json.loads(body)["status"] == "healthy", body
-        # the image's CLI, in the image too
-        cli = subprocess.run(["/usr/bin/sluice", "health", "--addr", "127.0.0.1:%d" % port],
-                             env=env, preexec_fn=enter, capture_output=True, text=True, timeout=30)
-        assert cli.returncode == 0 and "healthy" in cli.stdout, cli.stdout + cli.stderr
+        if not image.static:
+            # the image's CLI, in the image too
+            cli = subprocess.run(["/usr/bin/sluice", "health", "--addr", "127.0.0.1:%d" % port],
+                                 env=env, preexec_fn=enter, capture_output=True, text=True,
+                                 timeout=30)
+            assert cli.returncode == 0 and "healthy" in cli.stdout, cli.stdout + cli.stderr
         # it runs as the image's user
         with open("/proc/%d/status" % p.pid) as f:
             uids = re.search(r"^Uid:\s+(\d+)", f.read(), re.M).group(1)
