@@ -40,12 +40,11 @@ TEST=(
   clang libclang-rt-14-dev libcmocka-dev
   etcd-server etcd-client prometheus
   python3 python3-pytest python3-grpcio python3-protobuf python3-yaml protobuf-compiler
-  curl wrk iproute2 nftables procps openssl git
+  curl wrk iproute2 nftables procps openssl git umoci ca-certificates
   groff-base man-db binutils
   chromium chromium-driver
   redis-server redis-tools
   systemd
-  umoci ca-certificates
 )
 BENCH=(python3 nginx-light wrk nghttp2-client openssl redis-server redis-tools valgrind
        protobuf-compiler python3-protobuf)

@@ -42,6 +42,7 @@ PACKAGES = {
     "nft": "nftables",
     "readelf": "binutils",
     "file": "file",
+    "umoci": "umoci",
     "git": "git",
     "cmake": "cmake",
     "pkg-config": "pkg-config",
@@ -53,7 +54,6 @@ PACKAGES = {
     "debootstrap": "debootstrap",
     "nginx": "nginx-light",
     "h2load": "nghttp2-client",
-    "umoci": "umoci",
 }
 
 # Python module -> Debian package (for /usr/bin/python3)
