@@ -9,7 +9,8 @@ runnable but the two programs and the loader), the OCI archive, and the manifest
 docs/deploy naming this version's image. Then the bundle's process (its arguments with the
 command replaced, as a Kubernetes `args:` does; its user, environment and working directory) is
 started chrooted into the unpacked root filesystem, so that only what the image holds is loaded:
-it answers /v1/HealthCheck, the image's `sluice health` reaches it, and SIGTERM stops it with 0.
+it answers /v1/HealthCheck, the image's `sluice health` reaches it, and SIGTERM stops it with 0;
+TLS to Redis without --redis-tls-ca trusts the image's CA bundle and nothing else.
 
 The same for the image of the static sluiced (IMAGE_STATIC=1, `make image-static-test`) when
 `make static` has built it (SLUICE_STATIC_BUILD, default build-static): sluiced alone, no loader,
@@ -157,57 +158,127 @@ def test_manifests_name_this_version():
         assert images == ["sluice:%s" % VERSION], (f, images)
 
 
-def test_image_entrypoint_starts(image):
-    """The entrypoint, chrooted into the unpacked image as its user: only the image's loader and
-    libraries are loaded, so a library missing from the image fails here."""
-    bundle = image.bundle
-    if os.geteuid() != 0:
-        machine_skip("chroot into the unpacked image needs root")
-    rfs = str(bundle / "rootfs")
-    proc = json.load(open(bundle / "config.json"))["process"]
-    env = dict(e.split("=", 1) for e in proc["env"])
-    port = free_port()
-    # the command replaced (a Kubernetes `args:`): loopback only in tests; the admin listener at
-    # its default, inside the image
-    args = [proc["args"][0], "--listen-addr", "127.0.0.1:%d" % port, "--workers", "1"]
-    uid, gid = proc["user"]["uid"], proc["user"]["gid"]
-    cwd = proc["cwd"]
+class Chrooted:
+    """The bundle's process (its user, environment and working directory) chrooted into the
+    unpacked root filesystem, so that only what the image holds is loaded; `args` replace the
+    image's command (as a Kubernetes `args:` does)."""
 
-    def enter():
-        os.chroot(rfs)
-        os.chdir(cwd)
+    def __init__(self, image, *args):
+        if os.geteuid() != 0:
+            machine_skip("chroot into the unpacked image needs root")
+        bundle = image.bundle
+        self.rfs = str(bundle / "rootfs")
+        proc = json.load(open(bundle / "config.json"))["process"]
+        self.env = dict(e.split("=", 1) for e in proc["env"])
+        self.uid, self.gid, self.cwd = proc["user"]["uid"], proc["user"]["gid"], proc["cwd"]
+        self.port = free_port()
+        self.url = "http://127.0.0.1:%d" % self.port
+        # loopback only in tests; the admin listener at its default, inside the image
+        argv = [proc["args"][0], "--listen-addr", "127.0.0.1:%d" % self.port, "--workers", "1"]
+        self.log = open(bundle / ("sluiced-%d.log" % self.port), "w+")
+        self.p = subprocess.Popen(argv + list(args), env=self.env, preexec_fn=self.enter,
+                                  stdout=self.log, stderr=subprocess.STDOUT)
+
+    def enter(self):
+        os.chroot(self.rfs)
+        os.chdir(self.cwd)
         os.setgroups([])
-        os.setgid(gid)
-        os.setuid(uid)
+        os.setgid(self.gid)
+        os.setuid(self.uid)
 
-    log = open(bundle / "sluiced.log", "w+")
-    p = subprocess.Popen(args, env=env, preexec_fn=enter, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 20
-        status = None
+    def logs(self):
+        self.log.seek(0)
+        return self.log.read()
+
+    def health(self, timeout=20):
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            assert p.poll() is None, "sluiced exited %s:\n%s" % (p.returncode, open(log.name).read())
+            assert self.p.poll() is None, "sluiced exited %s:\n%s" % (self.p.returncode, self.logs())
             try:
-                status, _, body = http("GET", "http://127.0.0.1:%d/v1/HealthCheck" % port)
-                break
+                status, _, body = http("GET", self.url + "/v1/HealthCheck")
+                return status, json.loads(body)
             except OSError:
                 time.sleep(0.1)
-        assert status == 200, open(log.name).read()
-        assert json.loads(body)["status"] == "healthy", body
+        raise AssertionError("sluiced in the image did not answer:\n" + self.logs())
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+            try:
+                self.p.wait(30)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+        self.log.close()
+        return self.p.returncode
+
+
+def test_image_entrypoint_starts(image):
+    """The entrypoint, chrooted into the unpacked image as its user: a library missing from the
+    image fails here."""
+    node = Chrooted(image)
+    try:
+        status, body = node.health()
+        assert status == 200 and body["status"] == "healthy", (body, node.logs())
         if not image.static:
             # the image's CLI, in the image too
-            cli = subprocess.run(["/usr/bin/sluice", "health", "--addr", "127.0.0.1:%d" % port],
-                                 env=env, preexec_fn=enter, capture_output=True, text=True,
-                                 timeout=30)
+            cli = subprocess.run(["/usr/bin/sluice", "health", "--addr", "127.0.0.1:%d" % node.port],
+                                 env=node.env, preexec_fn=node.enter, capture_output=True,
+                                 text=True, timeout=30)
             assert cli.returncode == 0 and "healthy" in cli.stdout, cli.stdout + cli.stderr
         # it runs as the image's user
-        with open("/proc/%d/status" % p.pid) as f:
+        with open("/proc/%d/status" % node.p.pid) as f:
             uids = re.search(r"^Uid:\s+(\d+)", f.read(), re.M).group(1)
         assert int(uids) == UID
-        p.send_signal(signal.SIGTERM)
-        assert p.wait(30) == 0, open(log.name).read()
+        node.p.send_signal(signal.SIGTERM)
+        assert node.p.wait(30) == 0, node.logs()
     finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-        log.close()
+        node.stop()
+
+
+def decide_on_redis(node):
+    body = json.dumps({"requests": [{"name": "image", "unique_key": "ca", "hits": 1, "limit": 5,
+                                     "duration": 60000}]})
+    status, _, data = http("POST", node.url + "/v1/GetRateLimits", body)
+    assert status == 200, data
+    return json.loads(data)["responses"][0]
+
+
+@needs("redis-server", "openssl")
+def test_image_trusts_its_ca_bundle(image, tmp_path):
+    """TLS to Redis without --redis-tls-ca verifies against the image's CA bundle: with the test
+    CA added to the image's /etc/ssl/certs/ca-certificates.crt the decision is Redis's; with the
+    image's bundle as built (Debian's CAs only) the same call is a per-item error."""
+    from certs import make_ca, make_leaf
+    from test_redis_tls import TlsRedis
+    d = str(tmp_path)
+    make_ca(d, "ca", "Image Test CA")
+    make_leaf(d, "redis", "redis", "ca", "DNS:redis.test,IP:127.0.0.1")
+    make_leaf(d, "client", "sluiced", "ca", "DNS:sluiced.test")
+    redis = TlsRedis(lambda name: os.path.join(d, name))
+    bundle = image.bundle / "rootfs" / "etc" / "ssl" / "certs" / "ca-certificates.crt"
+    original = bundle.read_bytes()
+    args = ("--store", "redis", "--redis-addrs", redis.addr, "--redis-tls", "--redis-timeout", "2s")
+    try:
+        untrusted = Chrooted(image, *args)
+        try:
+            untrusted.health()
+            item = decide_on_redis(untrusted)
+            assert item.get("error"), item
+            _, _, m = http("GET", untrusted.url + "/metrics")
+            fails = re.search(r"^sluice_redis_tls_failures_total (\S+)", m.decode(), re.M)
+            assert fails and float(fails.group(1)) > 0, m.decode()[-2000:]
+        finally:
+            untrusted.stop()
+        bundle.write_bytes(original + open(os.path.join(d, "ca.pem"), "rb").read())
+        trusted = Chrooted(image, *args)
+        try:
+            trusted.health()
+            item = decide_on_redis(trusted)
+            assert not item.get("error") and item["status"] == "UNDER_LIMIT", (item, trusted.logs())
+            assert item["remaining"] in ("4", 4), item
+        finally:
+            trusted.stop()
+    finally:
+        bundle.write_bytes(original)
+        redis.stop()
