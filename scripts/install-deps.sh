@@ -35,6 +35,7 @@ BUILD=(
   build-essential cmake pkg-config
   libuv1-dev node-llhttp libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler
   libcurl4-openssl-dev libyaml-dev libjansson-dev libxxhash-dev libssl-dev libhiredis-dev
+  zlib1g-dev
 )
 TEST=(
   clang libclang-rt-14-dev libcmocka-dev
@@ -45,6 +46,7 @@ TEST=(
   chromium chromium-driver
   redis-server redis-tools
   systemd
+  nodejs npm
 )
 BENCH=(python3 nginx-light wrk nghttp2-client openssl redis-server redis-tools valgrind
        protobuf-compiler python3-protobuf)
