@@ -167,7 +167,11 @@ def test_alerts_cover_the_parts():
     for needle in ("up{", "sluice_redis_errors_total", "sluice_redis_fail_open_total",
                    "sluice_rls_config_load_errors_total", 'reason="evicted_limited"',
                    'sluice_tls_handshakes_total{result="cert"}', "sluice_redis_tls_failures_total",
-                   "sluice_accept_paused_total"):
+                   "sluice_accept_paused_total",
+                   # issue 25's: the peer API refusing calls, gossip failing its checks, the
+                   # request-memory bound at work
+                   "sluice_peer_refused_total", "sluice_gossip_dropped_total",
+                   "sluice_request_memory_events_total"):
         assert needle in exprs, needle
 
 
