@@ -43,8 +43,8 @@ static size_t fields(const uint8_t *m, size_t n, uint32_t field, sl_pb_rd *out, 
     sl_pb_rd r = {m, m + n};
     size_t k = 0;
     while (r.p < r.end) {
-        uint32_t f;
-        unsigned wt;
+        uint32_t f = 0;
+        unsigned wt = 0;
         assert_true(sl_pb_key(&r, &f, &wt));
         sl_pb_rd sub;
         if (wt == SL_PB_LEN) {
