@@ -548,6 +548,40 @@ static void test_dump_round_trip(void **state)
     sl_config_free(&b);
 }
 
+/* Found by fuzz_config (tests/fuzz/corpus/fuzz_config/nel): a value holding a character YAML
+ * reads as a line break inside quotes (U+0085, U+2028, U+2029) was dumped raw and loaded back as
+ * a space; a C1 control was dumped raw, which YAML refuses. The dump escapes them now. */
+static void test_dump_round_trip_breaks(void **state)
+{
+    (void)state;
+    static const char *const in[] = {
+        "instance-id: \"a: b #&c\\N\\\"xkb 9nstance-id: limib #\"\n",
+        "instance-id: \"\\L\\P\\uFEFF\\uFFFE\\uFFFF\\x80\\x9f\\N\\_x\"\n",
+    };
+    for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
+        sl_options a, b;
+        char err[512];
+        assert_int_equal(load_yaml(&a, in[i], err), 0);
+        char *d1 = NULL, *d2 = NULL;
+        size_t n1 = 0, n2 = 0;
+        FILE *f = open_memstream(&d1, &n1);
+        sl_config_dump(&a, f);
+        fclose(f);
+        assert_null(strstr(d1, "\xc2\x85"));
+        assert_null(strstr(d1, "\xe2\x80\xa8"));
+        assert_int_equal(load_yaml(&b, d1, err), 0);
+        assert_string_equal(a.instance_id, b.instance_id);
+        f = open_memstream(&d2, &n2);
+        sl_config_dump(&b, f);
+        fclose(f);
+        assert_string_equal(d1, d2);
+        free(d1);
+        free(d2);
+        sl_config_free(&a);
+        sl_config_free(&b);
+    }
+}
+
 static void test_file_limits(void **state)
 {
     (void)state;
@@ -581,6 +615,7 @@ int main(void)
         cmocka_unit_test(test_yaml_rules),
         cmocka_unit_test(test_help_lists_every_option),
         cmocka_unit_test(test_dump_round_trip),
+        cmocka_unit_test(test_dump_round_trip_breaks),
         cmocka_unit_test(test_file_limits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
