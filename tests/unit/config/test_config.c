@@ -519,6 +519,18 @@ static void test_help_lists_every_option(void **state)
     free(s);
 }
 
+/* sl_config_dump's text (malloc'd). */
+static char *dump_text(const sl_options *o)
+{
+    char *d = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&d, &n);
+    assert_non_null(f);
+    sl_config_dump(o, f);
+    fclose(f);
+    return d;
+}
+
 static void test_dump_round_trip(void **state)
 {
     (void)state;
@@ -528,19 +540,13 @@ static void test_dump_round_trip(void **state)
                            "--batch-wait", "1500us", "--max-header-bytes", "1000000",
                            "--discovery", "static", "--no-quota", "deny", "-v"),
                      0);
-    char *d1 = NULL, *d2 = NULL;
-    size_t n1 = 0, n2 = 0;
-    FILE *f = open_memstream(&d1, &n1);
-    sl_config_dump(&a, f);
-    fclose(f);
+    char *d1 = dump_text(&a), *d2;
     assert_non_null(strstr(d1, "instance-id: \"q\\\"uo\\\\te\"\n"));
     assert_non_null(strstr(d1, "batch-wait: 1500us\n"));
     assert_non_null(strstr(d1, "peers:\n  - \"a:1\"\n  - \"b:2\"\n"));
     assert_null(strstr(d1, "config:"));
     assert_int_equal(load_yaml(&b, d1, err), 0);
-    f = open_memstream(&d2, &n2);
-    sl_config_dump(&b, f);
-    fclose(f);
+    d2 = dump_text(&b);
     assert_string_equal(d1, d2);
     free(d1);
     free(d2);
@@ -562,18 +568,12 @@ static void test_dump_round_trip_breaks(void **state)
         sl_options a, b;
         char err[512];
         assert_int_equal(load_yaml(&a, in[i], err), 0);
-        char *d1 = NULL, *d2 = NULL;
-        size_t n1 = 0, n2 = 0;
-        FILE *f = open_memstream(&d1, &n1);
-        sl_config_dump(&a, f);
-        fclose(f);
+        char *d1 = dump_text(&a);
         assert_null(strstr(d1, "\xc2\x85"));
         assert_null(strstr(d1, "\xe2\x80\xa8"));
         assert_int_equal(load_yaml(&b, d1, err), 0);
         assert_string_equal(a.instance_id, b.instance_id);
-        f = open_memstream(&d2, &n2);
-        sl_config_dump(&b, f);
-        fclose(f);
+        char *d2 = dump_text(&b);
         assert_string_equal(d1, d2);
         free(d1);
         free(d2);
