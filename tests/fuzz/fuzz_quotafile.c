@@ -6,9 +6,9 @@
  * an etcd key and value (the first line the key, the rest the value) applied to a quota tree
  * (sl_quota_tree_apply_put, the etcd source's path) and to a switchboard
  * (sl_killswitch_board_apply). Properties: 0 or a negative errno with a message that fits; a tree
- * never holds more entries than its cap; every entry a parse put is read back with a positive
- * rate; an etcd value refused leaves no entry under its key. A broken property traps; ASan
- * catches overruns and leaks.
+ * never holds more entries than its cap; every entry holds a value within quota.h's bounds (rate,
+ * burst, factor) and is found again by its path; a refused switchboard value leaves no entry
+ * under its key. A broken property traps; ASan catches overruns and leaks.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -25,13 +25,28 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+typedef struct walk {
+    const sl_quota_tree *t;
+    size_t n;
+} walk;
+
+/* Every entry holds a value within the documented bounds and is found again by its path. */
 static int visit(void *ud, const sl_quota_path *p, const sl_quota *q, uint32_t factor)
 {
-    size_t *n = ud;
-    (*n)++;
-    (void)p;
-    (void)q;
-    (void)factor;
+    walk *w = ud;
+    w->n++;
+    CHECK(p->key_len <= SL_QUOTA_MAX_KEY && p->sub_len <= SL_QUOTA_MAX_KEY);
+    if (p->kind >= SL_QUOTA_FACTOR_DEFAULT) {
+        uint32_t f;
+        CHECK(factor >= 1 && factor <= SL_QUOTA_MAX_FACTOR);
+        CHECK(sl_quota_tree_get_factor(w->t, p, &f) && f == factor);
+    } else {
+        sl_quota got;
+        CHECK(q != NULL && q->rate >= 0 && q->rate <= SL_QUOTA_MAX_RATE && q->burst >= 0 &&
+              q->burst <= SL_QUOTA_MAX_BURST);
+        CHECK(sl_quota_tree_get_quota(w->t, p, &got) && got.rate == q->rate &&
+              got.burst == q->burst);
+    }
     return 0;
 }
 
@@ -47,9 +62,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(rc == 0 || rc == -EINVAL || rc == -ENOSPC || rc == -ENOMEM);
     if (rc)
         CHECK(err[0] && strlen(err) < sizeof err);
-    size_t seen = 0;
-    sl_quota_tree_visit(t, visit, &seen);
-    CHECK(seen == sl_quota_tree_count(t) && seen <= MAX_ENTRIES);
+    walk w = {.t = t};
+    sl_quota_tree_visit(t, visit, &w);
+    CHECK(w.n == sl_quota_tree_count(t) && w.n <= MAX_ENTRIES);
     sl_quota_tree *copy;
     if (sl_quota_tree_clone(t, &copy) == 0) {
         CHECK(sl_quota_tree_count(copy) == sl_quota_tree_count(t));
@@ -76,7 +91,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(rc == 0 || rc == -ENOENT || rc == -EINVAL || rc == -ENOSPC || rc == -ENOMEM);
     if (rc == -EINVAL)
         CHECK(why != NULL);
-    CHECK(sl_quota_tree_count(t) <= MAX_ENTRIES);
+    w.n = 0;
+    sl_quota_tree_visit(t, visit, &w); /* the etcd value too */
+    CHECK(w.n == sl_quota_tree_count(t) && w.n <= MAX_ENTRIES);
     (void)sl_quota_tree_apply_delete(t, "/levee", text, klen);
     sl_killswitch_key key;
     why = NULL;
