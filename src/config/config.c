@@ -13,6 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "config/opt_int.h"
+
 /* The offset of a field, and a compile error if the field's type is not T: the table cannot point
  * an option of one type at a field of another. */
 #define FIELD(f, T)                                                                                \
@@ -289,6 +291,36 @@ static const sl_opt daemon_opts[] = {
      .offset = FIELD(rls_response_headers, bool), .def = "false", .group = G_QUOTAS,
      .help = "ShouldRateLimit answers carry RateLimit-Limit, -Remaining and -Reset for Envoy to "
              "add to the response"},
+    {.name = "rls-all-or-nothing", .type = SL_OPT_BOOL,
+     .offset = FIELD(rls_all_or_nothing, bool), .def = "false", .group = G_QUOTAS,
+     .help = "a ShouldRateLimit call is counted only if every descriptor passes (a rejected call "
+             "gives back what it took); envoyproxy/ratelimit's "
+             "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true in the environment sets it too"},
+    {.name = "rls-quota-mode", .type = SL_OPT_BOOL, .offset = FIELD(rls_quota_mode, bool),
+     .def = "false", .group = G_QUOTAS,
+     .help = "every RLS limit in quota mode, as a rule's quota_mode: over its limit a descriptor "
+             "reports OVER_LIMIT, and the call is refused only when every quota-mode descriptor "
+             "is over (envoyproxy/ratelimit's QUOTA_MODE=true sets it too)"},
+    {.name = "rls-near-limit-ratio", .type = SL_OPT_DOUBLE,
+     .offset = FIELD(rls_near_limit_ratio, double), .def = "0.8", .dmin = 0.001, .dmax = 1.0,
+     .group = G_QUOTAS,
+     .help = "an admitted RLS descriptor that has used more than this share of its limit is near "
+             "it: counted as outcome near_limit and named in the dynamic metadata "
+             "(NEAR_LIMIT_RATIO)"},
+    {.name = "rls-dynamic-metadata", .type = SL_OPT_BOOL,
+     .offset = FIELD(rls_dynamic_metadata, bool), .def = "false", .group = G_QUOTAS,
+     .help = "ShouldRateLimit answers carry dynamic_metadata naming the descriptors over or near "
+             "their limits (docs/envoy.md; RESPONSE_DYNAMIC_METADATA)"},
+    {.name = "rls-header-limit", .type = SL_OPT_STRING, .offset = FIELD(rls_header_limit, char *),
+     .def = "RateLimit-Limit", .group = G_QUOTAS, .metavar = "NAME",
+     .help = "name of the limit header of --rls-response-headers (LIMIT_LIMIT_HEADER)"},
+    {.name = "rls-header-remaining", .type = SL_OPT_STRING,
+     .offset = FIELD(rls_header_remaining, char *), .def = "RateLimit-Remaining",
+     .group = G_QUOTAS, .metavar = "NAME",
+     .help = "name of the remaining header of --rls-response-headers (LIMIT_REMAINING_HEADER)"},
+    {.name = "rls-header-reset", .type = SL_OPT_STRING, .offset = FIELD(rls_header_reset, char *),
+     .def = "RateLimit-Reset", .group = G_QUOTAS, .metavar = "NAME",
+     .help = "name of the reset header of --rls-response-headers (LIMIT_RESET_HEADER)"},
     {.name = "rls-max-descriptors", .type = SL_OPT_INT,
      .offset = FIELD(rls_max_descriptors, int64_t), .def = "1000", .min = 1, .max = 100000,
      .group = G_QUOTAS, .help = "most descriptors in one ShouldRateLimit request"},
@@ -699,6 +731,32 @@ static int finalize(sl_options *o, char *err, size_t errlen)
     return 0;
 }
 
+/* envoyproxy/ratelimit's own variables, honoured as it names them, under sluice's variables and
+ * flags (so a migrated deployment keeps its environment). */
+static int load_upstream_env(const sl_opt_table *t, sl_options *o, char *const *envp, char *err,
+                             size_t errlen)
+{
+    static const char *const vars[][2] = {
+        {"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "rls-all-or-nothing"},
+        {"QUOTA_MODE", "rls-quota-mode"},
+        {"NEAR_LIMIT_RATIO", "rls-near-limit-ratio"},
+        {"RESPONSE_DYNAMIC_METADATA", "rls-dynamic-metadata"},
+        {"LIMIT_RESPONSE_HEADERS_ENABLED", "rls-response-headers"},
+        {"LIMIT_LIMIT_HEADER", "rls-header-limit"},
+        {"LIMIT_REMAINING_HEADER", "rls-header-remaining"},
+        {"LIMIT_RESET_HEADER", "rls-header-reset"},
+    };
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = sl_opt_getenv(envp, vars[i][0]);
+        char src[64];
+        snprintf(src, sizeof src, "env %s", vars[i][0]);
+        int rc = v ? sl_opt_apply(o, sl_opt_find(t, vars[i][1]), v, false, src, err, errlen) : 0;
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
 int sl_config_parse(sl_options *o, int argc, char *const *argv, char *const *envp, char *err,
                     size_t errlen)
 {
@@ -719,6 +777,8 @@ int sl_config_parse(sl_options *o, int argc, char *const *argv, char *const *env
         if ((rc = sl_opt_load_file(t, o, path, err, errlen)) != 0)
             return rc;
     }
+    if ((rc = load_upstream_env(t, o, envp, err, errlen)) != 0)
+        return rc;
     if ((rc = sl_opt_load_env(t, o, envp, err, errlen)) != 0)
         return rc;
     if ((rc = sl_opt_load_args(t, o, argc, argv, err, errlen)) != 0)

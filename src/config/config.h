@@ -130,6 +130,11 @@ typedef struct sl_options {
     char *rls_config_dir;      /* NULL = no configuration: every descriptor OK */
     int64_t rls_poll_period_ns;
     bool rls_response_headers;
+    bool rls_all_or_nothing;
+    bool rls_quota_mode;
+    bool rls_dynamic_metadata;
+    double rls_near_limit_ratio;
+    char *rls_header_limit, *rls_header_remaining, *rls_header_reset;
     int64_t rls_max_descriptors;
     int64_t rls_max_entries;
     /* Metrics */

@@ -478,7 +478,27 @@ int sl_nodeparts_service(sl_node *n, char *err, size_t errlen)
     scfg.rls_cfg = (sl_rls_config){.max_descriptors = (size_t)o->rls_max_descriptors,
                                    .max_entries = (size_t)o->rls_max_entries,
                                    .headers = o->rls_response_headers,
+                                   .all_or_nothing = o->rls_all_or_nothing,
+                                   .quota_mode = o->rls_quota_mode,
+                                   .dynamic_metadata = o->rls_dynamic_metadata,
+                                   .near_permille =
+                                       (uint32_t)(o->rls_near_limit_ratio * 1000 + 0.5),
+
                                    .max_names = (uint32_t)o->metrics_max_names};
+    const struct {
+        const char *opt, *v;
+        char *to;
+    } names[] = {{"rls-header-limit", o->rls_header_limit, scfg.rls_cfg.header_limit},
+                 {"rls-header-remaining", o->rls_header_remaining, scfg.rls_cfg.header_remaining},
+                 {"rls-header-reset", o->rls_header_reset, scfg.rls_cfg.header_reset}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (strlen(names[i].v) >= SL_RLS_HEADER_MAX) {
+            snprintf(err, errlen, "option '%s': a header name of at most %d bytes",
+                     names[i].opt, SL_RLS_HEADER_MAX - 1);
+            return -EINVAL;
+        }
+        strcpy(names[i].to, names[i].v);
+    }
     scfg.rls = n->rls;
     if ((rc = sl_service_new(&scfg, &n->service))) {
         snprintf(err, errlen, "service: %s", strerror(-rc));
