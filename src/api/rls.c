@@ -39,6 +39,7 @@ typedef struct item {
     bool shadow;
     bool given_back;  /* admitted, then given back: another limit of its group rejected */
     bool quota;       /* quota mode: over its limit, it reports */
+    int64_t want;     /* CheckRateLimit: the hits asked about (the engine only looks) */
     uint8_t unit;
     uint32_t rpu;
     uint32_t mult;    /* unit_multiplier, >= 1 */
@@ -57,6 +58,7 @@ struct sl_rls_call {
     size_t n_desc;      /* descriptors: the answer's statuses */
     bool whole;         /* all-or-nothing over the whole call, not per descriptor */
     bool groups;        /* some limit shares an all-or-nothing group with another */
+    uint8_t mode;       /* sl_rls_mode */
     item *items;
 };
 
@@ -499,10 +501,18 @@ static int fill_items(sl_rls_call *c, const sl_rls_req *rq, sl_batch *b,
         q->algorithm = r ? r->algorithm : SL_FIXED_WINDOW;
         q->burst = r ? r->burst : 0;
         /* alone, a fixed window counts as envoyproxy/ratelimit's (every hit, rejected or not); in
-         * an all-or-nothing group a rejection takes nothing, so the window counts what it admits */
-        bool g = grouped(c, i);
+         * an all-or-nothing group a rejection takes nothing, so the window counts what it admits.
+         * A report charges every hit (another algorithm takes what is left: drain); a check only
+         * looks. */
+        bool g = c->mode == SL_RLS_SHOULD && grouped(c, i);
         c->groups |= g;
         q->behavior = q->algorithm == SL_FIXED_WINDOW && !g ? SL_COUNT_OVER_LIMIT : 0;
+        if (c->mode == SL_RLS_REPORT && q->algorithm != SL_FIXED_WINDOW)
+            q->behavior |= SL_DRAIN_OVER_LIMIT;
+        if (c->mode == SL_RLS_CHECK) {
+            it->want = q->hits;
+            q->hits = 0;
+        }
         if (it->shadow)
             q->behavior |= SL_SHADOW;
     }
@@ -511,6 +521,13 @@ static int fill_items(sl_rls_call *c, const sl_rls_req *rq, sl_batch *b,
 
 int sl_rls_begin(const sl_rls_config *cfg, sl_rlsconf *conf, const uint8_t *msg, size_t len,
                  sl_batch *b, sl_rls_call **call, sl_grpc_status *st)
+{
+    return sl_rls_begin_mode(cfg, conf, SL_RLS_SHOULD, msg, len, b, call, st);
+}
+
+int sl_rls_begin_mode(const sl_rls_config *cfg, sl_rlsconf *conf, sl_rls_mode mode,
+                      const uint8_t *msg, size_t len, sl_batch *b, sl_rls_call **call,
+                      sl_grpc_status *st)
 {
     sl_batch_reset(b);
     *call = NULL;
@@ -525,6 +542,9 @@ int sl_rls_begin(const sl_rls_config *cfg, sl_rlsconf *conf, const uint8_t *msg,
         rc = new_call(cfg, &rq, b, &c, &name, &name_len, st);
     if (rc)
         return rc;
+    c->mode = (uint8_t)mode;
+    if (mode != SL_RLS_SHOULD)
+        c->whole = false; /* a check takes nothing, a report charges everything */
     const sl_rlsconf_domain *dom = sl_rlsconf_domain_find(conf, rq.domain, rq.domain_len);
     c->domain = dom ? sl_rlsconf_domain_name(dom, &c->domain_len) : NULL;
     if ((rc = match_rules(dom, &rq, b, &rules, &shared, &n_items, st)) ||
@@ -725,7 +745,8 @@ static status status_of(const sl_rls_call *c, const sl_batch *b, size_t i, int64
     } else if (it->kind == K_LIMIT) {
         const sl_response *r = &b->resps[i];
         s.has_limit = true;
-        s.code = r->status == SL_OVER_LIMIT && !it->shadow ? CODE_OVER_LIMIT : CODE_OK;
+        bool over = r->status == SL_OVER_LIMIT || (c->mode == SL_RLS_CHECK && r->remaining < it->want);
+        s.code = over && !it->shadow ? CODE_OVER_LIMIT : CODE_OK;
         int64_t rem = r->remaining;
         if (it->given_back) /* the answer says what is left now that the hits went back */
             rem = sl_sat_add(rem, b->reqs[i].hits) > r->limit ? r->limit
@@ -913,6 +934,8 @@ int sl_rls_encode(const sl_rls_call *c, const sl_batch *b, int64_t now, sl_buf *
     }
     /* OVER_LIMIT when a limit is, or when every quota-mode one is (envoyproxy/ratelimit's rule) */
     uint32_t overall = hard_over || (quota && quota == quota_over) ? CODE_OVER_LIMIT : CODE_OK;
+    if (c->mode == SL_RLS_REPORT)
+        overall = CODE_OK; /* a report is a charge, not a question (limitador answers it so) */
     const sl_rls_config *cfg = c->cfg;
     const char *nl = cfg->header_limit[0] ? cfg->header_limit : "RateLimit-Limit";
     const char *nr = cfg->header_remaining[0] ? cfg->header_remaining : "RateLimit-Remaining";
@@ -958,7 +981,7 @@ static uint8_t outcome_of(const sl_rls_call *c, const sl_batch *b, size_t i)
     const sl_response *r = &b->resps[i];
     if (r->error)
         return SL_RLS_OUTCOME_COUNT; /* the call failed: not a descriptor outcome */
-    if (r->status == SL_OVER_LIMIT)
+    if (r->status == SL_OVER_LIMIT || (c->mode == SL_RLS_CHECK && r->remaining < it->want))
         return it->shadow ? SL_RLS_SHADOW_OVER : SL_RLS_OVER_LIMIT;
     /* protection's shadow mode (api/gubprotect.h: the rule's shadow_mode, or a switch in shadow
      * mode) turned a rejection into an admission */

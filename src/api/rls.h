@@ -37,6 +37,17 @@
 #include "config/rlsconf.h"
 
 #define SL_RLS_PATH "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
+/* Kuadrant/limitador's service over the same messages: check before, charge after. */
+#define SL_RLS_KUADRANT_CHECK_PATH "/kuadrant.service.ratelimit.v1.RateLimitService/CheckRateLimit"
+#define SL_RLS_KUADRANT_REPORT_PATH "/kuadrant.service.ratelimit.v1.RateLimitService/Report"
+
+/* What a call does with its hits. */
+typedef enum sl_rls_mode {
+    SL_RLS_SHOULD = 0, /* ShouldRateLimit: decide and count what is admitted (the rules' way) */
+    SL_RLS_CHECK,      /* CheckRateLimit: would the hits pass? nothing is counted */
+    SL_RLS_REPORT,     /* Report: charge the hits whatever the limit says (usage known after the
+                        * fact, such as tokens); the call answers OK, statuses show the state */
+} sl_rls_mode;
 #define SL_RLS_NAME_PREFIX "rls:"
 
 #define SL_RLS_HEADER_MAX 64 /* bytes of a response header's name, NUL included */
@@ -88,6 +99,10 @@ typedef struct sl_rls_call sl_rls_call;
  */
 int sl_rls_begin(const sl_rls_config *cfg, sl_rlsconf *conf, const uint8_t *msg, size_t len,
                  sl_batch *b, sl_rls_call **call, sl_grpc_status *st);
+/* The same for CheckRateLimit and Report (sl_rls_begin is SL_RLS_SHOULD). */
+int sl_rls_begin_mode(const sl_rls_config *cfg, sl_rlsconf *conf, sl_rls_mode mode,
+                      const uint8_t *msg, size_t len, sl_batch *b, sl_rls_call **call,
+                      sl_grpc_status *st);
 /* The RateLimitResponse for the decided batch (appended to out). 0; -EAGAIN with st set when an
  * item failed (answer st instead); -ENOMEM. */
 int sl_rls_encode(const sl_rls_call *call, const sl_batch *b, int64_t now_ms, sl_buf *out,

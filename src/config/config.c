@@ -38,7 +38,8 @@ static const char *const attempt_headers_choices[] = {"rejections", "always", NU
 static const char *const discovery_choices[] = {"none", "static", "dns", "etcd", "k8s", "gossip",
                                                 NULL};
 static const char *const picker_choices[] = {"ring", "hrw", NULL};
-static const char *const peer_auth_choices[] = {"address", "none", NULL};
+static const char *const peer_auth_choices[] = {"auto", "secret", "mtls", "insecure", "address",
+                                                "none", NULL};
 static const char *const priority_choices[] = {"critical", "post", "get", "test", NULL};
 static const char *const tls_client_auth_choices[] = {"none", "request", "require", NULL};
 static const char *const role_choices[] = {"limiter", "observer", "proxy", NULL};
@@ -98,6 +99,12 @@ static const sl_opt daemon_opts[] = {
     {.name = "max-unsent-bytes", .type = SL_OPT_SIZE, .offset = FIELD(max_unsent_bytes, uint64_t),
      .def = "256MiB", .min = 1024, .max = (uint64_t)1 << 40, .group = G_LIMITS,
      .help = "HTTP/2 answers held unsent over all connections"},
+    {.name = "max-request-memory", .type = SL_OPT_SIZE,
+     .offset = FIELD(max_request_memory, uint64_t), .def = "0", .min = 0,
+     .max = (uint64_t)1 << 50, .group = G_LIMITS,
+     .help = "request bytes buffered over all connections, past which requests with a body over "
+             "16KiB get 503 (gRPC RESOURCE_EXHAUSTED) and the connections holding the most are "
+             "closed; 0: 1/8 of physical memory, at least 64MiB"},
     {.name = "max-conn-errors", .type = SL_OPT_INT, .offset = FIELD(max_conn_errors, int64_t),
      .def = "16", .min = 1, .max = 1000000, .group = G_LIMITS,
      .help = "protocol errors and refused requests before a connection is closed"},
@@ -130,8 +137,10 @@ static const sl_opt daemon_opts[] = {
      .def_doc = "--tls-key", .group = G_TLS, .metavar = "FILE",
      .help = "private key of --peer-tls-cert"},
     {.name = "peer-tls-ca", .type = SL_OPT_STRING, .offset = FIELD(peer_tls_ca, char *),
-     .def_doc = "--tls-ca", .group = G_TLS, .metavar = "FILE",
-     .help = "CA bundle that peers' certificates must chain to"},
+     .group = G_TLS, .metavar = "FILE",
+     .help = "CA bundle that peers' certificates must chain to (its own option: the client "
+             "CA --tls-ca is not trusted for peers); with it, peer calls need a certificate "
+             "naming a peer, and each peer's certificate must name the address called"},
     {.name = "storage-tls-ca", .type = SL_OPT_STRING, .offset = FIELD(storage_tls_ca, char *),
      .group = G_TLS, .metavar = "FILE", .help = "CA bundle for https:// etcd endpoints"},
     {.name = "storage-tls-cert", .type = SL_OPT_STRING, .offset = FIELD(storage_tls_cert, char *),
@@ -200,6 +209,13 @@ static const sl_opt daemon_opts[] = {
     {.name = "redis-addrs", .type = SL_OPT_LIST, .offset = FIELD(redis_addrs, sl_opt_list),
      .group = G_ENGINE, .metavar = "ADDRS",
      .help = "Redis server addresses (ip:port) for --store redis, tried in turn"},
+    {.name = "redis-sentinel", .type = SL_OPT_LIST, .offset = FIELD(redis_sentinel, sl_opt_list),
+     .group = G_ENGINE, .metavar = "ADDRS",
+     .help = "Redis Sentinel addresses (ip:port), in place of --redis-addrs: asked for "
+             "--redis-master's address, and again on a failover"},
+    {.name = "redis-master", .type = SL_OPT_STRING, .offset = FIELD(redis_master, char *),
+     .group = G_ENGINE, .metavar = "NAME",
+     .help = "the master's name the sentinels monitor (with --redis-sentinel)"},
     {.name = "redis-cluster", .type = SL_OPT_BOOL, .offset = FIELD(redis_cluster, bool),
      .def = "false", .group = G_ENGINE,
      .help = "Redis Cluster: --redis-addrs are seed nodes; keys go to their slot's master and "
@@ -223,6 +239,11 @@ static const sl_opt daemon_opts[] = {
      .def = "100", .min = 1, .max = 1000, .group = G_ENGINE,
      .help = "most items of one call decided by one script call in Redis (a longer script "
              "holds Redis longer)"},
+    {.name = "redis-over-limit-cache", .type = SL_OPT_INT,
+     .offset = FIELD(redis_over_limit_cache, int64_t), .def = "4096", .min = 0,
+     .max = 1 << 20, .group = G_ENGINE,
+     .help = "keys per worker remembered as over their limit (rejected with nothing left) and "
+             "answered OVER_LIMIT without a round trip until they could pass again; 0 = off"},
     {.name = "redis-max-reply", .type = SL_OPT_SIZE, .offset = FIELD(redis_max_reply, uint64_t),
      .def = "64MiB", .min = 1 << 20, .max = 1 << 30, .group = G_ENGINE,
      .help = "longest Redis reply read (its bytes; its array elements at 64 bytes each); a "
@@ -362,6 +383,11 @@ static const sl_opt daemon_opts[] = {
      .help = "key owner choice: consistent-hash ring or rendezvous (HRW)"},
     {.name = "replicas", .type = SL_OPT_INT, .offset = FIELD(replicas, int64_t), .def = "512",
      .min = 1, .max = 65536, .group = G_CLUSTER, .help = "virtual nodes per peer on the ring"},
+    {.name = "cluster-hash-secret-file", .type = SL_OPT_STRING,
+     .offset = FIELD(cluster_hash_secret_file, char *), .group = G_CLUSTER, .metavar = "FILE",
+     .help = "a secret (at least 16 bytes, the same on every node) that keys the cluster's key "
+             "ids, so clients cannot choose keys that share another key's state; none: the "
+             "public id (read at start only; changing it moves every key)"},
     {.name = "batch-wait", .type = SL_OPT_DURATION, .offset = FIELD(batch_wait_ns, int64_t),
      .def = "500us", .min = 0, .max = 10 * SEC, .group = G_CLUSTER,
      .help = "gather requests for one owner this long before forwarding"},
@@ -428,7 +454,17 @@ static const sl_opt daemon_opts[] = {
      .help = "this node's unique name in the gossip overlay"},
     {.name = "gossip-keyring-file", .type = SL_OPT_STRING,
      .offset = FIELD(gossip_keyring_file, char *), .group = G_CLUSTER, .metavar = "FILE",
-     .help = "AES-256-GCM keys (64 hex digits a line; the first encrypts), read again on SIGHUP"},
+     .help = "AES-256-GCM keys (64 hex digits a line; the first seals), read again on SIGHUP; "
+             "required unless --gossip-addr is loopback or --gossip-insecure"},
+    {.name = "gossip-insecure", .type = SL_OPT_BOOL, .offset = FIELD(gossip_insecure, bool),
+     .def = "false", .group = G_CLUSTER,
+     .help = "gossip without a key ring on a non-loopback address: anyone who can reach it can "
+             "join or rewrite the cluster (logged; packets counted as unauthenticated)"},
+    {.name = "gossip-replay-window", .type = SL_OPT_DURATION,
+     .offset = FIELD(gossip_replay_window_ns, int64_t), .def = "30s", .min = 1 * SEC,
+     .max = 3600 * SEC, .group = G_CLUSTER,
+     .help = "sealed gossip packets older (or newer) than this by our clock are refused; "
+             "within it each is taken once"},
     {.name = "gossip-probe-interval", .type = SL_OPT_DURATION,
      .offset = FIELD(gossip_probe_interval_ns, int64_t), .def = "1s", .min = 10 * MS,
      .max = 60 * SEC, .group = G_CLUSTER, .help = "how often a member is probed"},
@@ -589,11 +625,33 @@ static const sl_opt daemon_opts[] = {
      .offset = FIELD(admin_token_file, char *), .group = G_ACCESS, .metavar = "FILE",
      .help = "file holding the admin bearer token (16..512 visible ASCII bytes); when set, "
              "every admin call needs 'Authorization: Bearer <token>' (read again on SIGHUP)"},
+    /* Peers: who may make peer calls (docs/cluster.md, "Peer authentication") */
     {.name = "peer-auth", .type = SL_OPT_ENUM, .offset = FIELD(peer_auth, int),
-     .def = "address", .choices = peer_auth_choices, .group = G_ACCESS,
-     .help = "who may call PeersV1: address = callers whose source IP is a peer's (peers bind "
-             "their calls to their advertise-addr IP), or with peer TLS and a peer CA, callers "
-             "whose verified certificate names a peer's host; none = anyone (the old behaviour)"},
+     .def = "auto", .choices = peer_auth_choices, .group = G_ACCESS,
+     .help = "what a peer call (PeersV1, GLOBAL sync, hand-off) must prove: secret = the HMAC of "
+             "--peer-secret-file; mtls = a verified certificate naming a peer (--peer-tls-ca); "
+             "auto = secret or mtls, whichever is configured, and on a loopback-only cluster "
+             "with neither the caller's IP (with a warning); insecure = anyone (logged, "
+             "counted); address = the caller's IP only (deprecated: an address is not a "
+             "credential); none = insecure (deprecated)"},
+    {.name = "peer-secret-file", .type = SL_OPT_STRING, .offset = FIELD(peer_secret_file, char *),
+     .group = G_ACCESS, .metavar = "FILE",
+     .help = "the cluster secret: one or two lines of 16..512 visible ASCII bytes (the first "
+             "signs, both are accepted: a rotation); every peer call carries its HMAC-SHA256 "
+             "(read again on SIGHUP)"},
+    {.name = "peer-auth-skew", .type = SL_OPT_DURATION,
+     .offset = FIELD(peer_auth_skew_ns, int64_t), .def = "30s", .min = 1 * SEC,
+     .max = 3600 * SEC, .group = G_ACCESS,
+     .help = "a signed peer call whose time is further than this from the node's clock is "
+             "refused"},
+    {.name = "peer-max-globals", .type = SL_OPT_INT, .offset = FIELD(peer_max_globals, int64_t),
+     .def = "10000", .min = 1, .max = 1000000, .group = G_ACCESS, .metavar = "N",
+     .help = "most GLOBAL states one UpdatePeerGlobals call may carry (at least "
+             "--global-batch-limit); more is refused"},
+    {.name = "peer-max-transfer-keys", .type = SL_OPT_INT,
+     .offset = FIELD(peer_max_transfer_keys, int64_t), .def = "100000", .min = 1,
+     .max = 10000000, .group = G_ACCESS, .metavar = "N",
+     .help = "most key states one TransferKeys call (hand-off) may carry; more is refused"},
     {.name = "client-tokens-file", .type = SL_OPT_STRING,
      .offset = FIELD(client_tokens_file, char *), .group = G_ACCESS, .metavar = "FILE",
      .help = "client identities, one '<token> <name> <prefix>[,<prefix>...]' a line, or "
@@ -713,17 +771,33 @@ static int finalize(sl_options *o, char *err, size_t errlen)
         ((rc = replace_str(&o->peer_tls_cert, o->tls_cert, err, errlen)) != 0 ||
          (rc = replace_str(&o->peer_tls_key, o->tls_key, err, errlen)) != 0))
         return rc;
-    if (o->peer_tls_ca[0] == '\0' && o->tls_ca[0] != '\0' &&
-        (rc = replace_str(&o->peer_tls_ca, o->tls_ca, err, errlen)) != 0)
-        return rc;
     if ((o->peer_tls_cert[0] != '\0') != (o->peer_tls_key[0] != '\0'))
         return sl_opt_fail(err, errlen, -EINVAL, "option 'peer-tls-cert': needs peer-tls-key, and back");
+    if (o->peer_auth == SL_PEER_AUTH_SECRET && o->peer_secret_file[0] == '\0')
+        return sl_opt_fail(err, errlen, -EINVAL, "option 'peer-auth': secret needs peer-secret-file");
+    if (o->peer_auth == SL_PEER_AUTH_MTLS && (o->peer_tls_cert[0] == '\0' || o->peer_tls_ca[0] == '\0'))
+        return sl_opt_fail(err, errlen, -EINVAL, "option 'peer-auth': mtls needs peer TLS "
+                           "(tls-cert or peer-tls-cert) and peer-tls-ca");
+    if (o->peer_max_globals < o->global_batch_limit)
+        return sl_opt_fail(err, errlen, -EINVAL, "option 'peer-max-globals': %lld is below "
+                           "global-batch-limit (%lld): the peers' own updates would be refused",
+                           (long long)o->peer_max_globals, (long long)o->global_batch_limit);
     if (o->role == SL_ROLE_PROXY && o->proxy_limiters.n == 0 && o->observers.n == 0 &&
         o->storage_addrs.n == 0)
         return sl_opt_fail(err, errlen, -EINVAL, "option 'proxy-limiters': required with "
                            "role=proxy (or observers, or storage-addrs to find them in etcd)");
-    if (o->store == SL_STORE_REDIS && o->redis_addrs.n == 0)
-        return sl_opt_fail(err, errlen, -EINVAL, "option 'redis-addrs': required with store=redis");
+    if (o->redis_sentinel.n && o->redis_addrs.n)
+        return sl_opt_fail(err, errlen, -EINVAL, "option 'redis-sentinel': the sentinels say "
+                           "where the server is; give redis-addrs or redis-sentinel, not both");
+    if (o->redis_sentinel.n && o->redis_cluster)
+        return sl_opt_fail(err, errlen, -EINVAL, "option 'redis-sentinel': a Redis Cluster has no "
+                           "sentinels; give redis-cluster or redis-sentinel, not both");
+    if (o->redis_sentinel.n && !o->redis_master[0])
+        return sl_opt_fail(err, errlen, -EINVAL, "option 'redis-master': required with "
+                           "redis-sentinel (the name in the sentinels' 'sentinel monitor' line)");
+    if (o->store == SL_STORE_REDIS && o->redis_addrs.n == 0 && o->redis_sentinel.n == 0)
+        return sl_opt_fail(err, errlen, -EINVAL, "option 'redis-addrs': required with store=redis "
+                           "(or redis-sentinel and redis-master)");
     if (o->standalone && o->discovery != SL_DISCOVERY_NONE)
         return sl_opt_fail(err, errlen, -EINVAL,
                     "option 'standalone': cannot be combined with discovery=%s",

@@ -46,6 +46,16 @@ typedef enum sl_store_kind {
     SL_STORE_REDIS = 1,
 } sl_store_kind;
 
+/* --peer-auth (docs/cluster.md, "Peer authentication"). */
+typedef enum sl_peer_auth {
+    SL_PEER_AUTH_AUTO = 0,     /* secret, else mtls, else (loopback-only) address with a warning */
+    SL_PEER_AUTH_SECRET = 1,   /* the HMAC of --peer-secret-file */
+    SL_PEER_AUTH_MTLS = 2,     /* a verified certificate naming a member */
+    SL_PEER_AUTH_INSECURE = 3, /* anyone: the explicit opt-out */
+    SL_PEER_AUTH_ADDRESS = 4,  /* deprecated: the caller's source IP is a member's */
+    SL_PEER_AUTH_NONE = 5,     /* deprecated alias of insecure */
+} sl_peer_auth;
+
 typedef enum sl_peer_picker {
     SL_PICKER_RING = 0,
     SL_PICKER_HRW = 1,
@@ -71,6 +81,7 @@ typedef struct sl_options {
     uint64_t max_conn_body_bytes;
     uint64_t max_conn_unsent_bytes;
     uint64_t max_unsent_bytes;
+    uint64_t max_request_memory; /* 0: sized to the machine (net/reqmem.h) */
     int64_t max_conn_errors;
     int64_t shutdown_timeout_ns;
     int64_t max_batch;
@@ -82,7 +93,7 @@ typedef struct sl_options {
     int64_t tls_handshake_timeout_ns;
     char *peer_tls_cert;       /* default tls_cert (with tls_key) */
     char *peer_tls_key;
-    char *peer_tls_ca;         /* default tls_ca */
+    char *peer_tls_ca;         /* "" = peers' certificates not verified (no default) */
     char *storage_tls_ca;
     char *storage_tls_cert;
     char *storage_tls_key;
@@ -103,12 +114,15 @@ typedef struct sl_options {
     int64_t snapshot_period_ns;
     int store;                 /* sl_store_kind: --store */
     sl_opt_list redis_addrs;
+    sl_opt_list redis_sentinel;
+    char *redis_master;
     char *redis_user;          /* "" = AUTH password */
     char *redis_password_file; /* "" = no AUTH */
     bool redis_cluster;        /* redis_addrs are Redis Cluster seed nodes */
     int64_t redis_cluster_refresh_ns;
     int64_t redis_timeout_ns;
     int64_t redis_batch_items;
+    int64_t redis_over_limit_cache;
     uint64_t redis_max_reply;  /* bytes of one reply */
     uint64_t redis_max_queued; /* bytes of commands waiting per connection */
     bool redis_tls;
@@ -150,6 +164,7 @@ typedef struct sl_options {
     char *advertise_addr;      /* defaults to listen_addr */
     int peer_picker;           /* sl_peer_picker */
     int64_t replicas;
+    char *cluster_hash_secret_file; /* "" = unkeyed key ids (core/store.h) */
     int64_t batch_wait_ns;
     int64_t batch_limit;
     int64_t batch_timeout_ns;
@@ -172,7 +187,9 @@ typedef struct sl_options {
     char *gossip_addr;         /* "" = no gossip */
     sl_opt_list gossip_seeds;
     char *gossip_name;         /* "" = --advertise-addr */
-    char *gossip_keyring_file; /* "" = no encryption */
+    char *gossip_keyring_file; /* "" = no key ring: loopback or gossip_insecure only */
+    bool gossip_insecure;      /* no key ring on a non-loopback gossip address */
+    int64_t gossip_replay_window_ns; /* sealed packets' age either side of our clock */
     int64_t gossip_probe_interval_ns;
     int64_t gossip_probe_timeout_ns;
     int64_t gossip_indirect_probes;
@@ -222,7 +239,11 @@ typedef struct sl_options {
     char *admin_token_file;    /* "" = no token (loopback admin only) */
     char *metrics_addr;        /* "" = /metrics on the client port only */
     char *client_tokens_file;  /* "" = no client identities */
-    int peer_auth;             /* 0 address: PeersV1 to peers' IPs only; 1 none: to anyone */
+    int peer_auth;             /* sl_peer_auth (--peer-auth) */
+    char *peer_secret_file;    /* "" = no cluster secret */
+    int64_t peer_auth_skew_ns; /* --peer-auth-skew */
+    int64_t peer_max_globals;  /* UpdatePeerGlobals cap (--peer-max-globals) */
+    int64_t peer_max_transfer_keys; /* TransferKeys cap (--peer-max-transfer-keys) */
 } sl_options;
 
 /* sluiced's table (program "sluiced", prefix "SLUICE_"). */

@@ -252,7 +252,7 @@ static int new_peer(pworker *w, wlim *l)
     sl_peer_config pc = {.loop = w->loop, .addr = l->mb.service,
                          .connect_timeout_ms = w->px->cfg.timeout_ms,
                          .backoff_max_ms = w->px->cfg.probe_interval_ms,
-                         .max_msg = MAX_ANSWER_BYTES};
+                         .max_msg = MAX_ANSWER_BYTES, .tls = w->px->cfg.tls};
     return sl_peer_new(&pc, &l->peer);
 }
 
@@ -474,7 +474,7 @@ static void attempt(sl_proxy *p, sl_exchange *ex, const sl_http_request *rq)
     c->ex = ex;
     c->failed = -1;
     c->h = -1;
-    c->hash = sl_picker_hash(rs, rl);
+    c->hash = sl_picker_hash(NULL, rs, rl); /* only which limiter takes the call: public */
     const sl_quota_snap *snap = p->cfg.quotas ? sl_quotasrc_read(p->cfg.quotas, &w->qr) : NULL;
     c->df = sl_proxy_factor(snap ? snap->tree : NULL, rs, rl);
     start(c);

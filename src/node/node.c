@@ -141,6 +141,8 @@ static int start_server(sl_node *n, const char *host, unsigned short port, char 
     sv.limits.conn_unsent_bytes = (size_t)o->max_conn_unsent_bytes;
     sv.limits.unsent_bytes = (size_t)o->max_unsent_bytes;
     sv.limits.max_conn_errors = (uint32_t)o->max_conn_errors;
+    sv.max_request_memory = o->max_request_memory ? o->max_request_memory
+                                                  : sl_reqmem_default(0);
     sv.limits.max_header_bytes = (size_t)o->max_header_bytes;
     sv.limits.max_body_bytes = (size_t)o->max_body_bytes + 64; /* gRPC framing and slack */
     sv.limits.h2_max_streams = (uint32_t)o->max_streams;
@@ -379,6 +381,7 @@ void sl_node_reload(sl_node *n)
     if (n->proxy)
         reload_proxy_limiters(n);
     sl_reload_tls(&n->opts, n->server, n->peer_tls, &n->log);
+    sl_reload_peer_secret(&n->opts, n->peersig, &n->log);
     sl_reload_peers(&n->opts, n->argc, n->argv, n->router, &n->log);
     sl_reload_idents(&n->opts, &n->idents, n->service, n->server, &n->log);
     if (n->gossip) {
@@ -507,6 +510,7 @@ void sl_node_free(sl_node *n)
     sl_rstore_free(n->rstore);
     sl_router_free(n->router);
     sl_tls_slot_free(n->peer_tls); /* after the router: its peers' connections hold their own */
+    sl_peersig_free(n->peersig);   /* after the router too: its peers sign with it */
     sl_engine_free(n->engine);
     sl_metrics_free(n->metrics);
     sl_config_free(&n->opts);

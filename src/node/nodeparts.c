@@ -11,6 +11,9 @@
  */
 #include "node/node_int.h"
 
+#include "base/file.h"
+#include "core/store.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,14 +50,18 @@ int sl_nodeparts_graphite(sl_node *n, char *err, size_t errlen)
 
 /* ---- TLS ----------------------------------------------------------------------------------- */
 
+/* Peer calls over TLS when the port has it (or --peer-tls-cert names a certificate), and the
+ * client-proxy's calls to its limiters also with --peer-tls-ca alone (docs/levee.md). */
 static int start_peer_tls(sl_node *n, char *err, size_t errlen)
 {
     const sl_options *o = &n->opts;
-    if (!o->tls_cert[0] || o->discovery == SL_DISCOVERY_NONE)
+    bool proxy = o->role == SL_ROLE_PROXY;
+    if (!(o->peer_tls_cert[0] || (proxy && o->peer_tls_ca[0])) ||
+        (o->discovery == SL_DISCOVERY_NONE && !proxy))
         return 0;
     if (!o->peer_tls_ca[0])
-        sl_log_warn(&n->log, "peer TLS without --peer-tls-ca or --tls-ca: peers' certificates "
-                             "are not verified");
+        sl_log_warn(&n->log, "peer TLS without --peer-tls-ca: peers' certificates are not "
+                             "verified (the client CA --tls-ca is not trusted for peers)");
     sl_tls_ctx *ctx;
     int rc = sl_reload_read_peer_tls(&n->opts, &ctx, err, errlen);
     if (rc)
@@ -62,6 +69,80 @@ static int start_peer_tls(sl_node *n, char *err, size_t errlen)
     n->peer_tls = sl_tls_slot_new(ctx);
     sl_tls_ctx_unref(ctx);
     return n->peer_tls ? 0 : -ENOMEM;
+}
+
+/* Whether every address a cluster node is known by is loopback: its own (listen, advertise,
+ * gossip) and, with a static list, every peer's. */
+static bool cluster_on_loopback(const sl_options *o)
+{
+    if (!sl_addr_is_loopback(o->listen_addr) || !sl_addr_is_loopback(o->advertise_addr))
+        return false;
+    if (o->gossip_addr[0] && !sl_addr_is_loopback(o->gossip_addr))
+        return false;
+    if (o->discovery == SL_DISCOVERY_STATIC)
+        for (size_t i = 0; i < o->peers.n; i++)
+            if (!sl_addr_is_loopback(o->peers.items[i]))
+                return false;
+    return true;
+}
+
+/* --peer-auth resolved into what a PeersV1 call must prove (docs/cluster.md, "Peer
+ * authentication"), with --peer-secret-file read; a clustered node with no credential off
+ * loopback does not start (naming the options to set). */
+static int start_peer_auth(sl_node *n, char *err, size_t errlen)
+{
+    const sl_options *o = &n->opts;
+    int rc;
+    if (o->peer_secret_file[0]) {
+        sl_peersig_keys *k;
+        char ferr[384];
+        if ((rc = sl_peersig_keys_read(o->peer_secret_file, &k, ferr, sizeof ferr))) {
+            snprintf(err, errlen, "peer-secret-file %s", ferr);
+            return rc;
+        }
+        n->peersig = sl_peersig_new(k);
+        sl_peersig_keys_unref(k);
+        if (!n->peersig)
+            return -ENOMEM;
+    }
+    bool clustered = o->discovery != SL_DISCOVERY_NONE;
+    bool mtls = n->peer_tls && o->peer_tls_ca[0];
+    int mode = o->peer_auth;
+    if (mode == SL_PEER_AUTH_AUTO)
+        mode = n->peersig ? SL_PEER_AUTH_SECRET : mtls ? SL_PEER_AUTH_MTLS : SL_PEER_AUTH_ADDRESS;
+    if (mode == SL_PEER_AUTH_NONE)
+        mode = SL_PEER_AUTH_INSECURE;
+    if (mode == SL_PEER_AUTH_MTLS && !mtls) {
+        snprintf(err, errlen, "peer-auth mtls: needs peer TLS (--tls-cert or --peer-tls-cert) "
+                              "and --peer-tls-ca in a cluster");
+        return -EINVAL;
+    }
+    bool credential = mode == SL_PEER_AUTH_SECRET || mode == SL_PEER_AUTH_MTLS;
+    if (clustered && !credential && o->peer_auth == SL_PEER_AUTH_AUTO) {
+        if (!cluster_on_loopback(o)) {
+            snprintf(err, errlen, "a cluster node off loopback needs a peer credential: set "
+                                  "--peer-secret-file FILE (or peer mTLS: --peer-tls-ca with "
+                                  "--tls-cert), or --peer-auth insecure to opt out");
+            return -EINVAL;
+        }
+        sl_log_warn(&n->log, "peer calls are not authenticated (a loopback-only cluster: any "
+                             "process on this host can make them); set --peer-secret-file");
+    }
+    if (clustered && !credential && o->client_tokens_file[0]) {
+        snprintf(err, errlen, "client-tokens-file: a cluster with client tokens needs a peer "
+                              "credential (--peer-secret-file, or peer mTLS with --peer-tls-ca): "
+                              "without one PeersV1 would let callers around the tokens");
+        return -EINVAL;
+    }
+    if (o->peer_auth == SL_PEER_AUTH_ADDRESS || o->peer_auth == SL_PEER_AUTH_NONE)
+        sl_log_warn(&n->log, "--peer-auth %s is deprecated: use %s",
+                    o->peer_auth == SL_PEER_AUTH_ADDRESS ? "address" : "none",
+                    o->peer_auth == SL_PEER_AUTH_ADDRESS ? "--peer-secret-file" : "insecure");
+    if (mode == SL_PEER_AUTH_INSECURE)
+        sl_log_warn(&n->log, "--peer-auth insecure: PeersV1 is served to anyone, without a "
+                             "credential (counted in sluice_peer_insecure_calls_total)");
+    n->peer_auth = mode;
+    return 0;
 }
 
 /* ---- Levee quotas -------------------------------------------------------------------------- */
@@ -246,6 +327,44 @@ static int load_idents(sl_node *n, char *err, size_t errlen)
     return rc;
 }
 
+/* --cluster-hash-secret-file: the clustered engine's key ids keyed with the cluster's secret
+ * (core/store.h), before anything is decided or loaded; without it, a warning: chosen keys can
+ * share another key's state. */
+static int cluster_key_ids(sl_node *n, const sl_options *o, char *err, size_t errlen)
+{
+    sl_key_ids ids;
+    const char *path = o->cluster_hash_secret_file;
+    if (!path || !path[0]) {
+        sl_log_warn(&n->log, "cluster key ids are unkeyed (the public XXH3 seed): clients can "
+                             "compute keys that share another key's state; set "
+                             "--cluster-hash-secret-file on every node");
+        return 0;
+    }
+    char *buf = NULL, ferr[256];
+    size_t len = 0;
+    int rc = sl_file_read(path, 4096, SL_FILE_REGULAR, &buf, &len, ferr, sizeof ferr);
+    if (rc) {
+        snprintf(err, errlen, "--cluster-hash-secret-file: %s", ferr);
+        return rc;
+    }
+    while (len && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
+        len--;
+    rc = sl_key_ids_init(&ids, buf, len);
+    explicit_bzero(buf, len);
+    free(buf);
+    if (rc) {
+        snprintf(err, errlen, "--cluster-hash-secret-file %s: %zu bytes, at least %d needed "
+                 "(e.g. head -c 32 /dev/urandom | base64 > FILE)", path, len,
+                 SL_KEY_IDS_MIN_MATERIAL);
+        return rc;
+    }
+    sl_engine_set_key_ids(n->engine, &ids);
+    sl_log_info(&n->log, "cluster key ids keyed fingerprint=%016llx (must match on every node)",
+                (unsigned long long)ids.fingerprint);
+    explicit_bzero(&ids, sizeof ids);
+    return 0;
+}
+
 /* The metrics registry, the engine (with a --state-dir snapshot loaded into it) and the snapshot
  * timer. Fills *ecp: the router validates GLOBAL answers against the engine's limits. */
 int sl_nodeparts_engine(sl_node *n, sl_engine_config *ecp, char *err, size_t errlen)
@@ -298,6 +417,10 @@ int sl_nodeparts_engine(sl_node *n, sl_engine_config *ecp, char *err, size_t err
         snprintf(err, errlen, "engine: %s", strerror(-rc));
         return rc;
     }
+    if (ec.cluster_keys && (rc = cluster_key_ids(n, o, err, errlen))) {
+        sl_statedir_load(&snap, NULL, &acfg, 0, &n->log); /* unmaps only */
+        return rc;
+    }
     if (snap.map)
         sl_statedir_load(&snap, n->engine, &acfg, sl_wall_ms(), &n->log);
     if (o->state_dir &&
@@ -333,9 +456,10 @@ int sl_nodeparts_router(sl_node *n, const sl_engine_config *ec, char *err, size_
                              .log = &n->log, .metrics = n->metrics};
     sl_router_config_from_options(&rcfg, o);
     rcfg.dns_server = o->dns_server;
-    if ((rc = start_peer_tls(n, err, errlen)))
+    if ((rc = start_peer_tls(n, err, errlen)) || (rc = start_peer_auth(n, err, errlen)))
         return rc;
     rcfg.peer_tls = n->peer_tls;
+    rcfg.peer_sig = n->peer_auth == SL_PEER_AUTH_SECRET ? n->peersig : NULL;
     rcfg.gossip = n->gossip;
     if ((rc = sl_router_new(&rcfg, &n->router))) {
         snprintf(err, errlen, "router: %s", strerror(-rc));
@@ -344,9 +468,13 @@ int sl_nodeparts_router(sl_node *n, const sl_engine_config *ec, char *err, size_
     if (o->store == SL_STORE_REDIS) {
         sl_rstore_config sc = {
             .engine = n->engine, .engine_cfg = ec,
-            .addrs = (const char *const *)o->redis_addrs.items, .n_addrs = o->redis_addrs.n,
+            .addrs = (const char *const *)(o->redis_sentinel.n ? o->redis_sentinel.items
+                                                                : o->redis_addrs.items),
+            .n_addrs = o->redis_sentinel.n ? o->redis_sentinel.n : o->redis_addrs.n,
+            .sentinel_master = o->redis_sentinel.n ? o->redis_master : NULL,
             .user = o->redis_user, .password_file = o->redis_password_file,
             .timeout_ms = o->redis_timeout_ns / 1000000, .batch_items = o->redis_batch_items,
+            .over_limit_cache = (uint32_t)o->redis_over_limit_cache,
             .fail_open = o->fail_open, .cluster = o->redis_cluster,
             .cluster_refresh_ms = o->redis_cluster_refresh_ns / 1000000,
             .max_reply_bytes = o->redis_max_reply, .max_queued_bytes = o->redis_max_queued,
@@ -409,6 +537,7 @@ static int start_proxy(sl_node *n, char *err, size_t errlen)
         .timeout_ms = o->proxy_timeout_ns / 1000000,
         .probe_interval_ms = o->proxy_probe_interval_ns / 1000000,
         .max_inflight = (uint32_t)o->proxy_max_inflight,
+        .tls = n->peer_tls,
         .fallback = sl_service_handle,
         .fallback_ud = n->service,
     };
@@ -457,8 +586,11 @@ int sl_nodeparts_service(sl_node *n, char *err, size_t errlen)
         .advertise_addr = o->advertise_addr,
         .quotas = n->quotas,
         .protect = n->protect,
-        .peers_any = o->peer_auth == 1,
-        .peers_mtls = n->peer_tls && o->peer_tls_ca[0],
+        .peer_auth = n->peer_auth,
+        .peersig = n->peersig,
+        .peer_skew_ms = o->peer_auth_skew_ns / 1000000,
+        .peer_max_globals = (size_t)o->peer_max_globals,
+        .peer_max_transfer_keys = (size_t)o->peer_max_transfer_keys,
         .idents = n->idents,
     };
     if (n->quotas) {

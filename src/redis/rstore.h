@@ -57,6 +57,9 @@ typedef struct sl_rstore_config {
     bool fail_open;
     bool cluster;                       /* Redis Cluster: addrs are seed nodes, the topology is
                                            read from them (CLUSTER SLOTS) and followed */
+    const char *sentinel_master;        /* Redis Sentinel: addrs are sentinels, asked for this
+                                           master's address (and again when it is lost, turns
+                                           replica, or each second); NULL or "": no sentinel */
     int64_t cluster_refresh_ms;         /* least time between two topology reads by a worker;
                                            0 = 100 */
     size_t max_reply_bytes;             /* a longer reply closes its connection; 0 = 64 MiB */
@@ -68,6 +71,8 @@ typedef struct sl_rstore_config {
     const char *tls_cert, *tls_key;     /* a client certificate (tls-auth-clients); NULL: none */
     const char *tls_server_name;        /* the name Redis's certificate must carry; NULL or "":
                                            each address's IP */
+    uint32_t over_limit_cache;          /* entries per worker of the over-limit cache
+                                           (redis/overcache.h); 0 = off */
     int workers;
     sl_logger *log;                     /* may be NULL */
     sl_metrics *metrics;                /* may be NULL */
@@ -106,6 +111,7 @@ typedef struct sl_rstore_stats {
     uint64_t refreshes;   /* cluster topologies read (--redis-cluster), the first included */
     uint64_t oversized;   /* connections closed for a reply past max_reply_bytes */
     uint64_t tls_failures; /* TLS handshakes or sessions to Redis that failed */
+    uint64_t over_limit_cached; /* items answered by the over-limit cache, not sent */
 } sl_rstore_stats;
 
 void sl_rstore_stats_get(sl_rstore *r, sl_rstore_stats *out);

@@ -24,6 +24,7 @@
 #include "sluice/clock.h"
 #include "redis/rconn.h"
 #include "redis/rscript.h"
+#include "redis/overcache.h"
 #include "redis/rslots.h"
 #include "redis/rstore.h"
 
@@ -103,6 +104,12 @@ struct wk {
     uv_timer_t timer;
     size_t addr;            /* the address (or seed) used or tried last */
     conn main;              /* standalone: the connection */
+    /* --redis-sentinel: the connection to a sentinel (moving along addrs), the master's address
+     * asked of it at start, when main is lost or refused writes, and each second */
+    conn sentinel;
+    bool master_asking;     /* a SENTINEL get-master-addr-by-name is out */
+    bool need_master;       /* ask at the next tick */
+    int64_t master_asked_ms;
     /* --redis-cluster */
     sl_rslots *tbl;         /* the topology (NULL until the first one) */
     sl_rslots *next;        /* where a CLUSTER SLOTS reply is read into */
@@ -123,6 +130,8 @@ struct wk {
     sl_log_budget conn_budget; /* connection events: one line a second */
     _Atomic uint64_t items, errors, fail_open, reloads, connects, disconnects;
     _Atomic uint64_t redirects, refreshes;
+    sl_overcache over;      /* keys known over their limit (--redis-over-limit-cache) */
+    _Atomic uint64_t over_hits; /* items answered from it */
     sl_rconn_stats rstats;  /* replies past --redis-max-reply, TLS failures */
 };
 
@@ -133,10 +142,12 @@ struct sl_rstore {
     size_t n_addrs;
     char *user;
     char *password;
+    sl_overcache_shared *over; /* what the workers' over-limit caches share (NULL: off) */
     sl_tls_slot *tls;       /* --redis-tls: the client context, replaced by a reload (NULL:
                                plain TCP) */
     char *tls_ca, *tls_cert, *tls_key; /* the files it is read from (NULL: not given) */
     char *tls_server_name;  /* NULL: each address's host */
+    char *sentinel_master;  /* --redis-sentinel: the master's name (NULL: no sentinel) */
     uint32_t batch_items;
     int nworkers;
     wk *wk;

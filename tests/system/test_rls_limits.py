@@ -297,3 +297,60 @@ def test_quota_mode_near_limit_metadata_and_header_names(make, confdir):
     assert metric(n, 'sluice_rls_descriptors_total{domain="d",rule="hard",outcome="near_limit"}') \
         == 1  # the 6th only: 5 of 10 is not past 0.5
     c.close()
+
+
+KUADRANT = "/kuadrant.service.ratelimit.v1.RateLimitService/"
+
+
+def test_kuadrant_check_then_report_tokens(make, confdir):
+    """Kuadrant/limitador's CheckRateLimit and Report on the same port and rules: a gateway checks
+    before a request (nothing counted) and charges the real usage after it, two counters on one
+    user (input and output tokens of an LLM call), seen by ShouldRateLimit too."""
+    n, c = node(make, confdir, """
+        domain: llm
+        descriptors:
+          - key: user
+            descriptors:
+              - key: tokens
+                value: input
+                rate_limit: {unit: hour, requests_per_unit: 1000, name: input}
+              - key: tokens
+                value: output
+                rate_limit: {unit: hour, requests_per_unit: 2000, name: output}
+        """)
+    pb = c.pb
+
+    def call(method, *descs):
+        rq = pb.RateLimitRequest(domain="llm")
+        for which, hits in descs:
+            d = rq.descriptors.add()
+            for k, v in (("user", "ann"), ("tokens", which)):
+                e = d.entries.add()
+                e.key, e.value = k, v
+            if hits is not None:
+                d.hits_addend.value = hits
+        m = c.ch.unary_unary(KUADRANT + method, request_serializer=pb.RateLimitRequest.SerializeToString,
+                             response_deserializer=pb.RateLimitResponse.FromString)
+        return m(rq, timeout=5)
+
+    both = (("input", None), ("output", None))
+    for _ in range(3):  # a check counts nothing
+        r = call("CheckRateLimit", *both)
+        assert r.overall_code == OK
+        assert [s.limit_remaining for s in r.statuses] == [1000, 2000]
+    r = call("Report", ("input", 600), ("output", 1500))
+    assert r.overall_code == OK
+    assert [s.limit_remaining for s in r.statuses] == [400, 500]
+    assert call("CheckRateLimit", ("input", 400), ("output", 1)).overall_code == OK
+    assert call("CheckRateLimit", ("input", 401)).overall_code == OVER
+    # a report charges past the limit: usage already happened
+    r = call("Report", ("input", 500), ("output", 100))
+    assert r.overall_code == OK
+    r = call("CheckRateLimit", *both)
+    assert r.overall_code == OVER
+    assert [s.code for s in r.statuses] == [OVER, OK]
+    assert r.statuses[1].limit_remaining == 400
+    # ShouldRateLimit decides on the same counters
+    r = c.ask("llm", [("user", "ann"), ("tokens", "input")])
+    assert r.overall_code == OVER
+    c.close()
