@@ -31,6 +31,7 @@ BUILD=(
   build-essential cmake pkg-config
   libuv1-dev node-llhttp libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler
   libcurl4-openssl-dev libyaml-dev libjansson-dev libxxhash-dev libssl-dev libhiredis-dev
+  zlib1g-dev
 )
 TEST=(
   clang libclang-rt-14-dev libcmocka-dev
@@ -41,6 +42,7 @@ TEST=(
   chromium chromium-driver
   redis-server redis-tools
   systemd
+  nodejs npm
 )
 BENCH=(python3 nginx-light wrk nghttp2-client openssl redis-server redis-tools valgrind
        protobuf-compiler python3-protobuf)

@@ -53,6 +53,8 @@ PACKAGES = {
     "debootstrap": "debootstrap",
     "nginx": "nginx-light",
     "h2load": "nghttp2-client",
+    "node": "nodejs",
+    "npm": "npm",
 }
 
 # Python module -> Debian package (for /usr/bin/python3)
