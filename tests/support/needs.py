@@ -42,6 +42,7 @@ PACKAGES = {
     "nft": "nftables",
     "readelf": "binutils",
     "file": "file",
+    "umoci": "umoci",
     "git": "git",
     "cmake": "cmake",
     "pkg-config": "pkg-config",
