@@ -26,7 +26,10 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "config/diag.h"
 #include "daemon/notify.h"
+#include "node/startcheck.h"
+#include "runtime/log.h"
 #include "sluice/node.h"
 
 #ifndef SLUICE_VERSION /* set by CMake: VERSION, plus `git describe` in a checkout */
@@ -87,11 +90,11 @@ static int wait_signal(const sigset_t *set, sl_node *node, const sl_notify *nt, 
 /* The static sluiced (make static) is linked without libcurl (packaging/static/nocurl.c): refuse
  * the options whose clients need it, saying why, instead of failing later on a client that cannot
  * exist. A parse error is left to sl_node_start to report. */
-static int refuse_curl_options(int argc, char **argv)
+static int refuse_curl_options(sl_logger *lg, int argc, char **argv)
 {
     sl_options o;
     memset(&o, 0, sizeof o); /* sl_config_parse frees what the options held */
-    char err[512];
+    char err[1024];
     if (sl_config_parse(&o, argc, argv, NULL, err, sizeof err) != 0)
         return 0;
     const char *what = o.storage_addrs.n ? "--storage-addrs (etcd)"
@@ -101,15 +104,85 @@ static int refuse_curl_options(int argc, char **argv)
     sl_config_free(&o);
     if (!what)
         return 0;
-    fprintf(stderr, "sluiced: %s needs libcurl, which this statically linked sluiced is built "
-            "without (docs/operations.md \"Static build\"); use the dynamically linked sluiced\n",
-            what);
+    sl_log_error(lg, "%s needs libcurl, which this statically linked sluiced is built without "
+                 "(docs/operations.md \"Static build\"); use the dynamically linked sluiced",
+                 what);
     return -1;
 }
 #endif
 
+/* Remove every `flag` (before "--") from argv; whether there was one. */
+static bool take_flag(int *argc, char **argv, const char *flag)
+{
+    bool found = false;
+    int w = 1;
+    for (int r = 1; r < *argc; r++) {
+        if (strcmp(argv[r], "--") == 0) {
+            while (r < *argc)
+                argv[w++] = argv[r++];
+            break;
+        }
+        if (strcmp(argv[r], flag) == 0)
+            found = true;
+        else
+            argv[w++] = argv[r];
+    }
+    argv[w] = NULL;
+    *argc = w;
+    return found;
+}
+
+/*
+ * --check-config: the options from every source and then every file, directory and peer a start
+ * would read (node/startcheck.h), each problem one error line; nothing bound, no thread started.
+ * --print-config: the effective options as YAML, each with its origin, secrets redacted.
+ * Exit 0, or 2 when something is wrong.
+ */
+static int check_or_print(sl_logger *lg, int argc, char **argv, bool print)
+{
+    const sl_opt_table *t = sl_config_daemon_table();
+    char(*origin)[SL_OPT_ORIGIN_MAX] = calloc(t->nopts, sizeof *origin);
+    if (!origin) {
+        sl_log_error(lg, "out of memory");
+        return 2;
+    }
+    sl_options o;
+    memset(&o, 0, sizeof o);
+    sl_diag d = {0};
+    char err[1024];
+    int rc = sl_config_check(&o, argc, argv, NULL, &d, origin, err, sizeof err);
+    if (!print)
+        sl_startcheck_run(&o, &d);
+    size_t problems = sl_diag_count(&d);
+    for (size_t i = 0; i < d.n; i++)
+        sl_log_error(lg, "%s", d.lines[i]);
+    if (d.dropped)
+        sl_log_error(lg, "... and %zu more problems", d.dropped);
+    if (rc != 0 && problems == 0) { /* not one the check words (out of memory) */
+        sl_log_error(lg, "%s", err[0] ? err : strerror(-rc));
+        problems = 1;
+    }
+    if (print && problems == 0)
+        sl_opt_dump_origins(t, &o, (const char(*)[SL_OPT_ORIGIN_MAX])origin, stdout);
+    else if (!print && problems == 0)
+        sl_log_info(lg, "configuration OK: the options, files and directories a start reads are "
+                        "all good");
+    else if (!print)
+        sl_log_error(lg, "configuration check failed: %zu problem%s", problems,
+                     problems == 1 ? "" : "s");
+    sl_diag_free(&d);
+    sl_config_free(&o);
+    free(origin);
+    return problems ? 2 : 0;
+}
+
 int main(int argc, char **argv)
 {
+    /* Start-up errors are log lines (timestamp, level) on stderr, like everything after them. */
+    sl_logger boot;
+    sl_log_init(&boot, NULL, SL_LOG_INFO, NULL);
+    bool check = take_flag(&argc, argv, "--check-config");
+    bool print = take_flag(&argc, argv, "--print-config");
     switch (sl_opt_special(sl_config_daemon_table(), argc, argv)) {
     case SL_OPT_HELP:
         sl_config_help(stdout);
@@ -122,9 +195,11 @@ int main(int argc, char **argv)
      * error, never a kill. The library never sets this (it writes with MSG_NOSIGNAL or on threads
      * that block SIGPIPE), so an embedder's disposition stays theirs. */
 #ifdef SLUICE_NO_CURL
-    if (refuse_curl_options(argc, argv))
+    if (refuse_curl_options(&boot, argc, argv))
         return 2;
 #endif
+    if (check || print)
+        return check_or_print(&boot, argc, argv, print && !check);
     signal(SIGPIPE, SIG_IGN);
     sigset_t set;
     sigemptyset(&set);
@@ -136,16 +211,16 @@ int main(int argc, char **argv)
     sl_notify nt;
     int rc = sl_notify_open(&nt, getenv("NOTIFY_SOCKET"));
     if (rc)
-        fprintf(stderr, "sluiced: NOTIFY_SOCKET: %s (not notifying)\n", strerror(-rc));
+        sl_log_warn(&boot, "NOTIFY_SOCKET: %s (not notifying)", strerror(-rc));
     uint64_t wd_usec = sl_notify_watchdog_usec(getenv("WATCHDOG_USEC"), getenv("WATCHDOG_PID"),
                                                (long)getpid());
 
     sl_node *node;
-    char err[512];
+    char err[1024];
     rc = sl_node_start(argc - 1, argv + 1, &node, err, sizeof err);
     if (rc) {
-        fprintf(stderr, "sluiced: %s\n", err);
-        char st[600];
+        sl_log_error(&boot, "%s", err);
+        char st[1100];
         snprintf(st, sizeof st, "STATUS=start failed: %s\nERRNO=%d", err, -rc);
         tell(&nt, st);
         sl_notify_close(&nt);

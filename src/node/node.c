@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "node/node_int.h"
+#include "node/startcheck.h"
 
 /* How often worker 0 runs active expiry; each run examines at most gc-max-work slots. */
 #define EXPIRY_TICK_MS 100
@@ -262,6 +263,17 @@ int sl_node_start(int argc, char *const *args, sl_node **out, char *err, size_t 
     for (int i = 0; i < argc; i++)
         argv[i + 1] = args[i];
     int rc = sl_config_parse(&n->opts, argc + 1, argv, NULL, err, errlen);
+    if (rc == 0) {
+        /* Every file and value the start relies on, before anything is built or bound: a start
+         * fails on its first problem with nothing logged as listening (sluiced --check-config
+         * reports them all). */
+        sl_diag d = {0};
+        if (sl_startcheck_run(&n->opts, &d) > 0) {
+            snprintf(err, errlen, "%s", d.n ? d.lines[0] : "start-up check failed");
+            rc = -EINVAL;
+        }
+        sl_diag_free(&d);
+    }
     if (rc == 0)
         rc = keep_args(n, argc + 1, argv);
     free(argv);

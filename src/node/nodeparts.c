@@ -137,7 +137,10 @@ int sl_nodeparts_quotas(sl_node *n, char *err, size_t errlen)
     };
     int rc = sl_quotasrc_new(&qc, &n->quotas);
     if (rc) {
-        snprintf(err, errlen, "quotas: %s", strerror(-rc));
+        if (o->storage_addrs.n == 0)
+            snprintf(err, errlen, "option 'quota-file': %s: %s", o->quota_file, strerror(-rc));
+        else
+            snprintf(err, errlen, "quotas from etcd: %s", strerror(-rc));
         return rc;
     }
     return sl_quotasrc_register_metrics(n->quotas, n->metrics);

@@ -108,6 +108,7 @@ static void test_precedence(void **state)
                      "max-conns: 11\n"
                      "max_streams: 12\n"          /* snake_case key */
                      "peers:\n  - a:1\n  - b:2\n"
+                     "discovery: static\n"         /* a peer list needs it */
                      "verbose: yes\n"
                      "gc-period: 2h\n"
                      "graphite-prefix: fromfile\n");
@@ -310,7 +311,7 @@ static void test_enums_and_cross_checks(void **state)
     assert_non_null(strstr(err, "option 'standalone'"));
     sl_config_free(&o);
     assert_int_equal(PARSE(&o, err, no_env, "--listen-addr="), -EINVAL);
-    assert_string_equal(err, "option 'listen-addr': must not be empty");
+    assert_string_equal(err, "option 'listen-addr': must not be empty (flag --listen-addr)");
     sl_config_free(&o);
     /* Computed defaults stay overridable. */
     assert_int_equal(PARSE(&o, err, no_env, "--instance-id", "n7", "--workers", "3",
@@ -345,10 +346,12 @@ static void test_flags(void **state)
     assert_string_equal(err, "flag --no-verbose takes no value");
     sl_config_free(&o);
     assert_int_equal(PARSE(&o, err, no_env, "--no-max-conns"), -EINVAL);
-    assert_string_equal(err, "unknown flag '--no-max-conns' (see --help)");
+    assert_string_equal(err,
+                        "unknown flag '--no-max-conns': option 'max-conns' is not a boolean (see "
+                        "--help)");
     sl_config_free(&o);
     assert_int_equal(PARSE(&o, err, no_env, "--max-connz", "5"), -EINVAL);
-    assert_string_equal(err, "unknown flag '--max-connz' (see --help)");
+    assert_string_equal(err, "unknown flag '--max-connz': did you mean '--max-conns'? (see --help)");
     sl_config_free(&o);
     assert_int_equal(PARSE(&o, err, no_env, "-x"), -EINVAL);
     assert_string_equal(err, "unknown flag '-x' (see --help)");
@@ -398,7 +401,8 @@ static void test_yaml_rules(void **state)
         const char *yaml;
         const char *err;
     } bad[] = {
-        {"listen-addr: a\nmax_connz: 5\n", "f.yaml:2: unknown option 'max_connz'"},
+        {"listen-addr: a\nmax_connz: 5\n",
+         "f.yaml:2: unknown option 'max_connz': did you mean 'max-conns'?"},
         {"max-conns: 1\nmax_conns: 2\n", "f.yaml:2: option 'max-conns' set twice (first at line 1)"},
         {"idle-timeout: 5s\nread-timeout:\n  a: 1\n",
          "f.yaml:3: option 'read-timeout' takes a duration, not a nested mapping"},
@@ -406,7 +410,7 @@ static void test_yaml_rules(void **state)
         {"peers: [[a]]\n", "f.yaml:1: option 'peers': list items must be scalars, not a list"},
         {"config: other.yaml\n", "f.yaml:1: option 'config' cannot be set in a file"},
         {"- a\n- b\n", "f.yaml:1: the file must be a mapping of option: value"},
-        {"a: 1\n---\nb: 2\n", "f.yaml:1: unknown option 'a'"},
+        {"a: 1\n---\nb: 2\n", "f.yaml:1: unknown option 'a' (sluiced --help lists the options)"},
         {"max-conns: 1\n---\nmax-streams: 2\n", "f.yaml:2: only one YAML document is allowed"},
         {"max-conns: &a 1\nmax-streams: *a\n",
          "f.yaml:2: option 'max-streams' takes an integer, not an alias"},
