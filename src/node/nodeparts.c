@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ---- Graphite ------------------------------------------------------------------------------ */
 
@@ -285,6 +286,10 @@ int sl_nodeparts_engine(sl_node *n, sl_engine_config *ecp, char *err, size_t err
         free(o->state_dir);
         o->state_dir = NULL;
     }
+    /* A state directory that does not exist yet is made (its parent was found writable by the
+     * start-up check), so that the first snapshot has somewhere to go. */
+    if (o->state_dir && mkdir(o->state_dir, 0700) == 0)
+        sl_log_info(&n->log, "state-dir %s created", o->state_dir);
     sl_statedir_snap snap = {0};
     if (o->state_dir && sl_statedir_read(o->state_dir, &acfg, &n->log, &snap)) {
         if (snap.flags != n->snapshot_flags) {

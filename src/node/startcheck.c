@@ -46,8 +46,14 @@ static void check_rls_dir(const sl_options *o, sl_diag *d)
         return;
     sl_rlsconf *c = NULL;
     char err[512];
-    if (sl_rlssrc_load_dir(o->rls_config_dir, &c, err, sizeof err))
-        sl_diag_add(d, "option 'rls-config-dir': in %s: %s", o->rls_config_dir, err);
+    size_t dl = strlen(o->rls_config_dir);
+    if (sl_rlssrc_load_dir(o->rls_config_dir, &c, err, sizeof err)) {
+        if (strncmp(err, o->rls_config_dir, dl) == 0) /* about the directory itself */
+            sl_diag_add(d, "option 'rls-config-dir': %s", err);
+        else /* "FILE: line N: ..." about one of its files */
+            sl_diag_add(d, "option 'rls-config-dir': %s%s%s", o->rls_config_dir,
+                        dl && o->rls_config_dir[dl - 1] == '/' ? "" : "/", err);
+    }
     sl_rlsconf_unref(c);
 }
 
@@ -138,9 +144,24 @@ static void check_state_dir(const sl_options *o, sl_diag *d)
         return;
     struct stat st;
     if (stat(o->state_dir, &st) != 0) {
-        sl_diag_add(d, "option 'state-dir': %s: %s", o->state_dir,
-                    errno == ENOENT ? "no such directory (create it, writable by sluiced)"
-                                    : strerror(errno));
+        if (errno != ENOENT) {
+            sl_diag_add(d, "option 'state-dir': %s: %s", o->state_dir, strerror(errno));
+            return;
+        }
+        /* the start makes it: its parent must exist and be writable */
+        char parent[4096];
+        snprintf(parent, sizeof parent, "%s", o->state_dir);
+        char *slash = strrchr(parent, '/');
+        if (slash == parent)
+            slash[1] = '\0';
+        else if (slash)
+            *slash = '\0';
+        else
+            snprintf(parent, sizeof parent, ".");
+        if (access(parent, W_OK | X_OK) != 0)
+            sl_diag_add(d, "option 'state-dir': %s does not exist and cannot be made: %s: %s",
+                        o->state_dir, parent,
+                        errno == EACCES ? "permission denied" : strerror(errno));
         return;
     }
     if (!S_ISDIR(st.st_mode))
