@@ -2,7 +2,10 @@
 /*
  * sluiced: the sluice daemon. A thin main over the embeddable node (include/sluice/node.h):
  * parse options (file < environment < flags), start the node, then wait for signals on this
- * thread — SIGHUP reloads, SIGINT/SIGTERM drain gracefully (stop accepting, finish in-flight
+ * thread. A start-up error is one log line (runtime/log.h, before anything is logged as
+ * listening) and exit 2; --check-config reports every problem of the options and the files a start
+ * would read (node/startcheck.h) and exits 0 or 2; --print-config prints the effective options
+ * with the origin of each — SIGHUP reloads, SIGINT/SIGTERM drain gracefully (stop accepting, finish in-flight
  * calls) within --shutdown-timeout and exit 0.
  *
  * Signals are blocked before any thread starts, so every worker inherits the mask and only this
