@@ -75,7 +75,8 @@ static int yaml_next(struct yaml_ctx *y)
     }
     if (!yaml_parser_parse(&y->parser, &y->ev)) {
         yaml_parser_t *p = &y->parser;
-        return sl_opt_problem(y->tr, y->err, y->errlen, -EINVAL, "%s:%zu: invalid YAML: %s%s%s", y->name,
+        return sl_opt_problem(y->tr, y->err, y->errlen, -EINVAL, "%s:%zu: invalid YAML: %s%s%s",
+                              y->name,
                     (size_t)p->problem_mark.line + 1, p->problem ? p->problem : "parse error",
                     p->context ? " " : "", p->context ? p->context : "");
     }
@@ -112,7 +113,8 @@ static int yaml_value(struct yaml_ctx *y, void *target, const sl_opt *o)
         if (y->ev.type == YAML_SEQUENCE_END_EVENT)
             break;
         if (y->ev.type != YAML_SCALAR_EVENT) {
-            rc = sl_opt_problem(y->tr, y->err, y->errlen, -EINVAL, "%s:%zu: option '%s': list items must be "
+            rc = sl_opt_problem(y->tr, y->err, y->errlen, -EINVAL,
+                                "%s:%zu: option '%s': list items must be "
                       "scalars, not %s", y->name, yaml_line(y), o->name, event_what(y->ev.type));
             break;
         }
@@ -449,7 +451,8 @@ static int parse_args(const sl_opt_table *t, void *target, int argc, char *const
             }
             if (o == NULL && strncmp(nm, "no-", 3) == 0 && sl_opt_find(t, nm + 3) != NULL) {
                 rc = sl_opt_problem(tr, err, errlen, -EINVAL,
-                                    "unknown flag '--%s': option '%s' is not a boolean (see --help)",
+                                    "unknown flag '--%s': option '%s' is not a boolean "
+                                    "(see --help)",
                                     nm, nm + 3);
                 continue;
             }
@@ -479,7 +482,8 @@ static int parse_args(const sl_opt_table *t, void *target, int argc, char *const
             } else if (i + 1 < argc) {
                 value = argv[++i];
             } else {
-                rc = sl_opt_problem(tr, err, errlen, -EINVAL, "option '%s': flag --%s needs a value",
+                rc = sl_opt_problem(tr, err, errlen, -EINVAL,
+                                    "option '%s': flag --%s needs a value",
                                  o->name, o->name);
                 break;
             }

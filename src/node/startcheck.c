@@ -68,7 +68,8 @@ static void check_tokens(const sl_options *o, sl_diag *d)
 {
     char err[512];
     /* the readers' messages are "admin-token-file F: reason" */
-    if (o->admin_token_file[0] && sl_adminsrv_check_token_file(o->admin_token_file, err, sizeof err))
+    if (o->admin_token_file[0] &&
+        sl_adminsrv_check_token_file(o->admin_token_file, err, sizeof err))
         sl_diag_add(d, "option 'admin-token-file': %s", after_word(err));
     if (o->client_tokens_file[0]) {
         sl_idents *ids = NULL;

@@ -352,7 +352,8 @@ static void test_flags(void **state)
                         "--help)");
     sl_config_free(&o);
     assert_int_equal(PARSE(&o, err, no_env, "--max-connz", "5"), -EINVAL);
-    assert_string_equal(err, "unknown flag '--max-connz': did you mean '--max-conns'? (see --help)");
+    assert_string_equal(err,
+                        "unknown flag '--max-connz': did you mean '--max-conns'? (see --help)");
     sl_config_free(&o);
     assert_int_equal(PARSE(&o, err, no_env, "-x"), -EINVAL);
     assert_string_equal(err, "unknown flag '-x' (see --help)");
@@ -610,7 +611,8 @@ static void test_check_reports_every_problem(void **state)
         "option 'admin-addr': '[::1' has no ']' after the IPv6 address (file ",
         "option 'peers': a peer list needs --discovery static",
         "option 'shards': 3 is not a power of two",
-        "option 'tls-key': --tls-key needs --tls-cert (the certificate of that key) (flag --tls-key)",
+        "option 'tls-key': --tls-key needs --tls-cert (the certificate of that key) "
+        "(flag --tls-key)",
     };
     for (size_t i = 0; i < d.n && i < sizeof want / sizeof want[0]; i++)
         if (!strstr(d.lines[i], want[i]))
