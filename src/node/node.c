@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "node/node_int.h"
+#include "net/listener.h"
 #include "node/startcheck.h"
 
 /* How often worker 0 runs active expiry; each run examines at most gc-max-work slots. */
@@ -164,6 +165,23 @@ static int start_server(sl_node *n, const char *host, unsigned short port, char 
     return 0;
 }
 
+/* Whether the client port can be bound (port 0 always can): 0 or a negative errno. The server
+ * probes it again when it binds; this one is before anything else is started. */
+static int client_port_free(const char *host, unsigned short port)
+{
+    struct sockaddr_storage ss;
+    socklen_t slen;
+    if (!port)
+        return 0;
+    if (uv_ip4_addr(host, port, (struct sockaddr_in *)&ss) == 0)
+        slen = sizeof(struct sockaddr_in);
+    else if (uv_ip6_addr(host, port, (struct sockaddr_in6 *)&ss) == 0)
+        slen = sizeof(struct sockaddr_in6);
+    else
+        return 0; /* not an IP: the start-up check said so */
+    return sl_listener_probe_free((struct sockaddr *)&ss, slen);
+}
+
 static int build(sl_node *n, char *err, size_t errlen)
 {
     sl_options *o = &n->opts;
@@ -178,6 +196,14 @@ static int build(sl_node *n, char *err, size_t errlen)
     if (sl_addr_split(o->listen_addr, host, sizeof host, &port)) {
         snprintf(err, errlen, "listen-addr '%s' is not host:port", o->listen_addr);
         return -EINVAL;
+    }
+    if ((rc = client_port_free(host, port))) {
+        /* Before any part is built, so that nothing was logged as listening (the admin port). */
+        snprintf(err, errlen, "option 'listen-addr': %s: %s", o->listen_addr,
+                 rc == -EADDRINUSE ? "the port is in use (another process listens there): stop "
+                                     "it, or choose another port"
+                                   : strerror(-rc));
+        return rc;
     }
     sl_engine_config ec;
     if ((rc = sl_nodeparts_engine(n, &ec, err, errlen)) ||

@@ -4,6 +4,7 @@
  * problem with the option that named it. */
 #include "node/startcheck.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
 #include <stdio.h>
@@ -209,9 +210,24 @@ static void check_peers(const sl_options *o, sl_diag *d)
     }
 }
 
+/* The client port listens on an IP address (or "localhost"): a name would fail at bind. */
+static void check_listen_ip(const sl_options *o, sl_diag *d)
+{
+    char host[SL_HOSTPORT_HOST_MAX];
+    unsigned short port;
+    unsigned char buf[16];
+    if (sl_addr_split(o->listen_addr, host, sizeof host, &port))
+        return; /* the parse said why */
+    if (inet_pton(AF_INET, host, buf) != 1 && inet_pton(AF_INET6, host, buf) != 1)
+        sl_diag_add(d, "option 'listen-addr': '%s' is not an IP address (listen on a numeric "
+                    "IPv4 or [IPv6] address, 0.0.0.0 for all; advertise a name with "
+                    "--advertise-addr)", host);
+}
+
 size_t sl_startcheck_run(const sl_options *o, sl_diag *d)
 {
     size_t before = sl_diag_count(d);
+    check_listen_ip(o, d);
     check_quota_file(o, d);
     check_rls_dir(o, d);
     check_tokens(o, d);

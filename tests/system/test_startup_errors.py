@@ -167,6 +167,22 @@ def test_port_out_of_range(held):
         in r.stderr, r.stderr
 
 
+def test_port_in_use_before_anything_listens(held):
+    """The client port taken: said before the admin port is built (nothing logged as
+    listening), as a log line, exit 2."""
+    r = run(["--listen-addr", held.addr, "--admin-addr", "127.0.0.1:%d" % free_port()])
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and LOG_LINE.match(lines[0]), r.stderr
+    assert "option 'listen-addr': %s: the port is in use" % held.addr in lines[0]
+
+
+def test_listen_addr_must_be_an_ip(held):
+    r = run(["--listen-addr", "myhost:5454"])
+    assert r.returncode == 2
+    assert "option 'listen-addr': 'myhost' is not an IP address" in r.stderr, r.stderr
+
+
 def test_unknown_option_did_you_mean(held, tmp_path):
     refused(held, ["--listen_adr", "127.0.0.1:1"],
             "unknown flag '--listen_adr': did you mean '--listen-addr'?")
