@@ -611,8 +611,8 @@ static void test_check_reports_every_problem(void **state)
         "option 'admin-addr': '[::1' has no ']' after the IPv6 address (file ",
         "option 'peers': a peer list needs --discovery static",
         "option 'shards': 3 is not a power of two",
-        "option 'tls-key': --tls-key needs --tls-cert (the certificate of that key) "
-        "(flag --tls-key)",
+        ("option 'tls-key': --tls-key needs --tls-cert (the certificate of that key) "
+         "(flag --tls-key)"),
     };
     for (size_t i = 0; i < d.n && i < sizeof want / sizeof want[0]; i++)
         if (!strstr(d.lines[i], want[i]))
