@@ -24,13 +24,20 @@ class Held:
     """The client port and the admin port (client + 1) bound and listening by the test."""
 
     def __init__(self):
-        self.port = free_port()
-        self.socks = []
-        for p in (self.port, self.port + 1):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", p))
-            s.listen(1)
-            self.socks.append(s)
+        for _ in range(50):  # another process may hold port + 1: try another pair
+            self.port = free_port()
+            self.socks = []
+            try:
+                for p in (self.port, self.port + 1):
+                    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                    self.socks.append(s)
+                    s.bind(("127.0.0.1", p))
+                    s.listen(1)
+                break
+            except OSError:
+                self.close()
+        else:
+            raise RuntimeError("no two free adjacent ports")
         self.addr = "127.0.0.1:%d" % self.port
 
     def close(self):
