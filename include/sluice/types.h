@@ -37,6 +37,10 @@ enum sl_behavior {
     /* sluice's: decide and count, but admit what would be rejected (shadow mode, a dark launch;
      * docs/protection.md). Far above Gubernator's bits to leave room for new ones. */
     SL_SHADOW = 1 << 20,
+    /* sluice's: FIXED_WINDOW counts rejected hits too, and a key is over its limit while its count
+     * is above it (envoyproxy/ratelimit's counting: its RLS answers use it). Other algorithms
+     * ignore it. */
+    SL_COUNT_OVER_LIMIT = 1 << 21,
 };
 
 typedef enum sl_status { SL_UNDER_LIMIT = 0, SL_OVER_LIMIT = 1 } sl_status;

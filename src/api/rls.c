@@ -25,17 +25,23 @@
 #include <string.h>
 
 #include "base/utf8.h"
+#include "core/satmath.h"
 #include "wire/grpc_frame.h"
 #include "wire/pbwire.h"
 
 enum { CODE_OK = 1, CODE_OVER_LIMIT = 2 };
 enum { K_NONE, K_UNLIMITED, K_LIMIT };
 
+/* One engine item: a descriptor's limit (one of its rate_limits: blocks), or the descriptor's
+ * answer without one. A descriptor's items are next to each other, in block order. */
 typedef struct item {
     uint8_t kind;
     bool shadow;
+    bool given_back;  /* admitted, then given back: another limit of its group rejected */
     uint8_t unit;
     uint32_t rpu;
+    uint32_t mult;    /* unit_multiplier, >= 1 */
+    uint32_t desc;    /* the descriptor's index in the request */
     const char *name; /* rule name, "" for none */
     size_t name_len;
     const char *label; /* for metrics: the rule's name, else its path; NULL without a rule */
@@ -46,7 +52,10 @@ struct sl_rls_call {
     const sl_rls_config *cfg;
     const char *domain; /* the configured domain's name, NULL when unknown */
     size_t domain_len;
-    size_t n;
+    size_t n;           /* items (the batch's) */
+    size_t n_desc;      /* descriptors: the answer's statuses */
+    bool whole;         /* all-or-nothing over the whole call, not per descriptor */
+    bool groups;        /* some limit shares an all-or-nothing group with another */
     item *items;
 };
 
@@ -266,9 +275,10 @@ static bool replaced(const sl_rlsconf_rule *const *rules, size_t n, const char *
     if (!name[0])
         return false;
     for (size_t i = 0; i < n; i++)
-        for (size_t j = 0; rules[i] && j < rules[i]->n_replaces; j++)
-            if (!strcmp(rules[i]->replaces[j], name))
-                return true;
+        for (const sl_rlsconf_rule *r = rules[i]; r; r = r->also)
+            for (size_t j = 0; j < r->n_replaces; j++)
+                if (!strcmp(r->replaces[j], name))
+                    return true;
     return false;
 }
 
@@ -317,82 +327,146 @@ static int check_request(const sl_rls_config *cfg, const uint8_t *msg, size_t le
     return 0;
 }
 
-/* The call record (its items all K_NONE), the per-descriptor rules and the engine name every item
- * carries, "<prefix><domain>", all in b's arena; the batch has rq->n items. */
+/* The call record and the engine name every item carries, "<prefix><domain>", in b's arena. */
 static int new_call(const sl_rls_config *cfg, const sl_rls_req *rq, sl_batch *b, sl_rls_call **out,
-                    const sl_rlsconf_rule ***rules, char **name, size_t *name_len,
-                    sl_grpc_status *st)
+                    char **name, size_t *name_len, sl_grpc_status *st)
 {
     sl_rls_call *c = sl_batch_alloc(b, sizeof *c);
-    *rules = sl_batch_alloc(b, rq->n * sizeof **rules);
     *name = sl_batch_alloc(b, sizeof SL_RLS_NAME_PREFIX + rq->domain_len);
-    if (!c || !*rules || !*name || sl_batch_alloc_items(b, rq->n) ||
-        !(c->items = sl_batch_alloc(b, rq->n * sizeof *c->items)))
+    if (!c || !*name)
         return out_of_memory(st);
-    memset(c->items, 0, rq->n * sizeof *c->items); /* K_NONE */
+    memset(c, 0, sizeof *c);
     *name_len = sizeof SL_RLS_NAME_PREFIX - 1 + rq->domain_len;
     memcpy(*name, SL_RLS_NAME_PREFIX, sizeof SL_RLS_NAME_PREFIX - 1);
     memcpy(*name + sizeof SL_RLS_NAME_PREFIX - 1, rq->domain, rq->domain_len);
     (*name)[*name_len] = 0;
     c->cfg = cfg;
-    c->n = rq->n;
+    c->n_desc = rq->n;
+    c->whole = cfg->all_or_nothing;
     *out = c;
     return 0;
 }
 
-/* The rule of each descriptor (an override stands for a rule of its own; none without a domain),
- * then the rules another matched rule replaces dropped. *shared: per descriptor, the entries a
- * share_threshold rule keys on (NULL when the domain has no such rule). */
-static int match_rules(sl_rls_call *c, const sl_rlsconf_domain *dom, const sl_rls_req *rq,
-                       sl_batch *b, const sl_rlsconf_rule **rules, const char ****shared,
+/* The rule chain of each descriptor (NULL: none, or an override, or no domain). *shared: per
+ * descriptor, the entries a share_threshold rule keys on (NULL when the domain has no such rule).
+ * *n_items: the engine items the call needs, one per block (at least one per descriptor). */
+static int match_rules(const sl_rlsconf_domain *dom, const sl_rls_req *rq, sl_batch *b,
+                       const sl_rlsconf_rule ***rules, const char ****shared, size_t *n_items,
                        sl_grpc_status *st)
 {
-    bool any_replaces = false;
     *shared = NULL;
-    if (sl_rlsconf_domain_shares(dom) && !(*shared = sl_batch_alloc(b, rq->n * sizeof **shared)))
+    if (!(*rules = sl_batch_alloc(b, rq->n * sizeof **rules)) ||
+        (sl_rlsconf_domain_shares(dom) && !(*shared = sl_batch_alloc(b, rq->n * sizeof **shared))))
         return out_of_memory(st);
     const char ***sh = *shared;
+    *n_items = 0;
     for (size_t i = 0; i < rq->n; i++) {
         const sl_rls_desc *d = &rq->descs[i];
-        item *it = &c->items[i];
-        rules[i] = NULL;
-        if (!dom) {
-            it->kind = K_NONE;
-        } else if (d->has_limit) {
-            it->kind = K_LIMIT;
-            it->rpu = d->limit_rpu;
-            it->unit = (uint8_t)d->limit_unit;
-            it->name = "";
-            it->label = "override";
-        } else if (sh && d->n && !(sh[i] = sl_batch_alloc(b, d->n * sizeof *sh[i]))) {
-            return out_of_memory(st);
-        } else if ((rules[i] =
-                        sl_rlsconf_match(dom, d->entries, d->n, sh && d->n ? sh[i] : NULL))) {
-            const sl_rlsconf_rule *r = rules[i];
-            any_replaces |= r->n_replaces > 0;
-            it->kind = r->unlimited ? K_UNLIMITED : K_LIMIT;
-            it->rpu = r->requests_per_unit;
-            it->unit = r->unit;
-            it->shadow = r->shadow;
-            it->name = r->name;
-            it->name_len = strlen(r->name);
-            it->label = r->name[0] ? r->name : r->path;
+        (*rules)[i] = NULL;
+        if (sh)
+            sh[i] = NULL;
+        if (dom && !d->has_limit) {
+            if (sh && d->n && !(sh[i] = sl_batch_alloc(b, d->n * sizeof *sh[i])))
+                return out_of_memory(st);
+            (*rules)[i] = sl_rlsconf_match(dom, d->entries, d->n, sh && d->n ? sh[i] : NULL);
         }
+        size_t k = 0;
+        for (const sl_rlsconf_rule *r = (*rules)[i]; r; r = r->also)
+            k++;
+        *n_items += k ? k : 1;
     }
-    for (size_t i = 0; any_replaces && i < rq->n; i++)
-        if (rules[i] && !rules[i]->unlimited && replaced(rules, rq->n, rules[i]->name))
-            c->items[i].kind = K_NONE;
     return 0;
 }
 
-/* The engine items of the descriptors with a limit (the others are answered at once). */
-static int fill_items(sl_rls_call *c, const sl_rls_req *rq, sl_batch *b,
-                      const sl_rlsconf_rule **rules, const char ***shared, const char *name,
-                      size_t name_len, sl_grpc_status *st)
+static void item_of_rule(item *it, const sl_rlsconf_rule *r)
 {
+    it->kind = r->unlimited ? K_UNLIMITED : K_LIMIT;
+    it->rpu = r->requests_per_unit;
+    it->unit = r->unit;
+    it->mult = r->unit_multiplier;
+    it->shadow = r->shadow;
+    it->name = r->name;
+    it->name_len = strlen(r->name);
+    it->label = r->name[0] ? r->name : r->path;
+}
+
+/* The call's items: per descriptor, one per block of its rule chain (an override stands for a
+ * rule of its own; no rule, or no domain: one K_NONE item); blocks another matched rule replaces
+ * become K_NONE. */
+static int plan_items(sl_rls_call *c, const sl_rlsconf_domain *dom, const sl_rls_req *rq,
+                      sl_batch *b, const sl_rlsconf_rule **rules, size_t n_items,
+                      const sl_rlsconf_rule ***by_item, sl_grpc_status *st)
+{
+    if (sl_batch_alloc_items(b, n_items) ||
+        !(c->items = sl_batch_alloc(b, n_items * sizeof *c->items)) ||
+        !(*by_item = sl_batch_alloc(b, n_items * sizeof **by_item)))
+        return out_of_memory(st);
+    memset(c->items, 0, n_items * sizeof *c->items); /* K_NONE */
+    c->n = n_items;
+    bool any_replaces = false;
+    size_t j = 0;
     for (size_t i = 0; i < rq->n; i++) {
         const sl_rls_desc *d = &rq->descs[i];
+        size_t first = j;
+        for (const sl_rlsconf_rule *r = rules[i]; r; r = r->also, j++) {
+            item_of_rule(&c->items[j], r);
+            (*by_item)[j] = r;
+            any_replaces |= r->n_replaces > 0;
+        }
+        if (j == first) {
+            item *it = &c->items[j];
+            (*by_item)[j] = NULL;
+            if (dom && d->has_limit) {
+                it->kind = K_LIMIT;
+                it->rpu = d->limit_rpu;
+                it->unit = (uint8_t)d->limit_unit;
+                it->name = "";
+                it->label = "override";
+            }
+            j++;
+        }
+        for (size_t k = first; k < j; k++) {
+            c->items[k].desc = (uint32_t)i;
+            if (!c->items[k].mult)
+                c->items[k].mult = 1;
+        }
+    }
+    for (size_t k = 0; any_replaces && k < n_items; k++) {
+        const sl_rlsconf_rule *r = (*by_item)[k];
+        if (r && !r->unlimited && replaced(rules, rq->n, r->name))
+            c->items[k].kind = K_NONE;
+    }
+    return 0;
+}
+
+/* Whether item i shares its all-or-nothing group with another limit: the call's other items
+ * (whole), or its descriptor's other blocks (next to it). */
+static bool grouped(const sl_rls_call *c, size_t i)
+{
+    size_t limits = 0;
+    if (c->whole) {
+        for (size_t k = 0; k < c->n && limits < 2; k++)
+            limits += c->items[k].kind == K_LIMIT;
+        return limits > 1;
+    }
+    uint32_t d = c->items[i].desc;
+    for (size_t k = i; k > 0 && c->items[k - 1].desc == d && limits < 1; k--)
+        limits += c->items[k - 1].kind == K_LIMIT;
+    for (size_t k = i + 1; k < c->n && c->items[k].desc == d && limits < 1; k++)
+        limits += c->items[k].kind == K_LIMIT;
+    return limits > 0;
+}
+
+/* The engine items of the limits (the others are answered at once). Suffix "#<k>" on the key of
+ * a descriptor's block k > 0 keeps its counter apart from block 0's (which keeps the key a single
+ * rate_limit: has, so adding blocks does not reset a running window). */
+static int fill_items(sl_rls_call *c, const sl_rls_req *rq, sl_batch *b,
+                      const sl_rlsconf_rule **by_item, const char ***shared, const char *name,
+                      size_t name_len, sl_grpc_status *st)
+{
+    for (size_t i = 0; i < c->n; i++) {
         item *it = &c->items[i];
+        const sl_rls_desc *d = &rq->descs[it->desc];
         sl_request *q = &b->reqs[i];
         q->name = name; /* on every item: identities judge the call by its domain */
         q->name_len = name_len;
@@ -400,17 +474,32 @@ static int fill_items(sl_rls_call *c, const sl_rls_req *rq, sl_batch *b,
             mark_answered(b, i);
             continue;
         }
-        const sl_rlsconf_rule *r = rules[i];
-        if (!(q->unique_key = unique_key(b, d, shared && d->n && !d->has_limit ? shared[i] : NULL,
-                                         &q->unique_key_len)))
+        const sl_rlsconf_rule *r = by_item[i];
+        size_t block = 0;
+        while (block < i && c->items[i - block - 1].desc == it->desc)
+            block++;
+        const char *const *sh = shared && d->n && !d->has_limit ? shared[it->desc] : NULL;
+        if (!(q->unique_key = unique_key(b, d, sh, &q->unique_key_len)))
             return out_of_memory(st);
+        if (block) {
+            char *k = sl_batch_alloc(b, q->unique_key_len + 8);
+            if (!k)
+                return out_of_memory(st);
+            int w = snprintf(k, q->unique_key_len + 8, "%s#%zu", q->unique_key, block);
+            q->unique_key = k;
+            q->unique_key_len = (size_t)w;
+        }
         uint64_t hits = d->has_hits ? d->hits : rq->hits_addend ? rq->hits_addend : 1;
         q->hits = hits > INT64_MAX ? INT64_MAX : (int64_t)hits;
         q->limit = it->rpu;
-        q->duration = sl_rls_unit_ms(it->unit);
+        q->duration = sl_rls_unit_ms(it->unit) * (int64_t)it->mult;
         q->algorithm = r ? r->algorithm : SL_FIXED_WINDOW;
         q->burst = r ? r->burst : 0;
-        q->behavior = q->algorithm == SL_FIXED_WINDOW ? SL_DRAIN_OVER_LIMIT : 0;
+        /* alone, a fixed window counts as envoyproxy/ratelimit's (every hit, rejected or not); in
+         * an all-or-nothing group a rejection takes nothing, so the window counts what it admits */
+        bool g = grouped(c, i);
+        c->groups |= g;
+        q->behavior = q->algorithm == SL_FIXED_WINDOW && !g ? SL_COUNT_OVER_LIMIT : 0;
         if (it->shadow)
             q->behavior |= SL_SHADOW;
     }
@@ -424,19 +513,20 @@ int sl_rls_begin(const sl_rls_config *cfg, sl_rlsconf *conf, const uint8_t *msg,
     *call = NULL;
     sl_rls_req rq;
     sl_rls_call *c;
-    const sl_rlsconf_rule **rules;
+    const sl_rlsconf_rule **rules, **by_item;
     const char ***shared;
     char *name;
-    size_t name_len;
+    size_t name_len, n_items;
     int rc = check_request(cfg, msg, len, b, &rq, st);
     if (!rc)
-        rc = new_call(cfg, &rq, b, &c, &rules, &name, &name_len, st);
+        rc = new_call(cfg, &rq, b, &c, &name, &name_len, st);
     if (rc)
         return rc;
     const sl_rlsconf_domain *dom = sl_rlsconf_domain_find(conf, rq.domain, rq.domain_len);
     c->domain = dom ? sl_rlsconf_domain_name(dom, &c->domain_len) : NULL;
-    if ((rc = match_rules(c, dom, &rq, b, rules, &shared, st)) ||
-        (rc = fill_items(c, &rq, b, rules, shared, name, name_len, st)))
+    if ((rc = match_rules(dom, &rq, b, &rules, &shared, &n_items, st)) ||
+        (rc = plan_items(c, dom, &rq, b, rules, n_items, &by_item, st)) ||
+        (rc = fill_items(c, &rq, b, by_item, shared, name, name_len, st)))
         return rc;
     if (conf)
         sl_rlsconf_ref(conf);
@@ -463,6 +553,79 @@ typedef struct status {
     const item *it;
 } status;
 
+/* ---- all or nothing ------------------------------------------------------------------------ */
+
+/* Whether item i took its hits: decided under its limit, or over it but admitted (shadow mode,
+ * the rule's or protection's). */
+static bool admitted(const sl_rls_call *c, const sl_batch *b, size_t i)
+{
+    const sl_response *r = &b->resps[i];
+    if (r->error)
+        return false;
+    if (r->status != SL_OVER_LIMIT || c->items[i].shadow)
+        return true;
+    const char *sh = sl_batch_meta_get(&b->resp_meta[i], "shadow");
+    return sh && !strcmp(sh, "rate");
+}
+
+/* Whether items [from, to) hold a limit that did not admit. */
+static bool rejected_in(const sl_rls_call *c, const sl_batch *b, size_t from, size_t to)
+{
+    for (size_t k = from; k < to; k++)
+        if (c->items[k].kind == K_LIMIT && !admitted(c, b, k))
+            return true;
+    return false;
+}
+
+size_t sl_rls_descriptors(const sl_rls_call *c)
+{
+    return c->n_desc;
+}
+
+bool sl_rls_may_give_back(const sl_rls_call *c)
+{
+    return c && c->groups;
+}
+
+size_t sl_rls_giveback(sl_rls_call *c, const sl_batch *b, sl_batch *gb)
+{
+    size_t k = 0;
+    bool whole_rejected = c->whole && rejected_in(c, b, 0, c->n);
+    for (size_t from = 0, to; from < c->n; from = to) { /* a descriptor's items at a time */
+        for (to = from + 1; to < c->n && c->items[to].desc == c->items[from].desc; to++)
+            ;
+        bool rejected = c->whole ? whole_rejected : rejected_in(c, b, from, to);
+        for (size_t i = from; i < to; i++) {
+            c->items[i].given_back = rejected && c->items[i].kind == K_LIMIT &&
+                                     b->reqs[i].hits > 0 && grouped(c, i) && admitted(c, b, i);
+            k += c->items[i].given_back;
+        }
+    }
+    if (!k)
+        return 0;
+    sl_batch_reset(gb);
+    if (sl_batch_alloc_items(gb, k))
+        goto nomem;
+    size_t j = 0;
+    for (size_t i = 0; i < c->n; i++) {
+        if (!c->items[i].given_back)
+            continue;
+        const sl_request *q = &b->reqs[i];
+        sl_request *g = &gb->reqs[j++];
+        *g = *q;
+        g->hits = -q->hits;
+        g->behavior &= ~SL_SHADOW;
+        if (!(g->name = sl_batch_strndup(gb, q->name, q->name_len)) ||
+            !(g->unique_key = sl_batch_strndup(gb, q->unique_key, q->unique_key_len)))
+            goto nomem;
+    }
+    return k;
+nomem: /* the hits stay taken, as without all-or-nothing */
+    for (size_t i = 0; i < c->n; i++)
+        c->items[i].given_back = false;
+    return 0;
+}
+
 static size_t varint_field_size(uint64_t v)
 {
     return v ? 1 + sl_pb_varint_size(v) : 0;
@@ -476,10 +639,17 @@ static uint8_t *put_varint_field(uint8_t *w, uint8_t key, uint64_t v)
     return sl_pb_put_varint(w, v);
 }
 
+/* RateLimit.unit_multiplier (4, a google.protobuf.UInt32Value, as Envoy's API proposal adds it),
+ * only when the window is more than one unit. */
+static size_t multiplier_size(const status *s)
+{
+    return s->it->mult > 1 ? 2 + varint_field_size(s->it->mult) : 0;
+}
+
 static size_t limit_size(const status *s)
 {
     return varint_field_size(s->it->rpu) + varint_field_size(s->it->unit) +
-           sl_pb_str_field_size(s->it->name_len);
+           sl_pb_str_field_size(s->it->name_len) + multiplier_size(s);
 }
 
 static size_t duration_size(const status *s)
@@ -507,6 +677,11 @@ static uint8_t *put_status(uint8_t *w, const status *s)
         w = put_varint_field(w, 0x08, s->it->rpu);
         w = put_varint_field(w, 0x10, s->it->unit);
         w = sl_pb_put_str_field(w, 0x1a, s->it->name, s->it->name_len);
+        if (s->it->mult > 1) {
+            *w++ = 0x22;
+            *w++ = (uint8_t)varint_field_size(s->it->mult);
+            w = put_varint_field(w, 0x08, s->it->mult);
+        }
     }
     w = put_varint_field(w, 0x18, s->remaining);
     if (s->has_limit) {
@@ -528,11 +703,32 @@ static status status_of(const sl_rls_call *c, const sl_batch *b, size_t i, int64
         const sl_response *r = &b->resps[i];
         s.has_limit = true;
         s.code = r->status == SL_OVER_LIMIT && !it->shadow ? CODE_OVER_LIMIT : CODE_OK;
-        s.remaining = r->remaining < 0 ? 0 : r->remaining > UINT32_MAX ? UINT32_MAX
-                                                                        : (uint32_t)r->remaining;
+        int64_t rem = r->remaining;
+        if (it->given_back) /* the answer says what is left now that the hits went back */
+            rem = sl_sat_add(rem, b->reqs[i].hits) > r->limit ? r->limit
+                                                               : sl_sat_add(rem, b->reqs[i].hits);
+        s.remaining = rem < 0 ? 0 : rem > UINT32_MAX ? UINT32_MAX : (uint32_t)rem;
         s.reset_ms = r->reset_time > now ? r->reset_time - now : 0;
     }
     return s;
+}
+
+/* Descriptor d's status: of its first limit that rejected, else of its limit nearest its end
+ * (least remaining), else of its only item (unlimited or no limit). *first: d's first item. */
+static status desc_status(const sl_rls_call *c, const sl_batch *b, size_t *first, int64_t now)
+{
+    size_t i = *first;
+    uint32_t d = c->items[i].desc;
+    status best = status_of(c, b, i, now);
+    for (i++; i < c->n && c->items[i].desc == d; i++) {
+        status s = status_of(c, b, i, now);
+        if (!s.has_limit || best.code == CODE_OVER_LIMIT)
+            continue;
+        if (!best.has_limit || s.code == CODE_OVER_LIMIT || s.remaining < best.remaining)
+            best = s;
+    }
+    *first = i;
+    return best;
 }
 
 static size_t header_size(size_t kl, size_t vl)
@@ -563,8 +759,8 @@ int sl_rls_encode(const sl_rls_call *c, const sl_batch *b, int64_t now, sl_buf *
     size_t total = 0;
     const status *closest = NULL; /* the limited descriptor nearest its limit, for the headers */
     status near;
-    for (size_t i = 0; i < c->n; i++) {
-        status s = status_of(c, b, i, now);
+    for (size_t i = 0; i < c->n;) {
+        status s = desc_status(c, b, &i, now);
         size_t n = status_size(&s);
         total += 1 + sl_pb_varint_size(n) + n;
         if (s.code == CODE_OVER_LIMIT)
@@ -589,8 +785,8 @@ int sl_rls_encode(const sl_rls_call *c, const sl_batch *b, int64_t now, sl_buf *
         return -ENOMEM;
     uint8_t *w = (uint8_t *)out->data + out->len, *start = w;
     w = put_varint_field(w, 0x08, overall);
-    for (size_t i = 0; i < c->n; i++) {
-        status s = status_of(c, b, i, now);
+    for (size_t i = 0; i < c->n;) {
+        status s = desc_status(c, b, &i, now);
         *w++ = 0x12;
         w = sl_pb_put_varint(w, status_size(&s));
         w = put_status(w, &s);

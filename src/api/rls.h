@@ -43,6 +43,7 @@ typedef struct sl_rls_config {
     size_t max_descriptors; /* most descriptors in one request; 0 = 1000 */
     size_t max_entries;     /* most entries in one descriptor; 0 = 64 */
     bool headers;           /* answer with RateLimit-Limit, -Remaining and -Reset */
+    bool all_or_nothing;    /* a call is counted only if all its descriptors pass */
     uint32_t max_names;     /* (domain, rule) pairs with series of their own (api/rlsmetrics.h) */
 } sl_rls_config;
 
@@ -83,6 +84,22 @@ int sl_rls_begin(const sl_rls_config *cfg, sl_rlsconf *conf, const uint8_t *msg,
  * item failed (answer st instead); -ENOMEM. */
 int sl_rls_encode(const sl_rls_call *call, const sl_batch *b, int64_t now_ms, sl_buf *out,
                   sl_grpc_status *st);
+/*
+ * All or nothing, after the decision and before sl_rls_encode: in every group that holds a limit
+ * which did not admit (a descriptor's rate_limits: blocks; the whole call with all_or_nothing),
+ * the limits that admitted give their hits back. Their items are copied into gb (reset here, hits
+ * negated) for the caller to hand where the call's items went, and the answer reports them with
+ * what is left once the hits are back. The number of items in gb; 0: nothing to give back (or no
+ * memory for it: the hits then stay taken). Between the decision and the give-back the hits are
+ * held: a concurrent call can be refused by them for that one round trip (docs/envoy.md).
+ */
+size_t sl_rls_giveback(sl_rls_call *call, const sl_batch *b, sl_batch *gb);
+/* The request's descriptors (the answer's statuses; the batch may hold more items: one per
+ * rate_limits: block). */
+size_t sl_rls_descriptors(const sl_rls_call *call);
+/* Whether the call has a group of several limits at all (else sl_rls_giveback has nothing). */
+bool sl_rls_may_give_back(const sl_rls_call *call);
+
 /* Drop the call's reference to its configuration (NULL is fine). */
 void sl_rls_end(sl_rls_call *call);
 

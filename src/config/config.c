@@ -15,6 +15,7 @@
 
 #include "base/hostport.h"
 #include "config/diag.h"
+#include "config/opt_int.h"
 
 /* The offset of a field, and a compile error if the field's type is not T: the table cannot point
  * an option of one type at a field of another. */
@@ -292,6 +293,11 @@ static const sl_opt daemon_opts[] = {
      .offset = FIELD(rls_response_headers, bool), .def = "false", .group = G_QUOTAS,
      .help = "ShouldRateLimit answers carry RateLimit-Limit, -Remaining and -Reset for Envoy to "
              "add to the response"},
+    {.name = "rls-all-or-nothing", .type = SL_OPT_BOOL,
+     .offset = FIELD(rls_all_or_nothing, bool), .def = "false", .group = G_QUOTAS,
+     .help = "a ShouldRateLimit call is counted only if every descriptor passes (a rejected call "
+             "gives back what it took); envoyproxy/ratelimit's "
+             "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true in the environment sets it too"},
     {.name = "rls-max-descriptors", .type = SL_OPT_INT,
      .offset = FIELD(rls_max_descriptors, int64_t), .def = "1000", .min = 1, .max = 100000,
      .group = G_QUOTAS, .help = "most descriptors in one ShouldRateLimit request"},
@@ -805,6 +811,13 @@ int sl_config_check(sl_options *o, int argc, char *const *argv, char *const *env
     if (path != NULL && path[0] != '\0')
         rc = sl_opt_load_file_ex(t, o, path, &tr, err, errlen);
     if (rc != 0 && (first = rc, !diag))
+        goto out;
+    /* envoyproxy/ratelimit's own variable, under sluice's variable and flag */
+    const char *stop = sl_opt_getenv(envp, "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT");
+    if (stop != NULL)
+        rc = sl_opt_store(t, &tr, o, sl_opt_find(t, "rls-all-or-nothing"), stop, false,
+                          "env STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", err, errlen);
+    if (rc != 0 && (first = first ? first : rc, !diag))
         goto out;
     rc = sl_opt_load_env_ex(t, o, envp, &tr, err, errlen);
     if (rc != 0 && (first = first ? first : rc, !diag))

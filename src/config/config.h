@@ -130,6 +130,7 @@ typedef struct sl_options {
     char *rls_config_dir;      /* NULL = no configuration: every descriptor OK */
     int64_t rls_poll_period_ns;
     bool rls_response_headers;
+    bool rls_all_or_nothing;
     int64_t rls_max_descriptors;
     int64_t rls_max_entries;
     /* Metrics */

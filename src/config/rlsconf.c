@@ -195,7 +195,7 @@ typedef struct rl_acc {
     const yaml_node_t *at, *unit_node;
     const char *unit;
     size_t unit_len;
-    uint64_t rpu;
+    uint64_t rpu, multiplier;
     bool unlimited;
     int32_t algorithm;
     uint64_t burst;
@@ -229,6 +229,12 @@ static int rl_field(sl_yw *y, yaml_node_t *k, yaml_node_t *v, void *ud)
     }
     if (sl_yw_is(k, "requests_per_unit"))
         return want_uint(w, v, "requests_per_unit", UINT32_MAX, &a->rpu);
+    if (sl_yw_is(k, "unit_multiplier")) {
+        int rc = want_uint(w, v, "unit_multiplier", UINT32_MAX, &a->multiplier);
+        if (!rc && a->multiplier == 0)
+            rc = sl_yw_fail(y, v, -EINVAL, "unit_multiplier must be at least 1");
+        return rc;
+    }
     if (sl_yw_is(k, "unlimited"))
         return want_bool(w, v, "unlimited", &a->unlimited);
     if (sl_yw_is(k, "name"))
@@ -282,7 +288,7 @@ static int build_rule(walk *w, const yaml_node_t *n, const char *path, sl_rlscon
 {
     if (n->type != YAML_MAPPING_NODE)
         return sl_yw_fail(&w->yw, n, -EINVAL, "rate_limit must be a mapping");
-    rl_acc a = {.at = n, .algorithm = SL_FIXED_WINDOW};
+    rl_acc a = {.at = n, .algorithm = SL_FIXED_WINDOW, .multiplier = 1};
     int rc = sl_yw_each(&w->yw, n, "rate_limit", rl_field, &a);
     if (rc)
         return rc;
@@ -294,11 +300,18 @@ static int build_rule(walk *w, const yaml_node_t *n, const char *path, sl_rlscon
                           "invalid rate limit unit '%.*s' (want one of: second, minute, hour, "
                           "day, week, month, year)", a.unit ? (int)(a.unit_len > 64 ? 64 : a.unit_len) : 0,
                           a.unit ? a.unit : "");
+    if (a.unlimited && a.multiplier != 1)
+        return sl_yw_fail(&w->yw, n, -EINVAL,
+                          "should not specify unit_multiplier when unlimited");
+    /* a year is 3.15e10 ms: any uint32 multiplier keeps the window inside int64 */
+    int64_t window = unit ? sl_rls_unit_ms(unit) * (int64_t)a.multiplier : 0;
     sl_rlsconf_rule *r = alloc(w->c, sizeof *r);
     if (!r)
         return -ENOMEM;
     r->requests_per_unit = (uint32_t)a.rpu;
     r->unit = (uint8_t)unit;
+    r->unit_multiplier = (uint32_t)a.multiplier;
+    r->window_ms = window;
     r->unlimited = a.unlimited;
     r->algorithm = a.algorithm;
     r->burst = (int64_t)a.burst;
@@ -338,7 +351,7 @@ static int build_rule(walk *w, const yaml_node_t *n, const char *path, sl_rlscon
 
 /* One descriptor mapping, before its children are built. */
 typedef struct desc_acc {
-    const yaml_node_t *key_node, *rate_limit, *descriptors;
+    const yaml_node_t *key_node, *rate_limit, *rate_limits, *descriptors;
     const char *key, *value;
     size_t key_len, value_len;
     bool has_value, shadow, detailed, share;
@@ -359,6 +372,12 @@ static int desc_field(sl_yw *y, yaml_node_t *k, yaml_node_t *v, void *ud)
     }
     if (sl_yw_is(k, "rate_limit")) {
         a->rate_limit = sl_yw_empty(v) ? NULL : v;
+        return 0;
+    }
+    if (sl_yw_is(k, "rate_limits")) {
+        if (v->type != YAML_SEQUENCE_NODE && !sl_yw_empty(v))
+            return sl_yw_fail(y, v, -EINVAL, "rate_limits must be a list of rate_limit blocks");
+        a->rate_limits = sl_yw_empty(v) ? NULL : v;
         return 0;
     }
     if (sl_yw_is(k, "descriptors")) {
@@ -403,6 +422,48 @@ static int node_qsort_cmp(const void *x, const void *y)
 {
     const sl_rlsconf_node *b = y;
     return node_cmp(x, b->key, b->key_len, b->value != NULL, b->value, b->value_len);
+}
+
+/* Most blocks in one descriptor's rate_limits: list. */
+#define MAX_BLOCKS 16
+
+/* The descriptor's rule chain (nd->limit, linked by `also`): its rate_limit, or every block of
+ * its rate_limits in file order. */
+static int build_rules(walk *w, const desc_acc *a, const char *path, sl_rlsconf_node *nd)
+{
+    const yaml_node_t *one = a->rate_limit;
+    size_t cnt = 1;
+    if (a->rate_limits) {
+        cnt = (size_t)(a->rate_limits->data.sequence.items.top -
+                       a->rate_limits->data.sequence.items.start);
+        if (cnt == 0 || cnt > MAX_BLOCKS)
+            return sl_yw_fail(&w->yw, a->rate_limits, -EINVAL,
+                              "rate_limits holds 1 to %d blocks, not %zu", MAX_BLOCKS, cnt);
+    } else if (!one) {
+        return 0;
+    }
+    sl_rlsconf_rule *prev = NULL;
+    for (size_t i = 0; i < cnt; i++) {
+        const yaml_node_t *n = one;
+        if (a->rate_limits &&
+            !(n = sl_yw_node(&w->yw, a->rate_limits->data.sequence.items.start[i])))
+            return sl_yw_fail(&w->yw, NULL, -EINVAL, "file too complex");
+        sl_rlsconf_rule *r = NULL;
+        int rc = build_rule(w, n, path, &r);
+        if (rc)
+            return rc;
+        if (cnt > 1 && r->unlimited)
+            return sl_yw_fail(&w->yw, n, -EINVAL,
+                              "an unlimited block cannot be one of several rate_limits");
+        r->shadow = a->shadow;
+        r->detailed = a->detailed;
+        if (prev)
+            prev->also = r;
+        else
+            nd->limit = r;
+        prev = r;
+    }
+    return 0;
 }
 
 static int build_level(walk *w, const yaml_node_t *seq, const char *prefix, sl_rlsconf_node *into);
@@ -453,14 +514,11 @@ static int build_node(walk *w, const yaml_node_t *n, const char *prefix, sl_rlsc
                           "'*'), but found key '%s'", fk);
     nd->share = a.share;
     w->any_share |= a.share;
-    if (a.rate_limit) {
-        sl_rlsconf_rule *r = NULL;
-        if ((rc = build_rule(w, a.rate_limit, path, &r)))
-            return rc;
-        r->shadow = a.shadow;
-        r->detailed = a.detailed;
-        nd->limit = r;
-    }
+    if (a.rate_limit && a.rate_limits)
+        return sl_yw_fail(&w->yw, a.rate_limits, -EINVAL,
+                          "a descriptor has rate_limit or rate_limits, not both");
+    if ((rc = build_rules(w, &a, path, nd)))
+        return rc;
     if (a.descriptors && !sl_yw_empty(a.descriptors)) {
         if (++w->depth > SL_RLSCONF_MAX_DEPTH)
             return sl_yw_fail(&w->yw, a.descriptors, -EINVAL,

@@ -9,12 +9,17 @@
  *       value: <v>               optional; '*' in key_value is a wildcard (zero or more bytes)
  *       rate_limit:              optional
  *         unit: second|minute|hour|day|week|month|year
+ *         unit_multiplier: <n>   (sluice's, as Envoy's API proposals name it: the window is n
+ *                                 units, aligned to multiples of its length since the epoch)
  *         requests_per_unit: <n>
  *         unlimited: true        (no unit then)
  *         name: <rule name>
  *         replaces: [{name: <rule name>}, ...]
  *         algorithm: fixed_window|token_bucket|leaky_bucket|gcra|sliding_window   (sluice's)
  *         burst: <n>                                                               (sluice's)
+ *       rate_limits:             (sluice's) a list of rate_limit blocks, in place of rate_limit:
+ *         - {unit: second, requests_per_unit: 10}       all must pass; all are counted only if
+ *         - {unit: hour, requests_per_unit: 1000}       all pass (the call gives back the others)
  *       shadow_mode: bool
  *       detailed_metric: bool
  *       descriptors: [...]       nested, same shape
@@ -70,6 +75,11 @@ typedef struct sl_rlsconf_rule {
     const char *name;    /* NUL-terminated; "" = none */
     const char *const *replaces; /* names of rules this one replaces */
     size_t n_replaces;
+    uint32_t unit_multiplier; /* >= 1: the window is unit x this */
+    int64_t window_ms;   /* the unit's length times unit_multiplier; 0 when unlimited */
+    /* the next block of the same descriptor's rate_limits: list, NULL after the last (and for a
+     * single rate_limit:); it shares path, shadow and detailed with this one */
+    const struct sl_rlsconf_rule *also;
     const char *path;    /* "key_value.key_value" under the domain, for metrics and logs */
     const char *file;
     int line;

@@ -4,6 +4,9 @@
  *
  * FIXED_WINDOW counts hits in [k*D, (k+1)*D) (or in the Gregorian interval holding t) and admits n
  * hits iff count + n <= limit. It can admit 2 x limit across a window edge; it costs 40 bytes.
+ * With SL_COUNT_OVER_LIMIT every hit counts, admitted or not, and the key is over its limit while
+ * count > limit (so a look, n = 0, after a rejection still answers OVER_LIMIT), as
+ * envoyproxy/ratelimit counts in Redis.
  *
  * SLIDING_WINDOW divides the window D into S sub-windows of w = D/S ms (S = 1: the classic
  * two-window estimate), aligned to multiples of w. With c0 the current sub-window's count, c1..cS the
@@ -66,7 +69,10 @@ void sl_win_fixed_decide(sl_state *st, int64_t *expire_at, const sl_request *req
     }
 
     bool over = false;
-    if (n > 0) {
+    if (req->behavior & SL_COUNT_OVER_LIMIT) {
+        count = n >= 0 ? sl_sat_add(count, n) : (count + n < 0 ? 0 : count + n);
+        over = count > L;
+    } else if (n > 0) {
         if (n <= L - count) { /* count <= L here, or the test below fails: no overflow */
             count += n;
         } else {

@@ -486,6 +486,7 @@ int sl_nodeparts_service(sl_node *n, char *err, size_t errlen)
     scfg.rls_cfg = (sl_rls_config){.max_descriptors = (size_t)o->rls_max_descriptors,
                                    .max_entries = (size_t)o->rls_max_entries,
                                    .headers = o->rls_response_headers,
+                                   .all_or_nothing = o->rls_all_or_nothing,
                                    .max_names = (uint32_t)o->metrics_max_names};
     scfg.rls = n->rls;
     if ((rc = sl_service_new(&scfg, &n->service))) {

@@ -12,6 +12,8 @@
  */
 #include "node/service_int.h"
 
+#include "api/rlsjson.h"
+
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -599,7 +601,7 @@ static void route_grpc(sl_service *s, sl_exchange *ex, const sl_http_request *rq
             sl_service_answer_error(s, ex, M_OTHER, T_GRPC, SL_GRPC_UNIMPLEMENTED,
                                     "unknown service or method", t0);
     } else if (sl_http_path_is(rq, SL_RLS_PATH)) {
-        sl_service_should_rate_limit(s, ex, rq, t0);
+        sl_service_should_rate_limit(s, ex, rq, T_GRPC, t0);
     } else if (sl_http_path_is(rq, SL_GUB_PATH_HEALTH_CHECK))
         health(s, ex, T_GRPC, t0);
     else if (sl_http_path_is(rq, SL_GUB_PATH_LIVE_CHECK))
@@ -630,6 +632,9 @@ static void route_http(sl_service *s, sl_exchange *ex, const sl_http_request *rq
     } else if (sl_http_path_is(rq, "/release") && s->cfg.quotas && s->cfg.protect) {
         m = M_RELEASE;
         want_post = true;
+    } else if (sl_http_path_is(rq, SL_RLSJSON_PATH)) {
+        m = M_SHOULD_RATE_LIMIT;
+        want_post = true;
     }
     if (m < 0) {
         static const char nf[] = "not found\n";
@@ -647,6 +652,9 @@ static void route_http(sl_service *s, sl_exchange *ex, const sl_http_request *rq
     switch (m) {
     case M_GET_RATE_LIMITS:
         get_rate_limits(s, ex, rq, M_GET_RATE_LIMITS, T_HTTP, t0);
+        break;
+    case M_SHOULD_RATE_LIMIT:
+        sl_service_should_rate_limit(s, ex, rq, T_HTTP, t0);
         break;
     case M_HEALTH_CHECK:
         health(s, ex, T_HTTP, t0);

@@ -137,9 +137,11 @@ SL_SVC_HIDDEN void sl_service_release(sl_service *s, sl_exchange *ex, const sl_h
                                       int64_t t0);
 SL_SVC_HIDDEN void sl_service_held_sent(void *ud, int outcome, int grpc_code, int64_t t0);
 
-/* node/servicerls.c: Envoy RLS v3 ShouldRateLimit. */
+/* node/servicerls.c: Envoy RLS v3 ShouldRateLimit, over gRPC (T_GRPC) or as envoyproxy/ratelimit's
+ * POST /json (T_HTTP). */
 SL_SVC_HIDDEN void sl_service_should_rate_limit(sl_service *s, sl_exchange *ex,
-                                                const sl_http_request *rq, int64_t t0);
+                                                const sl_http_request *rq, int transport,
+                                                int64_t t0);
 
 /* ---- static inline helpers of the per-request path ---------------------------------------- */
 

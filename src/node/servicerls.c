@@ -11,8 +11,63 @@
  */
 #include "node/service_int.h"
 
-#include <errno.h>
+#include "api/rlsjson.h"
 
+#include <errno.h>
+#include <stdlib.h>
+
+static void giveback_sent(void *ud, sl_batch *g)
+{
+    (void)ud;
+    sl_batch_free(g);
+    free(g);
+}
+
+/* An all-or-nothing group that was refused gives back what its other limits took (api/rls.h
+ * sl_rls_giveback), fire and forget, where the call's items went. */
+static void give_back(sl_service *s, sl_call *c, sl_batch *b, int64_t now)
+{
+    if (!sl_rls_may_give_back(c->rls))
+        return;
+    sl_batch *g = malloc(sizeof *g);
+    if (!g)
+        return;
+    sl_batch_init(g, 0);
+    if (!sl_rls_giveback(c->rls, b, g)) {
+        giveback_sent(NULL, g);
+        return;
+    }
+    submit(s, c->worker, g, now, giveback_sent, NULL);
+}
+
+/* POST /json's answer: the RateLimitResponse rls.c writes, as protojson (api/rlsjson.h); 200,
+ * 429 when OVER_LIMIT, as envoyproxy/ratelimit answers; an undecided descriptor is a 500. */
+static void json_done(sl_service *s, sl_call *c, sl_batch *b, int64_t now)
+{
+    sl_grpc_status st;
+    sl_buf pb;
+    sl_buf_init(&pb, 0);
+    int overall = 0;
+    int rc = sl_rls_encode(c->rls, b, now, &pb, &st);
+    if (!rc) {
+        sl_buf_reset(&c->out);
+        rc = sl_rlsjson_response((const uint8_t *)pb.data, pb.len, &c->out, &overall);
+    }
+    if (!rc) {
+        int code = overall == 1 ? 200 : overall == 2 ? 429 : 500;
+        sl_exchange_respond_simple(c->ex, code, "application/json", c->out.data, c->out.len);
+        sl_rls_count(c->rls, b, s->rls_metrics);
+        count_call(s, M_SHOULD_RATE_LIMIT, T_HTTP, SL_GRPC_OK, c->t0);
+    } else if (rc == -EAGAIN) {
+        sl_service_answer_status(s, c->ex, M_SHOULD_RATE_LIMIT, T_HTTP, &st, c->t0);
+    } else {
+        sl_service_answer_error(s, c->ex, M_SHOULD_RATE_LIMIT, T_HTTP, SL_GRPC_INTERNAL,
+                                "could not encode the response", c->t0);
+    }
+    sl_buf_free(&pb);
+    sl_rls_end(c->rls);
+    sl_service_call_put(c);
+}
 
 static void rls_done(void *ud, sl_batch *b)
 {
@@ -21,7 +76,12 @@ static void rls_done(void *ud, sl_batch *b)
     int64_t now = sl_exchange_now_ms(c->ex);
     if (s->cfg.protect)
         sl_gubprotect_end(s->cfg.protect, c->prot, b, false, now);
+    give_back(s, c, b, now);
     sl_grpc_status st;
+    if (c->transport == T_HTTP) {
+        json_done(s, c, b, now);
+        return;
+    }
     size_t mark;
     int rc = sl_grpc_frame_begin(&c->out, &mark);
     if (!rc)
@@ -43,17 +103,32 @@ static void rls_done(void *ud, sl_batch *b)
 }
 
 void sl_service_should_rate_limit(sl_service *s, sl_exchange *ex, const sl_http_request *rq,
-                                  int64_t t0)
+                                  int transport, int64_t t0)
 {
     sl_grpc_status st;
     const uint8_t *msg = NULL;
     size_t len = 0;
     const sl_ident *id = NULL;
-    if (idents_of(s) && !(id = sl_service_who(s, ex, rq, M_SHOULD_RATE_LIMIT, T_GRPC, t0)))
+    if (idents_of(s) && !(id = sl_service_who(s, ex, rq, M_SHOULD_RATE_LIMIT, transport, t0)))
         return;
-    sl_call *c = call_open(s, ex, rq, M_SHOULD_RATE_LIMIT, T_GRPC, &msg, &len, t0);
+    sl_call *c = call_open(s, ex, rq, M_SHOULD_RATE_LIMIT, transport, &msg, &len, t0);
     if (!c)
         return;
+    if (transport == T_HTTP) { /* POST /json: the same message, from protojson */
+        const char *why;
+        sl_buf_reset(&c->out);
+        int jrc = sl_rlsjson_request((const char *)rq->body, rq->body_len, &c->out, &why);
+        if (jrc) {
+            sl_service_answer_error(s, ex, M_SHOULD_RATE_LIMIT, T_HTTP,
+                                    jrc == -ENOMEM ? SL_GRPC_RESOURCE_EXHAUSTED
+                                                   : SL_GRPC_INVALID_ARGUMENT,
+                                    why, t0);
+            sl_service_call_put(c);
+            return;
+        }
+        msg = (const uint8_t *)c->out.data;
+        len = c->out.len;
+    }
     sl_rlsconf *conf = NULL;
     if (s->cfg.rls)
         conf = (sl_rlsconf *)sl_rlssrc_read(s->cfg.rls, &pool_of(s, c->worker)->rls_reader);

@@ -175,7 +175,8 @@ const char *sl_rscript_args_of(sl_rscript_args *a, const sl_request *req, int64_
     num(a, i++, now);
     num(a, i++, margin_ms);
     num(a, i++, (req->behavior & SL_RESET_REMAINING) != 0);
-    num(a, i++, (req->behavior & SL_DRAIN_OVER_LIMIT) != 0);
+    num(a, i++, req->algorithm == SL_FIXED_WINDOW && (req->behavior & SL_COUNT_OVER_LIMIT) ? 2
+                : (req->behavior & SL_DRAIN_OVER_LIMIT) != 0);
     return extra_args(a, i, req, t, now, cfg, lease);
 }
 

@@ -5,7 +5,8 @@
  * alone, nesting, wildcards, share_threshold, unlimited, shadow, replaces, another algorithm).
  * When it decodes, every planned item is answered (alternately under and over its limit) and the
  * response is encoded; the encoding must be well-formed protobuf with one status per descriptor.
- * Decoding must agree with the plan: an accepted request has a domain and descriptors.
+ * Decoding must agree with the plan: an accepted request has a domain and descriptors. The
+ * all-or-nothing give-back (sl_rls_giveback) runs on the same answers.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -40,7 +41,11 @@ static const char conf_text[] =
     "  - key: p\n"
     "    value: /a/*/b*\n"
     "    share_threshold: true\n"
-    "    rate_limit: {unit: week, requests_per_unit: 2}\n";
+    "    rate_limit: {unit: week, requests_per_unit: 2}\n"
+    "  - key: two\n"
+    "    rate_limits:\n"
+    "      - {unit: second, requests_per_unit: 4}\n"
+    "      - {unit: minute, unit_multiplier: 5, requests_per_unit: 9, algorithm: token_bucket}\n";
 
 static sl_rlsconf *conf;
 
@@ -89,7 +94,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         sl_buf out;
         sl_buf_init(&out, 0);
         CHECK(sl_rls_encode(call, &b, 500, &out, &st) == 0);
-        CHECK(count_statuses(out.data, out.len) == (int)b.n);
+        CHECK(count_statuses(out.data, out.len) == (int)sl_rls_descriptors(call));
+        sl_batch gb;
+        sl_batch_init(&gb, 0);
+        size_t k = sl_rls_giveback(call, &b, &gb);
+        CHECK(k == 0 || gb.n == k);
+        for (size_t i = 0; i < k; i++)
+            CHECK(gb.reqs[i].hits < 0 && gb.reqs[i].unique_key);
+        sl_batch_free(&gb);
+        sl_buf_reset(&out);
+        CHECK(sl_rls_encode(call, &b, 500, &out, &st) == 0); /* with the give-backs */
         sl_buf_free(&out);
         sl_rls_end(call);
     }

@@ -11,6 +11,7 @@ import grpc
 import pytest
 
 import test_rls as rls
+import test_rls_limits as limits
 from conftest import needs, wait_for
 from test_redis import metric, redis_server  # noqa: F401 (fixture)
 from test_rls import confdir  # noqa: F401 (fixture)
@@ -57,6 +58,12 @@ def test_rls_cases_on_redis(case, redis_rls_node, redis_server):  # noqa: F811
 FACTORY_CASES = [
     rls.test_rule_algorithm_extension,
     rls.test_kill_switch_and_switch_shadow_apply_to_a_domain,
+    limits.test_rejected_hits_count_as_upstream_counts_them,
+    limits.test_unit_multiplier_windows,
+    limits.test_several_limits_on_one_descriptor,
+    limits.test_call_counted_as_upstream_without_all_or_nothing,
+    limits.test_all_or_nothing_call_from_upstreams_variable,
+    limits.test_post_json_as_upstream_answers_it,
 ]
 
 

@@ -5,6 +5,7 @@
 --   KEYS[i]  a key: a string, struct.pack('Bdddddd', 3, gregorian, duration, window start,
 --            window end, count, expire_at)
 --   ARGV[i]  hits limit duration t now margin reset drain | greg start end
+--            (drain 2: every hit counts, rejected or not: SL_COUNT_OVER_LIMIT)
 --            (start, end: the window holding t, computed in C: the calendar's with Gregorian)
 -- answers a record per item: status limit remaining reset_time retry_after delay_ms (0).
 -- Many items per call, and the helpers used below: common/prelude.lua.
@@ -34,7 +35,11 @@ for i = 1, #KEYS do
   end
 
   local over = false
-  if hits > 0 then
+  if drain == 2 then -- count every hit, over the limit while above it (envoyproxy's counting)
+    count = count + hits
+    if count < 0 then count = 0 end
+    over = count > limit
+  elseif hits > 0 then
     if hits <= limit - count then
       count = count + hits
     else

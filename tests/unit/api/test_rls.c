@@ -229,7 +229,7 @@ static void test_plan(void **state)
     assert_int_equal(q->limit, 3);
     assert_int_equal(q->duration, 60000);
     assert_int_equal(q->algorithm, SL_FIXED_WINDOW);
-    assert_int_equal(q->behavior, SL_DRAIN_OVER_LIMIT);
+    assert_int_equal(q->behavior, SL_COUNT_OVER_LIMIT);
     q = &b.reqs[3];
     assert_int_equal(q->algorithm, SL_GCRA);
     assert_int_equal(q->burst, 2);

@@ -124,6 +124,57 @@ static void test_fields_and_units(void **state)
     sl_rlsconf_unref(c);
 }
 
+/* sluice's extensions: several rate_limit blocks on one descriptor, windows of n units. */
+static void test_rate_limits_and_unit_multiplier(void **state)
+{
+    (void)state;
+    sl_rlsconf *c = load("domain: x\n"
+                         "descriptors:\n"
+                         "  - key: k\n"
+                         "    shadow_mode: true\n"
+                         "    rate_limits:\n"
+                         "      - {unit: second, requests_per_unit: 10, name: a}\n"
+                         "      - {unit: minute, unit_multiplier: 5, requests_per_unit: 100}\n"
+                         "  - key: one\n"
+                         "    rate_limit: {unit: hour, requests_per_unit: 1}\n",
+                         0, NULL);
+    const sl_rlsconf_rule *r = match(c, "x", NULL, "k", "v", NULL);
+    assert_non_null(r);
+    assert_int_equal(r->requests_per_unit, 10);
+    assert_int_equal(r->unit_multiplier, 1);
+    assert_int_equal(r->window_ms, 1000);
+    assert_string_equal(r->name, "a");
+    assert_true(r->shadow);
+    const sl_rlsconf_rule *b = r->also;
+    assert_non_null(b);
+    assert_int_equal(b->requests_per_unit, 100);
+    assert_int_equal(b->unit, SL_RLS_UNIT_MINUTE);
+    assert_int_equal(b->unit_multiplier, 5);
+    assert_int_equal(b->window_ms, 300000);
+    assert_true(b->shadow);
+    assert_string_equal(b->path, "k");
+    assert_null(b->also);
+    r = match(c, "x", NULL, "one", "v", NULL);
+    assert_true(r && !r->also && r->window_ms == 3600000);
+    sl_rlsconf_unref(c);
+    static const char *const bad[][2] = {
+        {"  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 1}\n"
+         "    rate_limits: [{unit: day, requests_per_unit: 2}]\n", "not both"},
+        {"  - key: k\n    rate_limits: []\n", "1 to 16"},
+        {"  - key: k\n    rate_limits: {unit: day}\n", "must be a list"},
+        {"  - key: k\n    rate_limits: [{unlimited: true}, {unit: day, requests_per_unit: 2}]\n",
+         "unlimited"},
+        {"  - key: k\n    rate_limit: {unit: day, requests_per_unit: 2, unit_multiplier: 0}\n",
+         "at least 1"},
+        {"  - key: k\n    rate_limit: {unlimited: true, unit_multiplier: 2}\n", "unlimited"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text, "domain: x\ndescriptors:\n%s", bad[i][0]);
+        sl_rlsconf_unref(load(text, bad[i][1] ? -EINVAL : 0, bad[i][1]));
+    }
+}
+
 static void test_matching_rules(void **state)
 {
     (void)state;
@@ -312,6 +363,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fields_and_units),
+        cmocka_unit_test(test_rate_limits_and_unit_multiplier),
         cmocka_unit_test(test_matching_rules),
         cmocka_unit_test(test_errors_name_file_and_line),
         cmocka_unit_test(test_duplicate_domain_and_aliases),

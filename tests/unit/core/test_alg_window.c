@@ -86,6 +86,35 @@ static void test_fixed_basic(void **state)
     ah_free(&h);
 }
 
+/* SL_COUNT_OVER_LIMIT, envoyproxy/ratelimit's counting: rejected hits count, and the key is over
+ * while its count is above the limit (a look included); giving back brings it under again. */
+static void test_fixed_count_over_limit(void **state)
+{
+    (void)state;
+    alg_h h;
+    ah_init(&h, T0 + 10);
+    sl_request q = fw(8, 10, 1000);
+    q.behavior = SL_COUNT_OVER_LIMIT;
+    AH_EXPECT(&h, &q, SL_UNDER_LIMIT, 2);
+    q.hits = 5;
+    sl_response r = ah_decide(&h, &q); /* 13 */
+    assert_int_equal(r.status, SL_OVER_LIMIT);
+    assert_int_equal(r.remaining, 0);
+    assert_int_equal(r.retry_after, 990);
+    q.hits = 0;
+    AH_EXPECT(&h, &q, SL_OVER_LIMIT, 0);
+    q.hits = -3; /* 10: at the limit, not over it */
+    AH_EXPECT(&h, &q, SL_UNDER_LIMIT, 0);
+    q.hits = 1;
+    AH_EXPECT(&h, &q, SL_OVER_LIMIT, 0);
+    q.hits = INT64_MAX; /* saturates */
+    AH_EXPECT(&h, &q, SL_OVER_LIMIT, 0);
+    ah_advance(&h, 990); /* the next window starts from nothing */
+    q.hits = 1;
+    AH_EXPECT(&h, &q, SL_UNDER_LIMIT, 9);
+    ah_free(&h);
+}
+
 /* The adversarial edge: `limit` at the end of a window and `limit` at the start of the next all
  * pass, 2 x limit within 2 ms. */
 static void test_fixed_edge(void **state)
@@ -484,6 +513,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixed_basic),
         cmocka_unit_test(test_fixed_edge),
+        cmocka_unit_test(test_fixed_count_over_limit),
         cmocka_unit_test(test_fixed_alignment_and_created_at),
         cmocka_unit_test(test_fixed_gregorian),
         cmocka_unit_test(test_fixed_random),

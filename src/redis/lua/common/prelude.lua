@@ -140,7 +140,7 @@ local function item(i, pat, hex)
         x4 and tonumber(x4)
     end
     last, f1, f2, f3, f4, f5, f6, f7, f8 = s, tonumber(h), tonumber(l), tonumber(d), tonumber(t),
-      tonumber(now), tonumber(m), rs == '1', dr == '1'
+      tonumber(now), tonumber(m), rs == '1', dr == '1' or (dr == '2' and 2)
     f9, f10, f11, f12 = x1, x2, x3, x4
   end
   return f1, f2, f3, f4, f5, f6, f7, f8, f9, f10, f11, f12
