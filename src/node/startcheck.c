@@ -83,7 +83,7 @@ static void check_tokens(const sl_options *o, sl_diag *d)
 
 /* One file an option names that only a later connection reads (etcd's and Redis's TLS files):
  * readable and PEM now. */
-static void check_pem_file(const char *opt, const char *path, sl_diag *d)
+static void check_pem_file(const char *opt, const char *what, const char *path, sl_diag *d)
 {
     if (!path || !path[0])
         return;
@@ -91,10 +91,10 @@ static void check_pem_file(const char *opt, const char *path, sl_diag *d)
     size_t len = 0;
     int rc = sl_file_read(path, (size_t)1 << 20, SL_FILE_REGULAR, &buf, &len, err, sizeof err);
     if (rc)
-        sl_diag_add(d, "option '%s': %s", opt, err);
+        sl_diag_add(d, "option '%s': %s %s", opt, what, err);
     else if (!strstr(buf, "-----BEGIN "))
-        sl_diag_add(d, "option '%s': %s: not PEM (no '-----BEGIN' line; want a PEM file)", opt,
-                    path);
+        sl_diag_add(d, "option '%s': %s %s: not PEM (no '-----BEGIN' line; want a PEM file)", opt,
+                    what, path);
     if (buf)
         memset(buf, 0, len); /* a key file */
     free(buf);
@@ -118,13 +118,13 @@ static void check_tls(const sl_options *o, sl_diag *d)
             sl_diag_add(d, "%s", err);
         sl_tls_ctx_unref(ctx);
     }
-    check_pem_file("storage-tls-ca", o->storage_tls_ca, d);
-    check_pem_file("storage-tls-cert", o->storage_tls_cert, d);
-    check_pem_file("storage-tls-key", o->storage_tls_key, d);
+    check_pem_file("storage-tls-ca", "CA bundle", o->storage_tls_ca, d);
+    check_pem_file("storage-tls-cert", "certificate", o->storage_tls_cert, d);
+    check_pem_file("storage-tls-key", "key", o->storage_tls_key, d);
     if (o->redis_tls) {
-        check_pem_file("redis-tls-ca", o->redis_tls_ca, d);
-        check_pem_file("redis-tls-cert", o->redis_tls_cert, d);
-        check_pem_file("redis-tls-key", o->redis_tls_key, d);
+        check_pem_file("redis-tls-ca", "CA bundle", o->redis_tls_ca, d);
+        check_pem_file("redis-tls-cert", "certificate", o->redis_tls_cert, d);
+        check_pem_file("redis-tls-key", "key", o->redis_tls_key, d);
     }
 }
 
