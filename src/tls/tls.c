@@ -181,7 +181,17 @@ int sl_tls_ctx_new(sl_tls_ctx **out, const sl_tls_config *cfg, char *err, size_t
         }
         if (!cfg->key_file ||
             SSL_CTX_use_PrivateKey_file(c->ssl, cfg->key_file, SSL_FILETYPE_PEM) != 1) {
-            rc = ctx_fail(err, errlen, "key", cfg->key_opt, cfg->key_file);
+            unsigned long e = ERR_peek_last_error();
+            if (ERR_GET_LIB(e) == ERR_LIB_X509 && ERR_GET_REASON(e) == X509_R_KEY_VALUES_MISMATCH) {
+                ERR_clear_error(); /* OpenSSL 3 checks the pair as it loads the key */
+                if (err && errlen)
+                    snprintf(err, errlen, "%s%s%skey %s does not match the certificate %s",
+                             cfg->key_opt ? "option '" : "", cfg->key_opt ? cfg->key_opt : "",
+                             cfg->key_opt ? "': " : "", cfg->key_file, cfg->cert_file);
+                rc = -EINVAL;
+            } else {
+                rc = ctx_fail(err, errlen, "key", cfg->key_opt, cfg->key_file);
+            }
             goto fail;
         }
         if (SSL_CTX_check_private_key(c->ssl) != 1) {

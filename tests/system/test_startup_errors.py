@@ -154,7 +154,7 @@ def test_tls_files_in_plain_words(held, pems):
     refused(held, ["--tls-cert", cert, "--tls-key", junk],
             "option 'tls-key': key %s: not PEM" % junk)
     refused(held, ["--tls-cert", cert, "--tls-key", other],
-            "option 'tls-key': key %s: the key does not match the certificate" % other)
+            "option 'tls-key': key %s does not match the certificate %s" % (other, cert))
     refused(held, ["--tls-cert", cert, "--tls-key", key, "--tls-ca", "/nonexistent-ca.pem"],
             "option 'tls-ca': CA bundle /nonexistent-ca.pem: no such file")
 
