@@ -171,6 +171,8 @@ int sl_opt_defaults_ex(const sl_opt_table *t, void *target, const sl_opt_track *
                        size_t errlen);
 int sl_opt_load_file_ex(const sl_opt_table *t, void *target, const char *path,
                         const sl_opt_track *tr, char *err, size_t errlen);
+int sl_opt_load_yaml_ex(const sl_opt_table *t, void *target, const char *yaml, size_t len,
+                        const char *name, const sl_opt_track *tr, char *err, size_t errlen);
 int sl_opt_load_env_ex(const sl_opt_table *t, void *target, char *const *envp,
                        const sl_opt_track *tr, char *err, size_t errlen);
 int sl_opt_load_args_ex(const sl_opt_table *t, void *target, int argc, char *const *argv,

@@ -207,20 +207,22 @@ static int yaml_mapping(struct yaml_ctx *y, const sl_opt_table *t, void *target)
                                  "%s:%zu: option '%s' set twice (first at line %zu)", y->name,
                                  line, o->name, seen_line[o - t->opts]);
         }
-        if ((rc = yaml_next(y)) != 0)
-            goto out;
         if (krc != 0) {
             if (first == 0)
                 first = krc;
-            if (!keep_going(y) || (rc = yaml_skip_value(y)) != 0) {
-                rc = rc ? rc : krc;
+            if (!keep_going(y)) {
+                rc = krc;
                 goto out;
             }
+            if ((rc = yaml_next(y)) != 0 || (rc = yaml_skip_value(y)) != 0)
+                goto out;
             continue;
         }
         size_t idx = (size_t)(o - t->opts);
         seen[idx] = true;
         seen_line[idx] = line;
+        if ((rc = yaml_next(y)) != 0)
+            goto out;
         if ((rc = yaml_value(y, target, o)) != 0) {
             if (first == 0)
                 first = rc;
@@ -282,6 +284,12 @@ int sl_opt_load_yaml(const sl_opt_table *t, void *target, const char *yaml,
                      size_t len, const char *name, char *err, size_t errlen)
 {
     return load_yaml(t, target, yaml, len, name, NULL, err, errlen);
+}
+
+int sl_opt_load_yaml_ex(const sl_opt_table *t, void *target, const char *yaml, size_t len,
+                        const char *name, const sl_opt_track *tr, char *err, size_t errlen)
+{
+    return load_yaml(t, target, yaml, len, name, tr, err, errlen);
 }
 
 int sl_opt_load_file(const sl_opt_table *t, void *target, const char *path, char *err,
