@@ -43,6 +43,9 @@ int sl_hostport_parse(const char *addr, bool allow_zero, char *host, size_t host
                        addr);
         hl = (size_t)(colon - addr);
     }
+    if (memchr(h, '[', hl) || memchr(h, ']', hl))
+        return bad(why, whylen, "'%s': '[' and ']' only go around an IPv6 address ([v6]:port)",
+                   addr);
     if (hl == 0)
         return bad(why, whylen, "'%s' has no host (want host:port, e.g. 127.0.0.1%s)", addr,
                    colon);

@@ -61,6 +61,9 @@ static void test_reasons(void **state)
         {"127.0.0.1: 80", "port ' 80' is not a number", false},
         {"[::1:80", "'[::1:80' has no ']' after the IPv6 address", false},
         {"[::1]", "'[::1]' has no port (want [v6]:port, e.g. [::1]:5454)", false},
+        {"a[::1]:80", "'a[::1]:80': '[' and ']' only go around an IPv6 address ([v6]:port)",
+         false},
+        {"[a]b]:80", "'[a]b]:80' has no port (want [v6]:port, e.g. [::1]:5454)", false},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char host[SL_HOSTPORT_HOST_MAX], why[256] = "";
