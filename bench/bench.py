@@ -263,22 +263,36 @@ def grpc_bodies(tmp):
 
 
 def rls_setup(tmp):
-    """An --rls-config-dir with one domain, and a gRPC-framed RateLimitRequest with one
-    descriptor (written field by field: domain 1, descriptors 2 > entries 1 > key 1, value 2)."""
+    """An --rls-config-dir with one domain, and gRPC-framed RateLimitRequests (written field by
+    field: domain 1, descriptors 2 > entries 1 > key 1, value 2): "1" one descriptor with one
+    limit, "2" one descriptor with two (rate_limits:), "3" three descriptors with one limit each
+    (the all-or-nothing case, on a node with --rls-all-or-nothing)."""
     d = os.path.join(tmp, "rls")
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "bench.yaml"), "w") as f:
         f.write("domain: bench\ndescriptors:\n  - key: user\n    rate_limit:\n"
-                "      unit: second\n      requests_per_unit: 1000000000\n")
+                "      unit: second\n      requests_per_unit: 1000000000\n"
+                "  - key: two\n    rate_limits:\n"
+                "      - {unit: second, requests_per_unit: 1000000000}\n"
+                "      - {unit: hour, requests_per_unit: 4000000000}\n"
+                "  - key: api\n    rate_limit: {unit: second, requests_per_unit: 1000000000}\n"
+                "  - key: route\n    rate_limit: {unit: second, requests_per_unit: 1000000000}\n")
 
     def field(num, b):
         return bytes([num << 3 | 2, len(b)]) + b
-    entry = field(1, b"user") + field(2, b"key1")
-    msg = field(1, b"bench") + field(2, field(1, entry))
-    p = os.path.join(tmp, "rls1.bin")
-    with open(p, "wb") as f:
-        f.write(struct.pack(">BI", 0, len(msg)) + msg)
-    return d, p
+
+    def desc(k, v):
+        return field(2, field(1, field(1, k) + field(2, v)))
+    bodies = {"1": field(1, b"bench") + desc(b"user", b"key1"),
+              "2": field(1, b"bench") + desc(b"two", b"key1"),
+              "3": field(1, b"bench") + desc(b"user", b"key1") + desc(b"api", b"a") +
+              desc(b"route", b"r")}
+    paths = {}
+    for name, msg in bodies.items():
+        paths[name] = os.path.join(tmp, "rls%s.bin" % name)
+        with open(paths[name], "wb") as f:
+            f.write(struct.pack(">BI", 0, len(msg)) + msg)
+    return d, paths
 
 
 def engine_bench(seconds):
@@ -319,7 +333,7 @@ def main():
     results = {"cpus": os.cpu_count(), "workers": args.workers, "seconds": args.seconds}
     nginx = sl = None
     try:
-        if only & {"a", "b", "c", "d", "r"}:
+        if only & {"a", "b", "c", "d", "r", "r2", "r3"}:
             nginx = Nginx(tmp)
             quota = os.path.join(tmp, "quota.yaml")
             with open(quota, "w") as f:
@@ -360,15 +374,34 @@ def main():
                                           "ratio": got["rps"] / ref["rps"] if ref["rps"] else 0}
             print("d. Levee /attempt      sluiced %9.0f req/s (%s)  nginx %9.0f req/s (%s)  ratio %.2f"
                   % (got["rps"], fmt_lat(got), ref["rps"], fmt_lat(ref), results["d_levee_attempt"]["ratio"]))
-        if "r" in only:
-            ref = h2load("http://127.0.0.1:%d/" % nginx.h2, args.seconds, rls_body, tmp=tmp)
-            got = h2load(base + "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit",
-                         args.seconds, rls_body, grpc_hdr, tmp=tmp)
-            results["r_rls_1descriptor"] = {"sluiced": got, "nginx_h2c": ref,
-                                            "ratio": got["rps"] / ref["rps"] if ref["rps"] else 0}
+        rls_path = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
+        if only & {"r", "r2", "r3"}:
+            ref = h2load("http://127.0.0.1:%d/" % nginx.h2, args.seconds, rls_body["1"], tmp=tmp)
+            one = h2load(base + rls_path, args.seconds, rls_body["1"], grpc_hdr, tmp=tmp)
+            results["r_rls_1descriptor"] = {"sluiced": one, "nginx_h2c": ref,
+                                            "ratio": one["rps"] / ref["rps"] if ref["rps"] else 0}
             print("r. RLS 1 descriptor/call sluiced %9.0f calls/s (%s)  nginx h2c %9.0f req/s (%s)  "
-                  "ratio %.2f" % (got["rps"], fmt_lat(got), ref["rps"], fmt_lat(ref),
+                  "ratio %.2f" % (one["rps"], fmt_lat(one), ref["rps"], fmt_lat(ref),
                                   results["r_rls_1descriptor"]["ratio"]))
+        if "r2" in only:
+            got = h2load(base + rls_path, args.seconds, rls_body["2"], grpc_hdr, tmp=tmp)
+            results["r2_rls_2limits"] = {"sluiced": got, "one_limit": one,
+                                         "ratio": got["rps"] / one["rps"] if one["rps"] else 0}
+            print("r2. RLS 2 limits on 1 descriptor %9.0f calls/s (%s)  ratio to r %.2f"
+                  % (got["rps"], fmt_lat(got), results["r2_rls_2limits"]["ratio"]))
+        if "r3" in only:
+            aon = Sluiced(tmp, args.workers, ["--standalone", "--rls-config-dir", rls_dir,
+                                              "--rls-all-or-nothing"])
+            try:
+                got = h2load("http://127.0.0.1:%d" % aon.port + rls_path, args.seconds,
+                             rls_body["3"], grpc_hdr, tmp=tmp)
+            finally:
+                aon.stop()
+            results["r3_rls_all_or_nothing_3"] = {
+                "sluiced": got, "one_limit": one,
+                "ratio": got["rps"] / one["rps"] if one["rps"] else 0}
+            print("r3. RLS all-or-nothing, 3 descriptors %9.0f calls/s (%s)  ratio to r %.2f"
+                  % (got["rps"], fmt_lat(got), results["r3_rls_all_or_nothing_3"]["ratio"]))
         if "t" in only:
             t = tls_bench(tmp, args.seconds, args.workers, bodies[1])
             results["t_tls_grpc_1item"] = t["grpc_1item"]

@@ -38,6 +38,8 @@ typedef struct item {
     uint8_t kind;
     bool shadow;
     bool given_back;  /* admitted, then given back: another limit of its group rejected */
+    bool quota;       /* quota mode: over its limit, it reports */
+    int64_t want;     /* CheckRateLimit: the hits asked about (the engine only looks) */
     uint8_t unit;
     uint32_t rpu;
     uint32_t mult;    /* unit_multiplier, >= 1 */
@@ -56,6 +58,7 @@ struct sl_rls_call {
     size_t n_desc;      /* descriptors: the answer's statuses */
     bool whole;         /* all-or-nothing over the whole call, not per descriptor */
     bool groups;        /* some limit shares an all-or-nothing group with another */
+    uint8_t mode;       /* sl_rls_mode */
     item *items;
 };
 
@@ -385,6 +388,7 @@ static void item_of_rule(item *it, const sl_rlsconf_rule *r)
     it->unit = r->unit;
     it->mult = r->unit_multiplier;
     it->shadow = r->shadow;
+    it->quota = r->quota;
     it->name = r->name;
     it->name_len = strlen(r->name);
     it->label = r->name[0] ? r->name : r->path;
@@ -427,6 +431,7 @@ static int plan_items(sl_rls_call *c, const sl_rlsconf_domain *dom, const sl_rls
         }
         for (size_t k = first; k < j; k++) {
             c->items[k].desc = (uint32_t)i;
+            c->items[k].quota |= c->cfg->quota_mode;
             if (!c->items[k].mult)
                 c->items[k].mult = 1;
         }
@@ -496,10 +501,18 @@ static int fill_items(sl_rls_call *c, const sl_rls_req *rq, sl_batch *b,
         q->algorithm = r ? r->algorithm : SL_FIXED_WINDOW;
         q->burst = r ? r->burst : 0;
         /* alone, a fixed window counts as envoyproxy/ratelimit's (every hit, rejected or not); in
-         * an all-or-nothing group a rejection takes nothing, so the window counts what it admits */
-        bool g = grouped(c, i);
+         * an all-or-nothing group a rejection takes nothing, so the window counts what it admits.
+         * A report charges every hit (another algorithm takes what is left: drain); a check only
+         * looks. */
+        bool g = c->mode == SL_RLS_SHOULD && grouped(c, i);
         c->groups |= g;
         q->behavior = q->algorithm == SL_FIXED_WINDOW && !g ? SL_COUNT_OVER_LIMIT : 0;
+        if (c->mode == SL_RLS_REPORT && q->algorithm != SL_FIXED_WINDOW)
+            q->behavior |= SL_DRAIN_OVER_LIMIT;
+        if (c->mode == SL_RLS_CHECK) {
+            it->want = q->hits;
+            q->hits = 0;
+        }
         if (it->shadow)
             q->behavior |= SL_SHADOW;
     }
@@ -508,6 +521,13 @@ static int fill_items(sl_rls_call *c, const sl_rls_req *rq, sl_batch *b,
 
 int sl_rls_begin(const sl_rls_config *cfg, sl_rlsconf *conf, const uint8_t *msg, size_t len,
                  sl_batch *b, sl_rls_call **call, sl_grpc_status *st)
+{
+    return sl_rls_begin_mode(cfg, conf, SL_RLS_SHOULD, msg, len, b, call, st);
+}
+
+int sl_rls_begin_mode(const sl_rls_config *cfg, sl_rlsconf *conf, sl_rls_mode mode,
+                      const uint8_t *msg, size_t len, sl_batch *b, sl_rls_call **call,
+                      sl_grpc_status *st)
 {
     sl_batch_reset(b);
     *call = NULL;
@@ -522,6 +542,9 @@ int sl_rls_begin(const sl_rls_config *cfg, sl_rlsconf *conf, const uint8_t *msg,
         rc = new_call(cfg, &rq, b, &c, &name, &name_len, st);
     if (rc)
         return rc;
+    c->mode = (uint8_t)mode;
+    if (mode != SL_RLS_SHOULD)
+        c->whole = false; /* a check takes nothing, a report charges everything */
     const sl_rlsconf_domain *dom = sl_rlsconf_domain_find(conf, rq.domain, rq.domain_len);
     c->domain = dom ? sl_rlsconf_domain_name(dom, &c->domain_len) : NULL;
     if ((rc = match_rules(dom, &rq, b, &rules, &shared, &n_items, st)) ||
@@ -548,6 +571,7 @@ void sl_rls_end(sl_rls_call *call)
 typedef struct status {
     uint32_t code;
     bool has_limit;
+    bool near;        /* admitted, past the near-limit ratio */
     uint32_t remaining;
     int64_t reset_ms; /* >= 0 */
     const item *it;
@@ -562,19 +586,28 @@ static bool admitted(const sl_rls_call *c, const sl_batch *b, size_t i)
     const sl_response *r = &b->resps[i];
     if (r->error)
         return false;
-    if (r->status != SL_OVER_LIMIT || c->items[i].shadow)
-        return true;
+    if (r->status != SL_OVER_LIMIT || c->items[i].shadow || c->items[i].quota)
+        return true; /* (a call whose every quota-mode descriptor is over: rejected_in) */
     const char *sh = sl_batch_meta_get(&b->resp_meta[i], "shadow");
     return sh && !strcmp(sh, "rate");
 }
 
-/* Whether items [from, to) hold a limit that did not admit. */
+/* Whether items [from, to) hold a limit that did not admit, or are quota-mode limits that are
+ * all over (the call is then refused, as envoyproxy/ratelimit refuses it). */
 static bool rejected_in(const sl_rls_call *c, const sl_batch *b, size_t from, size_t to)
 {
-    for (size_t k = from; k < to; k++)
-        if (c->items[k].kind == K_LIMIT && !admitted(c, b, k))
+    size_t quota = 0, quota_over = 0;
+    for (size_t k = from; k < to; k++) {
+        if (c->items[k].kind != K_LIMIT)
+            continue;
+        if (!admitted(c, b, k))
             return true;
-    return false;
+        if (c->items[k].quota && !c->items[k].shadow) {
+            quota++;
+            quota_over += !b->resps[k].error && b->resps[k].status == SL_OVER_LIMIT;
+        }
+    }
+    return quota && quota == quota_over;
 }
 
 size_t sl_rls_descriptors(const sl_rls_call *c)
@@ -589,20 +622,22 @@ bool sl_rls_may_give_back(const sl_rls_call *c)
 
 size_t sl_rls_giveback(sl_rls_call *c, const sl_batch *b, sl_batch *gb)
 {
-    size_t k = 0;
+    size_t k = 0; /* (given_back is false until a batch to give back is there) */
     bool whole_rejected = c->whole && rejected_in(c, b, 0, c->n);
     for (size_t from = 0, to; from < c->n; from = to) { /* a descriptor's items at a time */
         for (to = from + 1; to < c->n && c->items[to].desc == c->items[from].desc; to++)
             ;
         bool rejected = c->whole ? whole_rejected : rejected_in(c, b, from, to);
         for (size_t i = from; i < to; i++) {
-            c->items[i].given_back = rejected && c->items[i].kind == K_LIMIT &&
-                                     b->reqs[i].hits > 0 && grouped(c, i) && admitted(c, b, i);
-            k += c->items[i].given_back;
+            bool back = rejected && c->items[i].kind == K_LIMIT && b->reqs[i].hits > 0 &&
+                        grouped(c, i) && admitted(c, b, i);
+            if (gb)
+                c->items[i].given_back = back;
+            k += back;
         }
     }
-    if (!k)
-        return 0;
+    if (!k || !gb)
+        return k;
     sl_batch_reset(gb);
     if (sl_batch_alloc_items(gb, k))
         goto nomem;
@@ -693,6 +728,14 @@ static uint8_t *put_status(uint8_t *w, const status *s)
     return w;
 }
 
+/* envoyproxy/ratelimit's near limit: what is used is past floor(limit x ratio). */
+static bool near_limit(const sl_rls_config *cfg, uint32_t limit, uint32_t remaining)
+{
+    uint64_t permille = cfg->near_permille ? cfg->near_permille : 800;
+    uint64_t used = remaining < limit ? (uint64_t)limit - remaining : 0;
+    return used > (uint64_t)limit * permille / 1000;
+}
+
 static status status_of(const sl_rls_call *c, const sl_batch *b, size_t i, int64_t now)
 {
     const item *it = &c->items[i];
@@ -702,13 +745,15 @@ static status status_of(const sl_rls_call *c, const sl_batch *b, size_t i, int64
     } else if (it->kind == K_LIMIT) {
         const sl_response *r = &b->resps[i];
         s.has_limit = true;
-        s.code = r->status == SL_OVER_LIMIT && !it->shadow ? CODE_OVER_LIMIT : CODE_OK;
+        bool over = r->status == SL_OVER_LIMIT || (c->mode == SL_RLS_CHECK && r->remaining < it->want);
+        s.code = over && !it->shadow ? CODE_OVER_LIMIT : CODE_OK;
         int64_t rem = r->remaining;
         if (it->given_back) /* the answer says what is left now that the hits went back */
             rem = sl_sat_add(rem, b->reqs[i].hits) > r->limit ? r->limit
                                                                : sl_sat_add(rem, b->reqs[i].hits);
         s.remaining = rem < 0 ? 0 : rem > UINT32_MAX ? UINT32_MAX : (uint32_t)rem;
         s.reset_ms = r->reset_time > now ? r->reset_time - now : 0;
+        s.near = s.code == CODE_OK && near_limit(c->cfg, it->rpu, s.remaining);
     }
     return s;
 }
@@ -746,6 +791,117 @@ static uint8_t *put_header(uint8_t *w, const char *k, const char *v)
     return sl_pb_put_str_field(w, 0x12, v, vl);
 }
 
+/* ---- dynamic_metadata: a google.protobuf.Struct ------------------------------------------ */
+
+/* Struct   1 fields (map<string, Value>: entries of 1 key, 2 value)
+ * Value    2 number_value (double)  3 string_value  4 bool_value  5 struct_value  6 list_value
+ * ListValue 1 values (repeated Value) */
+
+static int put_len(sl_buf *b, uint8_t key, const void *p, size_t n)
+{
+    uint8_t hdr[11];
+    hdr[0] = key;
+    size_t h = (size_t)(sl_pb_put_varint(hdr + 1, n) - hdr);
+    int rc = sl_buf_append(b, hdr, h);
+    return rc ? rc : sl_buf_append(b, p, n);
+}
+
+/* A map entry {key, Value} of a Struct, whose Value bytes are v (a Value message). */
+static int put_entry(sl_buf *st, const char *key, const sl_buf *v, sl_buf *tmp)
+{
+    sl_buf_reset(tmp);
+    int rc = put_len(tmp, 0x0a, key, strlen(key));
+    if (!rc)
+        rc = put_len(tmp, 0x12, v->data, v->len);
+    return rc ? rc : put_len(st, 0x0a, tmp->data, tmp->len);
+}
+
+static int value_str(sl_buf *v, const char *s, size_t n)
+{
+    sl_buf_reset(v);
+    return put_len(v, 0x1a, s, n);
+}
+
+static int value_num(sl_buf *v, double d)
+{
+    uint8_t w[9] = {0x11};
+    uint64_t u;
+    memcpy(&u, &d, sizeof u);
+    for (int i = 0; i < 8; i++)
+        w[1 + i] = (uint8_t)(u >> (8 * i));
+    sl_buf_reset(v);
+    return sl_buf_append(v, w, sizeof w);
+}
+
+static int value_bool(sl_buf *v, bool t)
+{
+    uint8_t w[2] = {0x20, t};
+    sl_buf_reset(v);
+    return sl_buf_append(v, w, sizeof w);
+}
+
+/* One status of the list: {index, rule, state, limit, remaining, quota_mode}. */
+static int status_struct(size_t d, const status *s, sl_buf *st, sl_buf *v, sl_buf *tmp)
+{
+    const char *rule = s->it->label ? s->it->label : "";
+    int rc = value_num(v, (double)d);
+    if (!rc)
+        rc = put_entry(st, "index", v, tmp);
+    if (!rc && !(rc = value_str(v, rule, strlen(rule))))
+        rc = put_entry(st, "rule", v, tmp);
+    const char *state = s->near ? "near_limit" : "over_limit";
+    if (!rc && !(rc = value_str(v, state, strlen(state))))
+        rc = put_entry(st, "state", v, tmp);
+    if (!rc && !(rc = value_num(v, s->it->rpu)))
+        rc = put_entry(st, "limit", v, tmp);
+    if (!rc && !(rc = value_num(v, s->remaining)))
+        rc = put_entry(st, "remaining", v, tmp);
+    if (!rc && !(rc = value_bool(v, s->it->quota)))
+        rc = put_entry(st, "quota_mode", v, tmp);
+    return rc;
+}
+
+/* RateLimitResponse.dynamic_metadata (6), appended: {"domain": ..., "descriptors": [the statuses
+ * over or near their limits]} (docs/envoy.md). */
+static int put_metadata(const sl_rls_call *c, const sl_batch *b, int64_t now, sl_buf *out)
+{
+    sl_buf list, top, one, v, tmp, item;
+    sl_buf_init(&list, 0);
+    sl_buf_init(&top, 0);
+    sl_buf_init(&one, 0);
+    sl_buf_init(&v, 0);
+    sl_buf_init(&tmp, 0);
+    sl_buf_init(&item, 0);
+    int rc = 0;
+    size_t d = 0;
+    for (size_t i = 0; i < c->n && !rc; d++) {
+        status s = desc_status(c, b, &i, now);
+        if (!s.has_limit || (!s.near && s.code != CODE_OVER_LIMIT))
+            continue;
+        sl_buf_reset(&one);
+        sl_buf_reset(&item);
+        if (!(rc = status_struct(d, &s, &one, &v, &tmp)) &&
+            !(rc = put_len(&item, 0x2a, one.data, one.len))) /* Value.struct_value */
+            rc = put_len(&list, 0x0a, item.data, item.len);  /* ListValue.values */
+    }
+    if (!rc && !(rc = value_str(&v, c->domain ? c->domain : "", c->domain ? c->domain_len : 0)))
+        rc = put_entry(&top, "domain", &v, &tmp);
+    if (!rc) {
+        sl_buf_reset(&v);
+        if (!(rc = put_len(&v, 0x32, list.data, list.len))) /* Value.list_value */
+            rc = put_entry(&top, "descriptors", &v, &tmp);
+    }
+    if (!rc)
+        rc = put_len(out, 0x32, top.data, top.len);
+    sl_buf_free(&list);
+    sl_buf_free(&top);
+    sl_buf_free(&one);
+    sl_buf_free(&v);
+    sl_buf_free(&tmp);
+    sl_buf_free(&item);
+    return rc;
+}
+
 int sl_rls_encode(const sl_rls_call *c, const sl_batch *b, int64_t now, sl_buf *out,
                   sl_grpc_status *st)
 {
@@ -755,30 +911,43 @@ int sl_rls_encode(const sl_rls_call *c, const sl_batch *b, int64_t now, sl_buf *
                               b->resps[i].error);
             return -EAGAIN;
         }
-    uint32_t overall = CODE_OK;
-    size_t total = 0;
+    size_t total = 0, quota = 0, quota_over = 0;
+    bool hard_over = false, any_marked = false;
     const status *closest = NULL; /* the limited descriptor nearest its limit, for the headers */
     status near;
     for (size_t i = 0; i < c->n;) {
         status s = desc_status(c, b, &i, now);
         size_t n = status_size(&s);
         total += 1 + sl_pb_varint_size(n) + n;
-        if (s.code == CODE_OVER_LIMIT)
-            overall = CODE_OVER_LIMIT;
+        any_marked |= s.near || s.code == CODE_OVER_LIMIT;
+        if (s.has_limit && s.it->quota && !s.it->shadow) {
+            quota++;
+            quota_over += s.code == CODE_OVER_LIMIT;
+        } else if (s.code == CODE_OVER_LIMIT) {
+            hard_over = true;
+        }
         if (s.has_limit && (!closest || (s.code == CODE_OVER_LIMIT && closest->code != CODE_OVER_LIMIT) ||
                             (s.code == closest->code && s.remaining < closest->remaining))) {
             near = s;
             closest = &near;
         }
     }
+    /* OVER_LIMIT when a limit is, or when every quota-mode one is (envoyproxy/ratelimit's rule) */
+    uint32_t overall = hard_over || (quota && quota == quota_over) ? CODE_OVER_LIMIT : CODE_OK;
+    if (c->mode == SL_RLS_REPORT)
+        overall = CODE_OK; /* a report is a charge, not a question (limitador answers it so) */
+    const sl_rls_config *cfg = c->cfg;
+    const char *nl = cfg->header_limit[0] ? cfg->header_limit : "RateLimit-Limit";
+    const char *nr = cfg->header_remaining[0] ? cfg->header_remaining : "RateLimit-Remaining";
+    const char *ns = cfg->header_reset[0] ? cfg->header_reset : "RateLimit-Reset";
     char hl[16], hr[16], hs[24];
-    bool headers = c->cfg->headers && closest;
+    bool headers = cfg->headers && closest;
     if (headers) {
         snprintf(hl, sizeof hl, "%u", closest->it->rpu);
         snprintf(hr, sizeof hr, "%u", closest->remaining);
         snprintf(hs, sizeof hs, "%lld", (long long)((closest->reset_ms + 999) / 1000));
-        total += header_size(15, strlen(hl)) + header_size(19, strlen(hr)) +
-                 header_size(15, strlen(hs));
+        total += header_size(strlen(nl), strlen(hl)) + header_size(strlen(nr), strlen(hr)) +
+                 header_size(strlen(ns), strlen(hs));
     }
     total += varint_field_size(overall);
     if (sl_buf_reserve(out, total))
@@ -792,11 +961,13 @@ int sl_rls_encode(const sl_rls_call *c, const sl_batch *b, int64_t now, sl_buf *
         w = put_status(w, &s);
     }
     if (headers) {
-        w = put_header(w, "RateLimit-Limit", hl);
-        w = put_header(w, "RateLimit-Remaining", hr);
-        w = put_header(w, "RateLimit-Reset", hs);
+        w = put_header(w, nl, hl);
+        w = put_header(w, nr, hr);
+        w = put_header(w, ns, hs);
     }
     out->len += (size_t)(w - start);
+    if (cfg->dynamic_metadata && any_marked && put_metadata(c, b, now, out))
+        return -ENOMEM;
     return 0;
 }
 
@@ -810,7 +981,7 @@ static uint8_t outcome_of(const sl_rls_call *c, const sl_batch *b, size_t i)
     const sl_response *r = &b->resps[i];
     if (r->error)
         return SL_RLS_OUTCOME_COUNT; /* the call failed: not a descriptor outcome */
-    if (r->status == SL_OVER_LIMIT)
+    if (r->status == SL_OVER_LIMIT || (c->mode == SL_RLS_CHECK && r->remaining < it->want))
         return it->shadow ? SL_RLS_SHADOW_OVER : SL_RLS_OVER_LIMIT;
     /* protection's shadow mode (api/gubprotect.h: the rule's shadow_mode, or a switch in shadow
      * mode) turned a rejection into an admission */
@@ -834,5 +1005,19 @@ void sl_rls_count(const sl_rls_call *c, const sl_batch *b, sl_rlsmetrics *m)
             outcomes[j] = outcome_of(c, b, i + j);
         }
         sl_rlsmetrics_count(m, c->domain, c->domain_len, rules, outcomes, k);
+        /* near_limit counts again, among those ok, the ones past the ratio (upstream's stat) */
+        size_t near = 0;
+        for (size_t j = 0; j < k; j++) {
+            const sl_response *r = &b->resps[i + j];
+            uint32_t rem = r->remaining < 0 ? 0 : r->remaining > UINT32_MAX ? UINT32_MAX
+                                                                            : (uint32_t)r->remaining;
+            if (outcomes[j] == SL_RLS_OK && c->items[i + j].kind == K_LIMIT &&
+                near_limit(c->cfg, c->items[i + j].rpu, rem)) {
+                rules[near] = rules[j];
+                outcomes[near++] = SL_RLS_NEAR_LIMIT;
+            }
+        }
+        if (near)
+            sl_rlsmetrics_count(m, c->domain, c->domain_len, rules, outcomes, near);
     }
 }

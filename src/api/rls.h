@@ -37,13 +37,32 @@
 #include "config/rlsconf.h"
 
 #define SL_RLS_PATH "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
+/* Kuadrant/limitador's service over the same messages: check before, charge after. */
+#define SL_RLS_KUADRANT_CHECK_PATH "/kuadrant.service.ratelimit.v1.RateLimitService/CheckRateLimit"
+#define SL_RLS_KUADRANT_REPORT_PATH "/kuadrant.service.ratelimit.v1.RateLimitService/Report"
+
+/* What a call does with its hits. */
+typedef enum sl_rls_mode {
+    SL_RLS_SHOULD = 0, /* ShouldRateLimit: decide and count what is admitted (the rules' way) */
+    SL_RLS_CHECK,      /* CheckRateLimit: would the hits pass? nothing is counted */
+    SL_RLS_REPORT,     /* Report: charge the hits whatever the limit says (usage known after the
+                        * fact, such as tokens); the call answers OK, statuses show the state */
+} sl_rls_mode;
 #define SL_RLS_NAME_PREFIX "rls:"
+
+#define SL_RLS_HEADER_MAX 64 /* bytes of a response header's name, NUL included */
 
 typedef struct sl_rls_config {
     size_t max_descriptors; /* most descriptors in one request; 0 = 1000 */
     size_t max_entries;     /* most entries in one descriptor; 0 = 64 */
     bool headers;           /* answer with RateLimit-Limit, -Remaining and -Reset */
     bool all_or_nothing;    /* a call is counted only if all its descriptors pass */
+    bool quota_mode;        /* every limit in quota mode (envoyproxy/ratelimit's QUOTA_MODE) */
+    bool dynamic_metadata;  /* answer with dynamic_metadata naming descriptors over or near */
+    uint32_t near_permille; /* near its limit past this share of it, 1..1000 /1000; 0 = 800 */
+    /* names of the three response headers; "" = RateLimit-Limit, -Remaining, -Reset */
+    char header_limit[SL_RLS_HEADER_MAX], header_remaining[SL_RLS_HEADER_MAX],
+        header_reset[SL_RLS_HEADER_MAX];
     uint32_t max_names;     /* (domain, rule) pairs with series of their own (api/rlsmetrics.h) */
 } sl_rls_config;
 
@@ -80,6 +99,10 @@ typedef struct sl_rls_call sl_rls_call;
  */
 int sl_rls_begin(const sl_rls_config *cfg, sl_rlsconf *conf, const uint8_t *msg, size_t len,
                  sl_batch *b, sl_rls_call **call, sl_grpc_status *st);
+/* The same for CheckRateLimit and Report (sl_rls_begin is SL_RLS_SHOULD). */
+int sl_rls_begin_mode(const sl_rls_config *cfg, sl_rlsconf *conf, sl_rls_mode mode,
+                      const uint8_t *msg, size_t len, sl_batch *b, sl_rls_call **call,
+                      sl_grpc_status *st);
 /* The RateLimitResponse for the decided batch (appended to out). 0; -EAGAIN with st set when an
  * item failed (answer st instead); -ENOMEM. */
 int sl_rls_encode(const sl_rls_call *call, const sl_batch *b, int64_t now_ms, sl_buf *out,
@@ -90,7 +113,7 @@ int sl_rls_encode(const sl_rls_call *call, const sl_batch *b, int64_t now_ms, sl
  * the limits that admitted give their hits back. Their items are copied into gb (reset here, hits
  * negated) for the caller to hand where the call's items went, and the answer reports them with
  * what is left once the hits are back. The number of items in gb; 0: nothing to give back (or no
- * memory for it: the hits then stay taken). Between the decision and the give-back the hits are
+ * memory for it: the hits then stay taken). gb NULL: only the number, nothing marked. Between the decision and the give-back the hits are
  * held: a concurrent call can be refused by them for that one round trip (docs/envoy.md).
  */
 size_t sl_rls_giveback(sl_rls_call *call, const sl_batch *b, sl_batch *gb);

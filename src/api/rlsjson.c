@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -370,6 +371,113 @@ bad:
     return NULL;
 }
 
+/* google.protobuf.Struct / Value / ListValue, as protojson writes them: an object, a value, an
+ * array. depth bounds the nesting. */
+static json_t *value_json(sl_pb_rd r, int depth);
+
+static json_t *struct_json(sl_pb_rd r, int depth)
+{
+    json_t *o = json_object();
+    uint32_t f;
+    unsigned wt;
+    while (o && r.p < r.end) {
+        sl_pb_rd e, k = {NULL, NULL}, v = {NULL, NULL};
+        if (!sl_pb_key(&r, &f, &wt))
+            goto bad;
+        if (f != 1 || wt != SL_PB_LEN) {
+            if (!sl_pb_skip(&r, wt))
+                goto bad;
+            continue;
+        }
+        if (!sl_pb_bytes(&r, &e))
+            goto bad;
+        while (e.p < e.end) {
+            sl_pb_rd x;
+            if (!sl_pb_key(&e, &f, &wt) || wt != SL_PB_LEN || !sl_pb_bytes(&e, &x))
+                goto bad;
+            if (f == 1)
+                k = x;
+            else if (f == 2)
+                v = x;
+        }
+        json_t *val = v.p ? value_json(v, depth + 1) : json_null();
+        char key[256];
+        size_t kl = k.p ? (size_t)(k.end - k.p) : 0;
+        if (!val || kl >= sizeof key) {
+            json_decref(val);
+            goto bad;
+        }
+        if (kl)
+            memcpy(key, k.p, kl);
+        key[kl] = 0;
+        if (json_object_set_new(o, key, val))
+            goto bad;
+    }
+    return o;
+bad:
+    json_decref(o);
+    return NULL;
+}
+
+static json_t *value_json(sl_pb_rd r, int depth)
+{
+    json_t *val = NULL;
+    uint32_t f;
+    unsigned wt;
+    if (depth > 16)
+        return NULL;
+    while (r.p < r.end) {
+        sl_pb_rd sub;
+        uint64_t u;
+        json_decref(val);
+        val = NULL;
+        if (!sl_pb_key(&r, &f, &wt))
+            return NULL;
+        if (f == 2 && wt == SL_PB_I64) {
+            if (r.end - r.p < 8)
+                return NULL;
+            u = 0;
+            for (int i = 0; i < 8; i++)
+                u |= (uint64_t)r.p[i] << (8 * i);
+            r.p += 8;
+            double d;
+            memcpy(&d, &u, sizeof d);
+            val = isfinite(d) ? json_real(d) : json_null();
+        } else if ((f == 1 || f == 4) && wt == SL_PB_VARINT) {
+            if (!sl_pb_varint(&r, &u))
+                return NULL;
+            val = f == 1 ? json_null() : json_boolean(u != 0);
+        } else if ((f == 3 || f == 5 || f == 6) && wt == SL_PB_LEN) {
+            if (!sl_pb_bytes(&r, &sub))
+                return NULL;
+            if (f == 3) {
+                val = json_stringn((const char *)sub.p, (size_t)(sub.end - sub.p));
+            } else if (f == 5) {
+                val = struct_json(sub, depth + 1);
+            } else {
+                val = json_array();
+                while (val && sub.p < sub.end) {
+                    sl_pb_rd x;
+                    json_t *e;
+                    if (!sl_pb_key(&sub, &f, &wt) || f != 1 || wt != SL_PB_LEN ||
+                        !sl_pb_bytes(&sub, &x) || !(e = value_json(x, depth + 1)) ||
+                        json_array_append_new(val, e)) {
+                        json_decref(val);
+                        return NULL;
+                    }
+                }
+            }
+        } else if (!sl_pb_skip(&r, wt)) {
+            return NULL;
+        } else {
+            continue;
+        }
+        if (!val)
+            return NULL;
+    }
+    return val ? val : json_null();
+}
+
 int sl_rlsjson_response(const uint8_t *pb, size_t len, sl_buf *out, int *overall)
 {
     static const spec header[] = {{1, "key", 's'}, {2, "value", 's'}};
@@ -397,6 +505,11 @@ int sl_rlsjson_response(const uint8_t *pb, size_t len, sl_buf *out, int *overall
                 goto out;
             json_t *e = f == 2 ? status_json(sub) : message_json(sub, header, 2);
             if (!e || json_array_append_new(f == 2 ? statuses : headers, e))
+                goto out;
+        } else if (f == 6 && wt == SL_PB_LEN) { /* dynamic_metadata */
+            json_t *m;
+            if (!sl_pb_bytes(&r, &sub) || !(m = struct_json(sub, 0)) ||
+                json_object_set_new(o, "dynamicMetadata", m))
                 goto out;
         } else if (!sl_pb_skip(&r, wt)) {
             goto out;

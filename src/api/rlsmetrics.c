@@ -29,7 +29,7 @@ struct sl_rlsmetrics {
 };
 
 static const char *const outcome_names[SL_RLS_OUTCOME_COUNT] = {
-    "ok", "over_limit", "shadow_over_limit", "unlimited", "no_limit",
+    "ok", "over_limit", "shadow_over_limit", "unlimited", "no_limit", "near_limit",
 };
 
 const char *sl_rls_outcome_name(sl_rls_outcome o)

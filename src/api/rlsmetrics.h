@@ -26,6 +26,8 @@ typedef enum sl_rls_outcome {
     SL_RLS_SHADOW_OVER,
     SL_RLS_UNLIMITED,
     SL_RLS_NO_LIMIT,
+    SL_RLS_NEAR_LIMIT, /* counted besides ok: admitted past the near-limit ratio (upstream's
+                        * near_limit stat), so outcomes other than it sum to the descriptors */
     SL_RLS_OUTCOME_COUNT
 } sl_rls_outcome;
 

@@ -396,3 +396,53 @@ size_t sl_handoff_receive(sl_engine *e, const sl_alg_config *cfg, const uint8_t 
     }
     return merged;
 }
+
+int64_t sl_handoff_latest_expiry(int64_t now, int64_t duration)
+{
+    int64_t span = duration <= SL_GREGORIAN_YEARS ? 366LL * 86400 * 1000 : duration;
+    if (span < 1000)
+        span = 1000;
+    if (span > (INT64_MAX - 1000) / 2)
+        return INT64_MAX;
+    int64_t d = 2 * span + 1000;
+    return now > INT64_MAX - d ? INT64_MAX : now + d;
+}
+
+/* The span a state's expiry is judged by: its duration (GCRA: times its burst over its limit). */
+static int64_t state_duration(const sl_state *st)
+{
+    switch (st->algorithm) {
+    case SL_GCRA: {
+        int64_t d = st->u.gcra.duration, L = st->u.gcra.limit, B = st->u.gcra.burst;
+        if (L > 0 && B > L && d > 0)
+            d = d > INT64_MAX / (B / L + 1) ? INT64_MAX / 4 : d * (B / L + 1);
+        return d;
+    }
+    case SL_CONCURRENCY:
+        return 12LL * 3600 * 1000; /* leases: their own durations, bounded by a day */
+    default:
+        return st->u.raw[1]; /* tb, lb, fw, sw: duration; the log: duration */
+    }
+}
+
+int sl_handoff_check(const sl_alg_config *cfg, const uint8_t *records, size_t len, int64_t now,
+                     size_t max_keys, size_t *bad_at)
+{
+    size_t i = 0;
+    *bad_at = 0;
+    for (size_t off = 0; off < len; i++) {
+        if (max_keys && i >= max_keys)
+            return -E2BIG;
+        sl_keystate k;
+        size_t used;
+        *bad_at = i;
+        if (sl_keystate_decode(records + off, len - off, cfg, &k, &used))
+            return -EINVAL;
+        off += used;
+        bool late = k.expire_at > sl_handoff_latest_expiry(now, state_duration(&k.st));
+        sl_alg_release(&k.st);
+        if (late)
+            return -ERANGE;
+    }
+    return 0;
+}

@@ -91,6 +91,21 @@ bool sl_handoff_busy(const sl_handoff *h);
 void sl_handoff_stats_get(const sl_handoff *h, sl_handoff_stats *out);
 
 /*
+ * Bounds on what a peer sends (issue 25): the latest expiry (or reset) a state of a limit of
+ * `duration` may have at `now`: now + 2 x its span + 1 s, the span being the duration in ms, a
+ * year for the small numbers that name Gregorian intervals (0..5, which a state does not tell
+ * apart from milliseconds), at least 1 s; saturating.
+ */
+int64_t sl_handoff_latest_expiry(int64_t now, int64_t duration);
+/*
+ * Check a TransferKeysReq's records before merging any: 0; -E2BIG more than max_keys records (0
+ * = no cap); -ERANGE record *bad_at expires later than sl_handoff_latest_expiry allows for its
+ * limit (a concurrency state: 24 hours); -EINVAL record *bad_at is malformed.
+ */
+int sl_handoff_check(const sl_alg_config *cfg, const uint8_t *records, size_t len, int64_t now,
+                     size_t max_keys, size_t *bad_at);
+
+/*
  * Receiver: merge the key state records of a TransferKeysReq into the engine (cluster_keys) at
  * `now`. Returns the number of records merged (held afterwards); *bad (may be NULL) counts the
  * malformed one that stopped the decoding (0 or 1). cfg bounds the records (the engine's limits).

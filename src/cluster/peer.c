@@ -30,8 +30,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "auth/peersig.h"
 #include "h2client/h2client.h"
 #include "h2client/h2sock.h"
+#include "sluice/clock.h"
 #include "tls/tls.h"
 #include "wire/grpc_frame.h"
 
@@ -87,6 +89,7 @@ struct conn {
 struct sl_peer {
     uv_loop_t *loop;
     char *addr;
+    char *sender;            /* cfg.sender, copied (signed calls) */
     char host[256];
     char port[8];
     struct sockaddr_storage sa;
@@ -240,6 +243,7 @@ static void maybe_free_peer(sl_peer *p)
 {
     if (p->closing && p->conns == 0 && p->depth == 0 && !p->done_head) {
         free(p->addr);
+        free(p->sender);
         free(p);
     }
 }
@@ -579,7 +583,8 @@ static conn *conn_new(sl_peer *p)
         free(c);
         return NULL;
     }
-    if (p->cfg.tls && !(c->tls = sl_tls_slot_session(p->cfg.tls, NULL))) {
+    /* the peer's certificate must name the host we called (its IP SAN for a numeric address) */
+    if (p->cfg.tls && !(c->tls = sl_tls_slot_session(p->cfg.tls, p->host))) {
         sl_h2c_free(c->sess, -ENOMEM);
         free(c);
         return NULL;
@@ -672,11 +677,15 @@ int sl_peer_new(const sl_peer_config *cfg, sl_peer **out)
         uv_ip6_addr(p->host, port, (struct sockaddr_in6 *)&p->sa) == 0)
         p->numeric = true;
     p->addr = strdup(cfg->addr);
-    if (!p->addr) {
+    p->sender = cfg->sig && cfg->sender ? strdup(cfg->sender) : NULL;
+    if (!p->addr || (cfg->sig && !p->sender)) {
+        free(p->addr);
+        free(p->sender);
         free(p);
-        return -ENOMEM;
+        return cfg->sig && !cfg->sender ? -EINVAL : -ENOMEM;
     }
     p->cfg.addr = p->addr;
+    p->cfg.sender = p->sender;
     *out = p;
     return 0;
 }
@@ -736,17 +745,30 @@ int sl_peer_call(sl_peer *p, const char *path, sl_buf *framed, int64_t timeout_m
         return -ECANCELED;
     if (strlen(path) >= MAX_PATH)
         return -EINVAL;
-    static const sl_h2c_field hdrs[] = {
+    char sig[SL_PEERSIG_VALUE_MAX];
+    sl_h2c_field hdrs[3] = {
         {"content-type", 12, "application/grpc", 16},
         {"te", 2, "trailers", 8},
     };
+    size_t nh = 2;
+    if (p->cfg.sig) { /* the cluster secret's proof (docs/cluster.md, "Peer authentication") */
+        sl_peersig_keys *keys = sl_peersig_get(p->cfg.sig);
+        int n = keys ? sl_peersig_sign(keys, path, strlen(path), sl_wall_ms(), p->sender,
+                                       framed->data, framed->len, sig, sizeof sig)
+                     : -ENOKEY;
+        sl_peersig_keys_unref(keys);
+        if (n < 0)
+            return n;
+        hdrs[nh++] = (sl_h2c_field){SL_PEERSIG_HEADER, sizeof SL_PEERSIG_HEADER - 1, sig,
+                                    (size_t)n};
+    }
     pcall *k = calloc(1, sizeof *k);
     if (!k)
         return -ENOMEM;
     k->cb = cb;
     k->ud = ud;
     k->grpc_status = -1;
-    sl_h2c_req req = {.method = "POST", .path = path, .headers = hdrs, .nheaders = 2,
+    sl_h2c_req req = {.method = "POST", .path = path, .headers = hdrs, .nheaders = nh,
                       .body = framed};
     return submit(p, k, &req, timeout_ms);
 }

@@ -45,11 +45,17 @@ typedef struct sl_peer_config {
     size_t max_abandoned;        /* timed-out streams the peer has not closed yet before the
                                     connection is dropped; 0 = 1024 */
     sl_tls_slot *tls;            /* a client context: TLS (ALPN h2) to the peer, its certificate
-                                    checked against the context's CA; NULL = h2c. Not owned, outlives
+                                    checked against the context's CA and its name or IP against the
+                                    host of addr; NULL = h2c. Not owned, outlives
                                     the peer; each connection starts under the slot's context of
                                     the moment (a reload changes it for new connections). */
     const char *source_ip;       /* numeric IP the connections come from (the node's advertised
                                     IP, which peers check); NULL or "": the kernel's choice */
+    struct sl_peersig *sig;      /* the cluster secret (auth/peersig.h): every sl_peer_call
+                                    carries its signature; NULL = none. Not owned, outlives the
+                                    peer (a reload changes the secret for the next calls) */
+    const char *sender;          /* this node's advertised address, signed with each call
+                                    (copied); needed with sig */
 } sl_peer_config;
 
 typedef struct sl_peer_result {

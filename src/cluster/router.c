@@ -501,6 +501,8 @@ static wpeer *wpeer_new(wk *w, const char *addr)
         .max_msg = r->cfg.max_msg,
         .tls = r->cfg.peer_tls,
         .source_ip = r->source_ip,
+        .sig = r->cfg.peer_sig,
+        .sender = r->advertise,
     };
     if (!wp->addr || sl_peer_new(&pc, &wp->conn)) {
         free(wp->addr);

@@ -81,6 +81,8 @@ typedef struct sl_router_config {
     size_t max_msg;                      /* largest peer answer decoded (bytes); 0 = 1 MiB */
     sl_tls_slot *peer_tls;               /* client context for peer calls over TLS (not owned;
                                             outlives the router; reloadable); NULL = h2c */
+    struct sl_peersig *peer_sig;         /* the cluster secret every peer call is signed with
+                                            (auth/peersig.h; not owned, reloadable); NULL = none */
     sl_logger *log;                      /* may be NULL */
     sl_metrics *metrics;                 /* may be NULL */
 } sl_router_config;
@@ -129,9 +131,12 @@ sl_decider sl_router_peer_decider(sl_router *r);
 void sl_router_update_globals(sl_router *r, int worker, const sl_peerwire_global *g, size_t n,
                               int64_t now_ms);
 
-/* PeersV1/TransferKeys, server side: merge the key state records (cluster/handoff.h) into the
- * engine. Returns the number merged. Any worker thread. */
-int64_t sl_router_transfer_keys(sl_router *r, const uint8_t *records, size_t len, int64_t now_ms);
+/* PeersV1/TransferKeys, server side: check the key state records (cluster/handoff.h: at most
+ * max_keys, 0 = no cap; each expiry within its limit's duration of now), then merge them into the
+ * engine. Returns the number merged, or, merging none: -E2BIG (too many), -ERANGE (record
+ * *bad_at expires too late), -EINVAL (record *bad_at is malformed). Any worker thread. */
+int64_t sl_router_transfer_keys(sl_router *r, const uint8_t *records, size_t len, int64_t now_ms,
+                                size_t max_keys, size_t *bad_at);
 
 /* Graceful leave, after sl_router_stop(): switch every worker to the peer list without this node
  * (requests are forwarded to the next owners) and push every key to its next owner; wait at most
@@ -155,6 +160,9 @@ bool sl_router_was_peer(sl_router *r, int worker, const struct sockaddr *sa);
  * member of the peer list as worker `worker` sees it (auth/addr.h sl_addr_names_host), or with
  * former, of the list before it (sl_router_was_peer's case); false when standalone. On that
  * worker's thread. How PeersV1 is kept to peers over mTLS. */
+/* Whether addr (an advertised "host:port", as the peer list spells it) is a member of the current
+ * peer list (former: or of the previous one). The worker's thread. */
+bool sl_router_has_member(sl_router *r, int worker, const char *addr, bool former);
 bool sl_router_names_peer(sl_router *r, int worker, const char *names, bool former);
 
 /* One member of the peer list as the admin status page shows it (node/statuspage.c). */

@@ -299,6 +299,14 @@ bool sl_router_names_peer(sl_router *r, int worker, const char *names, bool form
            (former && sl_view_names(r->wk[worker].prev, names));
 }
 
+bool sl_router_has_member(sl_router *r, int worker, const char *addr, bool former)
+{
+    if (!r->cluster || !addr || worker < 0 || worker >= r->nworkers)
+        return false;
+    return (r->wk[worker].v && sl_picker_find(r->wk[worker].v->picker, addr) >= 0) ||
+           (former && r->wk[worker].prev && sl_picker_find(r->wk[worker].prev->picker, addr) >= 0);
+}
+
 static void on_members(void *ud, const char *const *addrs, size_t n)
 {
     sl_router_set_peers(ud, addrs, n);
@@ -357,7 +365,8 @@ static void handoff_done(void *ud, void *token)
         atomic_store(&w->r->leave_done, true);
 }
 
-int64_t sl_router_transfer_keys(sl_router *r, const uint8_t *records, size_t len, int64_t now_ms)
+int64_t sl_router_transfer_keys(sl_router *r, const uint8_t *records, size_t len, int64_t now_ms,
+                                size_t max_keys, size_t *bad_at)
 {
     sl_alg_config alg = {0};
     if (r->has_ecfg) {
@@ -365,6 +374,9 @@ int64_t sl_router_transfer_keys(sl_router *r, const uint8_t *records, size_t len
         alg.max_sub_windows = r->ecfg.max_sub_windows;
         alg.max_concurrency_limit = r->ecfg.max_concurrency_limit;
     }
+    int rc = sl_handoff_check(&alg, records, len, now_ms, max_keys, bad_at);
+    if (rc)
+        return rc;
     return (int64_t)sl_handoff_receive(r->engine, &alg, records, len, now_ms, NULL);
 }
 

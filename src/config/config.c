@@ -40,7 +40,8 @@ static const char *const attempt_headers_choices[] = {"rejections", "always", NU
 static const char *const discovery_choices[] = {"none", "static", "dns", "etcd", "k8s", "gossip",
                                                 NULL};
 static const char *const picker_choices[] = {"ring", "hrw", NULL};
-static const char *const peer_auth_choices[] = {"address", "none", NULL};
+static const char *const peer_auth_choices[] = {"auto", "secret", "mtls", "insecure", "address",
+                                                "none", NULL};
 static const char *const priority_choices[] = {"critical", "post", "get", "test", NULL};
 static const char *const tls_client_auth_choices[] = {"none", "request", "require", NULL};
 static const char *const role_choices[] = {"limiter", "observer", "proxy", NULL};
@@ -132,8 +133,10 @@ static const sl_opt daemon_opts[] = {
      .def_doc = "--tls-key", .group = G_TLS, .metavar = "FILE",
      .help = "private key of --peer-tls-cert"},
     {.name = "peer-tls-ca", .type = SL_OPT_STRING, .offset = FIELD(peer_tls_ca, char *),
-     .def_doc = "--tls-ca", .group = G_TLS, .metavar = "FILE",
-     .help = "CA bundle that peers' certificates must chain to"},
+     .group = G_TLS, .metavar = "FILE",
+     .help = "CA bundle that peers' certificates must chain to (its own option: the client "
+             "CA --tls-ca is not trusted for peers); with it, peer calls need a certificate "
+             "naming a peer, and each peer's certificate must name the address called"},
     {.name = "storage-tls-ca", .type = SL_OPT_STRING, .offset = FIELD(storage_tls_ca, char *),
      .group = G_TLS, .metavar = "FILE", .help = "CA bundle for https:// etcd endpoints"},
     {.name = "storage-tls-cert", .type = SL_OPT_STRING, .offset = FIELD(storage_tls_cert, char *),
@@ -298,6 +301,31 @@ static const sl_opt daemon_opts[] = {
      .help = "a ShouldRateLimit call is counted only if every descriptor passes (a rejected call "
              "gives back what it took); envoyproxy/ratelimit's "
              "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true in the environment sets it too"},
+    {.name = "rls-quota-mode", .type = SL_OPT_BOOL, .offset = FIELD(rls_quota_mode, bool),
+     .def = "false", .group = G_QUOTAS,
+     .help = "every RLS limit in quota mode, as a rule's quota_mode: over its limit a descriptor "
+             "reports OVER_LIMIT, and the call is refused only when every quota-mode descriptor "
+             "is over (envoyproxy/ratelimit's QUOTA_MODE=true sets it too)"},
+    {.name = "rls-near-limit-ratio", .type = SL_OPT_DOUBLE,
+     .offset = FIELD(rls_near_limit_ratio, double), .def = "0.8", .dmin = 0.001, .dmax = 1.0,
+     .group = G_QUOTAS,
+     .help = "an admitted RLS descriptor that has used more than this share of its limit is near "
+             "it: counted as outcome near_limit and named in the dynamic metadata "
+             "(NEAR_LIMIT_RATIO)"},
+    {.name = "rls-dynamic-metadata", .type = SL_OPT_BOOL,
+     .offset = FIELD(rls_dynamic_metadata, bool), .def = "false", .group = G_QUOTAS,
+     .help = "ShouldRateLimit answers carry dynamic_metadata naming the descriptors over or near "
+             "their limits (docs/envoy.md; RESPONSE_DYNAMIC_METADATA)"},
+    {.name = "rls-header-limit", .type = SL_OPT_STRING, .offset = FIELD(rls_header_limit, char *),
+     .def = "RateLimit-Limit", .group = G_QUOTAS, .metavar = "NAME",
+     .help = "name of the limit header of --rls-response-headers (LIMIT_LIMIT_HEADER)"},
+    {.name = "rls-header-remaining", .type = SL_OPT_STRING,
+     .offset = FIELD(rls_header_remaining, char *), .def = "RateLimit-Remaining",
+     .group = G_QUOTAS, .metavar = "NAME",
+     .help = "name of the remaining header of --rls-response-headers (LIMIT_REMAINING_HEADER)"},
+    {.name = "rls-header-reset", .type = SL_OPT_STRING, .offset = FIELD(rls_header_reset, char *),
+     .def = "RateLimit-Reset", .group = G_QUOTAS, .metavar = "NAME",
+     .help = "name of the reset header of --rls-response-headers (LIMIT_RESET_HEADER)"},
     {.name = "rls-max-descriptors", .type = SL_OPT_INT,
      .offset = FIELD(rls_max_descriptors, int64_t), .def = "1000", .min = 1, .max = 100000,
      .group = G_QUOTAS, .help = "most descriptors in one ShouldRateLimit request"},
@@ -405,7 +433,17 @@ static const sl_opt daemon_opts[] = {
      .help = "this node's unique name in the gossip overlay"},
     {.name = "gossip-keyring-file", .type = SL_OPT_STRING,
      .offset = FIELD(gossip_keyring_file, char *), .group = G_CLUSTER, .metavar = "FILE",
-     .help = "AES-256-GCM keys (64 hex digits a line; the first encrypts), read again on SIGHUP"},
+     .help = "AES-256-GCM keys (64 hex digits a line; the first seals), read again on SIGHUP; "
+             "required unless --gossip-addr is loopback or --gossip-insecure"},
+    {.name = "gossip-insecure", .type = SL_OPT_BOOL, .offset = FIELD(gossip_insecure, bool),
+     .def = "false", .group = G_CLUSTER,
+     .help = "gossip without a key ring on a non-loopback address: anyone who can reach it can "
+             "join or rewrite the cluster (logged; packets counted as unauthenticated)"},
+    {.name = "gossip-replay-window", .type = SL_OPT_DURATION,
+     .offset = FIELD(gossip_replay_window_ns, int64_t), .def = "30s", .min = 1 * SEC,
+     .max = 3600 * SEC, .group = G_CLUSTER,
+     .help = "sealed gossip packets older (or newer) than this by our clock are refused; "
+             "within it each is taken once"},
     {.name = "gossip-probe-interval", .type = SL_OPT_DURATION,
      .offset = FIELD(gossip_probe_interval_ns, int64_t), .def = "1s", .min = 10 * MS,
      .max = 60 * SEC, .group = G_CLUSTER, .help = "how often a member is probed"},
@@ -566,11 +604,33 @@ static const sl_opt daemon_opts[] = {
      .offset = FIELD(admin_token_file, char *), .group = G_ACCESS, .metavar = "FILE",
      .help = "file holding the admin bearer token (16..512 visible ASCII bytes); when set, "
              "every admin call needs 'Authorization: Bearer <token>' (read again on SIGHUP)"},
+    /* Peers: who may make peer calls (docs/cluster.md, "Peer authentication") */
     {.name = "peer-auth", .type = SL_OPT_ENUM, .offset = FIELD(peer_auth, int),
-     .def = "address", .choices = peer_auth_choices, .group = G_ACCESS,
-     .help = "who may call PeersV1: address = callers whose source IP is a peer's (peers bind "
-             "their calls to their advertise-addr IP), or with peer TLS and a peer CA, callers "
-             "whose verified certificate names a peer's host; none = anyone (the old behaviour)"},
+     .def = "auto", .choices = peer_auth_choices, .group = G_ACCESS,
+     .help = "what a peer call (PeersV1, GLOBAL sync, hand-off) must prove: secret = the HMAC of "
+             "--peer-secret-file; mtls = a verified certificate naming a peer (--peer-tls-ca); "
+             "auto = secret or mtls, whichever is configured, and on a loopback-only cluster "
+             "with neither the caller's IP (with a warning); insecure = anyone (logged, "
+             "counted); address = the caller's IP only (deprecated: an address is not a "
+             "credential); none = insecure (deprecated)"},
+    {.name = "peer-secret-file", .type = SL_OPT_STRING, .offset = FIELD(peer_secret_file, char *),
+     .group = G_ACCESS, .metavar = "FILE",
+     .help = "the cluster secret: one or two lines of 16..512 visible ASCII bytes (the first "
+             "signs, both are accepted: a rotation); every peer call carries its HMAC-SHA256 "
+             "(read again on SIGHUP)"},
+    {.name = "peer-auth-skew", .type = SL_OPT_DURATION,
+     .offset = FIELD(peer_auth_skew_ns, int64_t), .def = "30s", .min = 1 * SEC,
+     .max = 3600 * SEC, .group = G_ACCESS,
+     .help = "a signed peer call whose time is further than this from the node's clock is "
+             "refused"},
+    {.name = "peer-max-globals", .type = SL_OPT_INT, .offset = FIELD(peer_max_globals, int64_t),
+     .def = "10000", .min = 1, .max = 1000000, .group = G_ACCESS, .metavar = "N",
+     .help = "most GLOBAL states one UpdatePeerGlobals call may carry (at least "
+             "--global-batch-limit); more is refused"},
+    {.name = "peer-max-transfer-keys", .type = SL_OPT_INT,
+     .offset = FIELD(peer_max_transfer_keys, int64_t), .def = "100000", .min = 1,
+     .max = 10000000, .group = G_ACCESS, .metavar = "N",
+     .help = "most key states one TransferKeys call (hand-off) may carry; more is refused"},
     {.name = "client-tokens-file", .type = SL_OPT_STRING,
      .offset = FIELD(client_tokens_file, char *), .group = G_ACCESS, .metavar = "FILE",
      .help = "client identities, one '<token> <name> <prefix>[,<prefix>...]' a line, or "
@@ -764,11 +824,17 @@ static int finalize(sl_options *o, const sl_opt_track *tr, char *err, size_t err
         ((rc = replace_str(&o->peer_tls_cert, o->tls_cert, err, errlen)) != 0 ||
          (rc = replace_str(&o->peer_tls_key, o->tls_key, err, errlen)) != 0))
         return rc;
-    if (o->peer_tls_ca[0] == '\0' && o->tls_ca[0] != '\0' &&
-        (rc = replace_str(&o->peer_tls_ca, o->tls_ca, err, errlen)) != 0)
-        return rc;
     if ((o->peer_tls_cert[0] != '\0') != (o->peer_tls_key[0] != '\0'))
         PROBLEM("option 'peer-tls-cert': needs peer-tls-key, and back");
+    if (o->peer_auth == SL_PEER_AUTH_SECRET && o->peer_secret_file[0] == '\0')
+        PROBLEM("option 'peer-auth': secret needs peer-secret-file");
+    if (o->peer_auth == SL_PEER_AUTH_MTLS && (o->peer_tls_cert[0] == '\0' || o->peer_tls_ca[0] == '\0'))
+        PROBLEM("option 'peer-auth': mtls needs peer TLS (tls-cert or peer-tls-cert) and "
+                "peer-tls-ca");
+    if (o->peer_max_globals < o->global_batch_limit)
+        PROBLEM("option 'peer-max-globals': %lld is below global-batch-limit (%lld): the peers' "
+                "own updates would be refused",
+                (long long)o->peer_max_globals, (long long)o->global_batch_limit);
     if (o->role == SL_ROLE_PROXY && o->proxy_limiters.n == 0 && o->observers.n == 0 &&
         o->storage_addrs.n == 0)
         PROBLEM("option 'proxy-limiters': required with "
@@ -779,6 +845,37 @@ static int finalize(sl_options *o, const sl_opt_track *tr, char *err, size_t err
         PROBLEM(
                     "option 'standalone': cannot be combined with discovery=%s",
                     discovery_choices[o->discovery]);
+    return first;
+}
+
+/* envoyproxy/ratelimit's own variables, honoured as it names them, under sluice's variables and
+ * flags (so a migrated deployment keeps its environment). */
+static int load_upstream_env(const sl_opt_table *t, sl_options *o, char *const *envp,
+                             const sl_opt_track *tr, char *err, size_t errlen)
+{
+    int first = 0;
+    static const char *const vars[][2] = {
+        {"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "rls-all-or-nothing"},
+        {"QUOTA_MODE", "rls-quota-mode"},
+        {"NEAR_LIMIT_RATIO", "rls-near-limit-ratio"},
+        {"RESPONSE_DYNAMIC_METADATA", "rls-dynamic-metadata"},
+        {"LIMIT_RESPONSE_HEADERS_ENABLED", "rls-response-headers"},
+        {"LIMIT_LIMIT_HEADER", "rls-header-limit"},
+        {"LIMIT_REMAINING_HEADER", "rls-header-remaining"},
+        {"LIMIT_RESET_HEADER", "rls-header-reset"},
+    };
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = sl_opt_getenv(envp, vars[i][0]);
+        char src[64];
+        snprintf(src, sizeof src, "env %s", vars[i][0]);
+        int rc = v ? sl_opt_store(t, tr, o, sl_opt_find(t, vars[i][1]), v, false, src, err,
+                                  errlen)
+                   : 0;
+        if (rc != 0 && !(tr && tr->diag))
+            return rc;
+        if (rc != 0 && first == 0)
+            first = rc;
+    }
     return first;
 }
 
@@ -812,11 +909,7 @@ int sl_config_check(sl_options *o, int argc, char *const *argv, char *const *env
         rc = sl_opt_load_file_ex(t, o, path, &tr, err, errlen);
     if (rc != 0 && (first = rc, !diag))
         goto out;
-    /* envoyproxy/ratelimit's own variable, under sluice's variable and flag */
-    const char *stop = sl_opt_getenv(envp, "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT");
-    if (stop != NULL)
-        rc = sl_opt_store(t, &tr, o, sl_opt_find(t, "rls-all-or-nothing"), stop, false,
-                          "env STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", err, errlen);
+    rc = load_upstream_env(t, o, envp, &tr, err, errlen);
     if (rc != 0 && (first = first ? first : rc, !diag))
         goto out;
     rc = sl_opt_load_env_ex(t, o, envp, &tr, err, errlen);

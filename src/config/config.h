@@ -46,6 +46,16 @@ typedef enum sl_store_kind {
     SL_STORE_REDIS = 1,
 } sl_store_kind;
 
+/* --peer-auth (docs/cluster.md, "Peer authentication"). */
+typedef enum sl_peer_auth {
+    SL_PEER_AUTH_AUTO = 0,     /* secret, else mtls, else (loopback-only) address with a warning */
+    SL_PEER_AUTH_SECRET = 1,   /* the HMAC of --peer-secret-file */
+    SL_PEER_AUTH_MTLS = 2,     /* a verified certificate naming a member */
+    SL_PEER_AUTH_INSECURE = 3, /* anyone: the explicit opt-out */
+    SL_PEER_AUTH_ADDRESS = 4,  /* deprecated: the caller's source IP is a member's */
+    SL_PEER_AUTH_NONE = 5,     /* deprecated alias of insecure */
+} sl_peer_auth;
+
 typedef enum sl_peer_picker {
     SL_PICKER_RING = 0,
     SL_PICKER_HRW = 1,
@@ -82,7 +92,7 @@ typedef struct sl_options {
     int64_t tls_handshake_timeout_ns;
     char *peer_tls_cert;       /* default tls_cert (with tls_key) */
     char *peer_tls_key;
-    char *peer_tls_ca;         /* default tls_ca */
+    char *peer_tls_ca;         /* "" = peers' certificates not verified (no default) */
     char *storage_tls_ca;
     char *storage_tls_cert;
     char *storage_tls_key;
@@ -131,6 +141,10 @@ typedef struct sl_options {
     int64_t rls_poll_period_ns;
     bool rls_response_headers;
     bool rls_all_or_nothing;
+    bool rls_quota_mode;
+    bool rls_dynamic_metadata;
+    double rls_near_limit_ratio;
+    char *rls_header_limit, *rls_header_remaining, *rls_header_reset;
     int64_t rls_max_descriptors;
     int64_t rls_max_entries;
     /* Metrics */
@@ -168,7 +182,9 @@ typedef struct sl_options {
     char *gossip_addr;         /* "" = no gossip */
     sl_opt_list gossip_seeds;
     char *gossip_name;         /* "" = --advertise-addr */
-    char *gossip_keyring_file; /* "" = no encryption */
+    char *gossip_keyring_file; /* "" = no key ring: loopback or gossip_insecure only */
+    bool gossip_insecure;      /* no key ring on a non-loopback gossip address */
+    int64_t gossip_replay_window_ns; /* sealed packets' age either side of our clock */
     int64_t gossip_probe_interval_ns;
     int64_t gossip_probe_timeout_ns;
     int64_t gossip_indirect_probes;
@@ -218,7 +234,11 @@ typedef struct sl_options {
     char *admin_token_file;    /* "" = no token (loopback admin only) */
     char *metrics_addr;        /* "" = /metrics on the client port only */
     char *client_tokens_file;  /* "" = no client identities */
-    int peer_auth;             /* 0 address: PeersV1 to peers' IPs only; 1 none: to anyone */
+    int peer_auth;             /* sl_peer_auth (--peer-auth) */
+    char *peer_secret_file;    /* "" = no cluster secret */
+    int64_t peer_auth_skew_ns; /* --peer-auth-skew */
+    int64_t peer_max_globals;  /* UpdatePeerGlobals cap (--peer-max-globals) */
+    int64_t peer_max_transfer_keys; /* TransferKeys cap (--peer-max-transfer-keys) */
 } sl_options;
 
 /* sluiced's table (program "sluiced", prefix "SLUICE_"). */

@@ -354,7 +354,7 @@ typedef struct desc_acc {
     const yaml_node_t *key_node, *rate_limit, *rate_limits, *descriptors;
     const char *key, *value;
     size_t key_len, value_len;
-    bool has_value, shadow, detailed, share;
+    bool has_value, shadow, detailed, share, quota;
 } desc_acc;
 
 static int desc_field(sl_yw *y, yaml_node_t *k, yaml_node_t *v, void *ud)
@@ -391,7 +391,9 @@ static int desc_field(sl_yw *y, yaml_node_t *k, yaml_node_t *v, void *ud)
     /* envoyproxy/ratelimit's, with no effect on sluice's decisions */
     if (sl_yw_is(k, "share_threshold"))
         return want_bool(w, v, "share_threshold", &a->share);
-    if (sl_yw_is(k, "quota_mode") || sl_yw_is(k, "value_to_metric") || sl_yw_is(k, "metadata"))
+    if (sl_yw_is(k, "quota_mode"))
+        return want_bool(w, v, "quota_mode", &a->quota);
+    if (sl_yw_is(k, "value_to_metric") || sl_yw_is(k, "metadata"))
         return 0;
     size_t l;
     const char *s = sl_yw_scalar(k, &l);
@@ -456,6 +458,7 @@ static int build_rules(walk *w, const desc_acc *a, const char *path, sl_rlsconf_
             return sl_yw_fail(&w->yw, n, -EINVAL,
                               "an unlimited block cannot be one of several rate_limits");
         r->shadow = a->shadow;
+        r->quota = a->quota;
         r->detailed = a->detailed;
         if (prev)
             prev->also = r;

@@ -25,8 +25,8 @@
  *       descriptors: [...]       nested, same shape
  *
  * share_threshold: true on a wildcard descriptor makes every value it matches share one counter.
- * quota_mode, value_to_metric and metadata are accepted and ignored (they are
- * envoyproxy/ratelimit's own, with no effect on decisions sluice makes). Any other key is an
+ * quota_mode: true is envoyproxy/ratelimit's soft limit (sl_rlsconf_rule.quota). value_to_metric
+ * and metadata are accepted and ignored (envoyproxy/ratelimit's own, with no effect on decisions). Any other key is an
  * error, as envoyproxy/ratelimit's strict key check makes it.
  *
  * Matching (sl_rlsconf_match) follows envoyproxy/ratelimit's: per request entry, the child whose
@@ -69,6 +69,9 @@ typedef struct sl_rlsconf_rule {
     uint8_t unit;        /* sl_rls_unit */
     bool unlimited;
     bool shadow;         /* shadow_mode: decide and count, always answer OK */
+    bool quota;          /* quota_mode: over its limit it reports (the descriptor's status says
+                          * OVER_LIMIT) but rejects the call only when every quota-mode
+                          * descriptor of the call is over, as envoyproxy/ratelimit decides */
     bool detailed;       /* detailed_metric */
     int32_t algorithm;   /* sl_algorithm; SL_FIXED_WINDOW unless the rule says */
     int64_t burst;

@@ -21,9 +21,18 @@
 #include "gossip/gossipseeds.h"
 #include "gossip/keyring.h"
 #include "gossip/swimmeta.h"
+#include "sluice/clock.h"
 
 #define FRAME_HDR 4
-#define SEAL_CAP (SL_SWIMWIRE_MAX_UDP + SL_KEYRING_OVERHEAD)
+#define SEAL_CAP (SL_SWIMWIRE_MAX_UDP + SL_KEYRING_MAX_OVERHEAD)
+/* Unauthenticated packets (or, without a key ring, all packets) taken from one source in one
+ * second; beyond, they are dropped unread (counted as rate_limited). A member sends a peer a few
+ * datagrams a probe interval; 200 leaves room for aggressive tunings. */
+#define SOURCE_RATE 200
+/* push/pull frames that failed to open, from one IP in one second, before its connections are
+ * closed unread for the rest of it (members exchange a few a push/pull interval) */
+#define STREAM_FAIL_RATE 50
+#define SOURCE_SLOTS 256
 
 typedef struct stream stream;
 
@@ -31,6 +40,13 @@ typedef struct sub {
     sl_gossipnode_fn fn;
     void *ud;
 } sub;
+
+/* One source's count in the current second (a direct-mapped table: sources that collide share a
+ * count, which only makes the limit stricter for them). */
+typedef struct srcrate {
+    uint64_t h, sec;
+    unsigned n;
+} srcrate;
 
 struct sl_gossipnode {
     sl_gossipnode_config cfg;
@@ -48,6 +64,10 @@ struct sl_gossipnode {
     pthread_mutex_t mu;
     sl_swim *swim;
     sl_keyring *ring;
+    sl_keyring_guard *guard;
+    uint64_t rate_seed;
+    srcrate rate[SOURCE_SLOTS];
+    unsigned npending;      /* incoming exchanges not yet authenticated */
     sub subs[SL_GOSSIPNODE_MAX_SUBS];
     int stop_req, leaving, closing;
     uint64_t leave_until;
@@ -65,13 +85,10 @@ struct stream {
     uv_timer_t deadline;
     uv_connect_t conn;
     uv_write_t wr;
-    int outgoing, open_handles;
+    int outgoing, open_handles, pending;
     uint8_t *out;           /* frame to write */
     size_t outlen;
-    uint8_t hdr[FRAME_HDR];
-    size_t hdr_got;
-    uint8_t *in;            /* message being read */
-    size_t want, got;
+    sl_swimwire_frame in;   /* the message being read */
     char peer[80];
 };
 
@@ -113,6 +130,51 @@ static uint64_t now_ms(sl_gossipnode *g)
     return uv_now(&g->loop);
 }
 
+/* --- unauthenticated sources */
+
+/* The count of `src` (an "ip:port", or an IP) in this second. Called under mu. */
+static unsigned *source_count(sl_gossipnode *g, const char *src)
+{
+    uint64_t h = g->rate_seed;
+    for (const char *p = src; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    srcrate *r = &g->rate[h % SOURCE_SLOTS];
+    uint64_t sec = (uint64_t)sl_wall_ms() / 1000;
+    if (r->h != h || r->sec != sec)
+        *r = (srcrate){h, sec, 0};
+    return &r->n;
+}
+
+/* The count of push/pull frames from the IP of `peer` ("ip:port": connections come from
+ * ephemeral ports) that failed to open in this second. Called under mu. */
+static unsigned *stream_fails(sl_gossipnode *g, const char *peer)
+{
+    char key[96];
+    snprintf(key, sizeof key, "tcp %s", peer);
+    char *colon = strrchr(key, ':');
+    if (colon)
+        *colon = '\0';
+    return source_count(g, key);
+}
+
+/* Open a sealed packet and check it is fresh: its plaintext length, or a negative errno with the
+ * drop counted (decrypt, replay or stale). Called under mu, with a ring. */
+static int open_fresh(sl_gossipnode *g, const uint8_t *in, size_t len, uint8_t *out, size_t cap,
+                      sl_keyring_sealed *info)
+{
+    int r = sl_keyring_open(g->ring, in, len, out, cap, info);
+    if (r < 0) {
+        sl_swim_count_drop(g->swim, SL_SWIM_DROP_DECRYPT);
+        return r;
+    }
+    int fresh = sl_keyring_guard_check(g->guard, info, (uint64_t)sl_wall_ms());
+    if (fresh < 0) {
+        sl_swim_count_drop(g->swim, fresh == -EALREADY ? SL_SWIM_DROP_REPLAY : SL_SWIM_DROP_STALE);
+        return fresh;
+    }
+    return r;
+}
+
 /* --- the timer: always set to the protocol's next deadline */
 
 static void on_timer(uv_timer_t *t);
@@ -135,7 +197,7 @@ static void stream_closed(uv_handle_t *h)
     if (--s->open_handles)
         return;
     free(s->out);
-    free(s->in);
+    sl_swimwire_frame_free(&s->in);
     free(s);
 }
 
@@ -150,7 +212,10 @@ static void stream_close(stream *s)
         g->streams = s->next;
     if (s->next)
         s->next->prev = s->prev;
-    g->nstreams--;
+    if (s->pending)
+        g->npending--;
+    else
+        g->nstreams--;
     uv_close((uv_handle_t *)&s->tcp, stream_closed);
     uv_close((uv_handle_t *)&s->deadline, stream_closed);
 }
@@ -160,11 +225,33 @@ static void on_deadline(uv_timer_t *t)
     stream_close(t->data);
 }
 
+static unsigned stream_cap(const sl_gossipnode *g)
+{
+    return g->cfg.max_streams ? g->cfg.max_streams : 32;
+}
+
+/* An outgoing exchange takes a slot at once (we chose to open it); an incoming one is pending,
+ * in a pool of the same size, until its first frame authenticates (see message()). */
 static stream *stream_new(sl_gossipnode *g, int outgoing)
 {
-    unsigned cap = g->cfg.max_streams ? g->cfg.max_streams : 32;
-    if (g->nstreams >= cap || g->closing)
+    unsigned cap = stream_cap(g);
+    if (g->closing || (outgoing && g->nstreams >= cap))
         return NULL;
+    if (!outgoing && g->npending >= cap) {
+        /* the pending pool is full: the oldest unauthenticated connection goes (it has had the
+         * longest to send its frame), so holding connections open cannot lock members out; a
+         * member's exchange needs only the moment its first frame takes to arrive */
+        stream *old = NULL;
+        for (stream *x = g->streams; x; x = x->next)
+            if (x->pending)
+                old = x; /* the list is newest first: the last pending one is the oldest */
+        if (!old)
+            return NULL;
+        pthread_mutex_lock(&g->mu);
+        sl_swim_count_drop(g->swim, SL_SWIM_DROP_QUEUE_FULL);
+        pthread_mutex_unlock(&g->mu);
+        stream_close(old);
+    }
     stream *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
@@ -180,19 +267,25 @@ static stream *stream_new(sl_gossipnode *g, int outgoing)
     if (g->streams)
         g->streams->prev = s;
     g->streams = s;
-    g->nstreams++;
+    if (outgoing) {
+        g->nstreams++;
+    } else {
+        s->pending = 1;
+        g->npending++;
+    }
     return s;
 }
 
 /* Frame p (sealed when there is a ring) into s->out. Called under mu. */
 static int frame(sl_gossipnode *g, stream *s, const uint8_t *p, size_t len)
 {
-    size_t body = len + (g->ring ? SL_KEYRING_OVERHEAD : 0);
+    size_t body = len + (g->ring ? SL_KEYRING_OVERHEAD + strlen(g->name) : 0);
     uint8_t *f = malloc(FRAME_HDR + body);
     if (!f)
         return -ENOMEM;
     if (g->ring) {
-        int r = sl_keyring_seal(g->ring, p, len, f + FRAME_HDR, body);
+        int r = sl_keyring_seal(g->ring, g->name, (uint64_t)sl_wall_ms(), p, len, f + FRAME_HDR,
+                                body);
         if (r < 0) {
             free(f);
             return r;
@@ -200,6 +293,7 @@ static int frame(sl_gossipnode *g, stream *s, const uint8_t *p, size_t len)
     } else {
         memcpy(f + FRAME_HDR, p, len);
     }
+    _Static_assert(FRAME_HDR == SL_SWIMWIRE_FRAME_HDR, "one framing");
     f[0] = (uint8_t)(body >> 24);
     f[1] = (uint8_t)(body >> 16);
     f[2] = (uint8_t)(body >> 8);
@@ -216,11 +310,10 @@ static void on_read(uv_stream_t *h, ssize_t n, const uv_buf_t *buf);
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     stream *s = h->data;
-    if (s->hdr_got < FRAME_HDR) {
-        *buf = uv_buf_init((char *)s->hdr + s->hdr_got, (unsigned)(FRAME_HDR - s->hdr_got));
-    } else {
-        *buf = uv_buf_init((char *)s->in + s->got, (unsigned)(s->want - s->got));
-    }
+    uint8_t *p;
+    size_t room;
+    sl_swimwire_frame_room(&s->in, &p, &room);
+    *buf = uv_buf_init((char *)p, (unsigned)room);
 }
 
 static void write_out(stream *s)
@@ -243,14 +336,15 @@ static void message(stream *s)
 {
     sl_gossipnode *g = s->g;
     pthread_mutex_lock(&g->mu);
-    const uint8_t *p = s->in;
-    size_t len = s->want;
+    const uint8_t *p = s->in.buf;
+    size_t len = s->in.want;
     uint8_t *plain = NULL;
     if (g->ring) {
         plain = malloc(len ? len : 1);
-        int r = plain ? sl_keyring_open(g->ring, s->in, len, plain, len) : -ENOMEM;
+        sl_keyring_sealed info;
+        int r = plain ? open_fresh(g, s->in.buf, len, plain, len, &info) : -ENOMEM;
         if (r < 0) {
-            sl_swim_count_drop(g->swim, SL_SWIM_DROP_DECRYPT);
+            (*stream_fails(g, s->peer))++;
             pthread_mutex_unlock(&g->mu);
             free(plain);
             stream_close(s);
@@ -258,6 +352,21 @@ static void message(stream *s)
         }
         p = plain;
         len = (size_t)r;
+    } else {
+        sl_swim_count_unauthenticated(g->swim);
+    }
+    if (s->pending) {
+        /* authenticated (or, without a ring, whole): now it takes one of the slots */
+        if (g->nstreams >= stream_cap(g)) {
+            sl_swim_count_drop(g->swim, SL_SWIM_DROP_QUEUE_FULL);
+            pthread_mutex_unlock(&g->mu);
+            free(plain);
+            stream_close(s);
+            return;
+        }
+        s->pending = 0;
+        g->npending--;
+        g->nstreams++;
     }
     s->outlen = 0;
     sl_swim_recv_stream(g->swim, s->peer, p, len, now_ms(g), s->outgoing ? NULL : reply_cb, s);
@@ -279,25 +388,18 @@ static void on_read(uv_stream_t *h, ssize_t n, const uv_buf_t *buf)
         stream_close(s);
         return;
     }
-    if (s->hdr_got < FRAME_HDR) {
-        s->hdr_got += (size_t)n;
-        if (s->hdr_got < FRAME_HDR)
-            return;
-        size_t want = (size_t)s->hdr[0] << 24 | (size_t)s->hdr[1] << 16 | (size_t)s->hdr[2] << 8 |
-                      s->hdr[3];
-        size_t cap = s->g->cfg.tun.max_stream_bytes + SL_KEYRING_OVERHEAD;
-        if (want == 0 || want > cap || !(s->in = malloc(want))) {
-            pthread_mutex_lock(&s->g->mu);
-            sl_swim_count_drop(s->g->swim, SL_SWIM_DROP_OVERSIZE);
-            pthread_mutex_unlock(&s->g->mu);
-            stream_close(s);
-            return;
-        }
-        s->want = want;
+    if (n == 0)
+        return;
+    int r = sl_swimwire_frame_got(&s->in, (size_t)n,
+                                  s->g->cfg.tun.max_stream_bytes + SL_KEYRING_MAX_OVERHEAD);
+    if (r < 0) {
+        pthread_mutex_lock(&s->g->mu);
+        sl_swim_count_drop(s->g->swim, SL_SWIM_DROP_OVERSIZE);
+        pthread_mutex_unlock(&s->g->mu);
+        stream_close(s);
         return;
     }
-    s->got += (size_t)n;
-    if (s->got == s->want)
+    if (r == 1)
         message(s);
 }
 
@@ -355,6 +457,16 @@ static void on_connection(uv_stream_t *lsn, int status)
     int len = sizeof ss;
     if (uv_tcp_getpeername(&s->tcp, (struct sockaddr *)&ss, &len) == 0)
         to_name((struct sockaddr *)&ss, s->peer, sizeof s->peer);
+    /* an IP whose frames keep failing to open is not read for the rest of the second */
+    pthread_mutex_lock(&g->mu);
+    int limited = g->ring && *stream_fails(g, s->peer) >= STREAM_FAIL_RATE;
+    if (limited)
+        sl_swim_count_drop(g->swim, SL_SWIM_DROP_RATE_LIMITED);
+    pthread_mutex_unlock(&g->mu);
+    if (limited) {
+        stream_close(s);
+        return;
+    }
     if (uv_read_start((uv_stream_t *)&s->tcp, alloc_cb, on_read) != 0)
         stream_close(s);
 }
@@ -385,7 +497,8 @@ static void cb_send(void *ctx, const char *addr, const uint8_t *p, size_t len)
     if (g->closing || to_sockaddr(addr, &ss))
         return;
     if (g->ring) {
-        int r = sl_keyring_seal(g->ring, p, len, g->seal, sizeof g->seal);
+        int r = sl_keyring_seal(g->ring, g->name, (uint64_t)sl_wall_ms(), p, len, g->seal,
+                                sizeof g->seal);
         if (r < 0)
             return;
         p = g->seal;
@@ -418,16 +531,33 @@ static void on_udp(uv_udp_t *h, ssize_t n, const uv_buf_t *buf, const struct soc
         return;
     }
     if (g->ring) {
-        int r = sl_keyring_open(g->ring, p, len, g->open, sizeof g->open);
-        if (r < 0) {
-            sl_swim_count_drop(g->swim, SL_SWIM_DROP_DECRYPT);
+        /* a source whose packets keep failing is not worth decrypting for the rest of the second
+         * (by ip:port: members on one host share an IP, each sends from its gossip port) */
+        unsigned *fails = source_count(g, from);
+        if (*fails >= SOURCE_RATE) {
+            sl_swim_count_drop(g->swim, SL_SWIM_DROP_RATE_LIMITED);
             pthread_mutex_unlock(&g->mu);
             return;
         }
-        p = g->open;
-        len = (size_t)r;
+        sl_keyring_sealed info;
+        int r = open_fresh(g, p, len, g->open, sizeof g->open, &info);
+        if (r < 0) {
+            (*fails)++;
+            pthread_mutex_unlock(&g->mu);
+            return;
+        }
+        sl_swim_recv_sealed(g->swim, from, info.sender, g->open, (size_t)r, now_ms(g));
+    } else {
+        unsigned *n = source_count(g, from);
+        if (*n >= SOURCE_RATE) {
+            sl_swim_count_drop(g->swim, SL_SWIM_DROP_RATE_LIMITED);
+            pthread_mutex_unlock(&g->mu);
+            return;
+        }
+        (*n)++;
+        sl_swim_count_unauthenticated(g->swim);
+        sl_swim_recv(g->swim, from, p, len, now_ms(g));
     }
-    sl_swim_recv(g->swim, from, p, len, now_ms(g));
     arm(g);
     pthread_mutex_unlock(&g->mu);
 }
@@ -444,6 +574,14 @@ static void cb_change(void *ctx, const sl_swim_member *m, int old)
     for (int i = 0; i < SL_GOSSIPNODE_MAX_SUBS; i++)
         if (g->subs[i].fn)
             g->subs[i].fn(g->subs[i].ud, m, old);
+}
+
+static int cb_check_member(void *ctx, const char *addr, size_t addr_len, const uint8_t *meta,
+                           size_t meta_len)
+{
+    (void)ctx;
+    const char *why;
+    return sl_swimmeta_check_member(addr, addr_len, meta, meta_len, &why);
 }
 
 /* --- the loop */
@@ -523,6 +661,7 @@ static void g_free(sl_gossipnode *g)
     }
     sl_swim_free(g->swim);
     sl_keyring_free(g->ring);
+    sl_keyring_guard_free(g->guard);
     for (size_t i = 0; i < g->cfg.n_seeds; i++)
         free(g->seeds[i]);
     free(g->seeds);
@@ -549,7 +688,11 @@ int sl_gossipnode_start(const sl_gossipnode_config *cfg, sl_gossipnode **out, ch
     pthread_mutex_init(&g->mu, NULL);
     g->cfg = *cfg;
     g->log = cfg->log;
-    g->addr = strdup(cfg->addr);
+    /* the address as datagrams from it will read (to_name): a member's own packets are known
+     * by their source address matching its gossip address (swim.h "trust") */
+    char canon[80];
+    to_name((struct sockaddr *)&ss, canon, sizeof canon);
+    g->addr = strdup(canon);
     g->name = strdup(cfg->name && cfg->name[0] ? cfg->name : cfg->addr);
     g->keyring_file = strdup(cfg->keyring_file ? cfg->keyring_file : "");
     g->seeds = calloc(cfg->n_seeds ? cfg->n_seeds : 1, sizeof *g->seeds);
@@ -560,8 +703,23 @@ int sl_gossipnode_start(const sl_gossipnode_config *cfg, sl_gossipnode **out, ch
         if (!(g->seeds[i] = strdup(cfg->seeds[i])))
             goto fail;
     sl_swim_config_defaults(&g->cfg.tun);
+    if (!g->keyring_file[0] && !cfg->insecure && !sl_addr_is_loopback(cfg->addr)) {
+        snprintf(err, errlen, "gossip: --gossip-addr %s is not a loopback address and "
+                 "--gossip-keyring-file is not set: anyone who can reach it could join or "
+                 "rewrite the cluster; set --gossip-keyring-file (or --gossip-insecure to run "
+                 "unauthenticated)", cfg->addr);
+        rc = -EINVAL;
+        goto fail;
+    }
     if (g->keyring_file[0] && (rc = sl_keyring_load(g->keyring_file, &g->ring, err, errlen)))
         goto fail;
+    if (g->ring &&
+        (rc = sl_keyring_guard_new(cfg->replay_window_ms ? cfg->replay_window_ms : 30000,
+                                   4 * (size_t)g->cfg.tun.max_members, &g->guard))) {
+        snprintf(err, errlen, "gossip: no memory for the replay guard");
+        goto fail;
+    }
+    g->rate_seed = (uint64_t)uv_hrtime() * 0x9E3779B97F4A7C15ull | 1;
     rc = uv_loop_init(&g->loop);
     if (rc)
         goto uvfail;
@@ -586,7 +744,7 @@ int sl_gossipnode_start(const sl_gossipnode_config *cfg, sl_gossipnode **out, ch
     sc.meta = cfg->meta;
     sc.meta_len = cfg->meta_len;
     sc.seed = (uint64_t)uv_hrtime() ^ (uint64_t)(uintptr_t)g;
-    sc.cb = (sl_swim_callbacks){g, cb_send, cb_stream, cb_change};
+    sc.cb = (sl_swim_callbacks){g, cb_send, cb_stream, cb_change, cb_check_member};
     if ((rc = sl_swim_new(&sc, now_ms(g), &g->swim, err, errlen)))
         goto fail;
     if (cfg->n_seeds &&
@@ -603,7 +761,12 @@ int sl_gossipnode_start(const sl_gossipnode_config *cfg, sl_gossipnode **out, ch
     g->thread_started = 1;
     if (g->log)
         sl_log_info(g->log, "gossip: %s on %s, %zu seeds%s", g->name, g->addr, cfg->n_seeds,
-                    g->ring ? ", encrypted" : "");
+                    g->ring ? ", authenticated and encrypted" : "");
+    if (g->log && !g->ring)
+        sl_log_warn(g->log, "gossip: no --gossip-keyring-file: %s; every gossip packet is "
+                    "taken unauthenticated (sluice_gossip_trust_total{event=\"unauthenticated\"}) "
+                    "and anyone who can reach %s can join or rewrite the cluster",
+                    cfg->insecure ? "--gossip-insecure" : "loopback address", g->addr);
     *out = g;
     return 0;
 uvfail:
@@ -758,6 +921,8 @@ int sl_gossipnode_start_options(const sl_options *o, sl_logger *log, sl_gossipno
         .seeds = (const char *const *)seeds,
         .n_seeds = ns,
         .keyring_file = o->gossip_keyring_file,
+        .insecure = o->gossip_insecure,
+        .replay_window_ms = (uint64_t)(o->gossip_replay_window_ns / 1000000),
         .meta = meta,
         .meta_len = (size_t)ml,
         .tun = {

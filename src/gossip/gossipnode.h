@@ -5,7 +5,17 @@
  * ip:port), and a timer set to the protocol's next deadline. Datagrams carry probes and gossip;
  * the TCP side carries the push/pull exchange, one length-prefixed message each way per
  * connection (u32 big-endian length, then the message), with a deadline. With a key ring
- * (gossip/keyring.c) every datagram and stream message is sealed with AES-256-GCM.
+ * (gossip/keyring.c) every datagram and stream message is sealed with AES-256-GCM, naming this
+ * node as its sender with the time, and a replay guard refuses what is old or seen before.
+ *
+ * Gossip is authenticated by default: without a key ring the node starts only on a loopback
+ * address (a development cluster on one machine, with a warning) or with `insecure` (logged, and
+ * every packet taken is counted as unauthenticated). Packets that do not authenticate are counted
+ * and, per source, rate-limited before any decryption is tried; a push/pull connection takes one
+ * of the max_streams slots only once its first frame has authenticated (until then it is one of
+ * as many pending connections, each within the same deadline). Every member's address and
+ * metadata are checked (gossip/swimmeta.h: a numeric ip:port service, bounded sizes) before the
+ * protocol merges a packet.
  *
  * Consumers (--discovery gossip in cluster/members.c, later an observer or a proxy) either
  * subscribe to changes or take a snapshot of the member table:
@@ -36,7 +46,10 @@ typedef struct sl_gossipnode_config {
     const char *name;               /* --gossip-name; NULL/"" = addr */
     const char *const *seeds;       /* --gossip-seeds */
     size_t n_seeds;
-    const char *keyring_file;       /* --gossip-keyring-file; NULL/"" = no encryption */
+    const char *keyring_file;       /* --gossip-keyring-file; NULL/"" = no key ring: allowed only
+                                     * on a loopback addr, or with insecure */
+    int insecure;                   /* --gossip-insecure: no key ring on any address */
+    uint64_t replay_window_ms;      /* --gossip-replay-window: sealed packets' age; 0 = 30000 */
     const uint8_t *meta;            /* our metadata (gossip/swimmeta.h) */
     size_t meta_len;
     sl_swim_config tun;             /* tunables; its name, addr, meta and callbacks are ignored */

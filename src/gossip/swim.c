@@ -147,8 +147,10 @@ void sl_swim_free(sl_swim *s)
 
 /* --- push/pull */
 
+/* Send (PUSH) or answer with (PULL) our state: the whole table, or with self_only our own record
+ * alone (what a stranger gets: enough for it to answer with its state, nothing about the rest). */
 static void push_state(sl_swim *s, const char *addr, sl_swimwire_type type, int join,
-                       void (*reply)(void *, const uint8_t *, size_t), void *rctx)
+                       int self_only, void (*reply)(void *, const uint8_t *, size_t), void *rctx)
 {
     size_t cap = SL_SWIMWIRE_HEADER + 1 + s->n * SL_SWIMWIRE_MAX_UPDATE_BYTES;
     if (cap > s->c.max_stream_bytes)
@@ -159,6 +161,8 @@ static void push_state(sl_swim *s, const char *addr, sl_swimwire_type type, int 
     int r = sl_swimwire_put_head(buf, cap, type, 0, (uint8_t)join, NULL, NULL, NULL);
     size_t len = r > 0 ? (size_t)r : 0;
     for (size_t i = 0; r > 0 && i < s->n; i++) {
+        if (self_only && s->v[i] != s->self)
+            continue;
         sl_swimwire_update u;
         sl_swimint_to_update(s->v[i], "", &u);
         r = sl_swimwire_put_update(buf, cap, len, &u);
@@ -196,9 +200,10 @@ int sl_swim_recv_stream(sl_swim *s, const char *from, const uint8_t *p, size_t l
         return -EBADMSG;
     }
     s->st.pushpulls_received++;
-    sl_swimint_apply_all(s, &msg, now);
+    if (sl_swimint_apply_all(s, &msg, NULL, now) < 0)
+        return -EBADMSG;
     if (msg.type == SL_SWIMWIRE_PUSH)
-        push_state(s, from, SL_SWIMWIRE_PULL, 0, reply, rctx);
+        push_state(s, from, SL_SWIMWIRE_PULL, 0, 0, reply, rctx);
     return 0;
 }
 
@@ -241,17 +246,28 @@ static void on_ping(sl_swim *s, const char *from, const sl_swimwire_msg *msg, ui
     if (!src && msg->source.len && now >= s->next_stranger_pp_at && !s->leaving) {
         /* a member that knows us and that we do not know (every gossiped copy of its join
          * missed us): exchange states with it now rather than at the next push/pull, at most
-         * once a probe interval */
+         * once a probe interval. We push our own record only: anyone can send a ping, and the
+         * table is not for whoever asks; its answer (the PULL) is its whole state. */
         s->next_stranger_pp_at = now + s->c.probe_interval_ms;
-        push_state(s, from, SL_SWIMWIRE_PUSH, 0, NULL, NULL);
+        push_state(s, from, SL_SWIMWIRE_PUSH, 0, 1, NULL, NULL);
     }
-    if (src && src->status < SL_MEMBER_DEAD)
+    /* the news it needs about itself: held dead, left or suspect, or at another address */
+    if (src && src->status == SL_MEMBER_ALIVE && strcmp(src->addr, from) == 0)
         src = NULL;
     send_pkt(s, from, SL_SWIMWIRE_ACK, msg->seq, NULL, NULL, src);
 }
 
 static void on_ping_req(sl_swim *s, const char *from, const sl_swimwire_msg *msg, uint64_t now)
 {
+    /* relay only to a member we know, at the address we know it by: a PING_REQ must not turn us
+     * into a reflector towards any address its sender names */
+    mem *t = find(s, msg->target.p, msg->target.len);
+    if (!t || t == s->self || !(t->status == SL_MEMBER_ALIVE || t->status == SL_MEMBER_SUSPECT) ||
+        msg->target_addr.len != strlen(t->addr) ||
+        memcmp(msg->target_addr.p, t->addr, msg->target_addr.len)) {
+        s->st.dropped[SL_SWIM_DROP_UNKNOWN_TARGET]++;
+        return;
+    }
     relay *r = NULL;
     for (int i = 0; i < SL_SWIM_MAX_RELAYS && !r; i++)
         if (!s->relays[i].used)
@@ -299,6 +315,12 @@ static void on_ack(sl_swim *s, const sl_swimwire_msg *msg, int nack)
 
 void sl_swim_recv(sl_swim *s, const char *from, const uint8_t *p, size_t len, uint64_t now)
 {
+    sl_swim_recv_sealed(s, from, NULL, p, len, now);
+}
+
+void sl_swim_recv_sealed(sl_swim *s, const char *from, const char *sender, const uint8_t *p,
+                         size_t len, uint64_t now)
+{
     sl_swimwire_msg msg;
     const char *why;
     s->st.packets_received++;
@@ -314,8 +336,24 @@ void sl_swim_recv(sl_swim *s, const char *from, const uint8_t *p, size_t len, ui
         s->st.dropped[SL_SWIM_DROP_UNEXPECTED]++;
         return;
     }
+    sl_swimint_origin o = {from, msg.source.p, msg.source.len};
+    if (sender) {
+        if (msg.source.len && !(msg.source.len == strlen(sender) &&
+                                memcmp(msg.source.p, sender, msg.source.len) == 0)) {
+            s->st.dropped[SL_SWIM_DROP_SENDER]++;
+            return;
+        }
+        o.name = sender;
+        o.name_len = strlen(sender);
+    }
     /* updates first: a refutation riding on an ack must count before the ack is matched */
-    sl_swimint_apply_all(s, &msg, now);
+    uint64_t contradicted = s->st.refuted_news;
+    if (sl_swimint_apply_all(s, &msg, &o, now) < 0)
+        return;
+    /* it holds wrong news about us: tell it first-hand, now (one datagram for one received, to
+     * where it came from), so that it does not depend on our queue's random targets */
+    if (s->st.refuted_news != contradicted && !s->leaving)
+        send_pkt(s, from, SL_SWIMWIRE_GOSSIP, 0, NULL, NULL, s->self);
     switch (msg.type) {
     case SL_SWIMWIRE_PING:
         on_ping(s, from, &msg, now);
@@ -491,13 +529,13 @@ void sl_swim_tick(sl_swim *s, uint64_t now)
         s->next_join_at = now + s->c.probe_interval_ms;
         for (size_t i = 0; i < s->nseeds; i++)
             if (strcmp(s->seeds[i], s->self->addr))
-                push_state(s, s->seeds[i], SL_SWIMWIRE_PUSH, 1, NULL, NULL);
+                push_state(s, s->seeds[i], SL_SWIMWIRE_PUSH, 1, 0, NULL, NULL);
     }
     if (s->c.pushpull_interval_ms && now >= s->next_pp_at) {
         s->next_pp_at = now + s->c.pushpull_interval_ms;
         mem *m = random_member(s, LIVE | 1u << SL_MEMBER_DEAD, NULL);
         if (m && !s->leaving)
-            push_state(s, m->addr, SL_SWIMWIRE_PUSH, 0, NULL, NULL);
+            push_state(s, m->addr, SL_SWIMWIRE_PUSH, 0, 0, NULL, NULL);
     }
     if (now >= s->next_reap_at) {
         s->next_reap_at = now + s->c.probe_interval_ms;
@@ -543,6 +581,11 @@ void sl_swim_count_drop(sl_swim *s, sl_swim_drop why)
         s->st.dropped[why]++;
 }
 
+void sl_swim_count_unauthenticated(sl_swim *s)
+{
+    s->st.unauthenticated++;
+}
+
 /* --- leaving, metadata */
 
 void sl_swim_leave(sl_swim *s, uint64_t now)
@@ -551,7 +594,8 @@ void sl_swim_leave(sl_swim *s, uint64_t now)
         return;
     s->leaving = 1;
     s->probe.active = 0;
-    s->self->inc++;
+    if (s->self->inc < UINT32_MAX) /* saturate, never wrap */
+        s->self->inc++;
     sl_swimint_set_status(s, s->self, SL_MEMBER_LEFT, now);
     sl_swimint_queue(s, s->self, "");
     sl_swimint_changed(s, s->self, SL_MEMBER_ALIVE);
@@ -571,7 +615,8 @@ int sl_swim_set_meta(sl_swim *s, const uint8_t *meta, size_t len, uint64_t now)
     if (len)
         memcpy(s->self->meta, meta, len);
     s->self->meta_len = len;
-    s->self->inc++;
+    if (s->self->inc < UINT32_MAX)
+        s->self->inc++;
     sl_swimint_queue(s, s->self, "");
     sl_swimint_changed(s, s->self, SL_MEMBER_ALIVE);
     return 0;

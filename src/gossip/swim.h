@@ -28,6 +28,17 @@
  *     joining is a push/pull to each seed, repeated while no member answers; a ping from a member
  *     we do not know (its join missed us) starts a push/pull with it, at most once a period.
  *   - graceful leave: sl_swim_leave() announces LEFT with a higher incarnation.
+ *   - trust: a member contradicts any news about itself that differs from its own state (an ALIVE
+ *     with another address or metadata, a SUSPECT, DEAD or LEFT at any incarnation) by announcing
+ *     itself at a higher incarnation. Incarnations saturate at UINT32_MAX instead of wrapping; at
+ *     UINT32_MAX, where no higher number is left to refute with, news about a member at
+ *     UINT32_MAX changes it only first-hand: an ALIVE or LEFT that the member itself sent (the
+ *     datagram came from the update's own address, and its source or sealed sender is the
+ *     member), while second-hand SUSPECT/DEAD/LEFT at UINT32_MAX is ignored and each node relies
+ *     on its own probes (its own failed probe still suspects, and its suspicion still kills). So
+ *     a forged DEAD at 0xFFFFFFFF cannot lock a live member out: it answers first-hand.
+ *     PING_REQ relays only to a member we know, at the address we know; a ping from a stranger
+ *     is answered with a push of our own record only, never the whole table.
  *
  * A member has a unique name, an address ("ip:port": where its datagrams and stream go), an
  * opaque metadata blob (up to SL_SWIM_MAX_META bytes; sluiced puts its service address and role
@@ -71,6 +82,12 @@ typedef enum {
     SL_SWIM_DROP_QUEUE_FULL, /* a relay request when SL_SWIM_MAX_RELAYS are pending */
     SL_SWIM_DROP_TABLE_FULL, /* a new member when the table holds max_members */
     SL_SWIM_DROP_DECRYPT,    /* for the driver: a packet no key of the ring opens */
+    SL_SWIM_DROP_META,       /* an update whose address or metadata check_member refused */
+    SL_SWIM_DROP_UNKNOWN_TARGET, /* a PING_REQ for a member we do not know at that address */
+    SL_SWIM_DROP_SENDER,     /* a packet whose source is not its sealed sender */
+    SL_SWIM_DROP_REPLAY,     /* for the driver: a sealed packet seen before */
+    SL_SWIM_DROP_STALE,      /* for the driver: a sealed packet outside the replay window */
+    SL_SWIM_DROP_RATE_LIMITED, /* for the driver: unauthenticated packets over a source's rate */
     SL_SWIM_DROP_NREASONS
 } sl_swim_drop;
 
@@ -85,6 +102,8 @@ typedef struct sl_swim_stats {
     uint64_t pushpulls_sent, pushpulls_received;
     uint64_t updates_sent, updates_received;
     uint64_t dropped[SL_SWIM_DROP_NREASONS];
+    uint64_t unauthenticated;                  /* packets taken without a key ring (driver) */
+    uint64_t refuted_news;                     /* news about ourselves that we contradicted */
     unsigned members[SL_MEMBER_NSTATUS];       /* by sl_member_status, ourselves included */
     unsigned lhm;                              /* the local health multiplier now */
 } sl_swim_stats;
@@ -98,6 +117,10 @@ typedef struct sl_swim_callbacks {
     void (*send_stream)(void *ctx, const char *addr, const uint8_t *p, size_t len);
     /* a member appeared (old_status < 0) or changed status, address or metadata */
     void (*on_change)(void *ctx, const sl_swim_member *m, int old_status);
+    /* optional: whether a member's address and metadata are acceptable (0) or not (< 0); a packet
+     * carrying one update that is not is dropped whole (SL_SWIM_DROP_META). NULL: opaque. */
+    int (*check_member)(void *ctx, const char *addr, size_t addr_len, const uint8_t *meta,
+                        size_t meta_len);
 } sl_swim_callbacks;
 
 typedef struct sl_swim_config {
@@ -141,6 +164,11 @@ void sl_swim_tick(sl_swim *s, uint64_t now_ms);
 uint64_t sl_swim_next_deadline(const sl_swim *s);
 /* A datagram from address `from`. Bad ones are dropped and counted, never fatal. */
 void sl_swim_recv(sl_swim *s, const char *from, const uint8_t *p, size_t len, uint64_t now_ms);
+/* The same for a datagram the driver opened with its key ring: `sender` is the sealed (so
+ * authenticated) sender's name; a packet whose source field names someone else is dropped
+ * (SL_SWIM_DROP_SENDER). */
+void sl_swim_recv_sealed(sl_swim *s, const char *from, const char *sender, const uint8_t *p,
+                         size_t len, uint64_t now_ms);
 /* A stream message (PUSH or PULL, whole). A PUSH is answered with our PULL through `reply`
  * (called at most once, within this call); returns 0, or a negative errno if it was dropped. */
 int sl_swim_recv_stream(sl_swim *s, const char *from, const uint8_t *p, size_t len,
@@ -148,6 +176,8 @@ int sl_swim_recv_stream(sl_swim *s, const char *from, const uint8_t *p, size_t l
                         void (*reply)(void *rctx, const uint8_t *p, size_t len), void *rctx);
 /* Count a packet the driver dropped before the protocol saw it (undecryptable, over a cap). */
 void sl_swim_count_drop(sl_swim *s, sl_swim_drop why);
+/* Count a packet the driver passed on without authenticating it (no key ring). */
+void sl_swim_count_unauthenticated(sl_swim *s);
 /* Leave gracefully: announce LEFT to fanout members now and on later gossip; the caller keeps
  * ticking for a short while (a few gossip intervals) before it stops. */
 void sl_swim_leave(sl_swim *s, uint64_t now_ms);

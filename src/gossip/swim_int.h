@@ -139,7 +139,17 @@ void sl_swimint_remove_member(sl_swim *s, mem *m);
 /* Suspect m at `inc`, accused by `from` (a confirmation when already suspect at `inc`). */
 void sl_swimint_suspect(sl_swim *s, mem *m, uint32_t inc, const char *from, size_t from_len,
                         uint64_t now);
-/* Merge every update a message carries. */
-void sl_swimint_apply_all(sl_swim *s, const sl_swimwire_msg *msg, uint64_t now);
+/* Where a message came from: the datagram's source address (NULL for a stream, which is never
+ * first-hand), and the name that speaks (the sealed sender, else the message's source field; may
+ * be empty). */
+typedef struct sl_swimint_origin {
+    const char *from;
+    const char *name;
+    size_t name_len;
+} sl_swimint_origin;
+/* Merge every update a message carries: 0, or -EBADMSG when check_member refused one (then none
+ * is merged, and the drop is counted). */
+int sl_swimint_apply_all(sl_swim *s, const sl_swimwire_msg *msg, const sl_swimint_origin *o,
+                         uint64_t now);
 
 #endif

@@ -12,9 +12,13 @@
  *                                        already suspect at j)
  *   dead/left inc j       ignore         j >= i: dead/left               ignore
  *
- * News about ourselves: suspect or dead at an incarnation >= ours is refuted by announcing alive
- * at that incarnation + 1 (unless we are leaving); at a lower one, its sender missed that
+ * News about ourselves: anything that differs from our own state is contradicted (unless we are
+ * leaving): an ALIVE at a higher incarnation or with another address or metadata, a suspect, dead
+ * or left at an incarnation >= ours, by announcing ourselves alive at that incarnation + 1
+ * (saturating at UINT32_MAX); a suspect, dead or left at a lower one means its sender missed that
  * announcement, so it is queued again (and rides first on the ack of a ping that carried it).
+ * At UINT32_MAX on both sides only first-hand news (from the member itself) changes a member:
+ * see swim.h "trust".
  * Every accepted change is queued once for piggybacking; a later change about the same member
  * replaces the queued one. It also answers the reading calls (members, version, stats).
  */
@@ -28,7 +32,7 @@
 
 static const char *const drop_names[SL_SWIM_DROP_NREASONS] = {
     "malformed", "oversize", "version", "wrong_node", "unexpected", "queue_full", "table_full",
-    "decrypt"};
+    "decrypt", "meta", "unknown_target", "sender", "replay", "stale", "rate_limited"};
 
 const char *sl_swim_drop_name(sl_swim_drop d)
 {
@@ -271,11 +275,16 @@ void sl_swimint_suspect(sl_swim *s, mem *m, uint32_t inc, const char *from, size
         sl_swimint_changed(s, m, old);
 }
 
+static uint32_t inc_after(uint32_t inc)
+{
+    return inc == UINT32_MAX ? UINT32_MAX : inc + 1; /* saturate: a wrap to 0 would lose */
+}
+
 static void refute(sl_swim *s, uint32_t inc, int health)
 {
     if (s->leaving)
         return;
-    s->self->inc = inc + 1;
+    s->self->inc = inc_after(inc);
     s->st.refutations++;
     if (health)
         lhm_add(s, 1);
@@ -283,23 +292,78 @@ static void refute(sl_swim *s, uint32_t inc, int health)
     s->version++;
 }
 
+static int same_str(const sl_swimwire_str *a, const char *b)
+{
+    return a->len == strlen(b) && memcmp(a->p, b, a->len) == 0;
+}
+
 /* --- merging news */
 
+/* Whether u is first-hand: the member itself sent it (see swim.h "trust"). */
+static int first_hand(const sl_swimwire_update *u, const sl_swimint_origin *o)
+{
+    if (!o || !o->from || !same_str(&u->addr, o->from))
+        return 0;
+    if (o->name_len && (o->name_len != u->name.len || memcmp(o->name, u->name.p, o->name_len)))
+        return 0;
+    return 1;
+}
+
+/* Take u's address and metadata (and alive) for m; tell if anything changed. */
+static void take_alive(sl_swim *s, mem *m, const sl_swimwire_update *u, uint64_t now)
+{
+    int old = m->status;
+    int moved = !same_str(&u->addr, m->addr);
+    int remeta = u->meta_len != m->meta_len ||
+                 (u->meta_len && memcmp(u->meta, m->meta, u->meta_len));
+    m->inc = u->incarnation;
+    memcpy(m->addr, u->addr.p, u->addr.len);
+    m->addr[u->addr.len] = '\0';
+    if (u->meta_len)
+        memcpy(m->meta, u->meta, u->meta_len);
+    m->meta_len = u->meta_len;
+    sl_swimint_set_status(s, m, SL_MEMBER_ALIVE, now);
+    sl_swimint_queue(s, m, "");
+    if (old != SL_MEMBER_ALIVE || moved || remeta)
+        sl_swimint_changed(s, m, old);
+}
+
+/* News about ourselves: anything that differs from our own state is contradicted. */
+static void apply_self(sl_swim *s, const sl_swimwire_update *u)
+{
+    mem *m = s->self;
+    if (s->leaving)
+        return;
+    if (u->status == SL_MEMBER_ALIVE) {
+        int same = same_str(&u->addr, m->addr) && u->meta_len == m->meta_len &&
+                   (!u->meta_len || memcmp(u->meta, m->meta, u->meta_len) == 0);
+        if (u->incarnation < m->inc || (same && u->incarnation == m->inc))
+            return; /* older news, or ours exactly: nothing to say */
+        s->st.refuted_news++;
+        /* someone announces us elsewhere, or with other metadata, or above our incarnation */
+        refute(s, u->incarnation, 0);
+        return;
+    }
+    s->st.refuted_news++;
+    if (u->incarnation >= m->inc)
+        refute(s, u->incarnation, u->status == SL_MEMBER_SUSPECT);
+    else
+        /* stale: the sender missed our refutation, say it again */
+        sl_swimint_queue(s, s->self, "");
+}
+
 /* Merge one piece of news (see the table at the top). */
-static void apply(sl_swim *s, const sl_swimwire_update *u, uint64_t now)
+static void apply(sl_swim *s, const sl_swimwire_update *u, const sl_swimint_origin *o,
+                  uint64_t now)
 {
     s->st.updates_received++;
     mem *m = find(s, u->name.p, u->name.len);
     if (m == s->self) {
-        if (u->status == SL_MEMBER_ALIVE || s->leaving)
-            return;
-        if (u->incarnation >= m->inc)
-            refute(s, u->incarnation, u->status == SL_MEMBER_SUSPECT);
-        else
-            /* stale: the sender missed our refutation, say it again */
-            sl_swimint_queue(s, s->self, "");
+        apply_self(s, u);
         return;
     }
+    /* at the ceiling, only the member itself can change what we hold (swim.h "trust") */
+    int saturated = m && m->inc == UINT32_MAX && u->incarnation == UINT32_MAX;
     switch (u->status) {
     case SL_MEMBER_ALIVE:
         if (!m) {
@@ -308,30 +372,23 @@ static void apply(sl_swim *s, const sl_swimwire_update *u, uint64_t now)
                 sl_swimint_queue(s, m, "");
             return;
         }
-        if (u->incarnation > m->inc) {
-            int old = m->status;
-            int moved = u->addr.len != strlen(m->addr) || memcmp(u->addr.p, m->addr, u->addr.len);
-            int remeta = u->meta_len != m->meta_len ||
-                         (u->meta_len && memcmp(u->meta, m->meta, u->meta_len));
-            m->inc = u->incarnation;
-            memcpy(m->addr, u->addr.p, u->addr.len);
-            m->addr[u->addr.len] = '\0';
-            if (u->meta_len)
-                memcpy(m->meta, u->meta, u->meta_len);
-            m->meta_len = u->meta_len;
-            sl_swimint_set_status(s, m, SL_MEMBER_ALIVE, now);
-            sl_swimint_queue(s, m, "");
-            if (old != SL_MEMBER_ALIVE || moved || remeta)
-                sl_swimint_changed(s, m, old);
-        }
+        if (u->incarnation > m->inc)
+            take_alive(s, m, u, now);
+        else if (saturated && first_hand(u, o))
+            take_alive(s, m, u, now);
         return;
     case SL_MEMBER_SUSPECT:
+        if (saturated)
+            return;
         if (m && (m->status == SL_MEMBER_ALIVE || m->status == SL_MEMBER_SUSPECT) &&
             u->incarnation >= m->inc)
             sl_swimint_suspect(s, m, u->incarnation, u->from.p, u->from.len, now);
         return;
     default:
-        if (m && (m->status == SL_MEMBER_ALIVE || m->status == SL_MEMBER_SUSPECT) &&
+        if (saturated && !(u->status == SL_MEMBER_LEFT && first_hand(u, o)))
+            return;
+        if (m && (m->status == SL_MEMBER_ALIVE || m->status == SL_MEMBER_SUSPECT ||
+                  (saturated && m->status != u->status)) &&
             u->incarnation >= m->inc) {
             int old = m->status;
             m->inc = u->incarnation;
@@ -343,14 +400,26 @@ static void apply(sl_swim *s, const sl_swimwire_update *u, uint64_t now)
     }
 }
 
-void sl_swimint_apply_all(sl_swim *s, const sl_swimwire_msg *msg, uint64_t now)
+int sl_swimint_apply_all(sl_swim *s, const sl_swimwire_msg *msg, const sl_swimint_origin *o,
+                         uint64_t now)
 {
     const uint8_t *cur = msg->updates;
+    if (s->c.cb.check_member)
+        for (unsigned i = 0; i < msg->n_updates; i++) {
+            sl_swimwire_update u;
+            sl_swimwire_next_update(&cur, &u);
+            if (s->c.cb.check_member(s->c.cb.ctx, u.addr.p, u.addr.len, u.meta, u.meta_len) < 0) {
+                s->st.dropped[SL_SWIM_DROP_META]++;
+                return -EBADMSG;
+            }
+        }
+    cur = msg->updates;
     for (unsigned i = 0; i < msg->n_updates; i++) {
         sl_swimwire_update u;
         sl_swimwire_next_update(&cur, &u);
-        apply(s, &u, now);
+        apply(s, &u, o, now);
     }
+    return 0;
 }
 
 /* --- reading */

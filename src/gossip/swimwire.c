@@ -8,6 +8,7 @@
 #include "gossip/swimwire.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct rd {
@@ -289,4 +290,49 @@ int sl_swimwire_put_update(uint8_t *buf, size_t cap, size_t len, const sl_swimwi
     buf[4] = (uint8_t)(n >> 8);
     buf[5] = (uint8_t)n;
     return (int)w.len;
+}
+
+/* --- the stream framing */
+
+void sl_swimwire_frame_room(sl_swimwire_frame *f, uint8_t **p, size_t *room)
+{
+    if (f->hdr_got < SL_SWIMWIRE_FRAME_HDR) {
+        *p = f->hdr + f->hdr_got;
+        *room = SL_SWIMWIRE_FRAME_HDR - f->hdr_got;
+    } else if (f->buf) {
+        *p = f->buf + f->got;
+        *room = f->want - f->got;
+    } else {
+        *p = NULL;
+        *room = 0;
+    }
+}
+
+int sl_swimwire_frame_got(sl_swimwire_frame *f, size_t n, size_t cap)
+{
+    if (f->hdr_got < SL_SWIMWIRE_FRAME_HDR) {
+        if (n > SL_SWIMWIRE_FRAME_HDR - f->hdr_got)
+            return -EMSGSIZE;
+        f->hdr_got += n;
+        if (f->hdr_got < SL_SWIMWIRE_FRAME_HDR)
+            return 0;
+        size_t want = (size_t)f->hdr[0] << 24 | (size_t)f->hdr[1] << 16 |
+                      (size_t)f->hdr[2] << 8 | f->hdr[3];
+        if (want == 0 || want > cap)
+            return -EMSGSIZE;
+        if (!(f->buf = malloc(want)))
+            return -ENOMEM;
+        f->want = want;
+        return 0;
+    }
+    if (!f->buf || n > f->want - f->got)
+        return -EMSGSIZE;
+    f->got += n;
+    return f->got == f->want ? 1 : 0;
+}
+
+void sl_swimwire_frame_free(sl_swimwire_frame *f)
+{
+    free(f->buf);
+    f->buf = NULL;
 }

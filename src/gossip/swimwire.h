@@ -117,4 +117,24 @@ int sl_swimwire_put_update(uint8_t *buf, size_t cap, size_t len, const sl_swimwi
 /* Bytes one update takes encoded. */
 size_t sl_swimwire_update_size(const sl_swimwire_update *u);
 
+/*
+ * The push/pull stream's framing: a u32 big-endian length (1..cap), then that many bytes (the
+ * message, sealed when there is a key ring). A reader with no I/O of its own, for a driver that is
+ * handed bytes where it said (libuv's alloc/read pair): _room says where the next bytes go and
+ * how many fit, _got says n arrived there. Zero-initialise it; _free releases the buffer.
+ */
+#define SL_SWIMWIRE_FRAME_HDR 4
+typedef struct sl_swimwire_frame {
+    uint8_t hdr[SL_SWIMWIRE_FRAME_HDR];
+    size_t hdr_got;
+    uint8_t *buf;   /* the message, once its length is known */
+    size_t want, got;
+} sl_swimwire_frame;
+
+void sl_swimwire_frame_room(sl_swimwire_frame *f, uint8_t **p, size_t *room);
+/* 0: more to come; 1: a whole message in f->buf (f->want bytes); -EMSGSIZE: a length of 0 or
+ * over cap; -ENOMEM. After 1 or an error the frame takes no more bytes. */
+int sl_swimwire_frame_got(sl_swimwire_frame *f, size_t n, size_t cap);
+void sl_swimwire_frame_free(sl_swimwire_frame *f);
+
 #endif

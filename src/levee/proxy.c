@@ -252,7 +252,7 @@ static int new_peer(pworker *w, wlim *l)
     sl_peer_config pc = {.loop = w->loop, .addr = l->mb.service,
                          .connect_timeout_ms = w->px->cfg.timeout_ms,
                          .backoff_max_ms = w->px->cfg.probe_interval_ms,
-                         .max_msg = MAX_ANSWER_BYTES};
+                         .max_msg = MAX_ANSWER_BYTES, .tls = w->px->cfg.tls};
     return sl_peer_new(&pc, &l->peer);
 }
 

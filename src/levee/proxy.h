@@ -43,6 +43,8 @@ typedef struct sl_proxy_config {
     int64_t timeout_ms;        /* one call to a limiter, connect included */
     int64_t probe_interval_ms;
     uint32_t max_inflight;     /* per worker */
+    struct sl_tls_slot *tls;   /* calls to the limiters over TLS (the peers' options: each
+                                  limiter's certificate must name its address); NULL = h2c */
     sl_http_handler fallback;  /* what is not POST /attempt */
     void *fallback_ud;
 } sl_proxy_config;

@@ -90,6 +90,10 @@ static const struct stat_family stat_families[] = {
     {SRC_GOSSIP, SL_METRICS_COUNTER, "sluice_gossip_bytes_total",
      "Gossip bytes received and sent (datagrams and push/pull messages, before encryption).",
      "direction", {{"in", GOS(bytes_received)}, {"out", GOS(bytes_sent)}}},
+    {SRC_GOSSIP, SL_METRICS_COUNTER, "sluice_gossip_trust_total",
+     "Gossip packets taken without authentication (no key ring: loopback or --gossip-insecure), "
+     "and news about this node that it contradicted (another address, metadata or status).",
+     "event", {{"unauthenticated", GOS(unauthenticated)}, {"contradicted", GOS(refuted_news)}}},
 };
 #define N_STAT_FAMILIES (sizeof stat_families / sizeof stat_families[0])
 _Static_assert(N_STAT_FAMILIES == SL_COLLECTORS_ROWS, "SL_COLLECTORS_ROWS must match the table");
@@ -240,7 +244,8 @@ int sl_collectors_gossip(sl_collectors *c, sl_metrics *m, sl_gossipnode *g)
         rc = sl_metrics_collector(m, SL_METRICS_COUNTER, "sluice_gossip_dropped_total",
                                   "Gossip packets dropped, by reason (malformed, oversize, "
                                   "version, wrong_node, unexpected, queue_full, table_full, "
-                                  "decrypt).", "reason", collect_gossip_dropped, g);
+                                  "decrypt, meta, unknown_target, sender, replay, stale, "
+                                  "rate_limited).", "reason", collect_gossip_dropped, g);
     if (!rc)
         rc = sl_metrics_collector(m, SL_METRICS_GAUGE, "sluice_gossip_health_multiplier",
                                   "Lifeguard's local health multiplier: probe interval and "

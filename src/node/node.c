@@ -417,6 +417,7 @@ void sl_node_reload(sl_node *n)
     if (n->proxy)
         reload_proxy_limiters(n);
     sl_reload_tls(&n->opts, n->server, n->peer_tls, &n->log);
+    sl_reload_peer_secret(&n->opts, n->peersig, &n->log);
     sl_reload_peers(&n->opts, n->argc, n->argv, n->router, &n->log);
     sl_reload_idents(&n->opts, &n->idents, n->service, n->server, &n->log);
     if (n->gossip) {
@@ -545,6 +546,7 @@ void sl_node_free(sl_node *n)
     sl_rstore_free(n->rstore);
     sl_router_free(n->router);
     sl_tls_slot_free(n->peer_tls); /* after the router: its peers' connections hold their own */
+    sl_peersig_free(n->peersig);   /* after the router too: its peers sign with it */
     sl_engine_free(n->engine);
     sl_metrics_free(n->metrics);
     sl_config_free(&n->opts);

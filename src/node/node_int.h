@@ -17,6 +17,7 @@
 #include "sluice/node.h"
 #include "auth/addr.h"
 #include "auth/idents.h"
+#include "auth/peersig.h"
 #include "gossip/gossipnode.h"
 #include "cluster/router.h"
 #include "config/config.h"
@@ -57,6 +58,8 @@ struct sl_node {
     sl_watched_source *storage; /* the one etcd watch feeding quotas and switches, or NULL */
     sl_quotasrc *quotas;   /* Levee quotas (file or etcd); NULL when neither is configured */
     sl_tls_slot *peer_tls; /* client context of peer calls over TLS (reloaded on SIGHUP), or NULL */
+    sl_peersig *peersig;   /* the cluster secret (--peer-secret-file, reloaded on SIGHUP), or NULL */
+    int peer_auth;         /* --peer-auth resolved (sl_nodeparts_router): what PeersV1 needs */
     sl_killswitch *switches; /* kill switches, shadow mode, concurrency and fleet settings */
     sl_protect *protect;     /* leases, shedders, switches on the request path */
     sl_rlssrc *rls;          /* --rls-config-dir for Envoy's ShouldRateLimit; NULL without */

@@ -48,14 +48,18 @@ int sl_nodeparts_graphite(sl_node *n, char *err, size_t errlen)
 
 /* ---- TLS ----------------------------------------------------------------------------------- */
 
+/* Peer calls over TLS when the port has it (or --peer-tls-cert names a certificate), and the
+ * client-proxy's calls to its limiters also with --peer-tls-ca alone (docs/levee.md). */
 static int start_peer_tls(sl_node *n, char *err, size_t errlen)
 {
     const sl_options *o = &n->opts;
-    if (!o->tls_cert[0] || o->discovery == SL_DISCOVERY_NONE)
+    bool proxy = o->role == SL_ROLE_PROXY;
+    if (!(o->peer_tls_cert[0] || (proxy && o->peer_tls_ca[0])) ||
+        (o->discovery == SL_DISCOVERY_NONE && !proxy))
         return 0;
     if (!o->peer_tls_ca[0])
-        sl_log_warn(&n->log, "peer TLS without --peer-tls-ca or --tls-ca: peers' certificates "
-                             "are not verified");
+        sl_log_warn(&n->log, "peer TLS without --peer-tls-ca: peers' certificates are not "
+                             "verified (the client CA --tls-ca is not trusted for peers)");
     sl_tls_ctx *ctx;
     int rc = sl_reload_read_peer_tls(&n->opts, &ctx, err, errlen);
     if (rc)
@@ -63,6 +67,80 @@ static int start_peer_tls(sl_node *n, char *err, size_t errlen)
     n->peer_tls = sl_tls_slot_new(ctx);
     sl_tls_ctx_unref(ctx);
     return n->peer_tls ? 0 : -ENOMEM;
+}
+
+/* Whether every address a cluster node is known by is loopback: its own (listen, advertise,
+ * gossip) and, with a static list, every peer's. */
+static bool cluster_on_loopback(const sl_options *o)
+{
+    if (!sl_addr_is_loopback(o->listen_addr) || !sl_addr_is_loopback(o->advertise_addr))
+        return false;
+    if (o->gossip_addr[0] && !sl_addr_is_loopback(o->gossip_addr))
+        return false;
+    if (o->discovery == SL_DISCOVERY_STATIC)
+        for (size_t i = 0; i < o->peers.n; i++)
+            if (!sl_addr_is_loopback(o->peers.items[i]))
+                return false;
+    return true;
+}
+
+/* --peer-auth resolved into what a PeersV1 call must prove (docs/cluster.md, "Peer
+ * authentication"), with --peer-secret-file read; a clustered node with no credential off
+ * loopback does not start (naming the options to set). */
+static int start_peer_auth(sl_node *n, char *err, size_t errlen)
+{
+    const sl_options *o = &n->opts;
+    int rc;
+    if (o->peer_secret_file[0]) {
+        sl_peersig_keys *k;
+        char ferr[384];
+        if ((rc = sl_peersig_keys_read(o->peer_secret_file, &k, ferr, sizeof ferr))) {
+            snprintf(err, errlen, "peer-secret-file %s", ferr);
+            return rc;
+        }
+        n->peersig = sl_peersig_new(k);
+        sl_peersig_keys_unref(k);
+        if (!n->peersig)
+            return -ENOMEM;
+    }
+    bool clustered = o->discovery != SL_DISCOVERY_NONE;
+    bool mtls = n->peer_tls && o->peer_tls_ca[0];
+    int mode = o->peer_auth;
+    if (mode == SL_PEER_AUTH_AUTO)
+        mode = n->peersig ? SL_PEER_AUTH_SECRET : mtls ? SL_PEER_AUTH_MTLS : SL_PEER_AUTH_ADDRESS;
+    if (mode == SL_PEER_AUTH_NONE)
+        mode = SL_PEER_AUTH_INSECURE;
+    if (mode == SL_PEER_AUTH_MTLS && !mtls) {
+        snprintf(err, errlen, "peer-auth mtls: needs peer TLS (--tls-cert or --peer-tls-cert) "
+                              "and --peer-tls-ca in a cluster");
+        return -EINVAL;
+    }
+    bool credential = mode == SL_PEER_AUTH_SECRET || mode == SL_PEER_AUTH_MTLS;
+    if (clustered && !credential && o->peer_auth == SL_PEER_AUTH_AUTO) {
+        if (!cluster_on_loopback(o)) {
+            snprintf(err, errlen, "a cluster node off loopback needs a peer credential: set "
+                                  "--peer-secret-file FILE (or peer mTLS: --peer-tls-ca with "
+                                  "--tls-cert), or --peer-auth insecure to opt out");
+            return -EINVAL;
+        }
+        sl_log_warn(&n->log, "peer calls are not authenticated (a loopback-only cluster: any "
+                             "process on this host can make them); set --peer-secret-file");
+    }
+    if (clustered && !credential && o->client_tokens_file[0]) {
+        snprintf(err, errlen, "client-tokens-file: a cluster with client tokens needs a peer "
+                              "credential (--peer-secret-file, or peer mTLS with --peer-tls-ca): "
+                              "without one PeersV1 would let callers around the tokens");
+        return -EINVAL;
+    }
+    if (o->peer_auth == SL_PEER_AUTH_ADDRESS || o->peer_auth == SL_PEER_AUTH_NONE)
+        sl_log_warn(&n->log, "--peer-auth %s is deprecated: use %s",
+                    o->peer_auth == SL_PEER_AUTH_ADDRESS ? "address" : "none",
+                    o->peer_auth == SL_PEER_AUTH_ADDRESS ? "--peer-secret-file" : "insecure");
+    if (mode == SL_PEER_AUTH_INSECURE)
+        sl_log_warn(&n->log, "--peer-auth insecure: PeersV1 is served to anyone, without a "
+                             "credential (counted in sluice_peer_insecure_calls_total)");
+    n->peer_auth = mode;
+    return 0;
 }
 
 /* ---- Levee quotas -------------------------------------------------------------------------- */
@@ -341,9 +419,10 @@ int sl_nodeparts_router(sl_node *n, const sl_engine_config *ec, char *err, size_
                              .log = &n->log, .metrics = n->metrics};
     sl_router_config_from_options(&rcfg, o);
     rcfg.dns_server = o->dns_server;
-    if ((rc = start_peer_tls(n, err, errlen)))
+    if ((rc = start_peer_tls(n, err, errlen)) || (rc = start_peer_auth(n, err, errlen)))
         return rc;
     rcfg.peer_tls = n->peer_tls;
+    rcfg.peer_sig = n->peer_auth == SL_PEER_AUTH_SECRET ? n->peersig : NULL;
     rcfg.gossip = n->gossip;
     if ((rc = sl_router_new(&rcfg, &n->router))) {
         snprintf(err, errlen, "router: %s", strerror(-rc));
@@ -417,6 +496,7 @@ static int start_proxy(sl_node *n, char *err, size_t errlen)
         .timeout_ms = o->proxy_timeout_ns / 1000000,
         .probe_interval_ms = o->proxy_probe_interval_ns / 1000000,
         .max_inflight = (uint32_t)o->proxy_max_inflight,
+        .tls = n->peer_tls,
         .fallback = sl_service_handle,
         .fallback_ud = n->service,
     };
@@ -465,8 +545,11 @@ int sl_nodeparts_service(sl_node *n, char *err, size_t errlen)
         .advertise_addr = o->advertise_addr,
         .quotas = n->quotas,
         .protect = n->protect,
-        .peers_any = o->peer_auth == 1,
-        .peers_mtls = n->peer_tls && o->peer_tls_ca[0],
+        .peer_auth = n->peer_auth,
+        .peersig = n->peersig,
+        .peer_skew_ms = o->peer_auth_skew_ns / 1000000,
+        .peer_max_globals = (size_t)o->peer_max_globals,
+        .peer_max_transfer_keys = (size_t)o->peer_max_transfer_keys,
         .idents = n->idents,
     };
     if (n->quotas) {
@@ -487,7 +570,26 @@ int sl_nodeparts_service(sl_node *n, char *err, size_t errlen)
                                    .max_entries = (size_t)o->rls_max_entries,
                                    .headers = o->rls_response_headers,
                                    .all_or_nothing = o->rls_all_or_nothing,
+                                   .quota_mode = o->rls_quota_mode,
+                                   .dynamic_metadata = o->rls_dynamic_metadata,
+                                   .near_permille =
+                                       (uint32_t)(o->rls_near_limit_ratio * 1000 + 0.5),
+
                                    .max_names = (uint32_t)o->metrics_max_names};
+    const struct {
+        const char *opt, *v;
+        char *to;
+    } names[] = {{"rls-header-limit", o->rls_header_limit, scfg.rls_cfg.header_limit},
+                 {"rls-header-remaining", o->rls_header_remaining, scfg.rls_cfg.header_remaining},
+                 {"rls-header-reset", o->rls_header_reset, scfg.rls_cfg.header_reset}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (strlen(names[i].v) >= SL_RLS_HEADER_MAX) {
+            snprintf(err, errlen, "option '%s': a header name of at most %d bytes",
+                     names[i].opt, SL_RLS_HEADER_MAX - 1);
+            return -EINVAL;
+        }
+        strcpy(names[i].to, names[i].v);
+    }
     scfg.rls = n->rls;
     if ((rc = sl_service_new(&scfg, &n->service))) {
         snprintf(err, errlen, "service: %s", strerror(-rc));

@@ -85,17 +85,19 @@ int sl_reload_read_idents(const char *path, sl_idents **out, char *err, size_t e
 /* SIGHUP: certificates and keys read again; new connections get them, open ones keep theirs. */
 void sl_reload_tls(const sl_options *o, sl_server *srv, sl_tls_slot *peer_tls, sl_logger *log)
 {
-    if (!o->tls_cert[0] || !srv)
+    if ((!o->tls_cert[0] || !srv) && !peer_tls)
         return;
     sl_tls_ctx *ctx;
     char err[256];
-    if (sl_reload_read_server_tls(o, &ctx, err, sizeof err)) {
-        sl_log_error(log, "reload of the TLS certificate failed, keeping the current one: %s",
-                     err);
-        return;
+    if (o->tls_cert[0] && srv) {
+        if (sl_reload_read_server_tls(o, &ctx, err, sizeof err)) {
+            sl_log_error(log, "reload of the TLS certificate failed, keeping the current one: %s",
+                         err);
+            return;
+        }
+        sl_server_set_tls(srv, ctx);
+        sl_tls_ctx_unref(ctx);
     }
-    sl_server_set_tls(srv, ctx);
-    sl_tls_ctx_unref(ctx);
     if (peer_tls) {
         if (sl_reload_read_peer_tls(o, &ctx, err, sizeof err)) {
             sl_log_error(log, "reload of the peer TLS certificate failed, keeping the current "
@@ -196,4 +198,20 @@ void sl_reload_peers(sl_options *opts, int argc, char **argv, sl_router *router,
         }
     }
     sl_config_free(&o);
+}
+
+void sl_reload_peer_secret(const sl_options *o, sl_peersig *slot, sl_logger *log)
+{
+    if (!o->peer_secret_file[0] || !slot)
+        return;
+    sl_peersig_keys *k;
+    char err[384];
+    if (sl_peersig_keys_read(o->peer_secret_file, &k, err, sizeof err)) {
+        sl_log_error(log, "reload of the peer secret failed, keeping the current one: %s", err);
+        return;
+    }
+    sl_peersig_set(slot, k);
+    sl_log_info(log, "reload: peer secret read again: %zu secret%s", sl_peersig_keys_count(k),
+                sl_peersig_keys_count(k) == 1 ? "" : "s");
+    sl_peersig_keys_unref(k);
 }

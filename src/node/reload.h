@@ -14,6 +14,7 @@
 
 #include "auth/idents.h"
 #include "cluster/router.h"
+#include "auth/peersig.h"
 #include "config/config.h"
 #include "runtime/log.h"
 #include "net/server.h"
@@ -32,6 +33,9 @@ int sl_reload_read_idents(const char *path, sl_idents **out, char *err, size_t e
 /* SIGHUP: read the TLS files again into srv (and peer_tls, when not NULL). Nothing without
  * --tls-cert or a server. */
 void sl_reload_tls(const sl_options *o, sl_server *srv, sl_tls_slot *peer_tls, sl_logger *log);
+/* SIGHUP: --peer-secret-file read again into slot (nothing without one); a file that does not
+ * read keeps the current secrets, logged. */
+void sl_reload_peer_secret(const sl_options *o, sl_peersig *slot, sl_logger *log);
 /* SIGHUP: read --client-tokens-file again and swap *cur for the new set in svc; the old set is
  * freed once every worker of srv has run a posted step. Nothing without a current set. */
 void sl_reload_idents(const sl_options *o, sl_idents **cur, sl_service *svc, sl_server *srv,

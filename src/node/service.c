@@ -27,11 +27,16 @@
 static const char *const method_names[M_COUNT] = {
     "GetRateLimits", "HealthCheck", "LiveCheck", "GetPeerRateLimits",
     "UpdatePeerGlobals", "TransferKeys", "Attempt", "Metrics", "other", "Release",
-    "ShouldRateLimit",
+    "ShouldRateLimit", "CheckRateLimit", "Report",
 };
 static const char *const transport_names[T_COUNT] = {"grpc", "http"};
 
 /* ---- metrics ------------------------------------------------------------------------------- */
+
+const char *sl_service_method_name(int method)
+{
+    return method >= 0 && method < M_COUNT ? method_names[method] : "other";
+}
 
 sl_metrics_counter *sl_service_count_series(sl_service *s, int method, int transport, int code)
 {
@@ -64,12 +69,15 @@ static int register_metrics(sl_service *s)
         return rc;
     sl_metrics_family *pd;
     rc = sl_metrics_counter_family(m, "sluice_peer_denied_total",
-                                   "PeersV1 calls refused (PERMISSION_DENIED): the caller is not a "
-                                   "member of the peer list.",
+                                   "PeersV1 calls refused (UNAUTHENTICATED or PERMISSION_DENIED): "
+                                   "the caller did not prove it is a member of the peer list "
+                                   "(reasons in sluice_peer_refused_total).",
                                    "", &pd);
     if (rc)
         return rc;
     s->peer_denied = sl_metrics_counter_get(pd, NULL, 0);
+    if ((rc = sl_service_peer_metrics(s)))
+        return rc;
     if ((rc = sl_rlsmetrics_new(m, s->cfg.rls_cfg.max_names, &s->rls_metrics)))
         return rc;
     if (s->cfg.quotas) {
@@ -382,14 +390,16 @@ static void fleet_done(void *ud, sl_batch *fb)
     route_items(s, c, now);
 }
 
+/* peer_proven: a GetPeerRateLimits whose caller proved it is a member (servicepeer.c); one taken
+ * without a credential is a client call when client tokens are on (the tokens still hold). */
 static void get_rate_limits(sl_service *s, sl_exchange *ex, const sl_http_request *rq,
-                            int method, int transport, int64_t t0)
+                            int method, int transport, bool peer_proven, int64_t t0)
 {
     sl_grpc_status st;
     const uint8_t *msg = NULL;
     size_t len = 0;
     const sl_ident *id = NULL;
-    if (idents_of(s) && method == M_GET_RATE_LIMITS &&
+    if (idents_of(s) && (method == M_GET_RATE_LIMITS || !peer_proven) &&
         !(id = sl_service_who(s, ex, rq, method, transport, t0)))
         return;
     sl_call *c = call_open(s, ex, rq, method, transport, &msg, &len, t0);
@@ -428,10 +438,23 @@ static void update_peer_globals(sl_service *s, sl_exchange *ex, const sl_http_re
         return;
     sl_peerwire_global *g = NULL;
     size_t n = 0;
+    int64_t now = sl_exchange_now_ms(ex);
+    size_t late = 0;
     if (sl_peerwire_decode_globals(s->cfg.gub.max_msg, msg, len, &c->batch, &g, &n, &st)) {
         sl_service_answer_status(s, ex, M_UPDATE_PEER_GLOBALS, T_GRPC, &st, t0);
+    } else if (s->cfg.peer_max_globals && n > s->cfg.peer_max_globals) {
+        sl_service_peer_refuse(s, ex, rq, M_UPDATE_PEER_GLOBALS, SL_SVC_PEER_TOO_MANY_GLOBALS,
+                               SL_GRPC_INVALID_ARGUMENT,
+                               "more globals in one UpdatePeerGlobals than --peer-max-globals",
+                               t0);
+    } else if ((late = sl_service_globals_out_of_bound(g, n, now)) > 0) {
+        char why[128];
+        snprintf(why, sizeof why, "global %zu resets further than its duration from now",
+                 late - 1);
+        sl_service_peer_refuse(s, ex, rq, M_UPDATE_PEER_GLOBALS, SL_SVC_PEER_EXPIRY,
+                               SL_GRPC_INVALID_ARGUMENT, why, t0);
     } else {
-        sl_router_update_globals(s->cfg.router, c->worker, g, n, sl_exchange_now_ms(ex));
+        sl_router_update_globals(s->cfg.router, c->worker, g, n, now);
         /* UpdatePeerGlobalsResp is an empty message: a frame of length 0. */
         static const uint8_t empty[SL_GRPC_HDR_LEN] = {0, 0, 0, 0, 0};
         sl_exchange_respond_grpc(ex, empty, sizeof empty, SL_GRPC_OK, NULL);
@@ -456,7 +479,29 @@ static void transfer_keys(sl_service *s, sl_exchange *ex, const sl_http_request 
                                 "malformed TransferKeysReq", t0);
         return;
     }
-    int64_t merged = sl_router_transfer_keys(s->cfg.router, recs, rlen, sl_exchange_now_ms(ex));
+    size_t bad_at = 0;
+    int64_t merged = sl_router_transfer_keys(s->cfg.router, recs, rlen, sl_exchange_now_ms(ex),
+                                             s->cfg.peer_max_transfer_keys, &bad_at);
+    if (merged == -E2BIG) {
+        sl_service_peer_refuse(s, ex, rq, M_TRANSFER_KEYS, SL_SVC_PEER_TOO_MANY_KEYS,
+                               SL_GRPC_INVALID_ARGUMENT,
+                               "more key states in one TransferKeys than --peer-max-transfer-keys",
+                               t0);
+        return;
+    }
+    if (merged == -ERANGE) {
+        char why[128];
+        snprintf(why, sizeof why, "key state %zu expires further than its limit's duration "
+                 "from now", bad_at);
+        sl_service_peer_refuse(s, ex, rq, M_TRANSFER_KEYS, SL_SVC_PEER_EXPIRY,
+                               SL_GRPC_INVALID_ARGUMENT, why, t0);
+        return;
+    }
+    if (merged < 0) {
+        sl_service_answer_error(s, ex, M_TRANSFER_KEYS, T_GRPC, SL_GRPC_INVALID_ARGUMENT,
+                                "malformed key state record", t0);
+        return;
+    }
     sl_buf out;
     sl_buf_init(&out, 0);
     if (sl_peerwire_encode_transfer_resp(merged, &out)) {
@@ -548,51 +593,30 @@ static bool method_is(const sl_http_request *rq, const char *m)
     return strcmp(rq->method, m) == 0;
 }
 
-/*
- * PeersV1 is for the members of the peer list only (issue 11). Without TLS a caller is judged by
- * its connection's source IP, which a peer's client sets by binding to its advertised IP
- * (cluster/peer.c); a client on the same IP as a peer passes, which docs/operations.md says.
- * With peer mTLS (peer TLS and a peer CA) the source IP does not count: the connection must
- * carry a verified client certificate, and one of its names (the identity or a DNS / IP
- * subjectAltName) must be the host of an address in the peer list (sl_addr_names_host).
- * TransferKeys is also served to a member of the list before the current one, by the same rule.
- */
+/* PeersV1 is for the proven members of the peer list only (node/servicepeer.c). */
 #define PEERS_PREFIX "/pb.gubernator.PeersV1/"
-
-static bool peer_allowed(sl_service *s, sl_exchange *ex, const sl_http_request *rq, bool former)
-{
-    if (s->cfg.peers_any)
-        return true;
-    if (s->cfg.peers_mtls)
-        return sl_router_names_peer(s->cfg.router, sl_exchange_worker(ex),
-                                    sl_exchange_peer_identity(ex), former);
-    return former ? sl_router_was_peer(s->cfg.router, sl_exchange_worker(ex), rq->peer)
-                  : sl_router_is_peer(s->cfg.router, sl_exchange_worker(ex), rq->peer);
-}
-
-static void peer_denied(sl_service *s, sl_exchange *ex, int method, int64_t t0)
-{
-    sl_metrics_counter_inc(s->peer_denied);
-    sl_service_answer_error(s, ex, method, T_GRPC, SL_GRPC_PERMISSION_DENIED,
-                            "PeersV1 is served to the members of the peer list only", t0);
-}
 
 static void route_grpc(sl_service *s, sl_exchange *ex, const sl_http_request *rq, int64_t t0)
 {
     if (sl_http_path_is(rq, SL_GUB_PATH_GET_RATE_LIMITS)) {
-        get_rate_limits(s, ex, rq, M_GET_RATE_LIMITS, T_GRPC, t0);
+        get_rate_limits(s, ex, rq, M_GET_RATE_LIMITS, T_GRPC, false, t0);
     } else if (rq->path_len > sizeof PEERS_PREFIX - 1 &&
                !memcmp(rq->path, PEERS_PREFIX, sizeof PEERS_PREFIX - 1)) {
         int m = sl_http_path_is(rq, SL_PEERWIRE_PATH_GET_PEER_RATE_LIMITS) ? M_GET_PEER_RATE_LIMITS
                 : sl_http_path_is(rq, SL_PEERWIRE_PATH_UPDATE_PEER_GLOBALS) ? M_UPDATE_PEER_GLOBALS
                 : sl_http_path_is(rq, SL_PEERWIRE_PATH_TRANSFER_KEYS)       ? M_TRANSFER_KEYS
                                                                : M_OTHER;
-        /* a node that has just left may still push its keys here (by address or by
-         * certificate, like any PeersV1 call) */
-        if (!peer_allowed(s, ex, rq, m == M_TRANSFER_KEYS))
-            peer_denied(s, ex, m, t0);
+        /* a node that has just left may still push its keys here (with the same proof as
+         * any PeersV1 call) */
+        bool proven;
+        if (!sl_service_peer_admit(s, ex, rq, m, m == M_TRANSFER_KEYS, t0, &proven))
+            return;
+        if (!proven && idents_of(s) && (m == M_UPDATE_PEER_GLOBALS || m == M_TRANSFER_KEYS))
+            sl_service_peer_refuse(s, ex, rq, m, SL_SVC_PEER_TOKENS, SL_GRPC_PERMISSION_DENIED,
+                                   "with client tokens, peer state calls need a peer credential "
+                                   "(--peer-secret-file or peer mTLS)", t0);
         else if (m == M_GET_PEER_RATE_LIMITS)
-            get_rate_limits(s, ex, rq, M_GET_PEER_RATE_LIMITS, T_GRPC, t0);
+            get_rate_limits(s, ex, rq, M_GET_PEER_RATE_LIMITS, T_GRPC, proven, t0);
         else if (m == M_UPDATE_PEER_GLOBALS)
             update_peer_globals(s, ex, rq, t0);
         else if (m == M_TRANSFER_KEYS)
@@ -601,7 +625,11 @@ static void route_grpc(sl_service *s, sl_exchange *ex, const sl_http_request *rq
             sl_service_answer_error(s, ex, M_OTHER, T_GRPC, SL_GRPC_UNIMPLEMENTED,
                                     "unknown service or method", t0);
     } else if (sl_http_path_is(rq, SL_RLS_PATH)) {
-        sl_service_should_rate_limit(s, ex, rq, T_GRPC, t0);
+        sl_service_should_rate_limit(s, ex, rq, M_SHOULD_RATE_LIMIT, T_GRPC, t0);
+    } else if (sl_http_path_is(rq, SL_RLS_KUADRANT_CHECK_PATH)) {
+        sl_service_should_rate_limit(s, ex, rq, M_CHECK_RATE_LIMIT, T_GRPC, t0);
+    } else if (sl_http_path_is(rq, SL_RLS_KUADRANT_REPORT_PATH)) {
+        sl_service_should_rate_limit(s, ex, rq, M_REPORT, T_GRPC, t0);
     } else if (sl_http_path_is(rq, SL_GUB_PATH_HEALTH_CHECK))
         health(s, ex, T_GRPC, t0);
     else if (sl_http_path_is(rq, SL_GUB_PATH_LIVE_CHECK))
@@ -651,10 +679,10 @@ static void route_http(sl_service *s, sl_exchange *ex, const sl_http_request *rq
     }
     switch (m) {
     case M_GET_RATE_LIMITS:
-        get_rate_limits(s, ex, rq, M_GET_RATE_LIMITS, T_HTTP, t0);
+        get_rate_limits(s, ex, rq, M_GET_RATE_LIMITS, T_HTTP, false, t0);
         break;
     case M_SHOULD_RATE_LIMIT:
-        sl_service_should_rate_limit(s, ex, rq, T_HTTP, t0);
+        sl_service_should_rate_limit(s, ex, rq, M_SHOULD_RATE_LIMIT, T_HTTP, t0);
         break;
     case M_HEALTH_CHECK:
         health(s, ex, T_HTTP, t0);

@@ -58,10 +58,12 @@ typedef struct sl_service_config {
     sl_levee_config levee;        /* how /attempt decides (no-quota mode, headers, ...) */
     sl_protect *protect;          /* shedders, leases, switches (protect/protect.h); may be NULL */
     const sl_idents *idents;      /* client identities (--client-tokens-file); NULL: off */
-    bool peers_any;               /* serve PeersV1 to anyone (--peer-auth=none); default: to the
-                                     peer list's members only */
-    bool peers_mtls;              /* peer TLS with a peer CA: PeersV1 only to a verified client
-                                     certificate that names a peer's host (not to a source IP) */
+    int peer_auth;                /* what a PeersV1 call must prove, resolved (node/nodeparts.c):
+                                     SL_PEER_AUTH_SECRET, _MTLS, _INSECURE or _ADDRESS */
+    struct sl_peersig *peersig;   /* the cluster secret (SL_PEER_AUTH_SECRET), not owned */
+    int64_t peer_skew_ms;         /* a signed call's time within this of now */
+    size_t peer_max_globals;      /* most globals in one UpdatePeerGlobals (0 = no cap) */
+    size_t peer_max_transfer_keys; /* most key states in one TransferKeys (0 = no cap) */
     sl_rlssrc *rls;               /* --rls-config-dir (config/rlssrc.h); NULL: ShouldRateLimit
                                      answers every descriptor OK without a limit */
     sl_rls_config rls_cfg;        /* ShouldRateLimit's bounds and headers (api/rls.h) */

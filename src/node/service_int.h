@@ -29,6 +29,18 @@
 #define SL_SVC_HIDDEN __attribute__((visibility("hidden")))
 
 enum { T_GRPC, T_HTTP, T_COUNT };
+/* Why a PeersV1 call was refused (sluice_peer_refused_total{reason}, node/servicepeer.c). */
+enum {
+    SL_SVC_PEER_UNAUTHENTICATED, /* no credential: no signature header, no certificate */
+    SL_SVC_PEER_BAD_SIGNATURE,   /* a malformed signature, or one no secret gives */
+    SL_SVC_PEER_SKEW,            /* a signature whose time is outside --peer-auth-skew */
+    SL_SVC_PEER_NOT_MEMBER,      /* proven, but not a member of the peer list (or not a peer IP) */
+    SL_SVC_PEER_TOKENS,          /* taken without a credential while client tokens are on */
+    SL_SVC_PEER_TOO_MANY_GLOBALS, /* UpdatePeerGlobals over --peer-max-globals */
+    SL_SVC_PEER_TOO_MANY_KEYS,   /* TransferKeys over --peer-max-transfer-keys */
+    SL_SVC_PEER_EXPIRY,          /* a state expiring further than its limit's duration allows */
+    SL_SVC_PEER_REFUSED_COUNT
+};
 enum {
     M_GET_RATE_LIMITS,
     M_HEALTH_CHECK,
@@ -41,6 +53,8 @@ enum {
     M_OTHER,
     M_RELEASE,
     M_SHOULD_RATE_LIMIT,
+    M_CHECK_RATE_LIMIT, /* Kuadrant/limitador's CheckRateLimit */
+    M_REPORT,           /* and its Report */
     M_COUNT
 };
 #define N_CODES 17
@@ -91,7 +105,9 @@ struct sl_service {
     _Atomic(sl_metrics_counter *) calls[M_COUNT][T_COUNT][N_CODES];
     sl_metrics_histogram *latency[M_COUNT][T_COUNT];
     sl_metrics_counter *attempts[SL_ANSWER_OUTCOME_COUNT];
-    sl_metrics_counter *peer_denied; /* PeersV1 calls from a non-member */
+    sl_metrics_counter *peer_denied; /* PeersV1 calls refused: not a proven member */
+    sl_metrics_counter *peer_refused[SL_SVC_PEER_REFUSED_COUNT]; /* by reason (servicepeer.c) */
+    sl_metrics_counter *peer_insecure; /* PeersV1 calls taken without a credential */
     sl_rlsmetrics *rls_metrics;      /* ShouldRateLimit's outcomes (api/rlsmetrics.h) */
     _Atomic(const sl_idents *) idents; /* cfg.idents, then what sl_service_swap_idents set */
 };
@@ -137,11 +153,29 @@ SL_SVC_HIDDEN void sl_service_release(sl_service *s, sl_exchange *ex, const sl_h
                                       int64_t t0);
 SL_SVC_HIDDEN void sl_service_held_sent(void *ud, int outcome, int grpc_code, int64_t t0);
 
+/* node/servicepeer.c: who may make a PeersV1 call. The metric families; whether this call may
+ * go on (if not it is answered, counted and logged; *proven: by a credential, not by the
+ * opt-out or the deprecated address rule; former: a member of the previous peer list counts,
+ * for TransferKeys); a refusal for a reason (SL_SVC_PEER_*) with a gRPC code. */
+SL_SVC_HIDDEN int sl_service_peer_metrics(sl_service *s);
+SL_SVC_HIDDEN bool sl_service_peer_admit(sl_service *s, sl_exchange *ex, const sl_http_request *rq,
+                                         int method, bool former, int64_t t0, bool *proven);
+SL_SVC_HIDDEN void sl_service_peer_refuse(sl_service *s, sl_exchange *ex,
+                                          const sl_http_request *rq, int method, int reason,
+                                          int code, const char *msg, int64_t t0);
+/* 1 + the index of the first global whose reset is later than its duration allows
+ * (sl_handoff_latest_expiry), or 0. */
+SL_SVC_HIDDEN size_t sl_service_globals_out_of_bound(const sl_peerwire_global *g, size_t n,
+                                                     int64_t now);
+/* node/service.c: a method's label ("GetPeerRateLimits", ...). */
+SL_SVC_HIDDEN const char *sl_service_method_name(int method);
+
 /* node/servicerls.c: Envoy RLS v3 ShouldRateLimit, over gRPC (T_GRPC) or as envoyproxy/ratelimit's
- * POST /json (T_HTTP). */
+ * POST /json (T_HTTP), and Kuadrant/limitador's CheckRateLimit and Report over gRPC (method
+ * M_SHOULD_RATE_LIMIT, M_CHECK_RATE_LIMIT, M_REPORT). */
 SL_SVC_HIDDEN void sl_service_should_rate_limit(sl_service *s, sl_exchange *ex,
-                                                const sl_http_request *rq, int transport,
-                                                int64_t t0);
+                                                const sl_http_request *rq, int method,
+                                                int transport, int64_t t0);
 
 /* ---- static inline helpers of the per-request path ---------------------------------------- */
 

@@ -27,7 +27,7 @@ static void giveback_sent(void *ud, sl_batch *g)
  * sl_rls_giveback), fire and forget, where the call's items went. */
 static void give_back(sl_service *s, sl_call *c, sl_batch *b, int64_t now)
 {
-    if (!sl_rls_may_give_back(c->rls))
+    if (!sl_rls_may_give_back(c->rls) || !sl_rls_giveback(c->rls, b, NULL))
         return;
     sl_batch *g = malloc(sizeof *g);
     if (!g)
@@ -91,11 +91,11 @@ static void rls_done(void *ud, sl_batch *b)
     if (!rc) {
         sl_exchange_respond_grpc(c->ex, c->out.data, c->out.len, SL_GRPC_OK, NULL);
         sl_rls_count(c->rls, b, s->rls_metrics);
-        count_call(s, M_SHOULD_RATE_LIMIT, T_GRPC, SL_GRPC_OK, c->t0);
+        count_call(s, c->method, T_GRPC, SL_GRPC_OK, c->t0);
     } else if (rc == -EAGAIN) {
-        sl_service_answer_status(s, c->ex, M_SHOULD_RATE_LIMIT, T_GRPC, &st, c->t0);
+        sl_service_answer_status(s, c->ex, c->method, T_GRPC, &st, c->t0);
     } else {
-        sl_service_answer_error(s, c->ex, M_SHOULD_RATE_LIMIT, T_GRPC, SL_GRPC_INTERNAL,
+        sl_service_answer_error(s, c->ex, c->method, T_GRPC, SL_GRPC_INTERNAL,
                                 "could not encode the response", c->t0);
     }
     sl_rls_end(c->rls);
@@ -103,15 +103,15 @@ static void rls_done(void *ud, sl_batch *b)
 }
 
 void sl_service_should_rate_limit(sl_service *s, sl_exchange *ex, const sl_http_request *rq,
-                                  int transport, int64_t t0)
+                                  int method, int transport, int64_t t0)
 {
     sl_grpc_status st;
     const uint8_t *msg = NULL;
     size_t len = 0;
     const sl_ident *id = NULL;
-    if (idents_of(s) && !(id = sl_service_who(s, ex, rq, M_SHOULD_RATE_LIMIT, transport, t0)))
+    if (idents_of(s) && !(id = sl_service_who(s, ex, rq, method, transport, t0)))
         return;
-    sl_call *c = call_open(s, ex, rq, M_SHOULD_RATE_LIMIT, transport, &msg, &len, t0);
+    sl_call *c = call_open(s, ex, rq, method, transport, &msg, &len, t0);
     if (!c)
         return;
     if (transport == T_HTTP) { /* POST /json: the same message, from protojson */
@@ -132,7 +132,10 @@ void sl_service_should_rate_limit(sl_service *s, sl_exchange *ex, const sl_http_
     sl_rlsconf *conf = NULL;
     if (s->cfg.rls)
         conf = (sl_rlsconf *)sl_rlssrc_read(s->cfg.rls, &pool_of(s, c->worker)->rls_reader);
-    int rc = sl_rls_begin(&s->cfg.rls_cfg, conf, msg, len, &c->batch, &c->rls, &st);
+    sl_rls_mode mode = method == M_CHECK_RATE_LIMIT ? SL_RLS_CHECK
+                       : method == M_REPORT       ? SL_RLS_REPORT
+                                                  : SL_RLS_SHOULD;
+    int rc = sl_rls_begin_mode(&s->cfg.rls_cfg, conf, mode, msg, len, &c->batch, &c->rls, &st);
     int64_t now;
     if (!call_admit(s, c, id, rc, &st, false, &now))
         return;

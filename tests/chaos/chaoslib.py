@@ -143,6 +143,15 @@ def metric(addr, name, labels=None, timeout=2.0):
     return total if seen else None
 
 
+def peer_count(addr):
+    """The peer count a node's /v1/HealthCheck reports, or None (a node being killed)."""
+    try:
+        _, _, body = http("GET", "http://%s/v1/HealthCheck" % addr, timeout=2)
+        return json.loads(body).get("peer_count")
+    except Exception:  # noqa: BLE001 - reported as None, asserted by the caller
+        return None
+
+
 def is_up(node, timeout=2.0):
     """The process runs and answers LiveCheck."""
     if node.proc.poll() is not None:

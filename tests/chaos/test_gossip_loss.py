@@ -146,14 +146,6 @@ def scrape(addr):
     return out
 
 
-def peer_count(addr):
-    try:
-        _, _, body = cl.http("GET", "http://%s/v1/HealthCheck" % addr, timeout=2)
-        return json.loads(body).get("peer_count")
-    except Exception:  # noqa: BLE001 - reported as None, asserted by the caller
-        return None
-
-
 def rl(key, limit):
     return {"name": "loss", "unique_key": key, "hits": 1, "limit": limit, "duration": 600000}
 
@@ -210,8 +202,8 @@ class Workload:
 def run_loss(netns, node_factory, n, seconds, name):
     t0 = time.monotonic()
     nodes, gports = start_gossip_nodes(node_factory, n)
-    assert cl.wait_until(lambda: [peer_count(x.addr) for x in nodes] == [n] * n, 20), \
-        [peer_count(x.addr) for x in nodes]
+    assert cl.wait_until(lambda: [cl.peer_count(x.addr) for x in nodes] == [n] * n, 20), \
+        [cl.peer_count(x.addr) for x in nodes]
     joined = time.monotonic() - t0
     before = [scrape(x.addr) for x in nodes]
 
@@ -276,7 +268,7 @@ def run_loss(netns, node_factory, n, seconds, name):
     assert max_dead == 0 and not dead_seen, dead_seen
     assert figures["false_dead"] == 0, figures
     assert min_up == n, figures
-    assert all(peer_count(x.addr) == n for x in nodes)
+    assert all(cl.peer_count(x.addr) == n for x in nodes)
     assert work.rounds > 0 and not work.bad, work.bad
     return figures
 

@@ -42,6 +42,9 @@ static const char conf_text[] =
     "    value: /a/*/b*\n"
     "    share_threshold: true\n"
     "    rate_limit: {unit: week, requests_per_unit: 2}\n"
+    "  - key: q\n"
+    "    quota_mode: true\n"
+    "    rate_limit: {unit: minute, requests_per_unit: 2}\n"
     "  - key: two\n"
     "    rate_limits:\n"
     "      - {unit: second, requests_per_unit: 4}\n"
@@ -76,7 +79,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(sl_rlsconf_new(&conf) == 0);
         CHECK(sl_rlsconf_add(conf, "f.yaml", conf_text, strlen(conf_text), err, sizeof err) == 0);
     }
-    static const sl_rls_config cfg = {.max_descriptors = 64, .max_entries = 16, .headers = true};
+    static const sl_rls_config cfg = {.max_descriptors = 64, .max_entries = 16, .headers = true,
+                                      .dynamic_metadata = true, .header_reset = "X-Reset"};
     sl_batch b;
     sl_batch_init(&b, 1 << 20);
     sl_rls_call *call = NULL;

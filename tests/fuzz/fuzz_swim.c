@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "gossip/swim.h"
+#include "gossip/swimmeta.h"
 #include "gossip/swimwire.h"
 
 #define CHECK(x) do { if (!(x)) __builtin_trap(); } while (0)
@@ -33,6 +34,13 @@ static void sink(void *ctx, const char *addr, const uint8_t *p, size_t len)
 }
 
 static void sink_stream(void *ctx, const char *addr, const uint8_t *p, size_t len) {}
+
+/* half the runs check members as sluiced does, half take the metadata as opaque */
+static int check_member(void *ctx, const char *addr, size_t alen, const uint8_t *meta, size_t mlen)
+{
+    const char *why;
+    return sl_swimmeta_check_member(addr, alen, meta, mlen, &why);
+}
 static void sink_reply(void *ctx, const uint8_t *p, size_t len) {}
 
 static void reencode(const uint8_t *data, size_t size, const sl_swimwire_msg *m)
@@ -73,7 +81,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(err != NULL);
 
     sl_swim_config c = {.name = "fuzz", .addr = "127.0.0.1:7946", .max_members = 16,
-                        .cb = {NULL, sink, sink_stream, NULL}};
+                        .cb = {NULL, sink, sink_stream, NULL,
+                               size && (data[size - 1] & 1) ? check_member : NULL}};
     sl_swim *s;
     char e[128];
     CHECK(sl_swim_new(&c, 1000, &s, e, sizeof e) == 0);

@@ -10,7 +10,8 @@ every list within a second (LEFT is gossiped, no suspicion); the killed node res
 addresses and is listed everywhere again; /metrics shows the members by status and the probe
 counters. Encryption: nodes sharing a key ring form a cluster, a node with another key is refused
 (its packets counted as dropped, reason decrypt) until a SIGHUP makes the others read a ring
-holding its key too (rotation without restart). 15 nodes (probe interval 500 ms): kill -9 of one
+holding its key too (rotation without restart); without a key ring a gossip address off loopback
+is refused at start (exit 2). 15 nodes (probe interval 500 ms): kill -9 of one
 is seen by all 14 others within Levee's 5 s (marked slow: `make chaos`). Joining: through an observer registered in etcd
 (<prefix>/observer/<NAME>), and with gossip-addr given in the --config file (Levee's spelling).
 """
@@ -177,6 +178,15 @@ def test_gossip_options_refused(node_factory):
     n.start(wait=False)
     assert n.proc.wait(10) != 0
     assert "gossip-addr" in n.logs()
+    # authenticated by default: a gossip address off loopback needs a key ring (exit 2, naming
+    # the option), unless --gossip-insecure says otherwise
+    n = node_factory(["--gossip-addr", "192.0.2.1:%d" % free_port()], start=False)
+    n.start(wait=False)
+    assert n.proc.wait(10) == 2
+    assert "--gossip-keyring-file" in n.logs() and "--gossip-insecure" in n.logs()
+    # on loopback it starts, with a warning
+    n = node_factory(["--gossip-addr", "127.0.0.1:%d" % free_port()])
+    assert "no --gossip-keyring-file" in n.logs()
     d = tempfile.mkdtemp(prefix="sluice-gossip-")
     bad = os.path.join(d, "bad")
     with open(bad, "w") as f:

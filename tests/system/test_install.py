@@ -221,12 +221,15 @@ def test_k8s_dns_example_runs(node_factory, tmp_path):
     quotas = tmp_path / "quotas.yaml"
     quotas.write_text(cm["data"]["quotas.yaml"])
     port = free_port()
+    secret = tmp_path / "peer-secret"
+    secret.write_text("deploy-example-secret-0123456789\n")
+    os.chmod(secret, 0o600)
     args = []
     for k, v in pairs(dep["spec"]["template"]["spec"]["containers"][0]["args"]):
         if k == "listen-addr":
             continue  # the node factory gives it
         v = {"advertise-addr": "127.0.0.1:%d" % port, "dns-name": "127.0.0.1",
-             "quota-file": str(quotas)}.get(k, v)
+             "quota-file": str(quotas), "peer-secret-file": str(secret)}.get(k, v)
         args += ["--" + k, v]
     n = node_factory(args, port=port)
     assert attempt(n.addr, "api") == 200
@@ -242,6 +245,9 @@ def test_systemd_example_runs_three_nodes(node_factory, tmp_path):
     addrs = {"10.0.0.%d:1051" % (i + 1): "127.0.0.1:%d" % p for i, p in enumerate(ports)}
     quotas = tmp_path / "quotas.yaml"
     shutil.copy(os.path.join(sysd, "quotas.yaml"), quotas)
+    secret = tmp_path / "peer-secret"
+    secret.write_text("deploy-example-secret-0123456789\n")
+    os.chmod(secret, 0o600)
     nodes = []
     for i in range(3):
         with open(os.path.join(sysd, "node%d.yaml" % (i + 1))) as f:
@@ -249,6 +255,7 @@ def test_systemd_example_runs_three_nodes(node_factory, tmp_path):
         cfg["advertise-addr"] = addrs[cfg["advertise-addr"]]
         cfg["peers"] = [addrs[p] for p in cfg["peers"]]
         cfg["quota-file"] = str(quotas)
+        cfg["peer-secret-file"] = str(secret)
         cfg["state-dir"] = str(tmp_path / ("state%d" % i))
         cfg["admin-addr"] = "127.0.0.1:%d" % free_port()
         del cfg["listen-addr"]  # the node factory gives it

@@ -210,7 +210,7 @@ def block_list(lines, key):
     return None
 
 
-def test_k8s_deploy_manifest(node_factory, api):
+def test_k8s_deploy_manifest(node_factory, api, tmp_path):
     docs = manifest_docs()
     kinds = [next(l.split(":", 1)[1].strip() for l in d if l.startswith("kind:")) for d in docs]
     assert sorted(kinds) == ["Deployment", "Role", "RoleBinding", "Service", "ServiceAccount"]
@@ -227,9 +227,14 @@ def test_k8s_deploy_manifest(node_factory, api):
     ips = tc.LOOPBACKS[:2]
     api.set_slice(service + "-abcde", service, port, [(ip, True, False) for ip in ips])
     sub = {"0.0.0.0:1051": None, "$(POD_IP):1051": None}
+    secret = str(tmp_path / "peer-secret")  # the manifest's Secret, mounted
+    with open(secret, "w") as f:
+        f.write("deploy-example-secret-0123456789\n")
+    os.chmod(secret, 0o600)
 
     def node_args(addr):
-        run = [addr if a in sub else a for a in args]
+        run = [addr if a in sub else secret if a == "/etc/sluice-peer/secret" else a
+               for a in args]
         # in a pod these come from the service account and KUBERNETES_SERVICE_*
         return run + ["--k8s-api", api.url, "--k8s-namespace", "default",
                       "--k8s-token-file", api.token_file, "--k8s-ca-file", api.ca_file]

@@ -71,7 +71,8 @@ def test_peers_v1_needs_a_certificate_that_names_a_peer(node_factory, certs, pb)
         n = node_factory(["--workers", "2", "--discovery", "static", "--peers", ",".join(addrs),
                           "--global-sync-wait", "50ms", "--admin-api=false",
                           "--tls-cert", certs("node.pem"), "--tls-key", certs("node.key"),
-                          "--tls-ca", certs("ca.pem")], start=False, port=p)
+                          "--tls-ca", certs("ca.pem"), "--peer-tls-ca", certs("ca.pem")],
+                         start=False, port=p)
         n.addr = "127.0.0.1:%d" % p
         n.start(wait=False)
         nodes.append(n)

@@ -252,3 +252,105 @@ def test_post_json_as_upstream_answers_it(make, confdir):
         code, msg = post(bad)
         assert code == 400, (bad, code, msg)
     c.close()
+
+
+def test_quota_mode_near_limit_metadata_and_header_names(make, confdir):
+    """quota_mode reports instead of rejecting (the call is refused only when every quota-mode
+    descriptor is over, as upstream decides); near-limit counted per rule at NEAR_LIMIT_RATIO;
+    dynamic_metadata names the descriptors over or near; header names from upstream's
+    variables."""
+    from google.protobuf import json_format
+    from test_redis import metric
+    n, c = node(make, confdir, """
+        domain: d
+        descriptors:
+          - key: soft
+            quota_mode: true
+            rate_limit: {unit: hour, requests_per_unit: 1, name: soft}
+          - key: soft2
+            quota_mode: true
+            rate_limit: {unit: hour, requests_per_unit: 5}
+          - key: hard
+            rate_limit: {unit: hour, requests_per_unit: 10, name: hard}
+        """, env={"NEAR_LIMIT_RATIO": "0.5", "RESPONSE_DYNAMIC_METADATA": "true",
+                  "LIMIT_RESPONSE_HEADERS_ENABLED": "true", "LIMIT_REMAINING_HEADER": "X-Left"})
+    soft, soft2, hard = [("soft", "a")], [("soft2", "a")], [("hard", "a")]
+    assert c.ask("d", soft, soft2).overall_code == OK
+    r = c.ask("d", soft, soft2)  # soft is over; soft2 (2 of 5) is not: the call passes
+    assert r.overall_code == OK
+    assert [s.code for s in r.statuses] == [OVER, OK]
+    assert "X-Left" in {h.key for h in r.response_headers_to_add}
+    md = json_format.MessageToDict(r.dynamic_metadata)
+    assert md["domain"] == "d"
+    assert [(d["index"], d["rule"], d["state"], d["quota_mode"]) for d in md["descriptors"]] == \
+        [(0, "soft", "over_limit", True)]
+    # alone, soft is every quota-mode descriptor of the call: refused
+    assert c.ask("d", soft).overall_code == OVER
+    # hard: 6 of 10 used is past 0.5 -> near; the metadata and the metric say so
+    for _ in range(5):
+        c.ask("d", hard)
+    r = c.ask("d", hard)
+    assert r.overall_code == OK
+    md = json_format.MessageToDict(r.dynamic_metadata)
+    assert [(d["rule"], d["state"], d["remaining"]) for d in md["descriptors"]] == \
+        [("hard", "near_limit", 4)]
+    assert metric(n, 'sluice_rls_descriptors_total{domain="d",rule="hard",outcome="near_limit"}') \
+        == 1  # the 6th only: 5 of 10 is not past 0.5
+    c.close()
+
+
+KUADRANT = "/kuadrant.service.ratelimit.v1.RateLimitService/"
+
+
+def test_kuadrant_check_then_report_tokens(make, confdir):
+    """Kuadrant/limitador's CheckRateLimit and Report on the same port and rules: a gateway checks
+    before a request (nothing counted) and charges the real usage after it, two counters on one
+    user (input and output tokens of an LLM call), seen by ShouldRateLimit too."""
+    n, c = node(make, confdir, """
+        domain: llm
+        descriptors:
+          - key: user
+            descriptors:
+              - key: tokens
+                value: input
+                rate_limit: {unit: hour, requests_per_unit: 1000, name: input}
+              - key: tokens
+                value: output
+                rate_limit: {unit: hour, requests_per_unit: 2000, name: output}
+        """)
+    pb = c.pb
+
+    def call(method, *descs):
+        rq = pb.RateLimitRequest(domain="llm")
+        for which, hits in descs:
+            d = rq.descriptors.add()
+            for k, v in (("user", "ann"), ("tokens", which)):
+                e = d.entries.add()
+                e.key, e.value = k, v
+            if hits is not None:
+                d.hits_addend.value = hits
+        m = c.ch.unary_unary(KUADRANT + method, request_serializer=pb.RateLimitRequest.SerializeToString,
+                             response_deserializer=pb.RateLimitResponse.FromString)
+        return m(rq, timeout=5)
+
+    both = (("input", None), ("output", None))
+    for _ in range(3):  # a check counts nothing
+        r = call("CheckRateLimit", *both)
+        assert r.overall_code == OK
+        assert [s.limit_remaining for s in r.statuses] == [1000, 2000]
+    r = call("Report", ("input", 600), ("output", 1500))
+    assert r.overall_code == OK
+    assert [s.limit_remaining for s in r.statuses] == [400, 500]
+    assert call("CheckRateLimit", ("input", 400), ("output", 1)).overall_code == OK
+    assert call("CheckRateLimit", ("input", 401)).overall_code == OVER
+    # a report charges past the limit: usage already happened
+    r = call("Report", ("input", 500), ("output", 100))
+    assert r.overall_code == OK
+    r = call("CheckRateLimit", *both)
+    assert r.overall_code == OVER
+    assert [s.code for s in r.statuses] == [OVER, OK]
+    assert r.statuses[1].limit_remaining == 400
+    # ShouldRateLimit decides on the same counters
+    r = c.ask("llm", [("user", "ann"), ("tokens", "input")])
+    assert r.overall_code == OVER
+    c.close()

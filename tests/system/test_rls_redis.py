@@ -64,6 +64,8 @@ FACTORY_CASES = [
     limits.test_call_counted_as_upstream_without_all_or_nothing,
     limits.test_all_or_nothing_call_from_upstreams_variable,
     limits.test_post_json_as_upstream_answers_it,
+    limits.test_quota_mode_near_limit_metadata_and_header_names,
+    limits.test_kuadrant_check_then_report_tokens,
 ]
 
 

@@ -274,7 +274,8 @@ def test_cluster_over_mutual_tls(node_factory, certs, pb):
     for p in ports:
         n = node_factory(["--workers", "2", "--discovery", "static", "--peers", peers,
                           "--tls-cert", certs("node.pem"), "--tls-key", certs("node.key"),
-                          "--tls-ca", certs("ca.pem"), "--tls-client-auth", "require"],
+                          "--tls-ca", certs("ca.pem"), "--peer-tls-ca", certs("ca.pem"),
+                          "--tls-client-auth", "require"],
                          start=False, port=p)
         n.start(wait=False)
         nodes.append(n)
@@ -395,10 +396,12 @@ def test_peer_with_a_certificate_from_another_ca_is_refused(node_factory, certs,
     common = ["--workers", "1", "--discovery", "static", "--peers", peers,
               "--batch-timeout", "300ms"]
     a = node_factory(common + ["--tls-cert", certs("node.pem"), "--tls-key", certs("node.key"),
-                               "--tls-ca", certs("ca.pem")], start=False, port=pa)
+                               "--tls-ca", certs("ca.pem"), "--peer-tls-ca", certs("ca.pem")],
+                     start=False, port=pa)
     b = node_factory(common + ["--tls-cert", certs("stranger.pem"),
                                "--tls-key", certs("stranger.key"),
-                               "--tls-ca", certs("wrongca.pem")], start=False, port=pb_)
+                               "--tls-ca", certs("wrongca.pem"),
+                               "--peer-tls-ca", certs("wrongca.pem")], start=False, port=pb_)
     a.start(wait=False)
     b.start(wait=False)
     wait_tls_ready(a, certs)

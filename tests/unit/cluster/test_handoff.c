@@ -24,6 +24,7 @@
 #include "cluster/handoff.h"
 #include "cluster/picker.h"
 #include "cluster/peerwire.h"
+#include "core/keystate.h"
 #include "core/store.h"
 #include "sluice/clock.h"
 #include "wire/grpc_frame.h"
@@ -291,6 +292,45 @@ static void test_transfer_messages(void **state)
     sl_buf_free(&out);
 }
 
+/* Bounds on what a peer sends (issue 25): the latest expiry a state of a duration may have, and
+ * the check of a TransferKeysReq's records before any is merged. */
+static void test_transfer_bounds(void **state)
+{
+    (void)state;
+    const int64_t now = 1795972524601LL, D = 60000;
+    assert_int_equal(sl_handoff_latest_expiry(now, D), now + 2 * D + 1000);
+    /* 0..5 may name a Gregorian interval: a year; a short duration counts as a second */
+    assert_int_equal(sl_handoff_latest_expiry(now, 3), now + 2 * 366LL * 86400000 + 1000);
+    assert_int_equal(sl_handoff_latest_expiry(now, 10), now + 3000);
+    assert_int_equal(sl_handoff_latest_expiry(now, INT64_MAX), INT64_MAX);
+    assert_int_equal(sl_handoff_latest_expiry(INT64_MAX - 5, D), INT64_MAX);
+    sl_state st = {.algorithm = SL_TOKEN_BUCKET};
+    st.u.tb.limit = 5;
+    st.u.tb.duration = D;
+    st.u.tb.created_at = now;
+    uint8_t recs[3 * SL_KEYSTATE_FIXED];
+    size_t n = 0;
+    n += sl_keystate_encode(1, now + D, &st, recs + n, sizeof recs - n);
+    n += sl_keystate_encode(2, now + 2 * D, &st, recs + n, sizeof recs - n);
+    assert_int_equal(n, 2 * SL_KEYSTATE_FIXED);
+    size_t bad = 99;
+    assert_int_equal(sl_handoff_check(NULL, recs, n, now, 0, &bad), 0);
+    assert_int_equal(sl_handoff_check(NULL, recs, n, now, 2, &bad), 0);
+    assert_int_equal(sl_handoff_check(NULL, recs, n, now, 1, &bad), -E2BIG);
+    /* a third record locking its key out for a year: the whole call is refused, naming it */
+    n += sl_keystate_encode(3, now + 365LL * 86400000, &st, recs + n, sizeof recs - n);
+    assert_int_equal(sl_handoff_check(NULL, recs, n, now, 0, &bad), -ERANGE);
+    assert_int_equal(bad, 2);
+    /* the same record is fine for a limit whose duration is a year */
+    st.u.tb.duration = 366LL * 86400000;
+    size_t m = sl_keystate_encode(4, now + 365LL * 86400000, &st, recs, sizeof recs);
+    assert_int_equal(sl_handoff_check(NULL, recs, m, now, 0, &bad), 0);
+    /* malformed */
+    recs[0] = 99;
+    assert_int_equal(sl_handoff_check(NULL, recs, m, now, 0, &bad), -EINVAL);
+    assert_int_equal(bad, 0);
+}
+
 int main(void)
 {
     T0 = sl_wall_ms();
@@ -300,6 +340,7 @@ int main(void)
         cmocka_unit_test(test_failed_sends_keep_the_keys),
         cmocka_unit_test(test_failed_sends_are_retried),
         cmocka_unit_test(test_transfer_messages),
+        cmocka_unit_test(test_transfer_bounds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

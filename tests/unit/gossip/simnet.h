@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "gossip/swim.h"
+#include "gossip/swimmeta.h"
 
 #define SIM_MAX 128
 #define STEP 5
@@ -55,6 +56,15 @@ struct sim {
     sl_swim_config base;  /* tunables for every node */
     uint64_t sent, lost;
 };
+
+/* Every node checks members' addresses and metadata as sluiced does. */
+static inline int sim_check_member(void *ctx, const char *addr, size_t addr_len,
+                                   const uint8_t *meta, size_t meta_len)
+{
+    const char *why;
+    (void)ctx;
+    return sl_swimmeta_check_member(addr, addr_len, meta, meta_len, &why);
+}
 
 static inline uint64_t sim_rnd(sim *w)
 {
@@ -176,7 +186,7 @@ static inline void sim_start_node(sim *w, int i)
     c.meta = (const uint8_t *)meta;
     c.meta_len = (size_t)ml;
     c.seed = 0x1234567ull * (uint64_t)(i + 1) + w->rng;
-    c.cb = (sl_swim_callbacks){n, cb_send, cb_stream, cb_change};
+    c.cb = (sl_swim_callbacks){n, cb_send, cb_stream, cb_change, sim_check_member};
     char err[128];
     if (sl_swim_new(&c, w->now, &n->s, err, sizeof err) != 0)
         abort();

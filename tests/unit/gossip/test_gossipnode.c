@@ -261,6 +261,15 @@ static void test_bad_config(void **state)
     const char *seeds[] = {"not an address"};
     c = (sl_gossipnode_config){.addr = addr, .seeds = seeds, .n_seeds = 1};
     assert_int_equal(sl_gossipnode_start(&c, &g, err, sizeof err), -EINVAL);
+    /* authenticated by default: off loopback, no key ring is a refusal naming the options (it
+     * happens before any socket is bound) */
+    c = (sl_gossipnode_config){.addr = "192.0.2.1:7946"};
+    assert_int_equal(sl_gossipnode_start(&c, &g, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "--gossip-keyring-file"));
+    assert_non_null(strstr(err, "--gossip-insecure"));
+    c = (sl_gossipnode_config){.addr = "[2001:db8::1]:7946"};
+    assert_int_equal(sl_gossipnode_start(&c, &g, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "--gossip-keyring-file"));
     sl_gossipnode_free(NULL);
 }
 

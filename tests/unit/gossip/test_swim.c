@@ -284,12 +284,28 @@ static void test_bounds_and_drops(void **state)
     sl_swim_recv(s, "x:1", pkt, (size_t)len, w.now);
     len = sl_swimwire_put_head(pkt, sizeof pkt, SL_SWIMWIRE_ACK, 123456, 0, NULL, NULL, "node-1");
     sl_swim_recv(s, "x:1", pkt, (size_t)len, w.now);
-    /* relays: more PING_REQs than the queue holds */
+    /* relays: more PING_REQs than the queue holds, for a member node 0 knows */
+    sl_swim_member known = {0};
+    for (size_t i = 0; i < sl_swim_member_count(s); i++)
+        if (sl_swim_member_at(s, i, &known) == 0 && !known.is_self &&
+            known.status == SL_MEMBER_ALIVE)
+            break;
+    assert_false(known.is_self);
+    char kname[80], kaddr[80];
+    snprintf(kname, sizeof kname, "%s", known.name);
+    snprintf(kaddr, sizeof kaddr, "%s", known.addr);
     for (int i = 0; i < 100; i++) {
         len = sl_swimwire_put_head(pkt, sizeof pkt, SL_SWIMWIRE_PING_REQ, (uint32_t)i, 0,
-                                   "node-9", "10.0.0.9:7946", "node-1");
+                                   kname, kaddr, "node-1");
         sl_swim_recv(s, "10.0.0.1:7946", pkt, (size_t)len, w.now);
     }
+    /* a PING_REQ towards an address nobody holds, or a known name at another address: no relay */
+    len = sl_swimwire_put_head(pkt, sizeof pkt, SL_SWIMWIRE_PING_REQ, 7, 0, "node-99",
+                               "10.9.9.9:7946", "node-1");
+    sl_swim_recv(s, "10.0.0.1:7946", pkt, (size_t)len, w.now);
+    len = sl_swimwire_put_head(pkt, sizeof pkt, SL_SWIMWIRE_PING_REQ, 8, 0, kname,
+                               "10.9.9.9:7946", "node-1");
+    sl_swim_recv(s, "10.0.0.1:7946", pkt, (size_t)len, w.now);
     sl_swim_get_stats(s, &st);
     assert_int_equal(st.dropped[SL_SWIM_DROP_OVERSIZE], 1);
     assert_int_equal(st.dropped[SL_SWIM_DROP_MALFORMED], 1);
@@ -297,6 +313,7 @@ static void test_bounds_and_drops(void **state)
     assert_int_equal(st.dropped[SL_SWIM_DROP_WRONG_NODE], 1);
     assert_true(st.dropped[SL_SWIM_DROP_UNEXPECTED] >= 1);
     assert_int_equal(st.dropped[SL_SWIM_DROP_QUEUE_FULL], 100 - 64);
+    assert_int_equal(st.dropped[SL_SWIM_DROP_UNKNOWN_TARGET], 2);
     /* a stream message as a datagram, a datagram as a stream */
     assert_true(sl_swim_recv_stream(s, "x:1", pkt, (size_t)len, w.now, NULL, NULL) < 0);
     sim_free(&w);
