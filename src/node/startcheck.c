@@ -15,6 +15,7 @@
 
 #include "auth/addr.h"
 #include "auth/idents.h"
+#include "auth/peersig.h"
 #include "base/file.h"
 #include "base/hostport.h"
 #include "config/quota.h"
@@ -72,6 +73,12 @@ static void check_tokens(const sl_options *o, sl_diag *d)
     if (o->admin_token_file[0] &&
         sl_adminsrv_check_token_file(o->admin_token_file, err, sizeof err))
         sl_diag_add(d, "option 'admin-token-file': %s", after_word(err));
+    if (o->peer_secret_file[0]) { /* "F: reason", never the secret */
+        sl_peersig_keys *k = NULL;
+        if (sl_peersig_keys_read(o->peer_secret_file, &k, err, sizeof err))
+            sl_diag_add(d, "option 'peer-secret-file': %s", err);
+        sl_peersig_keys_unref(k);
+    }
     if (o->client_tokens_file[0]) {
         sl_idents *ids = NULL;
         if (sl_reload_read_idents(o->client_tokens_file, &ids, err, sizeof err))
