@@ -231,6 +231,35 @@ static void check_listen_ip(const sl_options *o, sl_diag *d)
                     "--advertise-addr)", host);
 }
 
+/* --store redis: each address is an IP and a port (the store does not resolve names), and the
+ * password file can be read (never quoted). */
+static void check_redis(const sl_options *o, sl_diag *d)
+{
+    if (o->store != SL_STORE_REDIS)
+        return;
+    for (size_t i = 0; i < o->redis_addrs.n; i++) {
+        char host[SL_HOSTPORT_HOST_MAX], why[256];
+        unsigned short port;
+        unsigned char buf[16];
+        if (sl_hostport_parse(o->redis_addrs.items[i], false, host, sizeof host, &port, why,
+                              sizeof why))
+            sl_diag_add(d, "option 'redis-addrs': %s", why);
+        else if (inet_pton(AF_INET, host, buf) != 1 && inet_pton(AF_INET6, host, buf) != 1)
+            sl_diag_add(d, "option 'redis-addrs': '%s' is not an IP address (the Redis store "
+                        "connects to IP:port addresses)", host);
+    }
+    if (o->redis_password_file && o->redis_password_file[0]) {
+        char *buf = NULL, err[512];
+        size_t len = 0;
+        if (sl_file_read(o->redis_password_file, 4096, SL_FILE_REGULAR, &buf, &len, err,
+                         sizeof err))
+            sl_diag_add(d, "option 'redis-password-file': %s", err);
+        if (buf)
+            memset(buf, 0, len);
+        free(buf);
+    }
+}
+
 size_t sl_startcheck_run(const sl_options *o, sl_diag *d)
 {
     size_t before = sl_diag_count(d);
@@ -242,5 +271,6 @@ size_t sl_startcheck_run(const sl_options *o, sl_diag *d)
     check_keyring(o, d);
     check_state_dir(o, d);
     check_peers(o, d);
+    check_redis(o, d);
     return sl_diag_count(d) - before;
 }

@@ -3,7 +3,8 @@
  * The start-up check (node/startcheck.h) over options parsed as sluiced parses them: a good set
  * finds nothing; each bad file or value is one problem naming its option (quota file with its
  * line, RLS directory and file, token files, TLS files, key ring, state directory, peers that do
- * not resolve or lack this node), and all of them are found in one run.
+ * not resolve or lack this node, the Redis store's addresses and password file), and all of them
+ * are found in one run.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -127,12 +128,30 @@ static void test_advertise_addr_names_the_node(void **state)
     sl_diag_free(&d);
 }
 
+static void test_redis_store(void **state)
+{
+    (void)state;
+    sl_diag d = {0};
+    assert_int_equal(check(&d, (char *[]){"--store", "redis", "--redis-addrs",
+                                          "127.0.0.1:6379,[::1]:6380", NULL}),
+                     0);
+    assert_int_equal(check(&d, (char *[]){"--store", "redis", "--redis-addrs",
+                                          "redis.local:6379,127.0.0.1:0", "--redis-password-file",
+                                          "/nonexistent-pw", NULL}),
+                     3);
+    assert_true(has(&d, "option 'redis-addrs': 'redis.local' is not an IP address"));
+    assert_true(has(&d, "option 'redis-addrs': port 0 is out of range 1-65535"));
+    assert_true(has(&d, "option 'redis-password-file': /nonexistent-pw: "));
+    sl_diag_free(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_good_finds_nothing),
         cmocka_unit_test(test_every_problem_at_once),
         cmocka_unit_test(test_advertise_addr_names_the_node),
+        cmocka_unit_test(test_redis_store),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
