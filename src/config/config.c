@@ -228,6 +228,11 @@ static const sl_opt daemon_opts[] = {
      .def = "100", .min = 1, .max = 1000, .group = G_ENGINE,
      .help = "most items of one call decided by one script call in Redis (a longer script "
              "holds Redis longer)"},
+    {.name = "redis-over-limit-cache", .type = SL_OPT_INT,
+     .offset = FIELD(redis_over_limit_cache, int64_t), .def = "4096", .min = 0,
+     .max = 1 << 20, .group = G_ENGINE,
+     .help = "keys per worker remembered as over their limit (rejected with nothing left) and "
+             "answered OVER_LIMIT without a round trip until they could pass again; 0 = off"},
     {.name = "redis-max-reply", .type = SL_OPT_SIZE, .offset = FIELD(redis_max_reply, uint64_t),
      .def = "64MiB", .min = 1 << 20, .max = 1 << 30, .group = G_ENGINE,
      .help = "longest Redis reply read (its bytes; its array elements at 64 bytes each); a "

@@ -119,6 +119,7 @@ typedef struct sl_options {
     int64_t redis_cluster_refresh_ns;
     int64_t redis_timeout_ns;
     int64_t redis_batch_items;
+    int64_t redis_over_limit_cache;
     uint64_t redis_max_reply;  /* bytes of one reply */
     uint64_t redis_max_queued; /* bytes of commands waiting per connection */
     bool redis_tls;

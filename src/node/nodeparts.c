@@ -434,6 +434,7 @@ int sl_nodeparts_router(sl_node *n, const sl_engine_config *ec, char *err, size_
             .addrs = (const char *const *)o->redis_addrs.items, .n_addrs = o->redis_addrs.n,
             .user = o->redis_user, .password_file = o->redis_password_file,
             .timeout_ms = o->redis_timeout_ns / 1000000, .batch_items = o->redis_batch_items,
+            .over_limit_cache = (uint32_t)o->redis_over_limit_cache,
             .fail_open = o->fail_open, .cluster = o->redis_cluster,
             .cluster_refresh_ms = o->redis_cluster_refresh_ns / 1000000,
             .max_reply_bytes = o->redis_max_reply, .max_queued_bytes = o->redis_max_queued,

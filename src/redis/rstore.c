@@ -285,6 +285,8 @@ static void chunk_reply(sl_rconn *ac, void *reply, void *priv)
             if (sl_rscript_answer_read(c->alg, rp->str, rp->len, k, t, &w->r->ecfg,
                                        &b->resps[i]))
                 unavailable(w, b, i, p->now, err_failed);
+            else
+                sl_overcache_learn(&w->over, q, p->now, &b->resps[i]);
         }
         chunk_done(w, c);
     }
@@ -374,6 +376,10 @@ void sl_rstore_submit(sl_rstore *r, int worker, sl_batch *b, int64_t now_ms,
             err = sl_request_check_time(q, &r->ecfg, now_ms);
         if (!err) /* the check only: the arguments are written when the call is built */
             err = sl_rscript_args_of(NULL, q, now_ms, &r->ecfg, r->cfg.key_margin_ms, 0);
+        if (!err && sl_overcache_answer(&w->over, q, now_ms, &b->resps[i])) {
+            cinc(&w->over_hits); /* known over its limit: no round trip */
+            continue;
+        }
         chunk *c = w->open;
         uint16_t slot = cluster && !err ? slot_of(q) : 0;
         while (!err && c && (c->alg != q->algorithm || c->n >= c->cap || c->slot != slot)) {

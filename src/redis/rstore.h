@@ -68,6 +68,8 @@ typedef struct sl_rstore_config {
     const char *tls_cert, *tls_key;     /* a client certificate (tls-auth-clients); NULL: none */
     const char *tls_server_name;        /* the name Redis's certificate must carry; NULL or "":
                                            each address's IP */
+    uint32_t over_limit_cache;          /* entries per worker of the over-limit cache
+                                           (redis/overcache.h); 0 = off */
     int workers;
     sl_logger *log;                     /* may be NULL */
     sl_metrics *metrics;                /* may be NULL */
@@ -106,6 +108,7 @@ typedef struct sl_rstore_stats {
     uint64_t refreshes;   /* cluster topologies read (--redis-cluster), the first included */
     uint64_t oversized;   /* connections closed for a reply past max_reply_bytes */
     uint64_t tls_failures; /* TLS handshakes or sessions to Redis that failed */
+    uint64_t over_limit_cached; /* items answered by the over-limit cache, not sent */
 } sl_rstore_stats;
 
 void sl_rstore_stats_get(sl_rstore *r, sl_rstore_stats *out);

@@ -24,6 +24,7 @@
 #include "sluice/clock.h"
 #include "redis/rconn.h"
 #include "redis/rscript.h"
+#include "redis/overcache.h"
 #include "redis/rslots.h"
 #include "redis/rstore.h"
 
@@ -123,6 +124,8 @@ struct wk {
     sl_log_budget conn_budget; /* connection events: one line a second */
     _Atomic uint64_t items, errors, fail_open, reloads, connects, disconnects;
     _Atomic uint64_t redirects, refreshes;
+    sl_overcache over;      /* keys known over their limit (--redis-over-limit-cache) */
+    _Atomic uint64_t over_hits; /* items answered from it */
     sl_rconn_stats rstats;  /* replies past --redis-max-reply, TLS failures */
 };
 
@@ -133,6 +136,7 @@ struct sl_rstore {
     size_t n_addrs;
     char *user;
     char *password;
+    sl_overcache_shared *over; /* what the workers' over-limit caches share (NULL: off) */
     sl_tls_slot *tls;       /* --redis-tls: the client context, replaced by a reload (NULL:
                                plain TCP) */
     char *tls_ca, *tls_cert, *tls_key; /* the files it is read from (NULL: not given) */

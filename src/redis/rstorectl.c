@@ -486,6 +486,7 @@ COLLECTOR(reloads)
 COLLECTOR(disconnects)
 COLLECTOR(redirects)
 COLLECTOR(refreshes)
+COLLECTOR(over_hits)
 
 static void collect_oversized(void *arg, sl_metrics_sink *sink)
 {
@@ -507,6 +508,9 @@ static void register_metrics(sl_rstore *r, sl_metrics *m)
     sl_metrics_collector(m, SL_METRICS_COUNTER, "sluice_redis_fail_open_total",
                          "Requests decided locally because Redis failed them (--fail-open)", NULL,
                          collect_fail_open, r);
+    sl_metrics_collector(m, SL_METRICS_COUNTER, "sluice_redis_over_limit_cached_total",
+                         "Requests answered OVER_LIMIT from the over-limit cache, not sent to Redis",
+                         NULL, collect_over_hits, r);
     sl_metrics_collector(m, SL_METRICS_COUNTER, "sluice_redis_script_reloads_total",
                          "Scripts sent again after a NOSCRIPT answer", NULL, collect_reloads, r);
     sl_metrics_collector(m, SL_METRICS_COUNTER, "sluice_redis_disconnects_total",
@@ -638,9 +642,17 @@ int sl_rstore_new(const sl_rstore_config *cfg, sl_rstore **out, char *err, size_
     r->cfg.password_file = NULL;
     r->cfg.addrs = NULL;
     r->cfg.tls_ca = r->cfg.tls_cert = r->cfg.tls_key = r->cfg.tls_server_name = NULL;
+    if (sl_overcache_shared_new(cfg->over_limit_cache, 0, &r->over)) {
+        rc = -ENOMEM;
+        goto fail;
+    }
     for (int i = 0; i < r->nworkers; i++) {
         r->wk[i].r = r;
         r->wk[i].idx = i;
+        if (sl_overcache_init(&r->wk[i].over, r->over)) {
+            rc = -ENOMEM;
+            goto fail;
+        }
         r->wk[i].log_budget.per_second = 1;
         r->wk[i].conn_budget.per_second = 1;
     }
@@ -661,6 +673,7 @@ void sl_rstore_free(sl_rstore *r)
     for (int i = 0; r->wk && i < r->nworkers; i++) {
         sl_rscript_cmd_free(&r->wk[i].cmd);
         sl_rstorewk_free_spare(&r->wk[i]);
+        sl_overcache_free(&r->wk[i].over);
     }
     free(r->wk);
     free(r->user);
@@ -668,6 +681,7 @@ void sl_rstore_free(sl_rstore *r)
     free(r->tls_ca);
     free(r->tls_cert);
     free(r->tls_key);
+    sl_overcache_shared_free(r->over);
     free(r->tls_server_name);
     if (r->password) {
         explicit_bzero(r->password, strlen(r->password));
@@ -691,5 +705,6 @@ void sl_rstore_stats_get(sl_rstore *r, sl_rstore_stats *out)
         out->refreshes += atomic_load_explicit(&w->refreshes, memory_order_relaxed);
         out->oversized += atomic_load_explicit(&w->rstats.oversized, memory_order_relaxed);
         out->tls_failures += atomic_load_explicit(&w->rstats.tls_failed, memory_order_relaxed);
+        out->over_limit_cached += atomic_load_explicit(&w->over_hits, memory_order_relaxed);
     }
 }

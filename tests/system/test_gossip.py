@@ -187,6 +187,9 @@ def test_gossip_options_refused(node_factory):
     # on loopback it starts, with a warning
     n = node_factory(["--gossip-addr", "127.0.0.1:%d" % free_port()])
     assert "no --gossip-keyring-file" in n.logs()
+    # the explicit opt-out is logged as such
+    n = node_factory(["--gossip-addr", "127.0.0.1:%d" % free_port(), "--gossip-insecure"])
+    assert "no --gossip-keyring-file: --gossip-insecure" in n.logs()
     d = tempfile.mkdtemp(prefix="sluice-gossip-")
     bad = os.path.join(d, "bad")
     with open(bad, "w") as f:

@@ -23,8 +23,10 @@
 
 #include <cmocka.h>
 
+#include "auth/peersig.h"
 #include "cluster/peer.h"
 #include "net/server.h"
+#include "sluice/clock.h"
 #include "wire/grpc_frame.h"
 
 /* ---- server ---- */
@@ -35,6 +37,9 @@ typedef struct late {
     uint8_t body[64];
     size_t len;
 } late;
+
+/* The cluster secret /t.S/Signed checks calls against (set before the server starts). */
+static sl_peersig_keys *server_keys;
 
 /* Answers the server sent to /t.S/Slow (the server runs on its own thread). */
 static atomic_int slow_answers;
@@ -77,6 +82,23 @@ static void handle(void *ud, sl_exchange *ex)
     }
     if (!rq->grpc) {
         sl_exchange_respond_simple(ex, 404, NULL, NULL, 0);
+        return;
+    }
+    if (strcmp(rq->path, "/t.S/Signed") == 0) { /* echo the sender a good signature names */
+        const sl_http_header *h = sl_http_header_find(rq, SL_PEERSIG_HEADER);
+        const char *snd = NULL;
+        size_t sl = 0;
+        if (!h || sl_peersig_verify(server_keys, h->value, h->value_len, rq->path, rq->path_len,
+                                    rq->body, rq->body_len, sl_wall_ms(), 30000, &snd,
+                                    &sl) != SL_PEERSIG_OK)
+            sl_exchange_respond_grpc_status(ex, 16, h ? "bad signature" : "no signature");
+        else {
+            sl_buf out;
+            sl_buf_init(&out, 0);
+            sl_grpc_frame_append(&out, snd, sl);
+            sl_exchange_respond_grpc(ex, out.data, out.len, 0, NULL);
+            sl_buf_free(&out);
+        }
         return;
     }
     if (strcmp(rq->path, "/t.S/Echo") == 0) {
@@ -360,6 +382,50 @@ static void test_grpc_error(void **state)
     stop_server(srv);
 }
 
+/* With a cluster secret every call carries its signature (auth/peersig.h) over the path, the
+ * body and this node's advertised address, which the server verifies; without one, none. */
+static void test_signed_calls(void **state)
+{
+    (void)state;
+    static const char secret[] = "peer-test-secret-0123456789abcdef\n";
+    const char *why = NULL;
+    assert_int_equal(sl_peersig_keys_parse(secret, sizeof secret - 1, &server_keys, &why), 0);
+    sl_peersig *slot = sl_peersig_new(server_keys);
+    uint16_t port = free_port();
+    sl_server *srv = start_server(port);
+    char addr[64];
+    snprintf(addr, sizeof addr, "127.0.0.1:%u", port);
+    sl_peer_config pc = {.loop = &F.loop, .addr = addr, .sig = slot, .sender = "10.0.0.1:5454"};
+    sl_peer *signed_peer, *plain;
+    assert_int_equal(sl_peer_new(&pc, &signed_peer), 0);
+    /* a signing peer needs its sender */
+    sl_peer_config nosender = pc;
+    nosender.sender = NULL;
+    sl_peer *bad;
+    assert_int_equal(sl_peer_new(&nosender, &bad), -EINVAL);
+    plain = new_peer(port);
+    result r[2];
+    memset(r, 0, sizeof r);
+    sl_buf b = framed("body");
+    assert_int_equal(sl_peer_call(signed_peer, "/t.S/Signed", &b, 2000, on_result, &r[0]), 0);
+    b = framed("body");
+    assert_int_equal(sl_peer_call(plain, "/t.S/Signed", &b, 2000, on_result, &r[1]), 0);
+    run_until(2);
+    assert_int_equal(r[0].err, 0);
+    assert_int_equal(r[0].grpc_status, 0);
+    assert_int_equal(r[0].len, strlen("10.0.0.1:5454"));
+    assert_memory_equal(r[0].msg, "10.0.0.1:5454", r[0].len);
+    assert_int_equal(r[1].grpc_status, 16);
+    assert_string_equal(r[1].message, "no signature");
+    sl_buf_free(&b);
+    sl_peer_close(signed_peer);
+    sl_peer_close(plain);
+    stop_server(srv);
+    sl_peersig_free(slot);
+    sl_peersig_keys_unref(server_keys);
+    server_keys = NULL;
+}
+
 static void test_deadline(void **state)
 {
     (void)state;
@@ -497,6 +563,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_calls_share_a_connection, setup, teardown),
         cmocka_unit_test_setup_teardown(test_http_call, setup, teardown),
         cmocka_unit_test_setup_teardown(test_grpc_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_signed_calls, setup, teardown),
         cmocka_unit_test_setup_teardown(test_deadline, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refused_then_backoff_then_recovers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_server_goes_away, setup, teardown),

@@ -324,6 +324,43 @@ static void test_enums_and_cross_checks(void **state)
     sl_config_free(&o);
 }
 
+/* Peer authentication's options (docs/cluster.md "Peer authentication"): the defaults, what each
+ * mode needs, the globals cap against the sender's batch, and a peer CA of its own. */
+static void test_peer_auth_options(void **state)
+{
+    (void)state;
+    sl_options o;
+    char err[512];
+    assert_int_equal(PARSE(&o, err, no_env, "--tls-cert", "c.pem", "--tls-key", "k.pem",
+                           "--tls-ca", "ca.pem"),
+                     0);
+    assert_int_equal(o.peer_auth, SL_PEER_AUTH_AUTO);
+    assert_int_equal(o.peer_auth_skew_ns, 30LL * 1000000000);
+    assert_int_equal(o.peer_max_globals, 10000);
+    assert_int_equal(o.peer_max_transfer_keys, 100000);
+    assert_string_equal(o.peer_tls_cert, "c.pem"); /* the certificate still defaults */
+    assert_string_equal(o.peer_tls_ca, "");        /* the client CA is not the peers' */
+    sl_config_free(&o);
+    assert_int_equal(PARSE(&o, err, no_env, "--peer-auth", "secret"), -EINVAL);
+    assert_string_equal(err, "option 'peer-auth': secret needs peer-secret-file");
+    sl_config_free(&o);
+    assert_int_equal(PARSE(&o, err, no_env, "--peer-auth", "mtls", "--peer-tls-ca", "ca.pem"),
+                     -EINVAL);
+    assert_non_null(strstr(err, "mtls needs peer TLS"));
+    sl_config_free(&o);
+    assert_int_equal(PARSE(&o, err, no_env, "--peer-max-globals", "100",
+                           "--global-batch-limit", "1000"),
+                     -EINVAL);
+    assert_non_null(strstr(err, "option 'peer-max-globals': 100 is below global-batch-limit"));
+    sl_config_free(&o);
+    assert_int_equal(PARSE(&o, err, no_env, "--peer-auth-skew", "0s"), -EINVAL);
+    sl_config_free(&o);
+    assert_int_equal(PARSE(&o, err, no_env, "--peer-auth", "none", "--peer-secret-file", "s"), 0);
+    assert_int_equal(o.peer_auth, SL_PEER_AUTH_NONE);
+    assert_string_equal(o.peer_secret_file, "s");
+    sl_config_free(&o);
+}
+
 static void test_flags(void **state)
 {
     (void)state;
@@ -696,6 +733,7 @@ int main(void)
         cmocka_unit_test(test_check_reports_every_problem),
         cmocka_unit_test(test_dump_origins_redacts),
         cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_peer_auth_options),
         cmocka_unit_test(test_precedence),
         cmocka_unit_test(test_process_environment),
         cmocka_unit_test(test_sizes_bools_ints),
