@@ -5,6 +5,7 @@ reason in plain words and the fix when there is one, exits 2, and binds nothing:
 admin ports are held by the test while it runs, so a sluiced that got as far as binding would
 fail with "address in use" instead. Then --check-config (every problem at once, nothing bound,
 exit 0 or 2) and --print-config (each option's origin, secrets redacted)."""
+import json
 import os
 import re
 import signal
@@ -17,7 +18,33 @@ import pytest
 
 from conftest import SLUICED, free_port, needs
 
-LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z level=error (.*)$")
+TS = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z"
+PLAIN = re.compile(r"^%s level=(\w+) (?:instance=\S+ )?(.*)$" % TS)
+LOGFMT = re.compile(r'^ts=%s level=(\w+) (?:\S+=\S+ )*?msg="((?:[^"\\]|\\.)*)"' % TS)
+
+
+def log_line(line):
+    """(level, message) of one log line, in the log module's formats (the plain one, logfmt,
+    JSON: the errors go through it, whichever it writes), or None"""
+    m = PLAIN.match(line)
+    if m:
+        return m.group(1), m.group(2)
+    m = LOGFMT.match(line)
+    if m:
+        return m.group(1), re.sub(r"\\(.)", r"\1", m.group(2))
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None
+    if isinstance(obj, dict) and re.match(TS, str(obj.get("ts", obj.get("time", "")))):
+        return obj.get("level"), obj.get("msg")
+    return None
+
+
+def error_msg(line):
+    """the message of an error log line, or None"""
+    lm = log_line(line)
+    return lm[1] if lm and lm[0] == "error" else None
 
 
 class Held:
@@ -66,11 +93,11 @@ def refused(held, args, want, env=None):
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1, r.stderr
-    m = LOG_LINE.match(lines[0])
-    assert m, "not a log line: %r" % lines[0]
-    assert want in m.group(1), "%r not in %r" % (want, m.group(1))
+    msg = error_msg(lines[0])
+    assert msg, "not an error log line: %r" % lines[0]
+    assert want in msg, "%r not in %r" % (want, msg)
     assert "listening" not in r.stderr and "in use" not in r.stderr, r.stderr
-    return m.group(1)
+    return msg
 
 
 # --- the quota file -------------------------------------------------------------------------------
@@ -169,7 +196,7 @@ def test_tls_key_alone(held):
 def test_port_out_of_range(held):
     r = run(["--listen-addr", "127.0.0.1:99999"])
     assert r.returncode == 2
-    assert LOG_LINE.match(r.stderr.strip())
+    assert error_msg(r.stderr.strip())
     assert "option 'listen-addr': port 99999 is out of range 1-65535 (flag --listen-addr)" \
         in r.stderr, r.stderr
 
@@ -180,7 +207,7 @@ def test_port_in_use_before_anything_listens(held):
     r = run(["--listen-addr", held.addr, "--admin-addr", "127.0.0.1:%d" % free_port()])
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and LOG_LINE.match(lines[0]), r.stderr
+    assert len(lines) == 1 and error_msg(lines[0]), r.stderr
     assert "option 'listen-addr': %s: the port is in use" % held.addr in lines[0]
 
 
@@ -252,7 +279,7 @@ def test_check_config_reports_every_problem(held, tmp_path):
              "--rls-config-dir", str(tmp_path / "none")])
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
-    assert all(LOG_LINE.match(l) for l in lines), r.stderr
+    assert all(error_msg(l) for l in lines), r.stderr
     for want in ("option 'max-conns': invalid integer 'ten' (file %s:1)" % cfg,
                  "%s:2: unknown option 'listen_adr': did you mean 'listen-addr'?" % cfg,
                  "option 'tls-key': --tls-key needs --tls-cert",
@@ -272,7 +299,8 @@ def test_check_config_good_binds_nothing(held, tmp_path):
     q.write_text("limit:\n  key:\n    api:\n      quota: {rate: 5, burst: 1}\n")
     r = run(["--check-config", "--listen-addr", held.addr, "--quota-file", str(q)])
     assert r.returncode == 0, r.stderr
-    assert re.search(r"level=info configuration OK", r.stderr), r.stderr
+    last = log_line(r.stderr.strip().splitlines()[-1])
+    assert last and last[0] == "info" and "configuration OK" in last[1], r.stderr
     r = run(["--listen-addr", held.addr, "--quota-file", str(q)])
     assert r.returncode == 2 and "in use" in r.stderr, r.stderr  # the port really is held
 
