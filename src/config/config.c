@@ -205,6 +205,13 @@ static const sl_opt daemon_opts[] = {
     {.name = "redis-addrs", .type = SL_OPT_LIST, .offset = FIELD(redis_addrs, sl_opt_list),
      .group = G_ENGINE, .metavar = "ADDRS",
      .help = "Redis server addresses (ip:port) for --store redis, tried in turn"},
+    {.name = "redis-sentinel", .type = SL_OPT_LIST, .offset = FIELD(redis_sentinel, sl_opt_list),
+     .group = G_ENGINE, .metavar = "ADDRS",
+     .help = "Redis Sentinel addresses (ip:port), in place of --redis-addrs: asked for "
+             "--redis-master's address, and again on a failover"},
+    {.name = "redis-master", .type = SL_OPT_STRING, .offset = FIELD(redis_master, char *),
+     .group = G_ENGINE, .metavar = "NAME",
+     .help = "the master's name the sentinels monitor (with --redis-sentinel)"},
     {.name = "redis-cluster", .type = SL_OPT_BOOL, .offset = FIELD(redis_cluster, bool),
      .def = "false", .group = G_ENGINE,
      .help = "Redis Cluster: --redis-addrs are seed nodes; keys go to their slot's master and "
@@ -844,8 +851,18 @@ static int finalize(sl_options *o, const sl_opt_track *tr, char *err, size_t err
         o->storage_addrs.n == 0)
         PROBLEM("option 'proxy-limiters': required with "
                            "role=proxy (or observers, or storage-addrs to find them in etcd)");
-    if (o->store == SL_STORE_REDIS && o->redis_addrs.n == 0)
-        PROBLEM("option 'redis-addrs': required with store=redis");
+    if (o->redis_sentinel.n && o->redis_addrs.n)
+        PROBLEM("option 'redis-sentinel': the sentinels say where the server is; give "
+                "redis-addrs or redis-sentinel, not both");
+    if (o->redis_sentinel.n && o->redis_cluster)
+        PROBLEM("option 'redis-sentinel': a Redis Cluster has no sentinels; give redis-cluster or "
+                "redis-sentinel, not both");
+    if (o->redis_sentinel.n && !o->redis_master[0])
+        PROBLEM("option 'redis-master': required with redis-sentinel (the name in the sentinels' "
+                "'sentinel monitor' line)");
+    if (o->store == SL_STORE_REDIS && o->redis_addrs.n == 0 && o->redis_sentinel.n == 0)
+        PROBLEM("option 'redis-addrs': required with store=redis (or redis-sentinel and "
+                "redis-master)");
     if (o->standalone && o->discovery != SL_DISCOVERY_NONE)
         PROBLEM(
                     "option 'standalone': cannot be combined with discovery=%s",

@@ -113,6 +113,8 @@ typedef struct sl_options {
     int64_t snapshot_period_ns;
     int store;                 /* sl_store_kind: --store */
     sl_opt_list redis_addrs;
+    sl_opt_list redis_sentinel;
+    char *redis_master;
     char *redis_user;          /* "" = AUTH password */
     char *redis_password_file; /* "" = no AUTH */
     bool redis_cluster;        /* redis_addrs are Redis Cluster seed nodes */

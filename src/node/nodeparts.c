@@ -431,7 +431,10 @@ int sl_nodeparts_router(sl_node *n, const sl_engine_config *ec, char *err, size_
     if (o->store == SL_STORE_REDIS) {
         sl_rstore_config sc = {
             .engine = n->engine, .engine_cfg = ec,
-            .addrs = (const char *const *)o->redis_addrs.items, .n_addrs = o->redis_addrs.n,
+            .addrs = (const char *const *)(o->redis_sentinel.n ? o->redis_sentinel.items
+                                                                : o->redis_addrs.items),
+            .n_addrs = o->redis_sentinel.n ? o->redis_sentinel.n : o->redis_addrs.n,
+            .sentinel_master = o->redis_sentinel.n ? o->redis_master : NULL,
             .user = o->redis_user, .password_file = o->redis_password_file,
             .timeout_ms = o->redis_timeout_ns / 1000000, .batch_items = o->redis_batch_items,
             .over_limit_cache = (uint32_t)o->redis_over_limit_cache,
