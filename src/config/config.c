@@ -101,6 +101,12 @@ static const sl_opt daemon_opts[] = {
     {.name = "max-unsent-bytes", .type = SL_OPT_SIZE, .offset = FIELD(max_unsent_bytes, uint64_t),
      .def = "256MiB", .min = 1024, .max = (uint64_t)1 << 40, .group = G_LIMITS,
      .help = "HTTP/2 answers held unsent over all connections"},
+    {.name = "max-request-memory", .type = SL_OPT_SIZE,
+     .offset = FIELD(max_request_memory, uint64_t), .def = "0", .min = 0,
+     .max = (uint64_t)1 << 50, .group = G_LIMITS,
+     .help = "request bytes buffered over all connections, past which requests with a body over "
+             "16KiB get 503 (gRPC RESOURCE_EXHAUSTED) and the connections holding the most are "
+             "closed; 0: 1/8 of physical memory, at least 64MiB"},
     {.name = "max-conn-errors", .type = SL_OPT_INT, .offset = FIELD(max_conn_errors, int64_t),
      .def = "16", .min = 1, .max = 1000000, .group = G_LIMITS,
      .help = "protocol errors and refused requests before a connection is closed"},
@@ -379,6 +385,11 @@ static const sl_opt daemon_opts[] = {
      .help = "key owner choice: consistent-hash ring or rendezvous (HRW)"},
     {.name = "replicas", .type = SL_OPT_INT, .offset = FIELD(replicas, int64_t), .def = "512",
      .min = 1, .max = 65536, .group = G_CLUSTER, .help = "virtual nodes per peer on the ring"},
+    {.name = "cluster-hash-secret-file", .type = SL_OPT_STRING,
+     .offset = FIELD(cluster_hash_secret_file, char *), .group = G_CLUSTER, .metavar = "FILE",
+     .help = "a secret (at least 16 bytes, the same on every node) that keys the cluster's key "
+             "ids, so clients cannot choose keys that share another key's state; none: the "
+             "public id (read at start only; changing it moves every key)"},
     {.name = "batch-wait", .type = SL_OPT_DURATION, .offset = FIELD(batch_wait_ns, int64_t),
      .def = "500us", .min = 0, .max = 10 * SEC, .group = G_CLUSTER,
      .help = "gather requests for one owner this long before forwarding"},

@@ -21,8 +21,12 @@ class Sentinels:
 
     def __init__(self, tmp):
         self.tmp = tmp
-        self.master = Redis().start()
-        self.replica = Redis(["--replicaof", "127.0.0.1", str(self.master.port)]).start()
+        # a full sync writes an RDB file even with --save "": in the test's directory, not the cwd
+        os.makedirs(os.path.join(tmp, "m"))
+        os.makedirs(os.path.join(tmp, "r"))
+        self.master = Redis(["--dir", os.path.join(tmp, "m")]).start()
+        self.replica = Redis(["--dir", os.path.join(tmp, "r"), "--replicaof", "127.0.0.1",
+                              str(self.master.port)]).start()
         self.sentinels = []
         for i in range(3):
             port = free_port()
