@@ -19,6 +19,7 @@
 #include "base/file.h"
 #include "base/hostport.h"
 #include "config/quota.h"
+#include "core/store.h"
 #include "config/quotafile.h"
 #include "config/rlsconf.h"
 #include "config/rlssrc.h"
@@ -180,6 +181,32 @@ static void check_state_dir(const sl_options *o, sl_diag *d)
                     o->state_dir, (long)getuid());
 }
 
+/* --cluster-hash-secret-file: readable, and enough material to key the cluster's key ids (read,
+ * wiped and freed as the start does; never quoted). */
+static void check_cluster_secret(const sl_options *o, sl_diag *d)
+{
+    const char *path = o->cluster_hash_secret_file;
+    if (!path || !path[0] || o->discovery == SL_DISCOVERY_NONE)
+        return; /* only a clustered engine keys its ids */
+    char *buf = NULL, err[512];
+    size_t len = 0;
+    if (sl_file_read(path, 4096, SL_FILE_REGULAR, &buf, &len, err, sizeof err)) {
+        sl_diag_add(d, "option 'cluster-hash-secret-file': %s", err);
+        return;
+    }
+    size_t n = len;
+    while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+        n--;
+    sl_key_ids ids;
+    if (sl_key_ids_init(&ids, buf, n))
+        sl_diag_add(d, "option 'cluster-hash-secret-file': --cluster-hash-secret-file %s: %zu "
+                    "bytes, at least %d needed (e.g. head -c 32 /dev/urandom | base64 > FILE)",
+                    path, n, SL_KEY_IDS_MIN_MATERIAL);
+    explicit_bzero(&ids, sizeof ids);
+    explicit_bzero(buf, len);
+    free(buf);
+}
+
 /* A static peer list: every peer resolves, and this node is one of them (the router finds
  * itself by its advertise address, spelled as in the list). */
 static void check_peers(const sl_options *o, sl_diag *d)
@@ -270,6 +297,7 @@ size_t sl_startcheck_run(const sl_options *o, sl_diag *d)
     check_tls(o, d);
     check_keyring(o, d);
     check_state_dir(o, d);
+    check_cluster_secret(o, d);
     check_peers(o, d);
     check_redis(o, d);
     return sl_diag_count(d) - before;
