@@ -46,6 +46,9 @@ static const char *const priority_choices[] = {"critical", "post", "get", "test"
 static const char *const tls_client_auth_choices[] = {"none", "request", "require", NULL};
 static const char *const role_choices[] = {"limiter", "observer", "proxy", NULL};
 static const char *const store_choices[] = {"memory", "redis", NULL};
+/* in sl_log_level's and sl_log_format's order (runtime/log.h) */
+static const char *const log_level_choices[] = {"error", "warn", "info", "debug", NULL};
+static const char *const log_format_choices[] = {"logfmt", "json", NULL};
 
 static const sl_opt daemon_opts[] = {
     /* General */
@@ -67,6 +70,12 @@ static const sl_opt daemon_opts[] = {
      .def = "20", .min = 1, .max = 100000, .group = G_GENERAL,
      .help = "per-request log lines a second at most (the rest are counted: \"N similar lines "
              "suppressed\")"},
+    {.name = "log-level", .type = SL_OPT_ENUM, .offset = FIELD(log_level, int), .def = "info",
+     .choices = log_level_choices, .group = G_GENERAL,
+     .help = "least severe lines logged (--verbose: debug)"},
+    {.name = "log-format", .type = SL_OPT_ENUM, .offset = FIELD(log_format, int),
+     .def = "logfmt", .choices = log_format_choices, .group = G_GENERAL,
+     .help = "log lines as logfmt (ts= level= msg= key=value) or JSON, one object a line"},
 
     /* Limits */
     {.name = "max-conns", .type = SL_OPT_INT, .offset = FIELD(max_conns, int64_t), .def = "10000",

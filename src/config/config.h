@@ -70,6 +70,8 @@ typedef struct sl_options {
     int64_t workers;           /* defaults to the number of online CPUs */
     bool verbose;
     int64_t log_request_lines;
+    int log_level;  /* sl_log_level */
+    int log_format; /* sl_log_format */
     /* Limits */
     int64_t max_conns;
     uint64_t max_header_bytes;

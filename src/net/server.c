@@ -772,6 +772,7 @@ static int worker_init(worker *w)
     w->ctx = sl_http_ctx_new(&lim, cfg->handler, cfg->handler_ud);
     if (!w->ctx)
         return -ENOMEM;
+    sl_http_ctx_set_early(w->ctx, cfg->early);
     sl_http_ctx_attach_loop(w->ctx, &w->loop, w->idx);
     sl_http_ctx_set_reqmem(w->ctx, &srv->reqmem);
     if ((rc = uv_mutex_init(&w->post_mu)))

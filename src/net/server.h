@@ -60,6 +60,7 @@ typedef struct sl_server_config {
     uint32_t tls_handshake_timeout_ms; /* a TLS handshake must complete within this; 10000 */
     sl_http_handler handler;
     void *handler_ud;
+    sl_http_early_cb early;    /* optional: gRPC requests the handler takes at their headers */
     /* Optional, run in the worker thread: attach per-loop things (signals, peer clients) before
      * the loop serves, and close them when the worker has drained (the loop ends once every
      * handle on it is closed). */

@@ -34,6 +34,8 @@
 #include "net/listener.h"
 #include "node/startcheck.h"
 
+#include "runtime/buildinfo.h"
+
 /* How often worker 0 runs active expiry; each run examines at most gc-max-work slots. */
 #define EXPIRY_TICK_MS 100
 /* Between two slices of an idle-key collection: the loop serves requests in between. */
@@ -63,6 +65,10 @@ static void expiry_tick(uv_timer_t *t)
     size_t work = (size_t)n->opts.gc_max_work;
     if (mono >= n->limited_check_ms)
         log_limited_evictions(n, mono);
+    if (mono >= n->history_next_ms) { /* the status page's chart: one sample a second */
+        n->history_next_ms = mono + 1000;
+        sl_statuspage_history_sample(&n->history, n->engine, now);
+    }
     /* gc-collect and gc-collect-free both 0 = no idle collection: keys leave when they expire or
      * are evicted at gc-max-keys */
     if (!n->gc_running && (n->opts.gc_collect_ns > 0 || n->opts.gc_collect_free_ns > 0) &&
@@ -152,6 +158,8 @@ static int start_server(sl_node *n, const char *host, unsigned short port, char 
     sv.handler_ud = n->proxy      ? (void *)n->proxy
                     : n->observer ? (void *)n->observer
                                   : (void *)n->service;
+    /* unknown methods at their headers, reflection's streams as they come */
+    sv.early = n->proxy || n->observer ? NULL : sl_service_early;
     sv.on_worker_start = on_worker_start;
     sv.on_worker_stop = on_worker_stop;
     sv.hooks_ud = n;
@@ -184,11 +192,38 @@ static int client_port_free(const char *host, unsigned short port)
     return sl_listener_probe_free((struct sockaddr *)&ss, slen);
 }
 
+/* The first line: what runs (version, commit, role) and where it listens: the client port, the
+ * admin listener's port (on loopback, or --admin-addr's host) and --metrics-addr. */
+static void start_line(sl_node *n, const char *host)
+{
+    const sl_options *o = &n->opts;
+    bool v6 = strchr(host, ':') != NULL; /* addr=[::1]:5454, as an address is written */
+    char more[256] = "";
+    int k = 0;
+    if (n->admin)
+        k = snprintf(more, sizeof more, " admin_port=%u", sl_adminsrv_port(n->admin));
+    if (o->metrics_addr[0] && k >= 0 && (size_t)k < sizeof more)
+        snprintf(more + k, sizeof more - (size_t)k, " metrics_addr=%s", o->metrics_addr);
+    sl_log_write_now(&n->log, SL_LOG_INFO,
+                     "sluiced started version=%s commit=%s role=%s addr=%s%s%s:%u%s workers=%d "
+                     "max-keys=%lld tls=%s",
+                     sl_buildinfo_version, sl_buildinfo_commit,
+                     n->proxy ? "proxy" : n->observer ? "observer" : "limiter", v6 ? "[" : "",
+                     host, v6 ? "]" : "", sl_server_port(n->server), more, (int)o->workers,
+                     (long long)o->gc_max_keys, o->tls_cert[0] ? "on" : "off");
+    sl_log_release(&n->log);
+}
+
 static int build(sl_node *n, char *err, size_t errlen)
 {
     sl_options *o = &n->opts;
-    sl_log_init(&n->log, NULL, sl_log_level_for_verbose(o->verbose), o->instance_id);
+    sl_log_init(&n->log, NULL, o->verbose ? SL_LOG_DEBUG : (sl_log_level)o->log_level,
+                o->instance_id);
     sl_log_set_request_rate(&n->log, (uint32_t)o->log_request_lines);
+    sl_log_set_format(&n->log, (sl_log_format)o->log_format);
+    sl_log_set_journal(&n->log, sl_log_journal_fd(2)); /* started by systemd: its priorities */
+    /* until the line with the version and the listeners, which goes first */
+    sl_log_hold(&n->log);
 
     char host[128];
     unsigned short port;
@@ -245,14 +280,14 @@ static int build(sl_node *n, char *err, size_t errlen)
     /* Last: every collector it renders exists, and sl_node_free() stops it first. */
     if ((rc = sl_nodeparts_graphite(n, err, errlen)))
         return rc;
-    sl_log_info(&n->log, "listening addr=%s:%u workers=%d max-keys=%lld", host,
-                sl_server_port(n->server), (int)o->workers, (long long)o->gc_max_keys);
+    start_line(n, host);
     return 0;
 }
 
 static int node_start_options(sl_node *n, char *err, size_t errlen)
 {
     int rc = build(n, err, errlen);
+    sl_log_release(&n->log); /* a start that failed: what it logged, now */
     if (rc) {
         if (n->server) {
             sl_server_shutdown(n->server, 0);
@@ -281,6 +316,7 @@ int sl_node_start(int argc, char *const *args, sl_node **out, char *err, size_t 
     if (!n)
         return -ENOMEM;
     sl_topology_init(&n->topology);
+    sl_statuspage_history_init(&n->history);
     /* sl_config_parse wants argv[0]. */
     char **argv = calloc((size_t)argc + 2, sizeof *argv);
     if (!argv) {
@@ -535,6 +571,7 @@ void sl_node_free(sl_node *n)
     sl_server_free(n->server);
     sl_observer_free(n->observer);
     sl_alive_free(n->alive); /* after the server: its last posted steps have run */
+    sl_statuspage_history_destroy(&n->history);
     sl_proxy_free(n->proxy);
     sl_service_free(n->service);
     sl_rlssrc_free(n->rls); /* after the service: its workers' readers are released */

@@ -29,6 +29,7 @@
 #include "core/snapshot.h"
 #include "net/server.h"
 #include "node/adminsrv.h"
+#include "node/statuspage.h"
 #include "node/alive.h"
 #include "node/collectors.h"
 #include "node/graphite.h"
@@ -65,6 +66,8 @@ struct sl_node {
     sl_rlssrc *rls;          /* --rls-config-dir for Envoy's ShouldRateLimit; NULL without */
     uv_timer_t expiry_timer;
     bool expiry_started;
+    sl_statuspage_history history; /* the status page chart's past (sampled by expiry_tick) */
+    int64_t history_next_ms;       /* monotonic ms: the next sample */
     int64_t gc_next_ms;    /* monotonic ms: when the next idle-key collection starts */
     bool gc_running;       /* a collection pass is in progress (worker 0 only) */
     int64_t limited_check_ms; /* monotonic ms: next look at evictions of limited keys */

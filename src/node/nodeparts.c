@@ -297,7 +297,9 @@ int sl_nodeparts_admin(sl_node *n, char *err, size_t errlen)
                                                               ? o->advertise_addr : NULL,
                                         .workers = (int)o->workers, .started_ms = sl_wall_ms(),
                                         .engine = n->engine, .router = n->router,
-                                        .protect = n->protect, .quotas = n->quotas}};
+                                        .protect = n->protect, .quotas = n->quotas,
+                                        .service = n->service, .history = &n->history,
+                                        .opts = o}};
     int rc;
     if (o->admin_api) {
         if ((rc = sl_adminsrv_start(&ac, &n->admin, err, errlen)))
@@ -438,7 +440,8 @@ int sl_nodeparts_engine(sl_node *n, sl_engine_config *ecp, char *err, size_t err
         snprintf(err, errlen, "snapshot timer: %s", strerror(-rc));
         return rc;
     }
-    if ((rc = sl_collectors_engine(&n->collectors, n->metrics, n->engine))) {
+    if ((rc = sl_collectors_engine(&n->collectors, n->metrics, n->engine)) ||
+        (rc = sl_collectors_process(n->metrics))) {
         snprintf(err, errlen, "metrics: %s", strerror(-rc));
         return rc;
     }

@@ -42,6 +42,7 @@ PACKAGES = {
     "nft": "nftables",
     "readelf": "binutils",
     "file": "file",
+    "umoci": "umoci",
     "git": "git",
     "cmake": "cmake",
     "pkg-config": "pkg-config",
@@ -53,6 +54,8 @@ PACKAGES = {
     "debootstrap": "debootstrap",
     "nginx": "nginx-light",
     "h2load": "nghttp2-client",
+    "node": "nodejs",
+    "npm": "npm",
 }
 
 # Python module -> Debian package (for /usr/bin/python3)

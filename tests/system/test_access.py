@@ -72,7 +72,7 @@ def test_killswitch_on_the_client_port_is_gone(node_factory):
 
 
 def admin_port_from_log(node):
-    m = re.search(r"admin listening addr=\S+ port=(\d+)", node.logs())
+    m = re.search(r"admin listening\"? addr=\S+ port=(\d+)", node.logs())
     assert m, node.logs()
     return int(m.group(1))
 
@@ -420,7 +420,7 @@ def test_sighup_reloads_tokens_and_admin_token(node_factory, tmp_path):
     tokens.write_text("tok-gamma-0123456789abcdef gamma gamma_\n")
     admin_tok.write_text(new_admin + "\n")
     node.signal(signal.SIGHUP)
-    wait_log(node, "reload: client identities read again count=1")
+    wait_log(node, "reload: client identities read again\" count=1")
     wait_log(node, "reload: admin token read again")
     # every worker: several connections (each call is a new one)
     for _ in range(6):

@@ -549,7 +549,7 @@ def is_served(path, served):
 
 ENDPOINT = re.compile(
     r"(?:\b(?:GET|POST|PUT|DELETE|HEAD) +|https?://[\w.\[\]:<>-]+(?=/)|`)"
-    r"(/(?:v1/[\w/]*\w|pb\.gubernator\.\w+/(?:\w+|\*)?|envoy\.service\.[\w.]+/\w+|kuadrant\.service\.[\w.]+/\w+|[a-z]+))(?=[\s`?'\"),.;:]|$)")
+    r"(/(?:v1/[\w/]*\w|pb\.gubernator\.\w+/(?:\w+|\*)?|envoy\.service\.[\w.]+/\w+|kuadrant\.service\.[\w.]+/\w+|grpc\.[\w.]+/\w+|[a-z]+))(?=[\s`?'\"),.;:]|$)")
 
 
 def endpoint_mentions():

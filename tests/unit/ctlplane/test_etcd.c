@@ -581,7 +581,7 @@ static void test_quotasrc_etcd(void **state)
     char buf[16384];
     size_t n = fread(buf, 1, sizeof buf - 1, logf);
     buf[n] = 0;
-    assert_non_null(strstr(buf, "quota entry ignored key=/q1/limit/key/bad/quota"));
+    assert_non_null(strstr(buf, "msg=\"quota entry ignored\" key=/q1/limit/key/bad/quota"));
     assert_non_null(strstr(buf, "etcd watch lost"));
     assert_non_null(strstr(buf, "etcd watch established"));
     fclose(logf);
