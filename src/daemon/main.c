@@ -179,6 +179,20 @@ static int check_or_print(sl_logger *lg, int argc, char **argv, bool print)
     return problems ? 2 : 0;
 }
 
+/* The boot logger writes in the --log-format the options ask for, so that a start-up error is a
+ * line like every other (a bad option's value leaves the default format). */
+static void boot_format(sl_logger *lg, int argc, char **argv)
+{
+    sl_options o;
+    memset(&o, 0, sizeof o);
+    sl_diag d = {0};
+    char err[256];
+    (void)sl_config_check(&o, argc, argv, NULL, &d, NULL, err, sizeof err);
+    sl_log_set_format(lg, (sl_log_format)o.log_format);
+    sl_diag_free(&d);
+    sl_config_free(&o);
+}
+
 int main(int argc, char **argv)
 {
     /* Start-up errors are log lines (timestamp, level) on stderr, like everything after them. */
@@ -187,6 +201,9 @@ int main(int argc, char **argv)
     bool check = take_flag(&argc, argv, "--check-config");
     bool print = take_flag(&argc, argv, "--print-config");
     switch (sl_opt_special(sl_config_daemon_table(), argc, argv)) {
+    case 0:
+        boot_format(&boot, argc, argv);
+        break;
     case SL_OPT_HELP:
         sl_config_help(stdout);
         return 0;

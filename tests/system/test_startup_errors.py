@@ -201,6 +201,14 @@ def test_port_out_of_range(held):
         in r.stderr, r.stderr
 
 
+def test_errors_in_the_chosen_log_format(held):
+    """--log-format json: the start-up error is a JSON object like every other line."""
+    r = run(["--log-format", "json", "--listen-addr", "127.0.0.1:99999"])
+    assert r.returncode == 2
+    obj = json.loads(r.stderr.strip())
+    assert obj["level"] == "error" and "port 99999 is out of range 1-65535" in obj["msg"], obj
+
+
 def test_port_in_use_before_anything_listens(held):
     """The client port taken: said before the admin port is built (nothing logged as
     listening), as a log line, exit 2."""
