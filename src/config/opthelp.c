@@ -184,16 +184,30 @@ void sl_opt_help(const sl_opt_table *t, FILE *out)
         fprintf(out, "\n%s", t->epilog);
 }
 
+/* A double-quoted YAML scalar that loads back to s: escaped are '"', '\\', the C0 and C1 controls
+ * (which YAML does not allow unescaped), the characters YAML reads as line breaks inside quotes
+ * (U+0085, U+2028, U+2029: a raw one would load back as a space) and U+FEFF, U+FFFE, U+FFFF. */
 static void dump_quoted(FILE *out, const char *s)
 {
     fputc('"', out);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
+        if (*p == '"' || *p == '\\') {
             fprintf(out, "\\%c", *p);
-        else if (*p < 0x20 || *p == 0x7f)
+        } else if (*p < 0x20 || *p == 0x7f) {
             fprintf(out, "\\x%02x", *p);
-        else
+        } else if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) {
+            fprintf(out, "\\x%02x", p[1]);
+            p++;
+        } else if (p[0] == 0xe2 && p[1] == 0x80 && (p[2] == 0xa8 || p[2] == 0xa9)) {
+            fprintf(out, "\\u%04x", 0x2000 | (p[2] & 0x3f));
+            p += 2;
+        } else if (p[0] == 0xef && ((p[1] == 0xbb && p[2] == 0xbf) ||
+                                    (p[1] == 0xbf && (p[2] == 0xbe || p[2] == 0xbf)))) {
+            fprintf(out, "\\u%04x", ((p[1] & 0x3f) << 6 | (p[2] & 0x3f)) | 0xf000);
+            p += 2;
+        } else {
             fputc(*p, out);
+        }
     }
     fputc('"', out);
 }

@@ -92,12 +92,12 @@ static int killswitch(sl_adminsrv *a, sl_exchange *ex, const sl_http_request *rq
 }
 
 /* One query parameter's raw value ("name=value" between '?'/'&'); false when absent. */
-static bool query_param(const sl_http_request *rq, const char *name, const char **v, size_t *n)
+static bool query_param(const char *path, size_t len, const char *name, const char **v, size_t *n)
 {
-    const char *q = memchr(rq->path, '?', rq->path_len);
+    const char *q = memchr(path, '?', len);
     if (!q)
         return false;
-    const char *end = rq->path + rq->path_len;
+    const char *end = path + len;
     size_t nl = strlen(name);
     for (const char *p = q + 1; p < end;) {
         const char *amp = memchr(p, '&', (size_t)(end - p));
@@ -107,9 +107,43 @@ static bool query_param(const sl_http_request *rq, const char *name, const char 
             *n = (size_t)(e - *v);
             return true;
         }
-        p = e + 1;
+        if (!amp)
+            break;
+        p = amp + 1;
     }
     return false;
+}
+
+int sl_adminsrv_top_query(const char *path, size_t len, char *limit, size_t limit_size,
+                          bool *filter, size_t *want, const char **why)
+{
+    const char *v;
+    size_t n;
+    limit[0] = 0;
+    *want = 10;
+    *filter = query_param(path, len, "limit", &v, &n);
+    if (*filter) {
+        if (n > SL_WHO_NAME_MAX || n >= limit_size) {
+            *why = "limit: too long\n";
+            return -EINVAL;
+        }
+        memcpy(limit, v, n);
+        limit[n] = 0;
+    }
+    if (query_param(path, len, "n", &v, &n)) {
+        char num[8];
+        char *endp;
+        *why = "n: 1..1000\n";
+        if (n == 0 || n >= sizeof num)
+            return -EINVAL;
+        memcpy(num, v, n);
+        num[n] = 0;
+        long k = strtol(num, &endp, 10);
+        if (*endp || k < 1 || k > SL_WHO_MAX_K)
+            return -EINVAL;
+        *want = (size_t)k;
+    }
+    return 0;
 }
 
 /* GET /v1/admin/top[?limit=NAME][&n=N]: who is limited (protect/who.h), as JSON. */
@@ -122,33 +156,13 @@ static int top(sl_adminsrv *a, sl_exchange *ex, const sl_http_request *rq)
         return O_ERROR;
     }
     char limit[SL_WHO_NAME_MAX + 1];
-    const char *v;
-    size_t n;
-    bool filter = query_param(rq, "limit", &v, &n);
-    if (filter) {
-        if (n > SL_WHO_NAME_MAX) {
-            respond_text(ex, 400, "limit: too long\n");
-            return O_ERROR;
-        }
-        memcpy(limit, v, n);
-        limit[n] = 0;
-    }
-    size_t want = 10;
-    if (query_param(rq, "n", &v, &n)) {
-        char num[8];
-        char *endp;
-        if (n == 0 || n >= sizeof num) {
-            respond_text(ex, 400, "n: 1..1000\n");
-            return O_ERROR;
-        }
-        memcpy(num, v, n);
-        num[n] = 0;
-        long k = strtol(num, &endp, 10);
-        if (*endp || k < 1 || k > SL_WHO_MAX_K) {
-            respond_text(ex, 400, "n: 1..1000\n");
-            return O_ERROR;
-        }
-        want = (size_t)k;
+    bool filter;
+    size_t want;
+    const char *why;
+    if (sl_adminsrv_top_query(rq->path, rq->path_len, limit, sizeof limit, &filter, &want,
+                              &why)) {
+        respond_text(ex, 400, why);
+        return O_ERROR;
     }
     char *body;
     size_t len;

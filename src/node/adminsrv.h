@@ -36,6 +36,12 @@ typedef struct sl_adminsrv_config {
 
 /* Who is limited: GET, JSON top keys per limit and event (protect/who.h). */
 #define SL_ADMINSRV_TOP_PATH "/v1/admin/top"
+/* Its query, pure (tests/fuzz/fuzz_admin.c): "[?limit=NAME][&n=N]" of the request target
+ * (path[0..len)), raw values (no percent-decoding), the first of each name. *limit gets NAME
+ * (NUL-terminated; limit_size > SL_WHO_NAME_MAX) or "" when absent (*filter says which), *want N
+ * (1..SL_WHO_MAX_K, default 10). 0, or -EINVAL with *why the 400's one line. */
+int sl_adminsrv_top_query(const char *path, size_t len, char *limit, size_t limit_size,
+                          bool *filter, size_t *want, const char **why);
 
 /* Largest token file read (a token is at most 512 bytes; the rest is whitespace). */
 #define SL_ADMINSRV_MAX_TOKEN_FILE 4096

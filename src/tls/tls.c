@@ -400,43 +400,56 @@ int sl_tls_feed(sl_tls *t, const void *data, size_t len)
     return 0;
 }
 
-/* Printable ASCII only (a name reaches log lines and comparisons): other bytes become '?'. */
-static void clean_name(char *name)
+/* A name as the certificate spells it, into name (NUL-terminated), when it is 1 to ID_MAX bytes
+ * of printable ASCII; else "" (the name is not used). Nothing is cut or replaced: a name that
+ * would print as another name ("a.test\0.evil", a cut long name, or two UTF-8 names made '?')
+ * would give two certificates one identity. */
+static void take_name(const unsigned char *s, int n, char *name)
 {
-    for (char *p = name; *p; p++)
-        if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
-            *p = '?';
+    name[0] = '\0';
+    if (!s || n < 1 || n > ID_MAX)
+        return;
+    for (int i = 0; i < n; i++)
+        if (s[i] < 0x20 || s[i] > 0x7e)
+            return;
+    memcpy(name, s, (size_t)n);
+    name[n] = '\0';
 }
 
 /* The i-th subjectAltName as text into name (DNS as written, IP as inet_ntop gives it; other
- * kinds: ""). */
+ * kinds, and a DNS name take_name refuses: ""). */
 static void san_text(const GENERAL_NAME *g, char *name)
 {
     name[0] = '\0';
     if (g->type == GEN_DNS) {
-        const unsigned char *s = ASN1_STRING_get0_data(g->d.dNSName);
-        int n = ASN1_STRING_length(g->d.dNSName);
-        if (n > ID_MAX)
-            n = ID_MAX;
-        if (n > 0)
-            memcpy(name, s, (size_t)n);
-        name[n > 0 ? n : 0] = '\0';
+        take_name(ASN1_STRING_get0_data(g->d.dNSName), ASN1_STRING_length(g->d.dNSName), name);
     } else if (g->type == GEN_IPADD) {
         const unsigned char *s = ASN1_STRING_get0_data(g->d.iPAddress);
         int n = ASN1_STRING_length(g->d.iPAddress);
         if (n == 4 || n == 16)
             inet_ntop(n == 4 ? AF_INET : AF_INET6, s, name, ID_MAX + 1);
     }
-    clean_name(name);
+}
+
+/* The subject's (first) CN, in UTF-8 whatever its ASN.1 string type, through take_name. */
+static void cn_text(X509 *x, char *name)
+{
+    name[0] = '\0';
+    X509_NAME *subj = X509_get_subject_name(x);
+    int at = subj ? X509_NAME_get_index_by_NID(subj, NID_commonName, -1) : -1;
+    X509_NAME_ENTRY *e = at >= 0 ? X509_NAME_get_entry(subj, at) : NULL;
+    unsigned char *utf8 = NULL;
+    int n = e ? ASN1_STRING_to_UTF8(&utf8, X509_NAME_ENTRY_get_data(e)) : -1;
+    if (n > 0)
+        take_name(utf8, n, name);
+    OPENSSL_free(utf8);
 }
 
 /* The identity (first DNS SAN, else the CN), then every DNS and IP SAN (at most SAN_MAX), each
- * NUL-terminated, the list ended by an empty name: what sl_tls_peer_identity returns. */
-static void take_identity(sl_tls *t)
+ * NUL-terminated, the list ended by an empty name: what sl_tls_peer_identity returns. NULL when
+ * the certificate names nothing usable, or on no memory. */
+static char *identity_of(X509 *x)
 {
-    X509 *x = SSL_get0_peer_certificate(t->ssl);
-    if (!x || SSL_get_verify_result(t->ssl) != X509_V_OK)
-        return;
     char name[ID_MAX + 1];
     name[0] = '\0';
     GENERAL_NAMES *sans = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
@@ -446,33 +459,46 @@ static void take_identity(sl_tls *t)
         if (g->type == GEN_DNS)
             san_text(g, name);
     }
-    if (!name[0]) {
-        int n = X509_NAME_get_text_by_NID(X509_get_subject_name(x), NID_commonName, name,
-                                          sizeof name);
-        if (n < 0)
-            name[0] = '\0';
-        clean_name(name);
-    }
-    if (!name[0] || !(t->identity = malloc((size_t)(SAN_MAX + 2) * (ID_MAX + 1)))) {
+    if (!name[0])
+        cn_text(x, name);
+    char *id = name[0] ? malloc((size_t)(SAN_MAX + 2) * (ID_MAX + 1)) : NULL;
+    if (!id) {
         GENERAL_NAMES_free(sans);
-        return;
+        return NULL;
     }
     size_t at = strlen(name) + 1;
-    memcpy(t->identity, name, at);
+    memcpy(id, name, at);
     for (int i = 0, k = 0; i < nsans && k < SAN_MAX; i++) {
         san_text(sk_GENERAL_NAME_value(sans, i), name);
         if (!name[0])
             continue;
         size_t n = strlen(name) + 1;
-        memcpy(t->identity + at, name, n);
+        memcpy(id + at, name, n);
         at += n;
         k++;
     }
-    t->identity[at] = '\0';
-    char *fit = realloc(t->identity, at + 1);
-    if (fit)
-        t->identity = fit;
+    id[at] = '\0';
+    char *fit = realloc(id, at + 1);
     GENERAL_NAMES_free(sans);
+    return fit ? fit : id;
+}
+
+static void take_identity(sl_tls *t)
+{
+    X509 *x = SSL_get0_peer_certificate(t->ssl);
+    if (x && SSL_get_verify_result(t->ssl) == X509_V_OK)
+        t->identity = identity_of(x);
+}
+
+char *sl_tls_cert_identity(const uint8_t *der, size_t len)
+{
+    if (len > INT32_MAX)
+        return NULL;
+    const unsigned char *p = der;
+    X509 *x = d2i_X509(NULL, &p, (long)len);
+    char *id = x ? identity_of(x) : NULL;
+    X509_free(x);
+    return id;
 }
 
 static void on_ready(sl_tls *t)

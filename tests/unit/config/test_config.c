@@ -562,6 +562,18 @@ static void test_help_lists_every_option(void **state)
     free(s);
 }
 
+/* sl_config_dump's text (malloc'd). */
+static char *dump_text(const sl_options *o)
+{
+    char *d = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&d, &n);
+    assert_non_null(f);
+    sl_config_dump(o, f);
+    fclose(f);
+    return d;
+}
+
 static void test_dump_round_trip(void **state)
 {
     (void)state;
@@ -571,24 +583,46 @@ static void test_dump_round_trip(void **state)
                            "--batch-wait", "1500us", "--max-header-bytes", "1000000",
                            "--discovery", "static", "--no-quota", "deny", "-v"),
                      0);
-    char *d1 = NULL, *d2 = NULL;
-    size_t n1 = 0, n2 = 0;
-    FILE *f = open_memstream(&d1, &n1);
-    sl_config_dump(&a, f);
-    fclose(f);
+    char *d1 = dump_text(&a), *d2;
     assert_non_null(strstr(d1, "instance-id: \"q\\\"uo\\\\te\"\n"));
     assert_non_null(strstr(d1, "batch-wait: 1500us\n"));
     assert_non_null(strstr(d1, "peers:\n  - \"a:1\"\n  - \"b:2\"\n"));
     assert_null(strstr(d1, "config:"));
     assert_int_equal(load_yaml(&b, d1, err), 0);
-    f = open_memstream(&d2, &n2);
-    sl_config_dump(&b, f);
-    fclose(f);
+    d2 = dump_text(&b);
     assert_string_equal(d1, d2);
     free(d1);
     free(d2);
     sl_config_free(&a);
     sl_config_free(&b);
+}
+
+/* Found by fuzz_config (tests/fuzz/corpus/fuzz_config/nel): a value holding a character YAML
+ * reads as a line break inside quotes (U+0085, U+2028, U+2029) was dumped raw and loaded back as
+ * a space; a C1 control was dumped raw, which YAML refuses. The dump escapes them now. */
+static void test_dump_round_trip_breaks(void **state)
+{
+    (void)state;
+    static const char *const in[] = {
+        "instance-id: \"a: b #&c\\N\\\"xkb 9nstance-id: limib #\"\n",
+        "instance-id: \"\\L\\P\\uFEFF\\uFFFE\\uFFFF\\x80\\x9f\\N\\_x\"\n",
+    };
+    for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
+        sl_options a, b;
+        char err[512];
+        assert_int_equal(load_yaml(&a, in[i], err), 0);
+        char *d1 = dump_text(&a);
+        assert_null(strstr(d1, "\xc2\x85"));
+        assert_null(strstr(d1, "\xe2\x80\xa8"));
+        assert_int_equal(load_yaml(&b, d1, err), 0);
+        assert_string_equal(a.instance_id, b.instance_id);
+        char *d2 = dump_text(&b);
+        assert_string_equal(d1, d2);
+        free(d1);
+        free(d2);
+        sl_config_free(&a);
+        sl_config_free(&b);
+    }
 }
 
 static void test_file_limits(void **state)
@@ -742,6 +776,7 @@ int main(void)
         cmocka_unit_test(test_yaml_rules),
         cmocka_unit_test(test_help_lists_every_option),
         cmocka_unit_test(test_dump_round_trip),
+        cmocka_unit_test(test_dump_round_trip_breaks),
         cmocka_unit_test(test_file_limits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
