@@ -78,6 +78,9 @@ int sl_file_read(const char *path, size_t max, unsigned flags, char **out, size_
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
+        if (e == EACCES) /* which permission is missing, for whom */
+            return fail(err, errlen, -e, "%s: permission denied: uid %ld cannot read it", path,
+                        (long)getuid());
         return fail(err, errlen, -e, "%s: %s", path, strerror(e));
     }
     struct stat st;

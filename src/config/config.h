@@ -271,6 +271,16 @@ const sl_opt_table *sl_config_daemon_table(void);
  */
 int sl_config_parse(sl_options *o, int argc, char *const *argv, char *const *envp, char *err,
                     size_t errlen);
+/*
+ * The same parse for a check (sluiced --check-config, --print-config): with diag set, every problem
+ * is added to it, not only the first (the return is the first's errno, its text in err); with
+ * origin set (sl_config_daemon_table()->nopts entries), each option's entry says where its value
+ * came from: "default", "file F:LINE", "env NAME", "flag --name", "computed: ...".
+ */
+struct sl_diag;
+int sl_config_check(sl_options *o, int argc, char *const *argv, char *const *envp,
+                    struct sl_diag *diag, char (*origin)[SL_OPT_ORIGIN_MAX], char *err,
+                    size_t errlen);
 void sl_config_free(sl_options *o);
 void sl_config_help(FILE *out);                       /* sluiced --help */
 void sl_config_dump(const sl_options *o, FILE *out);  /* effective options as YAML */

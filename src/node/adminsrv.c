@@ -329,6 +329,15 @@ static void wipe_token(char *tok, size_t len)
     sl_secret_free(tok, len);
 }
 
+int sl_adminsrv_check_token_file(const char *path, char *err, size_t errlen)
+{
+    char *tok = NULL;
+    size_t len = 0;
+    int rc = read_token(path, &tok, &len, err, errlen);
+    wipe_token(tok, len);
+    return rc;
+}
+
 /* A new token on its way to the listener's one worker thread, which alone reads a->token. */
 typedef struct token_swap {
     sl_adminsrv *a;

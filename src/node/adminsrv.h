@@ -68,6 +68,9 @@ int sl_adminsrv_set_tls(sl_adminsrv *a, sl_tls_ctx *ctx);
  * it serves from then on need it); 1: the listener has no token file (nothing to do); a negative
  * errno with the reason in err (never the token): the current token stays. Any thread. */
 int sl_adminsrv_reload_token(sl_adminsrv *a, char *err, size_t errlen);
+/* Whether a token file holds a usable token, as a start would read it (the start-up check): 0, or
+ * a negative errno with the reason in err (never the token). */
+int sl_adminsrv_check_token_file(const char *path, char *err, size_t errlen);
 /* Drain (callable from a signal handler, like sl_server_shutdown). */
 void sl_adminsrv_shutdown(sl_adminsrv *a, uint32_t grace_ms);
 /* Wait for the listener to end (after a shutdown) and free it. NULL is fine. */

@@ -31,6 +31,8 @@
 #include <unistd.h>
 
 #include "node/node_int.h"
+#include "net/listener.h"
+#include "node/startcheck.h"
 
 #include "runtime/buildinfo.h"
 
@@ -173,6 +175,23 @@ static int start_server(sl_node *n, const char *host, unsigned short port, char 
     return 0;
 }
 
+/* Whether the client port can be bound (port 0 always can): 0 or a negative errno. The server
+ * probes it again when it binds; this one is before anything else is started. */
+static int client_port_free(const char *host, unsigned short port)
+{
+    struct sockaddr_storage ss;
+    socklen_t slen;
+    if (!port)
+        return 0;
+    if (uv_ip4_addr(host, port, (struct sockaddr_in *)&ss) == 0)
+        slen = sizeof(struct sockaddr_in);
+    else if (uv_ip6_addr(host, port, (struct sockaddr_in6 *)&ss) == 0)
+        slen = sizeof(struct sockaddr_in6);
+    else
+        return 0; /* not an IP: the start-up check said so */
+    return sl_listener_probe_free((struct sockaddr *)&ss, slen);
+}
+
 /* The first line: what runs (version, commit, role) and where it listens: the client port, the
  * admin socket, the TCP admin listener's port (--admin-addr's host) and --metrics-addr. */
 static void start_line(sl_node *n, const char *host)
@@ -217,6 +236,14 @@ static int build(sl_node *n, char *err, size_t errlen)
     if (sl_addr_split(o->listen_addr, host, sizeof host, &port)) {
         snprintf(err, errlen, "listen-addr '%s' is not host:port", o->listen_addr);
         return -EINVAL;
+    }
+    if ((rc = client_port_free(host, port))) {
+        /* Before any part is built, so that nothing was logged as listening (the admin port). */
+        snprintf(err, errlen, "option 'listen-addr': %s: %s", o->listen_addr,
+                 rc == -EADDRINUSE ? "the port is in use (another process listens there): stop "
+                                     "it, or choose another port"
+                                   : strerror(-rc));
+        return rc;
     }
     sl_engine_config ec;
     if ((rc = sl_nodeparts_engine(n, &ec, err, errlen)) ||
@@ -303,6 +330,17 @@ int sl_node_start(int argc, char *const *args, sl_node **out, char *err, size_t 
     for (int i = 0; i < argc; i++)
         argv[i + 1] = args[i];
     int rc = sl_config_parse(&n->opts, argc + 1, argv, NULL, err, errlen);
+    if (rc == 0) {
+        /* Every file and value the start relies on, before anything is built or bound: a start
+         * fails on its first problem with nothing logged as listening (sluiced --check-config
+         * reports them all). */
+        sl_diag d = {0};
+        if (sl_startcheck_run(&n->opts, &d) > 0) {
+            snprintf(err, errlen, "%s", d.n ? d.lines[0] : "start-up check failed");
+            rc = -EINVAL;
+        }
+        sl_diag_free(&d);
+    }
     if (rc == 0)
         rc = keep_args(n, argc + 1, argv);
     free(argv);

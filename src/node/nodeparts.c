@@ -219,7 +219,10 @@ int sl_nodeparts_quotas(sl_node *n, char *err, size_t errlen)
     };
     int rc = sl_quotasrc_new(&qc, &n->quotas);
     if (rc) {
-        snprintf(err, errlen, "quotas: %s", strerror(-rc));
+        if (o->storage_addrs.n == 0)
+            snprintf(err, errlen, "option 'quota-file': %s: %s", o->quota_file, strerror(-rc));
+        else
+            snprintf(err, errlen, "quotas from etcd: %s", strerror(-rc));
         return rc;
     }
     return sl_quotasrc_register_metrics(n->quotas, n->metrics);
@@ -456,6 +459,10 @@ int sl_nodeparts_engine(sl_node *n, sl_engine_config *ecp, char *err, size_t err
         free(o->state_dir);
         o->state_dir = NULL;
     }
+    /* A state directory that does not exist yet is made (its parent was found writable by the
+     * start-up check), so that the first snapshot has somewhere to go. */
+    if (o->state_dir && mkdir(o->state_dir, 0700) == 0)
+        sl_log_info(&n->log, "state-dir %s created", o->state_dir);
     if (o->state_dir && (rc = snapshot_key(n, err, errlen)))
         return rc;
     sl_statedir_snap snap = {0};

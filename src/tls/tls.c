@@ -13,9 +13,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <openssl/bio.h>
 #include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
@@ -49,14 +52,50 @@ struct sl_tls {
     char *identity;
 };
 
-static int ctx_fail(char *err, size_t errlen, const char *what, const char *file)
+/* What OpenSSL's error queue says about a file, in plain words: the first system error (the file
+ * is missing or unreadable), else the first PEM or key error we can name, else its own reason. */
+static void file_reason(char *buf, size_t size)
 {
-    unsigned long e = ERR_get_error();
-    const char *r = e ? ERR_reason_error_string(e) : NULL;
+    unsigned long e, named = 0, any = 0;
+    while ((e = ERR_get_error()) != 0) {
+        if (!any)
+            any = e;
+        if (ERR_SYSTEM_ERROR(e)) {
+            int sys = (int)ERR_GET_REASON(e);
+            if (sys == EACCES)
+                snprintf(buf, size, "permission denied: uid %ld cannot read it", (long)getuid());
+            else if (sys == ENOENT)
+                snprintf(buf, size, "no such file");
+            else
+                snprintf(buf, size, "%s", strerror(sys));
+            ERR_clear_error();
+            return;
+        }
+        int lib = ERR_GET_LIB(e), why = ERR_GET_REASON(e);
+        if (lib == ERR_LIB_OSSL_DECODER && !named)
+            named = ERR_PACK(ERR_LIB_PEM, 0, PEM_R_NO_START_LINE); /* no key decoder took it */
+        if (!named && ((lib == ERR_LIB_PEM && why == PEM_R_NO_START_LINE) ||
+                       (lib == ERR_LIB_X509 && why == X509_R_KEY_VALUES_MISMATCH)))
+            named = e;
+    }
+    if (named && ERR_GET_LIB(named) == ERR_LIB_PEM)
+        snprintf(buf, size, "not PEM (no '-----BEGIN' line; want a PEM file)");
+    else if (named)
+        snprintf(buf, size, "the key does not match the certificate");
+    else if (any && ERR_reason_error_string(any))
+        snprintf(buf, size, "%s", ERR_reason_error_string(any));
+    else
+        snprintf(buf, size, "failed");
+}
+
+/* "option 'tls-cert': certificate F: <reason>" (without the option part when none is known). */
+static int ctx_fail(char *err, size_t errlen, const char *what, const char *opt, const char *file)
+{
+    char why[256];
+    file_reason(why, sizeof why);
     if (err && errlen)
-        snprintf(err, errlen, "%s%s%s: %s", what, file ? " " : "", file ? file : "",
-                 r ? r : "failed");
-    ERR_clear_error();
+        snprintf(err, errlen, "%s%s%s%s%s%s: %s", opt ? "option '" : "", opt ? opt : "",
+                 opt ? "': " : "", what, file ? " " : "", file ? file : "", why);
     return -EINVAL;
 }
 
@@ -130,7 +169,7 @@ int sl_tls_ctx_new(sl_tls_ctx **out, const sl_tls_config *cfg, char *err, size_t
     c->ssl = SSL_CTX_new(cfg->server ? TLS_server_method() : TLS_client_method());
     int rc = 0;
     if (!c->ssl) {
-        rc = ctx_fail(err, errlen, "SSL_CTX_new", NULL);
+        rc = ctx_fail(err, errlen, "SSL_CTX_new", NULL, NULL);
         goto fail;
     }
     SSL_CTX_set_min_proto_version(c->ssl, TLS1_2_VERSION);
@@ -139,7 +178,7 @@ int sl_tls_ctx_new(sl_tls_ctx **out, const sl_tls_config *cfg, char *err, size_t
     SSL_CTX_set_options(c->ssl, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
     if (cfg->cert_file && cfg->cert_file[0]) {
         if (SSL_CTX_use_certificate_chain_file(c->ssl, cfg->cert_file) != 1) {
-            rc = ctx_fail(err, errlen, "certificate", cfg->cert_file);
+            rc = ctx_fail(err, errlen, "certificate", cfg->cert_opt, cfg->cert_file);
             goto fail;
         }
         /* a private key group or others can read is refused, with the fix in the message (a
@@ -150,18 +189,33 @@ int sl_tls_ctx_new(sl_tls_ctx **out, const sl_tls_config *cfg, char *err, size_t
         }
         if (!cfg->key_file ||
             SSL_CTX_use_PrivateKey_file(c->ssl, cfg->key_file, SSL_FILETYPE_PEM) != 1) {
-            rc = ctx_fail(err, errlen, "key", cfg->key_file);
+            unsigned long e = ERR_peek_last_error();
+            if (ERR_GET_LIB(e) == ERR_LIB_X509 && ERR_GET_REASON(e) == X509_R_KEY_VALUES_MISMATCH) {
+                ERR_clear_error(); /* OpenSSL 3 checks the pair as it loads the key */
+                if (err && errlen)
+                    snprintf(err, errlen, "%s%s%skey %s does not match the certificate %s",
+                             cfg->key_opt ? "option '" : "", cfg->key_opt ? cfg->key_opt : "",
+                             cfg->key_opt ? "': " : "", cfg->key_file, cfg->cert_file);
+                rc = -EINVAL;
+            } else {
+                rc = ctx_fail(err, errlen, "key", cfg->key_opt, cfg->key_file);
+            }
             goto fail;
         }
         if (SSL_CTX_check_private_key(c->ssl) != 1) {
-            rc = ctx_fail(err, errlen, "key does not match certificate", cfg->key_file);
+            ERR_clear_error();
+            if (err && errlen)
+                snprintf(err, errlen, "%s%s%skey %s does not match the certificate %s",
+                         cfg->key_opt ? "option '" : "", cfg->key_opt ? cfg->key_opt : "",
+                         cfg->key_opt ? "': " : "", cfg->key_file, cfg->cert_file);
+            rc = -EINVAL;
             goto fail;
         }
     }
     const char *cas[2] = {cfg->ca_file, cfg->ca_file2};
     for (int i = 0; i < 2; i++) {
         if (cas[i] && cas[i][0] && SSL_CTX_load_verify_locations(c->ssl, cas[i], NULL) != 1) {
-            rc = ctx_fail(err, errlen, "CA bundle", cas[i]);
+            rc = ctx_fail(err, errlen, "CA bundle", i ? cfg->ca2_opt : cfg->ca_opt, cas[i]);
             goto fail;
         }
     }
@@ -186,12 +240,12 @@ int sl_tls_ctx_new(sl_tls_ctx **out, const sl_tls_config *cfg, char *err, size_t
         SSL_CTX_set_session_cache_mode(c->ssl, SSL_SESS_CACHE_OFF);
     } else {
         if (c->alpn_len && SSL_CTX_set_alpn_protos(c->ssl, c->alpn, c->alpn_len) != 0) {
-            rc = ctx_fail(err, errlen, "ALPN", NULL);
+            rc = ctx_fail(err, errlen, "ALPN", NULL, NULL);
             goto fail;
         }
         bool own_ca = cfg->ca_file && cfg->ca_file[0];
         if (!own_ca && cfg->system_ca && SSL_CTX_set_default_verify_paths(c->ssl) != 1) {
-            rc = ctx_fail(err, errlen, "system CA store", NULL);
+            rc = ctx_fail(err, errlen, "system CA store", NULL, NULL);
             goto fail;
         }
         SSL_CTX_set_verify(c->ssl, own_ca || cfg->system_ca ? SSL_VERIFY_PEER : SSL_VERIFY_NONE,

@@ -42,6 +42,9 @@ typedef struct sl_tls_config {
                               certificates, a client's server certificate. A client without it
                               does not verify (not recommended). */
     const char *ca_file2;  /* optional second bundle trusted alike (e.g. the peers' CA) */
+    /* For messages: the options that named cert_file, key_file, ca_file, ca_file2 ("tls-cert"),
+     * so that an error says "option 'tls-cert': certificate F: not PEM ..."; NULL = none. */
+    const char *cert_opt, *key_opt, *ca_opt, *ca2_opt;
     bool system_ca;        /* client without ca_file: verify against the system's trust store
                               (OpenSSL's default paths) instead of not at all */
     sl_tls_auth client_auth; /* server: client certificates (needs ca_file unless NONE) */

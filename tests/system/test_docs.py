@@ -46,6 +46,8 @@ OTHER_OPTIONS = {
     ("docs/cluster.md", "--check"): "bench/scale.py's (the scale calculator), not sluice's",
     ("docs/protection.md", "--critical"): "examples/middleware.c's own option",
     ("docs/protection.md", "--lease"): "examples/middleware.c's own option",
+    ("README.md", "--listen"): "--listen_adr, the misspelt flag of a did-you-mean example",
+    ("docs/operations.md", "--listen"): "--listen_adr, the misspelt flag of a did-you-mean example",
 }
 
 # sluice_* words in the docs that are not metric families
