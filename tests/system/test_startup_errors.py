@@ -167,6 +167,7 @@ def pems(tmp_path_factory):
                         "-keyout", str(d / (name + ".key")), "-out", str(d / (name + ".pem"))],
                        check=True, capture_output=True)
     (d / "junk.pem").write_text("this is not a certificate\n")
+    os.chmod(d / "junk.pem", 0o600)  # a key file must be its owner's alone (checked first)
     return d
 
 
