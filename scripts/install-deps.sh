@@ -8,8 +8,9 @@
 #                               (pytest, grpcio, protobuf, PyYAML, etcd, redis-server, promtool,
 #                               curl, wrk, groff for the man pages, man-db for systemd-analyze's
 #                               check of the unit's Documentation=, chromium + chromedriver for the
-#                               status page, nftables + iproute2 for the gossip loss test, git for
-#                               the install test)   (make test, make chaos, CI)
+#                               status page, nftables + iproute2 for the gossip loss test and the
+#                               nemesis soak, git for the install test)   (make test, make chaos,
+#                               make soak, CI)
 #   install-deps.sh bench     + the load tools and reference servers (nginx, wrk, h2load,
 #                               valgrind for bench/instr.sh, redis-server and redis-benchmark for
 #                               bench/redis.py)

@@ -47,9 +47,11 @@ def fault_bound(kind):
     return BOUNDS[kind][0]
 
 
-def global_bound(limit, rates_per_node):
-    """sum over non-owners i of min(L, r_i T), r_i in hits/s; the checker does not know the
-    owner, so the node with the least traffic is taken as the owner (the largest value the
+def global_bound(limit, hits_in_t):
+    """sum over non-owners i of min(L, r_i T). Hits are whole: r_i T is read as the most hits
+    node i received within any T of the window (hits_in_t[i]; a single hit in a staleness period
+    can be over-admitted, where a mean rate times T would say a fraction of one). The checker does
+    not know the owner, so the node with the fewest is taken as the owner (the largest value the
     formula can take)."""
-    terms = sorted(min(limit, r * GLOBAL_T_S) for r in rates_per_node)
+    terms = sorted(min(limit, c) for c in hits_in_t)
     return sum(terms[1:])

@@ -16,7 +16,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
@@ -148,12 +147,17 @@ class Node:
         with open(self.cfg, "w") as f:
             f.write("# SPDX-License-Identifier: Apache-2.0\nworkers: 1\n")
         self.log = open(os.path.join(root, "node%d.log" % i), "a")
+        self.secret = os.path.join(root, "peer.secret")
+        if not os.path.exists(self.secret):
+            with open(self.secret, "w") as f:
+                f.write(os.urandom(24).hex() + "\n")
+            os.chmod(self.secret, 0o600)
         self.proc = None
 
     def args(self, etcd_url, with_state):
         a = [SLUICED, "--config", self.cfg, "--listen-addr", self.addr,
              "--discovery", "etcd", "--storage-addrs", etcd_url, "--storage-prefix", PREFIX,
-             "--peer-lease-ttl", LEASE_TTL, "--batch-timeout", "300ms",
+             "--peer-secret-file", self.secret, "--peer-lease-ttl", LEASE_TTL, "--batch-timeout", "300ms",
              "--global-sync-wait", SYNC_WAIT, "--shutdown-timeout", "3s"]
         if with_state:
             a += ["--state-dir", self.state_dir, "--snapshot-period", "1s"]
@@ -361,7 +365,9 @@ def pb_dir(root):
 
 def run(seconds, seed, out_dir, rate=120):
     os.makedirs(out_dir, exist_ok=True)
-    root = tempfile.mkdtemp(prefix="sluice-soak-")
+    root = os.path.join(out_dir, "run")   # etcd's data, the nodes' logs, state dirs, config
+    shutil.rmtree(root, ignore_errors=True)
+    os.makedirs(root)
     keys = make_keys(seed)
     nodes = []
     etcd = None
