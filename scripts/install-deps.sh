@@ -9,7 +9,8 @@
 #                               curl, wrk, groff for the man pages, man-db for systemd-analyze's
 #                               check of the unit's Documentation=, chromium + chromedriver for the
 #                               status page, nftables + iproute2 for the gossip loss test and the
-#                               nemesis soak, git for the install test)   (make test, make chaos,
+#                               nemesis soak, faketime for its clock skew, git for the install
+#                               test)   (make test, make chaos,
 #                               make soak, CI)
 #   install-deps.sh bench     + the load tools and reference servers (nginx, wrk, h2load,
 #                               valgrind for bench/instr.sh, redis-server and redis-benchmark for
@@ -37,7 +38,7 @@ TEST=(
   clang libclang-rt-14-dev libcmocka-dev
   etcd-server etcd-client prometheus
   python3 python3-pytest python3-grpcio python3-protobuf python3-yaml protobuf-compiler
-  curl wrk iproute2 nftables procps openssl git
+  curl wrk iproute2 nftables procps openssl git faketime
   groff-base man-db binutils
   chromium chromium-driver
   redis-server redis-tools

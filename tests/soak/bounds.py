@@ -14,7 +14,10 @@ The reasons, from docs/cluster.md:
 - a graceful leave and its restart are two hand-offs: 4 L;
 - an etcd outage or dropped packets can make leases lapse and come back: one hand-off, 2 L;
 - a 2|3 split with etcd reachable changes no owner: calls across it fail (availability), 0;
-- a SIGHUP reload changes nothing about owners or limits: 0.
+- a SIGHUP reload changes nothing about owners or limits: 0;
+- a node's clock off by s (1-3 s): it stamps the requests it forwards (created_at), so the owner
+  can end a window up to s early, +1 L; the jump itself refills a leaky bucket or a GCRA by at
+  most rate x s, below one burst at the soak's rates, +1 L.
 
 GLOBAL keys add, in every window, the GLOBAL accuracy bound (docs/cluster.md "GLOBAL"):
 sum over non-owners i of min(L, r_i x T), T = --global-sync-wait + a round trip + processing.
@@ -32,6 +35,8 @@ BOUNDS = {
     "etcd_stop":   (2, "etcd stopped then started: leases may lapse, one hand-off (2)"),
     "sighup":      (0, "SIGHUP reload: nothing about owners or limits changes"),
     "leave":       (4, "SIGTERM graceful leave then restart: two hand-offs (2 + 2)"),
+    "skew":        (2, "one node's clock 1-3 s off (libfaketime): the requests it stamps end a "
+                       "window early (1) and the jump itself refills a leaky bucket or GCRA (1)"),
 }
 
 # after a fault ends, its bound still applies this long (s): lease TTL, list propagation, the

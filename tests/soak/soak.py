@@ -36,6 +36,10 @@ PORT = 9000
 LEASE_TTL = "2s"
 SYNC_WAIT = "100ms"
 PREFIX = "/soak"
+# clock skew: every node runs under libfaketime (Debian's faketime), its offset read from a file
+# of its own at most once a second; the nemesis writes "+2s" there and "+0" back. Only the real-
+# time clock is skewed (NTP-like); CLOCK_MONOTONIC, which libuv's timers use, is left alone.
+FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
 
 
 def ns(i):
@@ -142,6 +146,7 @@ class Node:
         self.i = i
         self.addr = "%s:%d" % (node_ip(i), PORT)
         self.state_dir = os.path.join(root, "state%d" % i)
+        self.skew_file = os.path.join(root, "skew%d" % i)
         os.makedirs(self.state_dir, exist_ok=True)
         self.cfg = os.path.join(root, "node%d.yaml" % i)
         with open(self.cfg, "w") as f:
@@ -167,8 +172,22 @@ class Node:
         self.log.write("---- start %s (state %s)\n" % (time.strftime("%T"), with_state))
         self.log.flush()
         self.proc = subprocess.Popen(["ip", "netns", "exec", ns(self.i)] +
-                                     self.args(etcd_url, with_state),
+                                     self.args(etcd_url, with_state), env=self.env(),
                                      stdout=self.log, stderr=subprocess.STDOUT)
+
+    def env(self):
+        e = dict(os.environ)
+        if os.path.exists(FAKETIME_LIB):
+            if not os.path.exists(self.skew_file):
+                self.skew(0)
+            e.update(LD_PRELOAD=FAKETIME_LIB, FAKETIME_TIMESTAMP_FILE=self.skew_file,
+                     FAKETIME_CACHE_DURATION="1", FAKETIME_DONT_FAKE_MONOTONIC="1")
+        return e
+
+    def skew(self, seconds):
+        with open(self.skew_file + ".tmp", "w") as f:
+            f.write("%+ds\n" % seconds)
+        os.replace(self.skew_file + ".tmp", self.skew_file)
 
     def ready(self, timeout=15):
         deadline = time.time() + timeout
@@ -223,7 +242,7 @@ def make_keys(seed):
 
 # ---------------------------------------------------------------------------- nemesis
 KINDS = ["kill", "kill_state", "pause", "isolate", "split", "drop", "etcd_stop", "sighup",
-         "leave"]
+         "leave"] + (["skew"] if os.path.exists(FAKETIME_LIB) else [])
 
 
 class Nemesis(threading.Thread):
@@ -309,6 +328,11 @@ class Nemesis(threading.Thread):
 
             def undo():
                 self.etcd.start()
+        elif kind == "skew":
+            n.skew(self.rng.choice([-3, -2, -1, 1, 2, 3]))
+
+            def undo(n=n):
+                n.skew(0)
         elif kind == "sighup":
             n.signal(signal.SIGHUP)
             dur = 0.0

@@ -91,7 +91,7 @@ def test_bounds_table_matches_docs():
 def test_soak_60s():
     if os.geteuid() != 0:
         machine_skip("the soak needs root (ip netns, nftables)")
-    require("ip", "nft", "etcd", "etcdctl", "curl", "protoc")
+    require("ip", "nft", "etcd", "etcdctl", "curl", "protoc", "faketime")
     require_module("grpc")
     if not os.path.exists("/run/netns") and os.system("ip netns list >/dev/null 2>&1") != 0:
         machine_skip("no network namespaces")
