@@ -157,13 +157,13 @@ def check(plan, rec, faults):
                                        "faults": describe(fs),
                                        "nodes": sorted({r[4] for r in g})})
 
-    # availability: share of decisions answered, by the faults active when sent (none: no
-    # fault active nor in its grace time)
+    # availability: share of decisions answered, by the faults active between sent and answered
+    # (none: no fault active nor in its grace time; grace: only in some fault's grace time)
     tot = collections.Counter()
     ok = collections.Counter()
     for r in rec:
-        act = {x["kind"] for x in F.in_force(r[1], r[1], grace=False)}
-        if not act and not F.in_force(r[1], r[1]):
+        act = {x["kind"] for x in F.in_force(r[1], r[2], grace=False)}
+        if not act and not F.in_force(r[1], r[2]):
             act = {"none"}
         elif not act:
             act = {"grace"}

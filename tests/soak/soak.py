@@ -274,6 +274,7 @@ class Nemesis(threading.Thread):
         kinds = [k for k in KINDS if not (k == "etcd_stop" and
                                           any(a[0] == "etcd_stop" for a in self.active))]
         kind = self.rng.choice(kinds)
+        t0 = time.time()   # before the fault is made: its first effect is at or after this
         dur = self.rng.uniform(2.0, 8.0)
         busy = self.busy_nodes()
         out_nodes = len(busy)
@@ -345,7 +346,7 @@ class Nemesis(threading.Thread):
 
             def undo(n=n):
                 n.start(etcd_url, with_state=False)
-        self.active.append((kind, nodes, time.time() + dur, undo, time.time()))
+        self.active.append((kind, nodes, time.time() + dur, undo, t0))
 
     def end_due(self, force=False):
         keep = []
@@ -369,7 +370,8 @@ class Nemesis(threading.Thread):
         nxt = time.time() + self.rng.uniform(3, 7)
         while not self.stopping and time.time() < t_end:
             self.end_due()
-            if time.time() >= nxt and len(self.active) < 2:
+            # no new fault in the last 8 s: each one runs its whole course before the end
+            if time.time() >= nxt and len(self.active) < 2 and t_end - time.time() > 8.0:
                 self.start_fault()
                 nxt = time.time() + self.rng.uniform(3, 7)
             time.sleep(0.05)
