@@ -79,12 +79,21 @@ def check(plan, rec, faults):
     for r in rec:
         per_key[r[0]].append(r)
     violations = []
-    over = collections.defaultdict(float)   # kind -> worst overshoot (admissions over L)
+    over = collections.defaultdict(float)   # kind -> worst overshoot: admissions over the
+    #                                         fault-free allowance, in windows it is in force
     windows = 0
 
-    def note(kinds, excess):
+    alone = collections.defaultdict(float)  # the same, in windows with only that kind in force
+    worst = []                               # the largest overshoots, for the report
+
+    def note(kinds, excess, key=None, alg=None, window=None):
         for k in kinds or ["none"]:
             over[k] = max(over[k], excess)
+        if len(kinds) <= 1:
+            k = kinds[0] if kinds else "none"
+            alone[k] = max(alone[k], excess)
+        if excess > 0:
+            worst.append((excess, key, alg, window, kinds))
 
     for ki, rs in per_key.items():
         k = keys[ki]
@@ -114,7 +123,8 @@ def check(plan, rec, faults):
                     base += g
                 if own or others:
                     windows += 1
-                    note(sorted({x["kind"] for x in fs}), n - base)
+                    note(sorted({x["kind"] for x in fs}), n - base,
+                         "%s_%s" % (k["name"], k["key"]), k["alg"], [a, b])
                 nodes = sorted({r[4] for r in own + others})
                 if n > allowed:
                     violations.append({"type": "overshoot", "key": "%s_%s" % (k["name"], k["key"]),
@@ -149,7 +159,8 @@ def check(plan, rec, faults):
                 base = burst + rate * (W + lat)
                 allowed = base + unit * sum(bounds.fault_bound(x["kind"]) for x in fs)
                 windows += 1
-                note(sorted({x["kind"] for x in fs}), len(g) - base)
+                note(sorted({x["kind"] for x in fs}), len(g) - base,
+                     "%s_%s" % (k["name"], k["key"]), k["alg"], [a, b])
                 if len(g) > allowed:
                     violations.append({"type": "overshoot", "key": "%s_%s" % (k["name"], k["key"]),
                                        "alg": k["alg"], "window": [a, b], "limit": burst,
@@ -217,6 +228,10 @@ def check(plan, rec, faults):
         "faults_total": sum(kinds.values()),
         "availability": availability,
         "max_overshoot": {k: round(v, 1) for k, v in sorted(over.items())},
+        "max_overshoot_alone": {k: round(v, 1) for k, v in sorted(alone.items())},
+        "worst_windows": [{"overshoot": round(e, 1), "key": key, "alg": alg, "window": w,
+                           "faults": ks}
+                          for e, key, alg, w, ks in sorted(worst, key=lambda x: -x[0])[:20]],
         "recovery": recovery,
         "bounds": {k: v[0] for k, v in bounds.BOUNDS.items()},
         "grace_s": bounds.GRACE_S,
@@ -242,6 +257,7 @@ def main(argv):
                              len(rep["violations"])))
     print("availability %s" % rep["availability"])
     print("max_overshoot %s" % rep["max_overshoot"])
+    print("max_overshoot_alone %s" % rep["max_overshoot_alone"])
     print("recovery %s" % rep["recovery"])
     print("report: %s" % os.path.join(d, "report.json"))
     return 1 if rep["violations"] else 0

@@ -231,11 +231,11 @@ def make_keys(seed):
     for i in range(70):
         keys.append({"alg": "lb", "name": "soak_lb", "key": "k%d" % i,
                      "limit": rng.choice([4, 8]), "duration": rng.choice([2000, 4000])})
-    for i in range(60):
+    for i in range(30):
         g = [i % N, (i + 1 + i // N) % N]
         if g[1] == g[0]:
             g[1] = (g[0] + 1) % N
-        keys.append({"alg": "levee", "name": "lv%d" % i, "key": "", "rate": rng.choice([0.5, 1.0]),
+        keys.append({"alg": "levee", "name": "lv%d" % i, "key": "", "rate": rng.choice([0.2, 0.4]),
                      "burst": rng.choice([1, 2]), "df": 2, "group": sorted(g)})
     return keys
 
