@@ -39,6 +39,9 @@ PREFIX = "/soak"
 # clock skew: every node runs under libfaketime (Debian's faketime), its offset read from a file
 # of its own at most once a second; the nemesis writes "+2s" there and "+0" back. Only the real-
 # time clock is skewed (NTP-like); CLOCK_MONOTONIC, which libuv's timers use, is left alone.
+# Not under --state-dir: libfaketime 0.9.10 breaks pthread_cond_timedwait on a CLOCK_MONOTONIC
+# condition variable (it returns at once), so the snapshot writer (node/statedir.c) writes the
+# snapshot in a loop, hundreds of times a second (measured: a quarter of a core when idle).
 FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
 
 
@@ -147,6 +150,7 @@ class Node:
         self.addr = "%s:%d" % (node_ip(i), PORT)
         self.state_dir = os.path.join(root, "state%d" % i)
         self.skew_file = os.path.join(root, "skew%d" % i)
+        self.faked = False
         os.makedirs(self.state_dir, exist_ok=True)
         self.cfg = os.path.join(root, "node%d.yaml" % i)
         with open(self.cfg, "w") as f:
@@ -172,12 +176,14 @@ class Node:
         self.log.write("---- start %s (state %s)\n" % (time.strftime("%T"), with_state))
         self.log.flush()
         self.proc = subprocess.Popen(["ip", "netns", "exec", ns(self.i)] +
-                                     self.args(etcd_url, with_state), env=self.env(),
+                                     self.args(etcd_url, with_state),
+                                     env=self.env(not with_state),
                                      stdout=self.log, stderr=subprocess.STDOUT)
 
-    def env(self):
+    def env(self, faked):
         e = dict(os.environ)
-        if os.path.exists(FAKETIME_LIB):
+        self.faked = faked and os.path.exists(FAKETIME_LIB)
+        if self.faked:
             if not os.path.exists(self.skew_file):
                 self.skew(0)
             e.update(LD_PRELOAD=FAKETIME_LIB, FAKETIME_TIMESTAMP_FILE=self.skew_file,
@@ -285,6 +291,9 @@ class Nemesis(threading.Thread):
             kind = "drop"
         if kind == "pause":
             dur = self.rng.uniform(3.0, 6.0)  # longer than the lease TTL (2 s)
+        if kind == "skew":
+            faked = {j for j in range(N) if self.nodes[j].faked}
+            busy = busy | (set(range(N)) - faked)
         nodes = self.pick(busy if kind != "sighup" else set(), 1)
         if nodes is None:
             return
