@@ -3,7 +3,24 @@
 #include "base/strmap.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/random.h>
+#include <time.h>
+
+uint64_t sl_strmap_seed(const void *salt)
+{
+    static _Atomic uint64_t calls;
+    uint64_t seed = 0;
+    if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) != (ssize_t)sizeof seed) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t mix[3] = {(uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec,
+                           (uint64_t)(uintptr_t)salt, ++calls};
+        seed = XXH3_64bits(mix, sizeof mix);
+    }
+    return seed ? seed : 1;
+}
 
 void sl_strmap_init(sl_strmap *m, size_t value_size, size_t max_entries, uint64_t seed)
 {

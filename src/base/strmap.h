@@ -49,9 +49,15 @@ typedef struct sl_strmap {
     ((sizeof(sl_strmap_ent) + _Alignof(max_align_t) - 1) / _Alignof(max_align_t) * \
      _Alignof(max_align_t))
 
-/* An empty map (allocates nothing yet). max_entries: most entries (0 = SIZE_MAX / 4); seed varies
- * the hash (0 is fine where keys come from a trusted source). */
+/* An empty map (allocates nothing yet). max_entries: most entries (0 = SIZE_MAX / 4); seed keys
+ * the hash: sl_strmap_seed() for every map whose keys a client chooses or probes with, so that
+ * nobody can compute keys that pile up in one probe sequence. */
 void sl_strmap_init(sl_strmap *m, size_t value_size, size_t max_entries, uint64_t seed);
+/* A random seed (getrandom; before the kernel has entropy, the clock, the salt's address and a
+ * counter mixed), never 0: one per table, not per process, so tables of several nodes in one
+ * process differ too. Also the seed of the other hash tables keyed by client input (the engine's
+ * store, the GLOBAL table). */
+uint64_t sl_strmap_seed(const void *salt);
 /* Free the keys and the slots; the map is empty again (and reusable). */
 void sl_strmap_free(sl_strmap *m);
 /* Remove every entry, keeping the slots. */

@@ -2,7 +2,11 @@
 /*
  * GLOBAL state (see global.h): a sharded chained hash table of entries keyed by the picker's hash
  * of name + "_" + unique_key, and two lists of entries waiting to be sent (hits for owners, keys
- * to broadcast). An entry on a list is never freed (its flag says so); only the taker clears it.
+ * to broadcast). The shard (top bits) and bucket (low bits) come from the table's own hash of that
+ * id, XXH3 of the 8 id bytes under a random per-table seed (a bijection: distinct ids stay
+ * distinct): with the id's own bits, a client could brute-force keys whose ids share their low
+ * and top bits, all in one chain (with the public seed, 2^16 tries a key for 1000 keys in one
+ * bucket of a 1024-bucket shard), and every lookup of those keys would walk the whole chain. An entry on a list is never freed (its flag says so); only the taker clears it.
  * Lock order: a shard's mutex, then a list's mutex - never the other way round.
  */
 #include "cluster/global.h"
@@ -14,7 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 #include "base/grow.h"
+#include "base/strmap.h"
 #include "core/gregorian.h"
 
 #define NSHARDS 16
@@ -46,6 +54,7 @@ typedef struct shard {
     pthread_mutex_t mu;
     gent **buckets;
     size_t nb, count, sweep;
+    size_t longest;          /* most entries one lookup walked */
     char pad[64];
 } shard;
 
@@ -59,6 +68,7 @@ struct sl_global {
     shard shards[NSHARDS];
     wlist hits, touched;
     size_t max_keys, batch_limit;
+    uint64_t seed;           /* of the table hash */
     _Atomic size_t count;
     _Atomic uint64_t local_answers, updates, full;
     _Atomic unsigned sweep_shard;
@@ -71,6 +81,7 @@ int sl_global_new(const sl_global_config *cfg, sl_global **out)
         return -ENOMEM;
     g->max_keys = cfg && cfg->max_keys ? cfg->max_keys : 100000;
     g->batch_limit = cfg && cfg->batch_limit ? cfg->batch_limit : 1000;
+    g->seed = cfg && cfg->hash_seed ? cfg->hash_seed : sl_strmap_seed(g);
     for (int i = 0; i < NSHARDS; i++) {
         pthread_mutex_init(&g->shards[i].mu, NULL);
         g->shards[i].nb = 64;
@@ -111,6 +122,18 @@ void sl_global_free(sl_global *g)
     free(g);
 }
 
+/* The table's hash of a key id (see the top). */
+static inline uint64_t table_hash(const sl_global *g, uint64_t id)
+{
+    return XXH3_64bits_withSeed(&id, sizeof id, g->seed);
+}
+
+static inline void walked(shard *s, size_t n)
+{
+    if (n > s->longest)
+        s->longest = n;
+}
+
 static shard *shard_of(sl_global *g, uint64_t h)
 {
     return &g->shards[h >> 60];
@@ -126,17 +149,25 @@ static bool key_eq(const gent *e, const sl_request *r)
 
 static gent *find_req(shard *s, uint64_t h, const sl_request *r)
 {
-    for (gent *e = s->buckets[h & (s->nb - 1)]; e; e = e->next)
-        if (e->hash == h && key_eq(e, r))
+    size_t n = 0;
+    for (gent *e = s->buckets[h & (s->nb - 1)]; e; e = e->next, n++)
+        if (e->hash == h && key_eq(e, r)) {
+            walked(s, n + 1);
             return e;
+        }
+    walked(s, n);
     return NULL;
 }
 
 static gent *find_joined(shard *s, uint64_t h, const char *k, size_t len)
 {
-    for (gent *e = s->buckets[h & (s->nb - 1)]; e; e = e->next)
-        if (e->hash == h && e->key_len == len && memcmp(e->key, k, len) == 0)
+    size_t n = 0;
+    for (gent *e = s->buckets[h & (s->nb - 1)]; e; e = e->next, n++)
+        if (e->hash == h && e->key_len == len && memcmp(e->key, k, len) == 0) {
+            walked(s, n + 1);
             return e;
+        }
+    walked(s, n);
     return NULL;
 }
 
@@ -302,9 +333,10 @@ static void refresh_base(gent *e, const sl_request *r, int64_t now)
     }
 }
 
-int sl_global_hit(sl_global *g, uint64_t h, const sl_request *r, int64_t now, sl_response *resp,
-                  int *signals)
+int sl_global_hit(sl_global *g, uint64_t key_hash, const sl_request *r, int64_t now,
+                  sl_response *resp, int *signals)
 {
+    uint64_t h = table_hash(g, key_hash);
     *signals = 0;
     shard *s;
     gent *e = lock_entry(g, h, r, now, &s);
@@ -355,8 +387,10 @@ int sl_global_hit(sl_global *g, uint64_t h, const sl_request *r, int64_t now, sl
     return rc;
 }
 
-int sl_global_touch(sl_global *g, uint64_t h, const sl_request *r, int64_t now, int *signals)
+int sl_global_touch(sl_global *g, uint64_t key_hash, const sl_request *r, int64_t now,
+                    int *signals)
 {
+    uint64_t h = table_hash(g, key_hash);
     *signals = 0;
     shard *s;
     gent *e = lock_entry(g, h, r, now, &s);
@@ -367,11 +401,12 @@ int sl_global_touch(sl_global *g, uint64_t h, const sl_request *r, int64_t now, 
     return rc;
 }
 
-void sl_global_update(sl_global *g, uint64_t h, const char *key, size_t key_len,
+void sl_global_update(sl_global *g, uint64_t key_hash, const char *key, size_t key_len,
                       const sl_response *st, int32_t algorithm, int64_t duration, int64_t now)
 {
     if (st->error)
         return;
+    uint64_t h = table_hash(g, key_hash);
     shard *s = shard_of(g, h);
     pthread_mutex_lock(&s->mu);
     gent *e = find_joined(s, h, key, key_len);
@@ -541,4 +576,10 @@ void sl_global_stats_get(sl_global *g, sl_global_stats *out)
     out->local_answers = atomic_load(&g->local_answers);
     out->updates = atomic_load(&g->updates);
     out->full = atomic_load(&g->full);
+    for (int i = 0; i < NSHARDS; i++) {
+        pthread_mutex_lock(&g->shards[i].mu);
+        if (g->shards[i].longest > out->longest_chain)
+            out->longest_chain = g->shards[i].longest;
+        pthread_mutex_unlock(&g->shards[i].mu);
+    }
 }

@@ -38,6 +38,9 @@ typedef struct sl_global sl_global;
 typedef struct sl_global_config {
     size_t max_keys;     /* entries held at most; 0 = 100000 */
     size_t batch_limit;  /* keys per send/broadcast that make it go at once; 0 = 1000 */
+    uint64_t hash_seed;  /* keys the table's own hash of the key ids (shards and buckets), so a
+                            client cannot aim keys at one chain; 0 = random per table (tests
+                            may fix it) */
 } sl_global_config;
 
 /* Signals returned (OR-ed) by sl_global_hit / sl_global_touch for the router's timers. */
@@ -53,6 +56,7 @@ typedef struct sl_global_stats {
     uint64_t local_answers;   /* requests answered from a local copy */
     uint64_t updates;         /* owner states applied */
     uint64_t full;            /* requests refused because the table was full */
+    uint64_t longest_chain;   /* most entries one lookup walked so far (a hash-flood gauge) */
 } sl_global_stats;
 
 int sl_global_new(const sl_global_config *cfg, sl_global **out);

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "cluster/picker.h"
+#include "core/store.h"
 #include "sluice/clock.h"
 #include "wire/grpc_frame.h"
 
@@ -177,7 +178,8 @@ void sl_globalsync_peer_batch(sl_globalsync *s, const sl_batch *b, int64_t now)
         if (b->answered[i] || !(q->behavior & SL_GLOBAL) || q->hits == 0 || b->resps[i].error)
             continue;
         int sig = 0;
-        uint64_t h = sl_picker_key_hash(q->name, q->name_len, q->unique_key, q->unique_key_len);
+        uint64_t h = sl_picker_key_hash(sl_engine_key_ids(s->cfg.engine), q->name, q->name_len,
+                                        q->unique_key, q->unique_key_len);
         if (sl_global_touch(s->cfg.global, h, q, now, &sig) == 0) {
             touched = true;
             if (sig & SL_GLOBAL_FULL)
@@ -191,7 +193,7 @@ void sl_globalsync_peer_batch(sl_globalsync *s, const sl_batch *b, int64_t now)
 void sl_globalsync_update(sl_globalsync *s, const sl_peerwire_global *g, size_t n, int64_t now)
 {
     for (size_t k = 0; k < n; k++)
-        sl_global_update(s->cfg.global, sl_picker_hash(g[k].key, g[k].key_len), g[k].key,
+        sl_global_update(s->cfg.global, sl_picker_hash(sl_engine_key_ids(s->cfg.engine), g[k].key, g[k].key_len), g[k].key,
                          g[k].key_len, &g[k].resp, g[k].algorithm, g[k].duration, now);
     cinc(&s->c_updates, n);
     sl_metrics_counter_add(s->cfg.m_updates, n);
@@ -252,7 +254,8 @@ static void on_hits_done(void *ud, const sl_peer_result *res)
         for (size_t k = 0; ok && k < c->n; k++) {
             const char *key = c->keys + c->key_off[k];
             size_t len = c->key_off[k + 1] - c->key_off[k] - 1;
-            sl_global_update(s->cfg.global, sl_picker_hash(key, len), key, len,
+            sl_global_update(s->cfg.global, sl_picker_hash(sl_engine_key_ids(s->cfg.engine), key, len),
+                             key, len,
                              &s->scratch.resps[k], c->alg[k], c->dur[k], now);
         }
     }
@@ -365,7 +368,8 @@ static void send_hits(sl_globalsync *s)
         size_t m = 0;
         for (int k = 0; k < n; k++) {
             sl_request *q = &gs->reqs[k];
-            uint64_t h = sl_picker_key_hash(q->name, q->name_len, q->unique_key, q->unique_key_len);
+            uint64_t h = sl_picker_key_hash(sl_engine_key_ids(s->cfg.engine), q->name, q->name_len,
+                                        q->unique_key, q->unique_key_len);
             if (!ops->owner(s->cfg.ud, h, &ks[m].p)) {
                 /* we own it now (the list changed): apply the hits here, as an owner would */
                 sl_response resp;

@@ -177,14 +177,15 @@ long sl_picker_find(const sl_picker *p, const char *addr)
     return hit ? (long)(hit - p->addrs) : -1;
 }
 
-uint64_t sl_picker_hash(const char *key, size_t len)
+uint64_t sl_picker_hash(const struct sl_key_ids *ids, const char *key, size_t len)
 {
-    return XXH3_64bits_withSeed(key, len, SL_PICKER_SEED);
+    return sl_key_id_joined(ids, key, len); /* the engine's cluster key id: one function */
 }
 
-uint64_t sl_picker_key_hash(const char *name, size_t name_len, const char *key, size_t key_len)
+uint64_t sl_picker_key_hash(const struct sl_key_ids *ids, const char *name, size_t name_len,
+                            const char *key, size_t key_len)
 {
-    return sl_key_id(name, name_len, key, key_len); /* the engine's cluster key id: one function */
+    return sl_key_id(ids, name, name_len, key, key_len);
 }
 
 _Static_assert(SL_PICKER_SEED == SL_KEY_ID_SEED, "the picker's hash is the engine's key id");

@@ -26,6 +26,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct sl_key_ids; /* core/store.h */
+
 /* Picker kinds: the values of sl_peer_picker (config.h). */
 enum { SL_PICKER_KIND_RING = 0, SL_PICKER_KIND_HRW = 1 };
 
@@ -51,10 +53,13 @@ const char *sl_picker_addr(const sl_picker *p, size_t i);
 /* Index of an address, or -1. */
 long sl_picker_find(const sl_picker *p, const char *addr);
 
-/* The hash of Gubernator's key name + "_" + unique_key (without building the string). */
-uint64_t sl_picker_key_hash(const char *name, size_t name_len, const char *key, size_t key_len);
+/* The hash of Gubernator's key name + "_" + unique_key (without building the string): the
+ * cluster's key id (core/store.h's sl_key_id), keyed with the cluster's secret in ids (the
+ * engine's, sl_engine_key_ids; NULL: the public seed, e.g. the proxy's choice of a limiter). */
+uint64_t sl_picker_key_hash(const struct sl_key_ids *ids, const char *name, size_t name_len,
+                            const char *key, size_t key_len);
 /* The hash of an already joined key. sl_picker_hash(k) == sl_picker_key_hash(split of k). */
-uint64_t sl_picker_hash(const char *key, size_t len);
+uint64_t sl_picker_hash(const struct sl_key_ids *ids, const char *key, size_t len);
 
 /* Index of the owner of a key hash; SIZE_MAX when the picker is empty. */
 size_t sl_picker_owner(const sl_picker *p, uint64_t key_hash);

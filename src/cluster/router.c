@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "cluster/picker.h"
+#include "core/store.h"
 #include "sluice/clock.h"
 #include "wire/grpc_frame.h"
 
@@ -174,7 +175,8 @@ static void route(wk *w, pend *p, size_t i, uint32_t attempts, int64_t now, int6
     sl_view *v = w->v;
     sl_batch *b = p->b;
     sl_request *q = &b->reqs[i];
-    uint64_t h = sl_picker_key_hash(q->name, q->name_len, q->unique_key, q->unique_key_len);
+    uint64_t h = sl_picker_key_hash(sl_engine_key_ids(r->engine), q->name, q->name_len,
+                                    q->unique_key, q->unique_key_len);
     size_t o = sl_picker_owner(v->picker, h);
     if (o == SIZE_MAX || (long)o == v->self || !w->peers[o]) {
         decide_here(w, b, i, h, now);

@@ -99,6 +99,12 @@ static const sl_opt daemon_opts[] = {
     {.name = "max-unsent-bytes", .type = SL_OPT_SIZE, .offset = FIELD(max_unsent_bytes, uint64_t),
      .def = "256MiB", .min = 1024, .max = (uint64_t)1 << 40, .group = G_LIMITS,
      .help = "HTTP/2 answers held unsent over all connections"},
+    {.name = "max-request-memory", .type = SL_OPT_SIZE,
+     .offset = FIELD(max_request_memory, uint64_t), .def = "0", .min = 0,
+     .max = (uint64_t)1 << 50, .group = G_LIMITS,
+     .help = "request bytes buffered over all connections, past which requests with a body over "
+             "16KiB get 503 (gRPC RESOURCE_EXHAUSTED) and the connections holding the most are "
+             "closed; 0: 1/8 of physical memory, at least 64MiB"},
     {.name = "max-conn-errors", .type = SL_OPT_INT, .offset = FIELD(max_conn_errors, int64_t),
      .def = "16", .min = 1, .max = 1000000, .group = G_LIMITS,
      .help = "protocol errors and refused requests before a connection is closed"},
@@ -203,6 +209,13 @@ static const sl_opt daemon_opts[] = {
     {.name = "redis-addrs", .type = SL_OPT_LIST, .offset = FIELD(redis_addrs, sl_opt_list),
      .group = G_ENGINE, .metavar = "ADDRS",
      .help = "Redis server addresses (ip:port) for --store redis, tried in turn"},
+    {.name = "redis-sentinel", .type = SL_OPT_LIST, .offset = FIELD(redis_sentinel, sl_opt_list),
+     .group = G_ENGINE, .metavar = "ADDRS",
+     .help = "Redis Sentinel addresses (ip:port), in place of --redis-addrs: asked for "
+             "--redis-master's address, and again on a failover"},
+    {.name = "redis-master", .type = SL_OPT_STRING, .offset = FIELD(redis_master, char *),
+     .group = G_ENGINE, .metavar = "NAME",
+     .help = "the master's name the sentinels monitor (with --redis-sentinel)"},
     {.name = "redis-cluster", .type = SL_OPT_BOOL, .offset = FIELD(redis_cluster, bool),
      .def = "false", .group = G_ENGINE,
      .help = "Redis Cluster: --redis-addrs are seed nodes; keys go to their slot's master and "
@@ -370,6 +383,11 @@ static const sl_opt daemon_opts[] = {
      .help = "key owner choice: consistent-hash ring or rendezvous (HRW)"},
     {.name = "replicas", .type = SL_OPT_INT, .offset = FIELD(replicas, int64_t), .def = "512",
      .min = 1, .max = 65536, .group = G_CLUSTER, .help = "virtual nodes per peer on the ring"},
+    {.name = "cluster-hash-secret-file", .type = SL_OPT_STRING,
+     .offset = FIELD(cluster_hash_secret_file, char *), .group = G_CLUSTER, .metavar = "FILE",
+     .help = "a secret (at least 16 bytes, the same on every node) that keys the cluster's key "
+             "ids, so clients cannot choose keys that share another key's state; none: the "
+             "public id (read at start only; changing it moves every key)"},
     {.name = "batch-wait", .type = SL_OPT_DURATION, .offset = FIELD(batch_wait_ns, int64_t),
      .def = "500us", .min = 0, .max = 10 * SEC, .group = G_CLUSTER,
      .help = "gather requests for one owner this long before forwarding"},
@@ -768,8 +786,18 @@ static int finalize(sl_options *o, char *err, size_t errlen)
         o->storage_addrs.n == 0)
         return sl_opt_fail(err, errlen, -EINVAL, "option 'proxy-limiters': required with "
                            "role=proxy (or observers, or storage-addrs to find them in etcd)");
-    if (o->store == SL_STORE_REDIS && o->redis_addrs.n == 0)
-        return sl_opt_fail(err, errlen, -EINVAL, "option 'redis-addrs': required with store=redis");
+    if (o->redis_sentinel.n && o->redis_addrs.n)
+        return sl_opt_fail(err, errlen, -EINVAL, "option 'redis-sentinel': the sentinels say "
+                           "where the server is; give redis-addrs or redis-sentinel, not both");
+    if (o->redis_sentinel.n && o->redis_cluster)
+        return sl_opt_fail(err, errlen, -EINVAL, "option 'redis-sentinel': a Redis Cluster has no "
+                           "sentinels; give redis-cluster or redis-sentinel, not both");
+    if (o->redis_sentinel.n && !o->redis_master[0])
+        return sl_opt_fail(err, errlen, -EINVAL, "option 'redis-master': required with "
+                           "redis-sentinel (the name in the sentinels' 'sentinel monitor' line)");
+    if (o->store == SL_STORE_REDIS && o->redis_addrs.n == 0 && o->redis_sentinel.n == 0)
+        return sl_opt_fail(err, errlen, -EINVAL, "option 'redis-addrs': required with store=redis "
+                           "(or redis-sentinel and redis-master)");
     if (o->standalone && o->discovery != SL_DISCOVERY_NONE)
         return sl_opt_fail(err, errlen, -EINVAL,
                     "option 'standalone': cannot be combined with discovery=%s",

@@ -81,6 +81,7 @@ typedef struct sl_options {
     uint64_t max_conn_body_bytes;
     uint64_t max_conn_unsent_bytes;
     uint64_t max_unsent_bytes;
+    uint64_t max_request_memory; /* 0: sized to the machine (net/reqmem.h) */
     int64_t max_conn_errors;
     int64_t shutdown_timeout_ns;
     int64_t max_batch;
@@ -113,6 +114,8 @@ typedef struct sl_options {
     int64_t snapshot_period_ns;
     int store;                 /* sl_store_kind: --store */
     sl_opt_list redis_addrs;
+    sl_opt_list redis_sentinel;
+    char *redis_master;
     char *redis_user;          /* "" = AUTH password */
     char *redis_password_file; /* "" = no AUTH */
     bool redis_cluster;        /* redis_addrs are Redis Cluster seed nodes */
@@ -161,6 +164,7 @@ typedef struct sl_options {
     char *advertise_addr;      /* defaults to listen_addr */
     int peer_picker;           /* sl_peer_picker */
     int64_t replicas;
+    char *cluster_hash_secret_file; /* "" = unkeyed key ids (core/store.h) */
     int64_t batch_wait_ns;
     int64_t batch_limit;
     int64_t batch_timeout_ns;

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/strmap.h"
 #include "config/killswitchfile.h"
 #include "config/watched.h"
 #include "sluice/clock.h"
@@ -270,8 +271,7 @@ int sl_killswitch_new(const sl_killswitch_config *cfg, sl_killswitch **out)
         return -ENOMEM;
     ks->log = cfg->conn.log;
     ks->max_entries = cfg->max_entries ? cfg->max_entries : SL_KILLSWITCH_DEFAULT_MAX_ENTRIES;
-    ks->seed = ((uint64_t)sl_mono_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)ks) *
-               0x9e3779b97f4a7c15ull;
+    ks->seed = sl_strmap_seed(ks);
     pthread_mutex_init(&ks->mu, NULL);
     sl_killswitch_board_init(&ks->src, ks->max_entries, ks->seed);
     sl_killswitch_board_init(&ks->admin, ks->max_entries, ks->seed);

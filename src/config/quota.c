@@ -240,7 +240,7 @@ int sl_quota_tree_new(size_t max_entries, sl_quota_tree **out)
     if (!t)
         return -ENOMEM;
     sl_strmap_init(&t->map, sizeof(qval), max_entries ? max_entries : SL_QUOTA_DEFAULT_MAX_ENTRIES,
-                   0);
+                   sl_strmap_seed(t)); /* looked up with clients' resource names */
     *out = t;
     return 0;
 }

@@ -11,13 +11,13 @@
  * seed is random per engine unless configured, so that clients cannot precompute keys that pile up
  * in one shard or probe sequence (XXH3 is not a cryptographic PRF; this raises the bar, it is not a
  * proof). With cluster_keys the hash is instead a keyed permutation of the cluster-wide key id
- * (see "cluster keys" below).
+ * (see "cluster keys" below), the id keyed with the cluster's secret when it has one.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
+#include "base/strmap.h"
 #include "core/alg.h"
 #include "core/concurrency.h"
 #include "core/store.h"
@@ -41,6 +41,7 @@ struct sl_engine {
     sl_engine_config cfg; /* with the shard count and seed actually used */
     sl_conc_ids lease_ids; /* CONCURRENCY lease ids: unique and unguessable per engine */
     uint64_t perm_k0, perm_k1, perm_inv1, perm_inv2; /* cluster_keys' permutation (below) */
+    sl_key_ids key_ids; /* cluster_keys: how key ids are computed (core/store.h) */
     _Alignas(64) uint64_t errors; /* validation failures (atomic; not on the decision path) */
     char pad[64 - sizeof(uint64_t)];
 };
@@ -80,17 +81,6 @@ void sl_engine_config_default(sl_engine_config *cfg)
     cfg->max_clock_skew_ms = 0;
 }
 
-static uint64_t random_seed(const void *salt)
-{
-    uint64_t seed = 0;
-    if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) != (ssize_t)sizeof seed) {
-        /* No entropy yet (early boot): still differ per engine and per run. */
-        uint64_t mix[2] = {(uint64_t)sl_mono_ns(), (uint64_t)(uintptr_t)salt};
-        seed = XXH3_64bits(mix, sizeof mix);
-    }
-    return seed;
-}
-
 int sl_engine_new(const sl_engine_config *cfg, sl_engine **out)
 {
     if (!cfg || !out)
@@ -104,7 +94,7 @@ int sl_engine_new(const sl_engine_config *cfg, sl_engine **out)
     if (!e->cfg.shards)
         e->cfg.shards = DEFAULT_SHARDS;
     if (!e->cfg.hash_seed)
-        e->cfg.hash_seed = random_seed(e);
+        e->cfg.hash_seed = sl_strmap_seed(e);
     sl_conc_ids_init(&e->lease_ids, 0);
     e->perm_k0 = XXH3_64bits_withSeed("perm0", 5, e->cfg.hash_seed);
     e->perm_k1 = XXH3_64bits_withSeed("perm1", 5, e->cfg.hash_seed);
@@ -163,7 +153,29 @@ static inline uint64_t perm_inverse(const sl_engine *e, uint64_t y)
     return y ^ e->perm_k0;
 }
 
-uint64_t sl_key_id(const char *name, size_t name_len, const char *key, size_t key_len)
+int sl_key_ids_init(sl_key_ids *k, const void *material, size_t len)
+{
+    memset(k, 0, sizeof *k);
+    if (!len)
+        return 0;
+    if (!material || len < SL_KEY_IDS_MIN_MATERIAL)
+        return -EINVAL;
+    if (XXH3_generateSecret(k->secret, sizeof k->secret, material, len) != XXH_OK)
+        return -EINVAL;
+    k->keyed = true;
+    k->fingerprint = XXH3_64bits(k->secret, sizeof k->secret);
+    return 0;
+}
+
+uint64_t sl_key_id_joined(const sl_key_ids *k, const char *joined, size_t len)
+{
+    if (k && k->keyed)
+        return XXH3_64bits_withSecret(joined, len, k->secret, sizeof k->secret);
+    return XXH3_64bits_withSeed(joined, len, SL_KEY_ID_SEED);
+}
+
+uint64_t sl_key_id(const sl_key_ids *k, const char *name, size_t name_len, const char *key,
+                   size_t key_len)
 {
     /* most keys are short: join them on the stack and hash once; the streaming state gives the
      * same value for longer ones */
@@ -174,15 +186,28 @@ uint64_t sl_key_id(const char *name, size_t name_len, const char *key, size_t ke
         buf[name_len] = '_';
         if (key_len)
             memcpy(buf + name_len + 1, key, key_len);
-        return XXH3_64bits_withSeed(buf, name_len + 1 + key_len, SL_KEY_ID_SEED);
+        return sl_key_id_joined(k, buf, name_len + 1 + key_len);
     }
     XXH3_state_t st;
     memset(&st, 0, sizeof st); /* XXH3_INITSTATE, and quiets gcc's maybe-uninitialized */
-    XXH3_64bits_reset_withSeed(&st, SL_KEY_ID_SEED);
+    if (k && k->keyed)
+        XXH3_64bits_reset_withSecret(&st, k->secret, sizeof k->secret);
+    else
+        XXH3_64bits_reset_withSeed(&st, SL_KEY_ID_SEED);
     XXH3_64bits_update(&st, name, name_len);
     XXH3_64bits_update(&st, "_", 1);
     XXH3_64bits_update(&st, key, key_len);
     return XXH3_64bits_digest(&st);
+}
+
+const sl_key_ids *sl_engine_key_ids(const sl_engine *e)
+{
+    return &e->key_ids;
+}
+
+void sl_engine_set_key_ids(sl_engine *e, const sl_key_ids *k)
+{
+    e->key_ids = *k;
 }
 
 uint64_t sl_engine_hash_of_id(const sl_engine *e, uint64_t id)
@@ -199,7 +224,7 @@ static inline uint64_t key_hash(const sl_engine *e, const char *name, size_t nam
                                 const char *key, size_t key_len)
 {
     if (e->cfg.cluster_keys)
-        return perm(e, sl_key_id(name, name_len, key, key_len));
+        return perm(e, sl_key_id(&e->key_ids, name, name_len, key, key_len));
     return seeded_hash(e->cfg.hash_seed, name, name_len, key, key_len);
 }
 

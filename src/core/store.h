@@ -150,10 +150,36 @@ struct sl_engine;
 sl_store *sl_engine_store(struct sl_engine *e);
 uint64_t sl_engine_hash_seed(const struct sl_engine *e);
 
-/* The cluster-wide id of a key: XXH3-64 of name + "_" + unique_key with SL_KEY_ID_SEED, which is
- * Gubernator's hash key and what pickers place on the ring (cluster/picker.h). */
+/* The cluster-wide id of a key: XXH3-64 of name + "_" + unique_key (Gubernator's hash key), what
+ * pickers place on the ring (cluster/picker.h), what hand-off sends (TransferKeys) and, through
+ * a keyed permutation, a clustered engine's store hash. The key is held by its id alone, so two
+ * keys with one id share state: with a public function a client could compute keys whose id
+ * equals another's (for XXH3 of 9 to 16 bytes with a known seed, directly). So the id is keyed
+ * with a secret every node of the cluster shares (--cluster-hash-secret-file): XXH3 with a
+ * 192-byte secret derived from it, unknown to clients. Without one (sl_key_ids unkeyed) the id is
+ * XXH3-64 with the public SL_KEY_ID_SEED, as before: compatible, and collidable. Every node of a
+ * cluster must use the same secret, as it must the same picker and replicas. */
 #define SL_KEY_ID_SEED 0x736c756963652121ULL
-uint64_t sl_key_id(const char *name, size_t name_len, const char *key, size_t key_len);
+#define SL_KEY_IDS_SECRET_SIZE 192
+/* The shortest secret material accepted (bytes). */
+#define SL_KEY_IDS_MIN_MATERIAL 16
+typedef struct sl_key_ids {
+    bool keyed;
+    uint64_t fingerprint; /* of the derived secret, to compare nodes' configurations in logs */
+    unsigned char secret[SL_KEY_IDS_SECRET_SIZE];
+} sl_key_ids;
+/* Derive the id key from secret material (len >= SL_KEY_IDS_MIN_MATERIAL; len 0: unkeyed, the
+ * public seed). -EINVAL for a shorter one. */
+int sl_key_ids_init(sl_key_ids *k, const void *material, size_t len);
+/* The id of (name, unique_key); k NULL is unkeyed. */
+uint64_t sl_key_id(const sl_key_ids *k, const char *name, size_t name_len, const char *key,
+                   size_t key_len);
+/* The same of an already joined name + "_" + unique_key. */
+uint64_t sl_key_id_joined(const sl_key_ids *k, const char *joined, size_t len);
+/* The key ids a clustered engine uses (unkeyed until set); set copies k, before any decision
+ * (the node does it right after sl_engine_new, before loading a snapshot). */
+const sl_key_ids *sl_engine_key_ids(const struct sl_engine *e);
+void sl_engine_set_key_ids(struct sl_engine *e, const sl_key_ids *k);
 /* With sl_engine_config.cluster_keys: the store hash of a key id and back (a bijection). */
 uint64_t sl_engine_hash_of_id(const struct sl_engine *e, uint64_t id);
 uint64_t sl_engine_id_of_hash(const struct sl_engine *e, uint64_t hash);

@@ -474,7 +474,7 @@ static void attempt(sl_proxy *p, sl_exchange *ex, const sl_http_request *rq)
     c->ex = ex;
     c->failed = -1;
     c->h = -1;
-    c->hash = sl_picker_hash(rs, rl);
+    c->hash = sl_picker_hash(NULL, rs, rl); /* only which limiter takes the call: public */
     const sl_quota_snap *snap = p->cfg.quotas ? sl_quotasrc_read(p->cfg.quotas, &w->qr) : NULL;
     c->df = sl_proxy_factor(snap ? snap->tree : NULL, rs, rl);
     start(c);

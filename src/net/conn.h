@@ -53,6 +53,11 @@ typedef struct sl_conn {
     char sniff[24];
     uint64_t completed;         /* progress marker for the read timeout: requests completed
                                    (HTTP/2: the oldest one being received) */
+    size_t req_bytes;           /* request bytes held by its attached exchanges (net/reqmem.h):
+                                   the server closes the largest holders when over the bound */
+    int64_t read_since;         /* HTTP/2: when the oldest request still being received began
+                                   (ctx clock, ms; 0: none): each stream keeps its own read
+                                   deadline, whatever completes on the other streams */
     uint64_t produced;          /* HTTP/2 answer body bytes released by the client's window
                                    (progress marker for the write timeout) */
     const char *peer_identity;  /* TLS: the verified client certificate's name (tls/tls.h), set

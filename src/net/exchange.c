@@ -183,6 +183,11 @@ void sl_http_ctx_stats(const sl_http_ctx *ctx, sl_net_stats *s)
     s->accept_pauses += v[SL_NET_ACCEPT_PAUSES];
 }
 
+void sl_http_ctx_set_reqmem(sl_http_ctx *ctx, sl_reqmem *m)
+{
+    ctx->mem.m = m;
+}
+
 size_t sl_http_ctx_pending(const sl_http_ctx *ctx)
 {
     return ctx->pending;
@@ -254,6 +259,13 @@ void sl_exchange_unref(sl_exchange *ex)
         return;
     sl_http_ctx *ctx = ex->ctx;
     ctx->outstanding--;
+    if (ex->charged) {
+        if (ex->conn_mem)
+            *ex->conn_mem -= ex->charged;
+        sl_reqmem_release(&ctx->mem, ex->charged);
+        ex->charged = 0;
+    }
+    ex->conn_mem = NULL;
     if (ctx->dying || ctx->nfree >= POOL_MAX) {
         exchange_destroy(ex);
         if (ctx->dying && ctx->outstanding == 0)
@@ -273,6 +285,10 @@ void sl_exchange_unref(sl_exchange *ex)
 
 void sl_exchange_detach(sl_exchange *ex)
 {
+    if (ex->conn_mem) { /* the connection stops counting it; the ctx counts it until released */
+        *ex->conn_mem -= ex->charged;
+        ex->conn_mem = NULL;
+    }
     if (!ex->owner)
         return;
     ex->owner = NULL;
@@ -284,13 +300,13 @@ void sl_exchange_detach(sl_exchange *ex)
     }
 }
 
-int64_t sl_exchange_put(sl_exchange *ex, const void *p, size_t n)
+void sl_exchange_charge(sl_exchange *ex)
 {
-    size_t off = ex->arena.len;
-    int rc = sl_buf_append(&ex->arena, p, n);
-    if (rc)
-        return rc;
-    return (int64_t)off;
+    size_t d = ex->arena.alloc - ex->charged;
+    ex->charged = ex->arena.alloc;
+    sl_reqmem_charge(&ex->ctx->mem, d);
+    if (ex->conn_mem)
+        *ex->conn_mem += d;
 }
 
 int sl_exchange_add_header(sl_exchange *ex, uint32_t name, uint32_t name_len, uint32_t value,

@@ -33,6 +33,7 @@
 #include <uv.h>
 
 #include "base/buf.h"
+#include "net/reqmem.h"
 
 typedef enum sl_http_proto { SL_HTTP_1 = 1, SL_HTTP_2 = 2 } sl_http_proto;
 
@@ -225,6 +226,9 @@ void sl_http_ctx_set_now(sl_http_ctx *ctx, int64_t now_ms);
 int64_t sl_http_ctx_now_ms(const sl_http_ctx *ctx);
 const sl_http_limits *sl_http_ctx_limits(const sl_http_ctx *ctx);
 void sl_http_ctx_stats(const sl_http_ctx *ctx, sl_net_stats *add_to);
+/* Share the server's bound on buffered request bytes (net/reqmem.h); m may be NULL (none). Set
+ * before the first connection. */
+void sl_http_ctx_set_reqmem(sl_http_ctx *ctx, sl_reqmem *m);
 /* Exchanges handed to the handler and not answered yet (for tests and drain). */
 size_t sl_http_ctx_pending(const sl_http_ctx *ctx);
 
@@ -280,6 +284,12 @@ struct sl_exchange {
     size_t hdr_bytes;            /* bytes counted against max_header_bytes */
     size_t held;                 /* bytes charged to the owner's conn_buffer_bytes */
     size_t unsent;               /* h2: answer bytes charged to conn_unsent_bytes/unsent_bytes */
+    size_t charged;              /* request bytes charged to the ctx's request-memory account
+                                    (net/reqmem.h): the arena's allocation, from the first put;
+                                    released when the exchange is */
+    size_t *conn_mem;            /* the owning connection's count of the same (sl_conn.req_bytes);
+                                    NULL once detached */
+    int64_t recv_start;          /* h2: when the stream began (ctx clock, ms): its read deadline */
     sl_buf arena;                /* request bytes */
     sl_hdr_off *hoff;
     sl_http_header *hview;
@@ -313,6 +323,7 @@ struct sl_http_ctx {
     size_t outstanding;       /* exchanges allocated and not returned */
     size_t pending;           /* dispatched, not answered */
     size_t unsent;            /* h2 answer bytes submitted and not sent, over all connections */
+    sl_reqmem_acct mem;       /* request bytes held by this ctx's exchanges (net/reqmem.h) */
     bool dying;
     _Atomic uint64_t stat[SL_NET_STAT_COUNT];
 };
@@ -330,8 +341,22 @@ sl_exchange *sl_exchange_new(sl_http_ctx *ctx, const sl_exchange_ops *ops, void 
 void sl_exchange_unref(sl_exchange *ex);
 /* The owner lets go: the handler's respond becomes a no-op; fires the cancel callback. */
 void sl_exchange_detach(sl_exchange *ex);
-/* Append bytes to the request arena; returns the offset or -errno. */
-int64_t sl_exchange_put(sl_exchange *ex, const void *p, size_t n);
+/* Charge the arena's growth to the request-memory accounts (net/reqmem.h): what is charged is
+ * the arena's allocation (a reused exchange's kept buffer included), so the accounts move once
+ * per request and per growth, not per header. */
+void sl_exchange_charge(sl_exchange *ex);
+/* Append bytes to the request arena; returns the offset or -errno. Inline: a put that does not
+ * grow the arena costs the append and one compare. */
+static inline int64_t sl_exchange_put(sl_exchange *ex, const void *p, size_t n)
+{
+    size_t off = ex->arena.len;
+    int rc = sl_buf_append(&ex->arena, p, n);
+    if (rc)
+        return rc;
+    if (__builtin_expect(ex->arena.alloc != ex->charged, 0))
+        sl_exchange_charge(ex);
+    return (int64_t)off;
+}
 /* Record a header from arena offsets. -E2BIG past max_headers. */
 int sl_exchange_add_header(sl_exchange *ex, uint32_t name, uint32_t name_len, uint32_t value,
                            uint32_t value_len);

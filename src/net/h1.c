@@ -68,6 +68,7 @@ static int on_message_begin(llhttp_t *p)
         ex->has_peer = true;
     }
     ex->peer_identity = c->peer_identity;
+    ex->conn_mem = &c->req_bytes;
     h->cur = ex;
     h->msg_in_progress = true;
     h->field_open = h->value_open = h->url_open = false;
@@ -198,6 +199,12 @@ static int on_headers_complete(llhttp_t *p)
     ex->http10 = p->http_major == 1 && p->http_minor == 0;
     ex->keepalive = llhttp_should_keep_alive(p) != 0;
     bool has_body = (p->flags & F_CHUNKED) || p->content_length > 0;
+    /* Over the server's bound on buffered request bytes, a request that brings more than a small
+     * body is answered 503 (and, HTTP/1.1 being unable to skip a body it has not read, the
+     * connection ends); small ones go on (net/reqmem.h). */
+    if (((p->flags & F_CHUNKED) || p->content_length > SL_REQMEM_SMALL_BODY) &&
+        sl_reqmem_over(ex->ctx->mem.m))
+        return reject(ex, 503);
     if ((p->flags & F_CONTENT_LENGTH) && p->content_length > 0) {
         if (p->content_length > ex->ctx->lim.max_body_bytes)
             return reject(ex, 413);
@@ -220,6 +227,8 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
     sl_exchange *ex = h->cur;
     if (ex->body_len + len > ex->ctx->lim.max_body_bytes)
         return reject(ex, 413);
+    if (ex->body_len + len > SL_REQMEM_SMALL_BODY && sl_reqmem_over(ex->ctx->mem.m))
+        return reject(ex, 503); /* a chunked body growing past the bound */
     if (!ex->body_len)
         ex->body_off = (uint32_t)ex->arena.len;
     if (sl_exchange_put(ex, at, len) < 0)
@@ -435,16 +444,21 @@ static void fail(sl_h1 *h)
     h->cur = NULL;
     h->msg_in_progress = false;
     h->dead = true;
-    sl_net_stat_add(c->ctx, SL_NET_PROTOCOL_ERRORS, 1);
-    sl_net_stat_add(c->ctx, SL_NET_CONNS_CALMED, 1); /* HTTP/1.1 closes on its first error */
     if (!ex) {
         ex = sl_exchange_new(c->ctx, &exchange_ops, h);
         if (!ex) {
             c->fatal = true;
             return;
         }
+        ex->conn_mem = &c->req_bytes;
     }
     int status = ex->reject ? ex->reject : 400;
+    if (status == 503) {
+        sl_reqmem_count_refused(c->ctx->mem.m); /* our bound, not the client's error */
+    } else {
+        sl_net_stat_add(c->ctx, SL_NET_PROTOCOL_ERRORS, 1);
+        sl_net_stat_add(c->ctx, SL_NET_CONNS_CALMED, 1); /* HTTP/1.1 closes on its first error */
+    }
     ex->keepalive = false;
     ex->is_head = false;
     ex->http10 = false;
@@ -452,6 +466,7 @@ static void fail(sl_h1 *h)
     sl_exchange_finish_request(ex, SL_HTTP_1);
     const char *text = status == 413   ? "request body too large\n"
                        : status == 431 ? "request header fields too large\n"
+                       : status == 503 ? SL_REQMEM_REFUSED_TEXT
                                        : "bad request\n";
     sl_exchange_respond_error(ex, status, text);
 }

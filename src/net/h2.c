@@ -13,9 +13,11 @@
  *    charged in bytes, with the request they answer, to the connection and to the ctx; above
  *    either budget new streams of a connection holding such answers are refused
  *    (REFUSED_STREAM), and the phase says SL_CONN_WRITING so the driver's write timeout applies;
- *  - the read-timeout progress marker (conn->completed) moves only when the oldest request
- *    being received is complete, so an unfinished request body keeps its deadline: completing
- *    other requests on the same connection does not extend it;
+ *  - each stream being received keeps its own read deadline, counted from its HEADERS: the
+ *    connection tells the driver when its oldest unfinished request began (conn->read_since), so
+ *    completing other requests, even the oldest one, never extends the deadline of the others;
+ *  - past the server's bound on buffered request bytes (net/reqmem.h) a stream whose body grows
+ *    past SL_REQMEM_SMALL_BODY is answered 503 (gRPC: RESOURCE_EXHAUSTED) and the rest dropped;
  *  - after the client's EOF, answers its shut window holds can never leave: the connection is
  *    done once nothing can be sent and no handler owes an answer.
  */
@@ -92,6 +94,8 @@ static void stop_receiving(sl_h2 *h, sl_exchange *ex)
     else
         h->recv_tail = ex->rprev;
     ex->rnext = ex->rprev = NULL;
+    /* The read deadline is now the next oldest stream's own, from when it began. */
+    h->c->read_since = h->recv_head ? h->recv_head->recv_start : 0;
 }
 
 /* Answer bytes a stream holds until nghttp2 closes it: request arena, answer, and a share for
@@ -132,8 +136,9 @@ static void release_held(sl_h2 *h, sl_exchange *ex)
 }
 
 /* Answer a request the net layer refuses (too large). */
-/* Marks a stream already reset with REFUSED_STREAM (connection over its buffer budget). */
-#define REJECT_RESET 503
+/* Marks a stream already reset with REFUSED_STREAM (connection over its buffer budget): not an
+ * HTTP status. */
+#define REJECT_RESET 1
 
 static void refuse(sl_h2 *h, sl_exchange *ex, int status)
 {
@@ -143,11 +148,15 @@ static void refuse(sl_h2 *h, sl_exchange *ex, int status)
     if (!ex->headers_done)
         return; /* answered when the header block ends */
     stop_receiving(h, ex);
-    provoked(h);
+    if (status == 503)
+        sl_reqmem_count_refused(h->c->ctx->mem.m); /* our bound, not the client's error */
+    else
+        provoked(h);
     sl_exchange_finish_request(ex, SL_HTTP_2);
     sl_exchange_respond_error(ex, status,
-                              status == 413 ? "request body too large\n"
-                                            : "request header fields too large\n");
+                              status == 413   ? "request body too large\n"
+                              : status == 503 ? SL_REQMEM_REFUSED_TEXT
+                                              : "request header fields too large\n");
 }
 
 static void make_ready(sl_h2 *h, sl_exchange *ex)
@@ -192,14 +201,18 @@ static int on_begin_headers(nghttp2_session *ss, const nghttp2_frame *frame, voi
         ex->has_peer = true;
     }
     ex->peer_identity = h->c->peer_identity;
+    ex->conn_mem = &h->c->req_bytes;
+    ex->recv_start = sl_http_ctx_now_ms(h->c->ctx);
     ex->counted = true;
     h->receiving++;
     ex->rnext = NULL;
     ex->rprev = h->recv_tail;
     if (h->recv_tail)
         h->recv_tail->rnext = ex;
-    else
+    else {
         h->recv_head = ex;
+        h->c->read_since = ex->recv_start;
+    }
     h->recv_tail = ex;
     link_all(h, ex);
     nghttp2_session_set_stream_user_data(ss, frame->hd.stream_id, ex);
@@ -274,6 +287,12 @@ static int on_data_chunk(nghttp2_session *ss, uint8_t flags, int32_t stream_id,
     const sl_http_limits *lim = &h->c->ctx->lim;
     if (ex->body_len + len > lim->max_body_bytes) {
         refuse(h, ex, 413);
+        return 0;
+    }
+    if (ex->body_len + len > SL_REQMEM_SMALL_BODY && sl_reqmem_over(h->c->ctx->mem.m)) {
+        /* Over the server's bound on buffered request bytes: a body past a small one is
+         * answered 503 (gRPC: RESOURCE_EXHAUSTED) and the rest of it dropped. */
+        refuse(h, ex, 503);
         return 0;
     }
     if (h->held + len > lim->conn_buffer_bytes) {

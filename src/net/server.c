@@ -88,6 +88,7 @@ struct worker {
     uint32_t timeout[TL_COUNT];
     sconn *dirty;
     uint32_t nconns;
+    uint64_t shed_at;   /* loop ms + 1 of the last shed_worst walk */
     uv_mutex_t post_mu;
     post_item *post_head, *post_tail;
     bool post_closed;
@@ -104,6 +105,7 @@ struct sl_server {
     _Atomic int shutdown_req;
     _Atomic uint32_t grace_ms;
     sl_tls_slot *tls;   /* the context for new connections (replaced on reload); NULL: plaintext */
+    sl_reqmem reqmem;   /* request bytes buffered by every worker's connections */
     _Atomic uint64_t tls_stat[TS_COUNT];
 };
 
@@ -354,6 +356,19 @@ static void timer_update(sconn *sc)
                : ph == SL_CONN_WRITING ? TL_WRITING
                                        : TL_BUSY;
         prog = ph == SL_CONN_WRITING ? sc->nwrites + sc->c->produced : sc->c->completed;
+        if (want == TL_READING && sc->c->read_since) {
+            /* HTTP/2: the deadline of the oldest stream still being received, from when that
+             * stream began (not from when another one completed). */
+            uint64_t now = uv_now(&w->loop);
+            int64_t t = sc->c->read_since - w->ctx->wall_offset;
+            uint64_t stamp = t < 0 ? 0 : (uint64_t)t > now ? now : (uint64_t)t;
+            if (sc->tn.list != TL_READING || sc->tn.stamp != stamp) {
+                tl_remove(w, sc);
+                sl_timeouts_insert(w->lists, &sc->tn, TL_READING, stamp);
+            }
+            sc->tprog = prog;
+            return;
+        }
     }
     if (want != sc->tn.list || prog != sc->tprog) {
         tl_remove(w, sc);
@@ -454,6 +469,8 @@ static void tls_read(sconn *sc, const char *data, size_t len)
     sc->c->fatal = true; /* a bad record after the handshake */
 }
 
+static void shed_worst(worker *w);
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     sconn *sc = s->data;
@@ -468,6 +485,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         else
             sl_conn_feed(sc->c, buf->base, (size_t)nread);
         conn_progress(sc);
+        if (sl_reqmem_over(&sc->w->srv->reqmem))
+            shed_worst(sc->w); /* (a closed sc stays allocated until its close callback) */
         return;
     }
     if (nread == 0)
@@ -566,6 +585,42 @@ static void on_connection(void *ud, int fd)
         close_now(sc);
 }
 
+/* ---- the bound on buffered request bytes (net/reqmem.h) ---- */
+
+/* Connections closed per call at most: the others' workers close theirs too, and the next call
+ * (next read or tick) carries on if the count is still over. */
+#define SHED_MAX 8
+
+/* Over --max-request-memory: close this worker's connections holding the most request bytes
+ * until the shared count is back under its low-water mark (sl_reqmem_above_low: some room for
+ * new requests before the bound is reached again). Only a connection holding at least an even
+ * share of the limit over the open connections is closed: a client sending small requests is
+ * never the one to go, however many bytes others hold. Every worker does this on its reads and
+ * its ticks while the count is over, each among its own connections; one walk of them per
+ * closing, at most once per loop millisecond. */
+static void shed_worst(worker *w)
+{
+    sl_reqmem *m = &w->srv->reqmem;
+    uint64_t now = uv_now(&w->loop);
+    if (!sl_reqmem_over(m) || w->shed_at == now + 1)
+        return;
+    w->shed_at = now + 1;
+    uint32_t open = atomic_load(&w->srv->open);
+    size_t fair = (size_t)(m->limit / (open ? open : 1));
+    for (int k = 0; k < SHED_MAX && sl_reqmem_above_low(m); k++) {
+        sconn *worst = NULL;
+        for (int l = 0; l < TL_COUNT; l++)
+            for (sconn *sc = sc_of(w->lists[l].head); sc; sc = sc_of(sc->tn.next))
+                if (sc->c && sc->c->req_bytes >= fair && sc->c->req_bytes &&
+                    (!worst || sc->c->req_bytes > worst->c->req_bytes))
+                    worst = sc;
+        if (!worst)
+            return;
+        sl_reqmem_count_closed(m);
+        close_now(worst);
+    }
+}
+
 /* ---- worker ---- */
 
 static void on_tick(uv_timer_t *t)
@@ -573,6 +628,7 @@ static void on_tick(uv_timer_t *t)
     worker *w = t->data;
     uint64_t now = uv_now(&w->loop);
     sl_http_ctx_resync_clock(w->ctx);
+    shed_worst(w);
     for (int l = 0; l < TL_COUNT; l++) {
         uint32_t to = w->timeout[l];
         if (!to)
@@ -717,6 +773,7 @@ static int worker_init(worker *w)
     if (!w->ctx)
         return -ENOMEM;
     sl_http_ctx_attach_loop(w->ctx, &w->loop, w->idx);
+    sl_http_ctx_set_reqmem(w->ctx, &srv->reqmem);
     if ((rc = uv_mutex_init(&w->post_mu)))
         return rc;
     w->timeout[TL_IDLE] = cfg->idle_timeout_ms;
@@ -790,6 +847,7 @@ int sl_server_start(sl_server **out, const sl_server_config *cfg_in)
         cfg->backlog = d.backlog;
     if (!cfg->max_conns)
         cfg->max_conns = d.max_conns;
+    sl_reqmem_init(&srv->reqmem, cfg->max_request_memory, (unsigned)cfg->workers);
 
     struct sockaddr_storage ss;
     socklen_t slen;
@@ -969,6 +1027,11 @@ void sl_server_stats(const sl_server *srv, sl_net_stats *out)
     for (int i = 0; i < srv->nworkers; i++)
         if (srv->workers[i].ctx)
             sl_http_ctx_stats(srv->workers[i].ctx, out);
+}
+
+void sl_server_reqmem_stats(const sl_server *srv, sl_reqmem_stats *out)
+{
+    sl_reqmem_stats_get(&srv->reqmem, out);
 }
 
 void sl_server_worker_stats(const sl_server *srv, int worker_idx, sl_net_stats *out)

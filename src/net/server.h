@@ -49,6 +49,11 @@ typedef struct sl_server_config {
     uint32_t write_timeout_ms; /* output blocked without progress; default 30000 */
     uint32_t linger_ms;        /* after the last answer: read and drop before closing, so the
                                   client sees the answer rather than a reset; default 2000 */
+    uint64_t max_request_memory; /* request bytes buffered over all workers' connections, past
+                                  which new requests get 503 / RESOURCE_EXHAUSTED and the
+                                  connections holding the most are closed (net/reqmem.h);
+                                  0: unbounded (counted only). Default 0; sluiced passes
+                                  --max-request-memory */
     sl_http_limits limits;     /* protocol limits (0 fields: defaults) */
     sl_tls_ctx *tls;           /* a server context: every connection speaks TLS (the server takes
                                   its own reference); NULL: plaintext */
@@ -97,6 +102,9 @@ void sl_server_tls_stats(const sl_server *srv, sl_tls_stats *out);
 
 /* Counters summed over workers; callable from any thread. */
 void sl_server_stats(const sl_server *srv, sl_net_stats *out);
+/* The bound on buffered request bytes: limit, bytes held now and at peak, requests refused and
+ * connections closed for it; callable from any thread. */
+void sl_server_reqmem_stats(const sl_server *srv, sl_reqmem_stats *out);
 
 /* The server leaves the process's SIGPIPE disposition alone: it writes with send(MSG_NOSIGNAL),
  * and its worker threads block SIGPIPE for themselves, so a libuv write to a client that hung up

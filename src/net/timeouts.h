@@ -60,6 +60,31 @@ static inline void sl_timeouts_append(sl_tlist *lists, sl_tnode *n, int which, u
     l->tail = n;
 }
 
+/* Put n (in no list) into lists[which] as if it had entered at `stamp` (<= every later entry's
+ * time of entry, e.g. when an HTTP/2 connection's oldest unfinished stream began): walks back
+ * from the tail past the entries that entered later, so the list stays in deadline order. The
+ * walk is as long as the number of those entries (in the reading list: connections that began a
+ * request since `stamp` and are still receiving it). */
+static inline void sl_timeouts_insert(sl_tlist *lists, sl_tnode *n, int which, uint64_t stamp)
+{
+    sl_tlist *l = &lists[which];
+    sl_tnode *after = l->tail;
+    while (after && after->stamp > stamp)
+        after = after->prev;
+    n->list = which;
+    n->stamp = stamp;
+    n->prev = after;
+    n->next = after ? after->next : l->head;
+    if (n->next)
+        n->next->prev = n;
+    else
+        l->tail = n;
+    if (after)
+        after->next = n;
+    else
+        l->head = n;
+}
+
 /* True when n's timeout_ms has run out at now. */
 static inline bool sl_timeouts_due(const sl_tnode *n, uint32_t timeout_ms, uint64_t now)
 {

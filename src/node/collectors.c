@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
-enum { SRC_ENGINE, SRC_SERVER, SRC_GRAPHITE, SRC_TLS, SRC_GOSSIP };
+enum { SRC_ENGINE, SRC_SERVER, SRC_GRAPHITE, SRC_TLS, SRC_GOSSIP, SRC_REQMEM };
 
 typedef struct {
     const char *value; /* label value, NULL for an unlabelled family */
@@ -30,6 +30,7 @@ struct stat_family {
 #define GRA(field) offsetof(sl_graphite_stats, field)
 #define TLS(field) offsetof(sl_tls_stats, field)
 #define GOS(field) offsetof(sl_swim_stats, field)
+#define RQM(field) offsetof(sl_reqmem_stats, field)
 
 static const struct stat_family stat_families[] = {
     {SRC_ENGINE, SL_METRICS_GAUGE, "sluice_keys",
@@ -63,6 +64,14 @@ static const struct stat_family stat_families[] = {
      {{NULL, NET(protocol_errors)}}},
     {SRC_SERVER, SL_METRICS_COUNTER, "sluice_network_bytes_total", "Bytes received and sent.",
      "direction", {{"in", NET(bytes_in)}, {"out", NET(bytes_out)}}},
+    {SRC_REQMEM, SL_METRICS_GAUGE, "sluice_request_memory_bytes",
+     "Request bytes buffered over all client connections (used, counted in 64 KiB chunks per "
+     "worker), the highest seen (peak) and --max-request-memory (limit).", "kind",
+     {{"used", RQM(used)}, {"peak", RQM(peak)}, {"limit", RQM(limit)}}},
+    {SRC_REQMEM, SL_METRICS_COUNTER, "sluice_request_memory_events_total",
+     "Past --max-request-memory: requests answered 503 / RESOURCE_EXHAUSTED (refused) and "
+     "connections holding the most request bytes closed (closed).", "event",
+     {{"refused", RQM(refused)}, {"closed", RQM(closed)}}},
     {SRC_TLS, SL_METRICS_COUNTER, "sluice_tls_handshakes_total",
      "TLS handshakes on the client port: completed (ok), plaintext sent to the TLS port, client "
      "certificate missing, expired or from another CA (cert), other failures (protocol).",
@@ -113,6 +122,7 @@ static void collect_stats(void *arg, sl_metrics_sink *sink)
         sl_graphite_stats g;
         sl_tls_stats t;
         sl_swim_stats w;
+        sl_reqmem_stats r;
     } st;
     switch (c->fam->src) {
     case SRC_ENGINE:
@@ -123,6 +133,9 @@ static void collect_stats(void *arg, sl_metrics_sink *sink)
         break;
     case SRC_TLS:
         sl_server_tls_stats(c->src, &st.t);
+        break;
+    case SRC_REQMEM:
+        sl_server_reqmem_stats(c->src, &st.r);
         break;
     case SRC_GOSSIP:
         sl_gossipnode_stats(c->src, &st.w);
@@ -191,6 +204,8 @@ int sl_collectors_engine(sl_collectors *c, sl_metrics *m, sl_engine *e)
 int sl_collectors_server(sl_collectors *c, sl_metrics *m, sl_server *s, bool tls)
 {
     int rc = register_stats(c, m, SRC_SERVER, s);
+    if (!rc)
+        rc = register_stats(c, m, SRC_REQMEM, s);
     if (!rc && tls)
         rc = register_stats(c, m, SRC_TLS, s);
     return rc;

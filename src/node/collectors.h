@@ -22,7 +22,7 @@
 #include "sluice/engine.h"
 
 /* Rows in the table (checked where it is defined). */
-#define SL_COLLECTORS_ROWS 18
+#define SL_COLLECTORS_ROWS 20
 
 /* The collectors' arguments: zero it, keep it where the registry can reach it until freed. */
 typedef struct sl_collectors {

@@ -141,6 +141,8 @@ static int start_server(sl_node *n, const char *host, unsigned short port, char 
     sv.limits.conn_unsent_bytes = (size_t)o->max_conn_unsent_bytes;
     sv.limits.unsent_bytes = (size_t)o->max_unsent_bytes;
     sv.limits.max_conn_errors = (uint32_t)o->max_conn_errors;
+    sv.max_request_memory = o->max_request_memory ? o->max_request_memory
+                                                  : sl_reqmem_default(0);
     sv.limits.max_header_bytes = (size_t)o->max_header_bytes;
     sv.limits.max_body_bytes = (size_t)o->max_body_bytes + 64; /* gRPC framing and slack */
     sv.limits.h2_max_streams = (uint32_t)o->max_streams;

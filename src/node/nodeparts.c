@@ -11,6 +11,9 @@
  */
 #include "node/node_int.h"
 
+#include "base/file.h"
+#include "core/store.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -324,6 +327,44 @@ static int load_idents(sl_node *n, char *err, size_t errlen)
     return rc;
 }
 
+/* --cluster-hash-secret-file: the clustered engine's key ids keyed with the cluster's secret
+ * (core/store.h), before anything is decided or loaded; without it, a warning: chosen keys can
+ * share another key's state. */
+static int cluster_key_ids(sl_node *n, const sl_options *o, char *err, size_t errlen)
+{
+    sl_key_ids ids;
+    const char *path = o->cluster_hash_secret_file;
+    if (!path || !path[0]) {
+        sl_log_warn(&n->log, "cluster key ids are unkeyed (the public XXH3 seed): clients can "
+                             "compute keys that share another key's state; set "
+                             "--cluster-hash-secret-file on every node");
+        return 0;
+    }
+    char *buf = NULL, ferr[256];
+    size_t len = 0;
+    int rc = sl_file_read(path, 4096, SL_FILE_REGULAR, &buf, &len, ferr, sizeof ferr);
+    if (rc) {
+        snprintf(err, errlen, "--cluster-hash-secret-file: %s", ferr);
+        return rc;
+    }
+    while (len && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
+        len--;
+    rc = sl_key_ids_init(&ids, buf, len);
+    explicit_bzero(buf, len);
+    free(buf);
+    if (rc) {
+        snprintf(err, errlen, "--cluster-hash-secret-file %s: %zu bytes, at least %d needed "
+                 "(e.g. head -c 32 /dev/urandom | base64 > FILE)", path, len,
+                 SL_KEY_IDS_MIN_MATERIAL);
+        return rc;
+    }
+    sl_engine_set_key_ids(n->engine, &ids);
+    sl_log_info(&n->log, "cluster key ids keyed fingerprint=%016llx (must match on every node)",
+                (unsigned long long)ids.fingerprint);
+    explicit_bzero(&ids, sizeof ids);
+    return 0;
+}
+
 /* The metrics registry, the engine (with a --state-dir snapshot loaded into it) and the snapshot
  * timer. Fills *ecp: the router validates GLOBAL answers against the engine's limits. */
 int sl_nodeparts_engine(sl_node *n, sl_engine_config *ecp, char *err, size_t errlen)
@@ -376,6 +417,10 @@ int sl_nodeparts_engine(sl_node *n, sl_engine_config *ecp, char *err, size_t err
         snprintf(err, errlen, "engine: %s", strerror(-rc));
         return rc;
     }
+    if (ec.cluster_keys && (rc = cluster_key_ids(n, o, err, errlen))) {
+        sl_statedir_load(&snap, NULL, &acfg, 0, &n->log); /* unmaps only */
+        return rc;
+    }
     if (snap.map)
         sl_statedir_load(&snap, n->engine, &acfg, sl_wall_ms(), &n->log);
     if (o->state_dir &&
@@ -423,7 +468,10 @@ int sl_nodeparts_router(sl_node *n, const sl_engine_config *ec, char *err, size_
     if (o->store == SL_STORE_REDIS) {
         sl_rstore_config sc = {
             .engine = n->engine, .engine_cfg = ec,
-            .addrs = (const char *const *)o->redis_addrs.items, .n_addrs = o->redis_addrs.n,
+            .addrs = (const char *const *)(o->redis_sentinel.n ? o->redis_sentinel.items
+                                                                : o->redis_addrs.items),
+            .n_addrs = o->redis_sentinel.n ? o->redis_sentinel.n : o->redis_addrs.n,
+            .sentinel_master = o->redis_sentinel.n ? o->redis_master : NULL,
             .user = o->redis_user, .password_file = o->redis_password_file,
             .timeout_ms = o->redis_timeout_ns / 1000000, .batch_items = o->redis_batch_items,
             .over_limit_cache = (uint32_t)o->redis_over_limit_cache,

@@ -57,6 +57,9 @@ typedef struct sl_rstore_config {
     bool fail_open;
     bool cluster;                       /* Redis Cluster: addrs are seed nodes, the topology is
                                            read from them (CLUSTER SLOTS) and followed */
+    const char *sentinel_master;        /* Redis Sentinel: addrs are sentinels, asked for this
+                                           master's address (and again when it is lost, turns
+                                           replica, or each second); NULL or "": no sentinel */
     int64_t cluster_refresh_ms;         /* least time between two topology reads by a worker;
                                            0 = 100 */
     size_t max_reply_bytes;             /* a longer reply closes its connection; 0 = 64 MiB */

@@ -104,6 +104,12 @@ struct wk {
     uv_timer_t timer;
     size_t addr;            /* the address (or seed) used or tried last */
     conn main;              /* standalone: the connection */
+    /* --redis-sentinel: the connection to a sentinel (moving along addrs), the master's address
+     * asked of it at start, when main is lost or refused writes, and each second */
+    conn sentinel;
+    bool master_asking;     /* a SENTINEL get-master-addr-by-name is out */
+    bool need_master;       /* ask at the next tick */
+    int64_t master_asked_ms;
     /* --redis-cluster */
     sl_rslots *tbl;         /* the topology (NULL until the first one) */
     sl_rslots *next;        /* where a CLUSTER SLOTS reply is read into */
@@ -141,6 +147,7 @@ struct sl_rstore {
                                plain TCP) */
     char *tls_ca, *tls_cert, *tls_key; /* the files it is read from (NULL: not given) */
     char *tls_server_name;  /* NULL: each address's host */
+    char *sentinel_master;  /* --redis-sentinel: the master's name (NULL: no sentinel) */
     uint32_t batch_items;
     int nworkers;
     wk *wk;

@@ -51,6 +51,11 @@
 #define PASSWORD_MAX 4096
 
 static void try_connect(conn *cn);
+static bool ask_master(wk *w);
+static void drop(conn *cn, const char *why);
+static int parse_addr(const char *s, raddr *a);
+
+#define SENTINEL_POLL_MS 1000 /* the master's address asked again this often */
 
 /* ---- the connections ------------------------------------------------------------------------ */
 
@@ -72,8 +77,13 @@ static void schedule_retry(conn *cn)
     wk *w = cn->w;
     cn->next_try_ms = mono_ms() + cn->backoff_ms;
     cn->backoff_ms = cn->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : cn->backoff_ms * 2;
-    /* the standalone server and the seed move along the address list; a master stays itself */
-    if ((cn == &w->main || cn == w->seed) && w->r->n_addrs > 1) {
+    /* the standalone server, the seed and the sentinel move along the address list; a master
+     * stays itself, and under --redis-sentinel the sentinels say where the server is */
+    if (cn == &w->main && w->r->sentinel_master) {
+        w->need_master = true;
+        return;
+    }
+    if ((cn == &w->main || cn == w->seed || cn == &w->sentinel) && w->r->n_addrs > 1) {
         w->addr = (w->addr + 1) % w->r->n_addrs;
         cn->a = w->r->addrs[w->addr];
     }
@@ -94,6 +104,8 @@ static void lost(conn *cn, const char *why)
             w->refreshing = false;
     }
     cn->slots_asked = false;
+    if (cn == &w->sentinel)
+        w->master_asking = false; /* its answer will not come */
     if (!w->stopping && !cn->retired) {
         if (r->cfg.log && sl_log_budget_take(r->cfg.log, &w->conn_budget, SL_LOG_WARN))
             sl_log_write(r->cfg.log, SL_LOG_WARN, "redis store: %s:%d: %s (worker %d)",
@@ -170,7 +182,7 @@ static void try_connect(conn *cn)
     cn->slots_asked = false;
     cn->conn_start_ms = mono_ms();
     /* queued before the connect completes; they go out first */
-    if (r->password) {
+    if (r->password && cn != &w->sentinel) { /* the data nodes' credential, not a sentinel's */
         const char *argv[3] = {"AUTH", r->user ? r->user : r->password, r->password};
         size_t len[3] = {4, strlen(argv[1]), strlen(r->password)};
         if (sl_rconn_command(ac, sl_rstorewk_on_aux, "AUTH", r->user ? 3 : 2, argv, len) == 0)
@@ -178,6 +190,10 @@ static void try_connect(conn *cn)
     }
     if (cn == w->seed) { /* the seed only answers CLUSTER SLOTS */
         ask_slots(cn);
+        return;
+    }
+    if (cn == &w->sentinel) { /* a sentinel only says where the master is */
+        ask_master(w);
         return;
     }
     for (int alg = 0; alg < SL_ALGORITHM_COUNT; alg++) {
@@ -191,6 +207,70 @@ static void try_connect(conn *cn)
     }
     if (cn->inflight)
         cn->progress_ms = mono_ms();
+}
+
+/* ---- Redis Sentinel -------------------------------------------------------------------------- */
+
+/* A sentinel's answer to SENTINEL get-master-addr-by-name: [ip, port], or nil for a name it does
+ * not monitor. A new address moves the worker's connection there at once. */
+static void on_master(sl_rconn *ac, void *reply, void *priv)
+{
+    (void)priv;
+    conn *cn = sl_rconn_data(ac);
+    redisReply *rp = reply;
+    if (!cn)
+        return;
+    wk *w = cn->w;
+    sl_rstore *r = w->r;
+    if (cn->inflight)
+        cn->inflight--;
+    w->master_asking = false;
+    if (!rp)
+        return;
+    cn->progress_ms = mono_ms();
+    raddr a;
+    char buf[ADDR_MAX + 16];
+    if (rp->type != REDIS_REPLY_ARRAY || rp->elements != 2 ||
+        rp->element[0]->type != REDIS_REPLY_STRING || rp->element[1]->type != REDIS_REPLY_STRING ||
+        rp->element[0]->len >= ADDR_MAX ||
+        snprintf(buf, sizeof buf, strchr(rp->element[0]->str, ':') ? "[%s]:%s" : "%s:%s",
+                 rp->element[0]->str, rp->element[1]->str) >= (int)sizeof buf ||
+        parse_addr(buf, &a)) {
+        w->need_master = true; /* asked again at the next tick */
+        if (r->cfg.log && sl_log_budget_take(r->cfg.log, &w->conn_budget, SL_LOG_WARN))
+            sl_log_write(r->cfg.log, SL_LOG_WARN,
+                         "redis store: sentinel %s:%d does not name a master '%s'%s", cn->a.host,
+                         cn->a.port, r->sentinel_master,
+                         rp->type == REDIS_REPLY_ERROR ? " (an error)" : "");
+        return;
+    }
+    w->need_master = false;
+    bool same = !strcmp(a.host, w->main.a.host) && a.port == w->main.a.port;
+    if (same && (w->main.ac || w->main.next_try_ms < INT64_MAX))
+        return; /* connected there, or reconnecting there */
+    if (r->cfg.log)
+        sl_log_info(r->cfg.log, "redis store: sentinel %s:%d: master '%s' is %s:%d (worker %d)",
+                    cn->a.host, cn->a.port, r->sentinel_master, a.host, a.port, w->idx);
+    if (w->main.ac)
+        drop(&w->main, "the sentinels name another master");
+    w->main.a = a;
+    w->main.backoff_ms = BACKOFF_MIN_MS;
+    try_connect(&w->main);
+}
+
+static bool ask_master(wk *w)
+{
+    conn *cn = &w->sentinel;
+    const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", w->r->sentinel_master};
+    size_t len[3] = {8, 23, strlen(w->r->sentinel_master)};
+    if (!cn->ac || w->master_asking ||
+        sl_rconn_command(cn->ac, on_master, NULL, 3, argv, len) != 0)
+        return false;
+    if (cn->inflight++ == 0)
+        cn->progress_ms = mono_ms();
+    w->master_asking = true;
+    w->master_asked_ms = mono_ms();
+    return true;
 }
 
 /* Free cn's connection from outside its callbacks: commands in flight are answered without a
@@ -363,6 +443,11 @@ static void tick(uv_timer_t *t)
     int64_t now = mono_ms();
     if (!w->r->cfg.cluster) {
         conn_tick(&w->main, now);
+        if (w->r->sentinel_master) {
+            conn_tick(&w->sentinel, now);
+            if (w->sentinel.connected && (w->need_master || now - w->master_asked_ms >= SENTINEL_POLL_MS))
+                ask_master(w);
+        }
         return;
     }
     free_retired(w);
@@ -400,8 +485,17 @@ void sl_rstore_worker_start(sl_rstore *r, int worker, uv_loop_t *loop)
         return;
     }
     w->main.w = w;
-    w->main.a = r->addrs[0];
     w->main.backoff_ms = BACKOFF_MIN_MS;
+    if (r->sentinel_master) { /* the server's address comes from a sentinel */
+        w->main.next_try_ms = INT64_MAX;
+        w->sentinel.w = w;
+        w->sentinel.a = r->addrs[0];
+        w->sentinel.backoff_ms = BACKOFF_MIN_MS;
+        w->master_asking = false;
+        try_connect(&w->sentinel);
+        return;
+    }
+    w->main.a = r->addrs[0];
     try_connect(&w->main);
 }
 
@@ -417,6 +511,8 @@ void sl_rstore_worker_stop(sl_rstore *r, int worker)
     sl_rstorewk_sweep_parked(w, false, true);
     if (w->main.ac)
         drop(&w->main, "worker stopping");
+    if (w->sentinel.ac)
+        drop(&w->sentinel, "worker stopping");
     for (size_t i = 0; i < SL_RSLOTS_NODES_MAX; i++)
         if (w->node[i]) {
             retire(w, w->node[i]);
@@ -638,6 +734,18 @@ int sl_rstore_new(const sl_rstore_config *cfg, sl_rstore **out, char *err, size_
     }
     if (cfg->tls && (rc = load_tls(r, cfg, err, errlen)))
         goto fail;
+    if (cfg->sentinel_master && cfg->sentinel_master[0]) {
+        if (cfg->cluster) {
+            snprintf(err, errlen, "redis store: a sentinel's master or a Redis Cluster, not both");
+            rc = -EINVAL;
+            goto fail;
+        }
+        if (!(r->sentinel_master = strdup(cfg->sentinel_master))) {
+            rc = -ENOMEM;
+            goto fail;
+        }
+    }
+    r->cfg.sentinel_master = NULL;
     r->cfg.user = NULL;
     r->cfg.password_file = NULL;
     r->cfg.addrs = NULL;
@@ -683,6 +791,7 @@ void sl_rstore_free(sl_rstore *r)
     free(r->tls_key);
     sl_overcache_shared_free(r->over);
     free(r->tls_server_name);
+    free(r->sentinel_master);
     if (r->password) {
         explicit_bzero(r->password, strlen(r->password));
         free(r->password);

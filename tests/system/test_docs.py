@@ -43,6 +43,7 @@ OTHER_OPTIONS = {
     ("docs/operations.md", "--disable-ldap"): "libcurl's configure options (a static libcurl)",
     ("docs/operations.md", "--without-librtmp"): "libcurl's configure options (a static libcurl)",
     ("docs/performance.md", "--only"): "bench/bench.py's (the benchmark driver), not sluice's",
+    ("docs/cluster.md", "--check"): "bench/scale.py's (the scale calculator), not sluice's",
     ("docs/protection.md", "--critical"): "examples/middleware.c's own option",
     ("docs/protection.md", "--lease"): "examples/middleware.c's own option",
 }

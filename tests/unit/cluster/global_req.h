@@ -27,7 +27,7 @@ static inline sl_request global_req(const char *key, int64_t hits, int64_t limit
 
 static inline uint64_t hash_of(const sl_request *r)
 {
-    return sl_picker_key_hash(r->name, r->name_len, r->unique_key, r->unique_key_len);
+    return sl_picker_key_hash(NULL, r->name, r->name_len, r->unique_key, r->unique_key_len);
 }
 
 #endif

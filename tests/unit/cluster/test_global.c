@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -269,6 +270,80 @@ static void test_concurrent_hits(void **state)
     sl_global_free(g);
 }
 
+/* issue 25, hash flooding: keys whose public ids (the old bucketing: the id's top 4 bits pick the
+ * shard, its low bits the bucket) are all equal in those bits, computed here by brute force with
+ * the public seed as an attacker would. Bucketed by the ids' own bits they form one chain, every
+ * lookup walking all of it; under the table's keyed hash they spread like any keys. The measure
+ * is the longest chain a lookup walked (deterministic), and the cost per lookup against
+ * non-colliding keys (printed, not asserted). */
+#define FLOOD_KEYS 512
+#define FLOOD_MASK ((UINT64_C(0xf) << 60) | UINT64_C(0x3ff)) /* shard bits + 10 bucket bits */
+
+static size_t colliding_keys(char (*keys)[24], size_t n)
+{
+    size_t got = 0;
+    uint64_t want = 0;
+    for (uint64_t i = 0; got < n && i < (UINT64_C(1) << 26); i++) {
+        char k[24];
+        int len = snprintf(k, sizeof k, "flood-%llu", (unsigned long long)i);
+        uint64_t id = sl_picker_key_hash(NULL, "rl", 2, k, (size_t)len);
+        if (!got)
+            want = id & FLOOD_MASK;
+        if ((id & FLOOD_MASK) == want)
+            memcpy(keys[got++], k, (size_t)len + 1);
+    }
+    return got;
+}
+
+static double lookups_ns(sl_global *g, char (*keys)[24], size_t n, int rounds)
+{
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    for (int r = 0; r < rounds; r++)
+        for (size_t i = 0; i < n; i++) {
+            sl_request q = req(keys[i], 0, 10);
+            sl_response resp;
+            int sig;
+            assert_int_equal(sl_global_hit(g, hash_of(&q), &q, T0, &resp, &sig), 0);
+        }
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    return ((double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec)) /
+           ((double)n * rounds);
+}
+
+static void test_colliding_ids_do_not_share_a_chain(void **state)
+{
+    static char flood[FLOOD_KEYS][24], plain[FLOOD_KEYS][24];
+    assert_int_equal(colliding_keys(flood, FLOOD_KEYS), FLOOD_KEYS);
+    for (size_t i = 0; i < FLOOD_KEYS; i++)
+        snprintf(plain[i], sizeof plain[i], "plain-%zu", i);
+    /* the old scheme's view: every flood key in the same shard and bucket */
+    for (size_t i = 1; i < FLOOD_KEYS; i++)
+        assert_true((sl_picker_key_hash(NULL, "rl", 2, flood[i], strlen(flood[i])) & FLOOD_MASK) ==
+                    (sl_picker_key_hash(NULL, "rl", 2, flood[0], strlen(flood[0])) & FLOOD_MASK));
+    sl_global *gf, *gp;
+    sl_global_config cfg = {.max_keys = 10000, .hash_seed = 0x5eed};
+    assert_int_equal(sl_global_new(&cfg, &gf), 0);
+    assert_int_equal(sl_global_new(&cfg, &gp), 0);
+    lookups_ns(gf, flood, FLOOD_KEYS, 1); /* inserts */
+    lookups_ns(gp, plain, FLOOD_KEYS, 1);
+    double pl = lookups_ns(gp, plain, FLOOD_KEYS, 50);
+    double fl = lookups_ns(gf, flood, FLOOD_KEYS, 50);
+    sl_global_stats sf, sp;
+    sl_global_stats_get(gf, &sf);
+    sl_global_stats_get(gp, &sp);
+    print_message("GLOBAL lookups: colliding ids %.0f ns, others %.0f ns (ratio %.2f); longest "
+                  "chain walked %llu vs %llu (the ids' own bits: %d)\n",
+                  fl, pl, fl / pl, (unsigned long long)sf.longest_chain,
+                  (unsigned long long)sp.longest_chain, FLOOD_KEYS);
+    assert_int_equal(sf.keys, FLOOD_KEYS);
+    /* 512 keys over 16 shards of >= 64 buckets: a chain of 16 is already far in the tail */
+    assert_true(sf.longest_chain <= 16);
+    assert_true(sp.longest_chain <= 16);
+    sl_global_free(gf);
+    sl_global_free(gp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -277,6 +352,7 @@ int main(void)
         cmocka_unit_test(test_behaviors),
         cmocka_unit_test(test_signals_full_and_touch),
         cmocka_unit_test(test_concurrent_hits),
+        cmocka_unit_test(test_colliding_ids_do_not_share_a_chain),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

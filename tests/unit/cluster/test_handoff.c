@@ -117,7 +117,7 @@ static bool owned_by_b(fixture *f, int i)
 {
     char buf[32];
     int n = snprintf(buf, sizeof buf, "k%d", i);
-    size_t o = sl_picker_owner(f->picker, sl_picker_key_hash("n", 1, buf, (size_t)n));
+    size_t o = sl_picker_owner(f->picker, sl_picker_key_hash(NULL, "n", 1, buf, (size_t)n));
     return o == (size_t)sl_picker_find(f->picker, "b:1");
 }
 

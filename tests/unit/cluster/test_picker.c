@@ -43,7 +43,7 @@ static uint64_t key_hash(size_t k)
 {
     char key[32];
     int n = snprintf(key, sizeof key, "account:%zu", k);
-    return sl_picker_key_hash("requests_per_sec", 16, key, (size_t)n);
+    return sl_picker_key_hash(NULL, "requests_per_sec", 16, key, (size_t)n);
 }
 
 static void test_same_owner_any_order(void **state)
@@ -77,9 +77,9 @@ static void test_same_owner_any_order(void **state)
 static void test_key_hash_is_joined_key(void **state)
 {
     (void)state;
-    assert_true(sl_picker_key_hash("a", 1, "b", 1) == sl_picker_hash("a_b", 3));
-    assert_true(sl_picker_key_hash("a_b", 3, "c", 1) == sl_picker_hash("a_b_c", 5));
-    assert_true(sl_picker_key_hash("a", 1, "b", 1) != sl_picker_key_hash("a", 1, "c", 1));
+    assert_true(sl_picker_key_hash(NULL, "a", 1, "b", 1) == sl_picker_hash(NULL, "a_b", 3));
+    assert_true(sl_picker_key_hash(NULL, "a_b", 3, "c", 1) == sl_picker_hash(NULL, "a_b_c", 5));
+    assert_true(sl_picker_key_hash(NULL, "a", 1, "b", 1) != sl_picker_key_hash(NULL, "a", 1, "c", 1));
     /* past the stack buffer, the streaming path must agree */
     char name[300], key[400], joined[701];
     memset(name, 'n', sizeof name);
@@ -87,7 +87,7 @@ static void test_key_hash_is_joined_key(void **state)
     memcpy(joined, name, sizeof name);
     joined[300] = '_';
     memcpy(joined + 301, key, sizeof key);
-    assert_true(sl_picker_key_hash(name, 300, key, 400) == sl_picker_hash(joined, 701));
+    assert_true(sl_picker_key_hash(NULL, name, 300, key, 400) == sl_picker_hash(NULL, joined, 701));
 }
 
 static void test_empty_and_invalid(void **state)

@@ -379,7 +379,7 @@ static const char *owner_of(const char *key)
     assert_int_equal(sl_picker_new(SL_PICKER_RING, 128, ADDRS, NNODES, &pk), 0);
     static char buf[64];
     snprintf(buf, sizeof buf, "%s",
-             sl_picker_addr(pk, sl_picker_owner(pk, sl_picker_key_hash("rl", 2, key, strlen(key)))));
+             sl_picker_addr(pk, sl_picker_owner(pk, sl_picker_key_hash(NULL, "rl", 2, key, strlen(key)))));
     sl_picker_free(pk);
     return buf;
 }

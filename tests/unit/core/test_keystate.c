@@ -453,7 +453,7 @@ static void test_cluster_keys_move_between_engines(void **state)
         sl_store_export(sl_engine_store(a), &cur, T0, 1000, first_key, &ha);
     assert_true(ha != 0);
     uint64_t id = sl_engine_id_of_hash(a, ha);
-    assert_int_equal(id, sl_key_id("acct", 4, "42", 2));
+    assert_int_equal(id, sl_key_id(NULL, "acct", 4, "42", 2));
     /* moved to b under b's hash of the same id, it answers there as it did in a */
     sl_state st;
     int64_t exp;
@@ -470,6 +470,57 @@ static void test_cluster_keys_move_between_engines(void **state)
     sl_engine_free(b);
 }
 
+/* issue 25: with the cluster's secret the key id is keyed: it differs from the public id and
+ * from the id under another secret, the joined and split forms agree, and a clustered engine
+ * holds a key under its keyed id (what hand-off sends and the picker places). Short material is
+ * refused. */
+static void test_keyed_cluster_ids(void **state)
+{
+    (void)state;
+    sl_key_ids pub, k1, k2;
+    assert_int_equal(sl_key_ids_init(&pub, NULL, 0), 0);
+    assert_false(pub.keyed);
+    assert_int_equal(sl_key_ids_init(&k1, "0123456789abcdef", 16), 0);
+    assert_int_equal(sl_key_ids_init(&k2, "0123456789abcdeF", 16), 0);
+    assert_int_equal(sl_key_ids_init(&k2, "short", 5), -EINVAL);
+    assert_int_equal(sl_key_ids_init(&k2, "0123456789abcdeF", 16), 0);
+    assert_true(k1.keyed && k2.keyed && k1.fingerprint != k2.fingerprint);
+    uint64_t idp = sl_key_id(&pub, "acct", 4, "42", 2), id1 = sl_key_id(&k1, "acct", 4, "42", 2);
+    assert_int_equal(idp, sl_key_id(NULL, "acct", 4, "42", 2));
+    assert_true(id1 != idp);
+    assert_true(id1 != sl_key_id(&k2, "acct", 4, "42", 2));
+    assert_int_equal(id1, sl_key_id_joined(&k1, "acct_42", 7));
+    char name[300], key[400], joined[701];
+    memset(name, 'n', sizeof name);
+    memset(key, 'k', sizeof key);
+    memcpy(joined, name, 300);
+    joined[300] = '_';
+    memcpy(joined + 301, key, 400);
+    assert_int_equal(sl_key_id(&k1, name, 300, key, 400), sl_key_id_joined(&k1, joined, 701));
+    /* a clustered engine with the secret holds acct_42 under its keyed id */
+    sl_engine_config c;
+    sl_engine_config_default(&c);
+    c.max_keys = 1000;
+    c.cluster_keys = true;
+    sl_engine *e;
+    assert_int_equal(sl_engine_new(&c, &e), 0);
+    sl_engine_set_key_ids(e, &k1);
+    assert_int_equal(sl_engine_key_ids(e)->fingerprint, k1.fingerprint);
+    sl_request r = req_for(SL_TOKEN_BUCKET, 7);
+    r.name = "acct";
+    r.name_len = 4;
+    r.unique_key = "42";
+    r.unique_key_len = 2;
+    sl_response resp;
+    sl_engine_decide(e, &r, &resp, T0);
+    uint64_t h = 0;
+    sl_store_cursor cur = {0, 0};
+    while (cur.shard < sl_store_shards(sl_engine_store(e)) && !h)
+        sl_store_export(sl_engine_store(e), &cur, T0, 1000, first_key, &h);
+    assert_int_equal(sl_engine_id_of_hash(e, h), id1);
+    sl_engine_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -482,6 +533,7 @@ int main(void)
         cmocka_unit_test(test_snapshot_round_trip),
         cmocka_unit_test(test_snapshot_refused_whole),
         cmocka_unit_test(test_cluster_keys_move_between_engines),
+        cmocka_unit_test(test_keyed_cluster_ids),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

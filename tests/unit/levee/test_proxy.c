@@ -32,7 +32,7 @@ static void test_group_is_top_df_in_any_order(void **state)
     for (int r = 0; r < 200; r++) {
         char res[32];
         snprintf(res, sizeof res, "resource-%d", r);
-        uint64_t h = sl_picker_hash(res, strlen(res));
+        uint64_t h = sl_picker_hash(NULL, res, strlen(res));
         size_t a[N], b[N], all[N];
         assert_int_equal(sl_proxy_group(names, NULL, N, h, 3, a), 3);
         assert_int_equal(sl_proxy_group(rev, NULL, N, h, 3, b), 3);
@@ -51,7 +51,7 @@ static void test_down_member_replaced_by_next_by_hrw(void **state)
     for (int r = 0; r < 200; r++) {
         char res[32];
         snprintf(res, sizeof res, "r%d", r);
-        uint64_t h = sl_picker_hash(res, strlen(res));
+        uint64_t h = sl_picker_hash(NULL, res, strlen(res));
         size_t all[N], g[N];
         sl_proxy_group(names, NULL, N, h, N, all);
         bool down[N] = {false};
@@ -78,7 +78,7 @@ static void test_groups_spread(void **state)
         char res[32];
         snprintf(res, sizeof res, "k%d", r);
         size_t g[1];
-        sl_proxy_group(names, NULL, N, sl_picker_hash(res, strlen(res)), 1, g);
+        sl_proxy_group(names, NULL, N, sl_picker_hash(NULL, res, strlen(res)), 1, g);
         owners[g[0]]++;
     }
     for (int i = 0; i < N; i++)

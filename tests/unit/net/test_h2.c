@@ -843,6 +843,120 @@ static void test_held_body_keeps_deadline(void **state)
     fix_free(f);
 }
 
+/* issue 25: each stream keeps its own read deadline. The connection's deadline follows the
+ * oldest stream still being received, from when that stream began: the oldest completing hands
+ * over to the next one's own start, not to the time of the completion. */
+static void test_each_stream_keeps_its_read_deadline(void **state)
+{
+    fix *f = fix_new(NULL);
+    nghttp2_nv nv[] = {NV(":method", "POST"), NV(":scheme", "http"), NV(":path", "/slow"),
+                       NV(":authority", "a"), NV("content-type", "application/json")};
+    sl_http_ctx_set_now(f->ctx, 10000);
+    int32_t a = nghttp2_submit_headers(f->cl.s, NGHTTP2_FLAG_NONE, -1, NULL, nv, 5, NULL);
+    cstream *sa = &f->cl.st[f->cl.nst++];
+    sa->id = a;
+    exchange_frames(f);
+    assert_int_equal(f->c->read_since, 10000);
+    sl_http_ctx_set_now(f->ctx, 10400);
+    int32_t b = nghttp2_submit_headers(f->cl.s, NGHTTP2_FLAG_NONE, -1, NULL, nv, 5, NULL);
+    cstream *sb = &f->cl.st[f->cl.nst++];
+    sb->id = b;
+    exchange_frames(f);
+    assert_int_equal(f->c->read_since, 10000); /* still the oldest's */
+    /* Quick requests completing meanwhile change nothing. */
+    sl_http_ctx_set_now(f->ctx, 10600);
+    cstream *q = request(&f->cl, "GET", "/quick", NULL, NULL);
+    exchange_frames(f);
+    assert_int_equal(q->status, 200);
+    assert_int_equal(f->c->read_since, 10000);
+    /* The oldest completes at 10900: the deadline is now b's, begun at 10400 (not 10900). */
+    sl_http_ctx_set_now(f->ctx, 10900);
+    static const uint8_t body[] = "{}";
+    body_src bs = {body, 2, 0}, bs2 = {body, 2, 0};
+    nghttp2_data_provider prd = {.source.ptr = &bs, .read_callback = c_read_body};
+    assert_int_equal(nghttp2_submit_data(f->cl.s, NGHTTP2_FLAG_END_STREAM, a, &prd), 0);
+    exchange_frames(f);
+    assert_int_equal(sa->status, 200);
+    assert_int_equal(sl_conn_phase_get(f->c), SL_CONN_READING);
+    assert_int_equal(f->c->read_since, 10400);
+    prd.source.ptr = &bs2;
+    assert_int_equal(nghttp2_submit_data(f->cl.s, NGHTTP2_FLAG_END_STREAM, b, &prd), 0);
+    exchange_frames(f);
+    assert_int_equal(sb->status, 200);
+    assert_int_equal(f->c->read_since, 0);
+    assert_int_equal(sl_conn_phase_get(f->c), SL_CONN_IDLE);
+    fix_free(f);
+}
+
+/* issue 25: past the server's bound on buffered request bytes a stream whose body grows past a
+ * small one is answered 503, or RESOURCE_EXHAUSTED on gRPC, the rest of it dropped, while small
+ * requests go on; the bytes held are counted on the connection and in the shared count until the
+ * exchanges go. */
+static void test_request_memory_bound(void **state)
+{
+    sl_reqmem m;
+    sl_reqmem_init(&m, 800 * 1024, 0);
+    fix *f = fix_new(NULL);
+    sl_http_ctx_set_reqmem(f->ctx, &m);
+    nghttp2_nv nv[] = {NV(":method", "POST"), NV(":scheme", "http"), NV(":path", "/big"),
+                       NV(":authority", "a"), NV("content-type", "application/json")};
+    int32_t big = nghttp2_submit_headers(f->cl.s, NGHTTP2_FLAG_NONE, -1, NULL, nv, 5, NULL);
+    cstream *sbig = &f->cl.st[f->cl.nst++];
+    sbig->id = big;
+    exchange_frames(f);
+    static uint8_t chunk[300 * 1024];
+    body_src bs = {chunk, sizeof chunk, 0};
+    nghttp2_data_provider prd = {.source.ptr = &bs, .read_callback = c_read_body};
+    /* the body without END_STREAM: held, unfinished */
+    assert_int_equal(nghttp2_submit_data(f->cl.s, NGHTTP2_FLAG_NONE, big, &prd), 0);
+    exchange_frames(f);
+    assert_true(bs.off == sizeof chunk); /* the window let it all through */
+    assert_true(f->c->req_bytes >= bs.off);
+    sl_reqmem_stats st;
+    sl_reqmem_stats_get(&m, &st);
+    assert_true(st.used >= f->c->req_bytes);
+    assert_false(sl_reqmem_over(&m));
+    /* another worker's connections hold 600 KiB more: over the bound */
+    sl_reqmem_acct other = {.m = &m};
+    sl_reqmem_charge(&other, 600 * 1024);
+    assert_true(sl_reqmem_over(&m));
+    /* Small requests are still served; one whose body passes SL_REQMEM_SMALL_BODY gets 503 over
+     * HTTP, RESOURCE_EXHAUSTED over gRPC, and is not dispatched. */
+    static const char small[] = "{\"x\":1}";
+    body_src sb = {(const uint8_t *)small, sizeof small - 1, 0};
+    cstream *plain = request(&f->cl, "POST", "/v1/x", "application/json", &sb);
+    exchange_frames(f);
+    assert_int_equal(plain->status, 200);
+    int calls = f->t.calls;
+    static uint8_t large[SL_REQMEM_SMALL_BODY + 100];
+    body_src lb = {large, sizeof large, 0}, lg = {large, sizeof large, 0};
+    cstream *refused = request(&f->cl, "POST", "/v1/x", "application/json", &lb);
+    cstream *grpc = request(&f->cl, "POST", "/pb.gubernator.V1/GetRateLimits", "application/grpc",
+                            &lg);
+    exchange_frames(f);
+    assert_int_equal(refused->status, 503);
+    assert_int_equal(grpc->status, 200);
+    assert_string_equal(grpc->grpc_status, "8");
+    assert_int_equal(f->t.calls, calls);
+    sl_reqmem_stats_get(&m, &st);
+    assert_int_equal(st.refused, 2);
+    /* The held stream goes (reset by the client): the count falls back under the bound and large
+     * requests are served again. */
+    nghttp2_submit_rst_stream(f->cl.s, NGHTTP2_FLAG_NONE, big, NGHTTP2_CANCEL);
+    exchange_frames(f);
+    assert_int_equal(f->c->req_bytes, 0);
+    assert_false(sl_reqmem_over(&m));
+    body_src lb2 = {large, sizeof large, 0};
+    cstream *ok = request(&f->cl, "POST", "/v1/x", "application/json", &lb2);
+    exchange_frames(f);
+    assert_int_equal(ok->status, 200);
+    fix_free(f);
+    sl_reqmem_release(&other, 600 * 1024);
+    sl_reqmem_stats_get(&m, &st);
+    assert_true(st.used <= 4 * SL_REQMEM_CHUNK); /* each account keeps at most its slack */
+    assert_true(st.peak >= 300 * 1024);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -867,6 +981,8 @@ int main(void)
         cmocka_unit_test(test_zero_window_total_budget),
         cmocka_unit_test(test_zero_window_eof_ends),
         cmocka_unit_test(test_held_body_keeps_deadline),
+        cmocka_unit_test(test_each_stream_keeps_its_read_deadline),
+        cmocka_unit_test(test_request_memory_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

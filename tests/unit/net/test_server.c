@@ -664,6 +664,121 @@ static void test_h2_socket(void **state)
     stop(f);
 }
 
+/* issue 25: each HTTP/2 stream keeps its own read deadline. Streams a and b begin at t0 with
+ * unfinished bodies; a completes at 0.7 of the read timeout; b must still be closed about one
+ * read timeout after t0 (it used to get a whole new timeout from a's completion, 1.7 of it). */
+static void cfg_read_1s(sl_server_config *cfg)
+{
+    cfg->read_timeout_ms = 1000;
+    cfg->idle_timeout_ms = 60000;
+    cfg->linger_ms = 60;
+}
+
+static void test_h2_stream_keeps_read_deadline(void **state)
+{
+    fix *f = start(cfg_read_1s);
+    cli *c = cli_new(f->port);
+    h2c h = {0};
+    nghttp2_session_callbacks *cb;
+    nghttp2_session_callbacks_new(&cb);
+    nghttp2_session_callbacks_set_on_header_callback(cb, h2_on_header);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, h2_on_close);
+    nghttp2_session *s;
+    nghttp2_session_client_new(&s, cb, &h);
+    nghttp2_session_callbacks_del(cb);
+    nghttp2_submit_settings(s, NGHTTP2_FLAG_NONE, NULL, 0);
+    nghttp2_nv post[] = {NV(":method", "POST"), NV(":scheme", "http"), NV(":path", "/echo"),
+                         NV(":authority", "x"), NV("content-type", "application/json")};
+    uint64_t t0 = uv_hrtime();
+    int32_t a = nghttp2_submit_headers(s, NGHTTP2_FLAG_NONE, -1, NULL, post, 5, NULL);
+    int32_t b = nghttp2_submit_headers(s, NGHTTP2_FLAG_NONE, -1, NULL, post, 5, NULL);
+    assert_true(a == 1 && b == 3);
+    const uint8_t *p;
+    ssize_t n;
+    while ((n = nghttp2_session_mem_send(s, &p)) > 0)
+        send_all(c->fd, p, (size_t)n);
+    struct pollfd none;
+    poll(&none, 0, 700);
+    nghttp2_data_provider prd = {.read_callback = h2_body};
+    assert_int_equal(nghttp2_submit_data(s, NGHTTP2_FLAG_END_STREAM, a, &prd), 0);
+    while ((n = nghttp2_session_mem_send(s, &p)) > 0)
+        send_all(c->fd, p, (size_t)n);
+    /* a's answer, then the close for b */
+    bool closed = false;
+    while (!closed) {
+        c->len = 0;
+        ssize_t k = fill(c, WAIT_MS);
+        assert_true(k >= 0);
+        if (k == 0)
+            closed = true;
+        else
+            nghttp2_session_mem_recv(s, (uint8_t *)c->buf, c->len);
+    }
+    uint64_t ms = (uv_hrtime() - t0) / 1000000;
+    assert_int_equal(h.status[0], 200);
+    assert_int_equal(h.status[1], 0); /* b never completed */
+    /* ~1000-1250 ms (a quarter-timeout tick); the old deadline came at >= 1700 ms */
+    assert_true(ms >= 900);
+    assert_true(ms < 1550);
+    nghttp2_session_del(s);
+    cli_free(c);
+    stop(f);
+}
+
+/* issue 25: past max_request_memory, the connections holding the most request bytes are closed
+ * (by the workers holding more than their share), counted, and a connection holding little is
+ * left alone. */
+static void cfg_reqmem(sl_server_config *cfg)
+{
+    cfg->max_request_memory = 512 * 1024;
+    cfg->workers = 2;
+}
+
+static void test_request_memory_closes_the_largest(void **state)
+{
+    fix *f = start(cfg_reqmem);
+    cli *small = cli_new(f->port);
+    send_str(small, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\nabc");
+    cli *big[6];
+    static char body[200 * 1024];
+    memset(body, 'x', sizeof body);
+    for (int i = 0; i < 6; i++) {
+        big[i] = cli_new(f->port);
+        send_str(big[i], "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n");
+        send_all(big[i]->fd, body, sizeof body);
+    }
+    /* 1.2 MB held against 512 KiB (+ 256 KiB of slack for the two workers' chunks): the workers
+     * above their share close their largest holders (on a read or their next tick) until the
+     * count is back under */
+    sl_reqmem_stats st;
+    uint64_t bound = 512 * 1024 + 2 * 2 * SL_REQMEM_CHUNK;
+    for (int i = 0; i < WAIT_MS; i++) {
+        sl_server_reqmem_stats(f->srv, &st);
+        if (st.used <= bound && st.closed >= 1)
+            break;
+        struct pollfd none;
+        poll(&none, 0, 1);
+    }
+    assert_true(st.used <= bound);
+    assert_true(st.closed >= 1);
+    assert_int_equal(st.limit, 512 * 1024);
+    assert_true(st.peak > bound);
+    /* four of 200 KiB would be over: at least three went, closed for holding the most or refused
+     * with a 503 (HTTP/1.1 then closes) for arriving while the count was over */
+    int gone = 0;
+    for (int i = 0; i < 6; i++)
+        gone += closed_within(big[i], 50);
+    assert_true(gone >= 3);
+    sl_server_reqmem_stats(f->srv, &st);
+    assert_true(st.closed + st.refused >= 3);
+    /* the small holder is still there and can finish its request */
+    assert_false(closed_within(small, 50));
+    cli_free(small);
+    for (int i = 0; i < 6; i++)
+        cli_free(big[i]);
+    stop(f);
+}
+
 /* issue 11: HTTP/2 answers a client keeps behind a shut window. A client that stays is closed
  * after the write timeout; one that sends FIN is released at once (it used to stay open and
  * counted forever). */
@@ -988,6 +1103,8 @@ int main(void)
         cmocka_unit_test(test_timeouts),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_h2_socket),
+        cmocka_unit_test(test_h2_stream_keeps_read_deadline),
+        cmocka_unit_test(test_request_memory_closes_the_largest),
         cmocka_unit_test(test_zero_window_closed),
         cmocka_unit_test(test_graceful_drain),
         cmocka_unit_test(test_drain_deadline),
