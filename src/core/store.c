@@ -418,14 +418,18 @@ static void make_room(sl_store *s, sl_shard *sh, int64_t now)
  * into each caller with a constant fn, so the algorithm call on the hot path is direct.
  */
 static inline __attribute__((always_inline)) bool
-access_key(sl_store *s, sl_shard *sh, uint64_t h, int64_t now, sl_store_fn fn, void *ctx,
-           bool *refused)
+access_key(sl_store *s, sl_shard *sh, uint64_t h, int64_t now, int64_t at, sl_store_fn fn,
+           void *ctx, bool *refused)
 {
     uint32_t i;
     if (find(sh, h, &i)) {
         sl_slot *sl = &sh->tab[i];
         int64_t expire_at = meta_expire(sl->meta);
-        if (sl_alg_expired(expire_at, now)) {
+        /* `at` is the time fn decides at (a request's created_at): the key's expiry is judged at
+         * that time too. Judged at `now` instead, a node whose clock runs s ms ahead of the peer
+         * that stamped the request would end every window s ms early (no limit at all once
+         * s >= duration), because the algorithm sets expire_at from created_at. */
+        if (sl_alg_expired(expire_at, at)) {
             drop_state(sh, &sl->st);
             state_clear(&sl->st);
             sh->expirations++;
@@ -582,7 +586,8 @@ void sl_store_decide(sl_store *s, uint64_t hash, const sl_request *req, int64_t 
     decide_ctx c = {req, now, &s->alg, resp};
     bool refused = false;
     shard_lock(sh);
-    access_key(s, sh, h, now, decide_fn, &c, &refused);
+    access_key(s, sh, h, now, req->created_at != 0 ? req->created_at : now, decide_fn, &c,
+               &refused);
     if (__builtin_expect(refused, 0)) {
         sl_response err = {.error = sl_store_err_memory};
         *resp = err;
@@ -620,7 +625,7 @@ bool sl_store_update(sl_store *s, uint64_t hash, int64_t now, sl_store_fn fn, vo
     sl_shard *sh = shard_of(s, h);
     bool refused = false;
     shard_lock(sh);
-    bool held = access_key(s, sh, h, now, fn, ctx, &refused);
+    bool held = access_key(s, sh, h, now, now, fn, ctx, &refused);
     shard_unlock(sh);
     return held;
 }
