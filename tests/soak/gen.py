@@ -29,7 +29,8 @@ def main():
 
     nodes, keys = plan["nodes"], plan["keys"]
     rng = random.Random(plan["seed"])
-    gub = [i for i, k in enumerate(keys) if k["alg"] != "levee"]
+    gub = [i for i, k in enumerate(keys) if k["alg"] != "levee" and not k.get("hot")]
+    hot = [i for i, k in enumerate(keys) if k.get("hot")]
     lev = [i for i, k in enumerate(keys) if k["alg"] == "levee"]
     lock = threading.Lock()
     buf = []
@@ -168,6 +169,8 @@ def main():
             work.put((attempt_call, group[rng.randrange(len(group))], i))
         else:
             idx = rng.sample(gub, rng.randint(1, 4))
+            if hot and rng.random() < 0.45:
+                idx.append(rng.choice(hot))
             ni = rng.randrange(len(nodes))
             if u < 0.625:
                 grpc_call(ni, idx, time.time() * 1000)

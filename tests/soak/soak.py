@@ -231,6 +231,9 @@ def make_keys(seed):
     for i in range(90):
         keys.append({"alg": "tb", "name": "soak_tb", "key": "k%d" % i,
                      "limit": rng.choice([4, 6, 10]), "duration": rng.choice([2000, 4000])})
+    for i in range(10):   # hot: ~4 calls/s each, enough to show a window cut short
+        keys.append({"alg": "tb", "name": "soak_hot", "key": "k%d" % i, "hot": True,
+                     "limit": 2, "duration": 2000})
     for i in range(40):
         keys.append({"alg": "tbg", "name": "soak_tbg", "key": "k%d" % i,
                      "limit": rng.choice([6, 10]), "duration": 4000})
