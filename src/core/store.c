@@ -76,6 +76,7 @@
 #include "core/store_int.h"
 
 #include "core/keystate.h"
+#include "core/satmath.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -526,6 +527,7 @@ int sl_store_new(const sl_store_config *cfg, sl_store **out)
     s->max_keys = cfg->max_keys;
     s->shard_mem = cfg->max_bytes / shards;
     s->alg = cfg->alg;
+    s->expiry_grace = cfg->expiry_grace_ms > 0 ? cfg->expiry_grace_ms : 0;
     for (unsigned i = 0; i < shards; i++) {
         sl_shard *sh = &s->shards[i];
         sh->limit = (uint32_t)limit;
@@ -682,7 +684,8 @@ size_t sl_store_expire(sl_store *s, int64_t now, size_t max_work)
             work = cap;
         for (size_t w = 0; w < work; w++) {
             sl_slot *sl = &sh->tab[i];
-            if (sl->hash && sl_alg_expired(meta_expire(sl->meta), now)) {
+            if (sl->hash &&
+                sl_alg_expired(meta_expire(sl->meta), sl_sat_sub(now, s->expiry_grace))) {
                 drop_state(sh, &sl->st);
                 delete_at(sh, i);
                 keys_add(s, -1);
@@ -730,7 +733,7 @@ size_t sl_store_collect(sl_store *s, int64_t now, int64_t idle_ms, int64_t free_
                 continue;
             }
             int64_t exp = meta_expire(sl->meta);
-            bool expired = sl_alg_expired(exp, now);
+            bool expired = sl_alg_expired(exp, sl_sat_sub(now, s->expiry_grace));
             if (!expired && (idle_ms <= 0 || !idle_for(sl->meta, now, idle_ms)) &&
                 (free_idle_ms <= 0 || !idle_for(sl->meta, now, free_idle_ms) ||
                  sl_alg_info_of(&sl->st, exp, now) != SL_INFO_FREE)) {

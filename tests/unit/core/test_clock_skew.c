@@ -116,12 +116,41 @@ static void test_window_still_ends_at_created_at(void **state)
     sl_engine_free(e);
 }
 
+/* The owner 3 s ahead, a 2 s duration: the periodic sweep (sl_engine_expire, at the owner's clock)
+ * must not remove a window that is still live at the stamps of the requests deciding in it. */
+static void test_sweep_keeps_a_window_live_at_created_at(void **state)
+{
+    (void)state;
+    sl_engine *e = engine_new();
+    int n = 0;
+    for (int i = 0; i < 20; i++) { /* 2 s of requests, one every 100 ms, a sweep after each */
+        int64_t stamped = T0 + i * 100;
+        sl_request q = req(SL_TOKEN_BUCKET, stamped);
+        q.duration = 2000;
+        sl_response r;
+        sl_engine_decide(e, &q, &r, stamped + 3000);
+        assert_null(r.error);
+        n += r.status == SL_UNDER_LIMIT;
+        sl_engine_expire(e, stamped + 3000, 1000);
+    }
+    assert_int_equal(n, 4); /* before: every sweep ended the window, 20 admitted */
+    /* and the sweep still removes the key once it is older than max-clock-skew past its end */
+    sl_engine_stats st;
+    sl_engine_stats_get(e, &st);
+    assert_int_equal(st.keys, 1);
+    sl_engine_expire(e, T0 + 2000 + 10000 + 1, 1000);
+    sl_engine_stats_get(e, &st);
+    assert_int_equal(st.keys, 0);
+    sl_engine_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_token_bucket_owner_ahead),
         cmocka_unit_test(test_leaky_bucket_owner_ahead),
         cmocka_unit_test(test_window_still_ends_at_created_at),
+        cmocka_unit_test(test_sweep_keeps_a_window_live_at_created_at),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
