@@ -182,6 +182,8 @@ class Node:
 
     def env(self, faked):
         e = dict(os.environ)
+        # every namespace shares the file system: an admin socket of its own per node
+        e["SLUICE_ADMIN_SOCKET"] = os.path.join(os.path.dirname(self.cfg), "admin%d.sock" % self.i)
         self.faked = faked and os.path.exists(FAKETIME_LIB)
         if self.faked:
             if not os.path.exists(self.skew_file):
