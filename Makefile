@@ -16,7 +16,7 @@ DESTDIR    ?=
 DEPS       ?= build
 
 .PHONY: all deps build install build-asan test unit-test unit-test-asan system-test chaos run bench fuzz plots clean \
-        deb deb-test static static-test fresh-test soak
+        deb deb-test static static-test fresh-test image image-test image-static image-static-test soak
 
 all: build
 
@@ -26,6 +26,7 @@ fuzz: DEPS = fuzz
 plots: DEPS = plots
 deb deb-test static static-test: DEPS = pkg
 fresh-test: DEPS = fresh
+image image-test image-static image-static-test: DEPS = image
 
 deps:
 	@bash scripts/install-deps.sh $(DEPS)
@@ -69,6 +70,29 @@ static: deps
 
 static-test: static
 	SLUICE_STATIC_BUILD=$(STATIC_BUILD) $(PY) -m pytest -q -p no:cacheprovider tests/pkg/test_static.py
+
+# An OCI image of sluiced (build/image/sluice, reference IMAGE_TAG, and the same as an OCI archive
+# build/image/sluice-IMAGE_TAG.oci.tar), built by umoci without a container daemon from a root
+# filesystem packaging/image/build.sh assembles: docs/operations.md "Container image".
+# IMAGE_SOURCE: the org.opencontainers.image.source label (default: git's remote.origin.url).
+IMAGE_DIR    ?= $(BUILD)/image
+IMAGE_TAG    ?= $(shell cat VERSION)
+IMAGE_SOURCE ?=
+image: build
+	bash packaging/image/build.sh $(BUILD) $(IMAGE_DIR) $(IMAGE_TAG) $(IMAGE_SOURCE)
+
+# The image built, unpacked (umoci unpack) and its entrypoint started (tests/system/test_image.py,
+# also part of `make test`; root for the start, under a minute).
+image-test: build
+	$(PY) -m pytest -q -rs -p no:cacheprovider tests/system/test_image.py
+
+# The smaller image of the static sluiced alone (make static: no etcd, no Kubernetes discovery,
+# no CLI), reference IMAGE_TAG-static in build/image/sluice-static; and its test.
+image-static: static
+	IMAGE_STATIC=1 bash packaging/image/build.sh $(STATIC_BUILD) $(IMAGE_DIR) $(IMAGE_TAG)-static $(IMAGE_SOURCE)
+
+image-static-test: static
+	SLUICE_STATIC_BUILD=$(STATIC_BUILD) $(PY) -m pytest -q -rs -p no:cacheprovider -k static tests/system/test_image.py
 
 # The project also builds warning-free with clang (the ASan build uses clang, the default build gcc).
 build-asan: deps

@@ -173,8 +173,11 @@ class Sluiced:
     def __init__(self, tmp, workers, extra=()):
         self.port = free_port()
         self.log = open(os.path.join(tmp, "sluiced-%d.log" % self.port), "w")
+        # its own admin socket: the default path is one per machine
         self.proc = subprocess.Popen([os.path.join(BIN, "sluiced"), "--listen-addr",
-                                      "127.0.0.1:%d" % self.port, "--workers", str(workers)]
+                                      "127.0.0.1:%d" % self.port, "--workers", str(workers),
+                                      "--admin-socket",
+                                      os.path.join(tmp, "admin-%d.sock" % self.port)]
                                      + list(extra), stdout=self.log, stderr=subprocess.STDOUT)
         wait_port(self.port)
 

@@ -42,7 +42,9 @@ class Node:
         self.port = port
         self.addr = "127.0.0.1:%d" % port
         self.log = open(os.path.join(tmp, "sluiced-%d.log" % port), "w")
-        self.proc = subprocess.Popen([os.path.join(B.BIN, "sluiced"), "--listen-addr", self.addr]
+        # its own admin socket: the default path is one per machine
+        self.proc = subprocess.Popen([os.path.join(B.BIN, "sluiced"), "--listen-addr", self.addr,
+                                      "--admin-socket", os.path.join(tmp, "admin-%d.sock" % port)]
                                      + list(args), stdout=self.log, stderr=subprocess.STDOUT)
 
     def stop(self):

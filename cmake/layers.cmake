@@ -65,7 +65,7 @@ set(SL_USES_levee    base runtime wire h2client ctlplane config gossip net clust
 set(SL_USES_client   base runtime proto wire tls h2client)
 set(SL_USES_node     base runtime core decide wire tls auth config gossip protect net api redis
                      cluster levee)
-set(SL_USES_daemon   config node)
+set(SL_USES_daemon   runtime config node)
 set(SL_USES_cli      base runtime core sim auth ctlplane config client)
 
 # public header -> the layer that implements it

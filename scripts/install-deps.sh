@@ -10,8 +10,8 @@
 #                               check of the unit's Documentation=, chromium + chromedriver for the
 #                               status page, nftables + iproute2 for the gossip loss test and the
 #                               nemesis soak, faketime for its clock skew, git for the install
-#                               test)   (make test, make chaos,
-#                               make soak, CI)
+#                               test, umoci + ca-certificates for the image's test)
+#                               (make test, make chaos, make soak, CI)
 #   install-deps.sh bench     + the load tools and reference servers (nginx, wrk, h2load,
 #                               valgrind for bench/instr.sh, redis-server and redis-benchmark for
 #                               bench/redis.py)
@@ -22,6 +22,9 @@
 #                               openssl for the static build's test (make deb, make deb-test,
 #                               make static, make static-test)
 #   install-deps.sh fresh     + debootstrap and git (make fresh-test: make test in a new root)
+#   install-deps.sh image     + umoci (the OCI image, built without a daemon), ca-certificates (its
+#                               CA bundle), binutils (strip), git (the revision label), pytest
+#                               for its test   (make image, make image-test)
 #
 # Every kind includes `build`. Idempotent: only missing packages are installed. apt only (no
 # other registry). A test that finds a program missing fails under CI=true naming the package
@@ -33,16 +36,18 @@ BUILD=(
   build-essential cmake pkg-config
   libuv1-dev node-llhttp libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler
   libcurl4-openssl-dev libyaml-dev libjansson-dev libxxhash-dev libssl-dev libhiredis-dev
+  zlib1g-dev
 )
 TEST=(
   clang libclang-rt-14-dev libcmocka-dev
   etcd-server etcd-client prometheus
   python3 python3-pytest python3-grpcio python3-protobuf python3-yaml protobuf-compiler
-  curl wrk iproute2 nftables procps openssl git faketime
+  curl wrk iproute2 nftables procps openssl git umoci ca-certificates faketime
   groff-base man-db binutils
   chromium chromium-driver
   redis-server redis-tools
   systemd
+  nodejs npm
 )
 BENCH=(python3 nginx-light wrk nghttp2-client openssl redis-server redis-tools valgrind
        protobuf-compiler python3-protobuf)
@@ -50,6 +55,7 @@ FUZZ=(clang libclang-rt-14-dev)
 PLOTS=(gnuplot-nox)
 PKG=(debhelper dpkg-dev fakeroot lintian debootstrap python3 python3-pytest file openssl git)
 FRESH=(debootstrap git)
+IMAGE=(umoci ca-certificates binutils git python3 python3-pytest)
 
 case "$KIND" in
   build) PKGS=("${BUILD[@]}") ;;
@@ -59,7 +65,8 @@ case "$KIND" in
   plots) PKGS=("${BUILD[@]}" "${PLOTS[@]}") ;;
   pkg)   PKGS=("${BUILD[@]}" "${PKG[@]}") ;;
   fresh) PKGS=("${BUILD[@]}" "${FRESH[@]}") ;;
-  *) echo "usage: $0 [build|test|bench|fuzz|plots|pkg|fresh]" >&2; exit 2 ;;
+  image) PKGS=("${BUILD[@]}" "${IMAGE[@]}") ;;
+  *) echo "usage: $0 [build|test|bench|fuzz|plots|pkg|fresh|image]" >&2; exit 2 ;;
 esac
 
 missing=()

@@ -14,5 +14,18 @@ sluiced on 127.0.0.1:5454 (Ctrl-C stops it gracefully). Try, in another terminal
   build/bin/sluice check --addr 127.0.0.1:5454 --name demo --key me --limit 5 --duration 10s
   build/bin/sluice health --addr 127.0.0.1:5454
   curl -s localhost:5454/metrics
+  build/bin/sluice top        # the admin API, on the node's admin socket
 MSG
+# The admin socket's default directory is the runtime directory ($RUNTIME_DIRECTORY, else
+# $XDG_RUNTIME_DIR/sluice, else /run/sluice): without either variable, a user who is not root
+# cannot create /run/sluice, so the socket goes to the runtime directory the CLI reads too.
+if [ -z "${RUNTIME_DIRECTORY:-}${XDG_RUNTIME_DIR:-}" ] && [ "$(id -u)" != 0 ]; then
+    export RUNTIME_DIRECTORY="${TMPDIR:-/tmp}/sluice-run-$(id -u)"
+    mkdir -p -m 0700 "$RUNTIME_DIRECTORY"
+    if [ "$(stat -c %u:%a "$RUNTIME_DIRECTORY")" != "$(id -u):700" ]; then
+        echo "$RUNTIME_DIRECTORY is not yours alone (mode 700): remove it, or set XDG_RUNTIME_DIR" >&2
+        exit 2
+    fi
+    echo "(admin socket: $RUNTIME_DIRECTORY/admin.sock; RUNTIME_DIRECTORY=$RUNTIME_DIRECTORY build/bin/sluice top)" >&2
+fi
 exec "$BIN/sluiced" --config examples/sluiced.yaml "$@"

@@ -31,7 +31,9 @@ extern "C" {
 typedef struct sl_node sl_node;
 
 /* Start a node from sluiced-style arguments (no program name in args). Listening has begun when it
- * returns 0. On failure returns a negative errno and writes the reason into err. */
+ * returns 0. On failure returns a negative errno and writes the reason into err: a bad option, or a
+ * file, directory or value the start relies on (the quota file, TLS files, a static peer list, ...,
+ * all read before anything is bound), named with its option and said in plain words. */
 SL_EXPORT
 int sl_node_start(int argc, char *const *args, sl_node **out, char *err, size_t errlen);
 

@@ -12,7 +12,8 @@ set(SL_STATIC_ARCHIVES
   YAML      "yaml"
   XXHASH    "xxhash"
   OPENSSL   "ssl:crypto"
-  HIREDIS   "hiredis")                # the Redis store's reply reader
+  HIREDIS   "hiredis"                 # the Redis store's reply reader
+  ZLIB      "z")                      # gRPC message compression (api/grpczip.c)
 list(LENGTH SL_STATIC_ARCHIVES n)
 math(EXPR last "${n} - 1")
 foreach(i RANGE 0 ${last} 2)

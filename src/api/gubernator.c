@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "wire/grpc_frame.h"
@@ -631,4 +632,57 @@ int sl_gub_encode_live_json(sl_buf *out)
     Pb__Gubernator__LiveCheckResp m;
     pb__gubernator__live_check_resp__init(&m);
     return sl_gubjson_print(&m.base, out);
+}
+
+/* ---- all or nothing ------------------------------------------------------------------------ */
+
+static bool in_group(const sl_batch *b, size_t i)
+{
+    const char *v = b->req_meta ? sl_batch_meta_get(&b->req_meta[i], "all_or_nothing") : NULL;
+    return v && !strcmp(v, "true");
+}
+
+/* Whether item i took its hits: decided, and under its limit or admitted by shadow mode. */
+static bool took(const sl_batch *b, size_t i)
+{
+    const sl_response *r = &b->resps[i];
+    if (r->error)
+        return false;
+    if (r->status != SL_OVER_LIMIT)
+        return true;
+    const char *sh = sl_batch_meta_get(&b->resp_meta[i], "shadow");
+    return sh != NULL;
+}
+
+size_t sl_gub_all_or_nothing(sl_batch *b, sl_batch *gb)
+{
+    size_t members = 0, back = 0;
+    bool refused = false;
+    for (size_t i = 0; i < b->n; i++)
+        if (in_group(b, i)) {
+            members++;
+            refused |= !took(b, i);
+        }
+    if (members < 2 || !refused)
+        return 0;
+    for (size_t i = 0; i < b->n; i++)
+        back += in_group(b, i) && took(b, i) && b->reqs[i].hits > 0;
+    if (!back || !gb)
+        return back;
+    size_t *pick = malloc(back * sizeof *pick), k = 0; /* not in gb's arena: reset by the copy */
+    for (size_t i = 0; pick && i < b->n; i++)
+        if (in_group(b, i) && took(b, i) && b->reqs[i].hits > 0)
+            pick[k++] = i;
+    int rc = pick ? sl_batch_giveback(gb, b, pick, back) : -ENOMEM;
+    for (size_t j = 0; !rc && j < back; j++) {
+        size_t i = pick[j];
+        sl_response *r = &b->resps[i];
+        int64_t rem = r->remaining > INT64_MAX - b->reqs[i].hits ? INT64_MAX
+                                                                 : r->remaining + b->reqs[i].hits;
+        r->remaining = rem > r->limit ? r->limit : rem;
+        r->status = SL_OVER_LIMIT;
+        (void)sl_batch_meta_set(b, &b->resp_meta[i], "all_or_nothing", "given back"); /* a word */
+    }
+    free(pick);
+    return rc ? 0 : back;
 }

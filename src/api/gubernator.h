@@ -86,6 +86,17 @@ int sl_gub_decode_json(const sl_gub_config *c, const char *body, size_t len, sl_
 
 /* Append a GetRateLimitsResp for b's responses. 0 or -ENOMEM / -EMSGSIZE. Temporary structs are
  * taken from b's arena. */
+/*
+ * All or nothing for a Gubernator batch (sluice's extension): the items whose request metadata has
+ * `all_or_nothing` = `true` form one group; when one of them was not admitted (over its limit, or
+ * not decided), each one that was admitted with hits gives them back. Those items are copied into
+ * gb (reset here; hits negated) for the caller to hand where b's items went, and answered
+ * OVER_LIMIT with their remaining as it is once the hits are back and metadata `all_or_nothing`
+ * `given back`. The number of items in gb (0: nothing to give back, or no memory: the hits then
+ * stay taken). gb NULL: only the number, nothing changed.
+ */
+size_t sl_gub_all_or_nothing(sl_batch *b, sl_batch *gb);
+
 int sl_gub_encode_pb(sl_batch *b, sl_buf *out);
 int sl_gub_encode_json(sl_batch *b, sl_buf *out);
 

@@ -22,6 +22,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/utf8.h"
@@ -638,24 +639,15 @@ size_t sl_rls_giveback(sl_rls_call *c, const sl_batch *b, sl_batch *gb)
     }
     if (!k || !gb)
         return k;
-    sl_batch_reset(gb);
-    if (sl_batch_alloc_items(gb, k))
-        goto nomem;
-    size_t j = 0;
-    for (size_t i = 0; i < c->n; i++) {
-        if (!c->items[i].given_back)
-            continue;
-        const sl_request *q = &b->reqs[i];
-        sl_request *g = &gb->reqs[j++];
-        *g = *q;
-        g->hits = -q->hits;
-        g->behavior &= ~SL_SHADOW;
-        if (!(g->name = sl_batch_strndup(gb, q->name, q->name_len)) ||
-            !(g->unique_key = sl_batch_strndup(gb, q->unique_key, q->unique_key_len)))
-            goto nomem;
-    }
-    return k;
-nomem: /* the hits stay taken, as without all-or-nothing */
+    size_t *pick = malloc(k * sizeof *pick), j = 0; /* not in gb's arena: reset by the copy */
+    for (size_t i = 0; pick && i < c->n; i++)
+        if (c->items[i].given_back)
+            pick[j++] = i;
+    int rc = pick ? sl_batch_giveback(gb, b, pick, k) : -ENOMEM;
+    free(pick);
+    if (!rc)
+        return k;
+    /* out of memory: the hits stay taken, as without all-or-nothing */
     for (size_t i = 0; i < c->n; i++)
         c->items[i].given_back = false;
     return 0;

@@ -13,6 +13,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/hostport.h"
+
 int sl_addr_host(const char *addr, char *buf, size_t buflen)
 {
     if (!addr || !buflen)
@@ -44,34 +46,10 @@ int sl_addr_host(const char *addr, char *buf, size_t buflen)
 
 int sl_addr_split(const char *addr, char *host, size_t hostlen, unsigned short *port)
 {
-    if (!addr)
+    if (sl_hostport_parse(addr, true, host, hostlen, port, NULL, 0))
         return -EINVAL;
-    const char *h = addr, *colon;
-    size_t hl;
-    if (addr[0] == '[') {
-        const char *end = strchr(addr, ']');
-        if (!end || end[1] != ':')
-            return -EINVAL;
-        h = addr + 1;
-        hl = (size_t)(end - h);
-        colon = end + 1;
-    } else {
-        colon = strrchr(addr, ':');
-        if (!colon)
-            return -EINVAL;
-        hl = (size_t)(colon - addr);
-    }
-    if (hl == 0 || hl >= hostlen)
-        return -EINVAL;
-    char *endp;
-    long p = strtol(colon + 1, &endp, 10);
-    if (*endp || p < 0 || p > 65535 || endp == colon + 1)
-        return -EINVAL;
-    memcpy(host, h, hl);
-    host[hl] = '\0';
     if (!strcmp(host, "localhost"))
         snprintf(host, hostlen, "127.0.0.1");
-    *port = (unsigned short)p;
     return 0;
 }
 

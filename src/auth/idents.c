@@ -15,6 +15,7 @@
 #include <xxhash.h>
 
 #include "auth/bearer.h"
+#include "auth/secret.h"
 #include "base/grow.h"
 
 struct sl_ident {
@@ -79,8 +80,8 @@ static char *dup_n(const char *p, size_t n)
 static void ident_free(sl_ident *id)
 {
     if (id->token) {
-        memset(id->token, 0, id->token_len);
-        free(id->token);
+        sl_secret_free(id->token, id->token_len);
+        id->token = NULL;
     }
     free(id->name);
     for (size_t i = 0; i < id->nprefixes; i++)

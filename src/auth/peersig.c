@@ -124,7 +124,8 @@ int sl_peersig_keys_read(const char *path, sl_peersig_keys **out, char *err, siz
 {
     char *buf;
     size_t len;
-    int rc = sl_file_read(path, SL_PEERSIG_MAX_FILE, SL_FILE_REGULAR, &buf, &len, err, errlen);
+    int rc = sl_file_read(path, SL_PEERSIG_MAX_FILE, SL_FILE_REGULAR | SL_FILE_SECRET, &buf, &len,
+                          err, errlen); /* the owner's alone (base/file.h) */
     if (rc)
         return rc;
     const char *why = NULL;
@@ -134,6 +135,21 @@ int sl_peersig_keys_read(const char *path, sl_peersig_keys **out, char *err, siz
     if (rc == -EINVAL && errlen)
         snprintf(err, errlen, "%s: %s", path, why);
     return rc;
+}
+
+int sl_peersig_keys_derive(const sl_peersig_keys *k, size_t i, const char *label,
+                           uint8_t out[SL_PEERSIG_DERIVED_LEN])
+{
+    if (!k || i >= k->n)
+        return -EINVAL;
+    EVP_MAC_CTX *c = EVP_MAC_CTX_dup(k->mac[i]);
+    size_t len = 0;
+    int ok = c && EVP_MAC_update(c, (const unsigned char *)"sluice-derive-v1\n", 17) == 1 &&
+             EVP_MAC_update(c, (const unsigned char *)label, strlen(label)) == 1 &&
+             EVP_MAC_final(c, out, &len, SL_PEERSIG_DERIVED_LEN) == 1 &&
+             len == SL_PEERSIG_DERIVED_LEN;
+    EVP_MAC_CTX_free(c);
+    return ok ? 0 : -ENOMEM;
 }
 
 size_t sl_peersig_keys_count(const sl_peersig_keys *k)

@@ -45,6 +45,12 @@ int sl_peersig_keys_parse(const char *buf, size_t n, sl_peersig_keys **out, cons
  * wiped. 0, or a negative errno with "<path>: <reason>" in err. */
 int sl_peersig_keys_read(const char *path, sl_peersig_keys **out, char *err, size_t errlen);
 size_t sl_peersig_keys_count(const sl_peersig_keys *k);
+/* A key for another use of the cluster secret (label: what for, e.g. "snapshot"): HMAC-SHA256
+ * under the set's secret i (0: the first, the one calls are signed with) of "sluice-derive-v1\n"
+ * and the label, so that no use can stand for another. 0, or -EINVAL (no secret i), -ENOMEM. */
+#define SL_PEERSIG_DERIVED_LEN 32
+int sl_peersig_keys_derive(const sl_peersig_keys *k, size_t i, const char *label,
+                           uint8_t out[SL_PEERSIG_DERIVED_LEN]);
 void sl_peersig_keys_ref(sl_peersig_keys *k);
 void sl_peersig_keys_unref(sl_peersig_keys *k); /* NULL is ignored */
 

@@ -37,6 +37,39 @@ static ssize_t read_some(int fd, void *p, size_t n)
     return r;
 }
 
+/* The refusal of a secret file with mode m, worded with the fix. */
+static int secret_mode_fail(const char *path, mode_t m, char *err, size_t errlen)
+{
+    return fail(err, errlen, -EACCES, "%s: readable by group or others (mode %04o): chmod 600 %s "
+                "(a token, key or secret file must be its owner's alone)", path,
+                (unsigned)(m & 07777), path);
+}
+
+/* Whether a secret file's mode keeps it to this process's user: no access for others, none for
+ * the group either, but for one case: a file root gave to this process's own (non-root) group to
+ * read, root:<our group> 0440, which is how Kubernetes mounts a Secret for a pod with fsGroup
+ * (the group is the pod's; a non-root container could not read a root:root 0400 file at all). */
+static bool secret_mode_ok(const struct stat *st)
+{
+    mode_t m = st->st_mode;
+    if (m & S_IRWXO)
+        return false;
+    if (!(m & S_IRWXG))
+        return true;
+    gid_t g = getegid();
+    return !(m & (S_IWGRP | S_IXGRP)) && st->st_uid == 0 && g != 0 && st->st_gid == g;
+}
+
+int sl_file_check_secret(const char *path, char *err, size_t errlen)
+{
+    struct stat st;
+    if (stat(path, &st)) {
+        int e = errno;
+        return fail(err, errlen, -e, "%s: %s", path, strerror(e));
+    }
+    return secret_mode_ok(&st) ? 0 : secret_mode_fail(path, st.st_mode, err, errlen);
+}
+
 int sl_file_read(const char *path, size_t max, unsigned flags, char **out, size_t *len, char *err,
                  size_t errlen)
 {
@@ -45,6 +78,9 @@ int sl_file_read(const char *path, size_t max, unsigned flags, char **out, size_
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
+        if (e == EACCES) /* which permission is missing, for whom */
+            return fail(err, errlen, -e, "%s: permission denied: uid %ld cannot read it", path,
+                        (long)getuid());
         return fail(err, errlen, -e, "%s: %s", path, strerror(e));
     }
     struct stat st;
@@ -52,6 +88,11 @@ int sl_file_read(const char *path, size_t max, unsigned flags, char **out, size_
     if ((flags & SL_FILE_REGULAR) && (!have_st || !S_ISREG(st.st_mode))) {
         close(fd);
         return fail(err, errlen, -EINVAL, "%s: not a regular file", path);
+    }
+    if ((flags & SL_FILE_SECRET) && (!have_st || !secret_mode_ok(&st))) {
+        close(fd);
+        return have_st ? secret_mode_fail(path, st.st_mode, err, errlen)
+                       : fail(err, errlen, -EIO, "%s: cannot stat", path);
     }
     /* a regular file's size is a hint for the first allocation; the read loop is the truth */
     size_t cap = 4096;

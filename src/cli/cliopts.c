@@ -6,14 +6,22 @@
  * code; and what several commands share: the etcd client of the commands that write the tree, the
  * token file of the commands that call an admin listener.
  */
+#include <curl/curl.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth/addr.h"
+#include "auth/secret.h"
 #include "base/file.h"
 #include "cli/commands.h"
+#include "config/config.h"
 #include "ctlplane/etcd.h"
+
+/* Largest admin answer the CLI reads (sluice top's JSON is the largest). */
+#define SL_CLI_ADMIN_MAX_ANSWER (4u << 20)
 
 /* Fill target from defaults and argv[1..argc) by the table (flags_only), collecting up to maxpos
  * positional arguments. True to go on (sl_opt_free(t, target) when done); false when the command
@@ -91,7 +99,7 @@ int sl_cli_read_token(const char *program, const char *path, char token[SL_BEARE
     char *buf = NULL, err[300];
     size_t len = 0, tl = 0;
     const char *tok, *why = "";
-    int rc = sl_file_read(path, 4096, SL_FILE_REGULAR, &buf, &len, err, sizeof err);
+    int rc = sl_secret_read(path, 4096, &buf, &len, err, sizeof err);
     if (rc) {
         fprintf(stderr, "%s: %s\n", program, err);
         return -1;
@@ -103,7 +111,98 @@ int sl_cli_read_token(const char *program, const char *path, char token[SL_BEARE
         memcpy(token, tok, tl);
         token[tl] = '\0';
     }
-    memset(buf, 0, len); /* the secret does not outlive its use */
-    free(buf);
+    sl_secret_free(buf, len); /* the secret does not outlive its use */
     return rc ? -1 : 0;
+}
+
+const char *sl_cli_admin_where(const sl_cli_admin *a, char *buf, size_t buflen)
+{
+    if (a->addr)
+        return a->addr;
+    if (sl_config_admin_socket(a->socket, buf, buflen, NULL, 0))
+        return a->socket ? a->socket : "?";
+    return buf;
+}
+
+static size_t admin_body(char *p, size_t size, size_t n, void *ud)
+{
+    sl_strbuf *b = ud;
+    size_t len = size * n;
+    if (sl_strbuf_len(b) + len > SL_CLI_ADMIN_MAX_ANSWER)
+        return 0; /* too large: curl fails the transfer */
+    sl_strbuf_append(b, p, len);
+    return len;
+}
+
+int sl_cli_admin_call(const char *program, const sl_cli_admin *a, const char *path,
+                      const char *json, long timeout_ms, sl_strbuf *out, long *status)
+{
+    char sock[256], url[1200], host[128];
+    unsigned short port;
+    bool tls = false;
+    if (a->addr) {
+        const char *hp = strncmp(a->addr, "http://", 7) == 0 ? a->addr + 7 : a->addr;
+        if (sl_addr_split(hp, host, sizeof host, &port) || port == 0) {
+            fprintf(stderr, "%s: --admin-addr '%s' is not HOST:PORT (sluiced has no default "
+                    "admin port: give the one of its --admin-addr, or use --admin-socket)\n",
+                    program, a->addr);
+            return 2;
+        }
+        tls = !sl_addr_is_loopback(hp) || a->ca_file; /* a CA: the listener speaks TLS */
+        snprintf(url, sizeof url, "%s://%s%s", tls ? "https" : "http", hp, path);
+    } else {
+        if (sl_config_admin_socket(a->socket, sock, sizeof sock, NULL, 0)) {
+            fprintf(stderr, "%s: --admin-socket: path too long\n", program);
+            return 2;
+        }
+        snprintf(url, sizeof url, "http://localhost%s", path);
+    }
+    char token[SL_BEARER_MAX_LEN + 1];
+    if (a->token_file && sl_cli_read_token(program, a->token_file, token))
+        return 2;
+    CURL *h = curl_easy_init();
+    if (!h) {
+        sl_secret_wipe(token, sizeof token);
+        fprintf(stderr, "%s: cannot create the HTTP client\n", program);
+        return 1;
+    }
+    struct curl_slist *hdrs = NULL;
+    if (json)
+        hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+    char auth[SL_BEARER_MAX_LEN + 32];
+    if (a->token_file) {
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+        hdrs = curl_slist_append(hdrs, auth);
+    }
+    sl_strbuf_reset(out);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    if (!a->addr)
+        curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, sock);
+    if (tls && a->ca_file)
+        curl_easy_setopt(h, CURLOPT_CAINFO, a->ca_file);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    if (json) {
+        curl_easy_setopt(h, CURLOPT_POST, 1L);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, json);
+    }
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, admin_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, "sluice-cli");
+    CURLcode cc = curl_easy_perform(h);
+    int code = 0;
+    if (cc == CURLE_OK) {
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
+    } else {
+        char where[300];
+        fprintf(stderr, "%s: %s: %s\n", program, sl_cli_admin_where(a, where, sizeof where),
+                curl_easy_strerror(cc));
+        code = 1;
+    }
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(h);
+    sl_secret_wipe(auth, sizeof auth);
+    sl_secret_wipe(token, sizeof token);
+    return code;
 }

@@ -3,8 +3,9 @@
  * sluice killswitch: turn a limiter off (it then admits everything), put it in shadow mode (it
  * decides and counts but admits), or back on, by name - for every node at once through etcd
  * (<root>/killswitch/<NAME>, watched by every sluiced: obeyed within a second), or for one node
- * through its admin listener (POST /v1/admin/killswitch on sluiced's --admin-addr, with the
- * bearer token of --admin-token-file when it has one). docs/protection.md lists the names.
+ * through its admin API (POST /v1/admin/killswitch on sluiced's admin socket with --admin-socket,
+ * or on its --admin-addr with the bearer token of --admin-token-file). docs/protection.md lists
+ * the names.
  */
 #include <curl/curl.h>
 #include <errno.h>
@@ -22,21 +23,19 @@
 #include "config/killswitch.h"
 
 typedef struct ks_opts {
-    char *addr; /* NULL: etcd */
-    char *token_file; /* NULL: no token */
+    sl_cli_admin admin; /* socket and addr NULL: etcd */
+    bool node;          /* --node: one node, through its default admin socket */
     sl_cli_storage storage;
 } ks_opts;
 
 static const sl_opt ks_opts_table[] = {
-    {.name = "admin-addr", .type = SL_OPT_STRING, .offset = offsetof(ks_opts, addr),
-     .nullable = true, .metavar = "HOST:PORT",
-     .help = "one node only, through its admin listener (sluiced --admin-addr; port 5455 if "
-             "none is given); until etcd next writes NAME"},
-    {.name = "addr", .type = SL_OPT_STRING, .offset = offsetof(ks_opts, addr), .nullable = true,
-     .metavar = "HOST:PORT", .help = "the same as --admin-addr (its former name)"},
-    {.name = "admin-token-file", .type = SL_OPT_STRING, .offset = offsetof(ks_opts, token_file),
-     .nullable = true, .metavar = "FILE",
-     .help = "file holding the node's admin bearer token (sluiced --admin-token-file)"},
+    {.name = "node", .type = SL_OPT_BOOL, .offset = offsetof(ks_opts, node), .def = "false",
+     .help = "one node only, through its admin API (the default admin socket unless "
+             "--admin-socket or --admin-addr says where), instead of every node through etcd; "
+             "until etcd next writes NAME"},
+    SL_CLI_ADMIN_OPTS(ks_opts, admin),
+    {.name = "addr", .type = SL_OPT_STRING, .offset = offsetof(ks_opts, admin.addr),
+     .nullable = true, .metavar = "HOST:PORT", .help = "the same as --admin-addr (its former name)"},
     SL_CLI_STORAGE_OPTS(ks_opts),
 };
 
@@ -61,106 +60,39 @@ static const sl_opt_table ks_table = {
 
 /* ---------------------------------------------------------------- admin endpoint */
 
-typedef struct body_buf {
-    char data[65536];
-    size_t len;
-} body_buf;
-
-static size_t on_body(char *p, size_t size, size_t n, void *ud)
+static int via_admin(const sl_cli_admin *a, const char *cmd, const char *name, int mode,
+                     long timeout)
 {
-    body_buf *b = ud;
-    size_t len = size * n, room = sizeof b->data - 1 - b->len;
-    size_t take = len < room ? len : room;
-    memcpy(b->data + b->len, p, take);
-    b->len += take;
-    b->data[b->len] = 0;
-    return len;
-}
-
-/* GET (json NULL) or POST json to http://addr/v1/admin/killswitch, with "Authorization: Bearer
- * <token>" when token is not NULL. The HTTP status, or -1. */
-static long admin_call(const char *addr, const char *token, const char *json, long timeout,
-                       body_buf *out)
-{
-    const char *host = strncmp(addr, "http://", 7) == 0 ? addr + 7 : addr;
-    char url[600];
-    int n = snprintf(url, sizeof url, "http://%s%s/v1/admin/killswitch", host,
-                     strchr(host, ':') ? "" : ":5455");
-    if (n < 0 || (size_t)n >= sizeof url)
-        return -1;
-    CURL *h = curl_easy_init();
-    if (!h)
-        return -1;
-    struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/json");
-    char auth[SL_BEARER_MAX_LEN + 32];
-    if (token) {
-        snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
-        hdrs = curl_slist_append(hdrs, auth);
+    static const char *const prog = "sluice killswitch";
+    char *body = NULL;
+    if (strcmp(cmd, "status") != 0) {
+        json_t *j = json_pack("{s:s,s:s}", "name", name, "mode",
+                              mode == SL_KILLSWITCH_KILLED   ? "on"
+                              : mode == SL_KILLSWITCH_SHADOW ? "shadow"
+                                                             : "off");
+        body = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        json_decref(j);
+        if (!body)
+            return 1;
     }
-    out->len = 0;
-    out->data[0] = 0;
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-    if (json) {
-        curl_easy_setopt(h, CURLOPT_POST, 1L);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, json);
-    }
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_USERAGENT, "sluice-cli");
-    CURLcode cc = curl_easy_perform(h);
-    long status = -1;
-    if (cc == CURLE_OK)
-        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    else
-        snprintf(out->data, sizeof out->data, "%s", curl_easy_strerror(cc));
-    curl_slist_free_all(hdrs);
-    curl_easy_cleanup(h);
-    if (token)
-        memset(auth, 0, sizeof auth);
-    return status;
-}
-
-static int via_admin(const char *addr, const char *token, const char *cmd, const char *name, int mode, long timeout)
-{
-    body_buf *b = malloc(sizeof *b);
-    if (!b)
-        return 1;
-    int ret = 0;
-    if (!strcmp(cmd, "status")) {
-        long st = admin_call(addr, token, NULL, timeout, b);
-        if (st != 200) {
-            fprintf(stderr, "sluice killswitch: %s: %s%s\n", addr,
-                    st < 0 ? "" : "HTTP error ", b->data);
-            ret = 1;
-        } else {
-            printf("%s\n", b->data);
-        }
-        free(b);
-        return ret;
-    }
-    json_t *j = json_pack("{s:s,s:s}", "name", name, "mode",
-                          mode == SL_KILLSWITCH_KILLED   ? "on"
-                          : mode == SL_KILLSWITCH_SHADOW ? "shadow"
-                                                         : "off");
-    char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    json_decref(j);
-    if (!body) {
-        free(b);
-        return 1;
-    }
-    long st = admin_call(addr, token, body, timeout, b);
+    sl_strbuf b;
+    sl_strbuf_init(&b, 65536);
+    long st = 0;
+    int ret = sl_cli_admin_call(prog, a, "/v1/admin/killswitch", body, timeout, &b, &st);
     free(body);
-    if (st != 200) {
-        fprintf(stderr, "sluice killswitch: %s: %s%s\n", addr, st < 0 ? "" : "HTTP error ",
-                b->data);
+    char where[300];
+    sl_cli_admin_where(a, where, sizeof where);
+    if (!ret && st != 200) {
+        fprintf(stderr, "%s: %s: HTTP error %ld: %.*s\n", prog, a->addr ? a->addr : where, st,
+                (int)sl_strbuf_len(&b), sl_strbuf_str(&b));
         ret = 1;
-    } else {
-        printf("%s %s on %s (this node only)\n", name, sl_killswitch_mode_name(mode), addr);
+    } else if (!ret && !strcmp(cmd, "status")) {
+        printf("%.*s\n", (int)sl_strbuf_len(&b), sl_strbuf_str(&b));
+    } else if (!ret) {
+        printf("%s %s on %s (this node only)\n", name, sl_killswitch_mode_name(mode),
+               a->addr ? a->addr : where);
     }
-    free(b);
+    sl_strbuf_free(&b);
     return ret;
 }
 
@@ -250,17 +182,11 @@ static int run(void *opts, const sl_cli_args *args)
         fprintf(stderr, "sluice killswitch: status takes no NAME\n");
         return 2;
     }
-    if (o->addr) {
-        char token[SL_BEARER_MAX_LEN + 1];
-        if (o->token_file && sl_cli_read_token("sluice killswitch", o->token_file, token))
-            return 2;
-        int ret = via_admin(o->addr, o->token_file ? token : NULL, cmd, name, mode,
-                            (long)(o->storage.timeout_ns / 1000000));
-        memset(token, 0, sizeof token);
-        return ret;
-    }
-    if (o->token_file) {
-        fprintf(stderr, "sluice killswitch: --admin-token-file goes with --admin-addr\n");
+    if (o->node || o->admin.addr || o->admin.socket)
+        return via_admin(&o->admin, cmd, name, mode, (long)(o->storage.timeout_ns / 1000000));
+    if (o->admin.token_file || o->admin.ca_file) {
+        fprintf(stderr, "sluice killswitch: --admin-token-file and --admin-ca go with "
+                "--admin-addr\n");
         return 2;
     }
     return via_etcd(&o->storage, cmd, name, mode);

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "auth/bearer.h"
+#include "base/strbuf.h"
 #include "ctlplane/etcd.h"
 #include "config/opt.h"
 
@@ -57,6 +58,46 @@ extern const sl_cli_command sl_cmd_bench;      /* cmd_bench.c: engine ... */
 /* The bearer token of an admin listener's --admin-token-file into token (NUL-terminated), for
  * sluice killswitch and sluice top: 0, or -1 after a message prefixed with `program`. */
 int sl_cli_read_token(const char *program, const char *path, char token[SL_BEARER_MAX_LEN + 1]);
+
+/* Where a command reaches one node's admin API: its Unix socket (the default: --admin-socket, or
+ * sluiced's default path, sl_config_admin_socket) or, with --admin-addr HOST:PORT, its TCP admin
+ * listener (https off loopback or with --admin-ca, verified against it or the system's CAs; else
+ * http), with
+ * the bearer token of --admin-token-file. Members of the command's option struct
+ * (SL_CLI_ADMIN_OPTS(T, member) in its table). NULL: not given. */
+typedef struct sl_cli_admin {
+    char *socket;
+    char *addr;
+    char *token_file;
+    char *ca_file;
+} sl_cli_admin;
+
+#define SL_CLI_ADMIN_OPTS(T, m)                                                                   \
+    {.name = "admin-socket", .type = SL_OPT_STRING, .offset = offsetof(T, m.socket),             \
+     .nullable = true, .metavar = "PATH",                                                         \
+     .def_doc = "sluiced's default: $RUNTIME_DIRECTORY/admin.sock, else "                        \
+                "$XDG_RUNTIME_DIR/sluice/admin.sock, else /run/sluice/admin.sock",               \
+     .help = "the node's admin socket (sluiced --admin-socket)"},                                 \
+    {.name = "admin-addr", .type = SL_OPT_STRING, .offset = offsetof(T, m.addr),                 \
+     .nullable = true, .metavar = "HOST:PORT",                                                    \
+     .help = "the node's TCP admin listener instead (sluiced --admin-addr; the port is "          \
+             "required); needs --admin-token-file"},                                              \
+    {.name = "admin-token-file", .type = SL_OPT_STRING, .offset = offsetof(T, m.token_file),     \
+     .nullable = true, .metavar = "FILE",                                                         \
+     .help = "file holding the node's admin bearer token (sluiced --admin-token-file)"},          \
+    {.name = "admin-ca", .type = SL_OPT_STRING, .offset = offsetof(T, m.ca_file),                \
+     .nullable = true, .metavar = "FILE",                                                         \
+     .help = "CA bundle verifying the --admin-addr listener's certificate (https; off "          \
+             "loopback https is used anyway, verified against the system's CAs without it)"}
+
+/* GET (json NULL) or POST json (Content-Type: application/json) to path ("/v1/admin/...",
+ * query included) on the admin API a names. 0 with the HTTP status in *status and the body in
+ * out; else the exit code after a message prefixed with `program`: 2 for a usage error (an
+ * --admin-addr without a port, a bad token file), 1 when the node could not be reached. */
+int sl_cli_admin_call(const char *program, const sl_cli_admin *a, const char *path,
+                      const char *json, long timeout_ms, sl_strbuf *out, long *status);
+/* What a names, for messages: the socket's path or the address. */
+const char *sl_cli_admin_where(const sl_cli_admin *a, char *buf, size_t buflen);
 
 /* The etcd options sluice quota and sluice killswitch share (a member `storage` of their option
  * structs; SL_CLI_STORAGE_OPTS(T) in their tables). NULL: not given. */

@@ -13,6 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/hostport.h"
+#include "config/diag.h"
 #include "config/opt_int.h"
 
 /* The offset of a field, and a compile error if the field's type is not T: the table cannot point
@@ -44,6 +46,9 @@ static const char *const priority_choices[] = {"critical", "post", "get", "test"
 static const char *const tls_client_auth_choices[] = {"none", "request", "require", NULL};
 static const char *const role_choices[] = {"limiter", "observer", "proxy", NULL};
 static const char *const store_choices[] = {"memory", "redis", NULL};
+/* in sl_log_level's and sl_log_format's order (runtime/log.h) */
+static const char *const log_level_choices[] = {"error", "warn", "info", "debug", NULL};
+static const char *const log_format_choices[] = {"logfmt", "json", NULL};
 
 static const sl_opt daemon_opts[] = {
     /* General */
@@ -65,6 +70,12 @@ static const sl_opt daemon_opts[] = {
      .def = "20", .min = 1, .max = 100000, .group = G_GENERAL,
      .help = "per-request log lines a second at most (the rest are counted: \"N similar lines "
              "suppressed\")"},
+    {.name = "log-level", .type = SL_OPT_ENUM, .offset = FIELD(log_level, int), .def = "info",
+     .choices = log_level_choices, .group = G_GENERAL,
+     .help = "least severe lines logged (--verbose: debug)"},
+    {.name = "log-format", .type = SL_OPT_ENUM, .offset = FIELD(log_format, int),
+     .def = "logfmt", .choices = log_format_choices, .group = G_GENERAL,
+     .help = "log lines as logfmt (ts= level= msg= key=value) or JSON, one object a line"},
 
     /* Limits */
     {.name = "max-conns", .type = SL_OPT_INT, .offset = FIELD(max_conns, int64_t), .def = "10000",
@@ -615,16 +626,29 @@ static const sl_opt daemon_opts[] = {
     /* Access: who may do what (docs/operations.md, "Access") */
     {.name = "admin-api", .type = SL_OPT_BOOL, .offset = FIELD(admin_api, bool), .def = "true",
      .group = G_ACCESS,
-     .help = "serve the admin endpoints (/v1/admin/...) on --admin-addr; false = no admin port"},
+     .help = "serve the admin endpoints (/v1/admin/..., the status page) on --admin-socket "
+             "and, if given, --admin-addr; false = no admin listener at all"},
+    {.name = "admin-socket", .type = SL_OPT_STRING, .offset = FIELD(admin_socket, char *),
+     .def_doc = "$RUNTIME_DIRECTORY/admin.sock, else $XDG_RUNTIME_DIR/sluice/admin.sock, else "
+                "/run/sluice/admin.sock",
+     .group = G_ACCESS, .metavar = "PATH",
+     .help = "Unix socket of the admin endpoints, mode 0600 (its owner and root may call it; no "
+             "token asked); a live socket there is a start-up error, a stale one is replaced"},
     {.name = "admin-addr", .type = SL_OPT_STRING, .offset = FIELD(admin_addr, char *),
-     .def_doc = "127.0.0.1:<listen-addr's port + 1>, or any free port if that one is taken",
+     .def_doc = "none: the admin API is on --admin-socket only",
      .group = G_ACCESS, .metavar = "ADDR",
-     .help = "ip:port of the admin endpoints (never the client port); not loopback: needs "
-             "--admin-token-file"},
+     .help = "also serve the admin endpoints on this ip:port (never the client port); needs "
+             "--admin-token-file (every call over TCP carries the token), and off loopback TLS "
+             "(--tls-cert); a taken address is a start-up error"},
     {.name = "admin-token-file", .type = SL_OPT_STRING,
      .offset = FIELD(admin_token_file, char *), .group = G_ACCESS, .metavar = "FILE",
-     .help = "file holding the admin bearer token (16..512 visible ASCII bytes); when set, "
-             "every admin call needs 'Authorization: Bearer <token>' (read again on SIGHUP)"},
+     .help = "file holding the admin bearer token (16..512 visible ASCII bytes, mode 0600); "
+             "every call to --admin-addr needs 'Authorization: Bearer <token>' (read again on "
+             "SIGHUP)"},
+    {.name = "allow-core-dumps", .type = SL_OPT_BOOL, .offset = FIELD(allow_core_dumps, bool),
+     .def = "false", .group = G_ACCESS,
+     .help = "let sluiced dump core (false: PR_SET_DUMPABLE 0, so neither a core file nor a "
+             "ptrace by another process of the same user shows its tokens and keys)"},
     /* Peers: who may make peer calls (docs/cluster.md, "Peer authentication") */
     {.name = "peer-auth", .type = SL_OPT_ENUM, .offset = FIELD(peer_auth, int),
      .def = "auto", .choices = peer_auth_choices, .group = G_ACCESS,
@@ -668,6 +692,15 @@ static const sl_opt_table daemon_table = {
     .program = "sluiced",
     .version = true,
     .env_prefix = "SLUICE_",
+    /* modes src/daemon/main.c takes before the options are parsed */
+    .other_help = "      --check-config                read every option, file and directory a "
+                  "start would, report\n"
+                  "                                    every problem, bind nothing; exit 0 (all "
+                  "good) or 2\n"
+                  "      --print-config                print the effective options, each with "
+                  "where it came from\n"
+                  "                                    (default, file:line, env, flag), secrets "
+                  "redacted; exit 0 or 2\n",
     .opts = daemon_opts,
     .nopts = sizeof(daemon_opts) / sizeof(daemon_opts[0]),
 };
@@ -718,10 +751,50 @@ static int replace_str(char **dst, const char *src, char *err, size_t errlen)
     return 0;
 }
 
-/* Computed defaults and rules that span options. */
-static int finalize(sl_options *o, char *err, size_t errlen)
+/* " (flag --x)": where option `name`'s value came from, when the parse tracks it (not for a
+ * default), written into finalize()'s buffer wbuf; else "". */
+#define where(tr, name) where_((tr), (name), wbuf, sizeof wbuf)
+static const char *where_(const sl_opt_track *tr, const char *name, char *buf, size_t size)
 {
-    int rc;
+    const sl_opt *o = sl_opt_find(&daemon_table, name);
+    if (!tr || !tr->origin || !o || strcmp(tr->origin[o - daemon_opts], "default") == 0)
+        return "";
+    snprintf(buf, size, " (%s)", tr->origin[o - daemon_opts]);
+    return buf;
+}
+
+/* The origin of a value finalize() computed, when the option was left at its default. */
+static void computed(const sl_opt_track *tr, const char *name, const char *how)
+{
+    const sl_opt *o = sl_opt_find(&daemon_table, name);
+    if (tr && tr->origin && o && strcmp(tr->origin[o - daemon_opts], "default") == 0)
+        snprintf(tr->origin[o - daemon_opts], SL_OPT_ORIGIN_MAX, "%s", how);
+}
+
+/* One problem of finalize(): into the check's list and on, or the parse's error. */
+#define PROBLEM(...)                                                                               \
+    do {                                                                                           \
+        int prc_ = sl_opt_problem(tr, err, errlen, -EINVAL, __VA_ARGS__);                          \
+        if (!(tr && tr->diag))                                                                     \
+            return prc_;                                                                           \
+        if (first == 0)                                                                            \
+            first = prc_;                                                                          \
+    } while (0)
+
+/* A host:port option's syntax (base/hostport.h), the reason in plain words. */
+#define check_addr(value, name, allow_zero)                                                        \
+    do {                                                                                           \
+        char h_[SL_HOSTPORT_HOST_MAX], why_[256];                                                  \
+        unsigned short p_;                                                                         \
+        if (sl_hostport_parse((value), (allow_zero), h_, sizeof h_, &p_, why_, sizeof why_))       \
+            PROBLEM("option '%s': %s%s", (name), why_, where(tr, (name)));                         \
+    } while (0)
+
+/* Computed defaults and rules that span options. */
+static int finalize(sl_options *o, const sl_opt_track *tr, char *err, size_t errlen)
+{
+    int rc, first = 0;
+    char wbuf[SL_OPT_ORIGIN_MAX + 4];
     if (o->instance_id[0] == '\0') {
         char host[256];
         if (gethostname(host, sizeof(host)) != 0 || host[0] == '\0')
@@ -729,41 +802,66 @@ static int finalize(sl_options *o, char *err, size_t errlen)
         host[sizeof(host) - 1] = '\0';
         if ((rc = replace_str(&o->instance_id, host, err, errlen)) != 0)
             return rc;
+        computed(tr, "instance-id", "computed: the host name");
     }
     if (o->workers == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         o->workers = n < 1 ? 1 : n > 1024 ? 1024 : n;
+        computed(tr, "workers", "computed: the number of CPUs");
     }
     if (o->listen_addr[0] == '\0')
-        return sl_opt_fail(err, errlen, -EINVAL, "option 'listen-addr': must not be empty");
-    if (o->advertise_addr[0] == '\0' &&
-        (rc = replace_str(&o->advertise_addr, o->listen_addr, err, errlen)) != 0)
-        return rc;
+        PROBLEM("option 'listen-addr': must not be empty%s", where(tr, "listen-addr"));
+    else
+        check_addr(o->listen_addr, "listen-addr", true);
+    bool advertise_given = o->advertise_addr[0] != '\0';
+    if (!advertise_given) {
+        if ((rc = replace_str(&o->advertise_addr, o->listen_addr, err, errlen)) != 0)
+            return rc;
+        computed(tr, "advertise-addr", "computed: listen-addr");
+    }
+    if (advertise_given && o->discovery != SL_DISCOVERY_NONE)
+        check_addr(o->advertise_addr, "advertise-addr", false);
+    if (o->admin_addr[0] != '\0')
+        check_addr(o->admin_addr, "admin-addr", true);
+    if (o->metrics_addr[0] != '\0')
+        check_addr(o->metrics_addr, "metrics-addr", true);
+    if (o->gossip_addr[0] != '\0')
+        check_addr(o->gossip_addr, "gossip-addr", true);
+    if (o->peers.n != 0 && o->discovery == SL_DISCOVERY_NONE)
+        PROBLEM("option 'peers': a peer list needs --discovery static (with discovery 'none' "
+                "the list would be ignored)%s", where(tr, "peers"));
+    if (o->discovery == SL_DISCOVERY_STATIC)
+        for (size_t i = 0; i < o->peers.n; i++)
+            check_addr(o->peers.items[i], "peers", false);
     if ((o->shards & (o->shards - 1)) != 0)
-        return sl_opt_fail(err, errlen, -EINVAL, "option 'shards': %lld is not a power of two",
+        PROBLEM("option 'shards': %lld is not a power of two",
                     (long long)o->shards);
     if (o->discovery == SL_DISCOVERY_STATIC && o->peers.n == 0)
-        return sl_opt_fail(err, errlen, -EINVAL, "option 'peers': required with discovery=static");
+        PROBLEM("option 'peers': required with discovery=static");
     if (o->discovery == SL_DISCOVERY_DNS && o->dns_name[0] == '\0')
-        return sl_opt_fail(err, errlen, -EINVAL, "option 'dns-name': required with discovery=dns");
+        PROBLEM("option 'dns-name': required with discovery=dns");
     if (o->discovery == SL_DISCOVERY_ETCD && o->storage_addrs.n == 0)
-        return sl_opt_fail(err, errlen, -EINVAL, "option 'storage-addrs': required with discovery=etcd");
+        PROBLEM("option 'storage-addrs': required with discovery=etcd");
     if (o->discovery == SL_DISCOVERY_GOSSIP && o->gossip_addr[0] == '\0')
-        return sl_opt_fail(err, errlen, -EINVAL, "option 'gossip-addr': required with discovery=gossip");
+        PROBLEM("option 'gossip-addr': required with discovery=gossip");
     if (o->discovery == SL_DISCOVERY_K8S && (o->k8s_service[0] == '\0') == (o->k8s_selector[0] == '\0'))
-        return sl_opt_fail(err, errlen, -EINVAL,
+        PROBLEM(
                            "option 'k8s-service': one of k8s-service and k8s-selector with discovery=k8s");
     if (o->shed_low > o->shed_target)
-        return sl_opt_fail(err, errlen, -EINVAL, "option 'shed-low': %lld is above shed-target (%lld)",
+        PROBLEM("option 'shed-low': %lld is above shed-target (%lld)",
                     (long long)o->shed_low, (long long)o->shed_target);
-    if ((o->tls_cert[0] != '\0') != (o->tls_key[0] != '\0'))
-        return sl_opt_fail(err, errlen, -EINVAL, "option 'tls-cert': needs tls-key, and back");
+    if (o->tls_key[0] != '\0' && o->tls_cert[0] == '\0')
+        PROBLEM("option 'tls-key': --tls-key needs --tls-cert (the certificate of that key)%s",
+                where(tr, "tls-key"));
+    if (o->tls_cert[0] != '\0' && o->tls_key[0] == '\0')
+        PROBLEM("option 'tls-cert': --tls-cert needs --tls-key (the certificate's private key)%s",
+                where(tr, "tls-cert"));
     if (o->tls_client_auth != SL_TLS_CLIENT_AUTH_NONE && o->tls_ca[0] == '\0')
-        return sl_opt_fail(err, errlen, -EINVAL, "option 'tls-client-auth': needs tls-ca");
+        PROBLEM("option 'tls-client-auth': needs tls-ca");
     if (o->tls_cert[0] == '\0' && o->tls_client_auth != SL_TLS_CLIENT_AUTH_NONE)
-        return sl_opt_fail(err, errlen, -EINVAL, "option 'tls-client-auth': needs tls-cert");
+        PROBLEM("option 'tls-client-auth': needs tls-cert");
     if ((o->storage_tls_cert[0] != '\0') != (o->storage_tls_key[0] != '\0'))
-        return sl_opt_fail(err, errlen, -EINVAL,
+        PROBLEM(
                            "option 'storage-tls-cert': needs storage-tls-key, and back");
     /* Peers: with TLS on the port, peer calls speak TLS too, with the server's files unless the
      * peer-tls-* options name others. */
@@ -772,44 +870,45 @@ static int finalize(sl_options *o, char *err, size_t errlen)
          (rc = replace_str(&o->peer_tls_key, o->tls_key, err, errlen)) != 0))
         return rc;
     if ((o->peer_tls_cert[0] != '\0') != (o->peer_tls_key[0] != '\0'))
-        return sl_opt_fail(err, errlen, -EINVAL, "option 'peer-tls-cert': needs peer-tls-key, and back");
+        PROBLEM("option 'peer-tls-cert': needs peer-tls-key, and back");
     if (o->peer_auth == SL_PEER_AUTH_SECRET && o->peer_secret_file[0] == '\0')
-        return sl_opt_fail(err, errlen, -EINVAL, "option 'peer-auth': secret needs peer-secret-file");
+        PROBLEM("option 'peer-auth': secret needs peer-secret-file");
     if (o->peer_auth == SL_PEER_AUTH_MTLS && (o->peer_tls_cert[0] == '\0' || o->peer_tls_ca[0] == '\0'))
-        return sl_opt_fail(err, errlen, -EINVAL, "option 'peer-auth': mtls needs peer TLS "
-                           "(tls-cert or peer-tls-cert) and peer-tls-ca");
+        PROBLEM("option 'peer-auth': mtls needs peer TLS (tls-cert or peer-tls-cert) and "
+                "peer-tls-ca");
     if (o->peer_max_globals < o->global_batch_limit)
-        return sl_opt_fail(err, errlen, -EINVAL, "option 'peer-max-globals': %lld is below "
-                           "global-batch-limit (%lld): the peers' own updates would be refused",
-                           (long long)o->peer_max_globals, (long long)o->global_batch_limit);
+        PROBLEM("option 'peer-max-globals': %lld is below global-batch-limit (%lld): the peers' "
+                "own updates would be refused",
+                (long long)o->peer_max_globals, (long long)o->global_batch_limit);
     if (o->role == SL_ROLE_PROXY && o->proxy_limiters.n == 0 && o->observers.n == 0 &&
         o->storage_addrs.n == 0)
-        return sl_opt_fail(err, errlen, -EINVAL, "option 'proxy-limiters': required with "
+        PROBLEM("option 'proxy-limiters': required with "
                            "role=proxy (or observers, or storage-addrs to find them in etcd)");
     if (o->redis_sentinel.n && o->redis_addrs.n)
-        return sl_opt_fail(err, errlen, -EINVAL, "option 'redis-sentinel': the sentinels say "
-                           "where the server is; give redis-addrs or redis-sentinel, not both");
+        PROBLEM("option 'redis-sentinel': the sentinels say where the server is; give "
+                "redis-addrs or redis-sentinel, not both");
     if (o->redis_sentinel.n && o->redis_cluster)
-        return sl_opt_fail(err, errlen, -EINVAL, "option 'redis-sentinel': a Redis Cluster has no "
-                           "sentinels; give redis-cluster or redis-sentinel, not both");
+        PROBLEM("option 'redis-sentinel': a Redis Cluster has no sentinels; give redis-cluster or "
+                "redis-sentinel, not both");
     if (o->redis_sentinel.n && !o->redis_master[0])
-        return sl_opt_fail(err, errlen, -EINVAL, "option 'redis-master': required with "
-                           "redis-sentinel (the name in the sentinels' 'sentinel monitor' line)");
+        PROBLEM("option 'redis-master': required with redis-sentinel (the name in the sentinels' "
+                "'sentinel monitor' line)");
     if (o->store == SL_STORE_REDIS && o->redis_addrs.n == 0 && o->redis_sentinel.n == 0)
-        return sl_opt_fail(err, errlen, -EINVAL, "option 'redis-addrs': required with store=redis "
-                           "(or redis-sentinel and redis-master)");
+        PROBLEM("option 'redis-addrs': required with store=redis (or redis-sentinel and "
+                "redis-master)");
     if (o->standalone && o->discovery != SL_DISCOVERY_NONE)
-        return sl_opt_fail(err, errlen, -EINVAL,
+        PROBLEM(
                     "option 'standalone': cannot be combined with discovery=%s",
                     discovery_choices[o->discovery]);
-    return 0;
+    return first;
 }
 
 /* envoyproxy/ratelimit's own variables, honoured as it names them, under sluice's variables and
  * flags (so a migrated deployment keeps its environment). */
-static int load_upstream_env(const sl_opt_table *t, sl_options *o, char *const *envp, char *err,
-                             size_t errlen)
+static int load_upstream_env(const sl_opt_table *t, sl_options *o, char *const *envp,
+                             const sl_opt_track *tr, char *err, size_t errlen)
 {
+    int first = 0;
     static const char *const vars[][2] = {
         {"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "rls-all-or-nothing"},
         {"QUOTA_MODE", "rls-quota-mode"},
@@ -824,38 +923,91 @@ static int load_upstream_env(const sl_opt_table *t, sl_options *o, char *const *
         const char *v = sl_opt_getenv(envp, vars[i][0]);
         char src[64];
         snprintf(src, sizeof src, "env %s", vars[i][0]);
-        int rc = v ? sl_opt_apply(o, sl_opt_find(t, vars[i][1]), v, false, src, err, errlen) : 0;
-        if (rc != 0)
+        int rc = v ? sl_opt_store(t, tr, o, sl_opt_find(t, vars[i][1]), v, false, src, err,
+                                  errlen)
+                   : 0;
+        if (rc != 0 && !(tr && tr->diag))
             return rc;
+        if (rc != 0 && first == 0)
+            first = rc;
     }
-    return 0;
+    return first;
 }
 
 int sl_config_parse(sl_options *o, int argc, char *const *argv, char *const *envp, char *err,
                     size_t errlen)
 {
+    return sl_config_check(o, argc, argv, envp, NULL, NULL, err, errlen);
+}
+
+int sl_config_check(sl_options *o, int argc, char *const *argv, char *const *envp, sl_diag *diag,
+                    char (*origin)[SL_OPT_ORIGIN_MAX], char *err, size_t errlen)
+{
     const sl_opt_table *t = &daemon_table;
     if (err != NULL && errlen > 0)
         err[0] = '\0';
-    int rc = sl_opt_defaults(t, o, err, errlen);
+    /* Origins are always tracked, so that a message can say where a bad value came from. */
+    char (*own)[SL_OPT_ORIGIN_MAX] = NULL;
+    if (origin == NULL && (own = calloc(t->nopts, sizeof *own)) == NULL)
+        return sl_opt_fail(err, errlen, -ENOMEM, "out of memory");
+    sl_opt_track tr = {.diag = diag, .origin = origin ? origin : own};
+    int rc = sl_opt_defaults_ex(t, o, &tr, err, errlen), first = 0;
     if (rc != 0)
-        return rc;
-    int special = sl_opt_special(t, argc, argv);
-    if (special != 0)
-        return special;
+        goto out;
+    if ((rc = sl_opt_special(t, argc, argv)) != 0)
+        goto out;
     /* The file comes first, so its name must be known before env and flags are applied. */
     const char *path = args_config(argc, argv);
     if (path == NULL)
         path = sl_opt_getenv(envp, "SLUICE_CONFIG");
-    if (path != NULL && path[0] != '\0') {
-        if ((rc = sl_opt_load_file(t, o, path, err, errlen)) != 0)
-            return rc;
+    if (path != NULL && path[0] != '\0')
+        rc = sl_opt_load_file_ex(t, o, path, &tr, err, errlen);
+    if (rc != 0 && (first = rc, !diag))
+        goto out;
+    rc = load_upstream_env(t, o, envp, &tr, err, errlen);
+    if (rc != 0 && (first = first ? first : rc, !diag))
+        goto out;
+    rc = sl_opt_load_env_ex(t, o, envp, &tr, err, errlen);
+    if (rc != 0 && (first = first ? first : rc, !diag))
+        goto out;
+    rc = sl_opt_load_args_ex(t, o, argc, argv, &tr, err, errlen);
+    if (rc != 0 && (first = first ? first : rc, !diag))
+        goto out;
+    rc = finalize(o, &tr, err, errlen);
+    if (first != 0)
+        rc = first;
+out:
+    free(own);
+    return rc;
+}
+
+int sl_config_admin_socket(const char *explicit_path, char *buf, size_t buflen, char *dir,
+                           size_t dirlen)
+{
+    const char *rd = getenv("RUNTIME_DIRECTORY"), *xdg = getenv("XDG_RUNTIME_DIR");
+    int n;
+    const char *d = "";
+    if (explicit_path && explicit_path[0]) {
+        n = snprintf(buf, buflen, "%s", explicit_path);
+    } else if (rd && rd[0]) {
+        /* systemd may list several directories, separated by ':': the first is ours */
+        size_t l = strcspn(rd, ":");
+        n = snprintf(buf, buflen, "%.*s/admin.sock", (int)l, rd);
+    } else if (xdg && xdg[0]) {
+        n = snprintf(buf, buflen, "%s/sluice/admin.sock", xdg);
+        d = buf;
+    } else {
+        n = snprintf(buf, buflen, "/run/sluice/admin.sock");
+        d = buf;
     }
-    if ((rc = load_upstream_env(t, o, envp, err, errlen)) != 0)
-        return rc;
-    if ((rc = sl_opt_load_env(t, o, envp, err, errlen)) != 0)
-        return rc;
-    if ((rc = sl_opt_load_args(t, o, argc, argv, err, errlen)) != 0)
-        return rc;
-    return finalize(o, err, errlen);
+    if (n < 0 || (size_t)n >= buflen)
+        return -ENAMETOOLONG;
+    if (dir && dirlen) {
+        size_t l = d[0] ? (size_t)(strrchr(d, '/') - d) : 0;
+        if (l >= dirlen)
+            return -ENAMETOOLONG;
+        memcpy(dir, d, l);
+        dir[l] = 0;
+    }
+    return 0;
 }

@@ -70,6 +70,8 @@ typedef struct sl_options {
     int64_t workers;           /* defaults to the number of online CPUs */
     bool verbose;
     int64_t log_request_lines;
+    int log_level;  /* sl_log_level */
+    int log_format; /* sl_log_format */
     /* Limits */
     int64_t max_conns;
     uint64_t max_header_bytes;
@@ -235,8 +237,10 @@ typedef struct sl_options {
     int64_t max_concurrency_limit;
     int64_t max_switches;
     bool admin_api;
-    char *admin_addr;          /* "" = 127.0.0.1:<listen port + 1> (node/nodeparts.c) */
-    char *admin_token_file;    /* "" = no token (loopback admin only) */
+    char *admin_socket;        /* "" = the runtime directory's (sl_config_admin_socket) */
+    char *admin_addr;          /* "" = no admin listener on TCP */
+    char *admin_token_file;    /* "" = no token (then no TCP admin listener) */
+    bool allow_core_dumps;     /* false: sluiced sets PR_SET_DUMPABLE 0 (daemon/main.c) */
     char *metrics_addr;        /* "" = /metrics on the client port only */
     char *client_tokens_file;  /* "" = no client identities */
     int peer_auth;             /* sl_peer_auth (--peer-auth) */
@@ -245,6 +249,15 @@ typedef struct sl_options {
     int64_t peer_max_globals;  /* UpdatePeerGlobals cap (--peer-max-globals) */
     int64_t peer_max_transfer_keys; /* TransferKeys cap (--peer-max-transfer-keys) */
 } sl_options;
+
+/* The admin socket's path: explicit if not NULL and not "", else the default in the runtime
+ * directory: $RUNTIME_DIRECTORY/admin.sock (systemd's RuntimeDirectory=), else
+ * $XDG_RUNTIME_DIR/sluice/admin.sock, else /run/sluice/admin.sock. Into buf (NUL-terminated):
+ * 0, or -ENAMETOOLONG. dir (dirlen 0: not wanted) gets the directory sluiced creates (mode
+ * 0700) if missing: "" for $RUNTIME_DIRECTORY and an explicit path, which must exist. sluiced and
+ * the CLI share it, so `sluice top` finds the node without options. */
+int sl_config_admin_socket(const char *explicit_path, char *buf, size_t buflen, char *dir,
+                           size_t dirlen);
 
 /* sluiced's table (program "sluiced", prefix "SLUICE_"). */
 const sl_opt_table *sl_config_daemon_table(void);
@@ -257,6 +270,16 @@ const sl_opt_table *sl_config_daemon_table(void);
  * zeroed before the first call; call sl_config_free() afterwards in every case.
  */
 int sl_config_parse(sl_options *o, int argc, char *const *argv, char *const *envp, char *err,
+                    size_t errlen);
+/*
+ * The same parse for a check (sluiced --check-config, --print-config): with diag set, every problem
+ * is added to it, not only the first (the return is the first's errno, its text in err); with
+ * origin set (sl_config_daemon_table()->nopts entries), each option's entry says where its value
+ * came from: "default", "file F:LINE", "env NAME", "flag --name", "computed: ...".
+ */
+struct sl_diag;
+int sl_config_check(sl_options *o, int argc, char *const *argv, char *const *envp,
+                    struct sl_diag *diag, char (*origin)[SL_OPT_ORIGIN_MAX], char *err,
                     size_t errlen);
 void sl_config_free(sl_options *o);
 void sl_config_help(FILE *out);                       /* sluiced --help */

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "config/diag.h"
 #include "config/opt_int.h"
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -38,8 +39,66 @@ int sl_opt_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
     return rc;
 }
 
+int sl_opt_problem(const sl_opt_track *tr, char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+    char buf[SL_DIAG_LINE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    bool first = !(err != NULL && errlen > 0 && err[0] != '\0' && tr && tr->diag);
+    if (tr && tr->diag)
+        sl_diag_add(tr->diag, "%s", buf);
+    if (first && err != NULL && errlen > 0)
+        snprintf(err, errlen, "%s", buf);
+    return rc;
+}
+
 /* ---------------------------------------------------------------------------------------------- */
 /* Lookup and storage. */
+
+unsigned sl_opt_edit_distance(const char *a, const char *b)
+{
+    enum { CAP = 64 };
+    size_t la = strlen(a), lb = strlen(b);
+    if (la >= CAP || lb >= CAP)
+        return 255;
+    unsigned prev[CAP + 1], cur[CAP + 1];
+    for (size_t j = 0; j <= lb; j++)
+        prev[j] = (unsigned)j;
+    for (size_t i = 1; i <= la; i++) {
+        cur[0] = (unsigned)i;
+        char ca = a[i - 1] == '_' ? '-' : (char)tolower((unsigned char)a[i - 1]);
+        for (size_t j = 1; j <= lb; j++) {
+            char cb = b[j - 1] == '_' ? '-' : (char)tolower((unsigned char)b[j - 1]);
+            unsigned best = prev[j - 1] + (ca == cb ? 0u : 1u);
+            if (prev[j] + 1 < best)
+                best = prev[j] + 1;
+            if (cur[j - 1] + 1 < best)
+                best = cur[j - 1] + 1;
+            cur[j] = best;
+        }
+        memcpy(prev, cur, (lb + 1) * sizeof prev[0]);
+    }
+    return prev[lb] > 255 ? 255 : prev[lb];
+}
+
+const sl_opt *sl_opt_suggest(const sl_opt_table *t, const char *name)
+{
+    const sl_opt *best = NULL;
+    unsigned bd = 255;
+    for (size_t i = 0; i < t->nopts; i++) {
+        unsigned d = sl_opt_edit_distance(name, t->opts[i].name);
+        if (d < bd) {
+            bd = d;
+            best = &t->opts[i];
+        }
+    }
+    size_t len = strlen(name);
+    if (!best || bd == 0 || bd > 3 || (size_t)bd * 3 > len)
+        return NULL;
+    return best;
+}
 
 const sl_opt *sl_opt_find(const sl_opt_table *t, const char *name)
 {
@@ -275,6 +334,25 @@ int sl_opt_apply(void *target, const sl_opt *o, const char *text, bool append,
     return 0;
 }
 
+int sl_opt_store(const sl_opt_table *t, const sl_opt_track *tr, void *target, const sl_opt *o,
+                 const char *text, bool append, const char *source, char *err, size_t errlen)
+{
+    if (tr && tr->diag) {
+        char e[SL_DIAG_LINE_MAX];
+        e[0] = '\0';
+        int rc = sl_opt_apply(target, o, text, append, source, e, sizeof e);
+        if (rc != 0)
+            return sl_opt_problem(tr, err, errlen, rc, "%s", e);
+    } else {
+        int rc = sl_opt_apply(target, o, text, append, source, err, errlen);
+        if (rc != 0)
+            return rc;
+    }
+    if (tr && tr->origin)
+        snprintf(tr->origin[o - t->opts], SL_OPT_ORIGIN_MAX, "%s", source);
+    return 0;
+}
+
 int sl_opt_set(const sl_opt_table *t, void *target, const char *name,
                const char *value, const char *source, char *err, size_t errlen)
 {
@@ -303,10 +381,18 @@ void sl_opt_free(const sl_opt_table *t, void *target)
 
 int sl_opt_defaults(const sl_opt_table *t, void *target, char *err, size_t errlen)
 {
+    return sl_opt_defaults_ex(t, target, NULL, err, errlen);
+}
+
+int sl_opt_defaults_ex(const sl_opt_table *t, void *target, const sl_opt_track *tr, char *err,
+                       size_t errlen)
+{
     sl_opt_free(t, target);
     for (size_t i = 0; i < t->nopts; i++) {
         const sl_opt *o = &t->opts[i];
         const char *def = o->def;
+        if (tr && tr->origin)
+            snprintf(tr->origin[i], SL_OPT_ORIGIN_MAX, "default");
         if (def == NULL && (o->nullable || o->type == SL_OPT_LIST))
             continue; /* NULL: not given; a list: empty */
         if (def == NULL) {

@@ -80,6 +80,8 @@ typedef struct sl_opt {
     bool optional_value;           /* string, nullable: a bare --name sets ""; the value comes
                                       from --name=V, or from the next argument when it starts
                                       with a digit */
+    bool secret;                   /* its value is a secret: the effective-config dump with
+                                      origins (--print-config) shows "<redacted>" */
 } sl_opt;
 
 typedef struct sl_opt_table {
@@ -92,6 +94,8 @@ typedef struct sl_opt_table {
     const char *about;      /* flags_only: paragraphs after the usage line, or NULL */
     const char *epilog;     /* flags_only: text after the options, or NULL */
     const char *env_prefix; /* "SLUICE_" */
+    const char *other_help; /* more lines for --help's "Other:" section (modes the program's main
+                               takes before the engine sees the flags), or NULL */
     const sl_opt *opts;
     size_t nopts;
 } sl_opt_table;
@@ -102,8 +106,32 @@ typedef struct sl_opt_table {
 
 /* ---- generic engine ------------------------------------------------------------------------ */
 
+/* Longest text of an option's origin ("file /etc/sluice/sluiced.yaml:12"). */
+#define SL_OPT_ORIGIN_MAX 160
+
+/*
+ * How a parse reports and records, for the _ex loaders (the plain ones pass NULL: stop at the first
+ * problem, record nothing):
+ *   diag    when set, every problem is added to it and the load goes on with the next key, variable
+ *           or flag (a syntax error of the YAML file still stops that file); the return is then
+ *           the first problem's errno, err holding its text
+ *   origin  when set, t->nopts entries: each option's is overwritten with where its value came
+ *           from ("default", "file F:LINE", "env NAME", "flag --name") whenever a source sets it
+ */
+struct sl_diag;
+typedef struct sl_opt_track {
+    struct sl_diag *diag;
+    char (*origin)[SL_OPT_ORIGIN_MAX];
+} sl_opt_track;
+
 /* Option by long name or its snake_case spelling, or NULL. */
 const sl_opt *sl_opt_find(const sl_opt_table *t, const char *name);
+/* The option whose name is nearest to `name` (an unknown one), for "did you mean": the smallest
+ * edit distance (insertions, deletions, substitutions, and '_' as '-'), when it is at most 3 and at
+ * most a third of the name's length; else NULL. */
+const sl_opt *sl_opt_suggest(const sl_opt_table *t, const char *name);
+/* The edit distance (Levenshtein) between a and b, '_' counted as '-', capped at 255. */
+unsigned sl_opt_edit_distance(const char *a, const char *b);
 /* "SLUICE_LISTEN_ADDR" for listen-addr into buf (truncated to size). */
 void sl_opt_env_name(const sl_opt_table *t, const sl_opt *o, char *buf,
                      size_t size);
@@ -138,15 +166,37 @@ int sl_opt_set(const sl_opt_table *t, void *target, const char *name,
                const char *value, const char *source, char *err, size_t errlen);
 /* Free the strings and lists the table owns in target (the struct itself is the caller's). */
 void sl_opt_free(const sl_opt_table *t, void *target);
+/* The same loaders with a tracker (see sl_opt_track; tr may be NULL). */
+int sl_opt_defaults_ex(const sl_opt_table *t, void *target, const sl_opt_track *tr, char *err,
+                       size_t errlen);
+int sl_opt_load_file_ex(const sl_opt_table *t, void *target, const char *path,
+                        const sl_opt_track *tr, char *err, size_t errlen);
+int sl_opt_load_yaml_ex(const sl_opt_table *t, void *target, const char *yaml, size_t len,
+                        const char *name, const sl_opt_track *tr, char *err, size_t errlen);
+int sl_opt_load_env_ex(const sl_opt_table *t, void *target, char *const *envp,
+                       const sl_opt_track *tr, char *err, size_t errlen);
+int sl_opt_load_args_ex(const sl_opt_table *t, void *target, int argc, char *const *argv,
+                        const sl_opt_track *tr, char *err, size_t errlen);
 /* --help text: usage, syntax notes, then every option by group, with default and env var. */
 void sl_opt_help(const sl_opt_table *t, FILE *out);
 /* The effective values as a YAML file that loads back to the same values. */
 void sl_opt_dump(const sl_opt_table *t, const void *target, FILE *out);
+/* The same with each option's origin as a comment ("listen-addr: \"x\"  # flag --listen-addr"),
+ * secrets (sl_opt.secret) as "<redacted>" and a URL's user:password@ as "<redacted>@"; origin as
+ * filled by a tracked parse (NULL: no comments). Loads back as YAML (secrets excepted). */
+void sl_opt_dump_origins(const sl_opt_table *t, const void *target,
+                         const char (*origin)[SL_OPT_ORIGIN_MAX], FILE *out);
 
 /* Write the message into err (when errlen > 0) and return rc: the engine's own error path, for
  * callers that add checks of their own. */
 __attribute__((format(printf, 4, 5))) int sl_opt_fail(char *err, size_t errlen, int rc,
                                                       const char *fmt, ...);
+
+/* A problem of a tracked parse: into tr->diag when tracking one (the text also in err if err is still empty), else
+ * only into err. Returns rc. */
+__attribute__((format(printf, 5, 6))) int sl_opt_problem(const sl_opt_track *tr, char *err,
+                                                         size_t errlen, int rc, const char *fmt,
+                                                         ...);
 
 /* Value parsers, exposed for other modules (the etcd watcher, the CLI). 0 or -EINVAL/-ERANGE. */
 int sl_opt_parse_duration(const char *s, int64_t *ns);

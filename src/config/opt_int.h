@@ -38,4 +38,10 @@ const char *sl_opt_type_word(sl_opt_type t);
 int sl_opt_apply(void *target, const sl_opt *o, const char *text, bool append, const char *source,
                  char *err, size_t errlen);
 
+/* sl_opt_apply, then the origin recorded (tr->origin) when it succeeded; a failure is added to
+ * tr->diag when there is one. What the sources call. */
+int sl_opt_store(const sl_opt_table *t, const sl_opt_track *tr, void *target, const sl_opt *o,
+                 const char *text, bool append, const char *source, char *err, size_t errlen);
+
+
 #endif

@@ -178,20 +178,36 @@ void sl_opt_help(const sl_opt_table *t, FILE *out)
     fprintf(out, "\nOther:\n%-*s%s\n", HELP_COL, "  -h, --help", "show this help and exit");
     if (t->version)
         fprintf(out, "%-*s%s\n", HELP_COL, "      --version", "print the version and exit");
+    if (t->other_help != NULL)
+        fputs(t->other_help, out);
     if (t->flags_only && t->epilog != NULL)
         fprintf(out, "\n%s", t->epilog);
 }
 
+/* A double-quoted YAML scalar that loads back to s: escaped are '"', '\\', the C0 and C1 controls
+ * (which YAML does not allow unescaped), the characters YAML reads as line breaks inside quotes
+ * (U+0085, U+2028, U+2029: a raw one would load back as a space) and U+FEFF, U+FFFE, U+FFFF. */
 static void dump_quoted(FILE *out, const char *s)
 {
     fputc('"', out);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
+        if (*p == '"' || *p == '\\') {
             fprintf(out, "\\%c", *p);
-        else if (*p < 0x20 || *p == 0x7f)
+        } else if (*p < 0x20 || *p == 0x7f) {
             fprintf(out, "\\x%02x", *p);
-        else
+        } else if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) {
+            fprintf(out, "\\x%02x", p[1]);
+            p++;
+        } else if (p[0] == 0xe2 && p[1] == 0x80 && (p[2] == 0xa8 || p[2] == 0xa9)) {
+            fprintf(out, "\\u%04x", 0x2000 | (p[2] & 0x3f));
+            p += 2;
+        } else if (p[0] == 0xef && ((p[1] == 0xbb && p[2] == 0xbf) ||
+                                    (p[1] == 0xbf && (p[2] == 0xbe || p[2] == 0xbf)))) {
+            fprintf(out, "\\u%04x", ((p[1] & 0x3f) << 6 | (p[2] & 0x3f)) | 0xf000);
+            p += 2;
+        } else {
             fputc(*p, out);
+        }
     }
     fputc('"', out);
 }
@@ -201,6 +217,36 @@ static size_t cfield_list_n(const void *target, const sl_opt *o)
     return ((const sl_opt_list *)cfield(target, o))->n;
 }
 
+/* One non-list, non-string value in the option's own syntax. */
+static void dump_value(FILE *out, const sl_opt *o, const void *f)
+{
+    char buf[64];
+    switch (o->type) {
+    case SL_OPT_INT:
+        fprintf(out, "%lld", (long long)*(const int64_t *)f);
+        break;
+    case SL_OPT_BOOL:
+        fputs(*(const bool *)f ? "true" : "false", out);
+        break;
+    case SL_OPT_DURATION:
+        sl_opt_format_duration(*(const int64_t *)f, buf, sizeof(buf));
+        fputs(buf, out);
+        break;
+    case SL_OPT_SIZE:
+        sl_opt_format_size(*(const uint64_t *)f, buf, sizeof(buf));
+        fputs(buf, out);
+        break;
+    case SL_OPT_DOUBLE:
+        fprintf(out, "%.17g", *(const double *)f);
+        break;
+    case SL_OPT_ENUM:
+        fputs(o->choices[*(const int *)f], out);
+        break;
+    default:
+        break;
+    }
+}
+
 void sl_opt_dump(const sl_opt_table *t, const void *target, FILE *out)
 {
     for (size_t i = 0; i < t->nopts; i++) {
@@ -208,34 +254,11 @@ void sl_opt_dump(const sl_opt_table *t, const void *target, FILE *out)
         if (o->file_forbidden)
             continue;
         const void *f = cfield(target, o);
-        char buf[64];
         fprintf(out, "%s:%s", o->name,
                 o->type == SL_OPT_LIST && cfield_list_n(target, o) ? "" : " ");
-        switch (o->type) {
-        case SL_OPT_STRING:
+        if (o->type == SL_OPT_STRING) {
             dump_quoted(out, *(char *const *)f ? *(char *const *)f : "");
-            break;
-        case SL_OPT_INT:
-            fprintf(out, "%lld", (long long)*(const int64_t *)f);
-            break;
-        case SL_OPT_BOOL:
-            fputs(*(const bool *)f ? "true" : "false", out);
-            break;
-        case SL_OPT_DURATION:
-            sl_opt_format_duration(*(const int64_t *)f, buf, sizeof(buf));
-            fputs(buf, out);
-            break;
-        case SL_OPT_SIZE:
-            sl_opt_format_size(*(const uint64_t *)f, buf, sizeof(buf));
-            fputs(buf, out);
-            break;
-        case SL_OPT_DOUBLE:
-            fprintf(out, "%.17g", *(const double *)f);
-            break;
-        case SL_OPT_ENUM:
-            fputs(o->choices[*(const int *)f], out);
-            break;
-        case SL_OPT_LIST: {
+        } else if (o->type == SL_OPT_LIST) {
             const sl_opt_list *l = f;
             if (l->n == 0)
                 fputs("[]", out);
@@ -243,9 +266,68 @@ void sl_opt_dump(const sl_opt_table *t, const void *target, FILE *out)
                 fputs("\n  - ", out);
                 dump_quoted(out, l->items[k]);
             }
-            break;
+        } else {
+            dump_value(out, o, f);
         }
+        fputc('\n', out);
+    }
+}
+
+/* A URL's "user:password@" (scheme://...@host) as "<redacted>@", else s as it is, into buf. */
+static const char *redact_userinfo(const char *s, char *buf, size_t size)
+{
+    const char *scheme = strstr(s, "://");
+    if (scheme == NULL)
+        return s;
+    const char *auth = scheme + 3, *end = auth + strcspn(auth, "/?#");
+    const char *at = NULL;
+    for (const char *p = auth; p < end; p++)
+        if (*p == '@')
+            at = p;
+    if (at == NULL)
+        return s;
+    snprintf(buf, size, "%.*s<redacted>%s", (int)(auth - s), s, at);
+    return buf;
+}
+
+static void dump_text(FILE *out, const sl_opt *o, const char *s)
+{
+    char buf[1024];
+    if (o->secret && s[0] != '\0')
+        s = "<redacted>";
+    else if (strlen(s) < sizeof buf - 16)
+        s = redact_userinfo(s, buf, sizeof buf);
+    dump_quoted(out, s);
+}
+
+void sl_opt_dump_origins(const sl_opt_table *t, const void *target,
+                         const char (*origin)[SL_OPT_ORIGIN_MAX], FILE *out)
+{
+    for (size_t i = 0; i < t->nopts; i++) {
+        const sl_opt *o = &t->opts[i];
+        if (o->file_forbidden)
+            continue;
+        const void *f = cfield(target, o);
+        const char *why = origin != NULL && origin[i][0] ? origin[i] : NULL;
+        if (o->type == SL_OPT_LIST) {
+            const sl_opt_list *l = f;
+            fprintf(out, "%s:%s", o->name, l->n ? "" : " []");
+            if (why)
+                fprintf(out, "  # %s", why);
+            for (size_t k = 0; k < l->n; k++) {
+                fputs("\n  - ", out);
+                dump_text(out, o, l->items[k]);
+            }
+            fputc('\n', out);
+            continue;
         }
+        fprintf(out, "%s: ", o->name);
+        if (o->type == SL_OPT_STRING)
+            dump_text(out, o, *(char *const *)f ? *(char *const *)f : "");
+        else
+            dump_value(out, o, f);
+        if (why)
+            fprintf(out, "  # %s", why);
         fputc('\n', out);
     }
 }

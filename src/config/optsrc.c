@@ -57,7 +57,15 @@ struct yaml_ctx {
     const char *name;
     char *err;
     size_t errlen;
+    const sl_opt_table *t;
+    const sl_opt_track *tr; /* NULL: stop at the first problem */
+    bool in_list;            /* an error came from inside a list's items: no skipping past it */
 };
+
+static bool keep_going(const struct yaml_ctx *y)
+{
+    return y->tr && y->tr->diag;
+}
 
 static int yaml_next(struct yaml_ctx *y)
 {
@@ -67,7 +75,8 @@ static int yaml_next(struct yaml_ctx *y)
     }
     if (!yaml_parser_parse(&y->parser, &y->ev)) {
         yaml_parser_t *p = &y->parser;
-        return sl_opt_fail(y->err, y->errlen, -EINVAL, "%s:%zu: invalid YAML: %s%s%s", y->name,
+        return sl_opt_problem(y->tr, y->err, y->errlen, -EINVAL, "%s:%zu: invalid YAML: %s%s%s",
+                              y->name,
                     (size_t)p->problem_mark.line + 1, p->problem ? p->problem : "parse error",
                     p->context ? " " : "", p->context ? p->context : "");
     }
@@ -87,28 +96,31 @@ static int yaml_value(struct yaml_ctx *y, void *target, const sl_opt *o)
     snprintf(src, sizeof(src), "file %s:%zu", y->name, yaml_line(y));
     if (y->ev.type == YAML_SCALAR_EVENT) {
         const char *text = is_null_scalar(&y->ev) ? "" : (const char *)y->ev.data.scalar.value;
-        return sl_opt_apply(target, o, text, false, src, y->err, y->errlen);
+        return sl_opt_store(y->t, y->tr, target, o, text, false, src, y->err, y->errlen);
     }
     if (y->ev.type != YAML_SEQUENCE_START_EVENT || o->type != SL_OPT_LIST)
-        return sl_opt_fail(y->err, y->errlen, -EINVAL, "%s:%zu: option '%s' takes %s %s, not %s",
+        return sl_opt_problem(y->tr, y->err, y->errlen, -EINVAL,
+                              "%s:%zu: option '%s' takes %s %s, not %s",
                            y->name, 
                     yaml_line(y), o->name, o->type == SL_OPT_INT ? "an" : "a", sl_opt_type_word(o->type),
                     event_what(y->ev.type));
     sl_opt_list l = {0};
     int rc;
+    y->in_list = true;
     for (;;) {
         if ((rc = yaml_next(y)) != 0)
             break;
         if (y->ev.type == YAML_SEQUENCE_END_EVENT)
             break;
         if (y->ev.type != YAML_SCALAR_EVENT) {
-            rc = sl_opt_fail(y->err, y->errlen, -EINVAL, "%s:%zu: option '%s': list items must be "
+            rc = sl_opt_problem(y->tr, y->err, y->errlen, -EINVAL,
+                                "%s:%zu: option '%s': list items must be "
                       "scalars, not %s", y->name, yaml_line(y), o->name, event_what(y->ev.type));
             break;
         }
         const char *v = (const char *)y->ev.data.scalar.value;
         if (!is_null_scalar(&y->ev) && (rc = sl_opt_list_push(&l, v, strlen(v))) != 0) {
-            rc = sl_opt_fail(y->err, y->errlen, rc, "out of memory");
+            rc = sl_opt_problem(y->tr, y->err, y->errlen, rc, "out of memory");
             break;
         }
     }
@@ -116,19 +128,49 @@ static int yaml_value(struct yaml_ctx *y, void *target, const sl_opt *o)
         sl_opt_list_clear(&l);
         return rc;
     }
+    y->in_list = false;
     sl_opt_list *f = sl_opt_field(target, o);
     sl_opt_list_clear(f);
     *f = l;
+    if (y->tr && y->tr->origin)
+        snprintf(y->tr->origin[o - y->t->opts], SL_OPT_ORIGIN_MAX, "%.*s",
+                 SL_OPT_ORIGIN_MAX - 1, src);
     return 0;
+}
+
+/* Past the value of a key that is refused (the current event is its first): a nested mapping or
+ * list whole, so that a check goes on with the next key. */
+static int yaml_skip_value(struct yaml_ctx *y)
+{
+    int depth = 0, rc;
+    for (;;) {
+        switch (y->ev.type) {
+        case YAML_MAPPING_START_EVENT:
+        case YAML_SEQUENCE_START_EVENT:
+            depth++;
+            break;
+        case YAML_MAPPING_END_EVENT:
+        case YAML_SEQUENCE_END_EVENT:
+            depth--;
+            break;
+        default:
+            break;
+        }
+        if (depth <= 0)
+            return 0;
+        if ((rc = yaml_next(y)) != 0)
+            return rc;
+    }
 }
 
 static int yaml_mapping(struct yaml_ctx *y, const sl_opt_table *t, void *target)
 {
+    int first = 0;
     bool *seen = calloc(t->nopts ? t->nopts : 1, sizeof(bool));
     size_t *seen_line = calloc(t->nopts ? t->nopts : 1, sizeof(size_t));
     int rc = 0;
     if (seen == NULL || seen_line == NULL) {
-        rc = sl_opt_fail(y->err, y->errlen, -ENOMEM, "out of memory");
+        rc = sl_opt_problem(y->tr, y->err, y->errlen, -ENOMEM, "out of memory");
         goto out;
     }
     for (;;) {
@@ -137,7 +179,7 @@ static int yaml_mapping(struct yaml_ctx *y, const sl_opt_table *t, void *target)
         if (y->ev.type == YAML_MAPPING_END_EVENT)
             break;
         if (y->ev.type != YAML_SCALAR_EVENT) {
-            rc = sl_opt_fail(y->err, y->errlen, -EINVAL,
+            rc = sl_opt_problem(y->tr, y->err, y->errlen, -EINVAL,
                              "%s:%zu: keys must be option names, not %s", 
                       y->name, yaml_line(y), event_what(y->ev.type));
             goto out;
@@ -145,44 +187,65 @@ static int yaml_mapping(struct yaml_ctx *y, const sl_opt_table *t, void *target)
         const char *key = (const char *)y->ev.data.scalar.value;
         size_t line = yaml_line(y);
         const sl_opt *o = sl_opt_find(t, key);
+        int krc = 0;
         if (o == NULL) {
-            rc = sl_opt_fail(y->err, y->errlen, -EINVAL, "%s:%zu: unknown option '%s'", y->name,
-                             line, 
-                      key);
-            goto out;
+            const sl_opt *near = sl_opt_suggest(t, key);
+            if (near)
+                krc = sl_opt_problem(y->tr, y->err, y->errlen, -EINVAL,
+                                     "%s:%zu: unknown option '%s': did you mean '%s'?", y->name,
+                                     line, key, near->name);
+            else
+                krc = sl_opt_problem(y->tr, y->err, y->errlen, -EINVAL,
+                                     "%s:%zu: unknown option '%s' (%s --help lists the options)",
+                                     y->name, line, key, t->program ? t->program : "--help");
+        } else if (o->file_forbidden) {
+            krc = sl_opt_problem(y->tr, y->err, y->errlen, -EINVAL,
+                                 "%s:%zu: option '%s' cannot be set in a file", y->name, line,
+                                 o->name);
+        } else if (seen[o - t->opts]) {
+            krc = sl_opt_problem(y->tr, y->err, y->errlen, -EINVAL,
+                                 "%s:%zu: option '%s' set twice (first at line %zu)", y->name,
+                                 line, o->name, seen_line[o - t->opts]);
         }
-        if (o->file_forbidden) {
-            rc = sl_opt_fail(y->err, y->errlen, -EINVAL,
-                             "%s:%zu: option '%s' cannot be set in a file", 
-                      y->name, line, o->name);
-            goto out;
+        if (krc != 0) {
+            if (first == 0)
+                first = krc;
+            if (!keep_going(y)) {
+                rc = krc;
+                goto out;
+            }
+            if ((rc = yaml_next(y)) != 0 || (rc = yaml_skip_value(y)) != 0)
+                goto out;
+            continue;
         }
         size_t idx = (size_t)(o - t->opts);
-        if (seen[idx]) {
-            rc = sl_opt_fail(y->err, y->errlen, -EINVAL,
-                             "%s:%zu: option '%s' set twice (first at line %zu)", 
-                      y->name, line, o->name, seen_line[idx]);
-            goto out;
-        }
         seen[idx] = true;
         seen_line[idx] = line;
         if ((rc = yaml_next(y)) != 0)
             goto out;
-        if ((rc = yaml_value(y, target, o)) != 0)
-            goto out;
+        if ((rc = yaml_value(y, target, o)) != 0) {
+            if (first == 0)
+                first = rc;
+            if (!keep_going(y) || y->in_list || (rc = yaml_skip_value(y)) != 0) {
+                rc = rc ? rc : first;
+                goto out;
+            }
+        }
     }
+    rc = first;
 out:
     free(seen);
     free(seen_line);
     return rc;
 }
 
-int sl_opt_load_yaml(const sl_opt_table *t, void *target, const char *yaml,
-                     size_t len, const char *name, char *err, size_t errlen)
+static int load_yaml(const sl_opt_table *t, void *target, const char *yaml, size_t len,
+                     const char *name, const sl_opt_track *tr, char *err, size_t errlen)
 {
-    struct yaml_ctx y = {.name = name ? name : "<config>", .err = err, .errlen = errlen};
+    struct yaml_ctx y = {.name = name ? name : "<config>", .err = err, .errlen = errlen, .t = t,
+                         .tr = tr};
     if (!yaml_parser_initialize(&y.parser))
-        return sl_opt_fail(err, errlen, -ENOMEM, "out of memory");
+        return sl_opt_problem(tr, err, errlen, -ENOMEM, "out of memory");
     yaml_parser_set_input_string(&y.parser, (const unsigned char *)yaml, len);
     int rc;
     if ((rc = yaml_next(&y)) != 0) /* stream start */
@@ -196,7 +259,7 @@ int sl_opt_load_yaml(const sl_opt_table *t, void *target, const char *yaml,
     if (y.ev.type == YAML_SCALAR_EVENT && is_null_scalar(&y.ev)) {
         /* "---" alone: an empty document */
     } else if (y.ev.type != YAML_MAPPING_START_EVENT) {
-        rc = sl_opt_fail(err, errlen, -EINVAL,
+        rc = sl_opt_problem(tr, err, errlen, -EINVAL,
                          "%s:%zu: the file must be a mapping of option: value", 
                   y.name, yaml_line(&y));
         goto out;
@@ -208,7 +271,7 @@ int sl_opt_load_yaml(const sl_opt_table *t, void *target, const char *yaml,
     if ((rc = yaml_next(&y)) != 0)
         goto out;
     if (y.ev.type != YAML_STREAM_END_EVENT)
-        rc = sl_opt_fail(err, errlen, -EINVAL, "%s:%zu: only one YAML document is allowed", y.name,
+        rc = sl_opt_problem(tr, err, errlen, -EINVAL, "%s:%zu: only one YAML document is allowed", y.name,
                   yaml_line(&y));
 out:
     if (y.have_ev)
@@ -217,19 +280,37 @@ out:
     return rc;
 }
 
+int sl_opt_load_yaml(const sl_opt_table *t, void *target, const char *yaml,
+                     size_t len, const char *name, char *err, size_t errlen)
+{
+    return load_yaml(t, target, yaml, len, name, NULL, err, errlen);
+}
+
+int sl_opt_load_yaml_ex(const sl_opt_table *t, void *target, const char *yaml, size_t len,
+                        const char *name, const sl_opt_track *tr, char *err, size_t errlen)
+{
+    return load_yaml(t, target, yaml, len, name, tr, err, errlen);
+}
+
 int sl_opt_load_file(const sl_opt_table *t, void *target, const char *path, char *err,
                      size_t errlen)
+{
+    return sl_opt_load_file_ex(t, target, path, NULL, err, errlen);
+}
+
+int sl_opt_load_file_ex(const sl_opt_table *t, void *target, const char *path,
+                        const sl_opt_track *tr, char *err, size_t errlen)
 {
     char *buf = NULL, why[512];
     size_t len = 0;
     int rc = sl_file_read(path, MAX_FILE_BYTES, SL_FILE_REGULAR, &buf, &len, why, sizeof why);
     if (rc == -ENOMEM)
-        return sl_opt_fail(err, errlen, rc, "out of memory");
+        return sl_opt_problem(tr, err, errlen, rc, "out of memory");
     if (rc == -EFBIG || rc == -EIO)
-        return sl_opt_fail(err, errlen, rc, "config file %s", why);
+        return sl_opt_problem(tr, err, errlen, rc, "config file %s", why);
     if (rc)
-        return sl_opt_fail(err, errlen, rc, "config file %s (option 'config')", why);
-    rc = sl_opt_load_yaml(t, target, buf, len, path, err, errlen);
+        return sl_opt_problem(tr, err, errlen, rc, "config file %s (option 'config')", why);
+    rc = load_yaml(t, target, buf, len, path, tr, err, errlen);
     free(buf);
     return rc;
 }
@@ -251,6 +332,13 @@ const char *sl_opt_getenv(char *const *envp, const char *name)
 int sl_opt_load_env(const sl_opt_table *t, void *target, char *const *envp, char *err,
                     size_t errlen)
 {
+    return sl_opt_load_env_ex(t, target, envp, NULL, err, errlen);
+}
+
+int sl_opt_load_env_ex(const sl_opt_table *t, void *target, char *const *envp,
+                       const sl_opt_track *tr, char *err, size_t errlen)
+{
+    int first = 0;
     for (size_t i = 0; i < t->nopts; i++) {
         const sl_opt *o = &t->opts[i];
         char name[128], src[160];
@@ -259,11 +347,13 @@ int sl_opt_load_env(const sl_opt_table *t, void *target, char *const *envp, char
         if (v == NULL)
             continue;
         snprintf(src, sizeof(src), "env %s", name);
-        int rc = sl_opt_apply(target, o, v, false, src, err, errlen);
-        if (rc != 0)
+        int rc = sl_opt_store(t, tr, target, o, v, false, src, err, errlen);
+        if (rc != 0 && !(tr && tr->diag))
             return rc;
+        if (rc != 0 && first == 0)
+            first = rc;
     }
-    return 0;
+    return first;
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -285,11 +375,11 @@ int sl_opt_special(const sl_opt_table *t, int argc, char *const *argv)
 }
 
 /* A positional argument: kept when there is room, else the error. */
-static int positional(const char *a, const char **pos, size_t maxpos, size_t *npos, char *err,
-                      size_t errlen)
+static int positional(const char *a, const char **pos, size_t maxpos, size_t *npos,
+                      const sl_opt_track *tr, char *err, size_t errlen)
 {
     if (*npos >= maxpos)
-        return sl_opt_fail(err, errlen, -EINVAL, "unexpected argument '%s'", a);
+        return sl_opt_problem(tr, err, errlen, -EINVAL, "unexpected argument '%s'", a);
     pos[(*npos)++] = a;
     return 0;
 }
@@ -299,9 +389,27 @@ static bool starts_with_digit(const char *s)
     return *s >= '0' && *s <= '9';
 }
 
+static int parse_args(const sl_opt_table *t, void *target, int argc, char *const *argv,
+                      const char **pos, size_t maxpos, size_t *npos, const sl_opt_track *tr,
+                      char *err, size_t errlen);
+
 int sl_opt_parse_args(const sl_opt_table *t, void *target, int argc, char *const *argv,
                       const char **pos, size_t maxpos, size_t *npos, char *err, size_t errlen)
 {
+    return parse_args(t, target, argc, argv, pos, maxpos, npos, NULL, err, errlen);
+}
+
+int sl_opt_load_args_ex(const sl_opt_table *t, void *target, int argc, char *const *argv,
+                        const sl_opt_track *tr, char *err, size_t errlen)
+{
+    return parse_args(t, target, argc, argv, NULL, 0, NULL, tr, err, errlen);
+}
+
+static int parse_args(const sl_opt_table *t, void *target, int argc, char *const *argv,
+                      const char **pos, size_t maxpos, size_t *npos, const sl_opt_track *tr,
+                      char *err, size_t errlen)
+{
+    int first = 0;
     size_t unused = 0;
     if (npos == NULL)
         npos = &unused;
@@ -313,14 +421,22 @@ int sl_opt_parse_args(const sl_opt_table *t, void *target, int argc, char *const
     if (seen == NULL)
         return sl_opt_fail(err, errlen, -ENOMEM, "out of memory");
     int rc = 0;
-    for (int i = 1; i < argc && rc == 0; i++) {
+    bool diag = tr && tr->diag;
+    for (int i = 1; i < argc; i++) {
+        if (rc != 0) {
+            if (first == 0)
+                first = rc;
+            if (!diag)
+                break;
+            rc = 0;
+        }
         const char *a = argv[i];
         const sl_opt *o = NULL;
         const char *value = NULL;
         char src[160];
         if (strcmp(a, "--") == 0) {
             for (i++; i < argc && rc == 0; i++)
-                rc = positional(argv[i], pos, maxpos, npos, err, errlen);
+                rc = positional(argv[i], pos, maxpos, npos, tr, err, errlen);
             break;
         }
         if (a[0] == '-' && a[1] == '-') {
@@ -328,7 +444,7 @@ int sl_opt_parse_args(const sl_opt_table *t, void *target, int argc, char *const
             char nm[128];
             size_t n = eq ? (size_t)(eq - name) : strlen(name);
             if (n >= sizeof(nm)) {
-                rc = sl_opt_fail(err, errlen, -EINVAL, "unknown flag '%s'", a);
+                rc = sl_opt_problem(tr, err, errlen, -EINVAL, "unknown flag '%s'", a);
                 break;
             }
             memcpy(nm, name, n);
@@ -341,14 +457,27 @@ int sl_opt_parse_args(const sl_opt_table *t, void *target, int argc, char *const
                     o = NULL;
                 negated = o != NULL;
             }
+            if (o == NULL && strncmp(nm, "no-", 3) == 0 && sl_opt_find(t, nm + 3) != NULL) {
+                rc = sl_opt_problem(tr, err, errlen, -EINVAL,
+                                    "unknown flag '--%s': option '%s' is not a boolean "
+                                    "(see --help)",
+                                    nm, nm + 3);
+                continue;
+            }
             if (o == NULL) {
-                rc = sl_opt_fail(err, errlen, -EINVAL, "unknown flag '--%s' (see --help)", nm);
-                break;
+                const sl_opt *near = sl_opt_suggest(t, nm);
+                rc = sl_opt_problem(tr, err, errlen, -EINVAL, "unknown flag '--%s'%s%s%s", nm,
+                                    near ? ": did you mean '--" : "", near ? near->name : "",
+                                    near ? "'? (see --help)" : " (see --help)");
+                /* its value, if it has one, is not a positional argument */
+                if (diag && !eq && i + 1 < argc && argv[i + 1][0] != '-')
+                    i++;
+                continue;
             }
             snprintf(src, sizeof(src), "flag --%s", negated ? nm : o->name);
             if (negated) {
                 if (eq != NULL) {
-                    rc = sl_opt_fail(err, errlen, -EINVAL, "flag --%s takes no value", nm);
+                    rc = sl_opt_problem(tr, err, errlen, -EINVAL, "flag --%s takes no value", nm);
                     break;
                 }
                 value = "false";
@@ -361,15 +490,16 @@ int sl_opt_parse_args(const sl_opt_table *t, void *target, int argc, char *const
             } else if (i + 1 < argc) {
                 value = argv[++i];
             } else {
-                rc = sl_opt_fail(err, errlen, -EINVAL, "option '%s': flag --%s needs a value",
+                rc = sl_opt_problem(tr, err, errlen, -EINVAL,
+                                    "option '%s': flag --%s needs a value",
                                  o->name, o->name);
                 break;
             }
         } else if (a[0] == '-' && a[1] != '\0' && a[2] == '\0') {
             o = sl_opt_find_short(t, a[1]);
             if (o == NULL) {
-                rc = sl_opt_fail(err, errlen, -EINVAL, "unknown flag '%s' (see --help)", a);
-                break;
+                rc = sl_opt_problem(tr, err, errlen, -EINVAL, "unknown flag '%s' (see --help)", a);
+                continue;
             }
             snprintf(src, sizeof(src), "flag %s", a);
             if (o->type == SL_OPT_BOOL) {
@@ -377,20 +507,23 @@ int sl_opt_parse_args(const sl_opt_table *t, void *target, int argc, char *const
             } else if (i + 1 < argc) {
                 value = argv[++i];
             } else {
-                rc = sl_opt_fail(err, errlen, -EINVAL, "option '%s': flag %s needs a value",
+                rc = sl_opt_problem(tr, err, errlen, -EINVAL, "option '%s': flag %s needs a value",
                                  o->name, a);
                 break;
             }
         } else {
-            rc = positional(a, pos, maxpos, npos, err, errlen);
+            rc = positional(a, pos, maxpos, npos, tr, err, errlen);
             continue;
         }
         size_t idx = (size_t)(o - t->opts);
-        rc = sl_opt_apply(target, o, value, seen[idx] && o->type == SL_OPT_LIST, src, err, errlen);
+        rc = sl_opt_store(t, tr, target, o, value, seen[idx] && o->type == SL_OPT_LIST, src, err,
+                          errlen);
         seen[idx] = true;
     }
     free(seen);
-    return rc;
+    if (rc != 0 && first == 0)
+        first = rc;
+    return first;
 }
 
 int sl_opt_load_args(const sl_opt_table *t, void *target, int argc, char *const *argv,

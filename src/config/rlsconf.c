@@ -297,7 +297,8 @@ static int build_rule(walk *w, const yaml_node_t *n, const char *path, sl_rlscon
         return sl_yw_fail(&w->yw, n, -EINVAL, "should not specify rate limit unit when unlimited");
     if (!a.unlimited && !unit)
         return sl_yw_fail(&w->yw, a.unit_node ? a.unit_node : n, -EINVAL,
-                          "invalid rate limit unit '%.*s'", a.unit ? (int)(a.unit_len > 64 ? 64 : a.unit_len) : 0,
+                          "invalid rate limit unit '%.*s' (want one of: second, minute, hour, "
+                          "day, week, month, year)", a.unit ? (int)(a.unit_len > 64 ? 64 : a.unit_len) : 0,
                           a.unit ? a.unit : "");
     if (a.unlimited && a.multiplier != 1)
         return sl_yw_fail(&w->yw, n, -EINVAL,

@@ -232,6 +232,46 @@ void sl_etcd_kvs_free(sl_etcd_kvs *r)
     memset(r, 0, sizeof *r);
 }
 
+/* A range answer (a JSON object) into *out: 0, -EPROTO (a key or value that is not base64) or
+ * -ENOMEM, *out then empty. */
+static int range_from_json(json_t *resp, sl_etcd_kvs *out)
+{
+    out->revision = jint(json_object_get(resp, "header"), "revision");
+    out->more = json_is_true(json_object_get(resp, "more"));
+    json_t *kvs = json_object_get(resp, "kvs");
+    size_t n = json_is_array(kvs) ? json_array_size(kvs) : 0;
+    if (n) {
+        out->kvs = calloc(n, sizeof *out->kvs);
+        if (!out->kvs) {
+            memset(out, 0, sizeof *out);
+            return -ENOMEM;
+        }
+        for (size_t i = 0; i < n; i++) {
+            int rc = kv_from_json(json_array_get(kvs, i), &out->kvs[out->n]);
+            if (rc) {
+                sl_etcd_kvs_free(out);
+                return rc;
+            }
+            out->n++;
+        }
+    }
+    return 0;
+}
+
+int sl_etcd_range_decode(const char *body, size_t len, sl_etcd_kvs *out)
+{
+    memset(out, 0, sizeof *out);
+    json_error_t jerr;
+    json_t *j = json_loadb(body, len, 0, &jerr);
+    if (!json_is_object(j)) {
+        json_decref(j);
+        return -EPROTO;
+    }
+    int rc = range_from_json(j, out);
+    json_decref(j);
+    return rc;
+}
+
 int sl_etcd_split_endpoints(char *list, const char **out, size_t max)
 {
     size_t n = 0;
@@ -495,28 +535,9 @@ int sl_etcd_range(sl_etcd *e, const char *key, size_t key_len, bool prefix, int6
     json_decref(req);
     if (rc)
         return rc;
-    out->revision = jint(json_object_get(resp, "header"), "revision");
-    out->more = json_is_true(json_object_get(resp, "more"));
-    json_t *kvs = json_object_get(resp, "kvs");
-    size_t n = json_is_array(kvs) ? json_array_size(kvs) : 0;
-    if (n) {
-        out->kvs = calloc(n, sizeof *out->kvs);
-        if (!out->kvs) {
-            json_decref(resp);
-            return -ENOMEM;
-        }
-        for (size_t i = 0; i < n; i++) {
-            rc = kv_from_json(json_array_get(kvs, i), &out->kvs[out->n]);
-            if (rc) {
-                json_decref(resp);
-                sl_etcd_kvs_free(out);
-                return rc;
-            }
-            out->n++;
-        }
-    }
+    rc = range_from_json(resp, out);
     json_decref(resp);
-    return 0;
+    return rc;
 }
 
 int sl_etcd_put(sl_etcd *e, const char *key, size_t key_len, const char *val, size_t val_len,
@@ -662,18 +683,6 @@ void sl_etcd_watch_stop(sl_etcd_watch *w)
     curl_multi_wakeup(w->multi);
 }
 
-typedef struct wstate {
-    sl_etcd_watch *w;
-    body line;          /* bytes of the message being received */
-    sl_etcd_watch_cb cb;
-    void *ud;
-    bool created;
-    size_t ep;          /* the endpoint this stream runs on */
-    bool moved;         /* it is not the one the run started from */
-    int result;         /* nonzero ends the transfer: the value run returns */
-    char err[200];
-} wstate;
-
 static void free_events(sl_etcd_event *ev, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -683,21 +692,36 @@ static void free_events(sl_etcd_event *ev, size_t n)
     free(ev);
 }
 
+void sl_etcd_stream_init(sl_etcd_stream *st, size_t max, sl_etcd_watch_cb cb, void *ud)
+{
+    memset(st, 0, sizeof *st);
+    st->max = max ? max : SL_ETCD_DEFAULT_MAX_RESPONSE;
+    st->cb = cb;
+    st->ud = ud;
+}
+
+void sl_etcd_stream_free(sl_etcd_stream *st)
+{
+    free(st->line);
+    st->line = NULL;
+    st->len = st->cap = 0;
+}
+
 /* One complete line of the stream. Returns 0 to go on, or the value to end the watch with. */
-static int watch_message(wstate *ws, const char *s, size_t len)
+static int watch_message(sl_etcd_stream *st, const char *s, size_t len)
 {
     json_error_t jerr;
     json_t *j = json_loadb(s, len, 0, &jerr);
     if (!json_is_object(j)) {
         json_decref(j);
-        snprintf(ws->err, sizeof ws->err, "watch: a message is not JSON");
+        snprintf(st->err, sizeof st->err, "watch: a message is not JSON");
         return -EPROTO;
     }
     json_t *r = json_object_get(j, "result");
     if (!json_is_object(r)) {
         json_t *er = json_object_get(j, "error");
         json_t *m = json_is_object(er) ? json_object_get(er, "message") : json_object_get(j, "message");
-        snprintf(ws->err, sizeof ws->err, "watch: %s",
+        snprintf(st->err, sizeof st->err, "watch: %s",
                  json_is_string(m) ? json_string_value(m)
                  : json_is_string(er) ? json_string_value(er) : "error from etcd");
         json_decref(j);
@@ -723,58 +747,89 @@ static int watch_message(wstate *ws, const char *s, size_t len)
         if (kv_from_json(json_object_get(x, "kv"), &ev[i].kv)) {
             free_events(ev, i);
             json_decref(j);
-            snprintf(ws->err, sizeof ws->err, "watch: bad base64 in an event");
+            snprintf(st->err, sizeof st->err, "watch: bad base64 in an event");
             return -EPROTO;
         }
     }
     json_decref(j);
     msg.events = ev;
     msg.n_events = n;
-    if (msg.created && !ws->created) {
-        ws->created = true;
-        if (ws->moved) {
-            atomic_store(&ws->w->e->cur, ws->ep);
-            atomic_fetch_add(&ws->w->e->failovers, 1);
-        }
-    }
-    int rc = ws->cb(ws->ud, &msg);
+    int rc = st->cb(st->ud, &msg); /* before `created` is set: cb can tell the first */
+    if (msg.created)
+        st->created = true;
     free_events(ev, n);
     if (rc)
         return rc;
     if (msg.canceled) {
-        snprintf(ws->err, sizeof ws->err, "watch canceled by etcd (compact revision %lld)",
+        snprintf(st->err, sizeof st->err, "watch canceled by etcd (compact revision %lld)",
                  (long long)msg.compact_revision);
         return msg.compact_revision ? -ERANGE : -EIO;
     }
     return 0;
 }
 
-static size_t watch_write(char *ptr, size_t size, size_t nmemb, void *ud)
+int sl_etcd_stream_feed(sl_etcd_stream *st, const char *p, size_t n)
 {
-    wstate *ws = ud;
-    size_t n = size * nmemb;
+    if (st->result)
+        return st->result;
     for (size_t i = 0; i < n;) {
-        const char *nl = memchr(ptr + i, '\n', n - i);
-        size_t take = nl ? (size_t)(nl - (ptr + i)) : n - i;
-        if (take && body_write(ptr + i, 1, take, &ws->line) != take) {
-            ws->result = ws->line.overflow ? -EMSGSIZE : -ENOMEM;
-            snprintf(ws->err, sizeof ws->err, "watch: message too large or out of memory");
-            return 0;
+        const char *nl = memchr(p + i, '\n', n - i);
+        size_t take = nl ? (size_t)(nl - (p + i)) : n - i;
+        if (take) {
+            int rc = 0;
+            if (st->len + take + 1 > st->max)
+                rc = -EMSGSIZE;
+            else if (sl_grow(&st->line, &st->cap, st->len, take + 1, 4096, 0))
+                rc = -ENOMEM;
+            if (rc) {
+                snprintf(st->err, sizeof st->err, "watch: message too large or out of memory");
+                return st->result = rc;
+            }
+            memcpy(st->line + st->len, p + i, take);
+            st->len += take;
+            st->line[st->len] = 0;
         }
         i += take;
         if (nl) {
             i++;
-            if (ws->line.len) {
-                int rc = watch_message(ws, ws->line.p, ws->line.len);
-                ws->line.len = 0;
-                if (rc) {
-                    ws->result = rc;
-                    return 0; /* abort the transfer */
-                }
+            if (st->len) {
+                int rc = watch_message(st, st->line, st->len);
+                st->len = 0;
+                if (rc)
+                    return st->result = rc;
             }
         }
     }
-    return n;
+    return 0;
+}
+
+typedef struct wstate {
+    sl_etcd_watch *w;
+    sl_etcd_stream st;  /* the stream's decoder, calling deliver */
+    sl_etcd_watch_cb cb;
+    void *ud;
+    size_t ep;          /* the endpoint this stream runs on */
+    bool moved;         /* it is not the one the run started from */
+} wstate;
+
+/* A message of the stream: the first "created" makes this endpoint the current one. */
+static int deliver(void *ud, const sl_etcd_watch_msg *msg)
+{
+    wstate *ws = ud;
+    if (msg->created && !ws->st.created) {
+        if (ws->moved) {
+            atomic_store(&ws->w->e->cur, ws->ep);
+            atomic_fetch_add(&ws->w->e->failovers, 1);
+        }
+    }
+    return ws->cb(ws->ud, msg);
+}
+
+static size_t watch_write(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+    wstate *ws = ud;
+    size_t n = size * nmemb;
+    return sl_etcd_stream_feed(&ws->st, ptr, n) ? 0 : n; /* 0 aborts the transfer */
 }
 
 static int xfer_check(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
@@ -809,8 +864,8 @@ int sl_etcd_watch_run(sl_etcd_watch *w, const char *key, size_t key_len, bool pr
         size_t ep = (start + a) % e->n;
         char url[512];
         snprintf(url, sizeof url, "%s/v3/watch", e->endpoints[ep]);
-        wstate ws = {.w = w, .cb = cb, .ud = ud, .ep = ep, .moved = a > 0,
-                     .line = {.max = e->max_response}};
+        wstate ws = {.w = w, .cb = cb, .ud = ud, .ep = ep, .moved = a > 0};
+        sl_etcd_stream_init(&ws.st, e->max_response, deliver, &ws);
         CURL *c = curl_easy_init();
         if (!c) {
             rc = -ENOMEM;
@@ -846,19 +901,19 @@ int sl_etcd_watch_run(sl_etcd_watch *w, const char *key, size_t key_len, bool pr
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
         curl_multi_remove_handle(w->multi, c);
         curl_easy_cleanup(c);
-        free(ws.line.p);
+        sl_etcd_stream_free(&ws.st);
         if (atomic_load(&w->stop)) {
             rc = -ECANCELED;
             break;
         }
-        if (ws.result) {
-            rc = ws.result;
-            set_error(e, "%s: %s", url, ws.err);
-            if (ws.created || rc != -EIO || status < 500)
+        if (ws.st.result) {
+            rc = ws.st.result;
+            set_error(e, "%s: %s", url, ws.st.err);
+            if (ws.st.created || rc != -EIO || status < 500)
                 break;
             continue; /* the gateway answered an error before the watch began: try another */
         }
-        if (ws.created) {
+        if (ws.st.created) {
             /* the stream was up and ended: the endpoint went away or closed it */
             set_error(e, "%s: %s", url,
                       done == CURLE_OK ? "watch stream closed" : curl_easy_strerror(done));

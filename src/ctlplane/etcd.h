@@ -155,4 +155,35 @@ int sl_etcd_watch_run(sl_etcd_watch *w, const char *key, size_t key_len, bool pr
 /* From any thread: make the current and every later run return -ECANCELED promptly. */
 void sl_etcd_watch_stop(sl_etcd_watch *w);
 
+/* ---- the answers' codecs, apart from the transport ----
+ * Pure (no curl, no I/O): sl_etcd_range and sl_etcd_watch_run decode through them, and so does
+ * tests/fuzz/fuzz_etcd.c. */
+
+/* A /v3/kv/range answer's body (JSON; keys and values base64) into *out, which is zeroed first
+ * and freed with sl_etcd_kvs_free: 0, -EPROTO (not a JSON object, or a key or value that is not
+ * base64; *out then empty) or -ENOMEM. */
+int sl_etcd_range_decode(const char *body, size_t len, sl_etcd_kvs *out);
+
+/* The body of a /v3/watch answer as it arrives: split into lines of at most `max` bytes, each a
+ * JSON message given to cb as an sl_etcd_watch_msg (what sl_etcd_watch_run delivers). The fields
+ * below `ud` are the decoder's. */
+typedef struct sl_etcd_stream {
+    sl_etcd_watch_cb cb;
+    void *ud;
+    size_t max;           /* cap on one message (bytes); 0 = SL_ETCD_DEFAULT_MAX_RESPONSE */
+    bool created;         /* a message said "created" (set after cb saw the first one) */
+    int result;           /* nonzero once the stream ended: what sl_etcd_stream_feed returned */
+    char err[200];        /* why, for a log line */
+    char *line;           /* the message being received */
+    size_t len, cap;
+} sl_etcd_stream;
+
+void sl_etcd_stream_init(sl_etcd_stream *st, size_t max, sl_etcd_watch_cb cb, void *ud);
+/* Feed bytes. 0 to go on; else the value the watch ends with, as sl_etcd_watch_run returns it
+ * (cb's nonzero value, -EPROTO a message that is not JSON or bad base64, -EIO an error message
+ * or a cancel, -ERANGE a cancel for compaction, -EMSGSIZE a line over max, -ENOMEM); once
+ * nonzero, every later call returns it again. */
+int sl_etcd_stream_feed(sl_etcd_stream *st, const char *p, size_t n);
+void sl_etcd_stream_free(sl_etcd_stream *st);
+
 #endif

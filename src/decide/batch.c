@@ -291,3 +291,21 @@ int sl_batch_pb_pack(const ProtobufCMessage *m, sl_buf *out)
     out->len += protobuf_c_message_pack(m, out->data + out->len);
     return 0;
 }
+
+int sl_batch_giveback(sl_batch *gb, const sl_batch *b, const size_t *pick, size_t n)
+{
+    sl_batch_reset(gb);
+    if (sl_batch_alloc_items(gb, n))
+        return -ENOMEM;
+    for (size_t k = 0; k < n; k++) {
+        const sl_request *q = &b->reqs[pick[k]];
+        sl_request *g = &gb->reqs[k];
+        *g = *q;
+        g->hits = -q->hits;
+        g->behavior &= ~SL_SHADOW;
+        if (!(g->name = sl_batch_strndup(gb, q->name, q->name_len)) ||
+            !(g->unique_key = sl_batch_strndup(gb, q->unique_key, q->unique_key_len)))
+            return -ENOMEM;
+    }
+    return 0;
+}

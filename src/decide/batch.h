@@ -103,6 +103,11 @@ int sl_batch_meta_add_ref(sl_batch *b, sl_meta *m, const char *key, const char *
 /* The value of key in m, or NULL. With repeated keys the last one wins (as in protobuf maps). */
 const char *sl_batch_meta_get(const sl_meta *m, const char *key);
 
+/* Give-backs of items of b, for an all-or-nothing group that was refused: gb (reset here) gets
+ * n items, item k the request b->reqs[pick[k]] with its hits negated, its strings copied into gb's
+ * arena and the SHADOW bit cleared; the caller hands gb where b's items went. 0 or -ENOMEM. */
+int sl_batch_giveback(sl_batch *gb, const sl_batch *b, const size_t *pick, size_t n);
+
 /* Answer item i now with a (static or arena-owned) error; the caller will not decide it. */
 void sl_batch_answer(sl_batch *b, size_t i, const char *error);
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
@@ -82,10 +83,12 @@ int sl_keyring_load(const char *path, sl_keyring **out, char *err, size_t errlen
 {
     char *text;
     size_t len;
-    int r = sl_file_read(path, SL_KEYRING_MAX_FILE, SL_FILE_REGULAR, &text, &len, err, errlen);
+    int r = sl_file_read(path, SL_KEYRING_MAX_FILE, SL_FILE_REGULAR | SL_FILE_SECRET, &text, &len,
+                         err, errlen);
     if (r < 0)
         return r;
     r = sl_keyring_parse(text, len, out, err, errlen);
+    OPENSSL_cleanse(text, len); /* the keys' hex does not linger in freed memory */
     free(text);
     return r;
 }
@@ -93,7 +96,7 @@ int sl_keyring_load(const char *path, sl_keyring **out, char *err, size_t errlen
 void sl_keyring_free(sl_keyring *k)
 {
     if (k) {
-        memset(k, 0, sizeof *k);  /* best effort: no key bytes left in freed memory */
+        OPENSSL_cleanse(k, sizeof *k); /* no key bytes left in freed memory */
         free(k);
     }
 }

@@ -362,6 +362,9 @@ void sl_exchange_finish_request(sl_exchange *ex, sl_http_proto proto)
     }
     r->headers = ex->hview;
     r->nheaders = ex->nh;
+    r->grpc_encoding = ex->h_enc ? &ex->hview[ex->h_enc - 1] : NULL;
+    r->grpc_accept_encoding = ex->h_accept ? &ex->hview[ex->h_accept - 1] : NULL;
+    r->grpc_timeout = ex->h_timeout ? &ex->hview[ex->h_timeout - 1] : NULL;
     r->body = ex->body_len ? (const uint8_t *)a + ex->body_off : (const uint8_t *)"";
     r->body_len = ex->body_len;
     r->proto = proto;
@@ -613,13 +616,25 @@ static int grpc_status_fields(sl_http_header *out, char *num, sl_buf *enc, int g
 int sl_exchange_respond_grpc(sl_exchange *ex, const void *msg, size_t msg_len, int grpc_status,
                              const char *grpc_message)
 {
+    return sl_exchange_respond_grpc_enc(ex, msg, msg_len, grpc_status, grpc_message, NULL, false);
+}
+
+int sl_exchange_respond_grpc_enc(sl_exchange *ex, const void *msg, size_t msg_len,
+                                 int grpc_status, const char *grpc_message, const char *encoding,
+                                 bool advertise)
+{
     char num[12];
     sl_buf enc;
     sl_buf_init(&enc, 4 * GRPC_MESSAGE_MAX);
-    sl_http_header ct = SL_HTTP_HEADER("content-type", "application/grpc");
+    sl_http_header h[3] = {SL_HTTP_HEADER("content-type", "application/grpc")};
+    size_t nh = 1;
+    if (advertise || encoding) /* HPACK makes it ~750 instructions an answer: when it matters */
+        h[nh++] = SL_HTTP_HEADER("grpc-accept-encoding", SL_GRPC_ACCEPT_ENCODING);
+    if (encoding)
+        h[nh++] = (sl_http_header){"grpc-encoding", 13, encoding, strlen(encoding)};
     sl_http_header tr[2];
     int nt = grpc_status_fields(tr, num, &enc, grpc_status, grpc_message);
-    sl_http_response r = {.status = 200, .headers = &ct, .nheaders = 1, .body = msg,
+    sl_http_response r = {.status = 200, .headers = h, .nheaders = nh, .body = msg,
                           .body_len = msg_len, .trailers = tr, .ntrailers = (size_t)nt};
     int rc = sl_exchange_respond(ex, &r);
     sl_buf_free(&enc);
@@ -631,13 +646,32 @@ int sl_exchange_respond_grpc_status(sl_exchange *ex, int grpc_status, const char
     char num[12];
     sl_buf enc;
     sl_buf_init(&enc, 4 * GRPC_MESSAGE_MAX);
-    sl_http_header h[3];
+    sl_http_header h[4];
     h[0] = SL_HTTP_HEADER("content-type", "application/grpc");
-    int nt = grpc_status_fields(h + 1, num, &enc, grpc_status, grpc_message);
-    sl_http_response r = {.status = 200, .headers = h, .nheaders = 1 + (size_t)nt};
+    /* on every answer, so that a client whose compressed call was refused falls back */
+    h[1] = SL_HTTP_HEADER("grpc-accept-encoding", SL_GRPC_ACCEPT_ENCODING);
+    int nt = grpc_status_fields(h + 2, num, &enc, grpc_status, grpc_message);
+    sl_http_response r = {.status = 200, .headers = h, .nheaders = 2 + (size_t)nt};
     int rc = sl_exchange_respond(ex, &r);
     sl_buf_free(&enc);
     return rc;
+}
+
+void sl_exchange_set_drain(sl_exchange *ex, sl_exchange_cancel_cb cb, void *ud)
+{
+    ex->drain_cb = cb;
+    ex->drain_ud = ud;
+}
+
+void sl_exchange_set_recv(sl_exchange *ex, sl_exchange_recv_cb cb, void *ud)
+{
+    ex->recv_cb = cb;
+    ex->recv_ud = ud;
+}
+
+void sl_http_ctx_set_early(sl_http_ctx *ctx, sl_http_early_cb early)
+{
+    ctx->early = early;
 }
 
 void sl_exchange_set_cancel(sl_exchange *ex, sl_exchange_cancel_cb cb, void *ud)

@@ -62,6 +62,10 @@ typedef struct sl_http_request {
     size_t body_len;
     sl_http_proto proto;
     bool grpc;                    /* HTTP/2 POST with content-type application/grpc* */
+    bool early;                   /* dispatched at its headers (sl_http_early_cb): no body yet */
+    /* HTTP/2: the gRPC fields every call reads, found while the header block was decoded (NULL
+     * when absent), so that no handler scans the headers for them */
+    const sl_http_header *grpc_encoding, *grpc_accept_encoding, *grpc_timeout;
     const struct sockaddr *peer;  /* client address (AF_INET/AF_INET6), NULL if unknown */
 } sl_http_request;
 
@@ -85,6 +89,17 @@ typedef struct sl_http_ctx sl_http_ctx;
 
 typedef void (*sl_http_handler)(void *ud, sl_exchange *ex);
 typedef void (*sl_exchange_cancel_cb)(void *ud, sl_exchange *ex);
+/* HTTP/2 gRPC only: asked when a request's header block has ended and its body has not, with
+ * the request's method and path (nothing else of the view is set). True: hand it to the handler now
+ * (request->early is set), e.g. to answer an unknown method with UNIMPLEMENTED without waiting
+ * for a body the client may never end, or to serve a bidirectional stream
+ * (sl_exchange_set_recv). False: as usual, when the request is complete. */
+typedef bool (*sl_http_early_cb)(void *ud, const sl_http_request *rq);
+/* The bytes of a request dispatched early, as they arrive (DATA payloads, gRPC frames cut
+ * anywhere), and end = true once the client has half-closed. Called on the loop thread while
+ * the exchange is owed; not after the answer or the cancel callback. */
+typedef void (*sl_exchange_recv_cb)(void *ud, sl_exchange *ex, const uint8_t *data, size_t len,
+                                    bool end);
 
 /* Limits of the protocol layer (the server adds connection-level ones). 0 means the default. */
 typedef struct sl_http_limits {
@@ -170,7 +185,15 @@ int sl_exchange_respond_simple(sl_exchange *ex, int status, const char *content_
  * 1 KiB. */
 int sl_exchange_respond_grpc(sl_exchange *ex, const void *msg, size_t msg_len, int grpc_status,
                              const char *grpc_message);
-/* A trailers-only gRPC answer (one HEADERS frame carrying grpc-status), for errors. */
+/* The same with grpc-encoding: `encoding` (NULL: none), for a message compressed with it, and
+ * grpc-accept-encoding: SL_GRPC_ACCEPT_ENCODING when `advertise` or `encoding` (for a client that
+ * negotiates encodings: it sent grpc-accept-encoding or grpc-encoding). */
+int sl_exchange_respond_grpc_enc(sl_exchange *ex, const void *msg, size_t msg_len,
+                                 int grpc_status, const char *grpc_message, const char *encoding,
+                                 bool advertise);
+/* A trailers-only gRPC answer (one HEADERS frame carrying grpc-status), for errors. It carries
+ * grpc-accept-encoding: SL_GRPC_ACCEPT_ENCODING, so that a client whose encoding was refused
+ * falls back. */
 int sl_exchange_respond_grpc_status(sl_exchange *ex, int grpc_status, const char *grpc_message);
 
 /* ---- server streaming (HTTP/2 only): one answer sent as it is made ----
@@ -195,6 +218,15 @@ size_t sl_exchange_stream_queued(const sl_exchange *ex);
  * 0 or -ENOTCONN (a no-op), -EINVAL, -ENOMEM. */
 int sl_exchange_stream_close(sl_exchange *ex, const sl_http_header *trailers, size_t ntrailers);
 
+/* Told once, on the loop thread, when the connection starts draining (the server shuts down, or
+ * sends GOAWAY) while the handler still owes this answer: a stream that would stay open (a
+ * watch) ends now with its own last words instead of holding the drain to its grace period. */
+void sl_exchange_set_drain(sl_exchange *ex, sl_exchange_cancel_cb cb, void *ud);
+
+/* Take the rest of an early-dispatched request's body through cb (see sl_exchange_recv_cb);
+ * without it, what follows the headers of such a request is dropped. */
+void sl_exchange_set_recv(sl_exchange *ex, sl_exchange_recv_cb cb, void *ud);
+
 /* Called at most once, on the loop thread, if the connection (or HTTP/2 stream) dies while the
  * handler still owes the answer. The handler must still respond (a no-op by then) to release. */
 void sl_exchange_set_cancel(sl_exchange *ex, sl_exchange_cancel_cb cb, void *ud);
@@ -214,6 +246,8 @@ void *sl_exchange_user(const sl_exchange *ex);
 
 /* limits may be NULL (defaults). The ctx copies them. */
 sl_http_ctx *sl_http_ctx_new(const sl_http_limits *limits, sl_http_handler handler, void *ud);
+/* The early-dispatch question (NULL: none), asked with the handler's ud. */
+void sl_http_ctx_set_early(sl_http_ctx *ctx, sl_http_early_cb early);
 /* Frees now, or when the last exchange a handler still holds is answered. */
 void sl_http_ctx_free(sl_http_ctx *ctx);
 /* Server use: bind the ctx to a loop so `now` follows uv_now(loop) + a wall-clock offset. */
@@ -276,6 +310,8 @@ struct sl_exchange {
     bool http10;
     bool streaming;              /* h2: answer sent as it is pushed (sl_exchange_stream_open) */
     bool stream_end;             /* streaming: closed; trailers follow the queued bytes */
+    bool rst_after;              /* h2: answered at its headers: RST_STREAM(NO_ERROR) once sent */
+    uint8_t h_enc, h_accept, h_timeout; /* h2: 1 + the index of those headers (0: absent) */
     uint16_t reject;             /* status to answer instead of dispatching (413/431/400) */
     const char *method_static;   /* h1 method name from llhttp (static string) */
     uint32_t method_off, method_len, path_off, path_len;
@@ -302,6 +338,10 @@ struct sl_exchange {
     sl_exchange_cancel_cb cancel_cb;
     void *cancel_ud;
     void *user;
+    sl_exchange_cancel_cb drain_cb; /* the connection drains (sl_exchange_set_drain) */
+    void *drain_ud;
+    sl_exchange_recv_cb recv_cb; /* an early-dispatched request's body, as it comes */
+    void *recv_ud;
     const char *peer_identity;   /* the connection's (conn.h); read only while owner != NULL */
     struct sockaddr_storage peer; /* copied: the view must outlive the connection */
     bool has_peer;
@@ -311,6 +351,7 @@ struct sl_http_ctx {
     sl_http_limits lim;
     sl_http_handler handler;
     void *handler_ud;
+    sl_http_early_cb early;
     uv_loop_t *loop;
     int worker;
     int64_t wall_offset;      /* epoch ms - uv_now(loop) */

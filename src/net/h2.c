@@ -177,6 +177,31 @@ static void make_ready(sl_h2 *h, sl_exchange *ex)
     h->rq_tail = ex;
 }
 
+/* A gRPC request whose headers are here and body is not: the handler may take it now
+ * (sl_http_early_cb). Answered at once (an unknown method), the stream is reset with NO_ERROR
+ * after the answer, as grpc-go does, so the client stops sending a body nobody reads. */
+static void maybe_early(sl_h2 *h, sl_exchange *ex)
+{
+    sl_http_ctx *ctx = h->c->ctx;
+    if (!ctx->early || ex->state != SL_EX_RECV || ex->queued)
+        return;
+    /* the question on the path alone (the whole view is made only for a request taken now) */
+    const char *a = (const char *)ex->arena.data;
+    sl_http_request peek = {.method = "POST", .method_len = 4, .path = a ? a + ex->path_off : "",
+                            .path_len = a ? ex->path_len : 0, .proto = SL_HTTP_2, .grpc = true};
+    if (!ctx->early(ctx->handler_ud, &peek))
+        return;
+    sl_exchange_finish_request(ex, SL_HTTP_2);
+    ex->req.early = true;
+    stop_receiving(h, ex);
+    sl_net_stat_add(ctx, SL_NET_REQUESTS_H2, 1);
+    sl_net_stat_add(ctx, SL_NET_REQUESTS_GRPC, 1);
+    sl_exchange_dispatch(ex);
+    if (ex->state == SL_EX_RESPONDED)
+        ex->rst_after = true; /* on_frame_send, once the answer has gone: RST_STREAM before it
+                               * would make nghttp2 drop the answer */
+}
+
 /* ---- nghttp2 callbacks ---- */
 
 static int on_begin_headers(nghttp2_session *ss, const nghttp2_frame *frame, void *ud)
@@ -267,6 +292,16 @@ static int on_header(nghttp2_session *ss, const nghttp2_frame *frame, const uint
     if (namelen == 12 && !memcmp(name, "content-type", 12) && valuelen >= 16 &&
         !memcmp(value, "application/grpc", 16))
         ex->req.grpc = true; /* confirmed against the method when the block ends */
+    /* the gRPC fields a call reads: the first of each, among the first 254 fields */
+    else if (namelen >= 12 && name[0] == 'g' && ex->nh < 255) {
+        uint8_t idx = (uint8_t)(ex->nh + 1);
+        if (namelen == 13 && !memcmp(name, "grpc-encoding", 13) && !ex->h_enc)
+            ex->h_enc = idx;
+        else if (namelen == 12 && !memcmp(name, "grpc-timeout", 12) && !ex->h_timeout)
+            ex->h_timeout = idx;
+        else if (namelen == 20 && !memcmp(name, "grpc-accept-encoding", 20) && !ex->h_accept)
+            ex->h_accept = idx;
+    }
     if (put_str(ex, name, namelen, &noff) || put_str(ex, value, valuelen, &voff))
         goto big;
     if (sl_exchange_add_header(ex, noff, (uint32_t)namelen, voff, (uint32_t)valuelen))
@@ -282,6 +317,10 @@ static int on_data_chunk(nghttp2_session *ss, uint8_t flags, int32_t stream_id,
 {
     sl_h2 *h = ud;
     sl_exchange *ex = nghttp2_session_get_stream_user_data(ss, stream_id);
+    if (ex && ex->state == SL_EX_DISPATCHED && ex->recv_cb) {
+        ex->recv_cb(ex->recv_ud, ex, data, len, false); /* a stream the handler reads itself */
+        return 0;
+    }
     if (!ex || ex->state != SL_EX_RECV || ex->reject)
         return 0;
     const sl_http_limits *lim = &h->c->ctx->lim;
@@ -330,9 +369,28 @@ static int on_frame_recv(nghttp2_session *ss, const nghttp2_frame *frame, void *
                        !memcmp(ex->arena.data + ex->method_off, "POST", 4);
         if (ex->reject && !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
             refuse(h, ex, ex->reject);
+        else if (ex->req.grpc && !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+            maybe_early(h, ex);
     }
-    if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
-        make_ready(h, ex);
+    if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
+        if (ex->state == SL_EX_DISPATCHED && ex->recv_cb)
+            ex->recv_cb(ex->recv_ud, ex, NULL, 0, true);
+        else
+            make_ready(h, ex);
+    }
+    return 0;
+}
+
+/* An early answer's last frame has gone: end the stream the client may still be sending on. */
+static int on_frame_send(nghttp2_session *ss, const nghttp2_frame *frame, void *ud)
+{
+    if (!(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+        return 0;
+    sl_exchange *ex = nghttp2_session_get_stream_user_data(ss, frame->hd.stream_id);
+    if (ex && ex->rst_after) {
+        ex->rst_after = false;
+        nghttp2_submit_rst_stream(ss, NGHTTP2_FLAG_NONE, frame->hd.stream_id, NGHTTP2_NO_ERROR);
+    }
     return 0;
 }
 
@@ -590,6 +648,7 @@ static sl_proto *h2_new(sl_conn *c)
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
     nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
+    nghttp2_session_callbacks_set_on_frame_send_callback(cbs, on_frame_send);
     nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(cbs, on_invalid_frame);
 
     nghttp2_option *opt;
@@ -677,6 +736,27 @@ static void h2_shutdown(sl_proto *s)
      * the client may retry them elsewhere. */
     nghttp2_submit_goaway(h->ss, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(h->ss),
                           NGHTTP2_NO_ERROR, NULL, 0);
+    /* Streams the handler would keep open (watches) end now. A callback closes its exchange,
+     * which stays on the list until nghttp2 closes the stream, so walk a snapshot of the ones
+     * to tell (bounded by the connection's streams). */
+    size_t n = 0;
+    for (sl_exchange *ex = h->all; ex; ex = ex->next)
+        n += ex->state == SL_EX_DISPATCHED && ex->drain_cb;
+    if (n) {
+        sl_exchange **tell = malloc(n * sizeof *tell);
+        size_t k = 0;
+        for (sl_exchange *ex = h->all; tell && ex && k < n; ex = ex->next)
+            if (ex->state == SL_EX_DISPATCHED && ex->drain_cb)
+                tell[k++] = ex;
+        for (size_t i = 0; i < k; i++) {
+            sl_exchange *ex = tell[i];
+            sl_exchange_cancel_cb cb = ex->drain_cb;
+            ex->drain_cb = NULL;
+            if (cb && ex->state == SL_EX_DISPATCHED)
+                cb(ex->drain_ud, ex);
+        }
+        free(tell);
+    }
     send_out(h);
 }
 

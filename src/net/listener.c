@@ -4,6 +4,10 @@
 #include "net/listener.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 /* Connections accepted per readiness event, and the retry delays after EMFILE/ENFILE. */
@@ -13,14 +17,68 @@
 
 int sl_listener_socket(const struct sockaddr *sa, socklen_t len, int backlog)
 {
+    return sl_listener_socket_ex(sa, len, backlog, true);
+}
+
+int sl_listener_socket_ex(const struct sockaddr *sa, socklen_t len, int backlog, bool reuseport)
+{
     int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
     int one = 1;
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) ||
-        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) || bind(fd, sa, len) ||
-        listen(fd, backlog)) {
+        (reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one)) ||
+        bind(fd, sa, len) || listen(fd, backlog)) {
         int e = -errno;
+        close(fd);
+        return e;
+    }
+    return fd;
+}
+
+/* Whether a listening socket answers at path (a live server) rather than a file left behind. */
+static bool unix_alive(const struct sockaddr_un *un)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return false;
+    int rc;
+    do
+        rc = connect(fd, (const struct sockaddr *)un, sizeof *un);
+    while (rc < 0 && errno == EINTR);
+    bool alive = rc == 0 || (errno != ECONNREFUSED && errno != ENOENT);
+    close(fd);
+    return alive;
+}
+
+int sl_listener_unix_socket(const char *path, int backlog)
+{
+    struct sockaddr_un un = {.sun_family = AF_UNIX};
+    if (!path || !path[0] || strlen(path) >= sizeof un.sun_path)
+        return -ENAMETOOLONG;
+    memcpy(un.sun_path, path, strlen(path) + 1);
+    struct stat st;
+    if (lstat(path, &st) == 0) {
+        if (!S_ISSOCK(st.st_mode))
+            return -EEXIST; /* never remove what is not a socket */
+        if (unix_alive(&un))
+            return -EADDRINUSE;
+        if (unlink(path) && errno != ENOENT)
+            return -errno;
+    }
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    /* chmod between bind and listen: until listen, a connect is refused, so no one gets in
+     * through the umask's mode */
+    if (bind(fd, (const struct sockaddr *)&un, sizeof un)) {
+        int e = -errno;
+        close(fd);
+        return e;
+    }
+    if (chmod(path, 0600) || listen(fd, backlog)) {
+        int e = -errno;
+        unlink(path);
         close(fd);
         return e;
     }

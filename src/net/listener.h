@@ -33,6 +33,13 @@ typedef struct sl_listener {
 
 /* A non-blocking listening socket bound to sa with SO_REUSEADDR and SO_REUSEPORT. fd or -errno. */
 int sl_listener_socket(const struct sockaddr *sa, socklen_t len, int backlog);
+/* The same, with SO_REUSEPORT only if reuseport: without it no other socket can join the port
+ * (the admin and metrics listeners: a same-user process must not receive their connections). */
+int sl_listener_socket_ex(const struct sockaddr *sa, socklen_t len, int backlog, bool reuseport);
+/* A non-blocking listening Unix stream socket at path, mode 0600 before it accepts anything. A
+ * socket file there that no one answers (left by a killed process) is replaced; a live one is
+ * -EADDRINUSE; anything else at path -EEXIST (never removed). fd or -errno. */
+int sl_listener_unix_socket(const char *path, int backlog);
 /* SO_REUSEPORT lets any socket of the same user join the port, so a second server started on a
  * taken port would silently share it. A plain bind first tells whether the port is free: 0 or
  * -errno (-EADDRINUSE). */

@@ -107,6 +107,7 @@ struct sl_server {
     sl_tls_slot *tls;   /* the context for new connections (replaced on reload); NULL: plaintext */
     sl_reqmem reqmem;   /* request bytes buffered by every worker's connections */
     _Atomic uint64_t tls_stat[TS_COUNT];
+    char *unix_path;    /* a copy of cfg.unix_path once bound there: the file removed at free */
 };
 
 void sl_server_config_defaults(sl_server_config *cfg)
@@ -562,10 +563,13 @@ static void on_connection(void *ud, int fd)
     w->nconns++;
     sl_net_stat_add(w->ctx, SL_NET_CONNS_ACCEPTED, 1);
     sl_net_stat_add(w->ctx, SL_NET_CONNS_OPEN, 1);
-    uv_tcp_nodelay(&sc->tcp, 1);
     struct sockaddr_storage peer;
     int plen = sizeof peer;
-    bool have = uv_tcp_getpeername(&sc->tcp, (struct sockaddr *)&peer, &plen) == 0;
+    bool have = false;
+    if (!srv->unix_path) { /* a Unix socket has neither Nagle nor an IP peer */
+        uv_tcp_nodelay(&sc->tcp, 1);
+        have = uv_tcp_getpeername(&sc->tcp, (struct sockaddr *)&peer, &plen) == 0;
+    }
     sc->c = sl_conn_new(w->ctx, have ? (struct sockaddr *)&peer : NULL, on_wake, sc);
     if (!sc->c) {
         sc->closing = true;
@@ -772,6 +776,7 @@ static int worker_init(worker *w)
     w->ctx = sl_http_ctx_new(&lim, cfg->handler, cfg->handler_ud);
     if (!w->ctx)
         return -ENOMEM;
+    sl_http_ctx_set_early(w->ctx, cfg->early);
     sl_http_ctx_attach_loop(w->ctx, &w->loop, w->idx);
     sl_http_ctx_set_reqmem(w->ctx, &srv->reqmem);
     if ((rc = uv_mutex_init(&w->post_mu)))
@@ -839,6 +844,8 @@ int sl_server_start(sl_server **out, const sl_server_config *cfg_in)
         return -ENOMEM;
     srv->cfg = *cfg_in;
     sl_server_config *cfg = &srv->cfg;
+    cfg->unix_path = NULL; /* srv->unix_path once bound: the caller's string may not last */
+    const char *unix_path = cfg_in->unix_path;
     if (!cfg->host)
         cfg->host = d.host;
     if (cfg->workers <= 0)
@@ -849,9 +856,14 @@ int sl_server_start(sl_server **out, const sl_server_config *cfg_in)
         cfg->max_conns = d.max_conns;
     sl_reqmem_init(&srv->reqmem, cfg->max_request_memory, (unsigned)cfg->workers);
 
+    if (unix_path || cfg->exclusive)
+        cfg->workers = 1; /* one socket: no SO_REUSEPORT group to spread over */
     struct sockaddr_storage ss;
     socklen_t slen;
-    if (uv_ip4_addr(cfg->host, cfg->port, (struct sockaddr_in *)&ss) == 0) {
+    if (unix_path) {
+        ss.ss_family = AF_UNIX;
+        slen = 0;
+    } else if (uv_ip4_addr(cfg->host, cfg->port, (struct sockaddr_in *)&ss) == 0) {
         slen = sizeof(struct sockaddr_in);
     } else if (uv_ip6_addr(cfg->host, cfg->port, (struct sockaddr_in6 *)&ss) == 0) {
         slen = sizeof(struct sockaddr_in6);
@@ -868,15 +880,28 @@ int sl_server_start(sl_server **out, const sl_server_config *cfg_in)
         return -ENOMEM;
     }
     cfg->tls = NULL; /* the caller's reference stays the caller's; ours is in srv->tls */
-    int rc = cfg->port ? sl_listener_probe_free((struct sockaddr *)&ss, slen) : 0;
+    int rc = cfg->port && !unix_path ? sl_listener_probe_free((struct sockaddr *)&ss, slen)
+                                          : 0;
     for (int i = 0; i < srv->nworkers; i++) {
         worker *w = &srv->workers[i];
         w->srv = srv;
         w->idx = i;
         w->listener.fd = -1;
     }
-    for (int i = 0; i < srv->nworkers && !rc; i++) {
-        int fd = sl_listener_socket((struct sockaddr *)&ss, slen, cfg->backlog);
+    if (unix_path && !rc) {
+        int fd = sl_listener_unix_socket(unix_path, cfg->backlog);
+        if (fd < 0)
+            rc = fd;
+        else
+            srv->workers[0].listener.fd = fd;
+        if (fd >= 0 && !(srv->unix_path = strdup(unix_path))) {
+            unlink(unix_path);
+            rc = -ENOMEM;
+        }
+    }
+    for (int i = 0; i < srv->nworkers && !rc && !unix_path; i++) {
+        int fd = sl_listener_socket_ex((struct sockaddr *)&ss, slen, cfg->backlog,
+                                       !cfg->exclusive);
         if (fd < 0) {
             rc = fd;
             break;
@@ -969,6 +994,10 @@ void sl_server_free(sl_server *srv)
         worker_teardown(&srv->workers[i]);
     free(srv->workers);
     sl_tls_slot_free(srv->tls);
+    if (srv->unix_path) {
+        unlink(srv->unix_path);
+        free(srv->unix_path);
+    }
     free(srv);
 }
 

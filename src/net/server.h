@@ -39,6 +39,11 @@ typedef struct sl_server sl_server;
 typedef struct sl_server_config {
     const char *host;          /* numeric IPv4/IPv6 address; default "0.0.0.0" */
     uint16_t port;             /* 0: any free port (read it back with sl_server_port) */
+    const char *unix_path;     /* non-NULL: a Unix stream socket at this path instead of host and
+                                  port (mode 0600; one worker; removed by sl_server_free; see
+                                  sl_listener_unix_socket for a file already there) */
+    bool exclusive;            /* no SO_REUSEPORT: one worker, and no other socket can join the
+                                  port (admin and metrics listeners) */
     int workers;               /* loops/threads; default 1 */
     int backlog;               /* listen backlog; default 1024 */
     uint32_t max_conns;        /* open connections over all workers; above: accepted and closed.
@@ -60,6 +65,7 @@ typedef struct sl_server_config {
     uint32_t tls_handshake_timeout_ms; /* a TLS handshake must complete within this; 10000 */
     sl_http_handler handler;
     void *handler_ud;
+    sl_http_early_cb early;    /* optional: gRPC requests the handler takes at their headers */
     /* Optional, run in the worker thread: attach per-loop things (signals, peer clients) before
      * the loop serves, and close them when the worker has drained (the loop ends once every
      * handle on it is closed). */

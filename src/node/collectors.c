@@ -7,9 +7,16 @@
  */
 #include "node/collectors.h"
 
+#include <dirent.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "runtime/buildinfo.h"
 
 enum { SRC_ENGINE, SRC_SERVER, SRC_GRAPHITE, SRC_TLS, SRC_GOSSIP, SRC_REQMEM };
 
@@ -266,5 +273,146 @@ int sl_collectors_gossip(sl_collectors *c, sl_metrics *m, sl_gossipnode *g)
                                   "Lifeguard's local health multiplier: probe interval and "
                                   "timeout are scaled by it plus one.", NULL,
                                   collect_gossip_health, g);
+    return rc;
+}
+
+/* ---- the build and the process -------------------------------------------------------------- */
+
+static void collect_build_info(void *arg, sl_metrics_sink *sink)
+{
+    (void)arg;
+    const char *v[2] = {sl_buildinfo_version, sl_buildinfo_commit};
+    sl_metrics_sink_emit(sink, v, 2, 1.0);
+}
+
+/* /proc/self/stat's fields after the command (which may hold spaces and parentheses: the fields
+ * start after its last ')'), numbered as proc(5) numbers them: 3 is the state. */
+typedef struct proc_stat {
+    double utime, stime;  /* clock ticks (14, 15) */
+    double starttime;     /* clock ticks after boot (22) */
+    double vsize;         /* bytes (23) */
+    double rss;           /* pages (24) */
+} proc_stat;
+
+static int read_proc_stat(proc_stat *ps)
+{
+    char buf[1024];
+    FILE *f = fopen("/proc/self/stat", "re");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *p = strrchr(buf, ')');
+    if (!p)
+        return -1;
+    p++;
+    double v[25] = {0};
+    for (int field = 3; field <= 24; field++) {
+        char *end;
+        while (*p == ' ')
+            p++;
+        if (field == 3) { /* the state: one letter */
+            if (!*p)
+                return -1;
+            p++;
+            continue;
+        }
+        v[field] = strtod(p, &end);
+        if (end == p)
+            return -1;
+        p = end;
+    }
+    *ps = (proc_stat){v[14], v[15], v[22], v[23], v[24]};
+    return 0;
+}
+
+static double boot_time(void)
+{
+    char line[256];
+    double bt = 0;
+    FILE *f = fopen("/proc/stat", "re");
+    if (!f)
+        return 0;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "btime ", 6)) {
+            bt = strtod(line + 6, NULL);
+            break;
+        }
+    fclose(f);
+    return bt;
+}
+
+enum { P_CPU, P_RSS, P_VSZ, P_START, P_FDS, P_MAXFDS };
+
+static void collect_process(void *arg, sl_metrics_sink *sink)
+{
+    int which = (int)(intptr_t)arg;
+    proc_stat ps;
+    double ticks = (double)sysconf(_SC_CLK_TCK);
+    if (which == P_FDS) {
+        DIR *d = opendir("/proc/self/fd");
+        if (!d)
+            return;
+        double n = 0;
+        for (struct dirent *e; (e = readdir(d));)
+            if (e->d_name[0] != '.')
+                n++;
+        closedir(d);
+        sl_metrics_sink_emit(sink, NULL, 0, n - 1); /* less the one opendir holds */
+        return;
+    }
+    if (which == P_MAXFDS) {
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+            sl_metrics_sink_emit(sink, NULL, 0,
+                                 rl.rlim_cur == RLIM_INFINITY ? -1 : (double)rl.rlim_cur);
+        return;
+    }
+    if (read_proc_stat(&ps) || ticks <= 0)
+        return;
+    switch (which) {
+    case P_CPU:
+        sl_metrics_sink_emit(sink, NULL, 0, (ps.utime + ps.stime) / ticks);
+        break;
+    case P_RSS:
+        sl_metrics_sink_emit(sink, NULL, 0, ps.rss * (double)sysconf(_SC_PAGESIZE));
+        break;
+    case P_VSZ:
+        sl_metrics_sink_emit(sink, NULL, 0, ps.vsize);
+        break;
+    case P_START:
+        sl_metrics_sink_emit(sink, NULL, 0, boot_time() + ps.starttime / ticks);
+        break;
+    default:
+        break;
+    }
+}
+
+int sl_collectors_process(sl_metrics *m)
+{
+    int rc = sl_metrics_collector(m, SL_METRICS_GAUGE, "sluice_build_info",
+                                  "The build this sluiced is: always 1, its version and commit in "
+                                  "the labels.",
+                                  "version,commit", collect_build_info, NULL);
+    /* the names, types and units of Prometheus' client libraries' process collector */
+    static const struct {
+        int which;
+        sl_metrics_type type;
+        const char *name, *help;
+    } p[] = {
+        {P_CPU, SL_METRICS_COUNTER, "process_cpu_seconds_total",
+         "Total user and system CPU time spent in seconds."},
+        {P_RSS, SL_METRICS_GAUGE, "process_resident_memory_bytes", "Resident memory size in bytes."},
+        {P_VSZ, SL_METRICS_GAUGE, "process_virtual_memory_bytes", "Virtual memory size in bytes."},
+        {P_START, SL_METRICS_GAUGE, "process_start_time_seconds",
+         "Start time of the process since unix epoch in seconds."},
+        {P_FDS, SL_METRICS_GAUGE, "process_open_fds", "Number of open file descriptors."},
+        {P_MAXFDS, SL_METRICS_GAUGE, "process_max_fds",
+         "Maximum number of open file descriptors."},
+    };
+    for (size_t i = 0; !rc && i < sizeof p / sizeof p[0]; i++)
+        rc = sl_metrics_collector(m, p[i].type, p[i].name, p[i].help, "", collect_process,
+                                  (void *)(intptr_t)p[i].which);
     return rc;
 }

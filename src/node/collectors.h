@@ -39,6 +39,10 @@ int sl_collectors_engine(sl_collectors *c, sl_metrics *m, sl_engine *e);
 int sl_collectors_server(sl_collectors *c, sl_metrics *m, sl_server *s, bool tls);
 /* The Graphite bridge's (pushes, connected). */
 int sl_collectors_graphite(sl_collectors *c, sl_metrics *m, sl_graphite *g);
+/* sluice_build_info{version,commit} and the process_* family of Prometheus' client libraries
+ * (CPU seconds, resident and virtual memory, open and max fds, start time), read from /proc at
+ * render time. */
+int sl_collectors_process(sl_metrics *m);
 /* The gossip overlay's (members by status, probes, suspicions, packets, drops, bytes, LHM). */
 int sl_collectors_gossip(sl_collectors *c, sl_metrics *m, sl_gossipnode *g);
 

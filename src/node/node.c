@@ -31,6 +31,10 @@
 #include <unistd.h>
 
 #include "node/node_int.h"
+#include "net/listener.h"
+#include "node/startcheck.h"
+
+#include "runtime/buildinfo.h"
 
 /* How often worker 0 runs active expiry; each run examines at most gc-max-work slots. */
 #define EXPIRY_TICK_MS 100
@@ -61,6 +65,10 @@ static void expiry_tick(uv_timer_t *t)
     size_t work = (size_t)n->opts.gc_max_work;
     if (mono >= n->limited_check_ms)
         log_limited_evictions(n, mono);
+    if (mono >= n->history_next_ms) { /* the status page's chart: one sample a second */
+        n->history_next_ms = mono + 1000;
+        sl_statuspage_history_sample(&n->history, n->engine, now);
+    }
     /* gc-collect and gc-collect-free both 0 = no idle collection: keys leave when they expire or
      * are evicted at gc-max-keys */
     if (!n->gc_running && (n->opts.gc_collect_ns > 0 || n->opts.gc_collect_free_ns > 0) &&
@@ -150,6 +158,8 @@ static int start_server(sl_node *n, const char *host, unsigned short port, char 
     sv.handler_ud = n->proxy      ? (void *)n->proxy
                     : n->observer ? (void *)n->observer
                                   : (void *)n->service;
+    /* unknown methods at their headers, reflection's streams as they come */
+    sv.early = n->proxy || n->observer ? NULL : sl_service_early;
     sv.on_worker_start = on_worker_start;
     sv.on_worker_stop = on_worker_stop;
     sv.hooks_ud = n;
@@ -165,11 +175,58 @@ static int start_server(sl_node *n, const char *host, unsigned short port, char 
     return 0;
 }
 
+/* Whether the client port can be bound (port 0 always can): 0 or a negative errno. The server
+ * probes it again when it binds; this one is before anything else is started. */
+static int client_port_free(const char *host, unsigned short port)
+{
+    struct sockaddr_storage ss;
+    socklen_t slen;
+    if (!port)
+        return 0;
+    if (uv_ip4_addr(host, port, (struct sockaddr_in *)&ss) == 0)
+        slen = sizeof(struct sockaddr_in);
+    else if (uv_ip6_addr(host, port, (struct sockaddr_in6 *)&ss) == 0)
+        slen = sizeof(struct sockaddr_in6);
+    else
+        return 0; /* not an IP: the start-up check said so */
+    return sl_listener_probe_free((struct sockaddr *)&ss, slen);
+}
+
+/* The first line: what runs (version, commit, role) and where it listens: the client port, the
+ * admin socket, the TCP admin listener's port (--admin-addr's host) and --metrics-addr. */
+static void start_line(sl_node *n, const char *host)
+{
+    const sl_options *o = &n->opts;
+    bool v6 = strchr(host, ':') != NULL; /* addr=[::1]:5454, as an address is written */
+    char more[256] = "";
+    int k = 0;
+    if (n->admin)
+        k = snprintf(more, sizeof more, " admin_socket=%s", sl_adminsrv_socket(n->admin));
+    if (n->admin_tcp && k >= 0 && (size_t)k < sizeof more)
+        k += snprintf(more + k, sizeof more - (size_t)k, " admin_port=%u",
+                      sl_adminsrv_port(n->admin_tcp));
+    if (o->metrics_addr[0] && k >= 0 && (size_t)k < sizeof more)
+        snprintf(more + k, sizeof more - (size_t)k, " metrics_addr=%s", o->metrics_addr);
+    sl_log_write_now(&n->log, SL_LOG_INFO,
+                     "sluiced started version=%s commit=%s role=%s addr=%s%s%s:%u%s workers=%d "
+                     "max-keys=%lld tls=%s",
+                     sl_buildinfo_version, sl_buildinfo_commit,
+                     n->proxy ? "proxy" : n->observer ? "observer" : "limiter", v6 ? "[" : "",
+                     host, v6 ? "]" : "", sl_server_port(n->server), more, (int)o->workers,
+                     (long long)o->gc_max_keys, o->tls_cert[0] ? "on" : "off");
+    sl_log_release(&n->log);
+}
+
 static int build(sl_node *n, char *err, size_t errlen)
 {
     sl_options *o = &n->opts;
-    sl_log_init(&n->log, NULL, sl_log_level_for_verbose(o->verbose), o->instance_id);
+    sl_log_init(&n->log, NULL, o->verbose ? SL_LOG_DEBUG : (sl_log_level)o->log_level,
+                o->instance_id);
     sl_log_set_request_rate(&n->log, (uint32_t)o->log_request_lines);
+    sl_log_set_format(&n->log, (sl_log_format)o->log_format);
+    sl_log_set_journal(&n->log, sl_log_journal_fd(2)); /* started by systemd: its priorities */
+    /* until the line with the version and the listeners, which goes first */
+    sl_log_hold(&n->log);
 
     char host[128];
     unsigned short port;
@@ -179,6 +236,14 @@ static int build(sl_node *n, char *err, size_t errlen)
     if (sl_addr_split(o->listen_addr, host, sizeof host, &port)) {
         snprintf(err, errlen, "listen-addr '%s' is not host:port", o->listen_addr);
         return -EINVAL;
+    }
+    if ((rc = client_port_free(host, port))) {
+        /* Before any part is built, so that nothing was logged as listening (the admin port). */
+        snprintf(err, errlen, "option 'listen-addr': %s: %s", o->listen_addr,
+                 rc == -EADDRINUSE ? "the port is in use (another process listens there): stop "
+                                     "it, or choose another port"
+                                   : strerror(-rc));
+        return rc;
     }
     sl_engine_config ec;
     if ((rc = sl_nodeparts_engine(n, &ec, err, errlen)) ||
@@ -218,14 +283,14 @@ static int build(sl_node *n, char *err, size_t errlen)
     /* Last: every collector it renders exists, and sl_node_free() stops it first. */
     if ((rc = sl_nodeparts_graphite(n, err, errlen)))
         return rc;
-    sl_log_info(&n->log, "listening addr=%s:%u workers=%d max-keys=%lld", host,
-                sl_server_port(n->server), (int)o->workers, (long long)o->gc_max_keys);
+    start_line(n, host);
     return 0;
 }
 
 static int node_start_options(sl_node *n, char *err, size_t errlen)
 {
     int rc = build(n, err, errlen);
+    sl_log_release(&n->log); /* a start that failed: what it logged, now */
     if (rc) {
         if (n->server) {
             sl_server_shutdown(n->server, 0);
@@ -254,6 +319,7 @@ int sl_node_start(int argc, char *const *args, sl_node **out, char *err, size_t 
     if (!n)
         return -ENOMEM;
     sl_topology_init(&n->topology);
+    sl_statuspage_history_init(&n->history);
     /* sl_config_parse wants argv[0]. */
     char **argv = calloc((size_t)argc + 2, sizeof *argv);
     if (!argv) {
@@ -264,6 +330,17 @@ int sl_node_start(int argc, char *const *args, sl_node **out, char *err, size_t 
     for (int i = 0; i < argc; i++)
         argv[i + 1] = args[i];
     int rc = sl_config_parse(&n->opts, argc + 1, argv, NULL, err, errlen);
+    if (rc == 0) {
+        /* Every file and value the start relies on, before anything is built or bound: a start
+         * fails on its first problem with nothing logged as listening (sluiced --check-config
+         * reports them all). */
+        sl_diag d = {0};
+        if (sl_startcheck_run(&n->opts, &d) > 0) {
+            snprintf(err, errlen, "%s", d.n ? d.lines[0] : "start-up check failed");
+            rc = -EINVAL;
+        }
+        sl_diag_free(&d);
+    }
     if (rc == 0)
         rc = keep_args(n, argc + 1, argv);
     free(argv);
@@ -381,6 +458,16 @@ void sl_node_reload(sl_node *n)
     if (n->proxy)
         reload_proxy_limiters(n);
     sl_reload_tls(&n->opts, n->server, n->peer_tls, &n->log);
+    sl_tls_ctx *atls = NULL;
+    char terr[512];
+    if (n->admin_tcp && n->opts.tls_cert[0] && !sl_addr_is_loopback(n->opts.admin_addr)) {
+        if (sl_reload_read_server_tls(&n->opts, &atls, terr, sizeof terr))
+            sl_log_error(&n->log, "reload of the admin listener's TLS files failed, keeping the "
+                         "current ones: %s", terr);
+        else if (!sl_adminsrv_set_tls(n->admin_tcp, atls))
+            sl_log_info(&n->log, "reload: admin listener's TLS files read again");
+        sl_tls_ctx_unref(atls);
+    }
     sl_reload_peer_secret(&n->opts, n->peersig, &n->log);
     sl_reload_peers(&n->opts, n->argc, n->argv, n->router, &n->log);
     sl_reload_idents(&n->opts, &n->idents, n->service, n->server, &n->log);
@@ -398,7 +485,7 @@ void sl_node_reload(sl_node *n)
     else if (src == 0)
         sl_log_info(&n->log, "reload: Redis TLS files read again");
     char aerr[512];
-    int arc = sl_adminsrv_reload_token(n->admin, aerr, sizeof aerr);
+    int arc = sl_adminsrv_reload_token(n->admin_tcp, aerr, sizeof aerr);
     if (arc < 0)
         sl_log_error(&n->log, "reload of the admin token failed, keeping the current one: %s",
                      aerr);
@@ -463,6 +550,7 @@ void sl_node_shutdown(sl_node *n, uint32_t grace_ms)
     uint32_t left = spent < grace_ms ? grace_ms - (uint32_t)spent : 1;
     sl_server_shutdown(n->server, left);
     sl_adminsrv_shutdown(n->admin, left);
+    sl_adminsrv_shutdown(n->admin_tcp, left);
     sl_adminsrv_shutdown(n->metrics_srv, left);
 }
 
@@ -477,7 +565,8 @@ int sl_node_wait(sl_node *n)
     /* Drained: the store holds its final state. */
     sl_statedir_timer_stop(&n->snapshot_timer);
     if (n->opts.state_dir && !n->snapshot_written) {
-        sl_statedir_write(n->opts.state_dir, n->engine, n->snapshot_flags, sl_wall_ms(), &n->log);
+        sl_statedir_write(n->opts.state_dir, n->engine, n->snapshot_flags, &n->snapshot_key,
+                          sl_wall_ms(), &n->log);
         n->snapshot_written = true;
     }
     sl_log_info(&n->log, "stopped");
@@ -491,12 +580,14 @@ void sl_node_free(sl_node *n)
     sl_graphite_stop(n->graphite); /* before what its render reads (engine, server, quotas) */
     sl_statedir_timer_stop(&n->snapshot_timer);
     sl_adminsrv_free(n->admin);       /* before the switchboard and metrics it serves */
+    sl_adminsrv_free(n->admin_tcp);
     sl_adminsrv_free(n->metrics_srv);
     sl_feed_free(n->feed);
     sl_observer_stop(n->observer); /* before the server goes: it posts to its workers */
     sl_server_free(n->server);
     sl_observer_free(n->observer);
     sl_alive_free(n->alive); /* after the server: its last posted steps have run */
+    sl_statuspage_history_destroy(&n->history);
     sl_proxy_free(n->proxy);
     sl_service_free(n->service);
     sl_rlssrc_free(n->rls); /* after the service: its workers' readers are released */
@@ -511,6 +602,7 @@ void sl_node_free(sl_node *n)
     sl_router_free(n->router);
     sl_tls_slot_free(n->peer_tls); /* after the router: its peers' connections hold their own */
     sl_peersig_free(n->peersig);   /* after the router too: its peers sign with it */
+    sl_secret_wipe(n->snapshot_key_buf, sizeof n->snapshot_key_buf);
     sl_engine_free(n->engine);
     sl_metrics_free(n->metrics);
     sl_config_free(&n->opts);

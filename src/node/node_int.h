@@ -18,6 +18,7 @@
 #include "auth/addr.h"
 #include "auth/idents.h"
 #include "auth/peersig.h"
+#include "auth/secret.h"
 #include "gossip/gossipnode.h"
 #include "cluster/router.h"
 #include "config/config.h"
@@ -29,6 +30,7 @@
 #include "core/snapshot.h"
 #include "net/server.h"
 #include "node/adminsrv.h"
+#include "node/statuspage.h"
 #include "node/alive.h"
 #include "node/collectors.h"
 #include "node/graphite.h"
@@ -65,16 +67,22 @@ struct sl_node {
     sl_rlssrc *rls;          /* --rls-config-dir for Envoy's ShouldRateLimit; NULL without */
     uv_timer_t expiry_timer;
     bool expiry_started;
+    sl_statuspage_history history; /* the status page chart's past (sampled by expiry_tick) */
+    int64_t history_next_ms;       /* monotonic ms: the next sample */
     int64_t gc_next_ms;    /* monotonic ms: when the next idle-key collection starts */
     bool gc_running;       /* a collection pass is in progress (worker 0 only) */
     int64_t limited_check_ms; /* monotonic ms: next look at evictions of limited keys */
     uint64_t limited_logged;  /* evictions of limited keys already logged */
     sl_graphite *graphite; /* NULL without --graphite-addr */
     sl_gossipnode *gossip; /* the SWIM overlay; NULL without --gossip-addr */
-    sl_adminsrv *admin;    /* the admin listener (--admin-addr); NULL with --admin-api=false */
+    sl_adminsrv *admin;    /* the admin socket (--admin-socket); NULL with --admin-api=false */
+    sl_adminsrv *admin_tcp; /* the TCP admin listener; NULL without --admin-addr */
     sl_adminsrv *metrics_srv; /* the read-only /metrics listener; NULL without --metrics-addr */
     sl_idents *idents;     /* client identities; NULL without --client-tokens-file */
     sl_statedir_timer snapshot_timer; /* --snapshot-period writer (node/statedir.h) */
+    sl_statedir_key snapshot_key; /* authenticates the snapshot: derived from the cluster secret
+                                     (--peer-secret-file) into snapshot_key_buf; none: {0} */
+    uint8_t snapshot_key_buf[2][SL_PEERSIG_DERIVED_LEN]; /* the first secret's, the second's */
     bool snapshot_written;            /* the shutdown snapshot is done (sl_node_wait) */
     unsigned snapshot_flags;          /* SL_SNAPSHOT_CLUSTER_KEYS when clustered */
     sl_topology topology;             /* role proxy: the limiters (--proxy-limiters) */

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ---- Graphite ------------------------------------------------------------------------------ */
 
@@ -218,7 +219,10 @@ int sl_nodeparts_quotas(sl_node *n, char *err, size_t errlen)
     };
     int rc = sl_quotasrc_new(&qc, &n->quotas);
     if (rc) {
-        snprintf(err, errlen, "quotas: %s", strerror(-rc));
+        if (o->storage_addrs.n == 0)
+            snprintf(err, errlen, "option 'quota-file': %s: %s", o->quota_file, strerror(-rc));
+        else
+            snprintf(err, errlen, "quotas from etcd: %s", strerror(-rc));
         return rc;
     }
     return sl_quotasrc_register_metrics(n->quotas, n->metrics);
@@ -272,43 +276,66 @@ int sl_nodeparts_protection(sl_node *n, char *err, size_t errlen)
     return 0;
 }
 
-/* The admin listener (--admin-addr, unless --admin-api=false) and the read-only /metrics one
- * (--metrics-addr): listeners of their own, so the client port serves neither admin call. */
+/* The admin listeners (unless --admin-api=false): the Unix socket (--admin-socket, always) and
+ * TCP (--admin-addr, only when given: with the token, and off loopback with TLS); and the
+ * read-only /metrics one (--metrics-addr): listeners of their own, so the client port serves
+ * neither admin call. Every address must be had: a taken one fails the start. */
 int sl_nodeparts_admin(sl_node *n, char *err, size_t errlen)
 {
     const sl_options *o = &n->opts;
-    /* The default: loopback, the client port + 1; if that is taken, any free loopback port (the
-     * log says which). An address given explicitly must be had. */
-    char dflt[32];
-    const char *colon = strrchr(o->listen_addr, ':');
-    long cport = colon ? strtol(colon + 1, NULL, 10) : 0;
-    snprintf(dflt, sizeof dflt, "127.0.0.1:%ld", cport > 0 && cport < 65535 ? cport + 1 : 0);
-    bool is_default = !o->admin_addr[0];
-    sl_adminsrv_config ac = {.addr = is_default ? dflt : o->admin_addr,
-                             .token_file = o->admin_token_file, .admin = true,
+    sl_adminsrv_config ac = {.token_file = NULL, .admin = true,
                              .protect = n->protect, .metrics = n->metrics,
-                             .max_body_bytes = 65536, .any_port_if_taken = is_default,
+                             .max_body_bytes = 65536,
                              .status = {.instance = o->instance_id, .listen_addr = o->listen_addr,
                                         .advertise_addr = o->discovery != SL_DISCOVERY_NONE
                                                               ? o->advertise_addr : NULL,
                                         .workers = (int)o->workers, .started_ms = sl_wall_ms(),
                                         .engine = n->engine, .router = n->router,
-                                        .protect = n->protect, .quotas = n->quotas}};
+                                        .protect = n->protect, .quotas = n->quotas,
+                                        .service = n->service, .history = &n->history,
+                                        .opts = o}};
     int rc;
     if (o->admin_api) {
+        char path[256], dir[256];
+        if (sl_config_admin_socket(o->admin_socket, path, sizeof path, dir, sizeof dir)) {
+            snprintf(err, errlen, "admin-socket: the path is too long (at most 107 bytes)");
+            return -ENAMETOOLONG;
+        }
+        /* the default directory under $XDG_RUNTIME_DIR or /run: ours, the owner's alone */
+        if (dir[0] && mkdir(dir, 0700) && errno != EEXIST) {
+            rc = -errno;
+            snprintf(err, errlen, "admin-socket %s: cannot create %s: %s (set --admin-socket "
+                     "PATH, or --admin-api=false)", path, dir, strerror(-rc));
+            return rc;
+        }
+        ac.socket_path = path;
         if ((rc = sl_adminsrv_start(&ac, &n->admin, err, errlen)))
             return rc;
-        if (is_default && cport > 0 && sl_adminsrv_port(n->admin) != cport + 1)
-            sl_log_warn(&n->log, "admin port %s is taken: the admin listener took a free port",
-                        dflt);
-        sl_log_info(&n->log, "admin listening addr=%s port=%u token=%s", ac.addr,
-                    sl_adminsrv_port(n->admin), o->admin_token_file[0] ? "yes" : "no");
+        sl_log_info(&n->log, "admin listening socket=%s", path);
+        ac.socket_path = NULL;
+    }
+    if (o->admin_api && o->admin_addr[0]) {
+        ac.addr = o->admin_addr;
+        ac.token_file = o->admin_token_file;
+        ac.counts_with = n->admin;
+        sl_tls_ctx *tls = NULL;
+        bool want_tls = !sl_addr_is_loopback(o->admin_addr) && o->tls_cert[0];
+        if (want_tls && (rc = sl_reload_read_server_tls(o, &tls, err, errlen)))
+            return rc;
+        ac.tls = tls;
+        rc = sl_adminsrv_start(&ac, &n->admin_tcp, err, errlen);
+        sl_tls_ctx_unref(tls); /* the listener holds its own reference */
+        if (rc)
+            return rc;
+        sl_log_info(&n->log, "admin listening addr=%s port=%u token=yes tls=%s", ac.addr,
+                    sl_adminsrv_port(n->admin_tcp), tls ? "yes" : "no");
+        ac.tls = NULL;
     }
     if (o->metrics_addr[0]) {
         ac.addr = o->metrics_addr;
         ac.token_file = NULL;
         ac.admin = false;
-        ac.any_port_if_taken = false;
+        ac.counts_with = NULL;
         if ((rc = sl_adminsrv_start(&ac, &n->metrics_srv, err, errlen)))
             return rc;
     }
@@ -340,18 +367,18 @@ static int cluster_key_ids(sl_node *n, const sl_options *o, char *err, size_t er
                              "--cluster-hash-secret-file on every node");
         return 0;
     }
-    char *buf = NULL, ferr[256];
+    char *buf = NULL, ferr[1024];
     size_t len = 0;
-    int rc = sl_file_read(path, 4096, SL_FILE_REGULAR, &buf, &len, ferr, sizeof ferr);
+    int rc = sl_secret_read(path, 4096, &buf, &len, ferr, sizeof ferr); /* the owner's alone */
     if (rc) {
         snprintf(err, errlen, "--cluster-hash-secret-file: %s", ferr);
         return rc;
     }
+    size_t all = len;
     while (len && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
         len--;
     rc = sl_key_ids_init(&ids, buf, len);
-    explicit_bzero(buf, len);
-    free(buf);
+    sl_secret_free(buf, all);
     if (rc) {
         snprintf(err, errlen, "--cluster-hash-secret-file %s: %zu bytes, at least %d needed "
                  "(e.g. head -c 32 /dev/urandom | base64 > FILE)", path, len,
@@ -361,7 +388,38 @@ static int cluster_key_ids(sl_node *n, const sl_options *o, char *err, size_t er
     sl_engine_set_key_ids(n->engine, &ids);
     sl_log_info(&n->log, "cluster key ids keyed fingerprint=%016llx (must match on every node)",
                 (unsigned long long)ids.fingerprint);
-    explicit_bzero(&ids, sizeof ids);
+    sl_secret_wipe(&ids, sizeof ids);
+    return 0;
+}
+
+/* With a cluster secret, the snapshot is authenticated under a key derived from it (a snapshot
+ * someone else wrote is not loaded; node/statedir.h), and during a rotation (two secrets) a
+ * snapshot under the second is accepted too. The file is read again by the router's
+ * part, which keeps the secret; the derived key stays here, wiped at free. */
+static int snapshot_key(sl_node *n, char *err, size_t errlen)
+{
+    const sl_options *o = &n->opts;
+    if (!o->peer_secret_file[0])
+        return 0;
+    sl_peersig_keys *k;
+    char ferr[384];
+    int rc = sl_peersig_keys_read(o->peer_secret_file, &k, ferr, sizeof ferr);
+    if (rc) {
+        snprintf(err, errlen, "peer-secret-file %s", ferr);
+        return rc;
+    }
+    /* written with the first secret's key; during a rotation the second's is accepted too */
+    rc = sl_peersig_keys_derive(k, 0, "snapshot", n->snapshot_key_buf[0]);
+    bool two = !rc && sl_peersig_keys_count(k) > 1 &&
+               !sl_peersig_keys_derive(k, 1, "snapshot", n->snapshot_key_buf[1]);
+    sl_peersig_keys_unref(k);
+    if (rc) {
+        snprintf(err, errlen, "peer-secret-file: cannot derive the snapshot's key");
+        return rc;
+    }
+    n->snapshot_key = (sl_statedir_key){n->snapshot_key_buf[0], SL_PEERSIG_DERIVED_LEN,
+                                        two ? n->snapshot_key_buf[1] : NULL,
+                                        two ? SL_PEERSIG_DERIVED_LEN : 0};
     return 0;
 }
 
@@ -401,8 +459,14 @@ int sl_nodeparts_engine(sl_node *n, sl_engine_config *ecp, char *err, size_t err
         free(o->state_dir);
         o->state_dir = NULL;
     }
+    /* A state directory that does not exist yet is made (its parent was found writable by the
+     * start-up check), so that the first snapshot has somewhere to go. */
+    if (o->state_dir && mkdir(o->state_dir, 0700) == 0)
+        sl_log_info(&n->log, "state-dir %s created", o->state_dir);
+    if (o->state_dir && (rc = snapshot_key(n, err, errlen)))
+        return rc;
     sl_statedir_snap snap = {0};
-    if (o->state_dir && sl_statedir_read(o->state_dir, &acfg, &n->log, &snap)) {
+    if (o->state_dir && sl_statedir_read(o->state_dir, &acfg, &n->snapshot_key, &n->log, &snap)) {
         if (snap.flags != n->snapshot_flags) {
             sl_log_warn(&n->log, "snapshot skipped, starting empty: written by a %s node",
                         snap.flags ? "clustered" : "standalone");
@@ -425,12 +489,14 @@ int sl_nodeparts_engine(sl_node *n, sl_engine_config *ecp, char *err, size_t err
         sl_statedir_load(&snap, n->engine, &acfg, sl_wall_ms(), &n->log);
     if (o->state_dir &&
         (rc = sl_statedir_timer_start(&n->snapshot_timer, o->state_dir, n->engine,
-                                      n->snapshot_flags, o->snapshot_period_ns / 1000000,
+                                      n->snapshot_flags, &n->snapshot_key,
+                                      o->snapshot_period_ns / 1000000,
                                       &n->log))) {
         snprintf(err, errlen, "snapshot timer: %s", strerror(-rc));
         return rc;
     }
-    if ((rc = sl_collectors_engine(&n->collectors, n->metrics, n->engine))) {
+    if ((rc = sl_collectors_engine(&n->collectors, n->metrics, n->engine)) ||
+        (rc = sl_collectors_process(n->metrics))) {
         snprintf(err, errlen, "metrics: %s", strerror(-rc));
         return rc;
     }

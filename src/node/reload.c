@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth/secret.h"
 #include "base/file.h"
 
 /* The client port's context from --tls-cert/--tls-key/--tls-ca/--tls-client-auth. */
@@ -22,6 +23,10 @@ int sl_reload_read_server_tls(const sl_options *o, sl_tls_ctx **out, char *err, 
         .key_file = o->tls_key,
         .ca_file = o->tls_ca[0] ? o->tls_ca : NULL,
         .client_auth = (sl_tls_auth)o->tls_client_auth,
+        .cert_opt = "tls-cert",
+        .key_opt = "tls-key",
+        .ca_opt = "tls-ca",
+        .ca2_opt = "peer-tls-ca",
     };
     /* In a cluster with a peer CA, the port asks for client certificates (require stays
      * require) and trusts the peer CA too, so that a peer's certificate is verified and its
@@ -29,8 +34,10 @@ int sl_reload_read_server_tls(const sl_options *o, sl_tls_ctx **out, char *err, 
     if (o->discovery != SL_DISCOVERY_NONE && o->peer_tls_ca[0]) {
         if (tc.client_auth == SL_TLS_AUTH_NONE)
             tc.client_auth = SL_TLS_AUTH_REQUEST;
-        if (!tc.ca_file)
+        if (!tc.ca_file) {
             tc.ca_file = o->peer_tls_ca;
+            tc.ca_opt = "peer-tls-ca";
+        }
         else if (strcmp(tc.ca_file, o->peer_tls_ca) != 0)
             tc.ca_file2 = o->peer_tls_ca;
     }
@@ -46,8 +53,11 @@ int sl_reload_read_peer_tls(const sl_options *o, sl_tls_ctx **out, char *err, si
         .key_file = o->peer_tls_key[0] ? o->peer_tls_key : NULL,
         .ca_file = o->peer_tls_ca[0] ? o->peer_tls_ca : NULL,
         .alpn = "h2",
+        .cert_opt = "peer-tls-cert",
+        .key_opt = "peer-tls-key",
+        .ca_opt = "peer-tls-ca",
     };
-    char e[256];
+    char e[512];
     int rc = sl_tls_ctx_new(out, &tc, e, sizeof e);
     if (rc)
         snprintf(err, errlen, "peer TLS: %s", e);
@@ -58,16 +68,15 @@ int sl_reload_read_peer_tls(const sl_options *o, sl_tls_ctx **out, char *err, si
  * token). */
 int sl_reload_read_idents(const char *path, sl_idents **out, char *err, size_t errlen)
 {
-    char *buf = NULL, ferr[256];
+    char *buf = NULL, ferr[1024];
     size_t len = 0;
-    int rc = sl_file_read(path, SL_IDENTS_MAX_FILE, SL_FILE_REGULAR, &buf, &len, ferr, sizeof ferr);
+    int rc = sl_secret_read(path, SL_IDENTS_MAX_FILE, &buf, &len, ferr, sizeof ferr);
     if (rc) {
         snprintf(err, errlen, "client-tokens-file %s", ferr);
         return rc;
     }
     rc = sl_idents_parse(buf, len, out, ferr, sizeof ferr);
-    memset(buf, 0, len);
-    free(buf);
+    sl_secret_free(buf, len);
     if (rc)
         snprintf(err, errlen, "client-tokens-file %s: %s", path, ferr);
     return rc;

@@ -21,13 +21,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/grpczip.h"
 #include "auth/bearer.h"
 #include "cluster/peerwire.h"
 
 static const char *const method_names[M_COUNT] = {
     "GetRateLimits", "HealthCheck", "LiveCheck", "GetPeerRateLimits",
     "UpdatePeerGlobals", "TransferKeys", "Attempt", "Metrics", "other", "Release",
-    "ShouldRateLimit", "CheckRateLimit", "Report",
+    "ShouldRateLimit", "CheckRateLimit", "Report", "Check", "Watch", "ServerReflectionInfo",
 };
 static const char *const transport_names[T_COUNT] = {"grpc", "http"};
 
@@ -78,6 +79,15 @@ static int register_metrics(sl_service *s)
     s->peer_denied = sl_metrics_counter_get(pd, NULL, 0);
     if ((rc = sl_service_peer_metrics(s)))
         return rc;
+    sl_metrics_family *ex;
+    rc = sl_metrics_counter_family(m, "sluice_deadline_expired_total",
+                                   "gRPC calls whose grpc-timeout had passed before their items "
+                                   "were decided: not decided (GetRateLimits: every item answered "
+                                   "with Gubernator's deadline error; others DEADLINE_EXCEEDED).",
+                                   "", &ex);
+    if (rc)
+        return rc;
+    s->expired = sl_metrics_counter_get(ex, NULL, 0);
     if ((rc = sl_rlsmetrics_new(m, s->cfg.rls_cfg.max_names, &s->rls_metrics)))
         return rc;
     if (s->cfg.quotas) {
@@ -104,6 +114,7 @@ static int register_metrics(sl_service *s)
         {M_TRANSFER_KEYS, T_GRPC},   {M_ATTEMPT, T_HTTP},
         {M_METRICS, T_HTTP},         {M_OTHER, T_GRPC},           {M_OTHER, T_HTTP},
         {M_RELEASE, T_HTTP},         {M_SHOULD_RATE_LIMIT, T_GRPC},
+        {M_GRPC_HEALTH_CHECK, T_GRPC}, {M_GRPC_HEALTH_WATCH, T_GRPC}, {M_REFLECTION, T_GRPC},
     };
     for (size_t i = 0; i < sizeof used / sizeof used[0]; i++) {
         const char *v[2] = {method_names[used[i].m], transport_names[used[i].t]};
@@ -129,6 +140,7 @@ sl_call *sl_service_call_get(sl_service *s, sl_exchange *ex, int method, int tra
             return NULL;
         sl_batch_init(&c->batch, 0);
         sl_buf_init(&c->out, 0);
+        sl_buf_init(&c->zin, 0);
     }
     c->svc = s;
     c->ex = ex;
@@ -139,6 +151,8 @@ sl_call *sl_service_call_get(sl_service *s, sl_exchange *ex, int method, int tra
     c->prot = NULL;
     c->rls = NULL;
     c->next = NULL;
+    c->enc = SL_GRPCZIP_IDENTITY;
+    c->deadline = 0;
     return c;
 }
 
@@ -146,6 +160,7 @@ static void call_free(sl_call *c)
 {
     sl_batch_free(&c->batch);
     sl_buf_free(&c->out);
+    sl_buf_free(&c->zin);
     free(c);
 }
 
@@ -154,7 +169,8 @@ void sl_service_call_put(sl_call *c)
     sl_call_pool *p = pool_of(c->svc, c->worker);
     sl_batch_reset(&c->batch);
     sl_buf_reset(&c->out);
-    size_t kept = c->batch.arena_bytes + c->out.alloc;
+    sl_buf_reset(&c->zin);
+    size_t kept = c->batch.arena_bytes + c->out.alloc + c->zin.alloc;
     if (p->n >= POOL_MAX || p->bytes + kept > POOL_MAX_BYTES) {
         call_free(c);
         return;
@@ -220,9 +236,10 @@ void sl_service_answer_shed(sl_service *s, sl_exchange *ex, int method, int tran
     if (transport == T_GRPC) {
         char num[12];
         int nn = snprintf(num, sizeof num, "%d", SL_GRPC_UNAVAILABLE);
-        sl_http_header h[5] = {SL_HTTP_HEADER("content-type", "application/grpc"),
-                               {"grpc-status", 11, num, nn > 0 ? (size_t)nn : 0}, shed, rah};
-        size_t nh = 4;
+        sl_http_header h[6] = {SL_HTTP_HEADER("content-type", "application/grpc"),
+                               {"grpc-status", 11, num, nn > 0 ? (size_t)nn : 0}, shed, rah,
+                               SL_HTTP_HEADER("grpc-accept-encoding", SL_GRPC_ACCEPT_ENCODING)};
+        size_t nh = 5;
         if (sl_grpc_message_encode(st.message, strnlen(st.message, sizeof st.message), &b) == 0)
             h[nh++] = (sl_http_header){"grpc-message", 12, (const char *)b.data, b.len};
         sl_http_response resp = {.status = 200, .headers = h, .nheaders = nh};
@@ -296,6 +313,11 @@ bool sl_service_items_allowed(const sl_ident *id, const sl_batch *b, sl_grpc_sta
 
 /* ---- GetRateLimits ------------------------------------------------------------------------- */
 
+static size_t gub_giveback(void *ctx, sl_batch *gb)
+{
+    return sl_gub_all_or_nothing(ctx, gb);
+}
+
 static void rate_limits_done(void *ud, sl_batch *b)
 {
     sl_call *c = ud;
@@ -308,6 +330,8 @@ static void rate_limits_done(void *ud, sl_batch *b)
         if (gb)
             submit(s, c->worker, gb, now, giveback_done, s->cfg.protect);
     }
+    if (c->method == M_GET_RATE_LIMITS) /* a peer's items are a part of its caller's batch */
+        giveback_submit(s, c->worker, sl_exchange_now_ms(c->ex), gub_giveback, b);
     if (c->transport == T_GRPC) {
         size_t mark;
         rc = sl_grpc_frame_begin(&c->out, &mark);
@@ -316,10 +340,8 @@ static void rate_limits_done(void *ud, sl_batch *b)
                                                      : sl_gub_encode_pb(b, &c->out);
         if (!rc)
             rc = sl_grpc_frame_end(&c->out, mark);
-        if (!rc) {
-            sl_exchange_respond_grpc(c->ex, c->out.data, c->out.len, SL_GRPC_OK, NULL);
-            count_call(s, c->method, T_GRPC, SL_GRPC_OK, c->t0);
-        }
+        if (!rc)
+            rc = sl_service_respond_grpc_msg(c, &c->out);
     } else {
         rc = sl_gub_encode_json(b, &c->out);
         if (!rc) {
@@ -333,9 +355,91 @@ static void rate_limits_done(void *ud, sl_batch *b)
     sl_service_call_put(c);
 }
 
-/* The protobuf message inside a gRPC request body (exactly one uncompressed message). */
-int sl_service_grpc_payload(sl_service *s, const sl_http_request *rq, const uint8_t **msg,
-                            size_t *len, sl_grpc_status *st)
+/* ---- gRPC message encodings and deadlines ---------------------------------------------------- */
+
+/* The request's grpc-encoding (absent: identity). */
+static sl_grpczip_enc request_encoding(const sl_http_request *rq)
+{
+    const sl_http_header *h = rq->grpc_encoding;
+    return h ? sl_grpczip_parse(h->value, h->value_len) : SL_GRPCZIP_IDENTITY;
+}
+
+/* The encoding of the answer to a call: the request's own, as grpc-go does, when the client
+ * lists it in grpc-accept-encoding (gRPC clients that compress do), else none. */
+static uint8_t answer_encoding(const sl_http_request *rq)
+{
+    sl_grpczip_enc e = request_encoding(rq);
+    if (e == SL_GRPCZIP_IDENTITY || e == SL_GRPCZIP_UNSUPPORTED)
+        return SL_GRPCZIP_IDENTITY;
+    const sl_http_header *a = rq->grpc_accept_encoding;
+    return a && sl_grpczip_accepts(a->value, a->value_len, e) ? (uint8_t)e : SL_GRPCZIP_IDENTITY;
+}
+
+int sl_service_respond_grpc_msg(sl_call *c, sl_buf *framed)
+{
+    sl_service *s = c->svc;
+    const char *encname = NULL;
+    const sl_buf *body = framed;
+    if (c->enc != SL_GRPCZIP_IDENTITY && framed->len >= SL_GRPC_HDR_LEN) {
+        /* the request's message is decoded and no longer read: its buffer takes the answer */
+        sl_buf_reset(&c->zin);
+        if (sl_buf_reserve(&c->zin, SL_GRPC_HDR_LEN) == 0) {
+            c->zin.len = SL_GRPC_HDR_LEN;
+            size_t n = framed->len - SL_GRPC_HDR_LEN;
+            if (sl_grpczip_deflate((sl_grpczip_enc)c->enc, framed->data + SL_GRPC_HDR_LEN, n,
+                                   &c->zin) == 0 &&
+                sl_grpc_frame_header(c->zin.data, c->zin.len - SL_GRPC_HDR_LEN, true) == 0) {
+                body = &c->zin;
+                encname = sl_grpczip_name((sl_grpczip_enc)c->enc);
+            }
+        } /* else: uncompressed, which every client takes */
+    }
+    const sl_http_request *rq = sl_exchange_request(c->ex);
+    sl_exchange_respond_grpc_enc(c->ex, body->data, body->len, SL_GRPC_OK, NULL, encname,
+                                 rq->grpc_accept_encoding || rq->grpc_encoding);
+    count_call(s, c->method, T_GRPC, SL_GRPC_OK, c->t0);
+    return 0;
+}
+
+/* The deadline of a call from its grpc-timeout (0: none), measured from t0. -EINVAL: malformed. */
+static int request_deadline(const sl_http_request *rq, int64_t t0, int64_t *deadline)
+{
+    *deadline = 0;
+    const sl_http_header *h = rq->grpc_timeout;
+    if (!h)
+        return 0;
+    int64_t ms;
+    if (sl_grpc_timeout_parse(h->value, h->value_len, &ms))
+        return -EINVAL;
+    /* a deadline already past when it arrives (0n, 0m) is t0 itself: expired */
+    *deadline = ms ? t0 + ms * 1000000 : t0;
+    return 0;
+}
+
+void sl_service_call_grpc(sl_call *c, const sl_http_request *rq)
+{
+    c->enc = answer_encoding(rq);
+    if (request_deadline(rq, c->t0, &c->deadline))
+        c->deadline = 0; /* refused in route_grpc before a call is opened */
+}
+
+static const char deadline_msg[] = "the call's deadline (grpc-timeout) passed before its items "
+                                   "were decided";
+
+bool sl_service_call_expired(sl_call *c)
+{
+    if (!c->deadline || sl_mono_ns() < c->deadline)
+        return false;
+    sl_metrics_counter_inc(c->svc->expired);
+    sl_service_answer_error(c->svc, c->ex, c->method, c->transport, SL_GRPC_DEADLINE_EXCEEDED,
+                            deadline_msg, c->t0);
+    return true;
+}
+
+/* The protobuf message inside a gRPC request body: exactly one message, inflated into `zin` when
+ * it is compressed (capped at the same size as an uncompressed one). */
+int sl_service_grpc_payload(sl_service *s, const sl_http_request *rq, sl_buf *zin,
+                            const uint8_t **msg, size_t *len, sl_grpc_status *st)
 {
     sl_grpc_msg m;
     const char *err = NULL;
@@ -352,10 +456,6 @@ int sl_service_grpc_payload(sl_service *s, const sl_http_request *rq, const uint
         sl_grpc_status_set(st, SL_GRPC_INVALID_ARGUMENT, "%s", err ? err : "bad gRPC framing");
         return rc;
     }
-    if (m.compressed) {
-        sl_grpc_status_set(st, SL_GRPC_UNIMPLEMENTED, "compressed messages are not supported");
-        return -ENOTSUP;
-    }
     if (m.frame_len != rq->body_len) {
         sl_grpc_status_set(st, SL_GRPC_INVALID_ARGUMENT,
                           "a unary call carries exactly one message");
@@ -363,6 +463,39 @@ int sl_service_grpc_payload(sl_service *s, const sl_http_request *rq, const uint
     }
     *msg = m.data;
     *len = m.len;
+    if (!m.compressed)
+        return 0;
+    sl_grpczip_enc e = request_encoding(rq);
+    if (e == SL_GRPCZIP_IDENTITY) {
+        /* the spec: a compressed flag without grpc-encoding is the client's bug */
+        sl_grpc_status_set(st, SL_GRPC_INTERNAL,
+                          "a compressed message without grpc-encoding (the encodings served: "
+                          SL_GRPC_ACCEPT_ENCODING ")");
+        return -EPROTO;
+    }
+    if (e == SL_GRPCZIP_UNSUPPORTED) { /* refused at the headers; kept for callers without them */
+        sl_grpc_status_set(st, SL_GRPC_UNIMPLEMENTED,
+                          "grpc-encoding not supported (the encodings served: "
+                          SL_GRPC_ACCEPT_ENCODING ")");
+        return -ENOTSUP;
+    }
+    sl_buf_reset(zin);
+    rc = sl_grpczip_inflate(e, m.data, m.len, s->cfg.gub.max_msg, zin);
+    if (rc == -EMSGSIZE) {
+        sl_grpc_status_set(st, SL_GRPC_RESOURCE_EXHAUSTED,
+                          "the %s message inflates past the largest message served (%zu bytes)",
+                          sl_grpczip_name(e), s->cfg.gub.max_msg);
+        return rc;
+    }
+    if (rc) {
+        sl_grpc_status_set(st, rc == -ENOMEM ? SL_GRPC_RESOURCE_EXHAUSTED
+                                             : SL_GRPC_INVALID_ARGUMENT,
+                          rc == -ENOMEM ? "out of memory" : "the %s message does not inflate",
+                          sl_grpczip_name(e));
+        return rc;
+    }
+    *msg = zin->data ? zin->data : (const uint8_t *)"";
+    *len = zin->len;
     return 0;
 }
 
@@ -390,6 +523,9 @@ static void fleet_done(void *ud, sl_batch *fb)
     route_items(s, c, now);
 }
 
+/* Gubernator's per-item error for an item met after the call's deadline (its ctx.Err()). */
+#define GUB_DEADLINE_ERROR "Error while iterating request items: context deadline exceeded"
+
 /* peer_proven: a GetPeerRateLimits whose caller proved it is a member (servicepeer.c); one taken
  * without a credential is a client call when client tokens are on (the tokens still hold). */
 static void get_rate_limits(sl_service *s, sl_exchange *ex, const sl_http_request *rq,
@@ -412,6 +548,16 @@ static void get_rate_limits(sl_service *s, sl_exchange *ex, const sl_http_reques
         rc = sl_gub_decode_peer_pb(&s->cfg.gub, msg, len, &c->batch, &st);
     else
         rc = sl_gub_decode_pb(&s->cfg.gub, msg, len, &c->batch, &st);
+    if (!rc && c->deadline && sl_mono_ns() >= c->deadline) {
+        /* Gubernator's way: every item answered with the context's error, none decided, the
+         * call itself OK (a client that has given up reads nothing; one that has not, learns) */
+        sl_metrics_counter_inc(s->expired);
+        for (size_t i = 0; i < c->batch.n; i++)
+            if (!c->batch.answered[i])
+                sl_batch_answer(&c->batch, i, GUB_DEADLINE_ERROR);
+        rate_limits_done(c, &c->batch);
+        return;
+    }
     int64_t now;
     if (!call_admit(s, c, id, rc, &st, method == M_GET_PEER_RATE_LIMITS, &now))
         return;
@@ -470,11 +616,15 @@ static void transfer_keys(sl_service *s, sl_exchange *ex, const sl_http_request 
     sl_grpc_status st;
     const uint8_t *msg, *recs;
     size_t len, rlen;
-    if (sl_service_grpc_payload(s, rq, &msg, &len, &st)) {
+    sl_buf zin;
+    sl_buf_init(&zin, 0);
+    if (sl_service_grpc_payload(s, rq, &zin, &msg, &len, &st)) {
+        sl_buf_free(&zin);
         sl_service_answer_status(s, ex, M_TRANSFER_KEYS, T_GRPC, &st, t0);
         return;
     }
     if (sl_peerwire_decode_transfer_req(msg, len, &recs, &rlen)) {
+        sl_buf_free(&zin);
         sl_service_answer_error(s, ex, M_TRANSFER_KEYS, T_GRPC, SL_GRPC_INVALID_ARGUMENT,
                                 "malformed TransferKeysReq", t0);
         return;
@@ -482,6 +632,7 @@ static void transfer_keys(sl_service *s, sl_exchange *ex, const sl_http_request 
     size_t bad_at = 0;
     int64_t merged = sl_router_transfer_keys(s->cfg.router, recs, rlen, sl_exchange_now_ms(ex),
                                              s->cfg.peer_max_transfer_keys, &bad_at);
+    sl_buf_free(&zin); /* the records are merged: the inflated message is not read again */
     if (merged == -E2BIG) {
         sl_service_peer_refuse(s, ex, rq, M_TRANSFER_KEYS, SL_SVC_PEER_TOO_MANY_KEYS,
                                SL_GRPC_INVALID_ARGUMENT,
@@ -516,18 +667,30 @@ static void transfer_keys(sl_service *s, sl_exchange *ex, const sl_http_request 
 
 /* ---- health -------------------------------------------------------------------------------- */
 
+bool sl_service_verdict(const sl_service *s, char *why, size_t why_len, int32_t *peer_count)
+{
+    bool healthy = true;
+    int32_t count = 1;
+    if (why_len)
+        why[0] = 0;
+    sl_router_health(s->cfg.router, &healthy, &count, why, why_len);
+    if (s->cfg.health && healthy) {
+        char extra[256] = "";
+        if (!s->cfg.health(s->cfg.health_ud, extra, sizeof extra))
+            healthy = false;
+        if (extra[0] && why_len) /* a reason, or a note on a degraded but healthy node */
+            snprintf(why, why_len, "%s", extra);
+    }
+    if (peer_count)
+        *peer_count = count;
+    return healthy;
+}
+
 static void health(sl_service *s, sl_exchange *ex, int transport, int64_t t0)
 {
     char why[256] = "";
     sl_gub_health h = {.healthy = true, .peer_count = 1, .advertise_address = NULL};
-    sl_router_health(s->cfg.router, &h.healthy, &h.peer_count, why, sizeof why);
-    if (s->cfg.health && h.healthy) {
-        char extra[256] = "";
-        if (!s->cfg.health(s->cfg.health_ud, extra, sizeof extra))
-            h.healthy = false;
-        if (extra[0]) /* a reason, or a note on a degraded but healthy node */
-            snprintf(why, sizeof why, "%s", extra);
-    }
+    h.healthy = sl_service_verdict(s, why, sizeof why, &h.peer_count);
     h.message = why[0] ? why : NULL;
     if (h.peer_count > 1)
         h.advertise_address = s->cfg.advertise_addr;
@@ -596,16 +759,87 @@ static bool method_is(const sl_http_request *rq, const char *m)
 /* PeersV1 is for the proven members of the peer list only (node/servicepeer.c). */
 #define PEERS_PREFIX "/pb.gubernator.PeersV1/"
 
+/* The method a gRPC path names (M_OTHER for a PeersV1 method sluice does not serve), or -1. */
+static int grpc_method(const sl_http_request *rq)
+{
+    if (sl_http_path_is(rq, SL_GUB_PATH_GET_RATE_LIMITS))
+        return M_GET_RATE_LIMITS;
+    if (rq->path_len > sizeof PEERS_PREFIX - 1 &&
+        !memcmp(rq->path, PEERS_PREFIX, sizeof PEERS_PREFIX - 1))
+        return sl_http_path_is(rq, SL_PEERWIRE_PATH_GET_PEER_RATE_LIMITS)  ? M_GET_PEER_RATE_LIMITS
+               : sl_http_path_is(rq, SL_PEERWIRE_PATH_UPDATE_PEER_GLOBALS) ? M_UPDATE_PEER_GLOBALS
+               : sl_http_path_is(rq, SL_PEERWIRE_PATH_TRANSFER_KEYS)       ? M_TRANSFER_KEYS
+                                                                           : M_OTHER;
+    if (sl_http_path_is(rq, SL_RLS_PATH))
+        return M_SHOULD_RATE_LIMIT;
+    if (sl_http_path_is(rq, SL_RLS_KUADRANT_CHECK_PATH))
+        return M_CHECK_RATE_LIMIT;
+    if (sl_http_path_is(rq, SL_RLS_KUADRANT_REPORT_PATH))
+        return M_REPORT;
+    if (sl_http_path_is(rq, SL_GUB_PATH_HEALTH_CHECK))
+        return M_HEALTH_CHECK;
+    if (sl_http_path_is(rq, SL_GUB_PATH_LIVE_CHECK))
+        return M_LIVE_CHECK;
+    if (sl_http_path_is(rq, SL_GRPCSTD_HEALTH_CHECK))
+        return M_GRPC_HEALTH_CHECK;
+    if (sl_http_path_is(rq, SL_GRPCSTD_HEALTH_WATCH))
+        return M_GRPC_HEALTH_WATCH;
+    if (sl_http_path_is(rq, SL_GRPCSTD_REFLECTION_V1) ||
+        sl_http_path_is(rq, SL_GRPCSTD_REFLECTION_V1ALPHA))
+        return M_REFLECTION;
+    return -1;
+}
+
+/* What the headers alone refuse: an unsupported grpc-encoding (UNIMPLEMENTED: every gRPC answer
+ * carries grpc-accept-encoding, so the client falls back), a malformed grpc-timeout. SL_GRPC_OK
+ * when none; else the code and *msg. */
+static int headers_refusal(const sl_http_request *rq, int64_t t0, const char **msg)
+{
+    if (request_encoding(rq) == SL_GRPCZIP_UNSUPPORTED) {
+        *msg = "grpc-encoding not supported (the encodings served: " SL_GRPC_ACCEPT_ENCODING ")";
+        return SL_GRPC_UNIMPLEMENTED;
+    }
+    int64_t dl;
+    if (request_deadline(rq, t0, &dl)) {
+        *msg = "malformed grpc-timeout (at most 8 digits and one of H M S m u n)";
+        return SL_GRPC_INVALID_ARGUMENT;
+    }
+    return SL_GRPC_OK;
+}
+
+static const char unknown_method[] = "unknown service or method";
+
+/* A refused encoding or deadline waits for the body like any unary call (it follows the headers
+ * at once): answered early, the RST_STREAM(NO_ERROR) after the answer races the client's upload,
+ * which some HTTP/2 clients (curl) take for the answer lost. */
+bool sl_service_early(void *ud, const sl_http_request *rq)
+{
+    (void)ud;
+    int m = grpc_method(rq);
+    return m < 0 || m == M_OTHER || m == M_REFLECTION;
+}
+
 static void route_grpc(sl_service *s, sl_exchange *ex, const sl_http_request *rq, int64_t t0)
 {
-    if (sl_http_path_is(rq, SL_GUB_PATH_GET_RATE_LIMITS)) {
+    int m = grpc_method(rq);
+    if (m < 0) {
+        sl_service_answer_error(s, ex, M_OTHER, T_GRPC, SL_GRPC_UNIMPLEMENTED, unknown_method, t0);
+        return;
+    }
+    const char *msg;
+    int code = headers_refusal(rq, t0, &msg);
+    if (code != SL_GRPC_OK) {
+        sl_service_answer_error(s, ex, m, T_GRPC, code, msg, t0);
+        return;
+    }
+    switch (m) {
+    case M_GET_RATE_LIMITS:
         get_rate_limits(s, ex, rq, M_GET_RATE_LIMITS, T_GRPC, false, t0);
-    } else if (rq->path_len > sizeof PEERS_PREFIX - 1 &&
-               !memcmp(rq->path, PEERS_PREFIX, sizeof PEERS_PREFIX - 1)) {
-        int m = sl_http_path_is(rq, SL_PEERWIRE_PATH_GET_PEER_RATE_LIMITS) ? M_GET_PEER_RATE_LIMITS
-                : sl_http_path_is(rq, SL_PEERWIRE_PATH_UPDATE_PEER_GLOBALS) ? M_UPDATE_PEER_GLOBALS
-                : sl_http_path_is(rq, SL_PEERWIRE_PATH_TRANSFER_KEYS)       ? M_TRANSFER_KEYS
-                                                               : M_OTHER;
+        return;
+    case M_GET_PEER_RATE_LIMITS:
+    case M_UPDATE_PEER_GLOBALS:
+    case M_TRANSFER_KEYS:
+    case M_OTHER: {
         /* a node that has just left may still push its keys here (with the same proof as
          * any PeersV1 call) */
         bool proven;
@@ -622,21 +856,31 @@ static void route_grpc(sl_service *s, sl_exchange *ex, const sl_http_request *rq
         else if (m == M_TRANSFER_KEYS)
             transfer_keys(s, ex, rq, t0);
         else
-            sl_service_answer_error(s, ex, M_OTHER, T_GRPC, SL_GRPC_UNIMPLEMENTED,
-                                    "unknown service or method", t0);
-    } else if (sl_http_path_is(rq, SL_RLS_PATH)) {
-        sl_service_should_rate_limit(s, ex, rq, M_SHOULD_RATE_LIMIT, T_GRPC, t0);
-    } else if (sl_http_path_is(rq, SL_RLS_KUADRANT_CHECK_PATH)) {
-        sl_service_should_rate_limit(s, ex, rq, M_CHECK_RATE_LIMIT, T_GRPC, t0);
-    } else if (sl_http_path_is(rq, SL_RLS_KUADRANT_REPORT_PATH)) {
-        sl_service_should_rate_limit(s, ex, rq, M_REPORT, T_GRPC, t0);
-    } else if (sl_http_path_is(rq, SL_GUB_PATH_HEALTH_CHECK))
+            sl_service_answer_error(s, ex, M_OTHER, T_GRPC, SL_GRPC_UNIMPLEMENTED, unknown_method,
+                                    t0);
+        return;
+    }
+    case M_SHOULD_RATE_LIMIT:
+    case M_CHECK_RATE_LIMIT:
+    case M_REPORT:
+        sl_service_should_rate_limit(s, ex, rq, m, T_GRPC, t0);
+        return;
+    case M_HEALTH_CHECK:
         health(s, ex, T_GRPC, t0);
-    else if (sl_http_path_is(rq, SL_GUB_PATH_LIVE_CHECK))
+        return;
+    case M_LIVE_CHECK:
         live(s, ex, T_GRPC, t0);
-    else
-        sl_service_answer_error(s, ex, M_OTHER, T_GRPC, SL_GRPC_UNIMPLEMENTED,
-                                "unknown service or method", t0);
+        return;
+    case M_GRPC_HEALTH_CHECK:
+    case M_GRPC_HEALTH_WATCH:
+        sl_service_grpc_health(s, ex, rq, m == M_GRPC_HEALTH_WATCH, t0);
+        return;
+    case M_REFLECTION:
+        sl_service_reflection(s, ex, rq, t0);
+        return;
+    default:
+        sl_service_answer_error(s, ex, M_OTHER, T_GRPC, SL_GRPC_UNIMPLEMENTED, unknown_method, t0);
+    }
 }
 
 static void route_http(sl_service *s, sl_exchange *ex, const sl_http_request *rq, int64_t t0)
@@ -735,10 +979,19 @@ int sl_service_new(const sl_service_config *cfg, sl_service **out)
         free(s);
         return -ENOMEM;
     }
-    for (int i = 0; i < s->npools; i++)
+    for (int i = 0; i < s->npools; i++) {
         s->pools[i].held = (sl_held_list){.max = cfg->max_held, .sent = sl_service_held_sent,
                                           .sent_ud = s};
-    int rc = register_metrics(s);
+        s->pools[i].last_verdict = -1;
+    }
+    int rc = sl_grpcstd_refl_new(sl_grpcstd_descriptor_set, sl_grpcstd_descriptor_set_len,
+                                 &s->refl);
+    if (rc) {
+        free(s->pools);
+        free(s);
+        return rc;
+    }
+    rc = register_metrics(s);
     if (rc) {
         sl_service_free(s);
         return rc;
@@ -751,13 +1004,17 @@ void sl_service_worker_start(sl_service *s, int worker, uv_loop_t *loop)
 {
     if (s->cfg.protect && worker >= 0 && worker < s->npools - 1)
         sl_loadtick_start(&s->pools[worker].tick, s->cfg.protect, worker, loop);
+    if (worker >= 0 && worker < s->npools - 1)
+        sl_service_watch_start(s, worker, loop);
 }
 
 void sl_service_worker_stop(sl_service *s, int worker)
 {
     sl_call_pool *p = pool_of(s, worker);
-    if (worker >= 0 && worker < s->npools - 1)
+    if (worker >= 0 && worker < s->npools - 1) {
         sl_loadtick_stop(&p->tick);
+        sl_service_watch_stop(s, worker);
+    }
     sl_held_flush(&p->held);
     sl_quotasrc_reader_release(&p->quota_reader);
     sl_rlssrc_reader_release(&p->rls_reader);
@@ -779,5 +1036,6 @@ void sl_service_free(sl_service *s)
     }
     free(s->pools);
     sl_rlsmetrics_free(s->rls_metrics);
+    sl_grpcstd_refl_free(s->refl);
     free(s);
 }

@@ -71,6 +71,15 @@ typedef struct sl_service_config {
                                      (beyond: answered at once with X-Delay-Ms); 0 = never hold */
 } sl_service_config;
 
+/* The node's health verdict, the one HealthCheck, grpc.health.v1, the status page and
+ * /v1/admin/status give: the router's (membership, peers) and then cfg.health's (quotas
+ * loaded); `why` says why not, or notes a degraded but healthy node. */
+bool sl_service_verdict(const sl_service *s, char *why, size_t why_len, int32_t *peer_count);
+
+/* HTTP/2 gRPC requests the service takes at their headers (sl_http_early_cb, ud the service):
+ * unknown services and methods, and reflection's streams. */
+bool sl_service_early(void *ud, const sl_http_request *rq);
+
 int sl_service_new(const sl_service_config *cfg, sl_service **out);
 void sl_service_free(sl_service *s);
 

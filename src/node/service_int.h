@@ -14,12 +14,14 @@
 #include "node/service.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "api/attempt.h"
+#include "api/grpcstd.h"
 #include "api/gubprotect.h"
 #include "node/held.h"
 #include "node/loadtick.h"
@@ -55,6 +57,9 @@ enum {
     M_SHOULD_RATE_LIMIT,
     M_CHECK_RATE_LIMIT, /* Kuadrant/limitador's CheckRateLimit */
     M_REPORT,           /* and its Report */
+    M_GRPC_HEALTH_CHECK,  /* grpc.health.v1.Health/Check */
+    M_GRPC_HEALTH_WATCH,  /* grpc.health.v1.Health/Watch */
+    M_REFLECTION,         /* grpc.reflection.v1 and v1alpha ServerReflectionInfo */
     M_COUNT
 };
 #define N_CODES 17
@@ -78,8 +83,11 @@ typedef struct sl_call {
     sl_attempt_fleet att;     /* /attempt waiting: its state machine's (api/attempt.h) */
     int att_rc;               /* /release waiting for its fleet lease: the concurrency give's */
     bool rel_routed;          /* /release waiting for both its leases' owners (else the fleet's) */
+    uint8_t enc;              /* the answer's message encoding (api/grpczip.h: the request's) */
+    int64_t deadline;         /* sl_mono_ns() past which the call is not decided (0: none) */
     sl_batch batch;
     sl_buf out;
+    sl_buf zin;               /* the inflated request message, then the compressed answer */
     struct sl_call *next;
 } sl_call;
 
@@ -95,6 +103,11 @@ typedef struct sl_call_pool {
     sl_rlssrc_reader rls_reader; /* its reference to the current --rls-config-dir contents */
     sl_answer answer;
     sl_loadtick tick;
+    struct sl_watch *watches; /* open grpc.health.v1 Watch streams (node/servicestd.c) */
+    size_t nwatches;
+    uv_timer_t watch_timer;   /* re-reads the verdict for them */
+    bool watch_timer_on;
+    int last_verdict;         /* the verdict the watches were last told (-1: none yet) */
 } __attribute__((aligned(64))) sl_call_pool;
 
 struct sl_service {
@@ -108,8 +121,10 @@ struct sl_service {
     sl_metrics_counter *peer_denied; /* PeersV1 calls refused: not a proven member */
     sl_metrics_counter *peer_refused[SL_SVC_PEER_REFUSED_COUNT]; /* by reason (servicepeer.c) */
     sl_metrics_counter *peer_insecure; /* PeersV1 calls taken without a credential */
+    sl_metrics_counter *expired;     /* gRPC calls not decided: their deadline had passed */
     sl_rlsmetrics *rls_metrics;      /* ShouldRateLimit's outcomes (api/rlsmetrics.h) */
     _Atomic(const sl_idents *) idents; /* cfg.idents, then what sl_service_swap_idents set */
+    sl_grpcstd_refl *refl;           /* the services and descriptors reflection serves */
 };
 
 /* ---- shared by the service's files (service.c defines them unless marked) ---------------- */
@@ -142,9 +157,15 @@ SL_SVC_HIDDEN const sl_ident *sl_service_who(sl_service *s, sl_exchange *ex,
                                              int64_t t0);
 SL_SVC_HIDDEN bool sl_service_items_allowed(const sl_ident *id, const sl_batch *b,
                                             sl_grpc_status *st);
-/* The protobuf message of a unary gRPC request (0, or the status to answer). */
-SL_SVC_HIDDEN int sl_service_grpc_payload(sl_service *s, const sl_http_request *rq,
+/* The protobuf message of a unary gRPC request (0, or the status to answer), inflated into zin
+ * when it came compressed. */
+SL_SVC_HIDDEN int sl_service_grpc_payload(sl_service *s, const sl_http_request *rq, sl_buf *zin,
                                           const uint8_t **msg, size_t *len, sl_grpc_status *st);
+/* Answer a call with its framed message `framed` and status OK, compressed with the call's
+ * encoding (c->enc), and count it. 0. */
+SL_SVC_HIDDEN int sl_service_respond_grpc_msg(sl_call *c, sl_buf *framed);
+/* Whether the call's deadline passed; if so it is answered DEADLINE_EXCEEDED (not put back). */
+SL_SVC_HIDDEN bool sl_service_call_expired(sl_call *c);
 
 /* node/serviceatt.c: POST /attempt and POST /release, and the count of a held answer sent. */
 SL_SVC_HIDDEN void sl_service_attempt(sl_service *s, sl_exchange *ex, const sl_http_request *rq,
@@ -152,6 +173,16 @@ SL_SVC_HIDDEN void sl_service_attempt(sl_service *s, sl_exchange *ex, const sl_h
 SL_SVC_HIDDEN void sl_service_release(sl_service *s, sl_exchange *ex, const sl_http_request *rq,
                                       int64_t t0);
 SL_SVC_HIDDEN void sl_service_held_sent(void *ud, int outcome, int grpc_code, int64_t t0);
+
+/* node/servicestd.c: gRPC's standard services (grpc.health.v1, server reflection). */
+SL_SVC_HIDDEN void sl_service_grpc_health(sl_service *s, sl_exchange *ex,
+                                          const sl_http_request *rq, bool watch, int64_t t0);
+SL_SVC_HIDDEN void sl_service_reflection(sl_service *s, sl_exchange *ex,
+                                         const sl_http_request *rq, int64_t t0);
+SL_SVC_HIDDEN void sl_service_watch_start(sl_service *s, int worker, uv_loop_t *loop);
+SL_SVC_HIDDEN void sl_service_watch_stop(sl_service *s, int worker);
+/* The call's deadline and answer encoding from its request (service.c). */
+SL_SVC_HIDDEN void sl_service_call_grpc(sl_call *c, const sl_http_request *rq);
 
 /* node/servicepeer.c: who may make a PeersV1 call. The metric families; whether this call may
  * go on (if not it is answered, counted and logged; *proven: by a credential, not by the
@@ -224,14 +255,19 @@ static inline sl_call *call_open(sl_service *s, sl_exchange *ex, const sl_http_r
                                  int64_t t0)
 {
     sl_grpc_status st;
-    if (transport == T_GRPC && sl_service_grpc_payload(s, rq, msg, len, &st)) {
-        sl_service_answer_status(s, ex, method, transport, &st, t0);
-        return NULL;
-    }
     sl_call *c = sl_service_call_get(s, ex, method, transport, t0);
-    if (!c)
+    if (!c) {
         sl_service_answer_error(s, ex, method, transport, SL_GRPC_RESOURCE_EXHAUSTED,
                                 "out of memory", t0);
+        return NULL;
+    }
+    if (transport == T_GRPC && sl_service_grpc_payload(s, rq, &c->zin, msg, len, &st)) {
+        sl_service_answer_status(s, ex, method, transport, &st, t0);
+        sl_service_call_put(c);
+        return NULL;
+    }
+    if (transport == T_GRPC)
+        sl_service_call_grpc(c, rq);
     return c;
 }
 
@@ -243,6 +279,12 @@ static inline bool call_admit(sl_service *s, sl_call *c, const sl_ident *id, int
 {
     if (!rc && id && !sl_service_items_allowed(id, &c->batch, st))
         rc = -EACCES;
+    if (!rc && c->deadline && sl_service_call_expired(c)) { /* answered: not decided */
+        if (c->rls)
+            sl_rls_end(c->rls);
+        sl_service_call_put(c);
+        return false;
+    }
     sl_gubprotect_verdict v;
     if (!rc) {
         *now = sl_exchange_now_ms(c->ex);
@@ -258,6 +300,32 @@ static inline bool call_admit(sl_service *s, sl_call *c, const sl_ident *id, int
         sl_service_answer_shed(s, c->ex, c->method, c->transport, &v, c->t0);
     sl_service_call_put(c);
     return false;
+}
+
+/* An all-or-nothing give-back (api/rls.h sl_rls_giveback, api/gubernator.h
+ * sl_gub_all_or_nothing): build(ctx, NULL) says whether there is one, build(ctx, gb) fills it; it
+ * goes where the call's items went, fire and forget, and is freed when answered. */
+static inline void giveback_sent(void *ud, sl_batch *g)
+{
+    (void)ud;
+    sl_batch_free(g);
+    free(g);
+}
+
+static inline void giveback_submit(sl_service *s, int worker, int64_t now,
+                                   size_t (*build)(void *ctx, sl_batch *gb), void *ctx)
+{
+    if (!build(ctx, NULL))
+        return;
+    sl_batch *g = malloc(sizeof *g);
+    if (!g)
+        return;
+    sl_batch_init(g, 0);
+    if (!build(ctx, g)) {
+        giveback_sent(NULL, g);
+        return;
+    }
+    submit(s, worker, g, now, giveback_sent, NULL);
 }
 
 /* Fleet leases given back after a call: counted, then freed (api/gubprotect.h). */

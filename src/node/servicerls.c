@@ -16,28 +16,12 @@
 #include <errno.h>
 #include <stdlib.h>
 
-static void giveback_sent(void *ud, sl_batch *g)
-{
-    (void)ud;
-    sl_batch_free(g);
-    free(g);
-}
-
 /* An all-or-nothing group that was refused gives back what its other limits took (api/rls.h
- * sl_rls_giveback), fire and forget, where the call's items went. */
-static void give_back(sl_service *s, sl_call *c, sl_batch *b, int64_t now)
+ * sl_rls_giveback). */
+static size_t rls_giveback(void *ctx, sl_batch *gb)
 {
-    if (!sl_rls_may_give_back(c->rls) || !sl_rls_giveback(c->rls, b, NULL))
-        return;
-    sl_batch *g = malloc(sizeof *g);
-    if (!g)
-        return;
-    sl_batch_init(g, 0);
-    if (!sl_rls_giveback(c->rls, b, g)) {
-        giveback_sent(NULL, g);
-        return;
-    }
-    submit(s, c->worker, g, now, giveback_sent, NULL);
+    sl_call *c = ctx;
+    return sl_rls_may_give_back(c->rls) ? sl_rls_giveback(c->rls, &c->batch, gb) : 0;
 }
 
 /* POST /json's answer: the RateLimitResponse rls.c writes, as protojson (api/rlsjson.h); 200,
@@ -76,7 +60,7 @@ static void rls_done(void *ud, sl_batch *b)
     int64_t now = sl_exchange_now_ms(c->ex);
     if (s->cfg.protect)
         sl_gubprotect_end(s->cfg.protect, c->prot, b, false, now);
-    give_back(s, c, b, now);
+    giveback_submit(s, c->worker, now, rls_giveback, c);
     sl_grpc_status st;
     if (c->transport == T_HTTP) {
         json_done(s, c, b, now);

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "auth/secret.h"
 #include "core/snapshot.h"
 #include "core/store.h"
 #include "sluice/clock.h"
@@ -36,8 +37,43 @@ static int path_of(char *out, size_t cap, const char *dir, const char *suffix)
     return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
 }
 
-bool sl_statedir_read(const char *dir, const sl_alg_config *cfg, sl_logger *log,
-                      sl_statedir_snap *snap)
+static bool has_key(const sl_statedir_key *key)
+{
+    return key && key->p && key->n;
+}
+
+static bool has_trailer(const uint8_t *p, size_t len)
+{
+    return len >= SL_SNAPSHOT_HEADER + SL_STATEDIR_TRAILER &&
+           memcmp(p + len - SL_STATEDIR_TRAILER, SL_STATEDIR_MAC_MAGIC, 8) == 0;
+}
+
+/* Whether the trailer of p[0..len) holds the tag of its body and header under key k[0..kn). */
+static bool tag_verifies_under(const uint8_t *p, size_t len, const uint8_t *k, size_t kn)
+{
+    if (!has_trailer(p, len) || !k || !kn)
+        return false;
+    size_t body = len - SL_STATEDIR_TRAILER;
+    sl_secret_mac *m;
+    uint8_t tag[SL_SECRET_MAC_LEN];
+    if (sl_secret_mac_new(k, kn, &m))
+        return false;
+    bool ok = !sl_secret_mac_update(m, p + SL_SNAPSHOT_HEADER, body - SL_SNAPSHOT_HEADER) &&
+              !sl_secret_mac_update(m, p, SL_SNAPSHOT_HEADER) && !sl_secret_mac_final(m, tag) &&
+              sl_secret_mac_equal(tag, p + body + 8);
+    sl_secret_mac_free(m);
+    return ok;
+}
+
+/* ... under the key, or the old one. */
+static bool tag_verifies(const uint8_t *p, size_t len, const sl_statedir_key *key)
+{
+    return tag_verifies_under(p, len, key->p, key->n) ||
+           tag_verifies_under(p, len, key->old, key->old_n);
+}
+
+bool sl_statedir_read(const char *dir, const sl_alg_config *cfg, const sl_statedir_key *key,
+                      sl_logger *log, sl_statedir_snap *snap)
 {
     memset(snap, 0, sizeof *snap);
     int64_t t0 = sl_mono_ns(), c0 = cpu_ns();
@@ -65,8 +101,17 @@ bool sl_statedir_read(const char *dir, const sl_alg_config *cfg, sl_logger *log,
     }
     close(fd);
     sl_snapshot_info info;
+    size_t len = why ? 0 : (size_t)sb.st_size;
+    if (!why && has_key(key)) {
+        if (!tag_verifies(map, len, key))
+            why = "not authenticated by the cluster secret (written without it, with another, "
+                  "or altered)";
+        len -= SL_STATEDIR_TRAILER;
+    } else if (!why && has_trailer(map, len)) {
+        len -= SL_STATEDIR_TRAILER; /* authenticated, but no key to check it with */
+    }
     if (!why)
-        sl_snapshot_check(map, (size_t)sb.st_size, cfg, &info, &why); /* sets why if invalid */
+        sl_snapshot_check(map, len, cfg, &info, &why); /* sets why if invalid */
     if (why) {
         sl_log_warn(log, "snapshot %s skipped, starting empty: %s", path, why);
         if (map)
@@ -74,7 +119,8 @@ bool sl_statedir_read(const char *dir, const sl_alg_config *cfg, sl_logger *log,
         return false;
     }
     snap->map = map;
-    snap->len = (size_t)sb.st_size;
+    snap->map_len = (size_t)sb.st_size;
+    snap->len = len;
     snap->seed = info.seed;
     snap->keys = info.keys;
     snap->flags = info.flags;
@@ -89,7 +135,7 @@ void sl_statedir_load(sl_statedir_snap *snap, sl_engine *e, const sl_alg_config 
     if (!snap->map)
         return;
     if (!e) {
-        munmap(snap->map, snap->len);
+        munmap(snap->map, snap->map_len);
         snap->map = NULL;
         return;
     }
@@ -103,7 +149,7 @@ void sl_statedir_load(sl_statedir_snap *snap, sl_engine *e, const sl_alg_config 
     /* ms, cpu_ms: from opening the file (validation included) to the last key imported */
     sl_log_info(log, "snapshot loaded keys=%zu expired=%zu bytes=%zu ms=%.1f cpu_ms=%.1f", loaded,
                 dropped, snap->len, (double)(t1 - t0) / 1e6, (double)(c1 - c0) / 1e6);
-    munmap(snap->map, snap->len);
+    munmap(snap->map, snap->map_len);
     snap->map = NULL;
 }
 
@@ -122,32 +168,62 @@ static int write_all(int fd, const uint8_t *p, size_t n)
     return 0;
 }
 
-static int write_snapshot(int fd, sl_engine *e, unsigned flags, int64_t now,
-                          sl_snapshot_writer *w)
+static int write_snapshot(int fd, sl_engine *e, unsigned flags, const sl_statedir_key *key,
+                          int64_t now, sl_snapshot_writer *w)
 {
     int rc = sl_snapshot_writer_init(w, sl_engine_store(e), sl_engine_hash_seed(e), flags, now);
     if (rc)
         return rc;
+    sl_secret_mac *m = NULL;
+    if (has_key(key) && (rc = sl_secret_mac_new(key->p, key->n, &m)))
+        return rc;
     uint8_t *buf = malloc(CHUNK);
-    if (!buf)
+    if (!buf) {
+        sl_secret_mac_free(m);
         return -ENOMEM;
+    }
     uint8_t hdr[SL_SNAPSHOT_HEADER] = {0};
     rc = write_all(fd, hdr, sizeof hdr); /* the real header once the body is known */
     long n;
-    while (!rc && (n = sl_snapshot_writer_next(w, buf, CHUNK)) != 0)
+    while (!rc && (n = sl_snapshot_writer_next(w, buf, CHUNK)) != 0) {
         rc = n < 0 ? (int)n : write_all(fd, buf, (size_t)n);
+        if (!rc && m)
+            rc = sl_secret_mac_update(m, buf, (size_t)n);
+    }
     free(buf);
     if (!rc) {
         sl_snapshot_writer_header(w, hdr);
         if (pwrite(fd, hdr, sizeof hdr, 0) != (ssize_t)sizeof hdr)
             rc = -EIO;
     }
+    if (!rc && m) {
+        uint8_t trailer[SL_STATEDIR_TRAILER];
+        memcpy(trailer, SL_STATEDIR_MAC_MAGIC, 8);
+        rc = sl_secret_mac_update(m, hdr, sizeof hdr);
+        if (!rc)
+            rc = sl_secret_mac_final(m, trailer + 8);
+        if (!rc)
+            rc = write_all(fd, trailer, sizeof trailer); /* the offset is at the body's end */
+    }
+    sl_secret_mac_free(m);
     if (!rc && fsync(fd))
         rc = -errno;
     return rc;
 }
 
-int sl_statedir_write(const char *dir, sl_engine *e, unsigned flags, int64_t now, sl_logger *log)
+/* The temporary file, created anew: never through a link planted at its name, never an old file
+ * (one left by a crash is removed first: unlink removes a link, not its target). */
+static int open_tmp(const char *tmp)
+{
+    const int fl = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+    int fd = open(tmp, fl, 0600);
+    if (fd < 0 && errno == EEXIST && unlink(tmp) == 0)
+        fd = open(tmp, fl, 0600);
+    return fd;
+}
+
+int sl_statedir_write(const char *dir, sl_engine *e, unsigned flags, const sl_statedir_key *key,
+                      int64_t now, sl_logger *log)
 {
     char path[4096], tmp[4096];
     int rc = path_of(path, sizeof path, dir, "");
@@ -158,14 +234,14 @@ int sl_statedir_write(const char *dir, sl_engine *e, unsigned flags, int64_t now
         return rc;
     }
     int64_t t0 = sl_mono_ns(), c0 = cpu_ns();
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int fd = open_tmp(tmp);
     if (fd < 0) {
         rc = -errno;
         sl_log_error(log, "snapshot not written: %s: %s", tmp, strerror(-rc));
         return rc;
     }
     sl_snapshot_writer w;
-    rc = write_snapshot(fd, e, flags, now, &w);
+    rc = write_snapshot(fd, e, flags, key, now, &w);
     if (close(fd) && !rc)
         rc = -errno;
     if (!rc && rename(tmp, path))
@@ -178,7 +254,8 @@ int sl_statedir_write(const char *dir, sl_engine *e, unsigned flags, int64_t now
         }
         sl_log_info(log, "snapshot written keys=%llu bytes=%llu ms=%.1f cpu_ms=%.1f path=%s",
                     (unsigned long long)w.keys,
-                    (unsigned long long)(w.body_len + SL_SNAPSHOT_HEADER),
+                    (unsigned long long)(w.body_len + SL_SNAPSHOT_HEADER +
+                                         (has_key(key) ? SL_STATEDIR_TRAILER : 0)),
                     (double)(sl_mono_ns() - t0) / 1e6, (double)(cpu_ns() - c0) / 1e6, path);
     } else {
         unlink(tmp);
@@ -209,7 +286,7 @@ static void *timer_main(void *arg)
         if (t->stop)
             break;
         pthread_mutex_unlock(&t->mu);
-        sl_statedir_write(t->dir, t->engine, t->flags, sl_wall_ms(), t->log);
+        sl_statedir_write(t->dir, t->engine, t->flags, t->key, sl_wall_ms(), t->log);
         pthread_mutex_lock(&t->mu);
     }
     pthread_mutex_unlock(&t->mu);
@@ -217,7 +294,7 @@ static void *timer_main(void *arg)
 }
 
 int sl_statedir_timer_start(sl_statedir_timer *t, const char *dir, sl_engine *e, unsigned flags,
-                            int64_t period_ms, sl_logger *log)
+                            const sl_statedir_key *key, int64_t period_ms, sl_logger *log)
 {
     memset(t, 0, sizeof *t);
     if (period_ms <= 0)
@@ -225,6 +302,7 @@ int sl_statedir_timer_start(sl_statedir_timer *t, const char *dir, sl_engine *e,
     t->dir = dir;
     t->engine = e;
     t->flags = flags;
+    t->key = key;
     t->period_ms = period_ms;
     t->log = log;
     pthread_condattr_t ca;

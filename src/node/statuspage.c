@@ -18,16 +18,96 @@
 #include <sys/random.h>
 
 #include "base/hex.h"
+#include "runtime/buildinfo.h"
 #include "protect/admin.h"
 #include "protect/who.h"
 
 static json_t *node_json(const sl_statuspage_config *c, int64_t now_ms)
 {
-    return json_pack("{s:s,s:s,s:s?,s:i,s:I,s:I}", "instance", c->instance ? c->instance : "",
-                     "listen", c->listen_addr ? c->listen_addr : "", "advertise",
+    return json_pack("{s:s,s:s,s:s?,s:i,s:I,s:I,s:s,s:s}", "instance",
+                     c->instance ? c->instance : "", "listen",
+                     c->listen_addr ? c->listen_addr : "", "advertise",
                      c->advertise_addr && c->advertise_addr[0] ? c->advertise_addr : NULL,
                      "workers", c->workers, "now_ms", (json_int_t)now_ms, "uptime_ms",
-                     (json_int_t)(c->started_ms ? now_ms - c->started_ms : 0));
+                     (json_int_t)(c->started_ms ? now_ms - c->started_ms : 0), "version",
+                     sl_buildinfo_version, "commit", sl_buildinfo_commit);
+}
+
+/* ---- the chart's past ---- */
+
+void sl_statuspage_history_init(sl_statuspage_history *h)
+{
+    memset(h, 0, sizeof *h);
+    pthread_mutex_init(&h->mu, NULL);
+}
+
+void sl_statuspage_history_destroy(sl_statuspage_history *h)
+{
+    pthread_mutex_destroy(&h->mu);
+}
+
+void sl_statuspage_history_sample(sl_statuspage_history *h, sl_engine *e, int64_t now_ms)
+{
+    sl_engine_stats es;
+    sl_engine_stats_get(e, &es);
+    uint64_t st[2] = {0, 0};
+    for (int a = 0; a < SL_ALGORITHM_COUNT; a++)
+        for (int s = 0; s < 2; s++)
+            st[s] += es.decisions[a][s];
+    pthread_mutex_lock(&h->mu);
+    size_t cap = SL_STATUSPAGE_HISTORY + 1;
+    size_t i = (h->head + h->n) % cap;
+    if (h->n == cap)
+        h->head = (h->head + 1) % cap;
+    else
+        h->n++;
+    h->t_ms[i] = now_ms;
+    h->under[i] = st[SL_UNDER_LIMIT];
+    h->over[i] = st[SL_OVER_LIMIT];
+    pthread_mutex_unlock(&h->mu);
+}
+
+/* Rates a second between consecutive samples, oldest first. */
+static json_t *history_json(sl_statuspage_history *h)
+{
+    json_t *arr = json_array();
+    if (!arr || !h)
+        return arr;
+    size_t cap = SL_STATUSPAGE_HISTORY + 1;
+    pthread_mutex_lock(&h->mu);
+    for (size_t k = 1; k < h->n; k++) {
+        size_t a = (h->head + k - 1) % cap, b = (h->head + k) % cap;
+        double dt = (double)(h->t_ms[b] - h->t_ms[a]) / 1000.0;
+        if (dt <= 0)
+            continue;
+        double under = (double)(h->under[b] - h->under[a]) / dt;
+        double over = (double)(h->over[b] - h->over[a]) / dt;
+        json_array_append_new(arr, json_pack("{s:I,s:f,s:f}", "t_ms", (json_int_t)h->t_ms[b],
+                                             "under", under, "over", over));
+    }
+    pthread_mutex_unlock(&h->mu);
+    return arr;
+}
+
+/* What the node runs with, in a few words (the options that shape it; no secret). */
+static json_t *config_json(const sl_options *o)
+{
+    if (!o)
+        return json_null();
+    static const char *const roles[] = {"limiter", "observer", "proxy"};
+    static const char *const stores[] = {"memory", "redis"};
+    const char *quotas = o->quota_file && o->quota_file[0] ? "file"
+                         : o->storage_addrs.n                ? "etcd"
+                                                             : "none";
+    return json_pack("{s:s,s:s,s:b,s:b,s:s,s:s,s:b,s:I,s:I}", "role",
+                     o->role >= 0 && o->role < 3 ? roles[o->role] : "?", "store",
+                     o->store >= 0 && o->store < 2 ? stores[o->store] : "?", "cluster",
+                     o->discovery != SL_DISCOVERY_NONE, "tls", o->tls_cert && o->tls_cert[0],
+                     "quotas", quotas, "rls_config_dir",
+                     o->rls_config_dir ? o->rls_config_dir : "", "gossip",
+                     o->gossip_addr && o->gossip_addr[0], "max_keys",
+                     (json_int_t)o->gc_max_keys, "max_body_bytes",
+                     (json_int_t)o->max_body_bytes);
 }
 
 /* health and peers (the router's view; a standalone node is healthy and has none) */
@@ -38,10 +118,12 @@ static int add_cluster(json_t *doc, const sl_statuspage_config *c)
     char why[512] = "";
     sl_router_peer peers[SL_STATUSPAGE_MAX_PEERS];
     size_t n = 0;
-    if (c->router) {
+    if (c->service) /* HealthCheck's own verdict: membership, then the quotas loaded */
+        healthy = sl_service_verdict(c->service, why, sizeof why, &count);
+    else if (c->router)
         sl_router_health(c->router, &healthy, &count, why, sizeof why);
+    if (c->router)
         n = sl_router_peers(c->router, peers, SL_STATUSPAGE_MAX_PEERS);
-    }
     json_t *arr = json_array();
     if (!arr)
         return -ENOMEM;
@@ -159,9 +241,11 @@ int sl_statuspage_json(const sl_statuspage_config *c, int64_t now_ms, char **out
     json_t *doc = json_object();
     if (!doc)
         return -ENOMEM;
-    json_t *parts[] = {node_json(c, now_ms), decisions_json(c), quotas_json(c),
-                       switchboard_json(c), top_json(c, now_ms)};
-    static const char *const names[] = {"node", "decisions", "quotas", "switchboard", "top"};
+    json_t *parts[] = {node_json(c, now_ms), decisions_json(c),   quotas_json(c),
+                       switchboard_json(c),  top_json(c, now_ms), history_json(c->history),
+                       config_json(c->opts)};
+    static const char *const names[] = {"node", "decisions", "quotas", "switchboard",
+                                        "top",  "history",   "config"};
     int rc = add_cluster(doc, c);
     for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) {
         if (!parts[i])

@@ -20,12 +20,15 @@
 #ifndef SLUICE_NODE_STATUSPAGE_H
 #define SLUICE_NODE_STATUSPAGE_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "cluster/router.h"
+#include "config/config.h"
 #include "config/quotasrc.h"
+#include "node/service.h"
 #include "protect/protect.h"
 #include "sluice/engine.h"
 
@@ -42,6 +45,22 @@
 /* A nonce: 32 hex digits (128 random bits). */
 #define SL_STATUSPAGE_NONCE_LEN 32
 
+/* The decisions of the last SL_STATUSPAGE_HISTORY seconds, sampled once a second by the node
+ * (worker 0's timer) and served in the document, so that the page's chart starts from the
+ * server's recent past instead of empty. Written by one thread, read by the admin thread. */
+#define SL_STATUSPAGE_HISTORY 120
+typedef struct sl_statuspage_history {
+    pthread_mutex_t mu;
+    int64_t t_ms[SL_STATUSPAGE_HISTORY + 1]; /* cumulative counters: n samples make n-1 rates */
+    uint64_t under[SL_STATUSPAGE_HISTORY + 1], over[SL_STATUSPAGE_HISTORY + 1];
+    size_t head, n;
+} sl_statuspage_history;
+
+void sl_statuspage_history_init(sl_statuspage_history *h);
+void sl_statuspage_history_destroy(sl_statuspage_history *h);
+/* One sample of the engine's decisions at now_ms (call it about once a second). */
+void sl_statuspage_history_sample(sl_statuspage_history *h, sl_engine *e, int64_t now_ms);
+
 typedef struct sl_statuspage_config {
     const char *instance;       /* --instance-id */
     const char *listen_addr;    /* the client port's address */
@@ -52,11 +71,15 @@ typedef struct sl_statuspage_config {
     sl_router *router;          /* health and peers; NULL: standalone, healthy */
     sl_protect *protect;        /* switchboard, shed levels, top keys; NULL: none shown */
     sl_quotasrc *quotas;        /* the quota source; NULL: mode "none" */
+    const sl_service *service;  /* the health verdict (HealthCheck's); NULL: the router's alone */
+    sl_statuspage_history *history; /* the chart's past; NULL: none */
+    const sl_options *opts;     /* the configuration summary; NULL: none */
 } sl_statuspage_config;
 
 /* The status document (malloc'd into *out, NUL-terminated; free() it):
  *   {"node":{...},"health":{...},"peers":[...],"peers_total":N,"decisions":{...},
- *    "switchboard":{...}|null,"quotas":{...},"top":{...}|null}
+ *    "switchboard":{...}|null,"quotas":{...},"top":{...}|null,
+ *    "history":[{"t_ms","under","over"},...],"config":{...}}
  * (docs/operations.md, "Status page", lists the fields). 0 or -ENOMEM. Any thread. */
 int sl_statuspage_json(const sl_statuspage_config *c, int64_t now_ms, char **out, size_t *len);
 

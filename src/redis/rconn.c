@@ -34,6 +34,17 @@ typedef struct pending {
     void *priv;
 } pending;
 
+struct sl_rconn_reader {
+    redisReader *rd;
+    redisReplyObjectFunctions fns;        /* hiredis's, with createArray bounded */
+    const redisReplyObjectFunctions *hfn; /* hiredis's own */
+    size_t in_max;
+    uint64_t elements;    /* array elements announced by the reply being read */
+    bool too_many;        /* the reader stopped on an array past the bound */
+    uint64_t fed;         /* reply bytes fed to the reader */
+    uint64_t reply_start; /* `fed` where the reply being read began */
+};
+
 struct sl_rconn {
     uv_tcp_t tcp;
     uv_connect_t creq;
@@ -44,17 +55,11 @@ struct sl_rconn {
     sl_rconn_config cfg;
     void *data;
     sl_tls *tls;
-    redisReader *rd;
-    redisReplyObjectFunctions fns;        /* hiredis's, with createArray bounded */
-    const redisReplyObjectFunctions *hfn; /* hiredis's own */
-    uint64_t elements;    /* array elements announced by the reply being read */
-    bool too_many;        /* the reader stopped on an array past the bound */
+    sl_rconn_reader *rd;  /* the replies' reader, bounded by in_max */
     sl_buf out;       /* commands gathered, not yet written (plaintext) */
     sl_buf wbuf;      /* the bytes of the write in flight */
     pending *q;       /* ring of callbacks in command order */
     size_t qcap, qhead, qlen;
-    uint64_t fed;         /* reply bytes fed to the reader */
-    uint64_t reply_start; /* `fed` where the reply being read began */
     int depth;            /* callbacks of the caller running */
     bool tcp_up;          /* connected (TLS may still be shaking hands) */
     bool up;              /* commands can go out: connected and, with TLS, the handshake done */
@@ -118,8 +123,7 @@ size_t sl_rconn_encode(char *dst, size_t cap, int argc, const char **argv, const
 static void release(sl_rconn *c)
 {
     sl_tls_free(c->tls);
-    if (c->rd)
-        redisReaderFree(c->rd); /* before c: it frees a reply through c->fns */
+    sl_rconn_reader_free(c->rd);
     sl_buf_free(&c->out);
     sl_buf_free(&c->wbuf);
     free(c->q);
@@ -352,14 +356,71 @@ static void became_up(sl_rconn *c)
  * in_max (ELEMENT_BYTES each); else NULL, which stops the reader (too_many says why). */
 static void *bounded_array(const redisReadTask *task, int elements)
 {
-    sl_rconn *c = task->privdata;
+    sl_rconn_reader *r = task->privdata;
     if (elements > 0)
-        c->elements += (uint64_t)elements;
-    if (elements < 0 || c->elements > c->cfg.in_max / ELEMENT_BYTES) {
-        c->too_many = true;
+        r->elements += (uint64_t)elements;
+    if (elements < 0 || r->elements > r->in_max / ELEMENT_BYTES) {
+        r->too_many = true;
         return NULL;
     }
-    return c->hfn->createArray(task, elements);
+    return r->hfn->createArray(task, elements);
+}
+
+int sl_rconn_reader_new(size_t in_max, sl_rconn_reader **out)
+{
+    sl_rconn_reader *r = calloc(1, sizeof *r);
+    if (!r || !(r->rd = redisReaderCreate())) {
+        free(r);
+        return -ENOMEM;
+    }
+    r->in_max = in_max ? in_max : DEFAULT_MAX;
+    r->hfn = r->rd->fn;
+    r->fns = *r->rd->fn;
+    r->fns.createArray = bounded_array;
+    r->rd->fn = &r->fns;
+    r->rd->privdata = r;
+    *out = r;
+    return 0;
+}
+
+void sl_rconn_reader_free(sl_rconn_reader *r)
+{
+    if (!r)
+        return;
+    redisReaderFree(r->rd); /* before r: it frees a reply through r->fns */
+    free(r);
+}
+
+int sl_rconn_reader_feed(sl_rconn_reader *r, const uint8_t *p, size_t n)
+{
+    if (redisReaderFeed(r->rd, (const char *)p, n) != REDIS_OK)
+        return -ENOMEM;
+    r->fed += n;
+    return 0;
+}
+
+int sl_rconn_reader_next(sl_rconn_reader *r, void **reply, const char **why)
+{
+    *reply = NULL;
+    *why = NULL;
+    void *rep = NULL;
+    if (redisReaderGetReply(r->rd, &rep) != REDIS_OK) {
+        if (r->too_many)
+            return -EMSGSIZE;
+        *why = r->rd->errstr;
+        return -EPROTO;
+    }
+    if (!rep) /* the reply being read, so far */
+        return r->fed - r->reply_start > r->in_max ? -EMSGSIZE : 0;
+    uint64_t end = r->fed - (r->rd->len - r->rd->pos);
+    if (end - r->reply_start > r->in_max) {
+        freeReplyObject(rep);
+        return -EMSGSIZE;
+    }
+    r->reply_start = end;
+    r->elements = 0;
+    *reply = rep;
+    return 1;
 }
 
 static void oversized(sl_rconn *c)
@@ -375,33 +436,26 @@ static void oversized(sl_rconn *c)
  * is closing (failed, or freed by a callback). */
 static int deliver(sl_rconn *c, const uint8_t *p, size_t n)
 {
-    if (redisReaderFeed(c->rd, (const char *)p, n) != REDIS_OK) {
+    if (sl_rconn_reader_feed(c->rd, p, n)) {
         fail(c, -ENOMEM, "no memory for a reply");
         return -1;
     }
-    c->fed += n;
     for (;;) {
-        void *reply = NULL;
-        if (redisReaderGetReply(c->rd, &reply) != REDIS_OK) {
-            if (c->too_many) {
-                oversized(c);
-                return -1;
-            }
-            char why[160];
-            snprintf(why, sizeof why, "protocol error: %s", c->rd->errstr);
-            fail(c, -EPROTO, why);
-            return -1;
-        }
-        if (!reply)
-            break;
-        uint64_t end = c->fed - (c->rd->len - c->rd->pos);
-        if (end - c->reply_start > c->cfg.in_max) {
-            freeReplyObject(reply);
+        void *reply;
+        const char *err;
+        int rc = sl_rconn_reader_next(c->rd, &reply, &err);
+        if (rc == -EMSGSIZE) {
             oversized(c);
             return -1;
         }
-        c->reply_start = end;
-        c->elements = 0;
+        if (rc < 0) {
+            char why[160];
+            snprintf(why, sizeof why, "protocol error: %s", err);
+            fail(c, -EPROTO, why);
+            return -1;
+        }
+        if (rc == 0)
+            break;
         if (c->qlen == 0) {
             freeReplyObject(reply);
             fail(c, -EPROTO, "a reply to no command");
@@ -416,10 +470,6 @@ static int deliver(sl_rconn *c, const uint8_t *p, size_t n)
         freeReplyObject(reply);
         if (gone(c))
             return -1;
-    }
-    if (c->fed - c->reply_start > c->cfg.in_max) { /* the reply being read, so far */
-        oversized(c);
-        return -1;
     }
     return 0;
 }
@@ -548,13 +598,8 @@ int sl_rconn_new(const sl_rconn_config *cfg, sl_rconn **out)
     sl_buf_init(&c->out, c->cfg.out_max);
     sl_buf_init(&c->wbuf, c->cfg.out_max);
     int rc = -ENOMEM;
-    if (!(c->rd = redisReaderCreate()))
+    if (sl_rconn_reader_new(c->cfg.in_max, &c->rd))
         goto fail;
-    c->hfn = c->rd->fn;
-    c->fns = *c->rd->fn;
-    c->fns.createArray = bounded_array;
-    c->rd->fn = &c->fns;
-    c->rd->privdata = c;
     if (cfg->tls || cfg->tls_slot) {
         const char *name = cfg->server_name && cfg->server_name[0] ? cfg->server_name : cfg->host;
         if (!(c->plain = malloc(PLAIN_SIZE)) ||

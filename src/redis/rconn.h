@@ -97,4 +97,19 @@ const char *sl_rconn_error(const sl_rconn *c);
  * written only when it fits (call with cap 0 to size it). */
 size_t sl_rconn_encode(char *dst, size_t cap, int argc, const char **argv, const size_t *argvlen);
 
+/* The reply reader a connection reads with, apart from the socket (tests/fuzz/fuzz_rconn.c drives
+ * it as deliver does): hiredis's reader with its createArray bounded, and the two bounds above —
+ * at most in_max bytes on the wire and in_max / 64 announced array elements per reply (in_max 0
+ * = 64 MiB). */
+typedef struct sl_rconn_reader sl_rconn_reader;
+/* 0 or -ENOMEM. */
+int sl_rconn_reader_new(size_t in_max, sl_rconn_reader **out);
+void sl_rconn_reader_free(sl_rconn_reader *r);
+/* Bytes from the server: 0 or -ENOMEM. */
+int sl_rconn_reader_feed(sl_rconn_reader *r, const uint8_t *p, size_t n);
+/* The next reply: 1 with *reply (a hiredis redisReply; freeReplyObject it), 0 when none is
+ * complete yet, -EMSGSIZE a reply past either bound, -EPROTO a protocol error (*why: hiredis's
+ * message, valid until the reader is freed). After a negative result the reader is done. */
+int sl_rconn_reader_next(sl_rconn_reader *r, void **reply, const char **why);
+
 #endif

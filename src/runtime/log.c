@@ -7,8 +7,10 @@
 #include "runtime/log.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "base/hex.h"
@@ -99,36 +101,261 @@ size_t sl_log_format_time(char *buf, size_t size, int64_t epoch_ms)
     return (size_t)n < size ? (size_t)n : size - 1;
 }
 
-/* Append the message to line[len..cap), escaping control characters. Returns the new length;
- * stops early (and reports it through *cut) when the escaped text does not fit. */
-static size_t append_escaped(char *line, size_t len, size_t cap, const char *msg, bool *cut)
+/* ---- the line ---- */
+
+/* A line being built: bytes into line[0..cap); `cut` once something did not fit. */
+typedef struct line_buf {
+    char *p;
+    size_t len, cap;
+    bool cut;
+} line_buf;
+
+static void put(line_buf *b, const char *s, size_t n)
 {
-    for (const unsigned char *p = (const unsigned char *)msg; *p != '\0'; p++) {
-        char esc[4];
-        size_t n;
-        if (*p == '\n') {
-            esc[0] = '\\', esc[1] = 'n', n = 2;
-        } else if (*p == '\r') {
-            esc[0] = '\\', esc[1] = 'r', n = 2;
-        } else if (*p == '\t') {
-            esc[0] = '\\', esc[1] = 't', n = 2;
-        } else if (*p < 0x20 || *p == 0x7f) {
-            esc[0] = '\\', esc[1] = 'x', n = 4;
-            sl_hex_put(esc + 2, *p, false);
-        } else {
-            esc[0] = (char)*p, n = 1;
-        }
-        if (len + n > cap) {
-            *cut = true;
-            return len;
-        }
-        memcpy(line + len, esc, n);
-        len += n;
+    if (b->cut || b->len + n > b->cap) {
+        b->cut = true;
+        return;
     }
-    return len;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
 }
 
-void sl_log_vwrite(sl_logger *lg, sl_log_level level, const char *fmt, va_list ap)
+static void puts_(line_buf *b, const char *s)
+{
+    put(b, s, strlen(s));
+}
+
+/* A value needs quotes in logfmt (go-logfmt's rule): empty, or holding a space or control byte,
+ * '=' or '"'. A backslash alone does not: sl_log_field's \xNN stay as they are, unquoted. */
+static bool needs_quotes(const char *s, size_t n)
+{
+    if (!n)
+        return true;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c <= ' ' || c == '=' || c == '"' || c == 0x7f)
+            return true;
+    }
+    return false;
+}
+
+/* s[0..n) as the inside of a quoted string: JSON's escapes (\" \\ \n \r \t, \u00XX for the other
+ * control bytes and, in JSON, for bytes past ASCII, so that any input stays valid JSON). */
+static void put_escaped(line_buf *b, const char *s, size_t n, bool json)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        char esc[8];
+        size_t k = 2;
+        esc[0] = '\\';
+        if (c == '"' || c == '\\')
+            esc[1] = (char)c;
+        else if (c == '\n')
+            esc[1] = 'n';
+        else if (c == '\r')
+            esc[1] = 'r';
+        else if (c == '\t')
+            esc[1] = 't';
+        else if (c < 0x20 || c == 0x7f || (json && c >= 0x80)) {
+            memcpy(esc + 1, "u00", 3);
+            sl_hex_put(esc + 4, c, false);
+            k = 6;
+        } else {
+            esc[0] = (char)c;
+            k = 1;
+        }
+        put(b, esc, k);
+    }
+}
+
+static void put_quoted(line_buf *b, const char *s, size_t n, bool json)
+{
+    put(b, "\"", 1);
+    put_escaped(b, s, n, json);
+    put(b, "\"", 1);
+}
+
+/* An integer JSON may carry as a number (no leading zeros, at most 18 digits). */
+static bool is_int(const char *s, size_t n)
+{
+    size_t i = n && s[0] == '-' ? 1 : 0;
+    if (i == n || n - i > 18 || (s[i] == '0' && n - i > 1))
+        return false;
+    for (; i < n; i++)
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+    return true;
+}
+
+static void put_field(line_buf *b, bool json, const char *k, size_t kn, const char *v, size_t vn)
+{
+    if (json) {
+        put(b, ",", 1);
+        put_quoted(b, k, kn, true);
+        put(b, ":", 1);
+        if (is_int(v, vn))
+            put(b, v, vn);
+        else
+            put_quoted(b, v, vn, true);
+        return;
+    }
+    put(b, " ", 1);
+    put(b, k, kn);
+    put(b, "=", 1);
+    if (needs_quotes(v, vn))
+        put_quoted(b, v, vn, false);
+    else
+        put(b, v, vn); /* nothing in it to escape */
+}
+
+/* Does a key= start at s? A key: a letter or '_', then letters, digits, '_', '-', '.'. */
+static size_t key_at(const char *s)
+{
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_'))
+        return 0;
+    size_t i = 1;
+    while ((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+           (s[i] >= '0' && s[i] <= '9') || s[i] == '_' || s[i] == '-' || s[i] == '.')
+        i++;
+    return s[i] == '=' ? i : 0;
+}
+
+/* The message's words (msg) and key=value pairs, as fields of the line. */
+static void put_message(line_buf *b, bool json, const char *m)
+{
+    /* msg: the words before the first key=value (a message that starts with one has msg "") */
+    const char *p = m;
+    const char *msg_end = m;
+    while (*p) {
+        if ((p == m || p[-1] == ' ') && key_at(p))
+            break;
+        p++;
+        if (p[-1] != ' ')
+            msg_end = p;
+    }
+    put_field(b, json, "msg", 3, m, (size_t)(msg_end - m));
+    while (*p) {
+        while (*p == ' ')
+            p++;
+        size_t kn = key_at(p);
+        if (!kn) /* only spaces were left */
+            break;
+        const char *k = p, *v = p + kn + 1;
+        const char *e;
+        char unq[SL_LOG_LINE_MAX];
+        size_t un = 0;
+        if (*v == '"') { /* a value the caller quoted: to its closing quote, unescaped */
+            e = v + 1;
+            while (*e && *e != '"') {
+                if (*e == '\\' && e[1])
+                    e++;
+                unq[un++] = *e++;
+            }
+            p = *e ? e + 1 : e;
+            put_field(b, json, k, kn, unq, un);
+            continue;
+        }
+        /* to the next " key=" (or the end) */
+        e = v;
+        while (*e) {
+            if (*e == ' ') {
+                const char *q = e;
+                while (*q == ' ')
+                    q++;
+                if (!*q || key_at(q))
+                    break;
+            }
+            e++;
+        }
+        const char *ve = e;
+        while (ve > v && ve[-1] == ' ')
+            ve--;
+        put_field(b, json, k, kn, v, (size_t)(ve - v));
+        p = e;
+    }
+}
+
+static const int journal_priority[] = {3, 4, 6, 7}; /* syslog: err, warning, info, debug */
+
+/* The whole line into line[0..cap), newline included; its length. */
+static size_t format_line(const sl_logger *lg, sl_log_level level, const char *msg, bool cut,
+                          char *line, size_t cap)
+{
+    line_buf b = {line, 0, cap - 5, false}; /* room kept for "...\n" or "..\"}\n" */
+    bool json = lg->format == SL_LOG_JSON;
+    if (lg->journal) {
+        char pri[4] = {'<', (char)('0' + journal_priority[level]), '>', 0};
+        puts_(&b, pri);
+    }
+    char ts[32];
+    int64_t now = lg->clock != NULL ? sl_clock_now_ms(lg->clock) : sl_wall_ms();
+    size_t tn = sl_log_format_time(ts, sizeof ts, now);
+    const char *lv = sl_log_level_name(level);
+    if (json) {
+        puts_(&b, "{\"ts\":\"");
+        put(&b, ts, tn);
+        puts_(&b, "\",\"level\":\"");
+        puts_(&b, lv);
+        puts_(&b, "\"");
+        if (lg->instance[0])
+            put_field(&b, true, "instance", 8, lg->instance, strlen(lg->instance));
+    } else {
+        puts_(&b, "ts=");
+        put(&b, ts, tn);
+        puts_(&b, " level=");
+        puts_(&b, lv);
+        if (lg->instance[0])
+            put_field(&b, false, "instance", 8, lg->instance, strlen(lg->instance));
+    }
+    size_t keep = b.len;
+    put_message(&b, json, msg);
+    if (b.cut || cut) {
+        /* cut at the last whole field; say so */
+        if (b.cut)
+            b.len = keep;
+        b.cut = false;
+        b.cap = cap - 1;
+        if (b.len == keep)
+            put_field(&b, json, "msg", 3, "...", 3);
+        else
+            put_field(&b, json, "cut", 3, "...", 3);
+    }
+    b.cap = cap - 1;
+    b.cut = false;
+    if (json)
+        put(&b, "}", 1);
+    line[b.len++] = '\n';
+    return b.len;
+}
+
+/* Hand a line to the stream, or to the held lines. Under the stream's lock. */
+static void emit(sl_logger *lg, const char *line, size_t len, bool now)
+{
+    FILE *out = lg->out != NULL ? lg->out : stderr;
+    flockfile(out);
+    if (lg->holding && !now) {
+        if (lg->held_len + len <= SL_LOG_HOLD_MAX) {
+            if (!lg->held)
+                lg->held = malloc(SL_LOG_HOLD_MAX);
+            if (lg->held) {
+                memcpy(lg->held + lg->held_len, line, len);
+                lg->held_len += len;
+                funlockfile(out);
+                return;
+            }
+        }
+        /* too much (or no memory) to hold: what is held goes out now, and the rest as it comes */
+        lg->holding = false;
+        if (lg->held_len)
+            fwrite_unlocked(lg->held, 1, lg->held_len, out);
+        lg->held_len = 0;
+    }
+    fwrite_unlocked(line, 1, len, out);
+    fflush_unlocked(out);
+    funlockfile(out);
+}
+
+static void vwrite(sl_logger *lg, sl_log_level level, bool now, const char *fmt, va_list ap)
 {
     if (!sl_log_enabled(lg, level))
         return;
@@ -137,31 +364,80 @@ void sl_log_vwrite(sl_logger *lg, sl_log_level level, const char *fmt, va_list a
     bool cut = mn < 0 || (size_t)mn >= sizeof(msg);
     if (mn < 0)
         msg[0] = '\0';
-
     char line[SL_LOG_LINE_MAX];
-    int64_t now = lg->clock != NULL ? sl_clock_now_ms(lg->clock) : sl_wall_ms();
-    size_t len = sl_log_format_time(line, sizeof(line), now);
-    int n;
-    if (lg->instance[0] != '\0')
-        n = snprintf(line + len, sizeof(line) - len, " level=%s instance=%s ",
-                     sl_log_level_name(level), lg->instance);
-    else
-        n = snprintf(line + len, sizeof(line) - len, " level=%s ", sl_log_level_name(level));
-    if (n > 0)
-        len += (size_t)n;
-    /* Keep 4 bytes for "...\n". */
-    len = append_escaped(line, len, sizeof(line) - 4, msg, &cut);
-    if (cut) {
-        memcpy(line + len, "...", 3);
-        len += 3;
-    }
-    line[len++] = '\n';
+    size_t len = format_line(lg, level, msg, cut, line, sizeof line);
+    emit(lg, line, len, now);
+}
 
+void sl_log_vwrite(sl_logger *lg, sl_log_level level, const char *fmt, va_list ap)
+{
+    vwrite(lg, level, false, fmt, ap);
+}
+
+void sl_log_write_now(sl_logger *lg, sl_log_level level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vwrite(lg, level, true, fmt, ap);
+    va_end(ap);
+}
+
+void sl_log_hold(sl_logger *lg)
+{
     FILE *out = lg->out != NULL ? lg->out : stderr;
     flockfile(out);
-    fwrite_unlocked(line, 1, len, out);
-    fflush_unlocked(out);
+    lg->holding = true;
     funlockfile(out);
+}
+
+void sl_log_release(sl_logger *lg)
+{
+    if (!lg)
+        return;
+    FILE *out = lg->out != NULL ? lg->out : stderr;
+    flockfile(out);
+    if (lg->held_len) {
+        fwrite_unlocked(lg->held, 1, lg->held_len, out);
+        fflush_unlocked(out);
+    }
+    free(lg->held);
+    lg->held = NULL;
+    lg->held_len = 0;
+    lg->holding = false;
+    funlockfile(out);
+}
+
+void sl_log_set_format(sl_logger *lg, sl_log_format format)
+{
+    lg->format = format == SL_LOG_JSON ? SL_LOG_JSON : SL_LOG_LOGFMT;
+}
+
+void sl_log_set_journal(sl_logger *lg, bool journal)
+{
+    lg->journal = journal;
+}
+
+int sl_log_format_from_name(const char *name)
+{
+    if (name && !strcmp(name, "logfmt"))
+        return SL_LOG_LOGFMT;
+    if (name && !strcmp(name, "json"))
+        return SL_LOG_JSON;
+    return -EINVAL;
+}
+
+bool sl_log_journal_fd(int fd)
+{
+    const char *js = getenv("JOURNAL_STREAM");
+    if (!js || !*js)
+        return false;
+    unsigned long long dev, ino;
+    char tail;
+    if (sscanf(js, "%llu:%llu%c", &dev, &ino, &tail) != 2)
+        return false;
+    struct stat st;
+    return fstat(fd, &st) == 0 && (unsigned long long)st.st_dev == dev &&
+           (unsigned long long)st.st_ino == ino;
 }
 
 void sl_log_write(sl_logger *lg, sl_log_level level, const char *fmt, ...)

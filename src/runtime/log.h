@@ -4,15 +4,26 @@
  * process keep apart): a level, an instance id printed on every line, an output stream and, for
  * tests, an optional virtual clock. There is no global logger.
  *
- * Each message is one line:
+ * Each message is one line, in logfmt (the default) or JSON, one object a line:
  *
- *     2025-01-02T03:04:05.678Z level=info instance=node1 listening addr=127.0.0.1:5454 workers=2
+ *     ts=2025-01-02T03:04:05.678Z level=info instance=node1 msg="listening" addr=127.0.0.1:5454
+ *     {"ts":"2025-01-02T03:04:05.678Z","level":"info","instance":"node1","msg":"listening",...}
  *
- * The timestamp is ISO-8601 UTC with milliseconds. The message is the caller's printf-style text,
- * written as key=value pairs where it carries data so that the line stays greppable and
- * machine-parsable. Control characters in the message (a newline from a client-supplied key, say)
- * are escaped as \n, \t, \xNN: a message can never forge a second line. A message longer than
- * SL_LOG_LINE_MAX is cut and ends with "...".
+ * The timestamp is ISO-8601 UTC with milliseconds. The caller writes printf-style text: words,
+ * then key=value pairs where it carries data ("listening addr=%s workers=%d"); the words become
+ * msg and each pair a field (a value runs to the next key=, so "reason=no route to host" is one
+ * field; a value the caller put in double quotes is taken whole). Values are quoted when they
+ * need it (space, '=', '"', '\', control bytes, empty) with JSON's escapes, so a message can
+ * never forge a second line or a field; in JSON, integers are numbers and the rest strings. A
+ * message longer than SL_LOG_LINE_MAX is cut and ends with "...".
+ *
+ * Under systemd (the service's stderr is the stream $JOURNAL_STREAM names: sl_log_journal_fd)
+ * each line starts with its syslog priority, "<3>" error ... "<7>" debug, as sd-daemon(3) says,
+ * so journald files it at that priority.
+ *
+ * Start-up: sl_log_hold keeps the lines written until sl_log_release (bounded: past
+ * SL_LOG_HOLD_MAX bytes they go out at once), so that the line naming the version, commit and
+ * listeners, written just before the release, comes first.
  *
  * Thread safety: any thread may log through one logger. A line is formatted on the stack and
  * handed to the stream in one locked fwrite + fflush, so lines from different threads never
@@ -66,8 +77,21 @@ typedef struct sl_log_budget {
 /* Size of the buffer sl_log_field() writes: every byte may become \xNN, plus "..." and NUL. */
 #define SL_LOG_FIELD_BUF (SL_LOG_FIELD_MAX * 4 + 4)
 
+typedef enum sl_log_format {
+    SL_LOG_LOGFMT = 0,
+    SL_LOG_JSON = 1,
+} sl_log_format;
+
+/* Bytes of lines held between sl_log_hold and sl_log_release at most. */
+#define SL_LOG_HOLD_MAX (64 * 1024)
+
 typedef struct sl_logger {
     int level;                         /* sl_log_level; read and written with relaxed atomics */
+    int format;                        /* sl_log_format */
+    bool journal;                      /* prefix each line with its syslog priority "<N>" */
+    bool holding;                      /* lines go to `held` (under the stream's lock) */
+    char *held;                        /* lines held since sl_log_hold */
+    size_t held_len;
     FILE *out;                         /* NULL = stderr */
     const sl_clock *clock;             /* NULL = the real wall clock */
     char instance[SL_LOG_INSTANCE_MAX]; /* "" = no instance= field */
@@ -80,6 +104,21 @@ void sl_log_set_level(sl_logger *lg, sl_log_level level);
 sl_log_level sl_log_get_level(const sl_logger *lg);
 /* Use a (virtual) clock for timestamps; NULL restores the real clock. Not for use while logging. */
 void sl_log_set_clock(sl_logger *lg, const sl_clock *clock);
+
+/* logfmt (default) or JSON lines; priority prefixes for journald. Not while logging. */
+void sl_log_set_format(sl_logger *lg, sl_log_format format);
+void sl_log_set_journal(sl_logger *lg, bool journal);
+/* "logfmt", "json" -> format, or -EINVAL. */
+int sl_log_format_from_name(const char *name);
+/* True when fd is the journal stream systemd connected (JOURNAL_STREAM=<dev>:<ino> names it). */
+bool sl_log_journal_fd(int fd);
+/* Hold lines until sl_log_release writes them (after whatever the caller writes first, with
+ * sl_log_write_now). Release also frees what hold took; sl_log_init's logger holds nothing. */
+void sl_log_hold(sl_logger *lg);
+void sl_log_release(sl_logger *lg);
+/* A line written at once even while holding (the start-up line that goes first). */
+void sl_log_write_now(sl_logger *lg, sl_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* --verbose selects debug, otherwise info. */
 sl_log_level sl_log_level_for_verbose(bool verbose);

@@ -13,11 +13,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <openssl/bio.h>
 #include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
+
+#include "base/file.h"
 
 /* Unread network bytes a session holds at most: the caller reads after every feed, so only a
  * partial record (<= 16 KiB + overhead) is ever left; this bounds a caller that does not. */
@@ -47,14 +52,50 @@ struct sl_tls {
     char *identity;
 };
 
-static int ctx_fail(char *err, size_t errlen, const char *what, const char *file)
+/* What OpenSSL's error queue says about a file, in plain words: the first system error (the file
+ * is missing or unreadable), else the first PEM or key error we can name, else its own reason. */
+static void file_reason(char *buf, size_t size)
 {
-    unsigned long e = ERR_get_error();
-    const char *r = e ? ERR_reason_error_string(e) : NULL;
+    unsigned long e, named = 0, any = 0;
+    while ((e = ERR_get_error()) != 0) {
+        if (!any)
+            any = e;
+        if (ERR_SYSTEM_ERROR(e)) {
+            int sys = (int)ERR_GET_REASON(e);
+            if (sys == EACCES)
+                snprintf(buf, size, "permission denied: uid %ld cannot read it", (long)getuid());
+            else if (sys == ENOENT)
+                snprintf(buf, size, "no such file");
+            else
+                snprintf(buf, size, "%s", strerror(sys));
+            ERR_clear_error();
+            return;
+        }
+        int lib = ERR_GET_LIB(e), why = ERR_GET_REASON(e);
+        if (lib == ERR_LIB_OSSL_DECODER && !named)
+            named = ERR_PACK(ERR_LIB_PEM, 0, PEM_R_NO_START_LINE); /* no key decoder took it */
+        if (!named && ((lib == ERR_LIB_PEM && why == PEM_R_NO_START_LINE) ||
+                       (lib == ERR_LIB_X509 && why == X509_R_KEY_VALUES_MISMATCH)))
+            named = e;
+    }
+    if (named && ERR_GET_LIB(named) == ERR_LIB_PEM)
+        snprintf(buf, size, "not PEM (no '-----BEGIN' line; want a PEM file)");
+    else if (named)
+        snprintf(buf, size, "the key does not match the certificate");
+    else if (any && ERR_reason_error_string(any))
+        snprintf(buf, size, "%s", ERR_reason_error_string(any));
+    else
+        snprintf(buf, size, "failed");
+}
+
+/* "option 'tls-cert': certificate F: <reason>" (without the option part when none is known). */
+static int ctx_fail(char *err, size_t errlen, const char *what, const char *opt, const char *file)
+{
+    char why[256];
+    file_reason(why, sizeof why);
     if (err && errlen)
-        snprintf(err, errlen, "%s%s%s: %s", what, file ? " " : "", file ? file : "",
-                 r ? r : "failed");
-    ERR_clear_error();
+        snprintf(err, errlen, "%s%s%s%s%s%s: %s", opt ? "option '" : "", opt ? opt : "",
+                 opt ? "': " : "", what, file ? " " : "", file ? file : "", why);
     return -EINVAL;
 }
 
@@ -128,7 +169,7 @@ int sl_tls_ctx_new(sl_tls_ctx **out, const sl_tls_config *cfg, char *err, size_t
     c->ssl = SSL_CTX_new(cfg->server ? TLS_server_method() : TLS_client_method());
     int rc = 0;
     if (!c->ssl) {
-        rc = ctx_fail(err, errlen, "SSL_CTX_new", NULL);
+        rc = ctx_fail(err, errlen, "SSL_CTX_new", NULL, NULL);
         goto fail;
     }
     SSL_CTX_set_min_proto_version(c->ssl, TLS1_2_VERSION);
@@ -137,23 +178,44 @@ int sl_tls_ctx_new(sl_tls_ctx **out, const sl_tls_config *cfg, char *err, size_t
     SSL_CTX_set_options(c->ssl, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
     if (cfg->cert_file && cfg->cert_file[0]) {
         if (SSL_CTX_use_certificate_chain_file(c->ssl, cfg->cert_file) != 1) {
-            rc = ctx_fail(err, errlen, "certificate", cfg->cert_file);
+            rc = ctx_fail(err, errlen, "certificate", cfg->cert_opt, cfg->cert_file);
+            goto fail;
+        }
+        /* a private key group or others can read is refused, with the fix in the message (a
+         * missing one is OpenSSL's error below) */
+        if (cfg->key_file && sl_file_check_secret(cfg->key_file, err, errlen) == -EACCES) {
+            rc = -EACCES;
             goto fail;
         }
         if (!cfg->key_file ||
             SSL_CTX_use_PrivateKey_file(c->ssl, cfg->key_file, SSL_FILETYPE_PEM) != 1) {
-            rc = ctx_fail(err, errlen, "key", cfg->key_file);
+            unsigned long e = ERR_peek_last_error();
+            if (ERR_GET_LIB(e) == ERR_LIB_X509 && ERR_GET_REASON(e) == X509_R_KEY_VALUES_MISMATCH) {
+                ERR_clear_error(); /* OpenSSL 3 checks the pair as it loads the key */
+                if (err && errlen)
+                    snprintf(err, errlen, "%s%s%skey %s does not match the certificate %s",
+                             cfg->key_opt ? "option '" : "", cfg->key_opt ? cfg->key_opt : "",
+                             cfg->key_opt ? "': " : "", cfg->key_file, cfg->cert_file);
+                rc = -EINVAL;
+            } else {
+                rc = ctx_fail(err, errlen, "key", cfg->key_opt, cfg->key_file);
+            }
             goto fail;
         }
         if (SSL_CTX_check_private_key(c->ssl) != 1) {
-            rc = ctx_fail(err, errlen, "key does not match certificate", cfg->key_file);
+            ERR_clear_error();
+            if (err && errlen)
+                snprintf(err, errlen, "%s%s%skey %s does not match the certificate %s",
+                         cfg->key_opt ? "option '" : "", cfg->key_opt ? cfg->key_opt : "",
+                         cfg->key_opt ? "': " : "", cfg->key_file, cfg->cert_file);
+            rc = -EINVAL;
             goto fail;
         }
     }
     const char *cas[2] = {cfg->ca_file, cfg->ca_file2};
     for (int i = 0; i < 2; i++) {
         if (cas[i] && cas[i][0] && SSL_CTX_load_verify_locations(c->ssl, cas[i], NULL) != 1) {
-            rc = ctx_fail(err, errlen, "CA bundle", cas[i]);
+            rc = ctx_fail(err, errlen, "CA bundle", i ? cfg->ca2_opt : cfg->ca_opt, cas[i]);
             goto fail;
         }
     }
@@ -178,12 +240,12 @@ int sl_tls_ctx_new(sl_tls_ctx **out, const sl_tls_config *cfg, char *err, size_t
         SSL_CTX_set_session_cache_mode(c->ssl, SSL_SESS_CACHE_OFF);
     } else {
         if (c->alpn_len && SSL_CTX_set_alpn_protos(c->ssl, c->alpn, c->alpn_len) != 0) {
-            rc = ctx_fail(err, errlen, "ALPN", NULL);
+            rc = ctx_fail(err, errlen, "ALPN", NULL, NULL);
             goto fail;
         }
         bool own_ca = cfg->ca_file && cfg->ca_file[0];
         if (!own_ca && cfg->system_ca && SSL_CTX_set_default_verify_paths(c->ssl) != 1) {
-            rc = ctx_fail(err, errlen, "system CA store", NULL);
+            rc = ctx_fail(err, errlen, "system CA store", NULL, NULL);
             goto fail;
         }
         SSL_CTX_set_verify(c->ssl, own_ca || cfg->system_ca ? SSL_VERIFY_PEER : SSL_VERIFY_NONE,
@@ -346,43 +408,56 @@ int sl_tls_feed(sl_tls *t, const void *data, size_t len)
     return 0;
 }
 
-/* Printable ASCII only (a name reaches log lines and comparisons): other bytes become '?'. */
-static void clean_name(char *name)
+/* A name as the certificate spells it, into name (NUL-terminated), when it is 1 to ID_MAX bytes
+ * of printable ASCII; else "" (the name is not used). Nothing is cut or replaced: a name that
+ * would print as another name ("a.test\0.evil", a cut long name, or two UTF-8 names made '?')
+ * would give two certificates one identity. */
+static void take_name(const unsigned char *s, int n, char *name)
 {
-    for (char *p = name; *p; p++)
-        if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
-            *p = '?';
+    name[0] = '\0';
+    if (!s || n < 1 || n > ID_MAX)
+        return;
+    for (int i = 0; i < n; i++)
+        if (s[i] < 0x20 || s[i] > 0x7e)
+            return;
+    memcpy(name, s, (size_t)n);
+    name[n] = '\0';
 }
 
 /* The i-th subjectAltName as text into name (DNS as written, IP as inet_ntop gives it; other
- * kinds: ""). */
+ * kinds, and a DNS name take_name refuses: ""). */
 static void san_text(const GENERAL_NAME *g, char *name)
 {
     name[0] = '\0';
     if (g->type == GEN_DNS) {
-        const unsigned char *s = ASN1_STRING_get0_data(g->d.dNSName);
-        int n = ASN1_STRING_length(g->d.dNSName);
-        if (n > ID_MAX)
-            n = ID_MAX;
-        if (n > 0)
-            memcpy(name, s, (size_t)n);
-        name[n > 0 ? n : 0] = '\0';
+        take_name(ASN1_STRING_get0_data(g->d.dNSName), ASN1_STRING_length(g->d.dNSName), name);
     } else if (g->type == GEN_IPADD) {
         const unsigned char *s = ASN1_STRING_get0_data(g->d.iPAddress);
         int n = ASN1_STRING_length(g->d.iPAddress);
         if (n == 4 || n == 16)
             inet_ntop(n == 4 ? AF_INET : AF_INET6, s, name, ID_MAX + 1);
     }
-    clean_name(name);
+}
+
+/* The subject's (first) CN, in UTF-8 whatever its ASN.1 string type, through take_name. */
+static void cn_text(X509 *x, char *name)
+{
+    name[0] = '\0';
+    X509_NAME *subj = X509_get_subject_name(x);
+    int at = subj ? X509_NAME_get_index_by_NID(subj, NID_commonName, -1) : -1;
+    X509_NAME_ENTRY *e = at >= 0 ? X509_NAME_get_entry(subj, at) : NULL;
+    unsigned char *utf8 = NULL;
+    int n = e ? ASN1_STRING_to_UTF8(&utf8, X509_NAME_ENTRY_get_data(e)) : -1;
+    if (n > 0)
+        take_name(utf8, n, name);
+    OPENSSL_free(utf8);
 }
 
 /* The identity (first DNS SAN, else the CN), then every DNS and IP SAN (at most SAN_MAX), each
- * NUL-terminated, the list ended by an empty name: what sl_tls_peer_identity returns. */
-static void take_identity(sl_tls *t)
+ * NUL-terminated, the list ended by an empty name: what sl_tls_peer_identity returns. NULL when
+ * the certificate names nothing usable, or on no memory. */
+static char *identity_of(X509 *x)
 {
-    X509 *x = SSL_get0_peer_certificate(t->ssl);
-    if (!x || SSL_get_verify_result(t->ssl) != X509_V_OK)
-        return;
     char name[ID_MAX + 1];
     name[0] = '\0';
     GENERAL_NAMES *sans = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
@@ -392,33 +467,46 @@ static void take_identity(sl_tls *t)
         if (g->type == GEN_DNS)
             san_text(g, name);
     }
-    if (!name[0]) {
-        int n = X509_NAME_get_text_by_NID(X509_get_subject_name(x), NID_commonName, name,
-                                          sizeof name);
-        if (n < 0)
-            name[0] = '\0';
-        clean_name(name);
-    }
-    if (!name[0] || !(t->identity = malloc((size_t)(SAN_MAX + 2) * (ID_MAX + 1)))) {
+    if (!name[0])
+        cn_text(x, name);
+    char *id = name[0] ? malloc((size_t)(SAN_MAX + 2) * (ID_MAX + 1)) : NULL;
+    if (!id) {
         GENERAL_NAMES_free(sans);
-        return;
+        return NULL;
     }
     size_t at = strlen(name) + 1;
-    memcpy(t->identity, name, at);
+    memcpy(id, name, at);
     for (int i = 0, k = 0; i < nsans && k < SAN_MAX; i++) {
         san_text(sk_GENERAL_NAME_value(sans, i), name);
         if (!name[0])
             continue;
         size_t n = strlen(name) + 1;
-        memcpy(t->identity + at, name, n);
+        memcpy(id + at, name, n);
         at += n;
         k++;
     }
-    t->identity[at] = '\0';
-    char *fit = realloc(t->identity, at + 1);
-    if (fit)
-        t->identity = fit;
+    id[at] = '\0';
+    char *fit = realloc(id, at + 1);
     GENERAL_NAMES_free(sans);
+    return fit ? fit : id;
+}
+
+static void take_identity(sl_tls *t)
+{
+    X509 *x = SSL_get0_peer_certificate(t->ssl);
+    if (x && SSL_get_verify_result(t->ssl) == X509_V_OK)
+        t->identity = identity_of(x);
+}
+
+char *sl_tls_cert_identity(const uint8_t *der, size_t len)
+{
+    if (len > INT32_MAX)
+        return NULL;
+    const unsigned char *p = der;
+    X509 *x = d2i_X509(NULL, &p, (long)len);
+    char *id = x ? identity_of(x) : NULL;
+    X509_free(x);
+    return id;
 }
 
 static void on_ready(sl_tls *t)

@@ -42,6 +42,9 @@ typedef struct sl_tls_config {
                               certificates, a client's server certificate. A client without it
                               does not verify (not recommended). */
     const char *ca_file2;  /* optional second bundle trusted alike (e.g. the peers' CA) */
+    /* For messages: the options that named cert_file, key_file, ca_file, ca_file2 ("tls-cert"),
+     * so that an error says "option 'tls-cert': certificate F: not PEM ..."; NULL = none. */
+    const char *cert_opt, *key_opt, *ca_opt, *ca2_opt;
     bool system_ca;        /* client without ca_file: verify against the system's trust store
                               (OpenSSL's default paths) instead of not at all */
     sl_tls_auth client_auth; /* server: client certificates (needs ca_file unless NONE) */
@@ -105,11 +108,16 @@ sl_tls_failure sl_tls_failure_get(const sl_tls *t);
 /* The protocol ALPN chose ("h2", "http/1.1"), "" when none; valid once ready. */
 const char *sl_tls_alpn(const sl_tls *t);
 /* The verified peer certificate's identity: its first DNS subjectAltName, else its subject CN
- * (printable ASCII, at most 255 bytes; other bytes become '?'). NULL when the peer sent no
+ * (1 to 255 bytes of printable ASCII; a name with any other byte, an embedded NUL, or longer, is
+ * not used: never cut or rewritten into another name). NULL when the peer sent no
  * certificate or it did not verify. Valid once ready, for the session's life. After the
  * identity's NUL come the certificate's DNS and IP subjectAltNames (at most 16, IPs as text),
  * each NUL-terminated, the list ended by an empty string (auth/addr.h sl_addr_names_host). */
 const char *sl_tls_peer_identity(const sl_tls *t);
+/* The same list read from a DER certificate (not verified here: a session reads it this way from
+ * a certificate that verified), malloc'd (free() it); NULL for bad DER, a certificate that names
+ * nothing usable, or no memory. For tests and tests/fuzz/fuzz_certident.c. */
+char *sl_tls_cert_identity(const uint8_t *der, size_t len);
 /* OpenSSL's last reason for a failure (static text), for a log line. */
 const char *sl_tls_error(const sl_tls *t);
 

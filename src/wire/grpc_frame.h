@@ -24,6 +24,10 @@
 
 #define SL_GRPC_HDR_LEN 5
 
+/* The message encodings sluiced's server decodes and may answer with (api/grpczip.c), the value
+ * of the grpc-accept-encoding header of its every gRPC answer. */
+#define SL_GRPC_ACCEPT_ENCODING "identity,deflate,gzip"
+
 /* Largest message sluice accepts by default: Gubernator's gRPC MaxRecvMsgSize (1 MiB). */
 #define SL_GRPC_DEFAULT_MAX_MSG ((size_t)1 << 20)
 

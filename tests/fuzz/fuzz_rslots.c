@@ -8,9 +8,9 @@
  * below 16384 and a port in range, and applying it leaves the slot served by the node named. A
  * broken property traps; ASan catches reads past the input.
  *
- * The reader is bounded as redis/rconn.c bounds the store's: the array elements a reply announces
- * count 64 bytes each against the smallest --redis-max-reply (1 MiB), so "*300000000" stops the
- * reader instead of making it allocate 2.4 GB for the table (as it would, unbounded).
+ * The reader is the store's own (redis/rconn.h sl_rconn_reader, bounded by the smallest
+ * --redis-max-reply, 1 MiB: an array header counts 64 bytes an element against it), so
+ * "*300000000" stops the reader instead of making it allocate 2.4 GB for the table.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -19,6 +19,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "redis/rconn.h"
 #include "redis/rslots.h"
 
 #define CHECK(x) do { if (!(x)) __builtin_trap(); } while (0)
@@ -26,20 +27,6 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static sl_rslots table;
-
-#define MAX_ELEMENTS ((1u << 20) / 64)
-static const redisReplyObjectFunctions *hiredis_fns;
-static redisReplyObjectFunctions bounded_fns;
-static uint64_t announced; /* elements the reply being read has announced so far */
-
-static void *bounded_array(const redisReadTask *task, int elements)
-{
-    if (elements > 0)
-        announced += (uint64_t)elements;
-    if (elements < 0 || announced > MAX_ELEMENTS)
-        return NULL;
-    return hiredis_fns->createArray(task, elements);
-}
 
 static void check_table(const sl_rslots *t)
 {
@@ -56,28 +43,23 @@ static void check_table(const sl_rslots *t)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     sl_rslots_init(&table, 1000);
-    redisReader *rd = redisReaderCreate();
-    if (rd) {
-        hiredis_fns = rd->fn;
-        bounded_fns = *rd->fn;
-        bounded_fns.createArray = bounded_array;
-        rd->fn = &bounded_fns;
-    }
-    if (rd && redisReaderFeed(rd, (const char *)data, size) == REDIS_OK) {
-        for (int n = 0; n < 4; n++) {
-            void *reply = NULL;
-            announced = 0;
-            if (redisReaderGetReply(rd, &reply) != REDIS_OK || !reply)
-                break;
-            int rc = sl_rslots_from_reply(&table, reply, n & 1 ? NULL : "10.0.0.1");
-            check_table(&table);
-            if (rc)
-                CHECK(table.n_nodes == 0);
-            freeReplyObject(reply);
+    sl_rconn_reader *rd;
+    if (sl_rconn_reader_new((size_t)1 << 20, &rd) == 0) {
+        if (sl_rconn_reader_feed(rd, data, size) == 0) {
+            for (int n = 0; n < 4; n++) {
+                void *reply;
+                const char *why;
+                if (sl_rconn_reader_next(rd, &reply, &why) != 1)
+                    break;
+                int rc = sl_rslots_from_reply(&table, reply, n & 1 ? NULL : "10.0.0.1");
+                check_table(&table);
+                if (rc)
+                    CHECK(table.n_nodes == 0);
+                freeReplyObject(reply);
+            }
         }
+        sl_rconn_reader_free(rd);
     }
-    if (rd)
-        redisReaderFree(rd);
 
     sl_rslots_redirect r;
     sl_rslots_kind k = sl_rslots_redirect_parse((const char *)data, size, &r);

@@ -135,7 +135,7 @@ def test_packages_install_and_serve_in_fresh_bookworm(root):
     log = open(os.path.join(root, "tmp", "sluiced.log"), "w+")
     daemon = subprocess.Popen(["chroot", root, "/usr/sbin/sluiced", "--config",
                                "/etc/sluice/sluiced.yaml", "--listen-addr", "127.0.0.1:%d" % port,
-                               "--admin-addr", "127.0.0.1:0", "--state-dir", "/tmp/state",
+                               "--admin-socket", "/tmp/admin.sock", "--state-dir", "/tmp/state",
                                "--workers", "2"],
                               env=env, stdout=log, stderr=subprocess.STDOUT)
     try:

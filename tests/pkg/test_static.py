@@ -42,7 +42,8 @@ class Static:
         self.port = free_port()
         self.log = open(tmp_path / ("sluiced-%d.log" % self.port), "w+")
         self.proc = subprocess.Popen([STATIC, "--listen-addr", "127.0.0.1:%d" % self.port,
-                                      "--admin-addr", "127.0.0.1:0", "--workers", "2"] + list(args),
+                                      "--admin-socket", str(tmp_path / ("admin-%d.sock" % self.port)),
+                                      "--workers", "2"] + list(args),
                                      stdout=self.log, stderr=subprocess.STDOUT)
 
     def wait_port(self, timeout=10.0):

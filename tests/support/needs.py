@@ -43,6 +43,7 @@ PACKAGES = {
     "faketime": "faketime",
     "readelf": "binutils",
     "file": "file",
+    "umoci": "umoci",
     "git": "git",
     "cmake": "cmake",
     "pkg-config": "pkg-config",
@@ -54,6 +55,8 @@ PACKAGES = {
     "debootstrap": "debootstrap",
     "nginx": "nginx-light",
     "h2load": "nghttp2-client",
+    "node": "nodejs",
+    "npm": "npm",
 }
 
 # Python module -> Debian package (for /usr/bin/python3)

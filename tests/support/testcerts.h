@@ -12,6 +12,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <openssl/evp.h>
 #include <openssl/pem.h>
@@ -77,6 +78,8 @@ static void write_pem(const char *name, X509 *x, EVP_PKEY *k)
     if (k)
         assert_int_equal(PEM_write_PrivateKey(f, k, NULL, NULL, 0, NULL, NULL), 1);
     fclose(f);
+    if (k) /* a key must be the owner's alone (tls.c refuses it otherwise) */
+        assert_int_equal(chmod(path(name), 0600), 0);
 }
 
 /* ca.pem; server.pem/.key (CN localhost, SAN localhost); server2 (a second server certificate,

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Fixtures for sluice system tests: real sluiced processes on free loopback ports, real gRPC
 clients (python3-grpcio) using Python modules generated from proto/ by Debian's protoc."""
+import http.client as httpclient
 import os
 import shutil
 import signal
@@ -31,9 +32,8 @@ _handed = set()  # ports free_port has handed out in this session, on any host
 
 
 def free_port(host="127.0.0.1"):
-    """A free TCP port on host that this session has not handed out before, nor one next to it: a
-    node's admin port is 127.0.0.1:<its listen port + 1> by default, so two nodes given adjacent
-    ports would take each other's (a node's listen port cannot fall back; its admin port does)."""
+    """A free TCP port on host that this session has not handed out before, nor one next to it (a
+    test that takes port p and then p + 1 for a neighbour must not meet another test's node)."""
     for _ in range(1000):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.bind((host, 0))
@@ -62,12 +62,22 @@ def pb_modules():
 
 
 class Node:
-    """One sluiced process."""
+    """One sluiced process. Its admin API is on a Unix socket of its own (self.admin_socket, in a
+    temporary directory; call it with self.admin(...)) unless args name one or turn it off, or env
+    gives it a $RUNTIME_DIRECTORY (then sluiced's default path there): sluiced's default path is
+    one per machine."""
 
     def __init__(self, args=(), env=None, port=None):
         self.port = port or free_port()
         self.addr = "127.0.0.1:%d" % self.port
         self.args = ["--listen-addr", self.addr] + list(args)
+        self.admin_socket = None
+        if (env or {}).get("RUNTIME_DIRECTORY"):
+            self.admin_socket = os.path.join(env["RUNTIME_DIRECTORY"], "admin.sock")
+        elif not any(str(a).startswith("--admin-socket") or str(a) == "--admin-api=false"
+                     for a in args):
+            self.admin_socket = os.path.join(tempfile.mkdtemp(prefix="sluice-adm-"), "admin.sock")
+            self.args += ["--admin-socket", self.admin_socket]
         self.env = dict(os.environ)
         self.env.update(env or {})
         self.proc = None
@@ -95,6 +105,14 @@ class Node:
                 pass
             time.sleep(0.05)
         raise RuntimeError("sluiced did not become ready:\n" + self.logs())
+
+    def admin(self, method, path, body=None, headers=None, timeout=5):
+        """A call to the node's admin socket: (status, headers dict (lower-case), body bytes); a
+        body goes as application/json unless headers say otherwise."""
+        h = dict(headers or {})
+        if body is not None and not any(k.lower() == "content-type" for k in h):
+            h["Content-Type"] = "application/json"
+        return unix_http(self.admin_socket, method, path, body, h, timeout)
 
     def logs(self):
         if not self.log_path:
@@ -174,6 +192,38 @@ def http(method, url, body=None, headers=None, timeout=5):
             return r.status, {k.lower(): v for k, v in r.headers.items()}, r.read()
     except urllib.error.HTTPError as e:
         return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
+
+
+class _UnixConnection(httpclient.HTTPConnection):
+    def __init__(self, path, timeout):
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self._path)
+
+
+def unix_http(sock_path, method, path, body=None, headers=None, timeout=5):
+    """HTTP/1.1 over a Unix socket (a node's admin socket): (status, headers dict, body bytes)."""
+    data = body.encode() if isinstance(body, str) else body
+    c = _UnixConnection(sock_path, timeout)
+    try:
+        c.request(method, path, body=data, headers=headers or {})
+        r = c.getresponse()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+    finally:
+        c.close()
+
+
+def secret_file(path, text):
+    """Write a token, key or secret file as sluiced wants it: the owner's alone (mode 0600)."""
+    path = str(path)
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+        f.write(text)
+    os.chmod(path, 0o600)
+    return path
 
 
 def wait_for(pred, timeout, interval=0.02):

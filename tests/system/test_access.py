@@ -3,9 +3,10 @@
 finding of the issue reproduced and shown fixed.
 
 - admin off the public port: POST /v1/admin/killswitch on the client port is a 404 and switches
-  nothing; the admin listener (--admin-addr) serves it, with a bearer token when one is configured
-  (required on loopback too then), and a non-loopback admin address without a token is refused at
-  startup; the CLI follows (--admin-addr, --admin-token-file).
+  nothing; the admin socket (--admin-socket, mode 0600) serves it by default, a TCP admin listener
+  only when --admin-addr is given, always with the bearer token (no token file: refused at start),
+  a non-loopback one only with TLS; the CLI follows (--admin-socket by default, --admin-addr,
+  --admin-token-file).
 - peers prove who they are: a cluster on 127.0.0.2-4 (each node's peer calls leave from its own
   advertised IP), an ordinary client on 127.0.0.1: its UpdatePeerGlobals / GetPeerRateLimits are
   PERMISSION_DENIED and counted, while the cluster's own forwarding and GLOBAL sync keep working.
@@ -13,15 +14,18 @@ finding of the issue reproduced and shown fixed.
   known bearer token (401 / UNAUTHENTICATED) and names / resources inside its prefixes (403 /
   PERMISSION_DENIED for the whole call, nothing drained); probes and /metrics need none."""
 import json
+import os
 import re
 import signal
 import socket
+import stat
 import subprocess
 import time
 
 import pytest
 
-from conftest import SLUICE, free_port, http, machine_skip, peers_v1, require_module, wait_for
+from conftest import (SLUICE, free_port, http, machine_skip, peers_v1, require_module,
+                      secret_file, wait_for)
 
 ITEM = {"name": "lim", "unique_key": "k", "hits": 1, "limit": 1, "duration": 60000}
 TOKEN = "s3cret-admin-token-0123456789"
@@ -34,9 +38,12 @@ def get_rate_limits(node, reqs):
     return [r["status"] for r in json.loads(body)["responses"]]
 
 
+JSON = {"Content-Type": "application/json"}
+
+
 def killswitch(addr, on, headers=None):
     return http("POST", "http://%s/v1/admin/killswitch" % addr,
-                json.dumps({"name": "*", "on": on}), headers)
+                json.dumps({"name": "*", "on": on}), dict(JSON, **(headers or {})))
 
 
 def metric(addr, name, headers=None):
@@ -48,9 +55,11 @@ def metric(addr, name, headers=None):
 
 # ---- admin off the public port ----------------------------------------------------------------
 
-def test_killswitch_on_the_client_port_is_gone(node_factory):
+def test_killswitch_on_the_client_port_is_gone(node_factory, tmp_path):
     admin = "127.0.0.1:%d" % free_port()
-    node = node_factory(["--workers", "1", "--admin-addr", admin])
+    tok = secret_file(tmp_path / "admin.token", TOKEN + "\n")
+    good = {"Authorization": "Bearer " + TOKEN}
+    node = node_factory(["--workers", "1", "--admin-addr", admin, "--admin-token-file", tok])
     assert get_rate_limits(node, [ITEM, ITEM]) == ["UNDER_LIMIT", "OVER_LIMIT"]
     # the attack of the issue: no credential, client port, every limiter off
     status, _, _ = killswitch(node.addr, True)
@@ -60,69 +69,95 @@ def test_killswitch_on_the_client_port_is_gone(node_factory):
     # /metrics stays on the client port, read-only
     assert http("GET", "http://%s/metrics" % node.addr)[0] == 200
     assert http("POST", "http://%s/metrics" % node.addr, "")[0] == 405
-    # the admin listener does it (loopback, no token configured)
-    assert killswitch(admin, True)[0] == 200
+    # the admin listener does it (with its token)
+    assert killswitch(admin, True, good)[0] == 200
     assert get_rate_limits(node, [ITEM]) == ["UNDER_LIMIT"]
-    status, _, body = http("GET", "http://%s/v1/admin/killswitch" % admin)
+    status, _, body = http("GET", "http://%s/v1/admin/killswitch" % admin, headers=good)
     assert status == 200 and json.loads(body)["switches"][0]["name"] == "*"
-    assert killswitch(admin, False)[0] == 200
+    assert killswitch(admin, False, good)[0] == 200
     assert get_rate_limits(node, [ITEM]) == ["OVER_LIMIT"]
     # the admin listener serves nothing else
-    assert http("POST", "http://%s/v1/GetRateLimits" % admin, "{}")[0] == 404
+    assert http("POST", "http://%s/v1/GetRateLimits" % admin, "{}",
+                dict(JSON, **good))[0] == 404
 
 
-def admin_port_from_log(node):
-    m = re.search(r"admin listening addr=\S+ port=(\d+)", node.logs())
-    assert m, node.logs()
-    return int(m.group(1))
+def test_admin_is_on_a_unix_socket_by_default(node_factory):
+    node = node_factory(["--workers", "1"])
+    mode = os.stat(node.admin_socket).st_mode
+    assert stat.S_ISSOCK(mode) and stat.S_IMODE(mode) == 0o600
+    assert 'msg="admin listening" socket=%s' % node.admin_socket in node.logs()
+    assert 'msg="admin listening" addr=' not in node.logs()  # no TCP listener without admin-addr
+    assert node.admin("GET", "/v1/admin/killswitch")[0] == 200
+    assert get_rate_limits(node, [ITEM, ITEM]) == ["UNDER_LIMIT", "OVER_LIMIT"]
+    assert node.admin("POST", "/v1/admin/killswitch", json.dumps({"name": "*", "on": True}))[0] \
+        == 200
+    assert get_rate_limits(node, [ITEM]) == ["UNDER_LIMIT"]
+    # the CLI finds it (--admin-socket; by default sluiced's own default path)
+    out = subprocess.run([SLUICE, "killswitch", "off", "*", "--admin-socket", node.admin_socket],
+                         capture_output=True, text=True, timeout=10)
+    assert out.returncode == 0, out.stderr
+    assert get_rate_limits(node, [ITEM]) == ["OVER_LIMIT"]
+    out = subprocess.run([SLUICE, "top", "--admin-socket", node.admin_socket, "--json"],
+                         capture_output=True, text=True, timeout=10)
+    assert out.returncode == 0 and '"limits"' in out.stdout, out.stderr
+    # a second node on the same socket: a start-up error naming it; the first keeps it
+    other = node_factory(["--workers", "1", "--admin-socket", node.admin_socket], start=False)
+    other.start(wait=False)
+    assert other.proc.wait(10) == 2
+    assert "admin-socket %s: another sluiced is listening there" % node.admin_socket \
+        in other.logs()
+    assert node.admin("GET", "/v1/admin/killswitch")[0] == 200
+    # gone with the node
+    node.stop()
+    assert not os.path.exists(node.admin_socket)
 
 
-def test_default_admin_addr_is_loopback_client_port_plus_one(node_factory):
-    port = free_port()
-    node = node_factory(["--workers", "1"], port=port)
-    got = admin_port_from_log(node)
-    assert got == port + 1 or "is taken" in node.logs()
-    assert http("GET", "http://127.0.0.1:%d/v1/admin/killswitch" % got)[0] == 200
-    # the default port taken: the admin listener takes a free one and says so
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen(1)
-        taken = s.getsockname()[1]
-        node = node_factory(["--workers", "1"], port=taken - 1)
-        assert "admin port 127.0.0.1:%d is taken" % taken in node.logs()
-        got = admin_port_from_log(node)
-        assert got != taken
-        assert http("GET", "http://127.0.0.1:%d/v1/admin/killswitch" % got)[0] == 200
-    # an address given explicitly must be had
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen(1)
-        node = node_factory(["--workers", "1", "--admin-addr",
-                             "127.0.0.1:%d" % s.getsockname()[1]], start=False)
-        node.start(wait=False)
-        assert node.proc.wait(10) != 0
-        assert "Address already in use" in node.logs()
-
-
-def test_admin_api_false_has_no_admin_port(node_factory):
+def test_tcp_admin_needs_a_token_and_a_taken_address_fails(node_factory, tmp_path):
     admin = "127.0.0.1:%d" % free_port()
-    node = node_factory(["--workers", "1", "--admin-addr", admin, "--admin-api=false"])
+    node = node_factory(["--workers", "1", "--admin-addr", admin], start=False)
+    node.start(wait=False)
+    assert node.proc.wait(10) == 2
+    assert "admin-addr %s: an admin listener on TCP needs --admin-token-file" % admin \
+        in node.logs()
+    tok = secret_file(tmp_path / "admin.token", TOKEN + "\n")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        taken = "127.0.0.1:%d" % s.getsockname()[1]
+        node = node_factory(["--workers", "1", "--admin-addr", taken,
+                             "--admin-token-file", tok], start=False)
+        node.start(wait=False)
+        assert node.proc.wait(10) == 2
+        assert "listen on admin-addr %s: Address already in use" % taken in node.logs()
+    # `sluice top --admin-addr HOST` without a port: an error, never port 80
+    out = subprocess.run([SLUICE, "top", "--admin-addr", "127.0.0.1"], capture_output=True,
+                         text=True, timeout=10)
+    assert out.returncode == 2 and "is not HOST:PORT" in out.stderr, out.stderr
+
+
+def test_admin_api_false_has_no_admin_listener(node_factory, tmp_path):
+    admin = "127.0.0.1:%d" % free_port()
+    tok = secret_file(tmp_path / "admin.token", TOKEN + "\n")
+    sock = str(tmp_path / "admin.sock")
+    node = node_factory(["--workers", "1", "--admin-addr", admin, "--admin-token-file", tok,
+                         "--admin-socket", sock, "--admin-api=false"])
     try:
         status = http("GET", "http://%s/v1/admin/killswitch" % admin, timeout=2)[0]
     except OSError:
         status = None
-    assert status is None
+    assert status is None and not os.path.exists(sock)
     assert killswitch(node.addr, True)[0] == 404
 
 
 def test_admin_token(node_factory, tmp_path):
-    tok = tmp_path / "admin.token"
-    tok.write_text(TOKEN + "\n")
+    tok = secret_file(tmp_path / "admin.token", TOKEN + "\n")
     admin = "127.0.0.1:%d" % free_port()
     node = node_factory(["--workers", "1", "--admin-addr", admin,
                          "--admin-token-file", str(tok)])
+    assert 'msg="admin listening" addr=%s port=%s token=yes tls=no' % (admin, admin.split(":")[1]) \
+        in node.logs()
     assert get_rate_limits(node, [ITEM, ITEM]) == ["UNDER_LIMIT", "OVER_LIMIT"]
-    # a token file makes the token required on loopback too
+    # on TCP every call needs the token
     status, h, _ = killswitch(admin, True)
     assert status == 401 and h["www-authenticate"] == "Bearer"
     assert killswitch(admin, True, {"Authorization": "Bearer " + TOKEN[:-1] + "x"})[0] == 401
@@ -150,29 +185,29 @@ def test_admin_token(node_factory, tmp_path):
     assert out.returncode == 0 and '"switches":[]' in out.stdout, out.stdout
     # the node does not log the refused calls one by one
     assert node.logs().count("unauthorized") == 0
+    # the socket asks for no token: its mode is the credential
+    assert node.admin("GET", "/v1/admin/killswitch")[0] == 200
 
 
-def test_admin_off_loopback_needs_a_token(node_factory, tmp_path):
+def test_admin_off_loopback_needs_a_token_and_tls(node_factory, tmp_path):
     node = node_factory(["--workers", "1", "--admin-addr", "0.0.0.0:%d" % free_port()],
                         start=False)
     node.start(wait=False)
-    assert node.proc.wait(10) != 0
-    assert "not loopback: it needs --admin-token-file" in node.logs()
-    short = tmp_path / "short.token"
-    short.write_text("abc\n")
+    assert node.proc.wait(10) == 2
+    assert "needs --admin-token-file" in node.logs()
+    short = secret_file(tmp_path / "short.token", "abc\n")
     node = node_factory(["--workers", "1", "--admin-addr", "127.0.0.1:%d" % free_port(),
                          "--admin-token-file", str(short)], start=False)
     node.start(wait=False)
     assert node.proc.wait(10) != 0
     assert "shorter than 16 bytes" in node.logs()
-    tok = tmp_path / "admin.token"
-    tok.write_text(TOKEN)
+    tok = secret_file(tmp_path / "admin.token", TOKEN)
     port = free_port()
     node = node_factory(["--workers", "1", "--admin-addr", "0.0.0.0:%d" % port,
-                         "--admin-token-file", str(tok)])
-    assert killswitch("127.0.0.1:%d" % port, True)[0] == 401
-    assert killswitch("127.0.0.1:%d" % port, True,
-                      {"Authorization": "Bearer " + TOKEN})[0] == 200
+                         "--admin-token-file", str(tok)], start=False)
+    node.start(wait=False)
+    assert node.proc.wait(10) == 2
+    assert "admin-addr 0.0.0.0:%d is not loopback: it needs TLS" % port in node.logs()
 
 
 def test_metrics_addr(node_factory):
@@ -318,7 +353,7 @@ limit:
 def test_identities(node_factory, tmp_path, pb):
     gub, _ = pb
     tokens = tmp_path / "tokens"
-    tokens.write_text(TOKENS)
+    secret_file(tokens, TOKENS)
     quotas = tmp_path / "quotas.yaml"
     quotas.write_text(QUOTAS)
     node = node_factory(["--workers", "1", "--standalone", "--quota-file", str(quotas),
@@ -379,7 +414,15 @@ def test_identities(node_factory, tmp_path, pb):
 
 def test_identities_file_errors(node_factory, tmp_path):
     bad = tmp_path / "tokens"
-    bad.write_text("short alpha alpha_\n")
+    bad.write_text("tok-alpha-0123456789abcdef alpha alpha_\n")
+    os.chmod(bad, 0o644)
+    # readable by others: refused at start, with the fix
+    node = node_factory(["--workers", "1", "--client-tokens-file", str(bad)], start=False)
+    node.start(wait=False)
+    assert node.proc.wait(10) == 2
+    assert "readable by group or others (mode 0644)" in node.logs()
+    assert "chmod 600 %s" % bad in node.logs()
+    secret_file(bad, "short alpha alpha_\n")
     node = node_factory(["--workers", "1", "--client-tokens-file", str(bad)], start=False)
     node.start(wait=False)
     assert node.proc.wait(10) != 0
@@ -395,9 +438,9 @@ def test_sighup_reloads_tokens_and_admin_token(node_factory, tmp_path):
     """SIGHUP reads --client-tokens-file and --admin-token-file again: the new tokens work, the
     old ones stop working; a bad file is logged and the current tokens stay."""
     tokens = tmp_path / "tokens"
-    tokens.write_text(TOKENS)
+    secret_file(tokens, TOKENS)
     admin_tok = tmp_path / "admin.token"
-    admin_tok.write_text(TOKEN + "\n")
+    secret_file(admin_tok, TOKEN + "\n")
     admin = "127.0.0.1:%d" % free_port()
     node = node_factory(["--workers", "2", "--standalone", "--client-tokens-file", str(tokens),
                          "--admin-addr", admin, "--admin-token-file", str(admin_tok)])
@@ -420,7 +463,7 @@ def test_sighup_reloads_tokens_and_admin_token(node_factory, tmp_path):
     tokens.write_text("tok-gamma-0123456789abcdef gamma gamma_\n")
     admin_tok.write_text(new_admin + "\n")
     node.signal(signal.SIGHUP)
-    wait_log(node, "reload: client identities read again count=1")
+    wait_log(node, "reload: client identities read again\" count=1")
     wait_log(node, "reload: admin token read again")
     # every worker: several connections (each call is a new one)
     for _ in range(6):

@@ -46,6 +46,8 @@ OTHER_OPTIONS = {
     ("docs/cluster.md", "--check"): "bench/scale.py's (the scale calculator), not sluice's",
     ("docs/protection.md", "--critical"): "examples/middleware.c's own option",
     ("docs/protection.md", "--lease"): "examples/middleware.c's own option",
+    ("README.md", "--listen"): "--listen_adr, the misspelt flag of a did-you-mean example",
+    ("docs/operations.md", "--listen"): "--listen_adr, the misspelt flag of a did-you-mean example",
 }
 
 # sluice_* words in the docs that are not metric families
@@ -547,7 +549,7 @@ def is_served(path, served):
 
 ENDPOINT = re.compile(
     r"(?:\b(?:GET|POST|PUT|DELETE|HEAD) +|https?://[\w.\[\]:<>-]+(?=/)|`)"
-    r"(/(?:v1/[\w/]*\w|pb\.gubernator\.\w+/(?:\w+|\*)?|envoy\.service\.[\w.]+/\w+|kuadrant\.service\.[\w.]+/\w+|[a-z]+))(?=[\s`?'\"),.;:]|$)")
+    r"(/(?:v1/[\w/]*\w|pb\.gubernator\.\w+/(?:\w+|\*)?|envoy\.service\.[\w.]+/\w+|kuadrant\.service\.[\w.]+/\w+|grpc\.[\w.]+/\w+|[a-z]+))(?=[\s`?'\"),.;:]|$)")
 
 
 def endpoint_mentions():

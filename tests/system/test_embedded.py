@@ -7,9 +7,11 @@ import subprocess
 from conftest import BUILD
 
 
-def test_embedded_node_example():
+def test_embedded_node_example(tmp_path):
     exe = os.path.join(BUILD, "bin", "example_embedded")
-    out = subprocess.run([exe], capture_output=True, text=True, timeout=30)
+    # its admin socket in a runtime directory of its own (the default path is one per machine)
+    env = dict(os.environ, RUNTIME_DIRECTORY=str(tmp_path))
+    out = subprocess.run([exe], capture_output=True, text=True, timeout=30, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     lines = out.stdout.splitlines()
     assert lines[-1] == "ok"

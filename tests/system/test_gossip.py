@@ -138,9 +138,9 @@ def test_gossip_encrypted_and_key_rotation(node_factory):
     d = tempfile.mkdtemp(prefix="sluice-gossip-")
     ring = os.path.join(d, "ring")
     other = os.path.join(d, "other")
-    with open(ring, "w") as f:
+    with open(os.open(ring, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
         f.write("# shared\n" + K1 + "\n")
-    with open(other, "w") as f:
+    with open(os.open(other, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
         f.write(K2 + "\n")
     try:
         nodes = gossip_nodes(node_factory, 3,
@@ -154,10 +154,10 @@ def test_gossip_encrypted_and_key_rotation(node_factory):
 
         # rotation without restart: K2 joins the ring of the first two (second: they still
         # encrypt with K1), the third gets K1 as well behind its own K2; SIGHUP everywhere
-        with open(ring + ".new", "w") as f:
+        with open(os.open(ring + ".new", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
             f.write(K1 + "\n" + K2 + "\n")
         os.replace(ring + ".new", ring)
-        with open(other + ".new", "w") as f:
+        with open(os.open(other + ".new", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
             f.write(K2 + "\n" + K1 + "\n")
         os.replace(other + ".new", other)
         for n in nodes:
@@ -192,7 +192,7 @@ def test_gossip_options_refused(node_factory):
     assert "no --gossip-keyring-file: --gossip-insecure" in n.logs()
     d = tempfile.mkdtemp(prefix="sluice-gossip-")
     bad = os.path.join(d, "bad")
-    with open(bad, "w") as f:
+    with open(os.open(bad, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
         f.write("not a key\n")
     try:
         n = node_factory(["--gossip-addr", "127.0.0.1:%d" % free_port(),

@@ -326,21 +326,22 @@ def test_config_precedence_file_env_flag(tmp_path, node_factory):
     port_file, port_env, port_flag = free_port(), free_port(), free_port()
     cfg = tmp_path / "sluice.yaml"
     cfg.write_text("listen-addr: 127.0.0.1:%d\nworkers: 1\ngc-max-keys: 1000\n" % port_file)
+    run = {"RUNTIME_DIRECTORY": str(tmp_path)}  # the admin socket's directory, as args are replaced
     # file only
-    n = node_factory(["--config", str(cfg)], port=port_file, start=False)
+    n = node_factory(["--config", str(cfg)], env=run, port=port_file, start=False)
     n.args = ["--config", str(cfg)]
     n.start()
     assert http("GET", "http://127.0.0.1:%d/v1/LiveCheck" % port_file)[0] == 200
     n.stop()
     # env beats file
-    n = node_factory([], env={"SLUICE_LISTEN_ADDR": "127.0.0.1:%d" % port_env}, port=port_env,
+    n = node_factory([], env=dict(run, SLUICE_LISTEN_ADDR="127.0.0.1:%d" % port_env), port=port_env,
                      start=False)
     n.args = ["--config", str(cfg)]
     n.start()
     assert http("GET", "http://127.0.0.1:%d/v1/LiveCheck" % port_env)[0] == 200
     n.stop()
     # flag beats env
-    n = node_factory([], env={"SLUICE_LISTEN_ADDR": "127.0.0.1:%d" % port_env}, port=port_flag,
+    n = node_factory([], env=dict(run, SLUICE_LISTEN_ADDR="127.0.0.1:%d" % port_env), port=port_flag,
                      start=False)
     n.args = ["--config", str(cfg), "--listen-addr", "127.0.0.1:%d" % port_flag]
     n.start()

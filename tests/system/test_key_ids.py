@@ -53,7 +53,7 @@ def test_keyed_ids_agree_between_nodes(node_factory):
                 r = call(nodes[i % 2].addr, [rl(key)])[0]
                 admitted += r.get("status", "UNDER_LIMIT") == "UNDER_LIMIT"
         assert admitted == 3 * 5  # exactly each limit over both nodes: one owner per key
-        prints = [re.findall(r"cluster key ids keyed fingerprint=([0-9a-f]{16})", n.logs())
+        prints = [re.findall(r"cluster key ids keyed\"? fingerprint=\"?([0-9a-f]{16})", n.logs())
                   for n in nodes]
         assert prints[0] and prints[0] == prints[1], prints
         assert "cluster key ids are unkeyed" not in nodes[0].logs()

@@ -91,13 +91,9 @@ killswitch:
 
 @pytest.fixture
 def levee(node_factory, tmp_path):
-    """A node with quotas; its admin listener on a port of its own (levee.admin_addr)."""
+    """A node with quotas; its admin API on its own socket (levee.admin(...))."""
     path = write(tmp_path, "quotas.yaml", QUOTAS)
-    admin = "127.0.0.1:%d" % free_port()
-    n = node_factory(["--workers", "2", "--standalone", "--quota-file", path,
-                      "--admin-addr", admin])
-    n.admin_addr = admin
-    return n
+    return node_factory(["--workers", "2", "--standalone", "--quota-file", path])
 
 
 # ---- concurrency ----------------------------------------------------------------------------
@@ -194,7 +190,7 @@ def test_concurrency_over_grpc_with_the_fleet(levee, pb):
                                          item(1, {"priority": "get"})]), timeout=5)
     assert r.responses[0].error == "" and r.responses[1].status == g.UNDER_LIMIT
     # the fleet switched off: non-critical acquisitions pass without a fleet lease
-    assert http("POST", "http://%s/v1/admin/killswitch" % levee.admin_addr,
+    assert levee.admin("POST", "/v1/admin/killswitch",
                 json.dumps({"name": "fleet", "on": True}))[0] == 200
     r = get(g.GetRateLimitsReq(requests=[item(1, {"priority": "test"})]), timeout=5)
     assert r.responses[0].status == g.UNDER_LIMIT
@@ -334,12 +330,13 @@ def test_kill_switch_admin_endpoint_and_cli(levee):
     item = {"name": "lim", "unique_key": "k", "hits": 1, "limit": 1, "duration": 60000}
     assert [x["status"] for x in get_rate_limits(levee, [item, item])] == \
         ["UNDER_LIMIT", "OVER_LIMIT"]
-    out = subprocess.run([SLUICE, "killswitch", "on", "lim", "--admin-addr", levee.admin_addr],
+    out = subprocess.run([SLUICE, "killswitch", "on", "lim", "--admin-socket",
+                          levee.admin_socket],
                          capture_output=True, text=True, timeout=10)
     assert out.returncode == 0, out.stderr
     r = get_rate_limits(levee, [item])[0]
     assert r["status"] == "UNDER_LIMIT" and r["metadata"]["killswitch"] == "on"
-    status, _, body = http("GET", "http://%s/v1/admin/killswitch" % levee.admin_addr)
+    status, _, body = levee.admin("GET", "/v1/admin/killswitch")
     assert status == 200
     j = json.loads(body)
     assert {"name": "lim", "mode": "killed", "origin": "admin"} in j["switches"]
@@ -347,19 +344,20 @@ def test_kill_switch_admin_endpoint_and_cli(levee):
     assert metric(levee, "sluice_killswitch", {"name": "lim", "mode": "killed",
                                                "origin": "admin"}) == 1
     # every limiter at once, over the JSON admin call
-    status, _, _ = http("POST", "http://%s/v1/admin/killswitch" % levee.admin_addr,
-                        json.dumps({"name": "*", "on": True}))
+    status, _, _ = levee.admin("POST", "/v1/admin/killswitch",
+                               json.dumps({"name": "*", "on": True}))
     assert status == 200
     for _ in range(5):
         status, h, _ = attempt(levee, "short", "test", acquire=True)
         assert status == 200 and h["x-sluice-killswitch"] == "*"
-    assert http("POST", "http://%s/v1/admin/killswitch" % levee.admin_addr,
-                json.dumps({"name": "*", "on": False}))[0] == 200
-    out = subprocess.run([SLUICE, "killswitch", "off", "lim", "--admin-addr", levee.admin_addr],
+    assert levee.admin("POST", "/v1/admin/killswitch",
+                       json.dumps({"name": "*", "on": False}))[0] == 200
+    out = subprocess.run([SLUICE, "killswitch", "off", "lim", "--admin-socket",
+                          levee.admin_socket],
                          capture_output=True, text=True, timeout=10)
     assert out.returncode == 0, out.stderr
     assert get_rate_limits(levee, [item])[0]["status"] == "OVER_LIMIT"
-    assert http("POST", "http://%s/v1/admin/killswitch" % levee.admin_addr, "{}")[0] == 400
+    assert levee.admin("POST", "/v1/admin/killswitch", "{}")[0] == 400
 
 
 def test_quota_file_switches_reload_on_sighup(node_factory, tmp_path):

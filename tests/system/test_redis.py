@@ -313,11 +313,12 @@ def test_concurrency_leases(redis_node, redis_server):
     assert r["error"].startswith("lease not found")
 
 
-def test_embedded_node_on_redis(redis_server):
+def test_embedded_node_on_redis(redis_server, tmp_path):
     """examples/embedded.c with --store redis: its direct calls (sl_node_decide) and its gRPC calls
     count against the same key in Redis, as on the memory store (test_embedded.py)."""
     exe = os.path.join(BUILD, "bin", "example_embedded")
-    out = subprocess.run([exe, "--store", "redis", "--redis-addrs", redis_server.addr],
+    out = subprocess.run([exe, "--store", "redis", "--redis-addrs", redis_server.addr,
+                          "--admin-socket", str(tmp_path / "admin.sock")],
                          capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stdout + out.stderr
     lines = out.stdout.splitlines()

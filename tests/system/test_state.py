@@ -61,7 +61,7 @@ def test_exhausted_key_stays_exhausted_across_restart(node_factory):
         assert r.get("status", "UNDER_LIMIT") == "UNDER_LIMIT", (a, r)
         before[a] = remaining(r)
     logs = restart(n)
-    assert re.search(r"snapshot written keys=%d " % (1 + len(ALGS)), logs), logs
+    assert re.search(r"snapshot written\"? keys=%d " % (1 + len(ALGS)), logs), logs
     assert os.path.exists(os.path.join(d, "sluice.snapshot"))
     assert not os.path.exists(os.path.join(d, "sluice.snapshot.tmp"))
     r = get_rate_limits(n.addr, [rl("exhausted")])[0]
@@ -69,7 +69,7 @@ def test_exhausted_key_stays_exhausted_across_restart(node_factory):
     for a in ALGS:
         r = get_rate_limits(n.addr, [rl("k-" + a, hits=0, algorithm=a)])[0]
         assert remaining(r) <= before[a], (a, r, before[a])
-    assert "snapshot loaded keys=%d " % (1 + len(ALGS)) in n.logs()
+    assert "snapshot loaded\" keys=%d " % (1 + len(ALGS)) in n.logs()
 
 
 def test_snapshot_period_writes_while_running(node_factory):
@@ -78,9 +78,9 @@ def test_snapshot_period_writes_while_running(node_factory):
     get_rate_limits(n.addr, [rl("p", hits=5)])
     path = os.path.join(d, "sluice.snapshot")
     deadline = time.time() + 5
-    while time.time() < deadline and "snapshot written keys=1 " not in n.logs():
+    while time.time() < deadline and "snapshot written\" keys=1 " not in n.logs():
         time.sleep(0.05)
-    assert os.path.exists(path) and "snapshot written keys=1 " in n.logs(), n.logs()
+    assert os.path.exists(path) and "snapshot written\" keys=1 " in n.logs(), n.logs()
     # a crash (kill -9) keeps what the last periodic snapshot had
     n.kill()
     n.start()
@@ -168,7 +168,7 @@ def test_etcd_join_hands_off_exhausted_keys(node_factory, etcd):
         [n.logs() for n in nodes]
     took = time.time() - t0
     moved = sum(int(m) for n in nodes[:2]
-                for m in re.findall(r"hand-off done keys=(\d+)", n.logs())[-1:])
+                for m in re.findall(r"hand-off done\"? keys=(\d+)", n.logs())[-1:])
     print("join: %d of 1000 keys handed to the new node, done %.0f ms after it started"
           % (moved, took * 1000))
     assert 200 < moved < 600  # about a third moves
@@ -284,7 +284,7 @@ def test_static_list_changed_by_sighup_hands_off(node_factory, tmp_path):
         [n.logs() for n in nodes]
     assert "reload: peer list read again: 3 peers" in nodes[0].logs()
     moved = sum(int(m) for n in nodes[:2]
-                for m in re.findall(r"hand-off done keys=(\d+)", n.logs())[-1:])
+                for m in re.findall(r"hand-off done\"? keys=(\d+)", n.logs())[-1:])
     assert 200 < moved < 600
     for n in nodes:
         assert admitted(n.addr, keys, 5) == 0
@@ -306,7 +306,7 @@ def test_etcd_leave_pushes_keys_past_peer_auth(node_factory, etcd):
     leaver = nodes[2]
     leaver.proc.send_signal(signal.SIGTERM)
     assert leaver.proc.wait(10) == 0
-    m = re.findall(r"hand-off done keys=(\d+) bytes=\d+ calls=\d+ failed_keys=(\d+)", leaver.logs())
+    m = re.findall(r"hand-off done\"? keys=(\d+) bytes=\d+ calls=\d+ failed_keys=(\d+)", leaver.logs())
     assert m and int(m[-1][0]) > 100 and int(m[-1][1]) == 0, leaver.logs()
     assert wait_for(lambda: all(peer_count(n.addr) == 2 for n in nodes[:2]), 5)
     for n in nodes[:2]:

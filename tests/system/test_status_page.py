@@ -24,7 +24,7 @@ import urllib.request
 
 import pytest
 
-from conftest import ROOT, free_port, http, needs, wait_for
+from conftest import ROOT, free_port, http, needs, secret_file, wait_for
 
 CHROMIUM = os.environ.get("SLUICE_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("SLUICE_CHROMEDRIVER", "/usr/bin/chromedriver")
@@ -154,7 +154,7 @@ return {figs: figs, peers: rows('peers'), shed: rows('shed'), switches: rows('sw
 """
 
 
-def admin_json(addr, path, token=None):
+def admin_json(addr, path, token=TOKEN):
     h = {"Authorization": "Bearer " + token} if token else {}
     status, _, body = http("GET", "http://%s%s" % (addr, path), headers=h)
     assert status == 200, body
@@ -174,11 +174,12 @@ def test_status_page_shows_what_the_endpoints_give(browser, node_factory, tmp_pa
     addrs = ["127.0.0.1:%d" % free_port() for _ in range(3)]  # the third: nothing listens
     peers = ",".join(addrs)
     nodes = []
+    tok = secret_file(tmp_path / "admin.token", TOKEN + "\n")
     for a in addrs[:2]:
         admin = "127.0.0.1:%d" % free_port()
         n = node_factory(["--workers", "2", "--discovery", "static", "--peers", peers,
                           "--quota-file", str(quotas), "--admin-addr", admin,
-                          "--instance-id", "node-%d" % len(nodes)],
+                          "--admin-token-file", tok, "--instance-id", "node-%d" % len(nodes)],
                          port=int(a.rsplit(":", 1)[1]))
         n.admin_addr = admin
         nodes.append(n)
@@ -238,11 +239,16 @@ def status_page_checks(browser, a, addrs, quotas, stop, traffic, tmp_path):
     assert "unsafe" not in csp and ('<script nonce="%s">' % nonce).encode() in body
     assert h["x-content-type-options"] == "nosniff" and h["cache-control"] == "no-store"
     assert http("GET", "http://%s/" % a.admin_addr)[0] == 200
-    assert http("POST", url, b"")[0] == 405
+    assert http("POST", url, b"", {"Content-Type": "application/json"})[0] == 405
+    assert http("POST", url, b"")[0] == 403  # a form's POST: refused before anything else
     assert http("GET", "http://%s/status" % a.addr)[0] == 404  # never on the client port
 
     browser.console()  # start from an empty log
     browser.go(url)
+    # over TCP the page asks for the admin token (kept in the tab), then polls with it
+    assert wait_for(lambda: browser.js(DOM)["login"] == "block", 5, 0.1)
+    browser.type("#token", TOKEN)
+    browser.click("#login button")
     browser.wait_polls(4)  # three rates in the chart
     png = browser.screenshot()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10000
@@ -309,7 +315,7 @@ def status_page_checks(browser, a, addrs, quotas, stop, traffic, tmp_path):
 
 def test_status_page_with_an_admin_token(browser, node_factory, tmp_path):
     tok = tmp_path / "admin.token"
-    tok.write_text(TOKEN + "\n")
+    secret_file(tok, TOKEN + "\n")
     admin = "127.0.0.1:%d" % free_port()
     n = node_factory(["--workers", "1", "--standalone", "--admin-addr", admin,
                       "--admin-token-file", str(tok)])

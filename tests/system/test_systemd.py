@@ -67,7 +67,8 @@ def start(mgr, tmp_path, env_extra=None):
     log = open(tmp_path / "sluiced.log", "w+")
     # port 0: the port is learnt from READY's STATUS, so nothing else could have told the test
     proc = subprocess.Popen([SLUICED, "--listen-addr", "127.0.0.1:0", "--workers", "2",
-                             "--admin-addr", "127.0.0.1:0", "--quota-file", QUOTAS],
+                             "--admin-socket", str(tmp_path / "admin.sock"), "--quota-file",
+                             QUOTAS],
                             stdout=log, stderr=subprocess.STDOUT, env=env)
     return proc, log
 

@@ -23,7 +23,7 @@ import pytest
 
 from certs import key_csr, make_ca, make_leaf, ossl
 from clientlib import CLIENT_LIB, Item as ClientItem, Request as ClientRequest
-from conftest import free_port, needs, require_built
+from conftest import free_port, needs, require_built, secret_file
 from etcdproc import EtcdProc
 
 pytestmark = needs("openssl")
@@ -425,8 +425,8 @@ def test_client_identity_from_the_certificate(node_factory, certs, pb, tmp_path)
     does not name, and no certificate, fall back to bearer tokens (401 / UNAUTHENTICATED)."""
     g, _ = pb
     tokens = tmp_path / "tokens"
-    tokens.write_text("cert:client.test  viacert  cert_,shared_\n"
-                      "tok-alpha-0123456789abcdef  alpha  alpha_\n")
+    secret_file(tokens, "cert:client.test  viacert  cert_,shared_\n"
+                "tok-alpha-0123456789abcdef  alpha  alpha_\n")
     node = start_tls(node_factory, certs, "--standalone", "--tls-ca", certs("ca.pem"),
                      "--tls-client-auth", "request", "--client-tokens-file", str(tokens))
 
@@ -679,3 +679,34 @@ def test_cli_check_and_health_over_tls(node_factory, certs):
     # a missing file is a usage error, before any connection
     r = subprocess.run(check + ["--tls-ca", certs("nope.pem")], capture_output=True, text=True)
     assert r.returncode == 2 and "TLS" in r.stderr, r.stderr
+
+
+def test_admin_listener_off_loopback_speaks_tls(node_factory, certs, tmp_path):
+    """An admin listener not on loopback (here 0.0.0.0) speaks TLS with the client port's
+    certificate, and wants the token; the CLI reaches it with --admin-ca."""
+    tok = secret_file(tmp_path / "admin.token", "tls-admin-token-0123456789abcdef\n")
+    port = free_port()
+    n = start_tls(node_factory, certs, "--admin-addr", "0.0.0.0:%d" % port,
+                  "--admin-token-file", tok)
+    assert 'msg="admin listening" addr=0.0.0.0:%d port=%d token=yes tls=yes' % (port, port) \
+        in n.logs()
+
+    from conftest import SLUICE
+    raw = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s = ssl_ctx(certs).wrap_socket(raw, server_hostname="localhost")
+    s.sendall(b"GET /v1/admin/killswitch HTTP/1.1\r\nHost: localhost:%d\r\n"
+              b"Authorization: Bearer tls-admin-token-0123456789abcdef\r\n\r\n" % port)
+    assert s.recv(64).startswith(b"HTTP/1.1 200"), "the TLS admin listener did not answer"
+    s.close()
+    # plaintext: no answer (the TLS layer closes the connection)
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as p:
+        p.sendall(b"GET /v1/admin/killswitch HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        assert closed_quickly(p)
+    out = subprocess.run([SLUICE, "killswitch", "on", "api", "--admin-addr", "localhost:%d" % port,
+                          "--admin-ca", certs("ca.pem"), "--admin-token-file", tok],
+                         capture_output=True, text=True, timeout=20)
+    assert out.returncode == 0, out.stderr
+    out = subprocess.run([SLUICE, "top", "--admin-addr", "localhost:%d" % port, "--json",
+                          "--admin-ca", certs("ca.pem"), "--admin-token-file", tok],
+                         capture_output=True, text=True, timeout=20)
+    assert out.returncode == 0 and '"limits"' in out.stdout, out.stderr

@@ -6,7 +6,7 @@ sluice_limit_events_total carries the limit name, and names past --metrics-max-n
 import json
 import subprocess
 
-from conftest import SLUICE, free_port, http
+from conftest import SLUICE, free_port, http, secret_file
 
 TOKEN = "top-secret-token-0123456789abcdef"
 
@@ -46,7 +46,7 @@ def node_with(node_factory, tmp_path, *extra):
     q = tmp_path / "quotas.yaml"
     q.write_text(QUOTAS)
     tok = tmp_path / "admin.token"
-    tok.write_text(TOKEN + "\n")
+    secret_file(tok, TOKEN + "\n")
     admin = "127.0.0.1:%d" % free_port()
     n = node_factory(["--workers", "2", "--standalone", "--quota-file", str(q),
                       "--admin-addr", admin, "--admin-token-file", str(tok)] + list(extra))

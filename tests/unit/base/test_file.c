@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -109,6 +110,62 @@ static void test_not_regular(void **state)
     assert_int_equal(sl_file_read("/dev/zero", 10000, 0, &buf, &len, err, sizeof err), -EFBIG);
 }
 
+/* A secret file: refused, with the fix, while group or others have any access to it. */
+static void test_secret(void **state)
+{
+    (void)state;
+    char path[128], err[300], want[400];
+    snprintf(path, sizeof path, "%s/token", dir);
+    write_file(path, "s3cret", 6);
+    char *buf = NULL;
+    size_t len = 0;
+    static const mode_t refused[] = {0644, 0640, 0604, 0602, 0620, 0601, 0610};
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        assert_int_equal(chmod(path, refused[i]), 0);
+        assert_int_equal(sl_file_read(path, 100, SL_FILE_SECRET, &buf, &len, err, sizeof err),
+                         -EACCES);
+        snprintf(want, sizeof want, "%s: readable by group or others (mode %04o): chmod 600 %s "
+                 "(a token, key or secret file must be its owner's alone)", path,
+                 (unsigned)refused[i], path);
+        assert_string_equal(err, want);
+        assert_int_equal(sl_file_check_secret(path, err, sizeof err), -EACCES);
+        assert_string_equal(err, want);
+        /* without the flag the mode does not matter */
+        assert_int_equal(sl_file_read(path, 100, 0, &buf, &len, err, sizeof err), 0);
+        free(buf);
+    }
+    static const mode_t fine[] = {0600, 0400, 0700};
+    for (size_t i = 0; i < sizeof fine / sizeof *fine; i++) {
+        assert_int_equal(chmod(path, fine[i]), 0);
+        assert_int_equal(sl_file_read(path, 100, SL_FILE_SECRET | SL_FILE_REGULAR, &buf, &len,
+                                      err, sizeof err), 0);
+        assert_string_equal(buf, "s3cret");
+        free(buf);
+        assert_int_equal(sl_file_check_secret(path, err, sizeof err), 0);
+    }
+    /* root:<our group> 0440 (Kubernetes' fsGroup Secret): the group is ours; not if it could
+     * write, not for another group, not for a root group */
+    if (geteuid() == 0) {
+        assert_int_equal(chown(path, 0, 65534), 0);
+        assert_int_equal(chmod(path, 0440), 0);
+        assert_int_equal(sl_file_check_secret(path, err, sizeof err), -EACCES); /* egid 0 */
+        assert_int_equal(setegid(65534), 0);
+        assert_int_equal(sl_file_check_secret(path, err, sizeof err), 0);
+        assert_int_equal(sl_file_read(path, 100, SL_FILE_SECRET, &buf, &len, err, sizeof err), 0);
+        free(buf);
+        assert_int_equal(chmod(path, 0460), 0);
+        assert_int_equal(sl_file_check_secret(path, err, sizeof err), -EACCES);
+        assert_int_equal(chmod(path, 0444), 0);
+        assert_int_equal(sl_file_check_secret(path, err, sizeof err), -EACCES);
+        assert_int_equal(chmod(path, 0440), 0);
+        assert_int_equal(chown(path, 0, 65533), 0);
+        assert_int_equal(sl_file_check_secret(path, err, sizeof err), -EACCES);
+        assert_int_equal(setegid(0), 0);
+    }
+    snprintf(path, sizeof path, "%s/nope", dir);
+    assert_int_equal(sl_file_check_secret(path, err, sizeof err), -ENOENT);
+}
+
 static void test_missing(void **state)
 {
     (void)state;
@@ -133,6 +190,7 @@ int main(void)
         cmocka_unit_test(test_large),
         cmocka_unit_test(test_not_regular),
         cmocka_unit_test(test_missing),
+        cmocka_unit_test(test_secret),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

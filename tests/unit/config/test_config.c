@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "config/diag.h"
 
 #define MS INT64_C(1000000)
 #define SEC (1000 * MS)
@@ -108,6 +109,7 @@ static void test_precedence(void **state)
                      "max-conns: 11\n"
                      "max_streams: 12\n"          /* snake_case key */
                      "peers:\n  - a:1\n  - b:2\n"
+                     "discovery: static\n"         /* a peer list needs it */
                      "verbose: yes\n"
                      "gc-period: 2h\n"
                      "graphite-prefix: fromfile\n");
@@ -310,7 +312,7 @@ static void test_enums_and_cross_checks(void **state)
     assert_non_null(strstr(err, "option 'standalone'"));
     sl_config_free(&o);
     assert_int_equal(PARSE(&o, err, no_env, "--listen-addr="), -EINVAL);
-    assert_string_equal(err, "option 'listen-addr': must not be empty");
+    assert_string_equal(err, "option 'listen-addr': must not be empty (flag --listen-addr)");
     sl_config_free(&o);
     /* Computed defaults stay overridable. */
     assert_int_equal(PARSE(&o, err, no_env, "--instance-id", "n7", "--workers", "3",
@@ -382,10 +384,13 @@ static void test_flags(void **state)
     assert_string_equal(err, "flag --no-verbose takes no value");
     sl_config_free(&o);
     assert_int_equal(PARSE(&o, err, no_env, "--no-max-conns"), -EINVAL);
-    assert_string_equal(err, "unknown flag '--no-max-conns' (see --help)");
+    assert_string_equal(err,
+                        "unknown flag '--no-max-conns': option 'max-conns' is not a boolean (see "
+                        "--help)");
     sl_config_free(&o);
     assert_int_equal(PARSE(&o, err, no_env, "--max-connz", "5"), -EINVAL);
-    assert_string_equal(err, "unknown flag '--max-connz' (see --help)");
+    assert_string_equal(err,
+                        "unknown flag '--max-connz': did you mean '--max-conns'? (see --help)");
     sl_config_free(&o);
     assert_int_equal(PARSE(&o, err, no_env, "-x"), -EINVAL);
     assert_string_equal(err, "unknown flag '-x' (see --help)");
@@ -435,7 +440,8 @@ static void test_yaml_rules(void **state)
         const char *yaml;
         const char *err;
     } bad[] = {
-        {"listen-addr: a\nmax_connz: 5\n", "f.yaml:2: unknown option 'max_connz'"},
+        {"listen-addr: a\nmax_connz: 5\n",
+         "f.yaml:2: unknown option 'max_connz': did you mean 'max-conns'?"},
         {"max-conns: 1\nmax_conns: 2\n", "f.yaml:2: option 'max-conns' set twice (first at line 1)"},
         {"idle-timeout: 5s\nread-timeout:\n  a: 1\n",
          "f.yaml:3: option 'read-timeout' takes a duration, not a nested mapping"},
@@ -443,7 +449,7 @@ static void test_yaml_rules(void **state)
         {"peers: [[a]]\n", "f.yaml:1: option 'peers': list items must be scalars, not a list"},
         {"config: other.yaml\n", "f.yaml:1: option 'config' cannot be set in a file"},
         {"- a\n- b\n", "f.yaml:1: the file must be a mapping of option: value"},
-        {"a: 1\n---\nb: 2\n", "f.yaml:1: unknown option 'a'"},
+        {"a: 1\n---\nb: 2\n", "f.yaml:1: unknown option 'a' (sluiced --help lists the options)"},
         {"max-conns: 1\n---\nmax-streams: 2\n", "f.yaml:2: only one YAML document is allowed"},
         {"max-conns: &a 1\nmax-streams: *a\n",
          "f.yaml:2: option 'max-streams' takes an integer, not an alias"},
@@ -556,6 +562,18 @@ static void test_help_lists_every_option(void **state)
     free(s);
 }
 
+/* sl_config_dump's text (malloc'd). */
+static char *dump_text(const sl_options *o)
+{
+    char *d = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&d, &n);
+    assert_non_null(f);
+    sl_config_dump(o, f);
+    fclose(f);
+    return d;
+}
+
 static void test_dump_round_trip(void **state)
 {
     (void)state;
@@ -565,24 +583,46 @@ static void test_dump_round_trip(void **state)
                            "--batch-wait", "1500us", "--max-header-bytes", "1000000",
                            "--discovery", "static", "--no-quota", "deny", "-v"),
                      0);
-    char *d1 = NULL, *d2 = NULL;
-    size_t n1 = 0, n2 = 0;
-    FILE *f = open_memstream(&d1, &n1);
-    sl_config_dump(&a, f);
-    fclose(f);
+    char *d1 = dump_text(&a), *d2;
     assert_non_null(strstr(d1, "instance-id: \"q\\\"uo\\\\te\"\n"));
     assert_non_null(strstr(d1, "batch-wait: 1500us\n"));
     assert_non_null(strstr(d1, "peers:\n  - \"a:1\"\n  - \"b:2\"\n"));
     assert_null(strstr(d1, "config:"));
     assert_int_equal(load_yaml(&b, d1, err), 0);
-    f = open_memstream(&d2, &n2);
-    sl_config_dump(&b, f);
-    fclose(f);
+    d2 = dump_text(&b);
     assert_string_equal(d1, d2);
     free(d1);
     free(d2);
     sl_config_free(&a);
     sl_config_free(&b);
+}
+
+/* Found by fuzz_config (tests/fuzz/corpus/fuzz_config/nel): a value holding a character YAML
+ * reads as a line break inside quotes (U+0085, U+2028, U+2029) was dumped raw and loaded back as
+ * a space; a C1 control was dumped raw, which YAML refuses. The dump escapes them now. */
+static void test_dump_round_trip_breaks(void **state)
+{
+    (void)state;
+    static const char *const in[] = {
+        "instance-id: \"a: b #&c\\N\\\"xkb 9nstance-id: limib #\"\n",
+        "instance-id: \"\\L\\P\\uFEFF\\uFFFE\\uFFFF\\x80\\x9f\\N\\_x\"\n",
+    };
+    for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
+        sl_options a, b;
+        char err[512];
+        assert_int_equal(load_yaml(&a, in[i], err), 0);
+        char *d1 = dump_text(&a);
+        assert_null(strstr(d1, "\xc2\x85"));
+        assert_null(strstr(d1, "\xe2\x80\xa8"));
+        assert_int_equal(load_yaml(&b, d1, err), 0);
+        assert_string_equal(a.instance_id, b.instance_id);
+        char *d2 = dump_text(&b);
+        assert_string_equal(d1, d2);
+        free(d1);
+        free(d2);
+        sl_config_free(&a);
+        sl_config_free(&b);
+    }
 }
 
 static void test_file_limits(void **state)
@@ -606,9 +646,126 @@ static void test_file_limits(void **state)
     sl_config_free(&o);
 }
 
+/* A check (sluiced --check-config) reports every problem of every source, in order, the plain
+ * parse only the first; and the origins say where each value came from (--print-config). */
+static void test_check_reports_every_problem(void **state)
+{
+    (void)state;
+    char path[32], err[512];
+    write_file(path, "listen_adr: 127.0.0.1:1\n"       /* unknown, with a suggestion */
+                     "max-conns: ten\n"                 /* a bad integer */
+                     "admin-addr: \"[::1\"\n"           /* a bad address, found by finalize */
+                     "nested:\n  a: 1\n"                /* unknown, and its value skipped */
+                     "max-streams: 7\n");               /* still applied after all that */
+    char cfg[64];
+    snprintf(cfg, sizeof cfg, "SLUICE_CONFIG=%s", path);
+    char *envp[] = {cfg, "SLUICE_MAX_BODY_BYTES=lots", "SLUICE_WORKERS=3", NULL};
+    const sl_opt_table *t = sl_config_daemon_table();
+    char(*origin)[SL_OPT_ORIGIN_MAX] = calloc(t->nopts, sizeof *origin);
+    assert_non_null(origin);
+    sl_options o;
+    memset(&o, 0, sizeof o);
+    sl_diag d = {0};
+    int rc = sl_config_check(&o, ARGC("--listen-addr", "127.0.0.1:99999", "--tls-key", "k.pem",
+                                      "--peers", "a:1", "--lsten-addr", "x", "--shards", "3"),
+                             ARGV("--listen-addr", "127.0.0.1:99999", "--tls-key", "k.pem",
+                                  "--peers", "a:1", "--lsten-addr", "x", "--shards", "3"),
+                             envp, &d, origin, err, sizeof err);
+    assert_int_equal(rc, -EINVAL);
+    static const char *const want[] = {
+        ":1: unknown option 'listen_adr': did you mean 'listen-addr'?",
+        "option 'max-conns': invalid integer 'ten' (file ",
+        ":4: unknown option 'nested' (sluiced --help lists the options)",
+        "option 'max-body-bytes': invalid size 'lots'",
+        "unknown flag '--lsten-addr': did you mean '--listen-addr'? (see --help)",
+        "option 'listen-addr': port 99999 is out of range 1-65535 (flag --listen-addr)",
+        "option 'admin-addr': '[::1' has no ']' after the IPv6 address (file ",
+        "option 'peers': a peer list needs --discovery static",
+        "option 'shards': 3 is not a power of two",
+        ("option 'tls-key': --tls-key needs --tls-cert (the certificate of that key) "
+         "(flag --tls-key)"),
+    };
+    for (size_t i = 0; i < d.n && i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(d.lines[i], want[i]))
+            fail_msg("problem %zu: '%s', want '%s'", i, d.lines[i], want[i]);
+    assert_int_equal(sl_diag_count(&d), sizeof want / sizeof want[0]);
+    assert_non_null(strstr(err, want[0])); /* err: the first */
+    assert_int_equal(o.max_streams, 7);    /* the sources went on past their problems */
+    assert_int_equal(o.workers, 3);
+    const sl_opt *ms = sl_opt_find(t, "max-streams"), *w = sl_opt_find(t, "workers");
+    const sl_opt *id = sl_opt_find(t, "instance-id"), *mc = sl_opt_find(t, "max-conns");
+    const sl_opt *tk = sl_opt_find(t, "tls-key");
+    char want_file[64];
+    snprintf(want_file, sizeof want_file, "file %s:6", path);
+    assert_string_equal(origin[ms - t->opts], want_file);
+    assert_string_equal(origin[w - t->opts], "env SLUICE_WORKERS");
+    assert_string_equal(origin[tk - t->opts], "flag --tls-key");
+    assert_string_equal(origin[mc - t->opts], "default"); /* its bad value was not taken */
+    assert_string_equal(origin[id - t->opts], "computed: the host name");
+    sl_diag_free(&d);
+    sl_config_free(&o);
+    /* The plain parse stops at the first. */
+    memset(&o, 0, sizeof o);
+    assert_int_equal(sl_config_parse(&o, ARGC("--shards", "3", "--tls-key", "k"),
+                                     ARGV("--shards", "3", "--tls-key", "k"), no_env, err,
+                                     sizeof err),
+                     -EINVAL);
+    assert_string_equal(err, "option 'shards': 3 is not a power of two");
+    sl_config_free(&o);
+    free(origin);
+    unlink(path);
+}
+
+/* --print-config's dump: each origin as a comment, a secret option redacted, a URL's password
+ * redacted, and the rest loads back. */
+static void test_dump_origins_redacts(void **state)
+{
+    (void)state;
+    typedef struct tgt {
+        char *pass, *url, *plain;
+        sl_opt_list urls;
+    } tgt;
+    static const sl_opt opts[] = {
+        {.name = "pass", .type = SL_OPT_STRING, .offset = offsetof(tgt, pass), .secret = true},
+        {.name = "url", .type = SL_OPT_STRING, .offset = offsetof(tgt, url)},
+        {.name = "plain", .type = SL_OPT_STRING, .offset = offsetof(tgt, plain)},
+        {.name = "urls", .type = SL_OPT_LIST, .offset = offsetof(tgt, urls)},
+    };
+    const sl_opt_table t = {.program = "x", .env_prefix = "X_", .opts = opts, .nopts = 4};
+    tgt v;
+    memset(&v, 0, sizeof v);
+    char err[256];
+    char origin[4][SL_OPT_ORIGIN_MAX];
+    memset(origin, 0, sizeof origin);
+    sl_opt_track tr = {.origin = origin};
+    assert_int_equal(sl_opt_defaults_ex(&t, &v, &tr, err, sizeof err), 0);
+    char *envp[] = {"X_PASS=hunter2", NULL};
+    assert_int_equal(sl_opt_load_env_ex(&t, &v, envp, &tr, err, sizeof err), 0);
+    char *argv[] = {"x", "--url", "redis://u:pw@10.0.0.1:6379/0", "--urls",
+                    "http://a:b@h:1,http://h:2", "--plain", "a@b://c", NULL};
+    assert_int_equal(sl_opt_load_args_ex(&t, &v, 7, argv, &tr, err, sizeof err), 0);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    sl_opt_dump_origins(&t, &v, (const char(*)[SL_OPT_ORIGIN_MAX])origin, f);
+    fclose(f);
+    assert_string_equal(buf, "pass: \"<redacted>\"  # env X_PASS\n"
+                             "url: \"redis://<redacted>@10.0.0.1:6379/0\"  # flag --url\n"
+                             "plain: \"a@b://c\"  # flag --plain\n"
+                             "urls:  # flag --urls\n"
+                             "  - \"http://<redacted>@h:1\"\n"
+                             "  - \"http://h:2\"\n");
+    assert_null(strstr(buf, "hunter2"));
+    assert_null(strstr(buf, "pw@"));
+    free(buf);
+    sl_opt_free(&t, &v);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_check_reports_every_problem),
+        cmocka_unit_test(test_dump_origins_redacts),
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_peer_auth_options),
         cmocka_unit_test(test_precedence),
@@ -619,6 +776,7 @@ int main(void)
         cmocka_unit_test(test_yaml_rules),
         cmocka_unit_test(test_help_lists_every_option),
         cmocka_unit_test(test_dump_round_trip),
+        cmocka_unit_test(test_dump_round_trip_breaks),
         cmocka_unit_test(test_file_limits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -525,7 +525,7 @@ static void test_etcd_shared_watch(void **state)
     const char *first = strstr(buf, "etcd watch established");
     assert_non_null(first);
     assert_null(strstr(first + 1, "etcd watch established"));
-    assert_non_null(strstr(buf, "what=quotas and switches"));
+    assert_non_null(strstr(buf, "what=\"quotas and switches\""));
 
     sl_killswitch_reader_release(&r);
     sl_quotasrc_reader_release(&qr);

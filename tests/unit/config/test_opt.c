@@ -230,9 +230,51 @@ static void test_command_table(void **state)
     assert_int_equal(c.md.n, 0);
 }
 
+/* "Did you mean": the edit distance ('_' as '-', any case) and the nearest option over a table,
+ * with the bound that keeps a far-off name from getting a suggestion. */
+static void test_suggest(void **state)
+{
+    (void)state;
+    assert_int_equal(sl_opt_edit_distance("listen_adr", "listen-addr"), 1);
+    assert_int_equal(sl_opt_edit_distance("listen-addr", "listen-addr"), 0);
+    assert_int_equal(sl_opt_edit_distance("LISTEN_ADDR", "listen-addr"), 0);
+    assert_int_equal(sl_opt_edit_distance("", "abc"), 3);
+    assert_int_equal(sl_opt_edit_distance("kitten", "sitting"), 3);
+    assert_int_equal(sl_opt_edit_distance("max-conns", "max-streams"), 6);
+    static const sl_opt opts[] = {
+        {.name = "listen-addr", .type = SL_OPT_STRING},
+        {.name = "admin-addr", .type = SL_OPT_STRING},
+        {.name = "max-conns", .type = SL_OPT_INT},
+        {.name = "max-streams", .type = SL_OPT_INT},
+        {.name = "tls-key", .type = SL_OPT_STRING},
+    };
+    const sl_opt_table t = {.program = "p", .opts = opts, .nopts = 5};
+    static const struct {
+        const char *in, *want;
+    } cases[] = {
+        {"listen_adr", "listen-addr"},  {"lsiten-addr", "listen-addr"},
+        {"admin_addr", NULL},            /* exact in snake case: found, not suggested */
+        {"max-con", "max-conns"},        {"max_streem", "max-streams"},
+        {"tls-kye", "tls-key"},          {"verbose", NULL}, /* nothing near */
+        {"ab", NULL},                    /* 2 letters: any 1 edit is more than a third */
+        {"tls", NULL},                   /* 4 edits from tls-key */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const sl_opt *o = sl_opt_suggest(&t, cases[i].in);
+        if (cases[i].want == NULL) {
+            if (o != NULL)
+                fail_msg("'%s': suggested '%s', want none", cases[i].in, o->name);
+        } else {
+            assert_non_null(o);
+            assert_string_equal(o->name, cases[i].want);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_suggest),
         cmocka_unit_test(test_durations),
         cmocka_unit_test(test_generic_table),
         cmocka_unit_test(test_command_table),

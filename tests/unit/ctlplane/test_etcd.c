@@ -581,7 +581,7 @@ static void test_quotasrc_etcd(void **state)
     char buf[16384];
     size_t n = fread(buf, 1, sizeof buf - 1, logf);
     buf[n] = 0;
-    assert_non_null(strstr(buf, "quota entry ignored key=/q1/limit/key/bad/quota"));
+    assert_non_null(strstr(buf, "msg=\"quota entry ignored\" key=/q1/limit/key/bad/quota"));
     assert_non_null(strstr(buf, "etcd watch lost"));
     assert_non_null(strstr(buf, "etcd watch established"));
     fclose(logf);
@@ -635,9 +635,124 @@ static void test_client_from_list(void **state)
     sl_etcd_free(e);
 }
 
+/* ---- the answers' codecs, without etcd (the same code sl_etcd_range and the watch run) ---- */
+
+static void test_range_decode(void **state)
+{
+    (void)state;
+    static const char ok[] =
+        "{\"header\":{\"revision\":\"42\"},\"more\":true,\"kvs\":["
+        "{\"key\":\"L2EvYg==\",\"value\":\"AP8=\",\"mod_revision\":\"7\",\"lease\":\"9\"},"
+        "{\"key\":\"-_8\",\"version\":3}]}";
+    sl_etcd_kvs r;
+    assert_int_equal(sl_etcd_range_decode(ok, sizeof ok - 1, &r), 0);
+    assert_int_equal(r.revision, 42);
+    assert_true(r.more);
+    assert_int_equal(r.n, 2);
+    assert_int_equal(r.kvs[0].key_len, 4);
+    assert_memory_equal(r.kvs[0].key, "/a/b", 4);
+    assert_int_equal(r.kvs[0].value_len, 2);
+    assert_memory_equal(r.kvs[0].value, "\0\xff", 2);
+    assert_int_equal(r.kvs[0].mod_revision, 7);
+    assert_int_equal(r.kvs[0].lease, 9);
+    assert_int_equal(r.kvs[1].key_len, 2); /* URL-safe alphabet, no padding */
+    assert_memory_equal(r.kvs[1].key, "\xfb\xff", 2);
+    assert_int_equal(r.kvs[1].value_len, 0);
+    assert_int_equal(r.kvs[1].version, 3);
+    sl_etcd_kvs_free(&r);
+    static const char *const bad[] = {"", "[]", "{\"kvs\":[{\"key\":\"a*b\"}]}", "{\"kvs\":[{\"key\":\"YQ==\",\"value\":\"Y Q\"}]}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(sl_etcd_range_decode(bad[i], strlen(bad[i]), &r), -EPROTO);
+        assert_int_equal(r.n, 0);
+        assert_null(r.kvs);
+    }
+    assert_int_equal(sl_etcd_range_decode("{}", 2, &r), 0);
+    assert_int_equal(r.n, 0);
+    sl_etcd_kvs_free(&r);
+}
+
+typedef struct stream_seen {
+    int msgs, events, created, deletes;
+    int stop_at;
+    char last_key[32];
+} stream_seen;
+
+static int stream_cb(void *ud, const sl_etcd_watch_msg *m)
+{
+    stream_seen *s = ud;
+    s->msgs++;
+    s->created += m->created;
+    s->events += (int)m->n_events;
+    for (size_t i = 0; i < m->n_events; i++) {
+        s->deletes += m->events[i].type == SL_ETCD_DELETE;
+        snprintf(s->last_key, sizeof s->last_key, "%s", m->events[i].kv.key);
+    }
+    return s->msgs == s->stop_at ? 5 : 0;
+}
+
+/* Feed text one byte at a time; the result of the first nonzero feed. */
+static int feed_bytes(sl_etcd_stream *st, const char *text)
+{
+    for (size_t i = 0; text[i]; i++) {
+        int rc = sl_etcd_stream_feed(st, text + i, 1);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static void test_stream(void **state)
+{
+    (void)state;
+    static const char session[] =
+        "{\"result\":{\"header\":{\"revision\":\"5\"},\"created\":true}}\n\n"
+        "{\"result\":{\"events\":[{\"kv\":{\"key\":\"L2s=\",\"value\":\"dg==\"}}]}}\n"
+        "{\"result\":{\"events\":[{\"type\":\"DELETE\",\"kv\":{\"key\":\"L2s=\"}}]}}\n"
+        "{\"result\":{\"canceled\":true,\"compact_revision\":\"3\"}}\n";
+    stream_seen s = {0};
+    sl_etcd_stream st;
+    sl_etcd_stream_init(&st, 0, stream_cb, &s);
+    assert_int_equal(feed_bytes(&st, session), -ERANGE); /* canceled for compaction */
+    assert_int_equal(s.msgs, 4);
+    assert_int_equal(s.created, 1);
+    assert_true(st.created);
+    assert_int_equal(s.events, 2);
+    assert_int_equal(s.deletes, 1);
+    assert_string_equal(s.last_key, "/k");
+    assert_non_null(strstr(st.err, "compact revision 3"));
+    assert_int_equal(sl_etcd_stream_feed(&st, "{}\n", 3), -ERANGE); /* it stays ended */
+    sl_etcd_stream_free(&st);
+
+    /* an error object, a line that is not JSON, bad base64, a line over the cap, cb's value */
+    static const struct {
+        const char *text;
+        size_t max;
+        int stop_at, rc;
+        const char *err;
+    } cases[] = {
+        {"{\"error\":{\"message\":\"etcdserver: no leader\"}}\n", 0, 0, -EIO, "no leader"},
+        {"not json\n", 0, 0, -EPROTO, "not JSON"},
+        {"{\"result\":{\"events\":[{\"kv\":{\"key\":\"@@\"}}]}}\n", 0, 0, -EPROTO, "base64"},
+        {"{\"result\":{\"created\":true,\"header\":{\"revision\":\"123456789\"}}}\n", 32, 0,
+         -EMSGSIZE, "too large"},
+        {"{\"result\":{}}\n{\"result\":{}}\n{\"result\":{}}\n", 0, 2, 5, ""},
+        {"{\"result\":{}}\n{\"result\":", 0, 0, 0, ""}, /* a partial line waits */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        memset(&s, 0, sizeof s);
+        s.stop_at = cases[i].stop_at;
+        sl_etcd_stream_init(&st, cases[i].max, stream_cb, &s);
+        assert_int_equal(feed_bytes(&st, cases[i].text), cases[i].rc);
+        assert_non_null(strstr(st.err, cases[i].err));
+        sl_etcd_stream_free(&st);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_range_decode),
+        cmocka_unit_test(test_stream),
         cmocka_unit_test(test_client_from_list),
         cmocka_unit_test(test_kv),
         cmocka_unit_test(test_leases),

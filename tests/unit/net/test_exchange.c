@@ -358,14 +358,18 @@ static void test_grpc_answers(void **state)
     const char *m = strstr(s.headers, "grpc-message: ");
     assert_non_null(m);
     assert_int_equal(strcspn(m + 14, "\n"), 1024);
-    assert_non_null(strstr(s.headers, "content-type: application/grpc\ngrpc-status: 13\n"));
+    assert_non_null(strstr(s.headers, "content-type: application/grpc\n"
+                                      "grpc-accept-encoding: identity,deflate,gzip\n"
+                                      "grpc-status: 13\n"));
     sl_exchange_unref(ex);
 
     /* no message: the status alone */
     memset(&s, 0, sizeof s);
     ex = dispatched(ctx, &s, &h, true);
     assert_int_equal(sl_exchange_respond_grpc_status(ex, 12, ""), 0);
-    assert_string_equal(s.headers, "content-type: application/grpc\ngrpc-status: 12\n");
+    assert_string_equal(s.headers, "content-type: application/grpc\n"
+                                   "grpc-accept-encoding: identity,deflate,gzip\n"
+                                   "grpc-status: 12\n");
     sl_exchange_unref(ex);
     sl_http_ctx_free(ctx);
 }

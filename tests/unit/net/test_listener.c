@@ -9,7 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -108,11 +111,64 @@ static void test_accept_then_stop(void **state)
     sl_http_ctx_free(ctx);
 }
 
+/* A Unix socket: mode 0600, a live one is taken, a stale one replaced, a file never removed. */
+static void test_unix_socket(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/sl_test_listener.XXXXXX", path[128];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/admin.sock", dir);
+    int fd = sl_listener_unix_socket(path, 16);
+    assert_true(fd >= 0);
+    struct stat st;
+    assert_int_equal(lstat(path, &st), 0);
+    assert_true(S_ISSOCK(st.st_mode));
+    assert_int_equal(st.st_mode & 07777, 0600);
+    /* someone listens there: taken, and left alone */
+    assert_int_equal(sl_listener_unix_socket(path, 16), -EADDRINUSE);
+    assert_int_equal(lstat(path, &st), 0);
+    /* the listener gone, its file left behind: replaced */
+    close(fd);
+    fd = sl_listener_unix_socket(path, 16);
+    assert_true(fd >= 0);
+    close(fd);
+    unlink(path);
+    /* a regular file in the way: refused, not removed */
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fclose(f);
+    assert_int_equal(sl_listener_unix_socket(path, 16), -EEXIST);
+    assert_int_equal(lstat(path, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+    unlink(path);
+    char longp[200];
+    memset(longp, 'a', sizeof longp - 1);
+    longp[sizeof longp - 1] = 0;
+    assert_int_equal(sl_listener_unix_socket(longp, 16), -ENAMETOOLONG);
+    rmdir(dir);
+}
+
+/* Without SO_REUSEPORT no other socket joins the port, even one that asks for it. */
+static void test_exclusive(void **state)
+{
+    (void)state;
+    struct sockaddr_in a = loopback(0);
+    int fd = sl_listener_socket_ex((struct sockaddr *)&a, sizeof a, 16, false);
+    assert_true(fd >= 0);
+    struct sockaddr_in taken = loopback(port_of(fd));
+    assert_int_equal(sl_listener_socket((struct sockaddr *)&taken, sizeof taken, 16), -EADDRINUSE);
+    assert_int_equal(sl_listener_socket_ex((struct sockaddr *)&taken, sizeof taken, 16, false),
+                     -EADDRINUSE);
+    close(fd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_socket_and_probe),
         cmocka_unit_test(test_accept_then_stop),
+        cmocka_unit_test(test_unix_socket),
+        cmocka_unit_test(test_exclusive),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -202,7 +202,7 @@ static void test_shedder(void **state)
     char line[512];
     bool seen = false;
     while (fgets(line, sizeof line, f->logf))
-        seen |= strstr(line, "worker shed level raised worker=1 level=1.500") != NULL;
+        seen |= strstr(line, "msg=\"worker shed level raised\" worker=1 level=1.500") != NULL;
     assert_true(seen);
     /* worker -1 (and out of range) is the spare slot, apart from the workers */
     sl_protect_observe(f->p, -1, 1000, 0.99);

@@ -8,11 +8,13 @@
  * mid-pipeline, the output and reply bounds, TLS with the CA checked, a
  * wrong CA, and client certificates (tls-auth-clients).
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -603,10 +605,70 @@ static void test_tls_client_cert(void **state)
     tlsredis_stop(&t);
 }
 
+/* The reader alone, as deliver drives it: replies in order however the bytes are cut, and the
+ * two bounds (bytes on the wire, announced elements) per reply. */
+static void test_reader(void **state)
+{
+    (void)state;
+    sl_rconn_reader *r;
+    void *reply;
+    const char *why;
+    assert_int_equal(sl_rconn_reader_new(0, &r), 0);
+    static const char two[] = "*2\r\n:1\r\n$3\r\nabc\r\n+OK\r\n";
+    for (size_t i = 0; i < sizeof two - 1; i++) {
+        assert_int_equal(sl_rconn_reader_feed(r, (const uint8_t *)two + i, 1), 0);
+        int rc = sl_rconn_reader_next(r, &reply, &why);
+        if (i == 16 || i == 21) { /* the last byte of each reply */
+            assert_int_equal(rc, 1);
+            redisReply *rep = reply;
+            assert_int_equal(rep->type, i == 16 ? REDIS_REPLY_ARRAY : REDIS_REPLY_STATUS);
+            freeReplyObject(reply);
+        } else {
+            assert_int_equal(rc, 0);
+            assert_null(reply);
+        }
+    }
+    sl_rconn_reader_free(r);
+
+    /* 128 bytes: at most 2 elements announced per reply, at most 128 bytes per reply */
+    static const struct {
+        const char *wire;
+        int rc;
+    } cases[] = {
+        {"*2\r\n:1\r\n:2\r\n", 1},
+        {"*3\r\n", -EMSGSIZE},
+        {"*1\r\n*1\r\n*1\r\n", -EMSGSIZE},
+        {"$200\r\n", 0},
+        {"?x\r\n", -EPROTO},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_int_equal(sl_rconn_reader_new(128, &r), 0);
+        assert_int_equal(sl_rconn_reader_feed(r, (const uint8_t *)cases[i].wire,
+                                              strlen(cases[i].wire)), 0);
+        int rc = sl_rconn_reader_next(r, &reply, &why);
+        assert_int_equal(rc, cases[i].rc);
+        if (rc == 1)
+            freeReplyObject(reply);
+        if (rc == -EPROTO)
+            assert_non_null(why);
+        sl_rconn_reader_free(r);
+    }
+    /* a bulk string past the bound fails once its bytes so far pass it */
+    assert_int_equal(sl_rconn_reader_new(128, &r), 0);
+    char big[160];
+    memset(big, 'x', sizeof big);
+    assert_int_equal(sl_rconn_reader_feed(r, (const uint8_t *)"$200\r\n", 6), 0);
+    assert_int_equal(sl_rconn_reader_next(r, &reply, &why), 0);
+    assert_int_equal(sl_rconn_reader_feed(r, (const uint8_t *)big, sizeof big), 0);
+    assert_int_equal(sl_rconn_reader_next(r, &reply, &why), -EMSGSIZE);
+    sl_rconn_reader_free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_encode),
+        cmocka_unit_test(test_reader),
         cmocka_unit_test_setup_teardown(test_pipeline_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_free_answers_null, setup, teardown),
         cmocka_unit_test_setup_teardown(test_connect_refused, setup, teardown),

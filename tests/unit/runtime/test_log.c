@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+
 #include "runtime/log.h"
 #include "sluice/clock.h"
 
@@ -45,11 +47,11 @@ static void test_line_format(void **state)
     sl_log_error(&lg, "bind failed err=%s", "EADDRINUSE");
     sl_log_warn(&lg, "slow peer=%s", "b");
     char *s = slurp(f);
-    assert_string_equal(s, "2023-11-14T22:13:20.123Z level=info instance=node1 listening "
+    assert_string_equal(s, "ts=2023-11-14T22:13:20.123Z level=info instance=node1 msg=listening "
                            "addr=127.0.0.1:5454 workers=2\n"
-                           "2023-11-14T22:13:21.124Z level=error instance=node1 bind failed "
-                           "err=EADDRINUSE\n"
-                           "2023-11-14T22:13:21.124Z level=warn instance=node1 slow peer=b\n");
+                           "ts=2023-11-14T22:13:21.124Z level=error instance=node1 "
+                           "msg=\"bind failed\" err=EADDRINUSE\n"
+                           "ts=2023-11-14T22:13:21.124Z level=warn instance=node1 msg=slow peer=b\n");
     free(s);
     fclose(f);
 }
@@ -75,8 +77,8 @@ static void test_levels(void **state)
     sl_log_write(&lg, SL_LOG_ERROR, "err n=%d", 1);
     char *s = slurp(f);
     /* No instance: no instance= field. */
-    assert_string_equal(s, "1970-01-01T00:00:00.000Z level=debug shown\n"
-                           "1970-01-01T00:00:00.000Z level=error err n=1\n");
+    assert_string_equal(s, "ts=1970-01-01T00:00:00.000Z level=debug msg=shown\n"
+                           "ts=1970-01-01T00:00:00.000Z level=error msg=err n=1\n");
     free(s);
     fclose(f);
 
@@ -101,8 +103,9 @@ static void test_escaping_and_instance(void **state)
     sl_log_set_clock(&lg, &clk);
     sl_log_info(&lg, "key=%s", "evil\nlevel=error forged\r\t\x01\x7f");
     char *s = slurp(f);
-    assert_string_equal(s, "1970-01-01T00:00:00.000Z level=info instance=node_1__x "
-                           "key=evil\\nlevel=error forged\\r\\t\\x01\\x7f\n");
+    /* one quoted value: the newline neither ends the line nor starts a field */
+    assert_string_equal(s, "ts=1970-01-01T00:00:00.000Z level=info instance=node_1__x msg=\"\" "
+                           "key=\"evil\\nlevel=error forged\\r\\t\\u0001\\u007f\"\n");
     free(s);
     fclose(f);
 }
@@ -124,12 +127,12 @@ static void test_truncation(void **state)
     char *nl = strchr(s, '\n');
     assert_non_null(nl);
     assert_true((size_t)(nl - s + 1) <= SL_LOG_LINE_MAX);
-    assert_memory_equal(nl - 3, "...", 3);
+    assert_memory_equal(nl - 7, "msg=...", 7); /* a field too long for the line is dropped */
     char *second = nl + 1;
     char *nl2 = strchr(second, '\n');
     assert_non_null(nl2);
     assert_true((size_t)(nl2 - second + 1) <= SL_LOG_LINE_MAX);
-    assert_memory_equal(nl2 - 7, "\\x02...", 7);
+    assert_memory_equal(nl2 - 7, "msg=...", 7); /* escapes are never cut halfway */
     assert_string_equal(nl2 + 1, "");
     free(s);
     fclose(f);
@@ -187,11 +190,11 @@ static void test_concurrent_lines_whole(void **state)
         assert_true(id >= 0 && id < WRITERS);
         assert_int_equal(seq, next[id]); /* each writer's lines in order, none lost */
         next[id]++;
-        assert_true(strncmp(line + 24, " level=info instance=n writer=", 30) == 0);
+        assert_true(strncmp(line + 27, " level=info instance=n msg=\"\" writer=", 37) == 0);
         char *pad = strstr(p, " pad=");
         assert_non_null(pad);
-        assert_int_equal(strspn(pad + 5, "0123456789"), 200);
-        assert_string_equal(pad + 5 + 200, " end");
+        assert_int_equal(strspn(pad + 6, "0123456789"), 200); /* pad="<200 digits> end" */
+        assert_string_equal(pad + 6 + 200, " end\"");
         lines++;
     }
     assert_int_equal(lines, WRITERS * LINES);
@@ -227,14 +230,69 @@ static void test_request_budget(void **state)
     for (char *p = txt; *p; p++)
         lines += *p == '\n';
     assert_int_equal(lines, 5);
-    assert_non_null(strstr(txt, "req 0\n"));
-    assert_non_null(strstr(txt, "req 2\n"));
-    assert_null(strstr(txt, "req 3\n"));
-    assert_non_null(strstr(txt, "level=warn ... 97 similar lines suppressed\n"));
-    assert_non_null(strstr(txt, "req 100\n"));
+    assert_non_null(strstr(txt, "msg=\"req 0\"\n"));
+    assert_non_null(strstr(txt, "msg=\"req 2\"\n"));
+    assert_null(strstr(txt, "msg=\"req 3\"\n"));
+    assert_non_null(strstr(txt, "level=warn msg=\"... 97 similar lines suppressed\"\n"));
+    assert_non_null(strstr(txt, "msg=\"req 100\"\n"));
     assert_null(strstr(txt, "debug"));
     free(txt);
     fclose(f);
+}
+
+/* JSON lines, quoted values taken whole, journald priorities, a held start-up. */
+static void test_json_journal_hold(void **state)
+{
+    (void)state;
+    FILE *f = tmpfile();
+    sl_clock clk;
+    sl_clock_init_virtual(&clk, 0);
+    sl_logger lg;
+    sl_log_init(&lg, f, SL_LOG_DEBUG, "n1");
+    sl_log_set_clock(&lg, &clk);
+    sl_log_set_format(&lg, SL_LOG_JSON);
+    sl_log_info(&lg, "peer down addr=[::1]:17460 n=-12 why=\"a \\\"b\\\" c\" tail=x y");
+    sl_log_set_format(&lg, SL_LOG_LOGFMT);
+    sl_log_set_journal(&lg, true);
+    sl_log_error(&lg, "boom");
+    sl_log_debug(&lg, "fine");
+    sl_log_set_journal(&lg, false);
+    sl_log_hold(&lg);
+    sl_log_info(&lg, "second");
+    sl_log_write_now(&lg, SL_LOG_INFO, "first version=1");
+    sl_log_release(&lg);
+    sl_log_info(&lg, "third");
+    char *s = slurp(f);
+    assert_string_equal(
+        s, "{\"ts\":\"1970-01-01T00:00:00.000Z\",\"level\":\"info\",\"instance\":\"n1\","
+           "\"msg\":\"peer down\",\"addr\":\"[::1]:17460\",\"n\":-12,\"why\":\"a \\\"b\\\" c\","
+           "\"tail\":\"x y\"}\n"
+           "<3>ts=1970-01-01T00:00:00.000Z level=error instance=n1 msg=boom\n"
+           "<7>ts=1970-01-01T00:00:00.000Z level=debug instance=n1 msg=fine\n"
+           "ts=1970-01-01T00:00:00.000Z level=info instance=n1 msg=first version=1\n"
+           "ts=1970-01-01T00:00:00.000Z level=info instance=n1 msg=second\n"
+           "ts=1970-01-01T00:00:00.000Z level=info instance=n1 msg=third\n");
+    free(s);
+    fclose(f);
+    assert_int_equal(sl_log_format_from_name("json"), SL_LOG_JSON);
+    assert_int_equal(sl_log_format_from_name("logfmt"), SL_LOG_LOGFMT);
+    assert_int_equal(sl_log_format_from_name("text"), -EINVAL);
+    /* JOURNAL_STREAM names a file's device and inode */
+    FILE *g = tmpfile();
+    struct stat st;
+    assert_int_equal(fstat(fileno(g), &st), 0);
+    char js[64];
+    snprintf(js, sizeof js, "%llu:%llu", (unsigned long long)st.st_dev,
+             (unsigned long long)st.st_ino);
+    setenv("JOURNAL_STREAM", js, 1);
+    assert_true(sl_log_journal_fd(fileno(g)));
+    assert_false(sl_log_journal_fd(fileno(f = tmpfile())));
+    setenv("JOURNAL_STREAM", "garbage", 1);
+    assert_false(sl_log_journal_fd(fileno(g)));
+    unsetenv("JOURNAL_STREAM");
+    assert_false(sl_log_journal_fd(fileno(g)));
+    fclose(f);
+    fclose(g);
 }
 
 /* Client-chosen fields are cut and escaped: no line can be grown or given forged pairs. */
@@ -295,6 +353,7 @@ int main(void)
         cmocka_unit_test(test_escaping_and_instance),
         cmocka_unit_test(test_truncation),
         cmocka_unit_test(test_format_time),
+        cmocka_unit_test(test_json_journal_hold),
         cmocka_unit_test(test_concurrent_lines_whole),
         cmocka_unit_test(test_request_budget),
         cmocka_unit_test(test_field),

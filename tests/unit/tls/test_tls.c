@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -235,6 +236,120 @@ static void test_client_auth(void **state)
     sl_tls_ctx_unref(must);
 }
 
+/* A client certificate signed by (ca, cak) with a CN of type cntype (cn, cnlen bytes; NULL: none)
+ * and DNS subjectAltNames as given (bytes, so a name may hold a NUL), written as <name>.pem/.key. */
+static void crafted_cert(const char *name, X509 *ca, EVP_PKEY *cak, int cntype, const char *cn,
+                         int cnlen, const char *const *dns, const int *dnslen, int ndns)
+{
+    EVP_PKEY *k = make_key();
+    X509 *x = X509_new();
+    X509_set_version(x, 2);
+    ASN1_INTEGER_set(X509_get_serialNumber(x), 1000 + ndns + cnlen);
+    X509_gmtime_adj(X509_getm_notBefore(x), 0);
+    X509_gmtime_adj(X509_getm_notAfter(x), 86400);
+    X509_set_pubkey(x, k);
+    if (cn)
+        assert_int_equal(X509_NAME_add_entry_by_NID(X509_get_subject_name(x), NID_commonName,
+                                                    cntype, (const unsigned char *)cn, cnlen,
+                                                    -1, 0), 1);
+    X509_set_issuer_name(x, X509_get_subject_name(ca));
+    if (ndns) {
+        GENERAL_NAMES *gens = sk_GENERAL_NAME_new_null();
+        for (int i = 0; i < ndns; i++) {
+            GENERAL_NAME *g = GENERAL_NAME_new();
+            ASN1_IA5STRING *ia5 = ASN1_IA5STRING_new();
+            assert_int_equal(ASN1_STRING_set(ia5, dns[i], dnslen[i]), 1);
+            GENERAL_NAME_set0_value(g, GEN_DNS, ia5);
+            sk_GENERAL_NAME_push(gens, g);
+        }
+        assert_int_equal(X509_add1_ext_i2d(x, NID_subject_alt_name, gens, 0, X509V3_ADD_DEFAULT), 1);
+        GENERAL_NAMES_free(gens);
+    }
+    assert_true(X509_sign(x, cak, EVP_sha256()) > 0);
+    char n[64];
+    snprintf(n, sizeof n, "%s.pem", name);
+    write_pem(n, x, NULL);
+    snprintf(n, sizeof n, "%s.key", name);
+    write_pem(n, NULL, k);
+    /* the same list from the DER alone */
+    unsigned char *der = NULL;
+    int dl = i2d_X509(x, &der);
+    assert_true(dl > 0);
+    char *id = sl_tls_cert_identity(der, (size_t)dl);
+    snprintf(n, sizeof n, "%s.id", name);
+    FILE *f = fopen(path(n), "w");
+    fputs(id ? id : "(none)", f);
+    fclose(f);
+    free(id);
+    OPENSSL_free(der);
+    X509_free(x);
+    EVP_PKEY_free(k);
+}
+
+/* Names that would print as another name give no identity (found by reading the identity code
+ * while writing fuzz_certident; its corpus holds san_dns_nul, cn_nul, long_dns, cn_bmp): a DNS
+ * subjectAltName or a CN with an embedded NUL ("good.test\0.evil.example" was "good.test"), a
+ * name over 255 bytes (it was cut to its first 255), a UTF-8 CN ("Jos\xc3\xa9" was "Jos??", as
+ * was every other two-byte ending). A BMPString CN is read as the text it is. */
+static void test_client_identity_names(void **state)
+{
+    EVP_PKEY *cak = make_key();
+    X509 *ca = make_cert("Craft CA", NULL, cak, NULL, NULL, 0, 86400, true);
+    write_pem("craftca.pem", ca, NULL);
+    static const char nul_san[] = "good.test\0.evil.example";
+    static const char long_san[] =
+        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+        ".test";
+    const char *sans1[] = {nul_san};
+    const int lens1[] = {(int)sizeof nul_san - 1};
+    const char *sans2[] = {long_san, "ok.test"};
+    const int lens2[] = {(int)sizeof long_san - 1, 7};
+    static const char bmp[] = "\0c\0l\0i\0e\0n\0t\0-\0b";
+    crafted_cert("nulsan", ca, cak, MBSTRING_ASC, "cn-fallback", -1, sans1, lens1, 1);
+    crafted_cert("nulcn", ca, cak, V_ASN1_UTF8STRING, "admin\0evil", 10, NULL, NULL, 0);
+    crafted_cert("longsan", ca, cak, MBSTRING_ASC, "x", -1, sans2, lens2, 2);
+    crafted_cert("utf8cn", ca, cak, V_ASN1_UTF8STRING, "Jos\xc3\xa9", 5, NULL, NULL, 0);
+    crafted_cert("bmpcn", ca, cak, V_ASN1_BMPSTRING, bmp, (int)sizeof bmp - 1, NULL, NULL, 0);
+    X509_free(ca);
+    EVP_PKEY_free(cak);
+    struct {
+        const char *cert, *identity, *second;
+    } cases[] = {
+        {"nulsan", "cn-fallback", ""},
+        {"nulcn", NULL, NULL},
+        {"longsan", "ok.test", "ok.test"},
+        {"utf8cn", NULL, NULL},
+        {"bmpcn", "client-b", ""},
+    };
+    sl_tls_ctx *must = server_ctx("server", SL_TLS_AUTH_REQUIRE, "craftca.pem");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        sl_tls_ctx *c = client_ctx(cases[i].cert, "ca.pem", NULL);
+        sl_tls *sv = sl_tls_new(must, NULL), *cl = sl_tls_new(c, "localhost");
+        assert_int_equal(handshake(cl, sv), 0);
+        const char *id = sl_tls_peer_identity(sv);
+        if (cases[i].identity) {
+            assert_non_null(id);
+            assert_string_equal(id, cases[i].identity);
+            assert_string_equal(id + strlen(id) + 1, cases[i].second);
+        } else {
+            assert_null(id);
+        }
+        char n[64], got[300] = "";
+        snprintf(n, sizeof n, "%s.id", cases[i].cert);
+        FILE *f = fopen(path(n), "r");
+        assert_non_null(f);
+        assert_non_null(fgets(got, sizeof got, f));
+        fclose(f);
+        assert_string_equal(got, cases[i].identity ? cases[i].identity : "(none)");
+        sl_tls_free(cl);
+        sl_tls_free(sv);
+        sl_tls_ctx_unref(c);
+    }
+    sl_tls_ctx_unref(must);
+}
+
 /* A client that does not trust the server's CA refuses it; a name mismatch too. */
 static void test_client_verifies_server(void **state)
 {
@@ -373,7 +488,15 @@ static void test_bad_config(void **state)
     assert_non_null(strstr(err, "key"));
     cfg.key_file = path("missing.key");
     assert_int_equal(sl_tls_ctx_new(&x, &cfg, err, sizeof err), -EINVAL);
+    /* a key others can read: refused, with the fix */
     cfg.key_file = path("server.key");
+    assert_int_equal(chmod(cfg.key_file, 0644), 0);
+    assert_int_equal(sl_tls_ctx_new(&x, &cfg, err, sizeof err), -EACCES);
+    assert_non_null(strstr(err, "chmod 600 "));
+    assert_int_equal(chmod(cfg.key_file, 0600), 0);
+    assert_int_equal(sl_tls_ctx_new(&x, &cfg, err, sizeof err), 0);
+    sl_tls_ctx_unref(x);
+    x = NULL;
     cfg.client_auth = SL_TLS_AUTH_REQUIRE; /* no CA */
     assert_int_equal(sl_tls_ctx_new(&x, &cfg, err, sizeof err), -EINVAL);
     cfg.ca_file = path("nope.pem");
@@ -606,6 +729,7 @@ int main(void)
         cmocka_unit_test(test_handshake_alpn_h2),
         cmocka_unit_test(test_alpn_http11_and_none),
         cmocka_unit_test(test_client_auth),
+        cmocka_unit_test(test_client_identity_names),
         cmocka_unit_test(test_client_verifies_server),
         cmocka_unit_test(test_client_checks_ip_names_and_system_store),
         cmocka_unit_test(test_plaintext_refused),
