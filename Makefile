@@ -16,11 +16,11 @@ DESTDIR    ?=
 DEPS       ?= build
 
 .PHONY: all deps build install build-asan test unit-test unit-test-asan system-test chaos run bench fuzz plots clean \
-        deb deb-test static static-test fresh-test image image-test image-static image-static-test
+        deb deb-test static static-test fresh-test image image-test image-static image-static-test soak
 
 all: build
 
-test unit-test unit-test-asan system-test chaos build-asan: DEPS = test
+test unit-test unit-test-asan system-test chaos soak build-asan: DEPS = test
 bench: DEPS = bench
 fuzz: DEPS = fuzz
 plots: DEPS = plots
@@ -106,10 +106,18 @@ unit-test-asan: build-asan
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure -j $(JOBS)
 
+# The nemesis soak (docs/cluster.md "The soak"; root): 5 nodes in network namespaces with etcd,
+# open-loop load, seeded overlapping faults, every decision checked against the bounds table;
+# build/soak/report.json, exit 1 on any violation. `make test` runs a 60-second profile.
+SOAK_SECONDS ?= 600
+SOAK_SEED    ?= 1
+soak: build
+	$(PY) tests/soak/soak.py --seconds $(SOAK_SECONDS) --seed $(SOAK_SEED) --out $(BUILD)/soak
+
 # The system tests, the fast part of the chaos suite (tests/chaos, without @pytest.mark.slow) and
 # the operations kit's checks (tests/ops: promtool on the alert rules, the dashboard's series).
 system-test: build
-	$(PY) -m pytest -q -rs -p no:cacheprovider -m "not slow" tests/system tests/chaos tests/ops
+	$(PY) -m pytest -q -rs -p no:cacheprovider -m "not slow" tests/system tests/chaos tests/ops tests/soak
 
 # The whole chaos and abuse suite (attacks against a real sluiced, a good client measured) and the
 # system tests marked slow (large clusters, timed failure detection): a few minutes.

@@ -8,9 +8,10 @@
 #                               (pytest, grpcio, protobuf, PyYAML, etcd, redis-server, promtool,
 #                               curl, wrk, groff for the man pages, man-db for systemd-analyze's
 #                               check of the unit's Documentation=, chromium + chromedriver for the
-#                               status page, nftables + iproute2 for the gossip loss test, git for
-#                               the install test, umoci + ca-certificates for the image's test)
-#                               (make test, make chaos, CI)
+#                               status page, nftables + iproute2 for the gossip loss test and the
+#                               nemesis soak, faketime for its clock skew, git for the install
+#                               test, umoci + ca-certificates for the image's test)
+#                               (make test, make chaos, make soak, CI)
 #   install-deps.sh bench     + the load tools and reference servers (nginx, wrk, h2load,
 #                               valgrind for bench/instr.sh, redis-server and redis-benchmark for
 #                               bench/redis.py)
@@ -41,7 +42,7 @@ TEST=(
   clang libclang-rt-14-dev libcmocka-dev
   etcd-server etcd-client prometheus
   python3 python3-pytest python3-grpcio python3-protobuf python3-yaml protobuf-compiler python3-cryptography
-  curl wrk iproute2 nftables procps openssl git umoci ca-certificates
+  curl wrk iproute2 nftables procps openssl git umoci ca-certificates faketime
   groff-base man-db binutils
   chromium chromium-driver
   redis-server redis-tools

@@ -108,6 +108,7 @@ int sl_engine_new(const sl_engine_config *cfg, sl_engine **out)
                 .max_concurrency_limit = e->cfg.max_concurrency_limit,
                 .max_count = e->cfg.max_count,
                 .lease_ids = &e->lease_ids},
+        .expiry_grace_ms = e->cfg.max_clock_skew_ms,
     };
     int rc = sl_store_new(&sc, &e->store);
     if (rc) {

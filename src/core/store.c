@@ -76,6 +76,7 @@
 #include "core/store_int.h"
 
 #include "core/keystate.h"
+#include "core/satmath.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -418,14 +419,18 @@ static void make_room(sl_store *s, sl_shard *sh, int64_t now)
  * into each caller with a constant fn, so the algorithm call on the hot path is direct.
  */
 static inline __attribute__((always_inline)) bool
-access_key(sl_store *s, sl_shard *sh, uint64_t h, int64_t now, sl_store_fn fn, void *ctx,
-           bool *refused)
+access_key(sl_store *s, sl_shard *sh, uint64_t h, int64_t now, int64_t at, sl_store_fn fn,
+           void *ctx, bool *refused)
 {
     uint32_t i;
     if (find(sh, h, &i)) {
         sl_slot *sl = &sh->tab[i];
         int64_t expire_at = meta_expire(sl->meta);
-        if (sl_alg_expired(expire_at, now)) {
+        /* `at` is the time fn decides at (a request's created_at): the key's expiry is judged at
+         * that time too. Judged at `now` instead, a node whose clock runs s ms ahead of the peer
+         * that stamped the request would end every window s ms early (no limit at all once
+         * s >= duration), because the algorithm sets expire_at from created_at. */
+        if (sl_alg_expired(expire_at, at)) {
             drop_state(sh, &sl->st);
             state_clear(&sl->st);
             sh->expirations++;
@@ -522,6 +527,7 @@ int sl_store_new(const sl_store_config *cfg, sl_store **out)
     s->max_keys = cfg->max_keys;
     s->shard_mem = cfg->max_bytes / shards;
     s->alg = cfg->alg;
+    s->expiry_grace = cfg->expiry_grace_ms > 0 ? cfg->expiry_grace_ms : 0;
     for (unsigned i = 0; i < shards; i++) {
         sl_shard *sh = &s->shards[i];
         sh->limit = (uint32_t)limit;
@@ -582,7 +588,8 @@ void sl_store_decide(sl_store *s, uint64_t hash, const sl_request *req, int64_t 
     decide_ctx c = {req, now, &s->alg, resp};
     bool refused = false;
     shard_lock(sh);
-    access_key(s, sh, h, now, decide_fn, &c, &refused);
+    access_key(s, sh, h, now, req->created_at != 0 ? req->created_at : now, decide_fn, &c,
+               &refused);
     if (__builtin_expect(refused, 0)) {
         sl_response err = {.error = sl_store_err_memory};
         *resp = err;
@@ -620,7 +627,7 @@ bool sl_store_update(sl_store *s, uint64_t hash, int64_t now, sl_store_fn fn, vo
     sl_shard *sh = shard_of(s, h);
     bool refused = false;
     shard_lock(sh);
-    bool held = access_key(s, sh, h, now, fn, ctx, &refused);
+    bool held = access_key(s, sh, h, now, now, fn, ctx, &refused);
     shard_unlock(sh);
     return held;
 }
@@ -677,7 +684,8 @@ size_t sl_store_expire(sl_store *s, int64_t now, size_t max_work)
             work = cap;
         for (size_t w = 0; w < work; w++) {
             sl_slot *sl = &sh->tab[i];
-            if (sl->hash && sl_alg_expired(meta_expire(sl->meta), now)) {
+            if (sl->hash &&
+                sl_alg_expired(meta_expire(sl->meta), sl_sat_sub(now, s->expiry_grace))) {
                 drop_state(sh, &sl->st);
                 delete_at(sh, i);
                 keys_add(s, -1);
@@ -725,7 +733,7 @@ size_t sl_store_collect(sl_store *s, int64_t now, int64_t idle_ms, int64_t free_
                 continue;
             }
             int64_t exp = meta_expire(sl->meta);
-            bool expired = sl_alg_expired(exp, now);
+            bool expired = sl_alg_expired(exp, sl_sat_sub(now, s->expiry_grace));
             if (!expired && (idle_ms <= 0 || !idle_for(sl->meta, now, idle_ms)) &&
                 (free_idle_ms <= 0 || !idle_for(sl->meta, now, free_idle_ms) ||
                  sl_alg_info_of(&sl->st, exp, now) != SL_INFO_FREE)) {

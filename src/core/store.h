@@ -30,6 +30,10 @@ typedef struct sl_store_config {
     uint64_t max_bytes;     /* cap on tables + side buffers, split evenly over the shards; 0 none */
     unsigned shards;        /* power of two, >= 1; reduced when max_keys is too small for it */
     sl_alg_config alg;      /* passed to sl_alg_decide() */
+    /* The sweeps (sl_store_expire, sl_store_collect) remove a key only this long after its
+     * expiry: a request stamped up to this far in the past (created_at within max-clock-skew) is
+     * still decided in the key's window. 0: at its expiry. */
+    int64_t expiry_grace_ms;
 } sl_store_config;
 
 /* Most shards a store accepts (a shard costs a few hundred bytes plus its table). */

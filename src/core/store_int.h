@@ -66,6 +66,7 @@ struct sl_store {
     size_t max_keys;
     uint64_t shard_mem;                   /* bytes a shard may hold (table + side buffers); 0 any */
     sl_alg_config alg;
+    int64_t expiry_grace; /* ms: the sweeps keep a key this long past its expiry */
     unsigned expire_next;                 /* next shard sl_store_expire() starts at (atomic) */
     pthread_mutex_t collect_mu;           /* sl_store_collect()'s cursor: */
     unsigned collect_shard;               /*   shard being walked */

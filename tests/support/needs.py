@@ -40,6 +40,7 @@ PACKAGES = {
     "protoc": "protobuf-compiler",
     "ip": "iproute2",
     "nft": "nftables",
+    "faketime": "faketime",
     "readelf": "binutils",
     "file": "file",
     "umoci": "umoci",

@@ -45,7 +45,7 @@ for i = 1, #KEYS do
     _, lo, hi = sunpack('Bdd', v)
     e0 = hi
     if e0 < TOP then e0 = e0 - 1 end
-    was = hi - 1 >= now -- expired (the last lease gone): as if absent
+    was = hi - 1 >= t -- expired at t (the last lease gone): as if absent
   end
   if was and not reset then
     len = rcall('HLEN', lk)

@@ -22,7 +22,7 @@ for i = 1, #KEYS do
   if v and sbyte(v, 1) == 3 and #v == 49 then
     a, g, d, ws, we, n, e = sunpack('Bdddddd', v)
     e0 = e
-    if e < now then a = nil end -- expired: as if absent
+    if e < t then a = nil end -- expired at the decision time t: as if absent
   end
 
   local same = a == 3 and d == dur and g == greg and not reset

@@ -28,7 +28,7 @@ for i = 1, #KEYS do
       local _d, _b, e
       tag, tat, frac, oldL, _d, _b, e = sunpack('Bdddddd', v)
       e0 = e
-      if e < now then tag = nil end -- expired: as if absent
+      if e < t then tag = nil end -- expired at the decision time t: as if absent
     end
   end
 

@@ -65,7 +65,7 @@ for i = 1, #KEYS do
   if v and sbyte(v, 1) == 1 and #v == 33 then
     a, r, u, b, e = sunpack('Bdddd', v)
     e0 = e
-    if e < now then a = nil end -- expired: as if absent
+    if e < t then a = nil end -- expired at the decision time t: as if absent
   end
 
   local status, rem, rt, ra = 0, 0, 0, 0

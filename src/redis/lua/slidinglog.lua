@@ -24,7 +24,7 @@ for i = 1, #KEYS do
   if v and sbyte(v, 1) == 5 and #v == 9 then
     local _, e = sunpack('Bd', v)
     e0 = e
-    same = e >= now and not reset -- expired: as if absent
+    same = e >= t and not reset -- expired at the decision time t: as if absent
   end
   local len = 0
   if same then

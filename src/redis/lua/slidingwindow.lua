@@ -26,7 +26,7 @@ for i = 1, #KEYS do
   if v and sbyte(v, 1) == 4 and #v >= 41 then
     local _, s2, d2, ws2, cur2, ex, pos = sunpack('Bddddd', v)
     e0 = ex
-    if ex >= now and s2 == S and d2 == D and not reset and #v == 41 + 8 * S then
+    if ex >= t and s2 == S and d2 == D and not reset and #v == 41 + 8 * S then
       same, ws, cur = true, ws2, cur2
       local r = {sunpack(string.rep('d', S), v, pos)}
       for j = 0, S - 1 do ring[j] = r[j + 1] end

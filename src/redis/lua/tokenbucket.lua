@@ -10,7 +10,8 @@
 -- Numbers are Lua doubles: exact up to 2^53, which the engine's max-count bound (2^53 by
 -- default) keeps counts under.
 -- The key expires `margin` ms after expire_at (Redis's clock), so nothing outlives its use; the
--- expiry rule itself (expire_at < now: a fresh key) is judged here on the caller's clock.
+-- expiry rule itself (expire_at < t, the decision time: a fresh key) is judged here on the
+-- caller's clock, at the time the algorithm decides (created_at), as the memory store does.
 -- Many items per call, and the helpers used below: common/prelude.lua.
 local ITEM = items(12)
 prepare(ITEM)
@@ -26,7 +27,7 @@ for i = 1, #KEYS do
   if v and sbyte(v, 1) == 0 and #v == 49 then -- ours (else another algorithm's, or not a state)
     a, s, l, d, r, c, e = sunpack('Bdddddd', v)
     e0 = e
-    if e < now then a = nil end -- expired: as if absent
+    if e < t then a = nil end -- expired at the decision time t: as if absent
   end
 
   local status, rem, rt, ra = 0, 0, 0, 0
