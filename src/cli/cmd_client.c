@@ -404,6 +404,7 @@ static int print_check_result(const check_opts *o, const sl_client_result *x)
         json_object_set_new(j, "remaining", json_integer(x->resp.remaining));
         json_object_set_new(j, "reset_time", json_integer(x->resp.reset_time));
         json_object_set_new(j, "reset_time_iso", json_string(iso));
+        json_object_set_new(j, "error", json_string("")); /* a decision: no item error */
         json_t *m = json_object();
         for (size_t i = 0; i < x->metadata_count; i++)
             json_object_set_new(m, x->metadata[i].key, json_string(x->metadata[i].value));
@@ -924,6 +925,12 @@ static int attempt_run(void *opts, const sl_cli_args *args)
     const char *outcome = outcome_name(&r, release);
     rl_item rq;
     bool has_rq = r.outcome == SL_ATTEMPT_REJECTED && rejecting_quota(&r, &rq);
+    if (has_rq) { /* limit / remaining / reset / window: the quota that rejected, not the first */
+        r.rl_limit = rq.q;
+        r.rl_remaining = rq.r;
+        r.rl_reset_s = rq.t;
+        r.rl_window_s = rq.w;
+    }
     if (json) {
         json_t *o = json_object();
         json_object_set_new(o, "outcome", json_string(outcome));

@@ -92,7 +92,8 @@ static void print_status(json_t *j)
 
     json_t *peers = json_object_get(j, "peers"), *p;
     size_t i;
-    printf("peers:      %lld (%lld healthy)\n", num(j, "peers_total"), num(health, "peer_count"));
+    printf("peers:      %lld listed, peer_count %lld (HealthCheck's)\n", num(j, "peers_total"),
+           num(health, "peer_count"));
     json_array_foreach(peers, i, p) {
         const char *err = str(p, "error");
         printf("  %-30s %s%s%s%s\n", str(p, "addr"),

@@ -21,12 +21,12 @@
 /* The table, as the overview and the man page print it. */
 #define SL_CLI_EXIT_TABLE                                                                         \
     "exit status (every command):\n"                                                              \
-    "  0  allowed / healthy / done\n"                                                             \
-    "  1  limited (over the limit, rejected, unhealthy) or refused (an item error, an HTTP 4xx,\n" \
-    "     a value that is not set)\n"                                                             \
-    "  2  usage error\n"                                                                          \
-    "  3  unreachable or broken: no answer, a timeout, an HTTP 5xx or gRPC error, an answer\n"    \
-    "     that cannot be read\n"
+    "    0  allowed / healthy / done\n"                                                             \
+    "    1  limited (over the limit, rejected, unhealthy) or refused (an item error, an HTTP 4xx,\n" \
+    "       a value that is not set)\n"                                                             \
+    "    2  usage error\n"                                                                          \
+    "    3  unreachable or broken: no answer, a timeout, an HTTP 5xx or gRPC error, an answer\n"    \
+    "       that cannot be read\n"
 
 /* Most positional arguments a command may take. */
 #define SL_CLI_MAX_POS 4
