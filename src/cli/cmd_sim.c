@@ -172,6 +172,7 @@ static const sl_opt_table sim_table = {
              "decision with a perfect sliding window of the same limit (windows are (t - duration, "
              "t]).\n"
              "Prints a table, then one JSON object as the last line.\n",
+    .epilog = "exit: 0 done, 2 usage (--csv-step longer than the traffic too), 3 failed\n",
     .opts = sim_opts,
     .nopts = sizeof sim_opts / sizeof sim_opts[0],
 };
@@ -629,7 +630,10 @@ static int sim_run(opts *op)
     root = json_object();
     json_object_set_new(root, "scenario", scenario_json(&o, &t));
     if (o.open_loop) {
-        if (run_open_loop(&o, &t, algs, nalgs, root, csv))
+        rc = run_open_loop(&o, &t, algs, nalgs, root, csv);
+        if (rc == -E2BIG || rc == -EINVAL) /* --csv-step does not fit the traffic */
+            status = SL_CLI_EXIT_USAGE;
+        if (rc)
             goto out;
         goto done;
     }
