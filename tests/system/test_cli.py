@@ -337,3 +337,26 @@ def test_completion_is_installed():
     assert "packaging/bash-completion/sluice" in cm and "bash-completion/completions" in cm
     deb = open(os.path.join(ROOT, "debian", "sluice.install")).read().split()
     assert "usr/share/bash-completion/completions/sluice" in deb
+
+
+def test_check_item_the_server_could_not_decide_is_exit_3(node_factory):
+    """An item whose owner (a static peer that never started) cannot be reached: an error, exit 3
+    (broken), not a status and not 1."""
+    port = free_port()
+    me, dead = "127.0.0.1:%d" % port, dead_addr()
+    n = node_factory(["--workers", "1", "--discovery", "static", "--peers", me + "," + dead,
+                      "--batch-timeout", "300ms"], port=port)
+    codes = {}
+    for i in range(24):
+        r = run(*check_args(n, "--json", key="owner-%d" % i))
+        j = one_json(r)
+        codes.setdefault(r.returncode, []).append(j)
+    assert set(codes) <= {0, 3}, codes
+    assert 0 in codes and 3 in codes, codes                  # both owners among 24 keys
+    for j in codes[3]:
+        assert "status" not in j and j["error_kind"] == "failed" and dead in j["error"], j
+    r = run(*check_args(n, key="owner-%d" % next(
+        i for i in range(24) if one_json(run(*check_args(n, "--json", "--hits", "0",
+                                                         key="owner-%d" % i))).get("error"))))
+    assert r.returncode == 3 and "could not decide" in r.stderr and "status" not in r.stdout, \
+        r.stdout + r.stderr
