@@ -355,6 +355,15 @@ static inline __attribute__((always_inline)) bool rate_verdict(attempt *t, const
         sl_killswitch_mode qm = sl_ladder_mode(ks, out->quota, out->quota ? out->quota_len : 0);
         if (m > qm)
             qm = m;
+        /* a key's switch covers its sublimits too: "api" switches "api/sublimit/DELETE" */
+        static const char sub[] = "/sublimit/";
+        for (size_t i = out->quota_len; out->quota && i >= sizeof sub - 1; i--)
+            if (!memcmp(out->quota + i - (sizeof sub - 1), sub, sizeof sub - 1)) {
+                sl_killswitch_mode km = sl_ladder_mode(ks, out->quota, i - (sizeof sub - 1));
+                if (km > qm)
+                    qm = km;
+                break;
+            }
         if (stands(t, SL_LADDER_RATE, qm, out->quota, out->quota ? out->quota_len : 0)) {
             give_back(t, t->now);
             char q[100];

@@ -5,7 +5,8 @@
  * fix, "chmod 600 FILE", in the message: base/file.h SL_FILE_SECRET), and every buffer that held
  * one is wiped with OPENSSL_cleanse (which the compiler cannot drop as a dead store) before it is
  * freed, so that neither a core dump nor a later allocation shows it. Used for the admin token,
- * the client tokens, the gossip key ring and the CLI's token; TLS keys, which OpenSSL reads
+ * the client tokens, the gossip key ring, the CLI's token and (through SL_FILE_SECRET) the Redis
+ * password and the cluster hash secret; TLS keys, which OpenSSL reads
  * itself, are checked with sl_file_check_secret.
  */
 #ifndef SLUICE_AUTH_SECRET_H

@@ -61,6 +61,13 @@ static const sl_opt daemon_opts[] = {
     {.name = "listen-addr", .type = SL_OPT_STRING, .offset = FIELD(listen_addr, char *),
      .def = "127.0.0.1:5454", .group = G_GENERAL, .metavar = "ADDR",
      .help = "ip:port of the client API (HTTP/1.1, h2c, gRPC)"},
+    {.name = "listen-unix", .type = SL_OPT_LIST, .offset = FIELD(listen_unix, sl_opt_list),
+     .group = G_GENERAL, .metavar = "PATHS",
+     .help = "Unix stream sockets serving the client API too (every dialect, HTTP/1.1 and h2c), "
+             "for a sidecar on the same host: at most 8, each path under 108 bytes"},
+    {.name = "listen-unix-mode", .type = SL_OPT_STRING,
+     .offset = FIELD(listen_unix_mode, char *), .def = "0660", .group = G_GENERAL,
+     .metavar = "MODE", .help = "the --listen-unix files' mode, in octal"},
     {.name = "workers", .type = SL_OPT_INT, .offset = FIELD(workers, int64_t), .def = "0",
      .def_doc = "the number of CPUs", .min = 0, .max = 1024, .group = G_GENERAL,
      .help = "event-loop threads sharing the port; 0 = one per CPU"},
@@ -813,6 +820,20 @@ static int finalize(sl_options *o, const sl_opt_track *tr, char *err, size_t err
         PROBLEM("option 'listen-addr': must not be empty%s", where(tr, "listen-addr"));
     else
         check_addr(o->listen_addr, "listen-addr", true);
+    if (o->listen_unix.n > 8)
+        PROBLEM("option 'listen-unix': at most 8 paths, not %zu%s", o->listen_unix.n,
+                where(tr, "listen-unix"));
+    for (size_t k = 0; k < o->listen_unix.n; k++)
+        if (!o->listen_unix.items[k][0] || strlen(o->listen_unix.items[k]) > 107)
+            PROBLEM("option 'listen-unix': '%s' is not a socket path (1 to 107 bytes)%s",
+                    o->listen_unix.items[k], where(tr, "listen-unix"));
+    {
+        char *end;
+        unsigned long mode = strtoul(o->listen_unix_mode, &end, 8);
+        if (!o->listen_unix_mode[0] || *end || mode > 0777)
+            PROBLEM("option 'listen-unix-mode': '%s' is not a mode in octal (e.g. 0660)%s",
+                    o->listen_unix_mode, where(tr, "listen-unix-mode"));
+    }
     bool advertise_given = o->advertise_addr[0] != '\0';
     if (!advertise_given) {
         if ((rc = replace_str(&o->advertise_addr, o->listen_addr, err, errlen)) != 0)

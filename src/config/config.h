@@ -67,6 +67,8 @@ typedef struct sl_options {
     char *config;
     char *instance_id;         /* defaults to the host name */
     char *listen_addr;
+    sl_opt_list listen_unix;
+    char *listen_unix_mode;
     int64_t workers;           /* defaults to the number of online CPUs */
     bool verbose;
     int64_t log_request_lines;

@@ -20,6 +20,8 @@
 #include "net/server.h"
 
 #include <errno.h>
+#include <sys/stat.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
@@ -76,6 +78,8 @@ struct worker {
     int idx;
     uv_loop_t loop;
     sl_listener listener;
+    sl_listener ux[SL_SERVER_MAX_UNIX]; /* the --listen-unix sockets (a dup of each per worker) */
+    size_t ux_init;                     /* of them, initialised on the loop */
     uv_async_t async;
     uv_prepare_t prepare;
     uv_timer_t tick;
@@ -108,6 +112,8 @@ struct sl_server {
     sl_reqmem reqmem;   /* request bytes buffered by every worker's connections */
     _Atomic uint64_t tls_stat[TS_COUNT];
     char *unix_path;    /* a copy of cfg.unix_path once bound there: the file removed at free */
+    char *ux_path[SL_SERVER_MAX_UNIX]; /* cfg.unix_extra once bound: removed at free */
+    size_t n_ux;
 };
 
 void sl_server_config_defaults(sl_server_config *cfg)
@@ -527,9 +533,20 @@ static void on_prepare(uv_prepare_t *p)
     }
 }
 
+static void conn_open(worker *w, int fd, bool on_unix);
+
 static void on_connection(void *ud, int fd)
 {
-    worker *w = ud;
+    conn_open(ud, fd, false);
+}
+
+static void on_unix_connection(void *ud, int fd)
+{
+    conn_open(ud, fd, true);
+}
+
+static void conn_open(worker *w, int fd, bool on_unix)
+{
     sl_server *srv = w->srv;
     sconn *sc = calloc(1, sizeof *sc);
     if (!sc) {
@@ -566,7 +583,7 @@ static void on_connection(void *ud, int fd)
     struct sockaddr_storage peer;
     int plen = sizeof peer;
     bool have = false;
-    if (!srv->unix_path) { /* a Unix socket has neither Nagle nor an IP peer */
+    if (!srv->unix_path && !on_unix) { /* a Unix socket has neither Nagle nor an IP peer */
         uv_tcp_nodelay(&sc->tcp, 1);
         have = uv_tcp_getpeername(&sc->tcp, (struct sockaddr *)&peer, &plen) == 0;
     }
@@ -716,6 +733,8 @@ static void maybe_finish(worker *w)
     uv_close((uv_handle_t *)&w->tick, NULL);
     uv_close((uv_handle_t *)&w->drain_timer, NULL);
     sl_listener_close_timer(&w->listener);
+    for (size_t k = 0; k < w->srv->n_ux; k++)
+        sl_listener_close_timer(&w->ux[k]);
     uv_close((uv_handle_t *)&w->prepare, NULL);
     run_posts(w, true);
     if (w->srv->cfg.on_worker_stop)
@@ -726,6 +745,8 @@ static void start_drain(worker *w)
 {
     w->draining = true;
     sl_listener_stop(&w->listener);
+    for (size_t k = 0; k < w->srv->n_ux; k++)
+        sl_listener_stop(&w->ux[k]);
     uv_timer_start(&w->drain_timer, on_drain_timeout, atomic_load(&w->srv->grace_ms), 0);
     for_each_conn(w, drain_one);
     maybe_finish(w);
@@ -804,6 +825,14 @@ static int worker_init(worker *w)
     uv_timer_init(&w->loop, &w->drain_timer);
     w->drain_timer.data = w;
     w->handles_init = true;
+    for (size_t k = 0; k < srv->n_ux; k++) {
+        if ((rc = sl_listener_init(&w->ux[k], &w->loop, w->ux[k].fd, w->ctx, on_unix_connection,
+                                   w)))
+            return rc;
+        w->ux_init = k + 1;
+        if ((rc = sl_listener_start(&w->ux[k])))
+            return rc;
+    }
     return sl_listener_start(&w->listener);
 }
 
@@ -814,6 +843,8 @@ static void worker_teardown(worker *w)
         uv_handle_t *hs[] = {(uv_handle_t *)&w->async, (uv_handle_t *)&w->prepare,
                              (uv_handle_t *)&w->tick, (uv_handle_t *)&w->drain_timer};
         sl_listener_close_handles(&w->listener);
+        for (size_t k = 0; k < w->ux_init; k++)
+            sl_listener_close_handles(&w->ux[k]);
         for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
             if (!uv_is_closing(hs[i]))
                 uv_close(hs[i], NULL);
@@ -821,6 +852,13 @@ static void worker_teardown(worker *w)
         uv_mutex_destroy(&w->post_mu);
     }
     sl_listener_release_fd(&w->listener); /* after its poll handle is closed */
+    for (size_t k = 0; k < w->srv->n_ux; k++) {
+        if (k < w->ux_init)
+            sl_listener_release_fd(&w->ux[k]);
+        else if (w->ux[k].fd >= 0)
+            close(w->ux[k].fd);
+        w->ux[k].fd = -1;
+    }
     if (w->loop_init)
         uv_loop_close(&w->loop);
     sl_http_ctx_free(w->ctx);
@@ -887,7 +925,36 @@ int sl_server_start(sl_server **out, const sl_server_config *cfg_in)
         w->srv = srv;
         w->idx = i;
         w->listener.fd = -1;
+        for (size_t k = 0; k < SL_SERVER_MAX_UNIX; k++)
+            w->ux[k].fd = -1;
     }
+    if (!rc && cfg_in->n_unix_extra > SL_SERVER_MAX_UNIX)
+        rc = -E2BIG;
+    /* Unix listeners beside the port: one socket each, a dup per worker so that every worker
+     * polls it (a Unix socket has no SO_REUSEPORT); the kernel hands each connection to one */
+    for (size_t k = 0; !rc && k < cfg_in->n_unix_extra; k++) {
+        const char *path = cfg_in->unix_extra[k];
+        int fd = sl_listener_unix_socket(path, cfg->backlog);
+        if (fd < 0) {
+            rc = fd;
+            break;
+        }
+        if (!(srv->ux_path[k] = strdup(path))) {
+            unlink(path);
+            close(fd);
+            rc = -ENOMEM;
+            break;
+        }
+        srv->n_ux = k + 1;
+        if (chmod(path, cfg_in->unix_extra_mode ? cfg_in->unix_extra_mode : 0660))
+            rc = -errno;
+        for (int i = 0; !rc && i < srv->nworkers; i++)
+            if ((srv->workers[i].ux[k].fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0)
+                rc = -errno;
+        close(fd);
+    }
+    cfg->unix_extra = NULL;
+    cfg->n_unix_extra = 0;
     if (unix_path && !rc) {
         int fd = sl_listener_unix_socket(unix_path, cfg->backlog);
         if (fd < 0)
@@ -994,6 +1061,10 @@ void sl_server_free(sl_server *srv)
         worker_teardown(&srv->workers[i]);
     free(srv->workers);
     sl_tls_slot_free(srv->tls);
+    for (size_t k = 0; k < srv->n_ux; k++) {
+        unlink(srv->ux_path[k]);
+        free(srv->ux_path[k]);
+    }
     if (srv->unix_path) {
         unlink(srv->unix_path);
         free(srv->unix_path);

@@ -36,6 +36,8 @@
 
 typedef struct sl_server sl_server;
 
+#define SL_SERVER_MAX_UNIX 8
+
 typedef struct sl_server_config {
     const char *host;          /* numeric IPv4/IPv6 address; default "0.0.0.0" */
     uint16_t port;             /* 0: any free port (read it back with sl_server_port) */
@@ -44,6 +46,11 @@ typedef struct sl_server_config {
                                   sl_listener_unix_socket for a file already there) */
     bool exclusive;            /* no SO_REUSEPORT: one worker, and no other socket can join the
                                   port (admin and metrics listeners) */
+    const char *const *unix_extra; /* besides host:port, Unix stream sockets at these paths (a
+                                  sidecar's port: --listen-unix), polled by every worker; at
+                                  most SL_SERVER_MAX_UNIX; removed by sl_server_free */
+    size_t n_unix_extra;
+    unsigned unix_extra_mode;  /* their files' mode; 0 = 0660 */
     int workers;               /* loops/threads; default 1 */
     int backlog;               /* listen backlog; default 1024 */
     uint32_t max_conns;        /* open connections over all workers; above: accepted and closed.

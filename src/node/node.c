@@ -142,6 +142,9 @@ static int start_server(sl_node *n, const char *host, unsigned short port, char 
     sv.port = port;
     sv.workers = (int)o->workers;
     sv.max_conns = (uint32_t)o->max_conns;
+    sv.unix_extra = (const char *const *)o->listen_unix.items;
+    sv.n_unix_extra = o->listen_unix.n;
+    sv.unix_extra_mode = (unsigned)strtoul(o->listen_unix_mode, NULL, 8);
     sv.idle_timeout_ms = (uint32_t)(o->idle_timeout_ns / 1000000);
     sv.read_timeout_ms = (uint32_t)(o->read_timeout_ns / 1000000);
     sv.write_timeout_ms = (uint32_t)(o->write_timeout_ns / 1000000);
@@ -169,7 +172,12 @@ static int start_server(sl_node *n, const char *host, unsigned short port, char 
     rc = sl_server_start(&n->server, &sv);
     sl_tls_ctx_unref(sv.tls); /* the server holds its own reference */
     if (rc) {
-        snprintf(err, errlen, "listen on %s: %s", o->listen_addr, strerror(-rc));
+        if (o->listen_unix.n && (rc == -EADDRINUSE || rc == -EEXIST || rc == -ENAMETOOLONG))
+            snprintf(err, errlen, "option 'listen-unix': %s (another sluiced answers there, a "
+                     "file that is not a socket is in the way, or a path over 107 bytes)",
+                     strerror(-rc));
+        else
+            snprintf(err, errlen, "listen on %s: %s", o->listen_addr, strerror(-rc));
         return rc;
     }
     return 0;
@@ -198,7 +206,7 @@ static void start_line(sl_node *n, const char *host)
 {
     const sl_options *o = &n->opts;
     bool v6 = strchr(host, ':') != NULL; /* addr=[::1]:5454, as an address is written */
-    char more[256] = "";
+    char more[1280] = "";
     int k = 0;
     if (n->admin)
         k = snprintf(more, sizeof more, " admin_socket=%s", sl_adminsrv_socket(n->admin));
@@ -206,7 +214,9 @@ static void start_line(sl_node *n, const char *host)
         k += snprintf(more + k, sizeof more - (size_t)k, " admin_port=%u",
                       sl_adminsrv_port(n->admin_tcp));
     if (o->metrics_addr[0] && k >= 0 && (size_t)k < sizeof more)
-        snprintf(more + k, sizeof more - (size_t)k, " metrics_addr=%s", o->metrics_addr);
+        k += snprintf(more + k, sizeof more - (size_t)k, " metrics_addr=%s", o->metrics_addr);
+    for (size_t u = 0; u < o->listen_unix.n && k >= 0 && (size_t)k < sizeof more; u++)
+        k += snprintf(more + k, sizeof more - (size_t)k, " unix=%s", o->listen_unix.items[u]);
     sl_log_write_now(&n->log, SL_LOG_INFO,
                      "sluiced started version=%s commit=%s role=%s addr=%s%s%s:%u%s workers=%d "
                      "max-keys=%lld tls=%s",

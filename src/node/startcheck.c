@@ -190,7 +190,8 @@ static void check_cluster_secret(const sl_options *o, sl_diag *d)
         return; /* only a clustered engine keys its ids */
     char *buf = NULL, err[512];
     size_t len = 0;
-    if (sl_file_read(path, 4096, SL_FILE_REGULAR, &buf, &len, err, sizeof err)) {
+    if (sl_file_read(path, 4096, SL_FILE_REGULAR | SL_FILE_SECRET, &buf, &len, err,
+                     sizeof err)) {
         sl_diag_add(d, "option 'cluster-hash-secret-file': %s", err);
         return;
     }
@@ -278,11 +279,11 @@ static void check_redis(const sl_options *o, sl_diag *d)
     if (o->redis_password_file && o->redis_password_file[0]) {
         char *buf = NULL, err[512];
         size_t len = 0;
-        if (sl_file_read(o->redis_password_file, 4096, SL_FILE_REGULAR, &buf, &len, err,
-                         sizeof err))
+        if (sl_file_read(o->redis_password_file, 4096, SL_FILE_REGULAR | SL_FILE_SECRET, &buf,
+                         &len, err, sizeof err))
             sl_diag_add(d, "option 'redis-password-file': %s", err);
         if (buf)
-            memset(buf, 0, len);
+            explicit_bzero(buf, len); /* memset may be dropped as a dead store */
         free(buf);
     }
 }

@@ -721,7 +721,8 @@ int sl_rstore_new(const sl_rstore_config *cfg, sl_rstore **out, char *err, size_
         }
     if (cfg->password_file && cfg->password_file[0]) {
         size_t len;
-        rc = sl_file_read(cfg->password_file, PASSWORD_MAX, SL_FILE_REGULAR, &r->password, &len,
+        rc = sl_file_read(cfg->password_file, PASSWORD_MAX, SL_FILE_REGULAR | SL_FILE_SECRET,
+                          &r->password, &len,
                           err, errlen);
         if (rc)
             goto fail;

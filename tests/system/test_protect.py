@@ -360,6 +360,25 @@ def test_kill_switch_admin_endpoint_and_cli(levee):
     assert levee.admin("POST", "/v1/admin/killswitch", "{}")[0] == 400
 
 
+def test_kill_switch_on_a_key_covers_its_sublimits(node_factory, tmp_path):
+    """README's example: `sluice killswitch on api` admits all of api, its sublimits (api/
+    sublimit/DELETE) included; the key's own quota and the sublimit's name both switch it."""
+    path = write(tmp_path, "q.yaml", "limit:\n  key:\n    api:\n      quota: {rate: 0.01, "
+                 "burst: 5}\n      sublimit:\n        DELETE: {rate: 0.01, burst: 0}\n")
+    node = node_factory(["--workers", "1", "--standalone", "--quota-file", path])
+    assert [attempt(node, "api", method="DELETE")[0] for _ in range(2)] == [200, 429]
+    for name in ("api", "api/sublimit/DELETE"):
+        out = subprocess.run([SLUICE, "killswitch", "on", name, "--admin-socket",
+                              node.admin_socket], capture_output=True, text=True, timeout=10)
+        assert out.returncode == 0, out.stderr
+        got = [attempt(node, "api", method="DELETE") for _ in range(3)]
+        assert [g[0] for g in got] == [200] * 3, (name, got)
+        assert got[-1][1].get("x-sluice-killswitch") == "rate"
+        subprocess.run([SLUICE, "killswitch", "off", name, "--admin-socket", node.admin_socket],
+                       capture_output=True, text=True, timeout=10)
+        assert attempt(node, "api", method="DELETE")[0] == 429
+
+
 def test_quota_file_switches_reload_on_sighup(node_factory, tmp_path):
     path = write(tmp_path, "quotas.yaml", QUOTAS)
     node = node_factory(["--workers", "1", "--standalone", "--quota-file", path])

@@ -288,11 +288,19 @@ def test_auth_with_user_and_password_file(node_factory, tmp_path):
     try:
         pw = tmp_path / "pw"
         pw.write_text("s3cret\n")
+        # a password others can read is refused at start, with the fix in the message
+        loose = node_factory(redis_args(r, "--redis-user", "sluice", "--redis-password-file",
+                                        str(pw)), start=False)
+        loose.start(wait=False)
+        assert loose.proc.wait(10) == 2
+        assert "chmod 600" in loose.logs(), loose.logs()
+        pw.chmod(0o600)
         n = node_factory(redis_args(r, "--redis-user", "sluice", "--redis-password-file", str(pw)))
         assert decide(n, "a")["remaining"] == "2"
         assert r.cmd("EXISTS", "sl:{1:r:a}", auth=("sluice", "s3cret")) == "1"
         bad = tmp_path / "bad"
         bad.write_text("nope")
+        bad.chmod(0o600)
         m = node_factory(redis_args(r, "--redis-user", "sluice", "--redis-password-file", str(bad)))
         assert decide(m, "b")["error"] != ""
         assert wait_for(lambda: "AUTH" in m.logs(), 5)
