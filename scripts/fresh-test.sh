@@ -63,6 +63,18 @@ tar -C "$ROOT" -xf "$TAR"
 git clone -q --no-hardlinks "$SRC" "$ROOT/src/sluice"
 echo "fresh-test: $(git -C "$ROOT/src/sluice" log -1 --format='%h %s' | cut -c1-100)" >&2
 cp /etc/resolv.conf "$ROOT/etc/resolv.conf"
+# what every machine of this workplace has in its image and no project installs: the local
+# certificate authorities (ca-certificates, once apt installs it, adds them to the bundle) and
+# npm's settings for the registry (its CA file), so that the npm registry answers in here as it
+# does on the machine itself
+if [ -d /usr/local/share/ca-certificates ]; then
+  mkdir -p "$ROOT/usr/local/share/ca-certificates"
+  cp -r /usr/local/share/ca-certificates/. "$ROOT/usr/local/share/ca-certificates/"
+fi
+if [ -f "$HOME/.npmrc" ]; then
+  mkdir -p "$ROOT/root"
+  cp "$HOME/.npmrc" "$ROOT/root/.npmrc"
+fi
 # what Debian's installer (and any container runtime) writes and debootstrap does not: without it
 # "localhost" resolves nowhere, as on no real machine
 printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n' >"$ROOT/etc/hosts"

@@ -40,7 +40,7 @@ BUILD=(
 TEST=(
   clang libclang-rt-14-dev libcmocka-dev
   etcd-server etcd-client prometheus
-  python3 python3-pytest python3-grpcio python3-protobuf python3-yaml protobuf-compiler
+  python3 python3-pytest python3-grpcio python3-protobuf python3-yaml protobuf-compiler python3-cryptography
   curl wrk iproute2 nftables procps openssl git umoci ca-certificates
   groff-base man-db binutils
   chromium chromium-driver

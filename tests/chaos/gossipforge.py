@@ -41,6 +41,11 @@ def packet(ptype, updates=(), seq=0, target="", target_addr="", source="", flags
 
 def seal(key_hex, sender, plaintext, ts_ms=None):
     """A format-2 sealed packet, as a member holding key_hex would send it."""
+    try:
+        from needs import require_module
+        require_module("cryptography")  # a missing one names its Debian package
+    except ImportError:  # run as a script, without tests/support on the path
+        pass
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
     ts_ms = int(time.time() * 1000) if ts_ms is None else ts_ms
     aad = b"\x02" + _s8(sender) + struct.pack(">Q", ts_ms)

@@ -63,6 +63,7 @@ MODULES = {
     "grpc": "python3-grpcio",
     "google.protobuf": "python3-protobuf",
     "yaml": "python3-yaml",
+    "cryptography": "python3-cryptography",
 }
 
 
