@@ -8,6 +8,7 @@
  */
 #include <curl/curl.h>
 #include <errno.h>
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,7 +63,33 @@ int sl_cli_etcd(const char *program, const sl_cli_storage *s, sl_etcd **e, const
         fprintf(stderr, "%s: bad --storage-addrs '%s'\n", program, addrs);
     else
         fprintf(stderr, "%s: cannot create the etcd client\n", program);
-    return rc == -EINVAL ? 2 : 1;
+    return rc == -EINVAL ? SL_CLI_EXIT_USAGE : SL_CLI_EXIT_UNREACHABLE;
+}
+
+void sl_cli_print_json(json_t *o)
+{
+    char *s = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    if (s)
+        printf("%s\n", s);
+    free(s);
+    json_decref(o);
+}
+
+int sl_cli_http_exit(long status)
+{
+    return status / 100 == 2 ? SL_CLI_EXIT_OK
+           : status >= 500 || status < 100 ? SL_CLI_EXIT_UNREACHABLE
+                                           : SL_CLI_EXIT_LIMITED;
+}
+
+/* The TCP admin address a names: --admin-addr, else $SLUICE_ADMIN_ADDR unless --admin-socket was
+ * given; NULL: the socket. */
+static const char *admin_addr(const sl_cli_admin *a)
+{
+    if (a->addr)
+        return a->addr;
+    const char *env = a->socket ? NULL : getenv("SLUICE_ADMIN_ADDR");
+    return env && env[0] ? env : NULL;
 }
 
 int sl_cli_command_run(const sl_cli_command *c, int argc, char **argv)
@@ -72,7 +99,7 @@ int sl_cli_command_run(const sl_cli_command *c, int argc, char **argv)
     void *opts = calloc(1, c->opts_size ? c->opts_size : 1);
     if (!opts) {
         fprintf(stderr, "%s: out of memory\n", c->table->program);
-        return 1;
+        return SL_CLI_EXIT_UNREACHABLE;
     }
     const char *pos[SL_CLI_MAX_POS];
     sl_cli_args args = {.pos = pos};
@@ -117,8 +144,8 @@ int sl_cli_read_token(const char *program, const char *path, char token[SL_BEARE
 
 const char *sl_cli_admin_where(const sl_cli_admin *a, char *buf, size_t buflen)
 {
-    if (a->addr)
-        return a->addr;
+    if (admin_addr(a))
+        return admin_addr(a);
     if (sl_config_admin_socket(a->socket, buf, buflen, NULL, 0))
         return a->socket ? a->socket : "?";
     return buf;
@@ -140,31 +167,32 @@ int sl_cli_admin_call(const char *program, const sl_cli_admin *a, const char *pa
     char sock[256], url[1200], host[128];
     unsigned short port;
     bool tls = false;
-    if (a->addr) {
-        const char *hp = strncmp(a->addr, "http://", 7) == 0 ? a->addr + 7 : a->addr;
+    const char *addr = admin_addr(a);
+    if (addr) {
+        const char *hp = strncmp(addr, "http://", 7) == 0 ? addr + 7 : addr;
         if (sl_addr_split(hp, host, sizeof host, &port) || port == 0) {
-            fprintf(stderr, "%s: --admin-addr '%s' is not HOST:PORT (sluiced has no default "
+            fprintf(stderr, "%s: %s '%s' is not HOST:PORT (sluiced has no default "
                     "admin port: give the one of its --admin-addr, or use --admin-socket)\n",
-                    program, a->addr);
-            return 2;
+                    program, a->addr ? "--admin-addr" : "SLUICE_ADMIN_ADDR", addr);
+            return SL_CLI_EXIT_USAGE;
         }
         tls = !sl_addr_is_loopback(hp) || a->ca_file; /* a CA: the listener speaks TLS */
         snprintf(url, sizeof url, "%s://%s%s", tls ? "https" : "http", hp, path);
     } else {
         if (sl_config_admin_socket(a->socket, sock, sizeof sock, NULL, 0)) {
             fprintf(stderr, "%s: --admin-socket: path too long\n", program);
-            return 2;
+            return SL_CLI_EXIT_USAGE;
         }
         snprintf(url, sizeof url, "http://localhost%s", path);
     }
     char token[SL_BEARER_MAX_LEN + 1];
     if (a->token_file && sl_cli_read_token(program, a->token_file, token))
-        return 2;
+        return SL_CLI_EXIT_USAGE;
     CURL *h = curl_easy_init();
     if (!h) {
         sl_secret_wipe(token, sizeof token);
         fprintf(stderr, "%s: cannot create the HTTP client\n", program);
-        return 1;
+        return SL_CLI_EXIT_UNREACHABLE;
     }
     struct curl_slist *hdrs = NULL;
     if (json)
@@ -176,7 +204,7 @@ int sl_cli_admin_call(const char *program, const sl_cli_admin *a, const char *pa
     }
     sl_strbuf_reset(out);
     curl_easy_setopt(h, CURLOPT_URL, url);
-    if (!a->addr)
+    if (!addr)
         curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, sock);
     if (tls && a->ca_file)
         curl_easy_setopt(h, CURLOPT_CAINFO, a->ca_file);
@@ -198,7 +226,7 @@ int sl_cli_admin_call(const char *program, const sl_cli_admin *a, const char *pa
         char where[300];
         fprintf(stderr, "%s: %s: %s\n", program, sl_cli_admin_where(a, where, sizeof where),
                 curl_easy_strerror(cc));
-        code = 1;
+        code = SL_CLI_EXIT_UNREACHABLE;
     }
     curl_slist_free_all(hdrs);
     curl_easy_cleanup(h);

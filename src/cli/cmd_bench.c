@@ -34,6 +34,7 @@
 #define CLOCK_EVERY 256
 
 typedef struct bench_opts {
+    bool json; /* only the JSON line */
     int algorithm;
     uint64_t keys;
     uint64_t max_keys;   /* 0 = keys */
@@ -61,6 +62,7 @@ typedef struct engine_flags {
     char *algorithm;
     int64_t keys, max_keys, shards, threads, batch, limit, duration;
     double seconds;
+    bool json;
 } engine_flags;
 
 #define F(f) offsetof(engine_flags, f)
@@ -87,6 +89,8 @@ static const sl_opt engine_opts[] = {
      .help = "the requests' limit (SLIDING_LOG keeps 8*L bytes/key)"},
     {.name = "duration", .type = SL_OPT_INT, .offset = F(duration), .def = "60000", .min = 1,
      .max = INT64_MAX, .metavar = "MS", .help = "the requests' duration in ms"},
+    {.name = "json", .type = SL_OPT_BOOL, .offset = F(json), .def = "false",
+     .help = "print only the JSON line (the prose lines are left out)"},
 };
 
 static const sl_opt_table engine_table = {
@@ -94,6 +98,7 @@ static const sl_opt_table engine_table = {
     .flags_only = true,
     .about = "Decide in-process on keys drawn uniformly from N pre-populated keys and report the\n"
              "decision rate, the cost per decision and the memory per key. The last line is JSON.\n",
+    .epilog = "exit: 0 done, 2 usage, 3 the engine failed or a request errored\n",
     .opts = engine_opts,
     .nopts = sizeof engine_opts / sizeof engine_opts[0],
 };
@@ -268,6 +273,7 @@ static int engine_main(void *flags, const sl_cli_args *args)
     bench_opts o;
     (void)args;
     int code = engine_options(flags, &o);
+    o.json = ((const engine_flags *)flags)->json;
     return code ? code : engine_run(o);
 }
 
@@ -289,12 +295,13 @@ static int engine_run(bench_opts o)
     int rc = sl_engine_new(&cfg, &e);
     if (rc) {
         fprintf(stderr, "sluice bench engine: engine: %s\n", strerror(-rc));
-        return 1;
+        return SL_CLI_EXIT_UNREACHABLE;
     }
     const char *alg = sl_algorithm_name(o.algorithm);
-    printf("engine: %s, %llu keys (cap %llu, %u shards), %d thread(s), batch %d, %.1f s\n", alg,
-           (unsigned long long)o.keys, (unsigned long long)o.max_keys, o.shards, o.threads,
-           o.batch, o.seconds);
+    if (!o.json)
+        printf("engine: %s, %llu keys (cap %llu, %u shards), %d thread(s), batch %d, %.1f s\n",
+               alg, (unsigned long long)o.keys, (unsigned long long)o.max_keys, o.shards, o.threads,
+               o.batch, o.seconds);
 
     uint64_t pop_errors = 0;
     int64_t p0 = sl_mono_ns();
@@ -304,12 +311,13 @@ static int engine_run(bench_opts o)
         fprintf(stderr, "sluice bench engine: populating failed (%s, %llu request errors)\n",
                 rc ? strerror(-rc) : "ok", (unsigned long long)pop_errors);
         sl_engine_free(e);
-        return 1;
+        return SL_CLI_EXIT_UNREACHABLE;
     }
     sl_engine_stats st;
     sl_engine_stats_get(e, &st);
-    printf("populate: %llu keys in %.2f s (%.0f ns per new key)\n", (unsigned long long)st.keys,
-           (double)(p1 - p0) / 1e9, (double)(p1 - p0) / (double)o.keys);
+    if (!o.json)
+        printf("populate: %llu keys in %.2f s (%.0f ns per new key)\n",
+               (unsigned long long)st.keys, (double)(p1 - p0) / 1e9, (double)(p1 - p0) / (double)o.keys);
 
     bench_thread *th = calloc((size_t)o.threads, sizeof *th);
     volatile int stop = 0, go = 0;
@@ -329,7 +337,7 @@ static int engine_run(bench_opts o)
             pthread_join(th[i].tid, NULL);
         free(th);
         sl_engine_free(e);
-        return 1;
+        return SL_CLI_EXIT_UNREACHABLE;
     }
     __atomic_store_n(&go, 1, __ATOMIC_RELEASE);
     struct timespec ts = {.tv_sec = (time_t)o.seconds,
@@ -355,16 +363,18 @@ static int engine_run(bench_opts o)
     sl_engine_stats_get(e, &st);
     double ns_per = rate > 0 ? 1e9 * o.threads / rate : 0;
     double bytes_per_key = st.keys ? (double)st.bytes / (double)st.keys : 0;
-    printf("decisions: %llu in %.2f s: %.2f M/s, %.1f ns per decision per thread\n",
-           (unsigned long long)decisions, o.seconds, rate / 1e6, ns_per);
-    printf("cpu: the threads ran %.1f%% of the wall time%s\n", 100 * cpu_share,
-           cpu_share < 0.95 ? " (other work shared the cores: figures are pessimistic)" : "");
-    printf("outcomes: %.1f%% over limit, %llu errors, %llu evictions\n",
-           decisions ? 100.0 * (double)over / (double)decisions : 0.0,
-           (unsigned long long)errors, (unsigned long long)st.evictions);
-    printf("memory: %.1f MB for %llu keys (%llu slots): %.1f bytes per key\n",
-           (double)st.bytes / 1e6, (unsigned long long)st.keys,
-           (unsigned long long)st.capacity, bytes_per_key);
+    if (!o.json) {
+        printf("decisions: %llu in %.2f s: %.2f M/s, %.1f ns per decision per thread\n",
+               (unsigned long long)decisions, o.seconds, rate / 1e6, ns_per);
+        printf("cpu: the threads ran %.1f%% of the wall time%s\n", 100 * cpu_share,
+               cpu_share < 0.95 ? " (other work shared the cores: figures are pessimistic)" : "");
+        printf("outcomes: %.1f%% over limit, %llu errors, %llu evictions\n",
+               decisions ? 100.0 * (double)over / (double)decisions : 0.0,
+               (unsigned long long)errors, (unsigned long long)st.evictions);
+        printf("memory: %.1f MB for %llu keys (%llu slots): %.1f bytes per key\n",
+               (double)st.bytes / 1e6, (unsigned long long)st.keys,
+               (unsigned long long)st.capacity, bytes_per_key);
+    }
 
     json_t *j = json_pack("{s:s, s:I, s:I, s:i, s:i, s:i, s:f, s:I, s:f, s:f, s:f, s:I, s:I, s:I, "
                           "s:f}",
@@ -381,7 +391,7 @@ static int engine_run(bench_opts o)
     free(s);
     json_decref(j);
     sl_engine_free(e);
-    return s && !errors ? 0 : 1;
+    return s && !errors ? SL_CLI_EXIT_OK : SL_CLI_EXIT_UNREACHABLE;
 }
 
 static int bench_main(int argc, char **argv)

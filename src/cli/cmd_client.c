@@ -17,6 +17,7 @@
  * The CLI never fails open: a failure the library would have answered "allowed" is reported as
  * such and exits 3.
  */
+#define _GNU_SOURCE /* strcasestr */
 #include <curl/curl.h>
 #include <errno.h>
 #include <stddef.h>
@@ -32,10 +33,10 @@
 #include "sluice/engine.h"
 #include "sluice/clock.h"
 
-#define EXIT_UNDER 0
-#define EXIT_OVER 1
-#define EXIT_USAGE 2
-#define EXIT_TRANSPORT 3
+#define EXIT_UNDER SL_CLI_EXIT_OK
+#define EXIT_OVER SL_CLI_EXIT_LIMITED
+#define EXIT_USAGE SL_CLI_EXIT_USAGE
+#define EXIT_TRANSPORT SL_CLI_EXIT_UNREACHABLE
 #define DEFAULT_ADDR "127.0.0.1:5454"
 #define DEFAULT_TIMEOUT "1s"
 #define MAX_METADATA 16
@@ -44,7 +45,7 @@
 
 /* The options check, health and attempt share (a member `co` of each command's struct). */
 typedef struct cli_common {
-    char *addr;
+    char *addr; /* NULL: $SLUICE_ADDR, else DEFAULT_ADDR (addr_of) */
     int64_t timeout_ns;
     bool json;
     bool tls;
@@ -52,8 +53,9 @@ typedef struct cli_common {
 } cli_common;
 
 #define COMMON_OPTS(T)                                                                            \
-    {.name = "addr", .type = SL_OPT_STRING, .offset = offsetof(T, co.addr), .def = DEFAULT_ADDR, \
-     .metavar = "HOST:PORT", .help = "server address"},                                           \
+    {.name = "addr", .type = SL_OPT_STRING, .offset = offsetof(T, co.addr), .nullable = true,    \
+     .def_doc = "$SLUICE_ADDR, else " DEFAULT_ADDR, .metavar = "HOST:PORT",                       \
+     .help = "server address"},                                                                   \
     {.name = "timeout", .type = SL_OPT_DURATION, .offset = offsetof(T, co.timeout_ns),           \
      .def = DEFAULT_TIMEOUT, .min = 1000000, .max = INT64_C(3600000000000),                       \
      .help = "give up after this long"},                                                         \
@@ -72,6 +74,13 @@ typedef struct cli_common {
     {.name = "tls-server-name", .type = SL_OPT_STRING, .offset = offsetof(T, co.tls_server_name), \
      .nullable = true, .metavar = "NAME", .def_doc = "the host of --addr",                        \
      .help = "the name the server's certificate must carry (and SNI)"}
+
+/* The server address: --addr, else $SLUICE_ADDR, else the default. */
+static const char *addr_of(const cli_common *c)
+{
+    const char *env = getenv("SLUICE_ADDR");
+    return c->addr ? c->addr : env && env[0] ? env : DEFAULT_ADDR;
+}
 
 static bool want_tls(const cli_common *c)
 {
@@ -195,16 +204,17 @@ static sl_client *open_client(const cli_common *co, int timeout_ms)
     o.tls_key_file = co->tls_key;
     o.tls_server_name = co->tls_server_name;
     sl_client *c = NULL;
-    int rc = sl_client_new(co->addr, &o, &c);
+    const char *addr = addr_of(co);
+    int rc = sl_client_new(addr, &o, &c);
     if (rc < 0 && o.tls && rc != -EHOSTUNREACH) {
-        fprintf(stderr, "sluice: cannot use address '%s' with these TLS files: %s\n", co->addr,
+        fprintf(stderr, "sluice: cannot use address '%s' with these TLS files: %s\n", addr,
                 rc == -EINVAL ? "malformed address, a file that does not load, or a certificate "
                                 "without its key"
                               : strerror(-rc));
         return NULL;
     }
     if (rc < 0) {
-        fprintf(stderr, "sluice: cannot use address '%s': %s\n", co->addr,
+        fprintf(stderr, "sluice: cannot use address '%s': %s\n", addr,
                 rc == -EHOSTUNREACH ? "name does not resolve" : strerror(-rc));
         return NULL;
     }
@@ -263,8 +273,9 @@ static const sl_opt_table check_table = {
     .usage = "--name N --key K --limit L --duration D [options]",
     .about = "Ask a sluiced (or any Gubernator v2 server) for one rate-limit decision over gRPC\n"
              "(/pb.gubernator.V1/GetRateLimits) and print the answer.\n",
-    .epilog = "exit: 0 under limit, 1 over limit or refused with an error, 2 usage, 3 no answer\n"
-              "(connect failure, timeout, gRPC error status)\n",
+    .epilog = "exit: 0 under limit, 1 over limit or the item refused (an error in the request), 2\n"
+              "usage, 3 no answer (connect failure, timeout, gRPC error status) or the server could\n"
+              "not decide the item (a peer or Redis failed)\n",
     .opts = check_opts_table,
     .nopts = sizeof check_opts_table / sizeof check_opts_table[0],
 };
@@ -337,16 +348,51 @@ static void print_check_failure(const check_opts *o, const sl_client_check_reply
             json_object_set_new(j, "http_status", json_integer(r->http_status));
         print_json(j);
     } else {
-        fprintf(stderr, "sluice check: no answer from %s: %s", o->co.addr, why);
+        fprintf(stderr, "sluice check: no answer from %s: %s", addr_of(&o->co), why);
         if (r->grpc_status > 0)
             fprintf(stderr, " (grpc-status %d)", r->grpc_status);
         fprintf(stderr, "\n");
     }
 }
 
+/* Whether an item error says the server could not decide (a peer, Redis or memory failed: 3)
+ * rather than that it refused the request (1). */
+static bool item_error_is_failure(const char *e)
+{
+    static const char *const words[] = {"from peer", "peer ",   "redis",     "unavailable",
+                                        "timed out", "timeout", "out of memory", "not ready"};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+        if (strcasestr(e, words[i]))
+            return true;
+    return false;
+}
+
+/* An item the server answered with an error: no decision, so no status. */
+static int print_item_error(const check_opts *o, const sl_client_result *x)
+{
+    bool failure = item_error_is_failure(x->resp.error);
+    if (o->co.json) {
+        json_t *j = json_object();
+        json_object_set_new(j, "error", json_string(x->resp.error));
+        json_object_set_new(j, "error_kind", json_string(failure ? "failed" : "refused"));
+        json_t *m = json_object();
+        for (size_t i = 0; i < x->metadata_count; i++)
+            json_object_set_new(m, x->metadata[i].key, json_string(x->metadata[i].value));
+        json_object_set_new(j, "metadata", m);
+        print_json(j);
+    } else {
+        fprintf(stderr, "sluice check: %s: %s\n",
+                failure ? "the server could not decide the item" : "the server refused the item",
+                x->resp.error);
+    }
+    return failure ? EXIT_TRANSPORT : EXIT_OVER;
+}
+
 /* The decision, for a person or as JSON; its exit code. */
 static int print_check_result(const check_opts *o, const sl_client_result *x)
 {
+    if (x->resp.error && x->resp.error[0])
+        return print_item_error(o, x);
     bool over = x->resp.status == SL_OVER_LIMIT;
     char iso[48];
     iso_time(x->resp.reset_time, iso, sizeof iso);
@@ -358,7 +404,7 @@ static int print_check_result(const check_opts *o, const sl_client_result *x)
         json_object_set_new(j, "remaining", json_integer(x->resp.remaining));
         json_object_set_new(j, "reset_time", json_integer(x->resp.reset_time));
         json_object_set_new(j, "reset_time_iso", json_string(iso));
-        json_object_set_new(j, "error", json_string(x->resp.error ? x->resp.error : ""));
+        json_object_set_new(j, "error", json_string("")); /* a decision: no item error */
         json_t *m = json_object();
         for (size_t i = 0; i < x->metadata_count; i++)
             json_object_set_new(m, x->metadata[i].key, json_string(x->metadata[i].value));
@@ -373,13 +419,11 @@ static int print_check_result(const check_opts *o, const sl_client_result *x)
                    (long long)(x->resp.reset_time > now ? x->resp.reset_time - now : 0));
         else
             printf("reset_time: - (0)\n");
-        if (x->resp.error)
-            printf("error:      %s\n", x->resp.error);
         for (size_t i = 0; i < x->metadata_count; i++)
             printf("%-11s %s=%s\n", i ? "" : "metadata:", x->metadata[i].key,
                    x->metadata[i].value);
     }
-    return over || x->resp.error ? EXIT_OVER : EXIT_UNDER;
+    return over ? EXIT_OVER : EXIT_UNDER;
 }
 
 static int check_run(void *opts, const sl_cli_args *args)
@@ -438,7 +482,7 @@ static int health_run(void *opts, const sl_cli_args *args)
 {
     const health_opts *o = opts;
     (void)args;
-    const char *addr = o->co.addr;
+    const char *addr = addr_of(&o->co);
     int timeout = timeout_ms(&o->co);
     bool json = o->co.json;
     sl_client *c = open_client(&o->co, timeout);
@@ -686,10 +730,11 @@ static int attempt_http1(const char *addr, const sl_attempt *a, bool acquire, co
     if (status == 200 || (lease && status / 100 == 2)) {
         r->outcome = SL_ATTEMPT_ACCEPTED;
         r->allowed = true;
-    } else if ((status == 429 || (status == 503 && r->ratelimit[0])) && !lease) {
-        r->outcome = SL_ATTEMPT_REJECTED;
     } else {
-        r->err = lease && status == 404 ? -ENOENT : -EPROTO;
+        if ((status == 429 || (status == 503 && r->ratelimit[0])) && !lease)
+            r->outcome = SL_ATTEMPT_REJECTED; /* the body is the server's reason */
+        else
+            r->err = lease && status == 404 ? -ENOENT : -EPROTO;
         while (cx.blen && (cx.body[cx.blen - 1] == '\n' || cx.body[cx.blen - 1] == '\r'))
             cx.blen--;
         cx.body[cx.blen] = 0;
@@ -741,13 +786,100 @@ static void json_int_opt(json_t *o, const char *k, int64_t v)
         json_object_set_new(o, k, json_integer(v));
 }
 
+/* One quota of a RateLimit / RateLimit-Policy list (draft 8+: "name";r=0;t=1 and
+ * "name";q=5;w=1;sluice-burst=0); -1: the parameter is absent. */
+typedef struct rl_item {
+    char name[208];
+    int64_t r, t, q, w, burst;
+} rl_item;
+
+/* The next item of the Structured Field list at *p (advanced past it): false at the end. */
+static bool rl_next(const char **p, rl_item *it)
+{
+    const char *s = *p;
+    while (*s == ' ' || *s == '\t' || *s == ',')
+        s++;
+    if (!*s)
+        return false;
+    memset(it, 0, sizeof *it);
+    it->r = it->t = it->q = it->w = it->burst = -1;
+    size_t n = 0;
+    if (*s == '"') {
+        for (s++; *s && *s != '"'; s++) {
+            if (*s == '\\' && s[1])
+                s++;
+            if (n + 1 < sizeof it->name)
+                it->name[n++] = *s;
+        }
+        if (*s == '"')
+            s++;
+    } else {
+        for (; *s && *s != ';' && *s != ','; s++)
+            if (n + 1 < sizeof it->name)
+                it->name[n++] = *s;
+    }
+    it->name[n] = 0;
+    while (*s == ';') {
+        s++;
+        size_t kl = strcspn(s, "=;,");
+        const char *k = s;
+        s += kl;
+        int64_t v = -1;
+        if (*s == '=') {
+            char *end;
+            long long x = strtoll(s + 1, &end, 10);
+            v = end > s + 1 && x >= 0 ? (int64_t)x : -1;
+            s += 1 + strcspn(s + 1, ";,");
+        }
+        if (kl == 1 && *k == 'r')
+            it->r = v;
+        else if (kl == 1 && *k == 't')
+            it->t = v;
+        else if (kl == 1 && *k == 'q')
+            it->q = v;
+        else if (kl == 1 && *k == 'w')
+            it->w = v;
+        else if (kl == 12 && !strncmp(k, "sluice-burst", 12))
+            it->burst = v;
+    }
+    while (*s && *s != ',')
+        s++;
+    *p = s;
+    return true;
+}
+
+/* The quota that rejected: the RateLimit item with no request left (the least left when none is
+ * at 0), with its RateLimit-Policy parameters. False when the answer names none. */
+static bool rejecting_quota(const sl_attempt_reply *r, rl_item *out)
+{
+    const char *p = r->ratelimit;
+    rl_item it;
+    bool found = false;
+    while (rl_next(&p, &it))
+        if (it.r >= 0 && (!found || it.r < out->r)) {
+            *out = it;
+            found = true;
+        }
+    if (!found)
+        return false;
+    p = r->ratelimit_policy;
+    while (rl_next(&p, &it))
+        if (!strcmp(it.name, out->name)) {
+            out->q = it.q;
+            out->w = it.w;
+            out->burst = it.burst;
+            break;
+        }
+    return true;
+}
+
 static int attempt_run(void *opts, const sl_cli_args *args)
 {
     const attempt_opts *o = opts;
     (void)args;
     sl_attempt a = {.resource = o->resource, .prefix = o->prefix, .method = o->method,
                     .req_id = o->req_id, .priority = o->priority};
-    const char *lease = o->release, *addr = o->co.addr;
+    const char *lease = o->release, *addr = addr_of(&o->co);
     bool acquire = o->acquire, http2 = o->http2, json = o->co.json;
     int tmo = timeout_ms(&o->co);
     if (lease && (acquire || !lease[0])) {
@@ -791,6 +923,14 @@ static int attempt_run(void *opts, const sl_cli_args *args)
 
     bool release = lease != NULL;
     const char *outcome = outcome_name(&r, release);
+    rl_item rq;
+    bool has_rq = r.outcome == SL_ATTEMPT_REJECTED && rejecting_quota(&r, &rq);
+    if (has_rq) { /* limit / remaining / reset / window: the quota that rejected, not the first */
+        r.rl_limit = rq.q;
+        r.rl_remaining = rq.r;
+        r.rl_reset_s = rq.t;
+        r.rl_window_s = rq.w;
+    }
     if (json) {
         json_t *o = json_object();
         json_object_set_new(o, "outcome", json_string(outcome));
@@ -806,11 +946,35 @@ static int attempt_run(void *opts, const sl_cli_args *args)
         json_int_opt(o, "window_s", r.rl_window_s);
         if (r.lease_id[0])
             json_object_set_new(o, "lease_id", json_string(r.lease_id));
+        if (has_rq) {
+            json_t *q = json_pack("{s:s}", "name", rq.name);
+            json_int_opt(q, "remaining", rq.r);
+            json_int_opt(q, "reset_s", rq.t);
+            json_int_opt(q, "quota", rq.q);
+            json_int_opt(q, "window_s", rq.w);
+            json_int_opt(q, "burst", rq.burst);
+            json_object_set_new(o, "rejected_by", q);
+        }
         if (r.message[0])
             json_object_set_new(o, "message", json_string(r.message));
+        if (r.outcome == SL_ATTEMPT_REJECTED && r.message[0])
+            json_object_set_new(o, "reason", json_string(r.message));
         print_json(o);
     } else {
         printf("outcome:     %s (%d)\n", outcome, r.http_status);
+        if (has_rq) {
+            printf("rejected by: \"%s\"", rq.name);
+            if (rq.q >= 0 && rq.w > 0)
+                printf(", %lld per %lld s", (long long)rq.q, (long long)rq.w);
+            if (rq.burst >= 0)
+                printf(", burst %lld", (long long)rq.burst);
+            printf(", remaining %lld", (long long)rq.r);
+            if (rq.t >= 0)
+                printf(", full again in %lld s", (long long)rq.t);
+            printf("\n");
+        }
+        if (r.outcome == SL_ATTEMPT_REJECTED && r.message[0])
+            printf("reason:      %s\n", r.message);
         if (r.lease_id[0])
             printf("lease_id:    %s\n", r.lease_id);
         if (r.retry_after_ms >= 0)
@@ -819,11 +983,11 @@ static int attempt_run(void *opts, const sl_cli_args *args)
             printf("ratelimit:   %s\n", r.ratelimit);
         if (r.ratelimit_policy[0])
             printf("policy:      %s\n", r.ratelimit_policy);
-        if (r.rl_limit >= 0 || r.rl_remaining >= 0)
+        if (!has_rq && (r.rl_limit >= 0 || r.rl_remaining >= 0))
             printf("parsed:      limit %lld, remaining %lld, reset %lld s, window %lld s\n",
                    (long long)r.rl_limit, (long long)r.rl_remaining, (long long)r.rl_reset_s,
                    (long long)r.rl_window_s);
-        if (r.message[0])
+        if (r.message[0] && r.outcome != SL_ATTEMPT_REJECTED)
             printf("message:     %s\n", r.message);
     }
     if (r.outcome == SL_ATTEMPT_ACCEPTED)

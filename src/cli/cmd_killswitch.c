@@ -25,6 +25,7 @@
 typedef struct ks_opts {
     sl_cli_admin admin; /* socket and addr NULL: etcd */
     bool node;          /* --node: one node, through its default admin socket */
+    bool json;
     sl_cli_storage storage;
 } ks_opts;
 
@@ -33,6 +34,8 @@ static const sl_opt ks_opts_table[] = {
      .help = "one node only, through its admin API (the default admin socket unless "
              "--admin-socket or --admin-addr says where), instead of every node through etcd; "
              "until etcd next writes NAME"},
+    {.name = "json", .type = SL_OPT_BOOL, .offset = offsetof(ks_opts, json), .def = "false",
+     .help = "print one JSON object (the node's answer with --node)"},
     SL_CLI_ADMIN_OPTS(ks_opts, admin),
     {.name = "addr", .type = SL_OPT_STRING, .offset = offsetof(ks_opts, admin.addr),
      .nullable = true, .metavar = "HOST:PORT", .help = "the same as --admin-addr (its former name)"},
@@ -54,14 +57,34 @@ static const sl_opt_table ks_table = {
              "NAME is a Gubernator limit name, or for POST /attempt: \"levee\" (every rate "
              "quota),\n"
              "a quota's name, \"concurrency\", \"fleet\"; \"shed\" is sluiced's worker shedder.\n",
+    .epilog = "exit: 0 done, 1 refused (an HTTP 4xx), 2 usage, 3 unreachable (no etcd, no node, 5xx)\n",
     .opts = ks_opts_table,
     .nopts = sizeof ks_opts_table / sizeof ks_opts_table[0],
 };
 
 /* ---------------------------------------------------------------- admin endpoint */
 
+/* The switches of a node's GET answer, one line each. */
+static void print_admin_status(const char *where, const char *text, size_t len)
+{
+    json_t *j = json_loadb(text, len, 0, NULL);
+    json_t *sw = j ? json_object_get(j, "switches") : NULL;
+    size_t i;
+    json_t *e;
+    json_array_foreach(sw, i, e) {
+        const char *name = json_string_value(json_object_get(e, "name"));
+        const char *mode = json_string_value(json_object_get(e, "mode"));
+        const char *origin = json_string_value(json_object_get(e, "origin"));
+        printf("%s %s%s%s%s\n", name ? name : "?", mode ? mode : "?", origin ? " (" : "",
+               origin ? origin : "", origin ? ")" : "");
+    }
+    if (!json_array_size(sw))
+        printf("no switch is set on %s\n", where);
+    json_decref(j);
+}
+
 static int via_admin(const sl_cli_admin *a, const char *cmd, const char *name, int mode,
-                     long timeout)
+                     long timeout, bool json)
 {
     static const char *const prog = "sluice killswitch";
     char *body = NULL;
@@ -73,7 +96,7 @@ static int via_admin(const sl_cli_admin *a, const char *cmd, const char *name, i
         body = j ? json_dumps(j, JSON_COMPACT) : NULL;
         json_decref(j);
         if (!body)
-            return 1;
+            return SL_CLI_EXIT_UNREACHABLE;
     }
     sl_strbuf b;
     sl_strbuf_init(&b, 65536);
@@ -83,14 +106,15 @@ static int via_admin(const sl_cli_admin *a, const char *cmd, const char *name, i
     char where[300];
     sl_cli_admin_where(a, where, sizeof where);
     if (!ret && st != 200) {
-        fprintf(stderr, "%s: %s: HTTP error %ld: %.*s\n", prog, a->addr ? a->addr : where, st,
+        fprintf(stderr, "%s: %s: HTTP error %ld: %.*s\n", prog, where, st,
                 (int)sl_strbuf_len(&b), sl_strbuf_str(&b));
-        ret = 1;
-    } else if (!ret && !strcmp(cmd, "status")) {
+        ret = sl_cli_http_exit(st);
+    } else if (!ret && json) {
         printf("%.*s\n", (int)sl_strbuf_len(&b), sl_strbuf_str(&b));
+    } else if (!ret && !strcmp(cmd, "status")) {
+        print_admin_status(where, sl_strbuf_str(&b), sl_strbuf_len(&b));
     } else if (!ret) {
-        printf("%s %s on %s (this node only)\n", name, sl_killswitch_mode_name(mode),
-               a->addr ? a->addr : where);
+        printf("%s %s on %s (this node only)\n", name, sl_killswitch_mode_name(mode), where);
     }
     sl_strbuf_free(&b);
     return ret;
@@ -98,7 +122,8 @@ static int via_admin(const sl_cli_admin *a, const char *cmd, const char *name, i
 
 /* ---------------------------------------------------------------- etcd */
 
-static int via_etcd(const sl_cli_storage *storage, const char *cmd, const char *name, int mode)
+static int via_etcd(const sl_cli_storage *storage, const char *cmd, const char *name, int mode,
+                    bool json)
 {
     sl_etcd *e = NULL;
     const char *root;
@@ -115,20 +140,31 @@ static int via_etcd(const sl_cli_storage *storage, const char *cmd, const char *
     char err[256];
     if (kl < 0 || (size_t)kl >= sizeof key) {
         fprintf(stderr, "sluice killswitch: name or root too long\n");
-        ret = 2;
+        ret = SL_CLI_EXIT_USAGE;
     } else if (!strcmp(cmd, "status")) {
         sl_etcd_kvs r;
         if (sl_etcd_range(e, key, (size_t)kl, true, 0, false, &r)) {
             fprintf(stderr, "sluice killswitch: etcd: %s\n", sl_etcd_last_error(e, err, sizeof err));
-            ret = 1;
+            ret = SL_CLI_EXIT_UNREACHABLE;
         } else {
             size_t pl = (size_t)kl;
+            json_t *sw = json ? json_array() : NULL;
             for (size_t i = 0; i < r.n; i++) {
                 int m = sl_killswitch_parse_mode(r.kvs[i].value, r.kvs[i].value_len);
-                printf("%.*s %s\n", (int)(r.kvs[i].key_len - pl), r.kvs[i].key + pl,
-                       m < 0 ? "invalid" : sl_killswitch_mode_name((sl_killswitch_mode)m));
+                const char *mn =
+                    m < 0 ? "invalid" : sl_killswitch_mode_name((sl_killswitch_mode)m);
+                if (json)
+                    json_array_append_new(sw, json_pack("{s:s%,s:s,s:s}", "name",
+                                                        r.kvs[i].key + pl,
+                                                        r.kvs[i].key_len - pl, "mode", mn,
+                                                        "origin", "etcd"));
+                else
+                    printf("%.*s %s\n", (int)(r.kvs[i].key_len - pl), r.kvs[i].key + pl, mn);
             }
-            if (r.n == 0)
+            if (json)
+                sl_cli_print_json(json_pack("{s:s,s:s%,s:o}", "source", "etcd", "prefix", key,
+                                            pl, "switches", sw));
+            else if (r.n == 0)
                 printf("no switch is set under %.*s\n", (int)pl, key);
             sl_etcd_kvs_free(&r);
         }
@@ -136,7 +172,10 @@ static int via_etcd(const sl_cli_storage *storage, const char *cmd, const char *
         /* off: no entry is the default, and leaves nothing behind */
         if (sl_etcd_delete(e, key, (size_t)kl, false, NULL, NULL)) {
             fprintf(stderr, "sluice killswitch: etcd: %s\n", sl_etcd_last_error(e, err, sizeof err));
-            ret = 1;
+            ret = SL_CLI_EXIT_UNREACHABLE;
+        } else if (json) {
+            sl_cli_print_json(json_pack("{s:s,s:s,s:s,s:s}", "name", name, "mode", "enforce",
+                                        "origin", "etcd", "key", key));
         } else {
             printf("%s enforce (%s deleted)\n", name, key);
         }
@@ -145,7 +184,12 @@ static int via_etcd(const sl_cli_storage *storage, const char *cmd, const char *
         int64_t rev = 0;
         if (sl_etcd_put(e, key, (size_t)kl, val, strlen(val), 0, &rev)) {
             fprintf(stderr, "sluice killswitch: etcd: %s\n", sl_etcd_last_error(e, err, sizeof err));
-            ret = 1;
+            ret = SL_CLI_EXIT_UNREACHABLE;
+        } else if (json) {
+            sl_cli_print_json(json_pack("{s:s,s:s,s:s,s:s,s:I}", "name", name, "mode",
+                                        sl_killswitch_mode_name((sl_killswitch_mode)mode),
+                                        "origin", "etcd", "key", key, "revision",
+                                        (json_int_t)rev));
         } else {
             printf("%s %s (%s = %s, revision %lld)\n", name,
                    sl_killswitch_mode_name((sl_killswitch_mode)mode), key, val, (long long)rev);
@@ -171,7 +215,7 @@ static int run(void *opts, const sl_cli_args *args)
     else {
         fprintf(stderr, "sluice killswitch: unknown command '%s'\n", cmd);
         sl_opt_help(&ks_table, stderr);
-        return 2;
+        return SL_CLI_EXIT_USAGE;
     }
     if (mode >= 0 && (!name || !name[0] || strlen(name) > SL_KILLSWITCH_MAX_NAME)) {
         fprintf(stderr, "sluice killswitch: %s needs a NAME (1..%d bytes; \"*\" for all)\n", cmd,
@@ -183,13 +227,14 @@ static int run(void *opts, const sl_cli_args *args)
         return 2;
     }
     if (o->node || o->admin.addr || o->admin.socket)
-        return via_admin(&o->admin, cmd, name, mode, (long)(o->storage.timeout_ns / 1000000));
+        return via_admin(&o->admin, cmd, name, mode, (long)(o->storage.timeout_ns / 1000000),
+                         o->json);
     if (o->admin.token_file || o->admin.ca_file) {
         fprintf(stderr, "sluice killswitch: --admin-token-file and --admin-ca go with "
                 "--admin-addr\n");
         return 2;
     }
-    return via_etcd(&o->storage, cmd, name, mode);
+    return via_etcd(&o->storage, cmd, name, mode, o->json);
 }
 
 const sl_cli_command sl_cmd_killswitch = {

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "cli/commands.h"
 #include "ctlplane/etcd.h"
 #include "config/quota.h"
@@ -23,6 +25,7 @@ typedef struct quota_args {
     bool dflt;
     char *factor; /* NULL: no --factor; "": --factor without a value */
     char *rate, *burst, *rps, *group_size;
+    bool json;
     const char *cmd, *key; /* positional */
 } quota_args;
 
@@ -48,6 +51,8 @@ static const sl_opt quota_opts[] = {
     {.name = "group-size", .type = SL_OPT_STRING, .offset = FIELD(group_size), .nullable = true,
      .group = "Values (with set)", .metavar = "DF",
      .help = "with --rps: the group size (default 1)"},
+    {.name = "json", .type = SL_OPT_BOOL, .offset = FIELD(json), .def = "false",
+     .help = "print one JSON object"},
     SL_CLI_STORAGE_OPTS(quota_args),
 };
 
@@ -61,9 +66,17 @@ static const sl_opt_table quota_table = {
              "  get KEY                           print a value (exit 1 if absent)\n"
              "  rm KEY                            delete a value\n"
              "  list                              every quota and group size under the root\n",
+    .epilog = "exit: 0 done, 1 get or rm of a value that is not set, 2 usage, 3 etcd unreachable\n",
     .opts = quota_opts,
     .nopts = sizeof quota_opts / sizeof quota_opts[0],
 };
+
+/* A stored value as JSON: the quota object, else the number or text as it is. */
+static json_t *value_json(const char *v, size_t n)
+{
+    json_t *j = json_loadb(v, n, JSON_DECODE_ANY, NULL);
+    return j ? j : json_stringn(v, n);
+}
 
 /* A non-negative number from a flag's text (the engine's number syntax). */
 static int parse_double(const char *s, const char *what, double *out)
@@ -187,14 +200,14 @@ static int set_value(const quota_args *a, const sl_quota_path *p, char *buf, siz
     return n;
 }
 
-static int cmd_list(sl_etcd *e, const char *root)
+static int cmd_list(sl_etcd *e, const char *root, bool json)
 {
     size_t rl = strlen(root);
     while (rl && root[rl - 1] == '/')
         rl--;
     char *prefix = malloc(rl + 2);
     if (!prefix)
-        return 1;
+        return SL_CLI_EXIT_UNREACHABLE;
     memcpy(prefix, root, rl);
     prefix[rl] = '/';
     prefix[rl + 1] = 0;
@@ -204,8 +217,9 @@ static int cmd_list(sl_etcd *e, const char *root)
         char err[256];
         fprintf(stderr, "sluice quota: etcd: %s\n", sl_etcd_last_error(e, err, sizeof err));
         free(prefix);
-        return 1;
+        return SL_CLI_EXIT_UNREACHABLE;
     }
+    json_t *entries = json ? json_array() : NULL;
     for (size_t i = 0; i < r.n; i++) {
         const sl_etcd_kv *kv = &r.kvs[i];
         const char *rel = kv->key + rl + 1;
@@ -228,9 +242,19 @@ static int cmd_list(sl_etcd *e, const char *root)
         } else {
             err = "malformed key";
         }
-        printf("%-40.*s %.*s%s%s%s\n", (int)rel_len, rel, (int)kv->value_len, kv->value,
-               prc ? "  (ignored: " : "", prc ? err : "", prc ? ")" : "");
+        if (json) {
+            json_t *x = json_pack("{s:s%,s:o}", "path", rel, rel_len, "value",
+                                  value_json(kv->value, kv->value_len));
+            if (prc)
+                json_object_set_new(x, "ignored", json_string(err ? err : "invalid"));
+            json_array_append_new(entries, x);
+        } else {
+            printf("%-40.*s %.*s%s%s%s\n", (int)rel_len, rel, (int)kv->value_len, kv->value,
+                   prc ? "  (ignored: " : "", prc ? err : "", prc ? ")" : "");
+        }
     }
+    if (json)
+        sl_cli_print_json(json_pack("{s:s,s:o}", "prefix", prefix, "entries", entries));
     sl_etcd_kvs_free(&r);
     free(prefix);
     return 0;
@@ -261,7 +285,7 @@ static int run(void *opts, const sl_cli_args *args)
             fprintf(stderr, "sluice quota: list takes no KEY\n");
             ret = 2;
         } else {
-            ret = cmd_list(e, root);
+            ret = cmd_list(e, root, a.json);
         }
         goto out;
     }
@@ -284,20 +308,30 @@ static int run(void *opts, const sl_cli_args *args)
         int64_t rev = 0;
         if (sl_etcd_put(e, key, (size_t)kl, val, (size_t)vl, 0, &rev)) {
             fprintf(stderr, "sluice quota: etcd: %s\n", sl_etcd_last_error(e, err, sizeof err));
-            ret = 1;
+            ret = SL_CLI_EXIT_UNREACHABLE;
             goto out;
         }
-        printf("%s %s (revision %lld)\n", key, val, (long long)rev);
+        if (a.json)
+            sl_cli_print_json(json_pack("{s:s,s:o,s:I}", "key", key, "value",
+                                        value_json(val, (size_t)vl), "revision",
+                                        (json_int_t)rev));
+        else
+            printf("%s %s (revision %lld)\n", key, val, (long long)rev);
     } else if (is_get) {
         sl_etcd_kvs r;
         if (sl_etcd_range(e, key, (size_t)kl, false, 0, false, &r)) {
             fprintf(stderr, "sluice quota: etcd: %s\n", sl_etcd_last_error(e, err, sizeof err));
-            ret = 1;
+            ret = SL_CLI_EXIT_UNREACHABLE;
             goto out;
         }
         if (r.n == 0) {
             fprintf(stderr, "sluice quota: %s is not set\n", key);
-            ret = 1;
+            if (a.json)
+                sl_cli_print_json(json_pack("{s:s,s:n}", "key", key, "value"));
+            ret = SL_CLI_EXIT_LIMITED;
+        } else if (a.json) {
+            sl_cli_print_json(json_pack("{s:s,s:o}", "key", key, "value",
+                                        value_json(r.kvs[0].value, r.kvs[0].value_len)));
         } else {
             printf("%.*s\n", (int)r.kvs[0].value_len, r.kvs[0].value);
         }
@@ -306,15 +340,18 @@ static int run(void *opts, const sl_cli_args *args)
         int64_t deleted = 0;
         if (sl_etcd_delete(e, key, (size_t)kl, false, &deleted, NULL)) {
             fprintf(stderr, "sluice quota: etcd: %s\n", sl_etcd_last_error(e, err, sizeof err));
-            ret = 1;
+            ret = SL_CLI_EXIT_UNREACHABLE;
             goto out;
         }
         if (deleted == 0) {
             fprintf(stderr, "sluice quota: %s was not set\n", key);
-            ret = 1;
+            ret = SL_CLI_EXIT_LIMITED;
         } else {
-            printf("deleted %s\n", key);
+            if (!a.json)
+                printf("deleted %s\n", key);
         }
+        if (a.json)
+            sl_cli_print_json(json_pack("{s:s,s:b}", "key", key, "deleted", deleted != 0));
     }
 out:
     sl_etcd_free(e);

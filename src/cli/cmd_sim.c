@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -57,6 +58,7 @@ typedef struct opts {
     int64_t nodes[MAX_SWEEP], sync[MAX_SWEEP];
     size_t nnodes, nsync;
     bool forward_admitted_only;
+    bool json;          /* --json: only the JSON document on stdout */
     int64_t max_delay;  /* --max-delay: the shaper study (delay instead of reject); -1 = off */
     bool open_loop;     /* --open-loop: Criteo's study instead of the closed-loop one */
 } opts;
@@ -141,6 +143,8 @@ static const sl_opt sim_opts[] = {
      .help = "all (every hit goes to the owner, as Gubernator) | admitted (only the hits a node "
              "admitted)"},
 
+    {.name = "json", .type = SL_OPT_BOOL, .offset = F(json), .def = "false", .group = G_OUT,
+     .help = "print only the JSON document (the tables are left out)"},
     {.name = "csv", .type = SL_OPT_STRING, .offset = F(csv), .nullable = true, .group = G_OUT,
      .metavar = "FILE",
      .help = "single mode: time series of key 0, admitted in the trailing window per algorithm "
@@ -168,6 +172,7 @@ static const sl_opt_table sim_table = {
              "decision with a perfect sliding window of the same limit (windows are (t - duration, "
              "t]).\n"
              "Prints a table, then one JSON object as the last line.\n",
+    .epilog = "exit: 0 done, 2 usage (--csv-step longer than the traffic too), 3 failed\n",
     .opts = sim_opts,
     .nopts = sizeof sim_opts / sizeof sim_opts[0],
 };
@@ -308,9 +313,22 @@ static json_t *result_json(const sl_sim_result *r, const sl_sim_result *perfect,
     return o;
 }
 
-static void print_row(const sl_sim_result *r, const sl_sim_result *perfect, const char *prefix)
+/* The tables and prose: on stdout, unless --json asked for the JSON document alone. */
+static void say(const opts *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(const opts *o, const char *fmt, ...)
 {
-    printf("%s%-18s %9" PRIu64 " %9" PRIu64 " %+8.2f%% %6" PRId64 " %6" PRId64 " %7" PRIu64
+    if (o->json)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+}
+
+static void print_row(const opts *o, const sl_sim_result *r, const sl_sim_result *perfect,
+                      const char *prefix)
+{
+    say(o, "%s%-18s %9" PRIu64 " %9" PRIu64 " %+8.2f%% %6" PRId64 " %6" PRId64 " %7" PRIu64
            " %8" PRIu64 " %8" PRIu64 " %7.1f%s%s\n",
            prefix, r->label, r->admitted, r->rejected, over_pct(r, perfect), r->peak, r->over_limit,
            r->excess, r->wrong_admit, r->wrong_reject, r->bytes_per_key,
@@ -353,9 +371,9 @@ const sl_cli_command sl_cmd_sim = {
     .table = &sim_table, .opts_size = sizeof(opts), .usage_hint = SIM_USAGE_HINT, .run = run};
 
 /* The table's header line (a sweep puts k, sync_ms and limit/ before it). */
-static void print_header(void)
+static void print_header(const opts *o)
 {
-    printf("%-18s %9s %9s %9s %6s %6s %7s %8s %8s %7s\n", "algorithm", "admitted", "rejected",
+    say(o, "%-18s %9s %9s %9s %6s %6s %7s %8s %8s %7s\n", "algorithm", "admitted", "rejected",
            "vs-perf", "peak", "over", "excess", "wrong+", "wrong-", "B/key");
 }
 
@@ -385,9 +403,9 @@ static int run_single(const opts *o, sl_sim *s, const sl_traffic *t, const sl_si
                       size_t nalgs, uint8_t **dec, json_t *results, FILE *csv)
 {
     int rc = 0;
-    printf("\n");
-    print_header();
-    print_row(&s->perfect, &s->perfect, "");
+    say(o, "\n");
+    print_header(o);
+    print_row(o, &s->perfect, &s->perfect, "");
     for (size_t a = 0; a < nalgs; a++) {
         sl_sim_result r;
         if (!(dec[a + 1] = malloc(t->n ? t->n : 1)) ||
@@ -395,7 +413,7 @@ static int run_single(const opts *o, sl_sim *s, const sl_traffic *t, const sl_si
             fprintf(stderr, "sluice sim: %s: %s\n", algs[a].label, strerror(rc ? -rc : ENOMEM));
             return rc ? rc : -ENOMEM;
         }
-        print_row(&r, &s->perfect, "");
+        print_row(o, &r, &s->perfect, "");
         json_array_append_new(results, result_json(&r, &s->perfect, o->p.limit));
     }
     if (csv) {
@@ -431,8 +449,8 @@ static int run_sweep(const opts *o, sl_sim *s, const sl_sim_alg *algs, size_t na
         }
         fputc('\n', csv);
     }
-    printf("\n%4s %7s %6s ", "k", "sync_ms", "limit/");
-    print_header();
+    say(o, "\n%4s %7s %6s ", "k", "sync_ms", "limit/");
+    print_header(o);
     for (size_t i = 0; i < nks; i++) {
         for (size_t j = 0; j < nss; j++) {
             sl_sim_dist d = {
@@ -455,7 +473,7 @@ static int run_sweep(const opts *o, sl_sim *s, const sl_sim_alg *algs, size_t na
                 char prefix[48];
                 snprintf(prefix, sizeof prefix, "%4" PRId64 " %7" PRId64 " %6" PRId64 " ", ks[i],
                          d.sync_ms, r.node_limit);
-                print_row(&r, &s->perfect, prefix);
+                print_row(o, &r, &s->perfect, prefix);
                 json_t *jr = result_json(&r, &s->perfect, o->p.limit);
                 json_object_set_new(jr, "k", json_integer(ks[i]));
                 if (global)
@@ -534,20 +552,20 @@ static int run_open_loop(const opts *o, const sl_traffic *t, const sl_sim_alg *a
             fputc('\n', csv);
         }
     }
-    printf("\nopen loop, key %s, %zu samples every %" PRId64 " ms; error = estimate - true count "
+    say(o, "\nopen loop, key %s, %zu samples every %" PRId64 " ms; error = estimate - true count "
            "of (t - %" PRId64 " ms, t]; steady state = the second half (t > %.3f s)\n\n",
            t->keys[0], samples, o->csv_step, o->p.duration,
            (double)(o->csv_step * (int64_t)(samples / 2)) / 1000.0);
-    printf("| estimator | reads | run MAE | run max | run bias | 2nd half true | 2nd half est "
+    say(o, "| estimator | reads | run MAE | run max | run bias | 2nd half true | 2nd half est "
            "| 2nd half MAE | 2nd half max | 2nd half bias |\n");
-    printf("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+    say(o, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n");
     json_t *arr = json_array();
     for (size_t c = 0; c < ncols; c++) {
         const double *est = series + (c + 1) * samples;
         sl_openloop_err whole, steady;
         sl_openloop_error(est, truth, 0, samples, &whole);
         sl_openloop_error(est, truth, samples / 2, samples, &steady);
-        printf("| %s | %s | %.1f | %.0f | %+.1f | %.1f | %.1f | %.1f | %.0f | %+.1f (%+.1f %%) |\n",
+        say(o, "| %s | %s | %.1f | %.0f | %+.1f | %.1f | %.1f | %.1f | %.0f | %+.1f (%+.1f %%) |\n",
                cols[c].label, kind_names[cols[c].kind], whole.mae, whole.max_err, whole.bias,
                steady.mean_true, steady.mean_est, steady.mae, steady.max_err, steady.bias,
                steady.mean_true > 0 ? 100.0 * steady.bias / steady.mean_true : 0.0);
@@ -560,7 +578,7 @@ static int run_open_loop(const opts *o, const sl_traffic *t, const sl_sim_alg *a
         json_array_append_new(arr, j);
     }
     json_object_set_new(root, "open_loop", arr);
-    printf("\nreads: count = the estimator's count of the window (nothing rejected); backlog = "
+    say(o, "\nreads: count = the estimator's count of the window (nothing rejected); backlog = "
            "requests in the\nbucket (deep enough to refuse nothing); admitted = what the bucket "
            "with the run's limit and burst\nlets through in the window. MAE: mean |error|; max: "
            "largest |error|; bias: mean error.\n");
@@ -587,7 +605,7 @@ static int sim_run(opts *op)
     uint8_t *dec[MAX_ALGS + 1] = {0};
     json_t *root = NULL;
     FILE *csv = NULL;
-    int status = 1;
+    int status = SL_CLI_EXIT_UNREACHABLE;
     if ((rc = make_traffic(&o, &t)))
         goto out;
     if (!o.open_loop && (rc = sl_sim_init(&s, &t, &o.p))) {
@@ -601,9 +619,9 @@ static int sim_run(opts *op)
         goto out;
     }
 
-    printf("traffic %s: %zu requests, %u key(s), %.3f s, %.2f req/s per key (seed %" PRIu64 ")\n",
+    say(&o, "traffic %s: %zu requests, %u key(s), %.3f s, %.2f req/s per key (seed %" PRIu64 ")\n",
            o.traffic, t.n, t.nkeys, (double)t.span_ms / 1000.0, sl_traffic_mean_rate(&t), o.seed);
-    printf("limit %" PRId64 " per %" PRId64 " ms, burst %" PRId64 ", mode %s%s\n", o.p.limit,
+    say(&o, "limit %" PRId64 " per %" PRId64 " ms, burst %" PRId64 ", mode %s%s\n", o.p.limit,
            o.p.duration, o.p.burst, mode_name(&o),
            o.nnodes ? (o.forward_admitted_only ? " (forwarding admitted hits)"
                                                : " (forwarding every hit)")
@@ -612,7 +630,10 @@ static int sim_run(opts *op)
     root = json_object();
     json_object_set_new(root, "scenario", scenario_json(&o, &t));
     if (o.open_loop) {
-        if (run_open_loop(&o, &t, algs, nalgs, root, csv))
+        rc = run_open_loop(&o, &t, algs, nalgs, root, csv);
+        if (rc == -E2BIG || rc == -EINVAL) /* --csv-step does not fit the traffic */
+            status = SL_CLI_EXIT_USAGE;
+        if (rc)
             goto out;
         goto done;
     }
@@ -633,7 +654,7 @@ static int sim_run(opts *op)
             goto out;
         }
         double ratio = sr.perfect_admitted ? (double)sr.admitted / (double)sr.perfect_admitted : 1;
-        printf("\nshaper (gcra, max delay %" PRId64 " ms): admitted %" PRIu64 " (%" PRIu64
+        say(&o, "\nshaper (gcra, max delay %" PRId64 " ms): admitted %" PRIu64 " (%" PRIu64
                " delayed, mean %.1f ms, max %" PRId64 " ms), perfect shaper %" PRIu64
                " (%.2f %%), peak departures %" PRId64 " per window (bound %" PRId64 ")\n",
                o.max_delay, sr.admitted, sr.delayed, sr.mean_delay, sr.max_delay_seen,
@@ -650,7 +671,7 @@ static int sim_run(opts *op)
         json_object_set_new(sj, "peak_bound", json_integer(sr.peak_bound));
         json_object_set_new(root, "shaper", sj);
     }
-    printf("\nvs-perf: admitted relative to the perfect window; peak: most admitted in one window;\n"
+    say(&o, "\nvs-perf: admitted relative to the perfect window; peak: most admitted in one window;\n"
            "over: peak - limit; excess: admissions into a full window; wrong+/wrong-: admitted/\n"
            "rejected where the perfect window (run on the same stream) decided otherwise.\n");
 done:

@@ -45,6 +45,7 @@ static const sl_opt_table top_table = {
     .usage = "[options]",
     .about = "The keys each limit rejected, would reject (shadow mode) or shed on one node,\n"
              "the most frequent first (estimates: count is at most error above the truth).\n",
+    .epilog = "exit: 0 shown, 1 refused (an HTTP 4xx: a bad token), 2 usage, 3 unreachable\n",
     .opts = top_opts_table,
     .nopts = sizeof top_opts_table / sizeof top_opts_table[0],
 };
@@ -58,7 +59,7 @@ static int print_table(const char *text, size_t len)
     if (!json_is_array(limits)) {
         fprintf(stderr, "sluice top: unexpected answer: %.200s\n", text);
         json_decref(j);
-        return 1;
+        return SL_CLI_EXIT_UNREACHABLE;
     }
     printf("%-24s %-13s %10s  %-32s %10s %8s\n", "LIMIT", "EVENT", "TOTAL", "KEY", "COUNT",
            "ERROR");
@@ -98,7 +99,7 @@ static int run(void *opts, const sl_cli_args *args)
         curl_easy_cleanup(h);
         if (!lim) {
             fprintf(stderr, "sluice top: out of memory\n");
-            return 1;
+            return SL_CLI_EXIT_UNREACHABLE;
         }
     }
     int n = snprintf(path, sizeof path, "/v1/admin/top?n=%lld%s%s", (long long)o->n,
@@ -118,7 +119,7 @@ static int run(void *opts, const sl_cli_args *args)
         fprintf(stderr, "sluice top: %s: HTTP error %ld: %.*s\n",
                 sl_cli_admin_where(&o->admin, where, sizeof where), st, (int)sl_strbuf_len(&b),
                 sl_strbuf_str(&b));
-        code = 1;
+        code = sl_cli_http_exit(st);
     } else if (!code && o->json) {
         printf("%.*s\n", (int)sl_strbuf_len(&b), sl_strbuf_str(&b));
     } else if (!code) {

@@ -13,6 +13,21 @@
 #include "ctlplane/etcd.h"
 #include "config/opt.h"
 
+/* The exit codes of every command (sluice --help and man/sluice.1 show the table). */
+#define SL_CLI_EXIT_OK 0          /* allowed, healthy, done */
+#define SL_CLI_EXIT_LIMITED 1     /* limited, unhealthy, or refused (an item error, a 4xx, absent) */
+#define SL_CLI_EXIT_USAGE 2       /* bad arguments or options */
+#define SL_CLI_EXIT_UNREACHABLE 3 /* no usable answer: unreachable, timeout, 5xx, a broken answer */
+/* The table, as the overview and the man page print it. */
+#define SL_CLI_EXIT_TABLE                                                                         \
+    "exit status (every command):\n"                                                              \
+    "    0  allowed / healthy / done\n"                                                             \
+    "    1  limited (over the limit, rejected, unhealthy) or refused (an item error, an HTTP 4xx,\n" \
+    "       a value that is not set)\n"                                                             \
+    "    2  usage error\n"                                                                          \
+    "    3  unreachable or broken: no answer, a timeout, an HTTP 5xx or gRPC error, an answer\n"    \
+    "       that cannot be read\n"
+
 /* Most positional arguments a command may take. */
 #define SL_CLI_MAX_POS 4
 
@@ -55,12 +70,23 @@ extern const sl_cli_command sl_cmd_top;        /* cmd_top.c */
 extern const sl_cli_command sl_cmd_sim;        /* cmd_sim.c */
 extern const sl_cli_command sl_cmd_bench;      /* cmd_bench.c: engine ... */
 
+extern const sl_cli_command sl_cmd_status;     /* cmd_status.c */
+
+/* Print o as one compact JSON line on stdout and release it (NULL: prints nothing). */
+struct json_t;
+void sl_cli_print_json(struct json_t *o);
+
+/* The exit code of an HTTP status from an admin call: 0 for 2xx, 1 for other statuses below 500,
+ * 3 for 5xx. */
+int sl_cli_http_exit(long status);
+
 /* The bearer token of an admin listener's --admin-token-file into token (NUL-terminated), for
  * sluice killswitch and sluice top: 0, or -1 after a message prefixed with `program`. */
 int sl_cli_read_token(const char *program, const char *path, char token[SL_BEARER_MAX_LEN + 1]);
 
 /* Where a command reaches one node's admin API: its Unix socket (the default: --admin-socket, or
- * sluiced's default path, sl_config_admin_socket) or, with --admin-addr HOST:PORT, its TCP admin
+ * sluiced's default path, sl_config_admin_socket) or, with --admin-addr HOST:PORT (else
+ * $SLUICE_ADMIN_ADDR when no --admin-socket is given), its TCP admin
  * listener (https off loopback or with --admin-ca, verified against it or the system's CAs; else
  * http), with
  * the bearer token of --admin-token-file. Members of the command's option struct
@@ -79,7 +105,7 @@ typedef struct sl_cli_admin {
                 "$XDG_RUNTIME_DIR/sluice/admin.sock, else /run/sluice/admin.sock",               \
      .help = "the node's admin socket (sluiced --admin-socket)"},                                 \
     {.name = "admin-addr", .type = SL_OPT_STRING, .offset = offsetof(T, m.addr),                 \
-     .nullable = true, .metavar = "HOST:PORT",                                                    \
+     .nullable = true, .metavar = "HOST:PORT", .def_doc = "$SLUICE_ADMIN_ADDR, else the socket",  \
      .help = "the node's TCP admin listener instead (sluiced --admin-addr; the port is "          \
              "required); needs --admin-token-file"},                                              \
     {.name = "admin-token-file", .type = SL_OPT_STRING, .offset = offsetof(T, m.token_file),     \
@@ -93,7 +119,7 @@ typedef struct sl_cli_admin {
 /* GET (json NULL) or POST json (Content-Type: application/json) to path ("/v1/admin/...",
  * query included) on the admin API a names. 0 with the HTTP status in *status and the body in
  * out; else the exit code after a message prefixed with `program`: 2 for a usage error (an
- * --admin-addr without a port, a bad token file), 1 when the node could not be reached. */
+ * --admin-addr without a port, a bad token file), 3 when the node could not be reached. */
 int sl_cli_admin_call(const char *program, const sl_cli_admin *a, const char *path,
                       const char *json, long timeout_ms, sl_strbuf *out, long *status);
 /* What a names, for messages: the socket's path or the address. */
@@ -119,7 +145,7 @@ typedef struct sl_cli_storage {
 
 /* An etcd client for the storage options (their defaults from sl_etcd_cli_defaults) and the root
  * in *root: 0, or the exit code after a message prefixed with `program` (2: bad --storage-addrs,
- * 1: no client). */
+ * 3: no client). */
 int sl_cli_etcd(const char *program, const sl_cli_storage *s, sl_etcd **e, const char **root);
 
 #endif

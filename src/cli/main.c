@@ -13,7 +13,7 @@
 #endif
 
 static const sl_cli_command *const commands[] = {
-    &sl_cmd_check, &sl_cmd_health, &sl_cmd_attempt, &sl_cmd_quota,
+    &sl_cmd_check, &sl_cmd_health, &sl_cmd_attempt, &sl_cmd_status, &sl_cmd_quota,
     &sl_cmd_killswitch, &sl_cmd_top, &sl_cmd_sim, &sl_cmd_bench,
 };
 
@@ -22,7 +22,10 @@ static void usage(FILE *f)
     fprintf(f, "usage: sluice <command> [options]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-10s %s\n", commands[i]->name, commands[i]->summary);
-    fprintf(f, "\n'sluice <command> --help' describes a command's options; 'sluice --version' the version.\n");
+    fprintf(f, "\n'sluice <command> --help' describes a command's options; 'sluice --version' the version.\n"
+               "Every command takes --json (one JSON object on stdout).\n"
+               "--addr defaults to $SLUICE_ADDR, --admin-addr to $SLUICE_ADMIN_ADDR (flags win).\n\n");
+    fputs(SL_CLI_EXIT_TABLE, f);
 }
 
 int main(int argc, char **argv)

@@ -26,7 +26,8 @@ for f in sbin/sluiced bin/sluice include/sluice/client.h include/sluice/node.h \
          include/sluice/shed.h include/sluice/engine.h include/sluice/clock.h \
          include/sluice/export.h $LIBDIR/libsluice.a $LIBDIR/libsluice-client.a \
          $LIBDIR/pkgconfig/sluice.pc $LIBDIR/pkgconfig/sluice-client.pc \
-         share/man/man8/sluiced.8 share/man/man1/sluice.1; do
+         share/man/man8/sluiced.8 share/man/man1/sluice.1 \
+         share/bash-completion/completions/sluice; do
   [ -e "$R/$f" ] || { echo "missing after install: $f"; exit 1; }
 done
 for lib in libsluice libsluice-client; do

@@ -179,7 +179,7 @@ def test_admin_token(node_factory, tmp_path):
                          timeout=10)
     assert out.returncode == 0, out.stderr
     assert get_rate_limits(node, [ITEM]) == ["OVER_LIMIT"]
-    out = subprocess.run([SLUICE, "killswitch", "status", "--admin-addr", admin,
+    out = subprocess.run([SLUICE, "killswitch", "status", "--json", "--admin-addr", admin,
                           "--admin-token-file", str(tok)], capture_output=True, text=True,
                          timeout=10)
     assert out.returncode == 0 and '"switches":[]' in out.stdout, out.stdout

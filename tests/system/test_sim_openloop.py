@@ -77,4 +77,4 @@ def test_open_loop_refuses_other_studies():
     p = run("--open-loop", "--split", "2")
     assert p.returncode == 2 and "--open-loop" in p.stderr
     p = run("--open-loop", "--seconds", "1", "--csv-step", "5000")
-    assert p.returncode == 1 and "shorter than --csv-step" in p.stderr
+    assert p.returncode == 2 and "shorter than --csv-step" in p.stderr  # a usage error
