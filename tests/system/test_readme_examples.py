@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The README's command examples, run as written against a real sluiced started as `make run`
+"""The README's and the docs' command examples, run as written against a real sluiced started as `make run`
 starts it (`--config examples/sluiced.yaml`), so that an example that stops working fails CI:
 every `$ ` line of the README's "Examples" section that talks to the local node (localhost:5454,
 127.0.0.1:5454, or the node's admin socket), with only the port swapped for a free one, and the
@@ -109,3 +109,82 @@ def test_make_run_hints_run(tmp_path):
     cmds = run_hints()
     assert len(cmds) >= 5, cmds
     run_against(cmds, tmp_path)
+
+
+def doc_lines(path, starts):
+    """Command lines in docs/<path>'s code blocks that start with one of `starts` (continuations
+    joined, comments cut)."""
+    out, cur, in_code = [], None, False
+    for line in open(os.path.join(ROOT, "docs", path)).read().splitlines():
+        if line.startswith("```"):
+            in_code = not in_code
+            continue
+        if not in_code:
+            continue
+        s = line.strip()
+        if cur is not None:
+            cur += " " + s.rstrip("\\").strip()
+            if not s.endswith("\\"):
+                out.append(cur)
+                cur = None
+        elif s.startswith(starts):
+            if s.endswith("\\"):
+                cur = s.rstrip("\\").strip()
+            else:
+                out.append(re.sub(r"\s+#.*$", "", s))
+    return out
+
+
+def test_levee_quota_examples_run_against_etcd():
+    """docs/levee.md's `sluice quota` examples, as written, against a real etcd: each answers 0,
+    and `get` finds what `set` wrote."""
+    from etcdproc import EtcdProc
+    cmds = [c for c in doc_lines("levee.md", ("sluice quota ",)) if "..." not in c]
+    assert len(cmds) >= 8, cmds
+    e = EtcdProc().start(timeout=15)
+    try:
+        sluice = os.path.join(BUILD, "bin", "sluice")
+        for c in cmds:
+            argv = shlex.split(c)
+            argv = [sluice, "quota", "--storage-addrs", e.url] + argv[2:]
+            r = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+            assert r.returncode == 0, (c, r.stdout, r.stderr)
+    finally:
+        e.close()
+
+
+def test_docs_curl_examples_run(tmp_path):
+    """The curl examples of docs/levee.md and docs/envoy.md against a node with the example
+    quotas and an RLS rule for their domain (port swapped)."""
+    rls = tmp_path / "rls"
+    rls.mkdir()
+    (rls / "shop.yaml").write_text("domain: shop\ndescriptors:\n  - key: remote_address\n"
+                                   "    rate_limit: {unit: minute, requests_per_unit: 60}\n")
+    cmds = doc_lines("levee.md", ("curl ",)) + doc_lines("envoy.md", ("curl ",))
+    cmds = [c for c in cmds if re.search(r"(localhost|127\.0\.0\.1):(5454|8081)", c)]
+    assert len(cmds) >= 2, cmds
+    port = free_port()
+    env = dict(os.environ, RUNTIME_DIRECTORY=str(tmp_path))
+    p = subprocess.Popen([os.path.join(BUILD, "bin", "sluiced"), "--config",
+                          "examples/sluiced.yaml", "--listen-addr", "127.0.0.1:%d" % port,
+                          "--rls-config-dir", str(rls)], cwd=ROOT, env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        import socket
+        from conftest import wait_for
+
+        def up():
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+                return True
+            except OSError:
+                return False
+        assert wait_for(up, 10)
+        for c in cmds:
+            line = re.sub(r"(localhost|127\.0\.0\.1):(5454|8081)", r"\1:%d" % port, c)
+            r = subprocess.run(line + " -o /dev/null -w '%{http_code}'", shell=True, cwd=ROOT,
+                               capture_output=True, text=True, timeout=20)
+            assert r.returncode == 0 and r.stdout in ("200", "429"), (line, r.stdout, r.stderr)
+    finally:
+        p.terminate()
+        p.wait(10)
