@@ -138,6 +138,8 @@ def doc_lines(path, starts):
 def test_levee_quota_examples_run_against_etcd():
     """docs/levee.md's `sluice quota` examples, as written, against a real etcd: each answers 0,
     and `get` finds what `set` wrote."""
+    from needs import require
+    require("etcd")
     from etcdproc import EtcdProc
     cmds = [c for c in doc_lines("levee.md", ("sluice quota ",)) if "..." not in c]
     assert len(cmds) >= 8, cmds
